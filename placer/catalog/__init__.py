@@ -1,0 +1,227 @@
+"""Hardware and model catalog: datasheet figures shipped as package data.
+
+in:  ``chips.csv`` and ``models.csv`` beside this file (sources in ``SOURCES.md``)
+out: frozen :class:`Chip` and :class:`ModelConfig` records, looked up by name.
+
+Measured corrections are separate, named fields (``*_efficiency`` plus ``profile``
+provenance); the datasheet figures themselves are never edited in place.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from importlib import resources
+
+from placer.errors import UnknownChipError, UnknownModelError
+
+#: Fraction of datasheet dense peak a tuned kernel sustains when no profile says
+#: otherwise (measured bf16 matmul is ~80 % of peak on H100, 51-60 % on MI300X;
+#: attention and MoE dispatch pull whole-model prefill lower).
+DEFAULT_COMPUTE_EFFICIENCY = 0.65
+#: Fraction of datasheet HBM bandwidth a decode step reaches.
+DEFAULT_MEM_BW_EFFICIENCY = 0.80
+#: Fraction of datasheet scale-up / NIC bandwidth that collectives and RDMA reach.
+DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
+
+
+@dataclass(frozen=True)
+class Chip:
+    """One accelerator: datasheet peaks (per chip) and the measured efficiencies."""
+
+    name: str
+    vendor: str
+    bf16_tflops: float
+    fp8_tflops: float | None  # None: no fp8 tensor cores (fp8 weights upcast to bf16)
+    mem_gb: float
+    mem_bw_tbps: float
+    scaleup_gbps_bidir: float  # GB/s, NVLink-class, both directions together
+    nic_gbit: float  # Gbit/s of RDMA NIC per chip
+    tdp_w: float
+    price_usd_per_h: float
+    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    mem_bw_efficiency: float = DEFAULT_MEM_BW_EFFICIENCY
+    interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY
+    confidence: str = "medium"
+    profile: str | None = None  # provenance of measured efficiencies, e.g. "profile 12 (2026-11-29)"
+
+    def peak_flops_per_s(self, dtype: str) -> float:
+        """Datasheet dense peak FLOP/s for ``dtype`` ('bf16' or 'fp8')."""
+        if dtype == "fp8" and self.fp8_tflops:
+            return self.fp8_tflops * 1e12
+        return self.bf16_tflops * 1e12
+
+    def flops_per_s(self, dtype: str) -> float:
+        """Sustained FLOP/s: peak × measured (or default) compute efficiency."""
+        return self.peak_flops_per_s(dtype) * self.compute_efficiency
+
+    @property
+    def mem_bytes(self) -> float:
+        return self.mem_gb * 1e9
+
+    @property
+    def mem_bw_bytes_per_s(self) -> float:
+        """Sustained HBM bandwidth."""
+        return self.mem_bw_tbps * 1e12 * self.mem_bw_efficiency
+
+    @property
+    def scaleup_bytes_per_s(self) -> float:
+        """Sustained one-direction scale-up bandwidth per chip (for TP collectives)."""
+        return self.scaleup_gbps_bidir * 1e9 / 2 * self.interconnect_efficiency
+
+    @property
+    def nic_bytes_per_s(self) -> float:
+        """Sustained RDMA bandwidth per chip."""
+        return self.nic_gbit * 1e9 / 8 * self.interconnect_efficiency
+
+    def with_changes(self, **changes) -> Chip:
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What the performance model needs of an LLM's architecture."""
+
+    name: str
+    attn: str  # "gqa" or "mla"
+    layers: int
+    hidden: int
+    q_heads: int
+    kv_heads: int = 0
+    head_dim: int = 128
+    kv_lora_rank: int = 0
+    rope_dim: int = 0
+    params_total_b: float = 0.0
+    params_active_b: float = 0.0
+    extra_kv_bytes_per_layer_fp8: int = 0
+    sparse_topk_tokens: int = 0
+    indexer_heads: int = 0
+    indexer_head_dim: int = 0
+    native_weight_dtype: str = "bf16"
+
+    def kv_bytes_per_token(self, kv_dtype: str) -> float:
+        """Bytes of KV cache one token occupies across all layers.
+
+        GQA: layers × 2 (K and V) × kv_heads × head_dim × bytes.
+        MLA: layers × (kv_lora_rank + rope_dim) × bytes; in fp8 the latent is
+        packed as FlashMLA does (fp8 latent + one fp32 scale per 128 values + the
+        rope part kept in bf16: 656 B/layer for DeepSeek-V3), plus any extra per-layer
+        bytes such as DeepSeek-V3.2's indexer key.
+        """
+        return self.layers * self.kv_bytes_per_token_per_layer(kv_dtype)
+
+    def kv_bytes_per_token_per_layer(self, kv_dtype: str) -> float:
+        if kv_dtype not in ("bf16", "fp8"):
+            raise ValueError(f"kv_dtype must be 'bf16' or 'fp8', got {kv_dtype!r}")
+        if self.attn == "gqa":
+            per_value = 2 if kv_dtype == "bf16" else 1
+            return 2 * self.kv_heads * self.head_dim * per_value
+        if kv_dtype == "bf16":
+            main = (self.kv_lora_rank + self.rope_dim) * 2
+        else:
+            main = self.kv_lora_rank + 4 * math.ceil(self.kv_lora_rank / 128) + self.rope_dim * 2
+        indexer = self.extra_kv_bytes_per_layer_fp8  # stored in fp8 whatever the KV dtype
+        return main + indexer
+
+    def indexer_bytes_per_token(self) -> float:
+        """Bytes per token (all layers) that a sparse-attention indexer reads for every past token."""
+        return self.layers * self.extra_kv_bytes_per_layer_fp8
+
+    def attn_flops_per_token_pair(self) -> float:
+        """FLOPs for one query token attending to one past token, all layers (QK^T and PV).
+
+        MLA counts the absorbed form (query and value in the latent space), which is
+        what serving systems run for both prefill with long prefixes and decode.
+        """
+        if self.attn == "gqa":
+            return 2 * self.layers * self.q_heads * (2 * self.head_dim)
+        return 2 * self.layers * self.q_heads * (2 * self.kv_lora_rank + self.rope_dim)
+
+    def indexer_flops_per_token_pair(self) -> float:
+        return 2 * self.layers * self.indexer_heads * self.indexer_head_dim
+
+    def weight_bytes(self, weight_dtype: str) -> float:
+        return self.params_total_b * 1e9 * (1 if weight_dtype == "fp8" else 2)
+
+    @property
+    def active_fraction(self) -> float:
+        return self.params_active_b / self.params_total_b if self.params_total_b else 1.0
+
+
+def _float(value: str) -> float | None:
+    value = value.strip()
+    return float(value) if value else None
+
+
+def _rows(filename: str) -> list[dict[str, str]]:
+    text = resources.files(__package__).joinpath(filename).read_text()
+    lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
+    return list(csv.DictReader(lines))
+
+
+@lru_cache(maxsize=1)
+def chip_catalog() -> dict[str, Chip]:
+    """The bundled chips, by name."""
+    chips = {}
+    for row in _rows("chips.csv"):
+        chips[row["name"]] = Chip(
+            name=row["name"],
+            vendor=row["vendor"],
+            bf16_tflops=float(row["bf16_tflops"]),
+            fp8_tflops=_float(row["fp8_tflops"]),
+            mem_gb=float(row["mem_gb"]),
+            mem_bw_tbps=float(row["mem_bw_tbps"]),
+            scaleup_gbps_bidir=float(row["scaleup_gbps_bidir"]),
+            nic_gbit=float(row["nic_gbit"]),
+            tdp_w=float(row["tdp_w"]),
+            price_usd_per_h=float(row["price_usd_h"]),
+            confidence=row["confidence"],
+        )
+    return chips
+
+
+@lru_cache(maxsize=1)
+def model_catalog() -> dict[str, ModelConfig]:
+    """The bundled models, by name."""
+    models = {}
+    for row in _rows("models.csv"):
+        models[row["name"]] = ModelConfig(
+            name=row["name"],
+            attn=row["attn"],
+            layers=int(row["layers"]),
+            hidden=int(row["hidden"]),
+            q_heads=int(row["q_heads"]),
+            kv_heads=int(_float(row["kv_heads"]) or 0),
+            head_dim=int(row["head_dim"]),
+            kv_lora_rank=int(_float(row["kv_lora_rank"]) or 0),
+            rope_dim=int(_float(row["rope_dim"]) or 0),
+            params_total_b=float(row["params_total_b"]),
+            params_active_b=float(row["params_active_b"]),
+            extra_kv_bytes_per_layer_fp8=int(row["extra_kv_bytes_per_layer_fp8"] or 0),
+            sparse_topk_tokens=int(row["sparse_topk_tokens"] or 0),
+            indexer_heads=int(row["indexer_heads"] or 0),
+            indexer_head_dim=int(row["indexer_head_dim"] or 0),
+            native_weight_dtype="fp8" if row["name"].startswith(("deepseek", "kimi")) else "bf16",
+        )
+    return models
+
+
+def get_chip(name: str) -> Chip:
+    try:
+        return chip_catalog()[name]
+    except KeyError:
+        raise UnknownChipError(name, sorted(chip_catalog())) from None
+
+
+def get_model(name: str) -> ModelConfig:
+    try:
+        return model_catalog()[name]
+    except KeyError:
+        raise UnknownModelError(name, sorted(model_catalog())) from None
+
+
+def agentic_histogram_text() -> str:
+    """The bundled reconstruction of the PDD report's hit-rate histogram (YAML)."""
+    return resources.files(__package__).joinpath("pdd-agentic-histogram.yaml").read_text()

@@ -1,0 +1,267 @@
+"""Predicted metrics of a plan, from its pools and per-pool assignments alone.
+
+in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with
+     ``assignments`` (the solver writes them; `evaluate_plan` derives them for a
+     hand-written plan)
+out: :class:`Analysis`: per-pool utilisation, link use, every flow's TTFT law, and the
+     contract metrics (BCR, cost, goodput, TTFT P50/P90/P99, TPOT, WAN, RLD share).
+
+This module does not use the solver: it recomputes everything at the plan's actual
+utilisations (the MILP plans at the caps), so it is also what `validate` and the
+simulator's agreement check compare against.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from placer.ilp.formulation import (
+    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, eager_tokens, instance, wan_bytes,
+)
+from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel, wan_transfer_s
+from placer.plan import Assignment, LinkUse, Metrics, Plan
+from placer.problem import Problem
+
+PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
+
+
+@dataclass
+class DecodeState:
+    count: int
+    im: InstanceModel
+    tokens_per_s: float = 0.0  # per instance
+    context_weighted: float = 0.0
+    batch: float = 0.0
+    step_s: float = 0.0
+    overloaded: bool = False
+
+
+@dataclass
+class FlowLaw:
+    """TTFT of one flow = deterministic part + the P pool's waiting time."""
+
+    request_class: str
+    pipeline: str
+    p_pool: PoolKey
+    dst: str
+    rps: float
+    det_s: float
+    wait: WaitModel
+    meets_tpot: bool
+
+    def prob_late(self, budget_s: float) -> float:
+        return 1.0 if not self.meets_tpot else self.wait.prob_exceeds(budget_s - self.det_s)
+
+
+@dataclass
+class Analysis:
+    metrics: Metrics
+    p_utilization: dict[PoolKey, float]
+    decode: dict[PoolKey, DecodeState]
+    link_gbit: dict[tuple[str, str], float]
+    flows: list[FlowLaw]
+    rld_tokens_per_s: float
+    total_tokens_per_s: float
+    problems: list[str] = field(default_factory=list)
+
+    def ttft_quantile(self, q: float) -> float:
+        return _mixture_quantile(self.flows, q)
+
+
+def _mixture_quantile(flows: list[FlowLaw], q: float) -> float:
+    total = sum(f.rps for f in flows)
+    if total <= 0:
+        return 0.0
+
+    def cdf(t: float) -> float:
+        return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total
+
+    lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
+    while cdf(hi) < q and hi < 1e7:
+        hi *= 2
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if cdf(mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def _key(a: Assignment) -> PoolKey:
+    return (a.role, a.datacenter, a.chip, a.tp)
+
+
+def analyze(problem: Problem, plan: Plan) -> Analysis:
+    """Metrics of ``plan`` (which must carry assignments) at its actual utilisations."""
+    classes = {c.name: c for c in problem.classes}
+    kv = problem.kv_bytes_per_token
+    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    models = {key: instance(problem, key[2], key[3]) for key in counts}
+    drc_pdd = problem.options.drc
+    notes: list[str] = []
+
+    def drc(pipeline: str) -> bool:
+        return drc_pdd and pipeline != P_D
+
+    # link use from routes
+    link_gbit: dict[tuple[str, str], float] = defaultdict(float)
+    for r in plan.routes:
+        if r.src != r.dst and r.rps > 0:
+            link_gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class], drc(r.pipeline)) * 8 / 1e9
+    link_util = {}
+    for key, used in link_gbit.items():
+        link = problem.links.get(key)
+        link_util[key] = used / link.gbit_per_s if link and link.gbit_per_s > 0 else math.inf
+
+    def transfer_s(c, pipeline: str, src: str, dst: str, im: InstanceModel) -> float:
+        if src == dst:
+            return 0.0
+        link = problem.links.get((src, dst))
+        if link is None:
+            return math.inf
+        return wan_transfer_s(wan_bytes(problem, c, drc(pipeline)), link.bytes_per_s, link.rtt_s,
+                              min(link_util.get((src, dst), 0.0), 0.999))
+
+    # P pools: utilisation and waiting-time law
+    p_load: dict[PoolKey, list[tuple[float, float]]] = defaultdict(list)
+    for a in plan.assignments:
+        if a.role == P and a.rps > 0:
+            c = classes[a.request_class]
+            p_load[_key(a)].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate)))
+    p_util, waits = {}, {}
+    for key, items in p_load.items():
+        lam = sum(r for r, _ in items)
+        mean = sum(r * t for r, t in items) / lam
+        second = sum(r * t * t for r, t in items) / lam
+        rho = lam * mean / counts[key]
+        p_util[key] = rho
+        waits[key] = WaitModel(min(rho, 1.0), mean, second)
+
+    # decode pools: tokens per instance, context, batch by Little's law, step time
+    decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
+    rld_tokens = total_tokens = 0.0
+    eager_by_route: dict[tuple[str, str, str, str], float] = {}
+    for a in plan.assignments:
+        if a.role == P or a.rps <= 0:
+            continue
+        c = classes[a.request_class]
+        if a.role == RLD:
+            if a.pipeline == P_RLD:
+                tokens = float(c.output_tokens)
+            else:
+                src, dst = a.datacenter, a.dst or a.datacenter
+                wan_s = transfer_s(c, P_RLD_MD, src, dst, models[_key(a)])
+                tokens = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
+                eager_by_route[(c.name, P_RLD_MD, src, dst)] = tokens
+            rld_tokens += a.rps * tokens
+            resident = c.input_tokens + tokens / 2
+        else:
+            tokens = float(c.output_tokens)
+            resident = c.input_tokens + c.output_tokens / 2
+        st = decode[_key(a)]
+        rate = a.rps * tokens / st.count
+        st.tokens_per_s += rate
+        st.context_weighted += rate * resident
+    for r in plan.routes:
+        c = classes[r.request_class]
+        total_tokens += r.rps * c.output_tokens
+    # MD emits what RLD did not
+    for st in decode.values():
+        if st.tokens_per_s <= 0:
+            continue
+        ctx = st.context_weighted / st.tokens_per_s
+        batch = 1.0
+        for _ in range(200):
+            nxt = st.tokens_per_s * st.im.step_s(batch, ctx)
+            if nxt > MAX_BATCH:
+                st.overloaded, batch = True, float(MAX_BATCH)
+                break
+            if abs(nxt - batch) < 1e-6:
+                break
+            batch = nxt
+        st.batch = max(batch, 1.0)
+        st.step_s = st.im.step_s(st.batch, ctx)
+        if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
+            notes.append(f"decode pool {_label(_key_of(decode, st))}: step {st.step_s:.4f} s at batch "
+                         f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
+
+    # flows: one per P assignment
+    def first_step(role: str, dc: str) -> tuple[float, bool]:
+        states = [s for k, s in decode.items() if k[0] == role and k[1] == dc and s.tokens_per_s > 0]
+        if not states:
+            return problem.tpot_s, True
+        w = sum(s.tokens_per_s * s.count for s in states)
+        step = sum(s.step_s * s.tokens_per_s * s.count for s in states) / w
+        return step, all(s.step_s <= problem.tpot_s * 1.0001 for s in states)
+
+    flows = []
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0:
+            continue
+        c = classes[a.request_class]
+        key = _key(a)
+        im = models[key]
+        dst = a.dst or a.datacenter
+        pre = im.prefill_s(c.input_tokens, c.hit_rate)
+        if a.pipeline in (P_RLD_MD, P_RLD):
+            move = im.rdma_s(c.input_tokens * kv)
+            step, ok = first_step(RLD, a.datacenter)
+        else:
+            if dst != a.datacenter:
+                move = transfer_s(c, a.pipeline, a.datacenter, dst, im)
+            else:
+                move = im.rdma_s(wan_bytes(problem, c, drc(a.pipeline)))
+            step, ok = first_step(MD if a.pipeline == P_MD else "D", dst)
+        if a.pipeline == P_RLD_MD:
+            _, ok_md = first_step(MD, dst)
+            ok = ok and ok_md
+        flows.append(FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step, waits[key], ok))
+
+    served = sum(f.rps for f in flows)
+    late = sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
+    goodput = served - late
+    cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
+    steps = [(s.step_s, s.tokens_per_s * s.count) for k, s in decode.items() if k[0] != RLD and s.tokens_per_s > 0]
+    tpot = sum(t * w for t, w in steps) / sum(w for _, w in steps) if steps else 0.0
+    metrics = Metrics(
+        bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
+        cost_usd_per_h=cost,
+        goodput_rps=goodput,
+        ttft_p50_s=_mixture_quantile(flows, 0.50),
+        ttft_p90_s=_mixture_quantile(flows, 0.90),
+        ttft_p99_s=_mixture_quantile(flows, 0.99),
+        tpot_s=tpot,
+        wan_gbit_per_s=sum(link_gbit.values()),
+        rld_token_share=rld_tokens / total_tokens if total_tokens > 0 else 0.0,
+        served_rps=served,
+        offered_rps=problem.arrival_rps,
+        sla_attainment=goodput / served if served > 0 else 0.0,
+    )
+    for key, rho in p_util.items():
+        if rho >= 1.0:
+            notes.append(f"prefill pool {_label(key)} is overloaded (utilisation {rho:.2f})")
+    return Analysis(metrics, p_util, decode, dict(link_gbit), flows, rld_tokens, total_tokens, notes)
+
+
+def _label(key: PoolKey) -> str:
+    return f"{key[0]} {key[1]} {key[2]} tp{key[3]}"
+
+
+def _key_of(decode: dict, state: DecodeState) -> PoolKey:
+    return next(k for k, s in decode.items() if s is state)
+
+
+def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:
+    """Every line of the scenario with its planned Gbit/s (0 when unused)."""
+    out = []
+    for (s, d), link in sorted(problem.links.items()):
+        out.append(LinkUse(src=s, dst=d, gbit_per_s_used=round(analysis.link_gbit.get((s, d), 0.0), 6),
+                           gbit_per_s_capacity=link.gbit_per_s))
+    return out
+
+
+def sla_quantile() -> float:
+    return SLA_QUANTILE

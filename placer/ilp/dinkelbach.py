@@ -1,0 +1,181 @@
+"""Solve a built formulation for one objective; BCR exactly by Dinkelbach iterations.
+
+in:  a :class:`~placer.ilp.formulation.Formulation`, objective, backend, time limit
+out: :class:`Outcome` (values, status, gap, seconds, iterations) or a typed error:
+     :class:`InfeasiblePlanError` (names what binds) / :class:`SolveTimeoutError`.
+
+Dinkelbach for max goodput(x)/cost(n): start with λ = the ratio of the cheapest plan
+carrying the required load (0 if none is required); solve
+F(λ) = max goodput − λ·cost (a MILP, warm-started with the previous solution);
+λ ← goodput/cost of the new solution; stop when F(λ) ≤ ε·λ·cost. λ increases
+monotonically and converges superlinearly; each iteration is exact, so the last λ
+is the optimal ratio (to the MIP gap). A final MILP picks, among plans at that
+ratio, the one with the most goodput (no arbitrarily small plans).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from placer.errors import InfeasiblePlanError, SolveTimeoutError
+from placer.ilp.backends import SolveResult, Status, solve
+from placer.ilp.formulation import Formulation
+
+EPS = 1e-6
+ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
+MAX_ITERATIONS = 30
+
+
+@dataclass
+class Outcome:
+    values: list[float]
+    status: str
+    mip_gap: float
+    seconds: float
+    backend: str
+    iterations: int
+    ratio: float  # goodput per USD/h at the optimum (bcr objective), else nan
+
+
+def _goodput(form: Formulation, values: list[float]) -> float:
+    return sum(c * values[i] for i, c in form.goodput.items())
+
+
+def _cost(form: Formulation, values: list[float]) -> float:
+    return sum(c * values[i] for i, c in form.cost.items())
+
+
+def _check(result: SolveResult, form: Formulation, limit: float) -> None:
+    if result.status.has_solution:
+        return
+    if result.status is Status.NO_SOLUTION:
+        raise SolveTimeoutError(limit)
+    if result.status is Status.INFEASIBLE:
+        raise InfeasiblePlanError(diagnose(form))
+    raise RuntimeError(f"solver {result.backend} failed with status {result.status.value}")
+
+
+def diagnose(form: Formulation) -> str:
+    """A user-facing reason why no plan exists."""
+    prob = form.problem
+    if not any(q.role == "P" for q in form.pools):
+        why = "; ".join(form.notes[:4]) or "no datacenter has enough chips"
+        return f"no chip can host a prefill instance of {prob.model.name} ({why})"
+    if not any(q.role != "P" for q in form.pools):
+        why = "; ".join(form.notes[:4])
+        return f"no chip can meet the TPOT SLA of {prob.tpot_s} s for {prob.model.name} ({why})"
+    if not form.flows:
+        return "no pipeline connects a prefill pool to a decode pool (check links and inventories)"
+    required = form.model.vars[form.g].lb
+    carry = _max_carry(form)
+    if carry < required * (1 - 1e-6):
+        return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
+                "the TTFT SLA: inventory, power or WAN bandwidth binds (or lower options.min_served_fraction)")
+    best = min(form.ttft_s.values())
+    if best > prob.ttft_p90_s:
+        return (f"the TTFT SLA of {prob.ttft_p90_s} s cannot be met: the fastest pipeline needs "
+                f"{best:.2f} s even with no queueing")
+    return (f"the TTFT P90 SLA of {prob.ttft_p90_s} s cannot be met at {required:.3g} req/s: queueing at prefill "
+            "and WAN transfers make more than 10 % of requests late")
+
+
+def _max_carry(form: Formulation) -> float:
+    """Most req/s the pools could carry with the SLA row dropped (LP relaxation)."""
+    m = form.model.relaxed()
+    m.rows = [r for r in m.rows if r.family != "sla"]
+    m.set_bounds(form.g, 0.0, m.vars[form.g].ub)
+    m.maximize, m.objective = True, {form.g: 1.0}
+    res = solve(m, "ortools", 30.0)
+    return res.objective if res.status.has_solution else 0.0
+
+
+def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
+                    time_limit_s: float = 30.0, mip_gap: float = 1e-4) -> Outcome:
+    """Solve ``form`` for ``objective`` in {"bcr", "min-cost", "max-goodput"}."""
+    model = form.model
+    start = time.perf_counter()
+    deadline = start + time_limit_s
+
+    def left() -> float:
+        return max(1.0, deadline - time.perf_counter())
+
+    if objective == "min-cost":
+        model.maximize = False
+        model.objective = dict(form.cost)
+        res = solve(model, backend, left(), mip_gap=mip_gap)
+        _check(res, form, time_limit_s)
+        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
+    if objective == "max-goodput":
+        model.maximize = True
+        # tie-break toward the cheaper plan among those of equal goodput
+        model.objective = {**{i: c for i, c in form.goodput.items()}, **{i: -1e-6 * c for i, c in form.cost.items()}}
+        res = solve(model, backend, left(), mip_gap=mip_gap)
+        _check(res, form, time_limit_s)
+        if _goodput(form, res.values) <= EPS:
+            raise InfeasiblePlanError(diagnose(form))
+        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
+    if objective == "max-served":  # baselines that cannot meet the SLA: most load carried at all
+        model.maximize = True
+        model.objective = {form.g: 1.0, **{i: -1e-6 * c for i, c in form.cost.items()}}
+        res = solve(model, backend, left(), mip_gap=mip_gap)
+        _check(res, form, time_limit_s)
+        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
+    if objective != "bcr":
+        raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {objective!r}")
+
+    # λ0: the ratio of the cheapest plan that carries the required load (skips the
+    # loose λ = 0 iteration when the load is fixed).
+    lam, hint, status, gap = 0.0, None, "optimal", 0.0
+    model.maximize = False
+    model.objective = dict(form.cost)
+    res = solve(model, backend, left(), mip_gap=mip_gap)
+    _check(res, form, time_limit_s)
+    if _cost(form, res.values) > 0:
+        lam, hint = _goodput(form, res.values) / _cost(form, res.values), res.values
+    model.maximize = True
+    iterations = 0
+    for iterations in range(1, MAX_ITERATIONS + 1):
+        model.objective = dict(form.goodput)
+        for i, c in form.cost.items():
+            model.objective[i] = model.objective.get(i, 0.0) - lam * c
+        res = solve(model, backend, left(), hint=hint, mip_gap=mip_gap, abs_gap=ABS_GAP)
+        _check(res, form, time_limit_s)
+        if res.status is Status.FEASIBLE:
+            status = "feasible"
+        good, cost = _goodput(form, res.values), _cost(form, res.values)
+        if good <= EPS or cost <= 0:
+            if lam == 0.0:
+                raise InfeasiblePlanError(diagnose(form))
+            break
+        f_value = good - lam * cost
+        if f_value <= ABS_GAP or f_value <= EPS * lam * cost:
+            # F(λ) ≤ bound: every plan has goodput/cost ≤ λ + bound/cost_min.
+            gap = max(0.0, res.bound) / max(lam * _min_cost(form), 1e-12)
+            break
+        lam, hint = good / cost, res.values
+        if time.perf_counter() > deadline:
+            status, gap = "feasible", res.gap
+            break
+    best_ratio = lam
+    # Among plans with the optimal ratio, the one with the most goodput.
+    coeffs = {**form.goodput}
+    for i, c in form.cost.items():
+        coeffs[i] = coeffs.get(i, 0.0) - best_ratio * (1 - 1e-7) * c
+    model.add("ratio_floor", "ratio_floor", coeffs, ">=", 0.0)
+    model.objective = {**dict(form.goodput), **{i: -1e-6 * c for i, c in form.cost.items()}}
+    final = solve(model, backend, left(), hint=hint, mip_gap=mip_gap)
+    model.rows.pop()  # leave the formulation as built
+    values = final.values if final.status.has_solution else (res.values if res else [])
+    if final.status is Status.FEASIBLE:
+        status = "feasible"
+    return Outcome(values, status, gap, time.perf_counter() - start,
+                   (final if final.status.has_solution else res).backend, iterations, best_ratio)
+
+
+def _min_cost(form: Formulation) -> float:
+    """Cheapest possible plan: one P instance and one decode instance."""
+    p = min((c for q, c in zip(form.pools, (form.cost[form.n[q]] for q in form.pools)) if q.role == "P"), default=1.0)
+    d = min((form.cost[form.n[q]] for q in form.pools if q.role != "P"), default=1.0)
+    return p + d

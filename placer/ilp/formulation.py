@@ -1,0 +1,397 @@
+r"""The PDD placement MILP.
+
+Sets
+----
+* K: request classes k (share s_k, input I_k, output O_k, hit rate h_k).
+* D: datacenters; L ⊆ D×D: directed WAN lines (both directions of each link).
+* Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD} (PDD) or {P, D}
+  (PD baselines); P pools also carry a utilisation tier u_p ∈ u·{1, .7, .45}
+  (a busier pool is cheaper per request but queues longer); a candidate exists when the dc has ≥ tp chips of that kind, the
+  weights plus one full context fit in tp chips, and (decode roles) a batch of one
+  meets the TPOT SLA.
+* F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
+  {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
+  P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
+  P-D as the architecture allows (same dc, or over a line).
+
+Parameters (units in names; all from :mod:`placer.perfmodel` at the planning caps)
+----------
+* pre[k,p] prefill seconds; wan_bytes[k] = (1−h_k)·I_k·kv (DRC) or I_k·kv;
+  ttft[f] = pre + transfer (RDMA, or WAN at the line's planned utilisation u_L) + TPOT;
+  late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at utilisation u_p;
+  hold[f] = pre + transfer (seconds P keeps the request's KV staged).
+* Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
+  context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
+  tokens min(O_k, ⌈T_wan/TPOT⌉) (P-RLD-MD) or O_k (P-RLD, filtered).
+* price_q = tp·price_chip (USD/h), power_q = tp·TDP (kW), K_q KV bytes per instance.
+
+Variables
+---------
+* n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋): instances of pool q.
+* x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed).
+* z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
+
+Constraints (each cited in the code as (C1)…(C11))
+-----------
+(C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
+(C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
+                 min_served_fraction, 1 by default); G = arrival (min-cost)
+(C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_p · n_p         ∀ P pools p
+(C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · n_p (Little's law)
+(C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
+                  (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
+(C6) decode slots Σ z · tokens · t_q ≤ u · B_q · n_q              ∀ decode pools q
+(C7) decode memory Σ z · tokens · t_q · resident_k · kv ≤ K_q · n_q (Little's law)
+(C8) link        Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ u_L · Gbit/s(s→d)
+(C9) inventory   Σ_{q of chip c in dc} tp_q · n_q ≤ inventory[dc][c]
+(C10) power      Σ_{q in dc} power_q · n_q ≤ power_kw[dc]
+(C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
+(C12) budget     Σ price_q n_q ≤ budget (max-goodput only)
+
+Objective
+---------
+goodput = Σ_f (1 − late[f]) x_f (req/s meeting the SLA); cost = Σ_q price_q n_q.
+* bcr: maximise goodput / cost exactly by Dinkelbach: repeatedly maximise
+  goodput − λ·cost and set λ ← goodput/cost until the optimum is ≤ 0
+  (see :mod:`placer.ilp.dinkelbach`), then, among plans with that ratio, the most goodput.
+* min-cost: minimise cost with G = arrival.  * max-goodput: maximise goodput, (C12).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from placer.ilp.model import LinearModel
+from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.problem import Class, Problem
+
+P, RLD, MD, D = "P", "RLD", "MD", "D"
+P_MD, P_RLD_MD, P_RLD, P_D = "P-MD", "P-RLD-MD", "P-RLD", "P-D"
+SLA_QUANTILE = 0.90
+GB = 1e9  # memory rows are written in GB to keep coefficients well scaled
+
+
+@dataclass(frozen=True)
+class Pool:
+    role: str
+    dc: str
+    chip: str
+    tp: int
+    util: float = 0.0  # P pools: the planned utilisation tier (its queueing law); 0 for decode
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.role, self.dc, self.chip, self.tp)
+
+    @property
+    def label(self) -> str:
+        tier = f",u{self.util:.2f}" if self.role == P else ""
+        return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
+
+
+#: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
+#: per request but queues longer, and the SLA row (C11) prices that in.
+P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Which roles and pipelines a plan may use (PDD, or one of the PD baselines)."""
+
+    name: str
+    pipelines: tuple[str, ...]
+    drc: bool = True
+    p_dcs: frozenset[str] | None = None  # None: any
+    decode_dcs: frozenset[str] | None = None
+    chips: frozenset[str] | None = None  # None: any chip
+    same_dc: bool | None = None  # P-D: True same dc only, False cross-dc only, None both
+    enforce_sla: bool = True  # False: drop (C11), to show what a baseline that cannot meet the SLA does
+
+
+def pdd_architecture(problem: Problem) -> Architecture:
+    pipes = [P_MD, P_RLD_MD]
+    if problem.options.filter:
+        pipes.append(P_RLD)
+    return Architecture("pdd", tuple(pipes), drc=problem.options.drc)
+
+
+@dataclass(frozen=True)
+class Flow:
+    k: int
+    pipeline: str
+    p: Pool
+    dst: str
+
+    @property
+    def src(self) -> str:
+        return self.p.dc
+
+    @property
+    def crosses(self) -> bool:
+        return self.dst != self.p.dc
+
+
+@dataclass
+class DecodeDesign:
+    im: InstanceModel
+    batch: int
+    step_s: float
+    context_tokens: float
+
+
+@dataclass
+class Formulation:
+    """The built model plus the index maps extraction needs."""
+
+    problem: Problem
+    arch: Architecture
+    model: LinearModel
+    pools: list[Pool]
+    n: dict[Pool, int]
+    flows: list[Flow]
+    x: dict[Flow, int]
+    z: dict[tuple, int]  # (k, pipeline, dst, pool) -> var; MD/D keyed with pipeline None
+    g: int
+    goodput: dict[int, float]  # var -> coefficient (1 - late)
+    cost: dict[int, float]
+    instances: dict[Pool, InstanceModel]
+    decode: dict[Pool, DecodeDesign]
+    prefill_s: dict[tuple[int, Pool], float]
+    ttft_s: dict[Flow, float]
+    late: dict[Flow, float]
+    hold_s: dict[Flow, float]
+    wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> bytes crossing
+    eager_tokens: dict[Flow, float]
+    notes: list[str] = field(default_factory=list)
+
+
+def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
+    return InstanceModel(
+        problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
+        problem.options.prefill_chunk_tokens,
+    )
+
+
+def decode_context_tokens(classes: tuple[Class, ...]) -> float:
+    """Mean resident context of a decoding request, weighted by time in the batch (share × output)."""
+    weight = sum(c.share * c.output_tokens for c in classes)
+    return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
+
+
+def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
+    """Tokens RLD emits while the KV crawls to MD (at least the first one)."""
+    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
+
+
+def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
+    tokens = (1.0 - c.hit_rate) * c.input_tokens if drc else c.input_tokens
+    return tokens * problem.kv_bytes_per_token
+
+
+def p_wait_model(problem: Problem, im: InstanceModel, rho: float) -> WaitModel:
+    """M/G/1 wait at a P instance for the scenario's whole class mix."""
+    times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
+    mean = sum(s * t for s, t in times)
+    second = sum(s * t * t for s, t in times)
+    return WaitModel(rho, mean, second)
+
+
+def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:
+    """Pools worth a variable, their instance models and decode designs; notes on what was excluded."""
+    opts = problem.options
+    max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
+    ctx = decode_context_tokens(problem.classes)
+    decode_roles = [D] if P_D in arch.pipelines else [r for r, pipes in ((RLD, (P_RLD_MD, P_RLD)), (MD, (P_MD, P_RLD_MD))) if any(p in arch.pipelines for p in pipes)]
+    pools, instances, decode, notes = [], {}, {}, []
+    for dc in problem.datacenters:
+        for chip, count in sorted(dc.inventory.items()):
+            if arch.chips is not None and chip not in arch.chips:
+                continue
+            for tp in opts.tp_degrees:
+                if tp > count:
+                    continue
+                im = instance(problem, chip, tp)
+                if not im.fits(max_input):
+                    notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
+                    continue
+                if arch.p_dcs is None or dc.name in arch.p_dcs:
+                    for tier in P_UTILIZATION_TIERS:
+                        pool = Pool(P, dc.name, chip, tp, round(opts.utilization_cap * tier, 4))
+                        pools.append(pool)
+                        instances[pool] = im
+                for role in decode_roles:
+                    if role in (MD, D) and arch.decode_dcs is not None and dc.name not in arch.decode_dcs:
+                        continue
+                    if role == RLD and arch.p_dcs is not None and dc.name not in arch.p_dcs:
+                        continue
+                    batch = im.max_batch(ctx, problem.tpot_s)
+                    if batch < 1:
+                        notes.append(
+                            f"{chip} tp{tp}: one decode step takes {im.step_s(1, ctx):.4f} s > TPOT {problem.tpot_s} s"
+                        )
+                        continue
+                    pool = Pool(role, dc.name, chip, tp)
+                    pools.append(pool)
+                    instances[pool] = im
+                    decode[pool] = DecodeDesign(im, batch, im.step_s(batch, ctx), ctx)
+    return pools, instances, decode, sorted(set(notes))
+
+
+def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow]:
+    decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
+    flows = []
+    for k, c in enumerate(problem.classes):
+        for p in (q for q in pools if q.role == P):
+            src = p.dc
+            reachable = [d for d in problem.dc_names if d != src and (src, d) in problem.links]
+            for pipe in arch.pipelines:
+                if pipe == P_MD:
+                    dsts = [d for d in [src, *reachable] if (MD, d) in decode_dcs]
+                elif pipe == P_RLD_MD:
+                    dsts = [d for d in reachable if (MD, d) in decode_dcs] if (RLD, src) in decode_dcs else []
+                elif pipe == P_RLD:
+                    dsts = [src] if c.filterable and (RLD, src) in decode_dcs else []
+                else:  # P-D
+                    options = {True: [src], False: reachable, None: [src, *reachable]}[arch.same_dc]
+                    dsts = [d for d in options if (D, d) in decode_dcs]
+                flows.extend(Flow(k, pipe, p, d) for d in dsts)
+    return flows
+
+
+def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formulation:
+    """Build the MILP for ``arch``; the objective coefficients are set by the caller."""
+    opts = problem.options
+    u, u_link = opts.utilization_cap, opts.link_utilization_cap
+    kv = problem.kv_bytes_per_token
+    pools, instances, decode, notes = candidate_pools(problem, arch)
+    m = LinearModel()
+
+    n = {}
+    for q in pools:
+        dc = problem.dc(q.dc)
+        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp)
+        n[q] = m.var(f"n[{q.label}]", 0, ub, integer=True)
+    g = m.var("G", 0, problem.arrival_rps)
+
+    flows = _flows(problem, arch, pools)
+    prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
+               for k, c in enumerate(problem.classes) for p in pools if p.role == P}
+    waits = {p: p_wait_model(problem, instances[p], p.util) for p in pools if p.role == P}
+    wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
+
+    x, ttft, late, hold, eager = {}, {}, {}, {}, {}
+    for f in flows:
+        c = problem.classes[f.k]
+        pre = prefill[(f.k, f.p)]
+        im = instances[f.p]
+        drc = arch.drc if f.pipeline != P_D else False
+        if f.pipeline in (P_RLD_MD, P_RLD):
+            first = im.rdma_s(c.input_tokens * kv)
+        elif f.crosses:
+            link = problem.links[(f.src, f.dst)]
+            first = wan_transfer_s(wbytes[(f.k, drc)], link.bytes_per_s, link.rtt_s, u_link)
+        else:
+            first = im.rdma_s((wbytes[(f.k, drc)] if f.pipeline == P_MD else c.input_tokens * kv))
+        ttft[f] = pre + first + problem.tpot_s
+        late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
+        staged = first
+        if f.pipeline == P_RLD_MD:
+            link = problem.links[(f.src, f.dst)]
+            wan_s = wan_transfer_s(wbytes[(f.k, drc)], link.bytes_per_s, link.rtt_s, u_link)
+            staged = max(first, wan_s)
+            eager[f] = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
+        elif f.pipeline == P_RLD:
+            eager[f] = float(c.output_tokens)
+        hold[f] = pre + staged
+        x[f] = m.var(f"x[{problem.classes[f.k].name},{f.pipeline},{f.p.label},{f.dst}]")
+
+    # (C1) demand
+    for k, c in enumerate(problem.classes):
+        coeffs = {x[f]: 1.0 for f in flows if f.k == k}
+        coeffs[g] = -c.share
+        m.add(f"demand[{c.name}]", "demand", coeffs, "==", 0.0)
+    # (C3) P capacity and (C4) P memory
+    for p in (q for q in pools if q.role == P):
+        mine = [f for f in flows if f.p == p]
+        m.add(f"p_capacity[{p.label}]", "p_capacity",
+              {**{x[f]: prefill[(f.k, p)] for f in mine}, n[p]: -p.util}, "<=", 0.0)
+        m.add(f"p_memory[{p.label}]", "p_memory",
+              {**{x[f]: hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in mine},
+               n[p]: -instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
+
+    # (C5) decode split, (C6) slots, (C7) memory
+    z: dict[tuple, int] = {}
+    load: dict[Pool, dict[int, float]] = {q: {} for q in decode}
+    mem: dict[Pool, dict[int, float]] = {q: {} for q in decode}
+    for k, c in enumerate(problem.classes):
+        for d in problem.dc_names:
+            for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
+                feeding = [f for f in flows if f.k == k and f.dst == d and f.pipeline in pipes]
+                targets = [q for q in decode if q.role == role and q.dc == d]
+                if not feeding or not targets:
+                    continue
+                coeffs = {x[f]: 1.0 for f in feeding}
+                for q in targets:
+                    var = z[(k, None, d, q)] = m.var(f"z[{c.name},{q.label}]")
+                    coeffs[var] = -1.0
+                    busy = c.output_tokens * decode[q].step_s
+                    load[q][var] = busy
+                    mem[q][var] = busy * (c.input_tokens + c.output_tokens / 2) * kv / GB
+                m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
+        # RLD: keyed by the P datacenter, pipeline and destination (eager tokens depend on the line)
+        for src in problem.dc_names:
+            targets = [q for q in decode if q.role == RLD and q.dc == src]
+            for pipe in (P_RLD_MD, P_RLD):
+                for d in problem.dc_names:
+                    feeding = [f for f in flows if f.k == k and f.src == src and f.dst == d and f.pipeline == pipe]
+                    if not feeding or not targets:
+                        continue
+                    tokens = eager[feeding[0]]
+                    coeffs = {x[f]: 1.0 for f in feeding}
+                    for q in targets:
+                        var = z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
+                        coeffs[var] = -1.0
+                        busy = tokens * decode[q].step_s
+                        load[q][var] = busy
+                        mem[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
+                    m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
+    for q, design in decode.items():
+        m.add(f"decode_slots[{q.label}]", "decode_slots", {**load[q], n[q]: -u * design.batch}, "<=", 0.0)
+        m.add(f"decode_memory[{q.label}]", "decode_memory",
+              {**mem[q], n[q]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
+
+    # (C8) links
+    for (s, d), link in sorted(problem.links.items()):
+        over = [f for f in flows if f.src == s and f.dst == d]
+        if not over:
+            continue
+        coeffs = {x[f]: wbytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
+        m.add(f"link[{s}->{d}]", "link", coeffs, "<=", u_link * link.gbit_per_s)
+    # (C9) inventory, (C10) power
+    for dc in problem.datacenters:
+        for chip, count in dc.inventory.items():
+            coeffs = {n[q]: q.tp for q in pools if q.dc == dc.name and q.chip == chip}  # all tiers
+            if coeffs:
+                m.add(f"inventory[{dc.name},{chip}]", "inventory", coeffs, "<=", count)
+        if dc.power_kw is not None:
+            coeffs = {n[q]: instances[q].power_kw for q in pools if q.dc == dc.name}
+            if coeffs:
+                m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
+    # (C11) SLA: at most 10 % of served requests late
+    if arch.enforce_sla:
+        m.add("sla[ttft_p90]", "sla", {**{x[f]: late[f] for f in flows}, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
+    # (C2) offered load: min-cost carries all of it; the others at least min_served_fraction
+    if objective == "min-cost":
+        m.set_bounds(g, problem.arrival_rps, problem.arrival_rps)
+    else:
+        m.set_bounds(g, opts.min_served_fraction * problem.arrival_rps, problem.arrival_rps)
+
+    goodput = {x[f]: 1.0 - late[f] for f in flows}
+    cost = {n[q]: instances[q].price_usd_per_h for q in pools}
+    # (C12) budget
+    if objective == "max-goodput" and opts.budget_usd_per_h is not None:
+        m.add("budget", "budget", dict(cost), "<=", opts.budget_usd_per_h)
+
+    return Formulation(problem, arch, m, pools, n, flows, x, z, g, goodput, cost, instances, decode,
+                       prefill, ttft, late, hold, wbytes, eager, notes)

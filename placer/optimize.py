@@ -1,0 +1,233 @@
+"""`optimize`: scenario → plan. The one function the CLI, the API and the jobs call.
+
+in:  a Scenario (or resolved Problem), objective, solver backend, time limit
+out: a :class:`~placer.plan.Plan` whose metrics come from :mod:`placer.evaluate` at the
+     plan's actual utilisations and which has passed :func:`placer.validate.validate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections import defaultdict
+
+from placer.evaluate import analyze, link_uses
+from placer.ilp.dinkelbach import Outcome, solve_objective
+from placer.ilp.formulation import P, P_D as P_D_PIPE, RLD, Architecture, Formulation, build, pdd_architecture
+from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
+from placer.problem import Problem, resolve
+from placer.specs import Scenario
+
+OBJECTIVES = ("bcr", "min-cost", "max-goodput")
+RPS_EPS = 1e-6  # below solver tolerance: noise, not traffic
+
+
+def as_problem(scenario: Scenario | Problem, measured: dict | None = None) -> Problem:
+    return scenario if isinstance(scenario, Problem) else resolve(scenario, measured)
+
+
+def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
+    """Turn solver values into a Plan (pools, routes, assignments) with metrics."""
+    prob, v = form.problem, outcome.values
+    counts: dict[tuple, int] = defaultdict(int)  # utilisation tiers of one pool merge
+    for q in form.pools:
+        counts[q.key] += int(round(v[form.n[q]]))
+    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c) for k, c in counts.items() if c > 0]
+    routes: dict[tuple, float] = defaultdict(float)
+    assignments = []
+    for f, i in form.x.items():
+        if v[i] <= RPS_EPS:
+            continue
+        name = prob.classes[f.k].name
+        routes[(name, f.pipeline, f.src, f.dst)] += v[i]
+        assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=P, datacenter=f.p.dc,
+                                      chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i]))
+    for (k, pipe, d, q), i in form.z.items():
+        if v[i] <= RPS_EPS:
+            continue
+        assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
+                                      datacenter=q.dc, chip=q.chip, tp=q.tp,
+                                      dst=d if q.role == RLD else None, rps=v[i]))
+    plan = Plan(
+        scenario=prob.name,
+        objective=objective,
+        pools=pools,
+        routes=[Route(request_class=k[0], pipeline=k[1], src=k[2], dst=k[3], rps=r) for k, r in sorted(routes.items())],
+        handoff=Handoff(mode="adaptive", catch_up_threshold_tokens=prob.options.catch_up_threshold_tokens),
+        solver=SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
+                          seconds=outcome.seconds, iterations=outcome.iterations),
+        assignments=assignments,
+        notes=list(form.notes) + [f"calibrated with {p}" for p in prob.profiles_used],
+    )
+    return with_metrics(prob, plan)
+
+
+def with_metrics(problem: Problem, plan: Plan) -> Plan:
+    analysis = analyze(problem, plan)
+    notes = list(dict.fromkeys([*plan.notes, *analysis.problems]))
+    return plan.model_copy(update={"metrics": analysis.metrics, "links": link_uses(problem, analysis), "notes": notes})
+
+
+def solve_architecture(problem: Problem, arch: Architecture, objective: str = "bcr", solver: str = "ortools",
+                       time_limit_s: float = 30.0) -> tuple[Plan, Formulation, Outcome]:
+    form = build(problem, arch, objective)
+    outcome = solve_objective(form, objective, solver, time_limit_s)
+    return extract(form, outcome, objective), form, outcome
+
+
+def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str = "ortools",
+             time_limit_s: float = 30.0, marginals: bool = True, measured: dict | None = None) -> Plan:
+    """The PDD plan for ``scenario`` under ``objective`` (see placer.ilp.formulation)."""
+    from placer.errors import InputError
+
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective: unknown {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
+        raise InputError(f"time-limit must be a positive number of seconds, got {time_limit_s}")
+    problem = as_problem(scenario, measured)
+    if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
+        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
+    start = time.perf_counter()
+    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), objective, solver, time_limit_s)
+    from placer.validate import validate
+
+    issues = validate(problem, plan)
+    if issues:
+        plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
+    if marginals and objective == "bcr":
+        budget = max(1.0, time_limit_s - (time.perf_counter() - start))
+        plan = plan.model_copy(update={"binding": binding_with_marginals(problem, form, outcome, plan, solver, budget)})
+    else:
+        plan = plan.model_copy(update={"binding": [Binding(constraint=r, marginal="not computed")
+                                                   for r in binding_rows(form, outcome)]})
+    return plan
+
+
+BINDING_FAMILIES = ("link", "inventory", "power", "sla", "budget")
+
+
+def binding_rows(form: Formulation, outcome: Outcome) -> list[str]:
+    rows = []
+    for row in form.model.rows:
+        if row.family not in BINDING_FAMILIES:
+            continue
+        scale = max(1.0, abs(row.rhs))
+        if row.slack(outcome.values) <= 1e-6 * scale:
+            rows.append(row.name)
+    return rows
+
+
+def _relaxed(problem: Problem, row: str, plan: Plan) -> tuple[Problem, str] | None:
+    """The problem with one binding resource loosened by one unit, and the unit's words."""
+    family, _, arg = row.partition("[")
+    arg = arg.rstrip("]")
+    if family == "link":
+        s, d = arg.split("->")
+        links = dict(problem.links)
+        for a, b in ((s, d), (d, s)):
+            links[(a, b)] = dataclasses.replace(links[(a, b)], gbit_per_s=links[(a, b)].gbit_per_s + 1.0)
+        return dataclasses.replace(problem, links=links), f"+1 Gbit/s on {s}<->{d}"
+    if family == "inventory":
+        dc_name, chip = arg.split(",")
+        step = min((p.tp for p in plan.pools if p.datacenter == dc_name and p.chip == chip), default=1)
+        dcs = tuple(dataclasses.replace(dc, inventory={**dc.inventory, chip: dc.inventory[chip] + step})
+                    if dc.name == dc_name else dc for dc in problem.datacenters)
+        unit = "chip" if step == 1 else f"chips (one tp{step} instance)"
+        return dataclasses.replace(problem, datacenters=dcs), f"+{step} {chip} {unit} in {dc_name}"
+    if family == "power":
+        dcs = tuple(dataclasses.replace(dc, power_kw=dc.power_kw + 10.0) if dc.name == arg else dc
+                    for dc in problem.datacenters)
+        return dataclasses.replace(problem, datacenters=dcs), f"+10 kW in {arg}"
+    if family == "sla":
+        return dataclasses.replace(problem, ttft_p90_s=problem.ttft_p90_s * 1.1), "a 10 % looser TTFT P90 SLA"
+    return None
+
+
+def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome, plan: Plan,
+                           solver: str, budget_s: float) -> list[Binding]:
+    """Binding rows with what one more unit of the resource would add to BCR (by re-solving)."""
+    base = plan.metrics.bcr_requests_per_usd
+    out = []
+    deadline = time.perf_counter() + budget_s
+    for row in binding_rows(form, outcome):
+        relaxed = _relaxed(problem, row, plan)
+        left = deadline - time.perf_counter()
+        if relaxed is None or left < 1.0:
+            out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
+            continue
+        other, unit = relaxed
+        try:
+            better, _, _ = solve_architecture(other, form.arch, "bcr", solver, left)
+        except Exception as err:  # a marginal is advisory: report, never fail the plan
+            out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
+            continue
+        delta = better.metrics.bcr_requests_per_usd - base
+        pct = 100 * delta / base if base > 0 else 0.0
+        out.append(Binding(constraint=row, marginal=f"{unit}: BCR {delta:+.3f} req/USD ({pct:+.1f} %)",
+                           delta_bcr_requests_per_usd=delta))
+    return out
+
+
+def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortools",
+                  time_limit_s: float = 30.0, measured: dict | None = None) -> Plan:
+    """Metrics of a given plan without re-optimising its pools.
+
+    Pool counts are fixed. When the plan has routes, their rates are kept and only the
+    split over pools is chosen; pools without routes get the routing that carries the
+    most SLA goodput. A plan whose routes its pools cannot carry is infeasible
+    (the message names the rows that break).
+    """
+    from placer.errors import InfeasiblePlanError
+    from placer.ilp.formulation import D, pdd_architecture as pdd
+    from placer.validate import validate
+
+    problem = as_problem(scenario, measured)
+    roles = {p.role for p in plan.pools if p.count > 0}
+    arch = Architecture("evaluate", (P_D_PIPE,), drc=False) if D in roles else pdd(problem)
+    form = build(problem, arch, "bcr")
+    m = form.model
+    wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    have = {q.key for q in form.pools}
+    missing = [k for k in wanted if k not in have]
+    if missing:
+        k = missing[0]
+        why = "; ".join(n for n in form.notes if n.startswith(f"{k[2]} tp{k[3]}")) or \
+            "no such chip in that datacenter's inventory, or not a candidate for that role"
+        raise InfeasiblePlanError(f"pool {k[0]} {k[1]} {k[2]} tp{k[3]} cannot be used: {why}")
+    for q in form.pools:
+        if q.key not in wanted:
+            m.fix(form.n[q], 0)
+    for key, count in wanted.items():  # utilisation tiers of one pool share its count
+        m.add(f"fixed[{key}]", "fixed", {form.n[q]: 1.0 for q in form.pools if q.key == key}, "==", count)
+    m.set_bounds(form.g, 0.0, problem.arrival_rps)
+    if plan.routes:
+        m.rows = [r for r in m.rows if r.family != "demand"]
+        total = 0.0
+        for r in plan.routes:
+            idx = [i for f, i in form.x.items() if problem.classes[f.k].name == r.request_class
+                   and f.pipeline == r.pipeline and f.src == r.src and f.dst == r.dst]
+            if not idx:
+                raise InfeasiblePlanError(f"route {r.request_class} {r.pipeline} {r.src}->{r.dst} has no pools "
+                                          "or link to run on")
+            m.add(f"route[{r.request_class},{r.pipeline},{r.src}->{r.dst}]", "route", {i: 1.0 for i in idx},
+                  "==", r.rps)
+            total += r.rps
+        covered = {(r.request_class, r.pipeline, r.src, r.dst) for r in plan.routes}
+        for f, i in form.x.items():
+            if (problem.classes[f.k].name, f.pipeline, f.src, f.dst) not in covered:
+                m.fix(i, 0.0)
+        m.set_bounds(form.g, total, total)
+    m.maximize = True
+    m.objective = dict(form.goodput)
+    from placer.ilp.backends import solve
+
+    res = solve(m, solver, time_limit_s)
+    if not res.status.has_solution:
+        raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
+                                  "and SLA limits (rows: p_capacity, decode_slots, link, sla[ttft_p90])")
+    outcome = Outcome(res.values, res.status.value, res.gap, res.seconds, res.backend, 1, math.nan)
+    out = extract(form, outcome, plan.objective)
+    issues = validate(problem, out)
+    notes = [*out.notes, *[f"validate: {i}" for i in issues]]
+    return out.model_copy(update={"handoff": plan.handoff, "notes": notes})

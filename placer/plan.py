@@ -1,0 +1,139 @@
+"""Plan JSON (CONTRACTS.md): what `placer optimize --json` prints and the API serves.
+
+in:  the solver's extraction, or a user's hand-written JSON file
+out: :class:`Plan` (pydantic); ``load_plan`` maps bad files to InputError.
+
+Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
+``metrics.offered_rps``, ``metrics.sla_attainment``, ``metrics.bcr_gap``, ``assignments``
+(per-pool split of each class, which `validate` re-checks) and ``notes``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from placer.errors import InputError
+
+SCHEMA_VERSION = 1
+
+Role = Literal["P", "RLD", "MD", "D"]
+PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D"]
+
+
+class _M(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class Metrics(_M):
+    bcr_requests_per_usd: float = Field(0.0, description="SLA goodput requests per USD = goodput_rps·3600/cost.")
+    cost_usd_per_h: float = 0.0
+    goodput_rps: float = Field(0.0, description="Requests per second that meet the SLA.")
+    ttft_p50_s: float = 0.0
+    ttft_p90_s: float = 0.0
+    ttft_p99_s: float = 0.0
+    tpot_s: float = 0.0
+    wan_gbit_per_s: float = 0.0
+    rld_token_share: float = 0.0
+    served_rps: float = Field(0.0, description="Requests per second the plan carries (meeting the SLA or not).")
+    offered_rps: float = Field(0.0, description="The scenario's arrival rate.")
+    sla_attainment: float = Field(0.0, description="Fraction of served requests meeting TTFT and TPOT.")
+
+
+class PoolOut(_M):
+    role: Role
+    datacenter: str
+    chip: str
+    tp: int = Field(ge=1)
+    count: int = Field(ge=0)
+
+
+class Route(_M):
+    request_class: str
+    pipeline: PipelineName
+    src: str
+    dst: str
+    rps: float = Field(ge=0)
+
+
+class LinkUse(_M):
+    src: str
+    dst: str
+    gbit_per_s_used: float = 0.0
+    gbit_per_s_capacity: float = 0.0
+
+
+class Assignment(_M):
+    request_class: str
+    pipeline: PipelineName | None = None
+    role: Role
+    datacenter: str
+    chip: str
+    tp: int
+    dst: str | None = None
+    rps: float = Field(ge=0)
+
+
+class Handoff(_M):
+    mode: Literal["adaptive", "one-shot", "catch-up"] = "adaptive"
+    catch_up_threshold_tokens: int = 64
+
+
+class SolverInfo(_M):
+    backend: str = "none"
+    status: str = "unknown"
+    mip_gap: float = 0.0
+    seconds: float = 0.0
+
+
+class Binding(_M):
+    constraint: str
+    marginal: str
+
+
+class Plan(_M):
+    schema_version: int = SCHEMA_VERSION
+    scenario: str
+    objective: str = "bcr"
+    metrics: Metrics = Field(default_factory=Metrics)
+    pools: list[PoolOut]
+    routes: list[Route] = Field(default_factory=list)
+    links: list[LinkUse] = Field(default_factory=list)
+    handoff: Handoff = Field(default_factory=Handoff)
+    solver: SolverInfo = Field(default_factory=SolverInfo)
+    binding: list[Binding] = Field(default_factory=list)
+    assignments: list[Assignment] = Field(default_factory=list, description="Per-pool split of each class.")
+    notes: list[str] = Field(default_factory=list)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return self.model_dump_json(indent=indent, exclude_none=True)
+
+
+def parse_plan(data: object, source: str = "plan") -> Plan:
+    if not isinstance(data, dict):
+        raise InputError(f"{source}: plan must be a JSON object")
+    try:
+        plan = Plan.model_validate(data)
+    except ValidationError as err:
+        parts = []
+        for e in err.errors():
+            loc = ".".join(str(p) for p in e["loc"])
+            parts.append(f"{loc}: {e['msg']}" + (f" (got {e['input']!r})" if not isinstance(e.get("input"), (dict, list)) else ""))
+        raise InputError(f"{source}: invalid plan: {'; '.join(parts)}") from None
+    if plan.schema_version != SCHEMA_VERSION:
+        raise InputError(f"{source}: schema_version {plan.schema_version} is not supported (expected {SCHEMA_VERSION})")
+    return plan
+
+
+def load_plan(path: str | Path) -> Plan:
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise InputError(f"cannot read plan file {str(path)!r}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise InputError(f"plan file {str(path)!r} is not valid JSON: {err}") from None
+    return parse_plan(data, str(path))

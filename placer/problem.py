@@ -1,0 +1,170 @@
+"""Resolve a validated :class:`~placer.specs.Scenario` into the planner's problem.
+
+in:  Scenario (pydantic) + the bundled catalog (+ optional measured chip profiles)
+out: :class:`Problem`, frozen dataclasses with every name resolved, the model's KV
+     size computed, trace workloads bucketed into classes and anomalous classes flagged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import cached_property
+
+from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
+from placer.errors import InputError, UnknownChipError
+from placer.specs import ChipSpec, Scenario
+
+
+@dataclass(frozen=True)
+class Datacenter:
+    name: str
+    inventory: dict[str, int]
+    power_kw: float | None
+
+
+@dataclass(frozen=True)
+class Link:
+    """One direction of a WAN line."""
+
+    src: str
+    dst: str
+    gbit_per_s: float
+    rtt_ms: float
+    jitter_ms: float = 0.0
+
+    @property
+    def bytes_per_s(self) -> float:
+        return self.gbit_per_s * 1e9 / 8
+
+    @property
+    def rtt_s(self) -> float:
+        return self.rtt_ms / 1000
+
+
+@dataclass(frozen=True)
+class Class:
+    name: str
+    share: float
+    input_tokens: int
+    output_tokens: int
+    hit_rate: float
+    filterable: bool  # long input, low hit, short output: may finish on RLD (P-RLD)
+
+    @property
+    def new_tokens(self) -> float:
+        return (1.0 - self.hit_rate) * self.input_tokens
+
+
+@dataclass(frozen=True)
+class Problem:
+    name: str
+    model: ModelConfig
+    kv_dtype: str
+    weight_dtype: str
+    chips: dict[str, Chip]
+    datacenters: tuple[Datacenter, ...]
+    links: dict[tuple[str, str], Link]  # both directions of every line
+    classes: tuple[Class, ...]
+    arrival_rps: float
+    ttft_p90_s: float
+    tpot_s: float
+    options: object  # placer.specs.OptionsSpec (frozen pydantic)
+    profiles_used: tuple[str, ...] = ()
+
+    @cached_property
+    def kv_bytes_per_token(self) -> float:
+        return self.model.kv_bytes_per_token(self.kv_dtype)
+
+    @cached_property
+    def dc_names(self) -> tuple[str, ...]:
+        return tuple(dc.name for dc in self.datacenters)
+
+    def dc(self, name: str) -> Datacenter:
+        return next(d for d in self.datacenters if d.name == name)
+
+
+_CHIP_FIELDS = {f.name for f in fields(Chip)}
+
+
+def _resolve_chip(spec: ChipSpec) -> Chip:
+    changes = {k: v for k, v in spec.model_dump(exclude={"name", "base"}).items() if v is not None}
+    if spec.base is not None:
+        return get_chip(spec.base).with_changes(name=spec.name, **changes)
+    defaults = {"vendor": "custom", "fp8_tflops": None, "scaleup_gbps_bidir": 400.0, "nic_gbit": 200.0,
+                "tdp_w": 700.0, "confidence": "user"}
+    defaults.update(changes)
+    return Chip(name=spec.name, **{k: v for k, v in defaults.items() if k in _CHIP_FIELDS})
+
+
+def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Problem:
+    """Turn a scenario into a :class:`Problem`.
+
+    ``measured`` maps chip name to measured efficiency fields (``compute_efficiency``,
+    ``mem_bw_efficiency``, ``interconnect_efficiency``, ``profile``) that replace the
+    defaults for chips without explicit scenario overrides.
+    """
+    chips = dict(chip_catalog())
+    for spec in scenario.chips:
+        chips[spec.name] = _resolve_chip(spec)
+    profiles_used = []
+    for name, figures in (measured or {}).items():
+        if name in chips:
+            chips[name] = chips[name].with_changes(**figures)
+            profiles_used.append(f"{name}: {figures.get('profile', 'measured')}")
+
+    for i, dc in enumerate(scenario.datacenters):
+        for chip in dc.inventory:
+            if chip not in chips:
+                err = UnknownChipError(chip, sorted(chips))
+                raise InputError(f"datacenters[{i}].inventory: {err}") from None
+
+    model = get_model(scenario.model) if isinstance(scenario.model, str) else ModelConfig(
+        **scenario.model.model_dump(), native_weight_dtype="bf16"
+    )
+    weight_dtype = scenario.weight_dtype or model.native_weight_dtype
+
+    opts = scenario.options
+    if scenario.workload.classes:
+        raw = scenario.workload.classes
+    else:
+        from placer.workload import classes_from_trace
+
+        raw = classes_from_trace(scenario.workload.trace)
+    classes = tuple(
+        Class(
+            name=c.name,
+            share=c.share,
+            input_tokens=c.input_tokens,
+            output_tokens=c.output_tokens,
+            hit_rate=c.hit_rate,
+            filterable=(
+                c.output_tokens < opts.filter_max_output_tokens
+                and c.hit_rate < opts.filter_max_hit_rate
+                and c.input_tokens >= opts.filter_min_input_tokens
+            ),
+        )
+        for c in raw
+    )
+    links = {}
+    for spec in scenario.links:
+        for a, b in ((spec.src, spec.dst), (spec.dst, spec.src)):
+            links[(a, b)] = Link(a, b, spec.gbit_per_s, spec.rtt_ms, spec.jitter_ms)
+
+    return Problem(
+        name=scenario.name,
+        model=model,
+        kv_dtype=scenario.kv_dtype,
+        weight_dtype=weight_dtype,
+        chips=chips,
+        datacenters=tuple(
+            Datacenter(dc.name, {k: v for k, v in dc.inventory.items() if v > 0}, dc.power_kw)
+            for dc in scenario.datacenters
+        ),
+        links=links,
+        classes=classes,
+        arrival_rps=scenario.workload.arrival_rps,
+        ttft_p90_s=scenario.sla.ttft_p90_s,
+        tpot_s=scenario.sla.tpot_s,
+        options=opts,
+        profiles_used=tuple(profiles_used),
+    )

@@ -1,0 +1,195 @@
+"""Independent re-check of a plan without the solver.
+
+in:  a Problem and a Plan with assignments
+out: a list of human-readable violations (empty = valid)
+
+Checks, each from the performance model directly (not from the MILP's rows):
+weights fit, inventory and power per datacenter, cost = Σ count·tp·price,
+routes carry the class mix and agree with the per-pool assignments, P capacity and
+memory, decode slots and memory, link bandwidth, and the P90 TTFT attainment.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from placer.ilp.formulation import (
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, instance,
+    p_wait_model, wan_bytes,
+)
+from placer.perfmodel import wan_transfer_s
+from placer.plan import Plan
+from placer.problem import Problem
+
+REL_TOL = 1e-4
+
+
+def _over(used: float, limit: float) -> bool:
+    return used > limit * (1 + REL_TOL) + 1e-9
+
+
+def validate(problem: Problem, plan: Plan) -> list[str]:
+    issues: list[str] = []
+    opts = problem.options
+    kv = problem.kv_bytes_per_token
+    classes = {c.name: c for c in problem.classes}
+    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    known_dcs = set(problem.dc_names)
+
+    for (role, dc, chip, tp), count in counts.items():
+        if dc not in known_dcs:
+            issues.append(f"pool {role} {dc} {chip} tp{tp}: unknown datacenter")
+        if chip not in problem.chips:
+            issues.append(f"pool {role} {dc} {chip} tp{tp}: unknown chip")
+    if issues:
+        return issues
+    models = {key: instance(problem, key[2], key[3]) for key in counts}
+    longest = max(c.input_tokens + c.output_tokens for c in problem.classes)
+    for key, im in models.items():
+        if not im.fits(longest):
+            issues.append(f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit")
+
+    # inventory, power, cost
+    chips_used: dict[tuple[str, str], int] = defaultdict(int)
+    power: dict[str, float] = defaultdict(float)
+    for key, count in counts.items():
+        chips_used[(key[1], key[2])] += count * key[3]
+        power[key[1]] += count * models[key].power_kw
+    for (dc, chip), used in chips_used.items():
+        have = problem.dc(dc).inventory.get(chip, 0)
+        if used > have:
+            issues.append(f"inventory {dc} {chip}: plan uses {used}, datacenter has {have}")
+    for dc, kw in power.items():
+        limit = problem.dc(dc).power_kw
+        if limit is not None and _over(kw, limit):
+            issues.append(f"power {dc}: plan draws {kw:.1f} kW, limit {limit:.1f} kW")
+    cost = sum(models[k].price_usd_per_h * c for k, c in counts.items())
+    if abs(cost - plan.metrics.cost_usd_per_h) > 1e-6 * max(1.0, cost):
+        issues.append(f"cost: metrics say {plan.metrics.cost_usd_per_h:.4f} USD/h, pools cost {cost:.4f}")
+
+    # routes: class mix, and agreement with assignments
+    by_class = defaultdict(float)
+    for r in plan.routes:
+        if r.request_class not in classes:
+            issues.append(f"route: unknown request class {r.request_class!r}")
+            continue
+        by_class[r.request_class] += r.rps
+        if r.src != r.dst and (r.src, r.dst) not in problem.links:
+            issues.append(f"route {r.request_class} {r.pipeline}: no link {r.src}->{r.dst}")
+        if r.pipeline == P_RLD and not classes[r.request_class].filterable:
+            issues.append(f"route {r.request_class}: P-RLD is for filtered (long, low-hit, short) classes only")
+    served = sum(by_class.values())
+    for name, c in classes.items():
+        if abs(by_class[name] - c.share * served) > 1e-6 * max(1.0, served):
+            issues.append(f"routes carry {by_class[name]:.4f} rps of {name}, the mix needs {c.share * served:.4f}")
+    if served > problem.arrival_rps * (1 + 1e-6):
+        issues.append(f"routes carry {served:.4f} rps, more than the offered {problem.arrival_rps}")
+    p_by_route = defaultdict(float)
+    for a in plan.assignments:
+        if a.role == P:
+            p_by_route[(a.request_class, a.pipeline, a.datacenter, a.dst or a.datacenter)] += a.rps
+    for r in plan.routes:
+        got = p_by_route.get((r.request_class, r.pipeline, r.src, r.dst), 0.0)
+        if abs(got - r.rps) > 1e-6 * max(1.0, r.rps):
+            issues.append(f"route {r.request_class} {r.pipeline} {r.src}->{r.dst}: {r.rps:.4f} rps but "
+                          f"prefill assignments carry {got:.4f}")
+
+    # P capacity and memory
+    p_work, p_mem = defaultdict(float), defaultdict(float)
+    u, u_link = opts.utilization_cap, opts.link_utilization_cap
+    for a in plan.assignments:
+        key = (a.role, a.datacenter, a.chip, a.tp)
+        if key not in counts:
+            issues.append(f"assignment of {a.request_class} to pool {a.role} {a.datacenter} {a.chip} tp{a.tp}, "
+                          "which the plan does not have")
+            continue
+        if a.role != P:
+            continue
+        c, im = classes[a.request_class], models[key]
+        pre = im.prefill_s(c.input_tokens, c.hit_rate)
+        p_work[key] += a.rps * pre
+        dst = a.dst or a.datacenter
+        drc = opts.drc and a.pipeline != P_D
+        staged = im.rdma_s(c.input_tokens * kv)
+        if dst != a.datacenter and a.pipeline in (P_MD, P_RLD_MD, P_D):
+            link = problem.links[(a.datacenter, dst)]
+            staged = max(staged if a.pipeline == P_RLD_MD else 0.0,
+                         wan_transfer_s(wan_bytes(problem, c, drc), link.bytes_per_s, link.rtt_s, u_link))
+        p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
+    if issues:
+        return issues
+    for key, work in p_work.items():
+        if _over(work, u * counts[key]):
+            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: {work:.3f} busy-seconds/s exceed "
+                          f"{u} × {counts[key]} instances")
+        if _over(p_mem[key], models[key].kv_capacity_bytes * counts[key]):
+            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: staged KV exceeds memory")
+
+    # decode slots and memory at the design batch
+    ctx = decode_context_tokens(problem.classes)
+    slots, dmem = defaultdict(float), defaultdict(float)
+    for a in plan.assignments:
+        key = (a.role, a.datacenter, a.chip, a.tp)
+        if a.role == P:
+            continue
+        c, im = classes[a.request_class], models[key]
+        batch = im.max_batch(ctx, problem.tpot_s)
+        if batch < 1:
+            issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
+            continue
+        step = im.step_s(batch, ctx)
+        if a.role == RLD and a.pipeline == P_RLD_MD:
+            link = problem.links[(a.datacenter, a.dst)]
+            wan_s = wan_transfer_s(wan_bytes(problem, c, opts.drc), link.bytes_per_s, link.rtt_s, u_link)
+            tokens = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
+            resident = c.input_tokens + tokens / 2
+        else:
+            tokens = c.output_tokens
+            resident = c.input_tokens + c.output_tokens / 2
+        slots[key] += a.rps * tokens * step / batch
+        dmem[key] += a.rps * tokens * step * resident * kv
+    for key in slots:
+        if _over(slots[key], u * counts[key]):
+            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: needs {slots[key]:.3f} instances "
+                          f"of batch slots at utilisation {u}, has {counts[key]}")
+        if _over(dmem[key], models[key].kv_capacity_bytes * counts[key]):
+            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: resident KV exceeds memory")
+    for role_needed, pipes in ((MD, (P_MD, P_RLD_MD)), (RLD, (P_RLD_MD, P_RLD)), (D, (P_D,))):
+        for r in plan.routes:
+            if r.pipeline in pipes and r.rps > 0:
+                where = r.src if role_needed == RLD else r.dst
+                if not any(k[0] == role_needed and k[1] == where for k in counts):
+                    issues.append(f"route {r.request_class} {r.pipeline} needs a {role_needed} pool in {where}")
+
+    # links (planned cap) and SLA attainment at the cap utilisations
+    gbit = defaultdict(float)
+    for r in plan.routes:
+        if r.src != r.dst:
+            gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class],
+                                                      opts.drc and r.pipeline != P_D) * 8 / 1e9
+    for (s, d), used in gbit.items():
+        link = problem.links.get((s, d))
+        if link is not None and _over(used, u_link * link.gbit_per_s):
+            issues.append(f"link {s}->{d}: {used:.3f} Gbit/s over {u_link} × {link.gbit_per_s} Gbit/s")
+    late = 0.0
+    for a in plan.assignments:
+        if a.role != P:
+            continue
+        key = (a.role, a.datacenter, a.chip, a.tp)
+        c, im = classes[a.request_class], models[key]
+        dst = a.dst or a.datacenter
+        drc = opts.drc and a.pipeline != P_D
+        if a.pipeline in (P_RLD_MD, P_RLD):
+            move = im.rdma_s(c.input_tokens * kv)
+        elif dst != a.datacenter:
+            link = problem.links[(a.datacenter, dst)]
+            move = wan_transfer_s(wan_bytes(problem, c, drc), link.bytes_per_s, link.rtt_s, u_link)
+        else:
+            move = im.rdma_s(wan_bytes(problem, c, drc) if a.pipeline == P_MD else c.input_tokens * kv)
+        det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
+        rho = min(p_work[key] / counts[key], 0.999)  # the pool's actual utilisation
+        late += a.rps * p_wait_model(problem, im, rho).prob_exceeds(problem.ttft_p90_s - det)
+    if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
+        issues.append(f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
+                      f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)")
+    return issues
