@@ -262,7 +262,8 @@ def load_scenario(path: str | Path) -> Scenario:
     try:
         data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as err:
-        raise InputError(f"scenario file {str(path)!r} is not valid {path.suffix.lstrip('.') or 'YAML'}: {err}") from None
+        kind = "JSON" if path.suffix == ".json" else "YAML"
+        raise InputError(f"scenario file {str(path)!r} is not valid {kind}: {err}") from None
     scenario = parse_scenario(data)
     if scenario.workload.trace and not Path(scenario.workload.trace).is_absolute():
         trace = (path.parent / scenario.workload.trace).resolve()

@@ -11,6 +11,7 @@ import enum
 import math
 import os
 import sys
+import warnings
 import time
 from dataclasses import dataclass
 
@@ -170,10 +171,13 @@ def _solve_pulp(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap
             prob += (expr >= row.rhs, f"r{k}")
         else:
             prob += (expr == row.rhs, f"r{k}")
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(math.ceil(time_limit_s))),
-                             gapRel=mip_gap, gapAbs=abs_gap)
-    start = time.perf_counter()
-    prob.solve(solver)
+    with warnings.catch_warnings():
+        # PuLP 3.x deprecates its bundled CBC for 4.0; we pin pulp<4 and use it on purpose.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(math.ceil(time_limit_s))),
+                                   gapRel=mip_gap, gapAbs=abs_gap)
+        start = time.perf_counter()
+        prob.solve(solver)
     seconds = time.perf_counter() - start
     code = pulp.LpStatus[prob.status]
     has_values = all(x.varValue is not None for x in xs)

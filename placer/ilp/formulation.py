@@ -181,6 +181,8 @@ def decode_context_tokens(classes: tuple[Class, ...]) -> float:
 
 def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
     """Tokens RLD emits while the KV crawls to MD (at least the first one)."""
+    if not math.isfinite(wan_s):
+        return float(output_tokens)
     return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
 
 
@@ -244,7 +246,8 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
     for k, c in enumerate(problem.classes):
         for p in (q for q in pools if q.role == P):
             src = p.dc
-            reachable = [d for d in problem.dc_names if d != src and (src, d) in problem.links]
+            reachable = [d for d in problem.dc_names
+                         if d != src and (src, d) in problem.links and problem.links[(src, d)].gbit_per_s > 0]
             for pipe in arch.pipelines:
                 if pipe == P_MD:
                     dsts = [d for d in [src, *reachable] if (MD, d) in decode_dcs]

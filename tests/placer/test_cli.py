@@ -1,0 +1,148 @@
+"""The `placer` command as a user runs it: a real subprocess, exit codes, JSON contract."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from placer.cli import app
+from placer.errors import SolveTimeoutError
+from tests.placer.conftest import EXAMPLES, micro_dict
+
+PLACER = [sys.executable, "-m", "placer.cli"]
+METRIC_KEYS = {"bcr_requests_per_usd", "cost_usd_per_h", "goodput_rps", "ttft_p50_s", "ttft_p90_s", "ttft_p99_s",
+               "tpot_s", "wan_gbit_per_s", "rld_token_share"}
+
+
+def run(*args, timeout=120):
+    env = {**os.environ, "COLUMNS": "120"}
+    return subprocess.run([*PLACER, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def write(tmp_path: Path, data: dict, name="s.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_optimize_json_follows_the_contract(tmp_path):
+    out = tmp_path / "plan.json"
+    r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--out", out)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert json.loads(out.read_text()) == plan
+    assert plan["schema_version"] == 1 and plan["scenario"] == "pdd-two-dc" and plan["objective"] == "bcr"
+    assert METRIC_KEYS <= set(plan["metrics"])
+    m = plan["metrics"]
+    assert m["bcr_requests_per_usd"] == pytest.approx(m["goodput_rps"] * 3600 / m["cost_usd_per_h"])
+    assert {"role", "datacenter", "chip", "tp", "count"} <= set(plan["pools"][0])
+    assert {"request_class", "pipeline", "src", "dst", "rps"} <= set(plan["routes"][0])
+    assert {r["pipeline"] for r in plan["routes"]} <= {"P-MD", "P-RLD-MD", "P-RLD"}
+    assert plan["links"][0]["gbit_per_s_capacity"] == 25.0
+    assert plan["handoff"]["catch_up_threshold_tokens"] == 64
+    assert plan["solver"]["status"] in ("optimal", "feasible") and plan["solver"]["mip_gap"] <= 0.01
+    assert isinstance(plan["binding"], list)
+
+
+def test_optimize_prints_a_readable_plan():
+    r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--no-marginals")
+    assert r.returncode == 0, r.stderr
+    for words in ("BCR", "pools", "routes", "H800-SXM", "TTFT P50 / P90 / P99"):
+        assert words in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "code", "words"),
+    [
+        ({"workload": {"arrival_rps": -2, "classes": micro_dict()["workload"]["classes"]}}, 2, "arrival_rps"),
+        ({"model": "gpt-7"}, 2, "unknown model 'gpt-7'"),
+        ({"sla": {"ttft_p90_s": 2.0, "tpot_s": 0.0001}}, 3, "TPOT SLA"),
+    ],
+)
+def test_bad_input_and_infeasible_exit_codes_without_traceback(tmp_path, change, code, words):
+    r = run("optimize", write(tmp_path, micro_dict(**change)))
+    assert r.returncode == code
+    assert words in r.stderr
+    assert "Traceback" not in r.stderr + r.stdout
+
+
+def test_missing_file_is_bad_input(tmp_path):
+    r = run("optimize", tmp_path / "missing.yaml")
+    assert r.returncode == 2 and "cannot read scenario file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_no_plan_within_the_time_limit_exits_4(monkeypatch, tmp_path):
+    def slow(*args, **kwargs):
+        raise SolveTimeoutError(0.5)
+
+    monkeypatch.setattr("placer.optimize.optimize", slow)
+    result = CliRunner().invoke(app, ["optimize", str(write(tmp_path, micro_dict())), "--time-limit", "0.5"])
+    assert result.exit_code == 4
+    assert "within the time limit of 0.5 s" in result.output
+
+
+def test_evaluate_a_hand_written_plan_routes_it(tmp_path):
+    scenario = write(tmp_path, micro_dict())
+    hand = {"schema_version": 1, "scenario": "micro", "pools": [
+        {"role": "P", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 2},
+        {"role": "MD", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 2, "count": 1},
+        {"role": "MD", "datacenter": "dc-b", "chip": "L40S", "tp": 2, "count": 2}]}
+    plan_file = tmp_path / "hand.json"
+    plan_file.write_text(json.dumps(hand))
+    r = run("evaluate", scenario, plan_file, "--json")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)
+    assert sorted((p["role"], p["count"]) for p in plan["pools"]) == sorted((p["role"], p["count"]) for p in hand["pools"])
+    assert plan["metrics"]["goodput_rps"] > 0 and plan["routes"]
+
+
+def test_evaluate_reproduces_an_optimized_plan(tmp_path):
+    scenario = write(tmp_path, micro_dict())
+    opt = run("optimize", scenario, "--json", "--no-marginals")
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(opt.stdout)
+    r = run("evaluate", scenario, plan_file, "--json")
+    assert r.returncode == 0, r.stderr
+    a, b = json.loads(opt.stdout)["metrics"], json.loads(r.stdout)["metrics"]
+    assert b["cost_usd_per_h"] == pytest.approx(a["cost_usd_per_h"])
+    assert b["served_rps"] == pytest.approx(a["served_rps"], rel=1e-4)
+
+
+def test_evaluate_an_overloaded_plan_is_infeasible(tmp_path):
+    scenario = write(tmp_path, micro_dict())
+    plan = {"schema_version": 1, "scenario": "micro",
+            "pools": [{"role": "P", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1},
+                      {"role": "MD", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1}],
+            "routes": [{"request_class": "hot", "pipeline": "P-MD", "src": "dc-a", "dst": "dc-a", "rps": 500.0}]}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps(plan))
+    r = run("evaluate", scenario, f)
+    assert r.returncode == 3 and "cannot carry" in r.stderr
+
+
+def test_evaluate_rejects_a_malformed_plan(tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"schema_version": 1, "scenario": "x", "pools": [{"role": "Q"}]}))
+    r = run("evaluate", write(tmp_path, micro_dict()), f)
+    assert r.returncode == 2 and "pools.0.role" in r.stderr
+
+
+def test_compare_json_has_pdd_and_every_baseline(tmp_path):
+    r = run("compare", write(tmp_path, micro_dict()), "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd"}
+    for name, plan in out["baselines"].items():
+        if "error" not in plan:
+            assert {p["role"] for p in plan["pools"]} <= {"P", "D"}, name
+            assert {r["pipeline"] for r in plan["routes"]} <= {"P-D"}, name
+    same = out["baselines"]["same-dc-pd"]
+    assert len({p["chip"] for p in same["pools"]}) == 1 and len({p["datacenter"] for p in same["pools"]}) == 1
+    # PDD's search space contains same-DC PD, so it is never worse at the same load.
+    if same["metrics"]["served_rps"] >= out["pdd"]["metrics"]["served_rps"] - 1e-6:
+        assert out["pdd"]["metrics"]["bcr_requests_per_usd"] >= same["metrics"]["bcr_requests_per_usd"] * 0.99

@@ -1,0 +1,167 @@
+"""The MILP: each constraint family on a micro-instance, validate(), backends, brute force."""
+
+import copy
+import dataclasses
+import itertools
+
+import pytest
+
+from placer.errors import InfeasiblePlanError
+from placer.ilp.backends import solve
+from placer.ilp.dinkelbach import solve_objective
+from placer.ilp.formulation import build, pdd_architecture
+from placer.optimize import optimize
+from placer.problem import resolve
+from placer.specs import parse_scenario
+from placer.validate import validate
+from tests.placer.conftest import micro_dict
+
+
+def _problem(**changes):
+    return resolve(parse_scenario(micro_dict(**changes)))
+
+
+def _plan(problem, **kw):
+    return optimize(problem, marginals=False, time_limit_s=60, **kw)
+
+
+def test_micro_plan_serves_the_load_and_passes_validate(micro_problem):
+    plan = _plan(micro_problem)
+    assert plan.metrics.served_rps == pytest.approx(6.0, rel=1e-5)
+    assert plan.metrics.sla_attainment >= 0.9
+    assert validate(micro_problem, plan) == []
+    assert plan.solver.status == "optimal"
+    roles = {p.role for p in plan.pools}
+    assert "P" in roles and roles & {"MD", "RLD"}
+
+
+def test_validate_catches_a_tampered_plan(micro_problem):
+    plan = _plan(micro_problem)
+    pools = [p.model_copy(update={"count": p.count + 50}) for p in plan.pools]
+    issues = validate(micro_problem, plan.model_copy(update={"pools": pools}))
+    assert any("inventory" in i for i in issues)
+    assert any("cost" in i for i in issues)
+    fewer = [p.model_copy(update={"count": 0 if p.role == "P" else p.count}) for p in plan.pools]
+    issues = validate(micro_problem, plan.model_copy(update={"pools": fewer}))
+    assert any("does not have" in i for i in issues)
+
+
+def test_inventory_row_limits_instances_and_empty_hardware_is_infeasible():
+    problem = _problem(datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": 1}},
+                                    {"name": "dc-b", "inventory": {"L40S": 1}}])
+    with pytest.raises(InfeasiblePlanError, match="can carry at most"):
+        _plan(problem)
+
+
+def test_link_row_caps_cross_dc_traffic_and_zero_bandwidth_keeps_traffic_local():
+    data = micro_dict(links=[{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 0.0, "rtt_ms": 20}])
+    data["datacenters"] = [{"name": "dc-a", "inventory": {"H100-SXM": 4}}, {"name": "dc-b", "inventory": {"L40S": 8}}]
+    plan = _plan(resolve(parse_scenario(data)))
+    assert all(r.src == r.dst for r in plan.routes)
+    assert plan.metrics.wan_gbit_per_s == 0.0
+    data["links"][0]["gbit_per_s"] = 0.05  # a thin line: used, but never past its cap
+    problem = resolve(parse_scenario(data))
+    plan = _plan(problem)
+    for link in plan.links:
+        assert link.gbit_per_s_used <= problem.options.link_utilization_cap * 0.05 + 1e-9
+    assert validate(problem, plan) == []
+
+
+def test_power_row_binds():
+    data = micro_dict()
+    data["datacenters"] = [{"name": "dc-a", "inventory": {"H100-SXM": 4}, "power_kw": 0.5},
+                           {"name": "dc-b", "inventory": {"L40S": 4}, "power_kw": 0.2}]
+    with pytest.raises(InfeasiblePlanError):
+        _plan(resolve(parse_scenario(data)))
+    data["datacenters"][0]["power_kw"] = 1.5  # two H100s of the four
+    data["datacenters"][1]["power_kw"] = 1.5
+    data["workload"]["arrival_rps"] = 3.0
+    problem = resolve(parse_scenario(data))
+    plan = _plan(problem)
+    used = sum(p.count * p.tp * problem.chips[p.chip].tdp_w for p in plan.pools if p.datacenter == "dc-a") / 1000
+    assert used <= 1.5 + 1e-9
+    assert validate(problem, plan) == []
+
+
+def test_an_sla_no_chip_can_meet_is_infeasible_with_a_reason():
+    with pytest.raises(InfeasiblePlanError, match="TPOT SLA of 0.0001 s"):
+        _plan(_problem(sla={"ttft_p90_s": 2.0, "tpot_s": 0.0001}))
+    with pytest.raises(InfeasiblePlanError, match="TTFT SLA of 0.001 s cannot be met"):
+        _plan(_problem(sla={"ttft_p90_s": 0.001, "tpot_s": 0.05}))
+
+
+def test_capacity_rows_hold_at_the_planned_caps(micro_problem):
+    plan = _plan(micro_problem)
+    form = build(micro_problem, pdd_architecture(micro_problem))
+    for family in ("p_capacity", "decode_slots", "decode_memory", "p_memory", "link", "inventory"):
+        assert any(r.family == family for r in form.model.rows), family
+    assert validate(micro_problem, plan) == []
+
+
+def test_filtered_class_may_finish_on_rld_and_no_other_may():
+    problem = _problem()
+    form = build(problem, pdd_architecture(problem))
+    filtered = {problem.classes[f.k].name for f in form.flows if f.pipeline == "P-RLD"}
+    assert filtered == {"odd"}
+
+
+def test_ortools_and_pulp_reach_the_same_optimum(micro_problem):
+    a = optimize(micro_problem, solver="ortools", marginals=False)
+    b = optimize(micro_problem, solver="pulp", marginals=False)
+    c = optimize(micro_problem, solver="ortools-scip", marginals=False)
+    assert a.metrics.cost_usd_per_h == pytest.approx(b.metrics.cost_usd_per_h)
+    assert a.metrics.bcr_requests_per_usd == pytest.approx(b.metrics.bcr_requests_per_usd, rel=5e-3)
+    assert a.metrics.bcr_requests_per_usd == pytest.approx(c.metrics.bcr_requests_per_usd, rel=5e-3)
+
+
+def test_min_cost_and_max_goodput_objectives():
+    problem = _problem()
+    cheap = optimize(problem, objective="min-cost", marginals=False)
+    best = optimize(problem, objective="bcr", marginals=False)
+    assert cheap.metrics.cost_usd_per_h <= best.metrics.cost_usd_per_h + 1e-9
+    opts = problem.options.model_copy(update={"budget_usd_per_h": cheap.metrics.cost_usd_per_h})
+    capped = optimize(dataclasses.replace(problem, options=opts), objective="max-goodput", marginals=False)
+    assert capped.metrics.cost_usd_per_h <= cheap.metrics.cost_usd_per_h + 1e-9
+
+
+def _brute_force_ratio(problem):
+    """Best goodput/cost over every integer assignment of instance counts (LP per assignment)."""
+    form = build(problem, pdd_architecture(problem))
+    ints = [v for v in form.model.vars if v.integer]
+    inventory = [r for r in form.model.rows if r.family == "inventory"]
+    best = 0.0
+    for counts in itertools.product(*[range(int(v.ub) + 1) for v in ints]):
+        chosen = {v.index: c for v, c in zip(ints, counts)}
+        cost = sum(form.cost[i] * c for i, c in chosen.items())
+        if cost <= 0 or any(sum(c * chosen[i] for i, c in r.coeffs.items()) > r.rhs for r in inventory):
+            continue
+        m = copy.deepcopy(form.model).relaxed()
+        for i, c in chosen.items():
+            m.fix(i, c)
+        m.maximize, m.objective = True, dict(form.goodput)
+        res = solve(m, "ortools")
+        if res.status.has_solution:
+            best = max(best, res.objective / cost)
+    return best
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_optimum_equals_brute_force_enumeration(seed):
+    import random
+
+    rng = random.Random(seed)
+    data = micro_dict()
+    data["datacenters"] = [{"name": "dc-a", "inventory": {"H100-SXM": rng.choice([2, 3])}},
+                           {"name": "dc-b", "inventory": {"L40S": rng.choice([1, 2])}}]
+    data["options"] = {"tp_degrees": [1], "filter_min_input_tokens": 8192}
+    data["workload"]["arrival_rps"] = rng.choice([0.5, 1.0, 2.0])
+    data["links"][0]["gbit_per_s"] = rng.choice([1.0, 10.0])
+    problem = resolve(parse_scenario(data))
+    brute = _brute_force_ratio(problem)
+    form = build(problem, pdd_architecture(problem))
+    if brute == 0.0:
+        with pytest.raises(InfeasiblePlanError):
+            solve_objective(form, "bcr")
+        return
+    outcome = solve_objective(form, "bcr")
+    assert outcome.ratio == pytest.approx(brute, rel=3e-3)
