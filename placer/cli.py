@@ -147,6 +147,18 @@ def compare(
         out.print(compare_view(result))
 
 
+def _register_extensions() -> None:
+    """Commands of other areas live in their own modules; each imports its heavy
+    dependencies inside its command functions so `placer optimize` starts fast."""
+    from placer import cli_service, cli_sim
+
+    cli_sim.register(app)
+    cli_service.register(app)
+
+
+_register_extensions()
+
+
 def main() -> None:
     try:
         app()

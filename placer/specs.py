@@ -208,9 +208,9 @@ class Scenario(_Spec):
     chips: list[ChipSpec] = Field(default_factory=list, description="Chip additions or overrides.")
     datacenters: list[DatacenterSpec] = Field(min_length=1, description="Datacenters with chip inventories.")
     links: list[LinkSpec] = Field(default_factory=list, description="WAN lines between datacenters.")
-    workload: WorkloadSpec
-    sla: SlaSpec
-    options: OptionsSpec = Field(default_factory=OptionsSpec)
+    workload: WorkloadSpec = Field(description="Offered load and its request classes (or a trace).")
+    sla: SlaSpec = Field(description="Service-level objectives a request must meet to count as goodput.")
+    options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
 
     @model_validator(mode="after")
     def _cross_refs(self) -> Scenario:

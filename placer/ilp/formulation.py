@@ -240,6 +240,21 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     return pools, instances, decode, sorted(set(notes))
 
 
+def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict) -> int:
+    """Instances of ``q`` that would carry the whole offered load alone: a valid upper
+    bound (more can only add cost) that narrows the branch-and-bound search."""
+    a = problem.arrival_rps
+    if q.role == P:
+        work = sum(c.share * a * im.prefill_s(c.input_tokens, c.hit_rate) for c in problem.classes)
+        return math.ceil(work / q.util + 1e-9)
+    design = decode[q]
+    busy = sum(c.share * a * c.output_tokens * design.step_s for c in problem.classes)
+    kv = sum(c.share * a * c.output_tokens * design.step_s * (c.input_tokens + c.output_tokens / 2)
+             for c in problem.classes) * problem.kv_bytes_per_token
+    return max(math.ceil(busy / (problem.options.utilization_cap * design.batch) + 1e-9),
+               math.ceil(kv / im.kv_capacity_bytes + 1e-9))
+
+
 def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow]:
     decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
     flows = []
@@ -273,7 +288,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     n = {}
     for q in pools:
         dc = problem.dc(q.dc)
-        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp)
+        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp, _enough(problem, q, instances[q], decode))
         n[q] = m.var(f"n[{q.label}]", 0, ub, integer=True)
     g = m.var("G", 0, problem.arrival_rps)
 
