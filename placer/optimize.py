@@ -30,9 +30,7 @@ def as_problem(scenario: Scenario | Problem, measured: dict | None = None) -> Pr
 def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     """Turn solver values into a Plan (pools, routes, assignments) with metrics."""
     prob, v = form.problem, outcome.values
-    counts: dict[tuple, int] = defaultdict(int)  # utilisation tiers of one pool merge
-    for q in form.pools:
-        counts[q.key] += int(round(v[form.n[q]]))
+    counts = {key: int(round(v[var])) for key, var in form.n.items()}
     pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c) for k, c in counts.items() if c > 0]
     routes: dict[tuple, float] = defaultdict(float)
     assignments = []
@@ -195,11 +193,8 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortoo
         why = "; ".join(n for n in form.notes if n.startswith(f"{k[2]} tp{k[3]}")) or \
             "no such chip in that datacenter's inventory, or not a candidate for that role"
         raise InfeasiblePlanError(f"pool {k[0]} {k[1]} {k[2]} tp{k[3]} cannot be used: {why}")
-    for q in form.pools:
-        if q.key not in wanted:
-            m.fix(form.n[q], 0)
-    for key, count in wanted.items():  # utilisation tiers of one pool share its count
-        m.add(f"fixed[{key}]", "fixed", {form.n[q]: 1.0 for q in form.pools if q.key == key}, "==", count)
+    for key, var in form.n.items():
+        m.fix(var, wanted.get(key, 0))
     m.set_bounds(form.g, 0.0, problem.arrival_rps)
     if plan.routes:
         m.rows = [r for r in m.rows if r.family != "demand"]

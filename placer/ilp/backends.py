@@ -150,6 +150,14 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
 
 
 def _solve_pulp(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap: float) -> SolveResult:
+    with warnings.catch_warnings():
+        # PuLP 3.x deprecates, for 4.0, the construction style and the bundled CBC this
+        # backend uses; we pin pulp<4 and use them on purpose.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _solve_pulp_inner(model, time_limit_s, mip_gap, abs_gap)
+
+
+def _solve_pulp_inner(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap: float) -> SolveResult:
     import pulp
 
     prob = pulp.LpProblem("placer", pulp.LpMaximize if model.maximize else pulp.LpMinimize)
@@ -171,13 +179,10 @@ def _solve_pulp(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap
             prob += (expr >= row.rhs, f"r{k}")
         else:
             prob += (expr == row.rhs, f"r{k}")
-    with warnings.catch_warnings():
-        # PuLP 3.x deprecates its bundled CBC for 4.0; we pin pulp<4 and use it on purpose.
-        warnings.simplefilter("ignore", DeprecationWarning)
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(math.ceil(time_limit_s))),
-                                   gapRel=mip_gap, gapAbs=abs_gap)
-        start = time.perf_counter()
-        prob.solve(solver)
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(math.ceil(time_limit_s))),
+                               gapRel=mip_gap, gapAbs=abs_gap)
+    start = time.perf_counter()
+    prob.solve(solver)
     seconds = time.perf_counter() - start
     code = pulp.LpStatus[prob.status]
     has_values = all(x.varValue is not None for x in xs)

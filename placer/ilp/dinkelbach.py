@@ -184,6 +184,6 @@ def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
 
 def _min_cost(form: Formulation) -> float:
     """Cheapest possible plan: one P instance and one decode instance."""
-    p = min((c for q, c in zip(form.pools, (form.cost[form.n[q]] for q in form.pools)) if q.role == "P"), default=1.0)
-    d = min((form.cost[form.n[q]] for q in form.pools if q.role != "P"), default=1.0)
+    p = min((form.cost[v] for key, v in form.n.items() if key[0] == "P"), default=1.0)
+    d = min((form.cost[v] for key, v in form.n.items() if key[0] != "P"), default=1.0)
     return p + d

@@ -27,7 +27,10 @@ Parameters (units in names; all from :mod:`placer.perfmodel` at the planning cap
 
 Variables
 ---------
-* n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋): instances of pool q.
+* n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋, what carries the whole load
+  alone): instances of physical pool q = (role, dc, chip, tp).
+* c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P pool's instances split over its
+  utilisation tiers (continuous: instances may serve tiers part-time).
 * x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
@@ -36,8 +39,8 @@ Constraints (each cited in the code as (C1)…(C11))
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
                  min_served_fraction, 1 by default); G = arrival (min-cost)
-(C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_p · n_p         ∀ P pools p
-(C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · n_p (Little's law)
+(C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_t · c_{p,t}      ∀ P pools p, tiers t
+(C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · c_{p,t} (Little's law)
 (C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
                   (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
 (C6) decode slots Σ z · tokens · t_q ≤ u · B_q · n_q              ∀ decode pools q
@@ -148,7 +151,8 @@ class Formulation:
     arch: Architecture
     model: LinearModel
     pools: list[Pool]
-    n: dict[Pool, int]
+    n: dict[tuple, int]  # physical pool key (role, dc, chip, tp) -> integer count
+    tier: dict[Pool, int]  # P pool tier -> its continuous share of the instances
     flows: list[Flow]
     x: dict[Flow, int]
     z: dict[tuple, int]  # (k, pipeline, dst, pool) -> var; MD/D keyed with pipeline None
@@ -285,11 +289,24 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     pools, instances, decode, notes = candidate_pools(problem, arch)
     m = LinearModel()
 
-    n = {}
+    # One integer count per physical pool (role, dc, chip, tp); a P pool's instances are
+    # split continuously over its utilisation tiers (tier[q], Σ_tiers = n).
+    n: dict[tuple, int] = {}
+    tier: dict[Pool, int] = {}
     for q in pools:
+        if q.key in n:
+            continue
         dc = problem.dc(q.dc)
-        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp, _enough(problem, q, instances[q], decode))
-        n[q] = m.var(f"n[{q.label}]", 0, ub, integer=True)
+        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
+                 max(_enough(problem, t, instances[t], decode) for t in pools if t.key == q.key))
+        n[q.key] = m.var(f"n[{','.join(map(str, q.key[:3]))},tp{q.tp}]", 0, ub, integer=True)
+    for q in pools:
+        if q.role == P:
+            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
+    for key, var in n.items():
+        if key[0] == P:
+            parts = {tier[q]: 1.0 for q in pools if q.key == key}
+            m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
     g = m.var("G", 0, problem.arrival_rps)
 
     flows = _flows(problem, arch, pools)
@@ -333,10 +350,10 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     for p in (q for q in pools if q.role == P):
         mine = [f for f in flows if f.p == p]
         m.add(f"p_capacity[{p.label}]", "p_capacity",
-              {**{x[f]: prefill[(f.k, p)] for f in mine}, n[p]: -p.util}, "<=", 0.0)
+              {**{x[f]: prefill[(f.k, p)] for f in mine}, tier[p]: -p.util}, "<=", 0.0)
         m.add(f"p_memory[{p.label}]", "p_memory",
               {**{x[f]: hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in mine},
-               n[p]: -instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
+               tier[p]: -instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
 
     # (C5) decode split, (C6) slots, (C7) memory
     z: dict[tuple, int] = {}
@@ -375,9 +392,9 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
                         mem[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
                     m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
     for q, design in decode.items():
-        m.add(f"decode_slots[{q.label}]", "decode_slots", {**load[q], n[q]: -u * design.batch}, "<=", 0.0)
+        m.add(f"decode_slots[{q.label}]", "decode_slots", {**load[q], n[q.key]: -u * design.batch}, "<=", 0.0)
         m.add(f"decode_memory[{q.label}]", "decode_memory",
-              {**mem[q], n[q]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
+              {**mem[q], n[q.key]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
 
     # (C8) links
     for (s, d), link in sorted(problem.links.items()):
@@ -389,11 +406,11 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     # (C9) inventory, (C10) power
     for dc in problem.datacenters:
         for chip, count in dc.inventory.items():
-            coeffs = {n[q]: q.tp for q in pools if q.dc == dc.name and q.chip == chip}  # all tiers
+            coeffs = {var: key[3] for key, var in n.items() if key[1] == dc.name and key[2] == chip}
             if coeffs:
                 m.add(f"inventory[{dc.name},{chip}]", "inventory", coeffs, "<=", count)
         if dc.power_kw is not None:
-            coeffs = {n[q]: instances[q].power_kw for q in pools if q.dc == dc.name}
+            coeffs = {var: instance(problem, key[2], key[3]).power_kw for key, var in n.items() if key[1] == dc.name}
             if coeffs:
                 m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
     # (C11) SLA: at most 10 % of served requests late
@@ -406,10 +423,10 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
         m.set_bounds(g, opts.min_served_fraction * problem.arrival_rps, problem.arrival_rps)
 
     goodput = {x[f]: 1.0 - late[f] for f in flows}
-    cost = {n[q]: instances[q].price_usd_per_h for q in pools}
+    cost = {var: instance(problem, key[2], key[3]).price_usd_per_h for key, var in n.items()}
     # (C12) budget
     if objective == "max-goodput" and opts.budget_usd_per_h is not None:
         m.add("budget", "budget", dict(cost), "<=", opts.budget_usd_per_h)
 
-    return Formulation(problem, arch, m, pools, n, flows, x, z, g, goodput, cost, instances, decode,
+    return Formulation(problem, arch, m, pools, n, tier, flows, x, z, g, goodput, cost, instances, decode,
                        prefill, ttft, late, hold, wbytes, eager, notes)

@@ -1,0 +1,163 @@
+"""A small Llama-architecture transformer: weights (seeded or safetensors) and its forward.
+
+In: a `ModelConfig`, weights (a name → tensor dict, Hugging Face Llama names), an ops
+backend (`kernels.get_ops`), and per forward the new tokens, their positions and an
+attention callback. Out: final hidden states and logits.
+
+The model is pure math: it owns no KV cache and knows nothing of blocks or batches.
+The runner passes `attend(layer, q, k, v)`, which stores the new K/V in its paged
+cache and calls the right attention kernel for the batch kind.
+
+Layer: x += o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1))) with
+n1 = rms_norm(x); x += down(silu(gate(n2)) * up(n2)) with n2 = rms_norm(x).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+from torch import Tensor
+
+from executor.engine.config import ModelConfig
+
+WEIGHTS_FORMAT = "placer-llama"
+
+AttendFn = Callable[[int, Tensor, Tensor, Tensor], Tensor]
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    """The torch dtype for a `ModelConfig.dtype` name."""
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def weight_shapes(config: ModelConfig) -> dict[str, tuple[int, ...]]:
+    """Every weight's name and shape (Hugging Face Llama naming)."""
+    c = config
+    h, q_dim, kv_dim = c.hidden_size, c.num_q_heads * c.head_dim, c.num_kv_heads * c.head_dim
+    shapes: dict[str, tuple[int, ...]] = {"model.embed_tokens.weight": (c.vocab_size, h)}
+    for i in range(c.num_layers):
+        p = f"model.layers.{i}."
+        shapes |= {
+            p + "input_layernorm.weight": (h,),
+            p + "self_attn.q_proj.weight": (q_dim, h),
+            p + "self_attn.k_proj.weight": (kv_dim, h),
+            p + "self_attn.v_proj.weight": (kv_dim, h),
+            p + "self_attn.o_proj.weight": (h, q_dim),
+            p + "post_attention_layernorm.weight": (h,),
+            p + "mlp.gate_proj.weight": (c.intermediate_size, h),
+            p + "mlp.up_proj.weight": (c.intermediate_size, h),
+            p + "mlp.down_proj.weight": (h, c.intermediate_size),
+        }
+    shapes |= {"model.norm.weight": (h,), "lm_head.weight": (c.vocab_size, h)}
+    return shapes
+
+
+def init_weights(config: ModelConfig, seed: int) -> dict[str, Tensor]:
+    """Deterministic random weights (CPU, `config.dtype`) from `seed`.
+
+    Projections are N(0, 1/fan_in) so activations keep unit scale; the LM head is
+    scaled so logits spread over a few units, which makes greedy decoding of the
+    random model wander over many tokens instead of repeating one.
+    """
+    gen = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, shape in weight_shapes(config).items():
+        if name.endswith("norm.weight"):
+            w = torch.ones(shape)
+        elif name == "model.embed_tokens.weight":
+            w = torch.randn(shape, generator=gen)
+        else:
+            std = (4.0 if name == "lm_head.weight" else 1.0) / math.sqrt(shape[1])
+            w = torch.randn(shape, generator=gen) * std
+        out[name] = w.to(torch_dtype(config.dtype))
+    return out
+
+
+def save_weights(path: str | Path, config: ModelConfig, weights: dict[str, Tensor]) -> None:
+    """Write weights and their config to one safetensors file."""
+    _check_weights(config, weights)
+    tensors = {k: v.detach().to("cpu").contiguous() for k, v in weights.items()}
+    metadata = {"format": WEIGHTS_FORMAT, "config": json.dumps(config.to_dict())}
+    save_file(tensors, str(path), metadata=metadata)
+
+
+def load_weights(path: str | Path) -> tuple[ModelConfig, dict[str, Tensor]]:
+    """Read a file written by `save_weights`: its config and CPU weights."""
+    with safe_open(str(path), framework="pt") as f:
+        metadata = f.metadata() or {}
+        if metadata.get("format") != WEIGHTS_FORMAT or "config" not in metadata:
+            raise ValueError(
+                f"{path}: not a placer weights file (metadata format "
+                f"{metadata.get('format')!r}, expected {WEIGHTS_FORMAT!r} with a config)"
+            )
+        config = ModelConfig.from_dict(json.loads(metadata["config"]))
+        weights = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open API)
+    _check_weights(config, weights)
+    return config, weights
+
+
+def _check_weights(config: ModelConfig, weights: dict[str, Tensor]) -> None:
+    expected = weight_shapes(config)
+    missing, extra = sorted(set(expected) - set(weights)), sorted(set(weights) - set(expected))
+    if missing or extra:
+        raise ValueError(f"weights do not match the config: missing {missing}, unexpected {extra}")
+    for name, shape in expected.items():
+        if tuple(weights[name].shape) != shape:
+            raise ValueError(f"weight {name} has shape {tuple(weights[name].shape)}, expected {shape}")
+
+
+class LlamaModel:
+    """The forward pass over packed new tokens, with attention delegated to the caller."""
+
+    def __init__(self, config: ModelConfig, weights: dict[str, Tensor], ops, device) -> None:
+        _check_weights(config, weights)
+        self.config = config
+        self.ops = ops
+        self.device = torch.device(device)
+        self.dtype = torch_dtype(config.dtype)
+        w = {k: v.to(device=self.device, dtype=self.dtype).contiguous() for k, v in weights.items()}
+        self.weights = w  # by name, on the device (what `save_weights` writes)
+        self.embed = w["model.embed_tokens.weight"]
+        self.final_norm = w["model.norm.weight"]
+        self.lm_head = w["lm_head.weight"]
+        self.layers = [
+            {
+                key: w[f"model.layers.{i}.{name}.weight"]
+                for key, name in (
+                    ("attn_norm", "input_layernorm"), ("q", "self_attn.q_proj"),
+                    ("k", "self_attn.k_proj"), ("v", "self_attn.v_proj"),
+                    ("o", "self_attn.o_proj"), ("mlp_norm", "post_attention_layernorm"),
+                    ("gate", "mlp.gate_proj"), ("up", "mlp.up_proj"), ("down", "mlp.down_proj"),
+                )
+            }
+            for i in range(config.num_layers)
+        ]
+
+    @torch.no_grad()
+    def forward(self, input_ids: Tensor, positions: Tensor, attend: AttendFn) -> Tensor:
+        """Final-normed hidden states [T, hidden] of the packed new tokens."""
+        c, ops = self.config, self.ops
+        t = input_ids.shape[0]
+        x = self.embed[input_ids]
+        for i, lw in enumerate(self.layers):
+            n = ops.rms_norm(x, lw["attn_norm"], c.rms_norm_eps)
+            q = (n @ lw["q"].T).view(t, c.num_q_heads, c.head_dim)
+            k = (n @ lw["k"].T).view(t, c.num_kv_heads, c.head_dim)
+            v = (n @ lw["v"].T).view(t, c.num_kv_heads, c.head_dim).contiguous()
+            q, k = ops.apply_rope(q, k, positions, c.rope_theta)
+            o = attend(i, q.contiguous(), k.contiguous(), v)
+            x = x + o.reshape(t, -1) @ lw["o"].T
+            n = ops.rms_norm(x, lw["mlp_norm"], c.rms_norm_eps)
+            x = x + (torch.nn.functional.silu(n @ lw["gate"].T) * (n @ lw["up"].T)) @ lw["down"].T
+        return ops.rms_norm(x, self.final_norm, c.rms_norm_eps)
+
+    @torch.no_grad()
+    def logits(self, hidden: Tensor) -> Tensor:
+        """fp32 logits [N, vocab] for hidden states [N, hidden]."""
+        return (hidden @ self.lm_head.T).float()
