@@ -15,6 +15,7 @@ from collections import defaultdict
 from placer.evaluate import analyze, link_uses
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.ilp.formulation import P, P_D as P_D_PIPE, RLD, Architecture, Formulation, build, pdd_architecture
+from placer.errors import PlacerError
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
 from placer.specs import Scenario
@@ -68,15 +69,22 @@ def with_metrics(problem: Problem, plan: Plan) -> Plan:
 
 
 def solve_architecture(problem: Problem, arch: Architecture, objective: str = "bcr", solver: str = "ortools",
-                       time_limit_s: float = 30.0) -> tuple[Plan, Formulation, Outcome]:
+                       time_limit_s: float = 30.0, warm_ratio: float | None = None
+                       ) -> tuple[Plan, Formulation, Outcome]:
     form = build(problem, arch, objective)
-    outcome = solve_objective(form, objective, solver, time_limit_s)
+    outcome = solve_objective(form, objective, solver, time_limit_s, warm_ratio=warm_ratio)
     return extract(form, outcome, objective), form, outcome
 
 
 def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str = "ortools",
-             time_limit_s: float = 30.0, marginals: bool = True, measured: dict | None = None) -> Plan:
-    """The PDD plan for ``scenario`` under ``objective`` (see placer.ilp.formulation)."""
+             time_limit_s: float = 30.0, marginals: bool = True, measured: dict | None = None,
+             warm_start: Plan | None = None) -> Plan:
+    """The PDD plan for ``scenario`` under ``objective`` (see placer.ilp.formulation).
+
+    ``measured``: chip name -> measured efficiency fields (see placer.problem.resolve).
+    ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
+    the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
+    """
     from placer.errors import InputError
 
     if objective not in OBJECTIVES:
@@ -87,7 +95,16 @@ def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str =
     if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
         raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
     start = time.perf_counter()
-    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), objective, solver, time_limit_s)
+    warm_ratio = None
+    if warm_start is not None and objective == "bcr":
+        try:
+            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}),
+                                 solver, time_limit_s)
+            warm_ratio = warm.metrics.goodput_rps / warm.metrics.cost_usd_per_h if warm.metrics.cost_usd_per_h else None
+        except PlacerError:
+            warm_ratio = None  # the old plan does not fit the new scenario: solve cold
+    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), objective, solver, time_limit_s,
+                                             warm_ratio)
     from placer.validate import validate
 
     issues = validate(problem, plan)

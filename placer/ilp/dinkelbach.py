@@ -4,8 +4,9 @@ in:  a :class:`~placer.ilp.formulation.Formulation`, objective, backend, time li
 out: :class:`Outcome` (values, status, gap, seconds, iterations) or a typed error:
      :class:`InfeasiblePlanError` (names what binds) / :class:`SolveTimeoutError`.
 
-Dinkelbach for max goodput(x)/cost(n): start with λ = the ratio of the cheapest plan
-carrying the required load (0 if none is required); solve
+Dinkelbach for max goodput(x)/cost(n): start with λ = an upper bound from the LP
+relaxation (the first MILP then yields a good feasible plan, whose ratio is the first λ
+from below) or a caller's warm-start ratio; solve
 F(λ) = max goodput − λ·cost (a MILP, warm-started with the previous solution);
 λ ← goodput/cost of the new solution; stop when F(λ) ≤ ε·λ·cost. λ increases
 monotonically and converges superlinearly; each iteration is exact, so the last λ
@@ -25,7 +26,6 @@ from placer.ilp.formulation import Formulation
 
 EPS = 1e-6
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
-START_GAP = 0.05  # the λ0 plan only seeds Dinkelbach; it need not be optimal
 REL_GAP = 2e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
 MAX_ITERATIONS = 30
 
@@ -94,8 +94,12 @@ def _max_carry(form: Formulation) -> float:
 
 
 def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
-                    time_limit_s: float = 30.0, mip_gap: float = 1e-4) -> Outcome:
-    """Solve ``form`` for ``objective`` in {"bcr", "min-cost", "max-goodput"}."""
+                    time_limit_s: float = 30.0, mip_gap: float = 1e-4, warm_ratio: float | None = None) -> Outcome:
+    """Solve ``form`` for ``objective`` in {"bcr", "min-cost", "max-goodput", "max-served"}.
+
+    ``warm_ratio`` (bcr only): goodput per USD/h of a plan known to be feasible (e.g. the
+    one deployed now, evaluated on the new workload); Dinkelbach starts from it.
+    """
     model = form.model
     start = time.perf_counter()
     deadline = start + time_limit_s
@@ -127,15 +131,19 @@ def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
     if objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {objective!r}")
 
-    # λ0: the ratio of the cheapest plan that carries the required load (skips the
-    # loose λ = 0 iteration when the load is fixed).
+    # λ0: the caller's warm start (the ratio of the plan deployed now, on the new
+    # workload) or the LP relaxation's ratio, an upper bound. The first MILP at λ0
+    # returns a good feasible plan whatever side of the optimum λ0 lies on; its ratio
+    # is the first λ from below, where Dinkelbach's iterations are exact.
     lam, hint, status, gap = 0.0, None, "optimal", 0.0
-    model.maximize = False
-    model.objective = dict(form.cost)
-    res = solve(model, backend, left(), mip_gap=START_GAP)  # any good plan will do as a start
-    _check(res, form, time_limit_s)
-    if _cost(form, res.values) > 0:
-        lam, hint = _goodput(form, res.values) / _cost(form, res.values), res.values
+    from_above = False
+    if warm_ratio is not None and warm_ratio > 0:
+        lam, from_above = warm_ratio, True
+    else:
+        bound = _lp_ratio_bound(form)
+        if bound is None:
+            raise InfeasiblePlanError(diagnose(form))
+        lam, from_above = (bound, True) if bound > 0 else (0.0, False)
     model.maximize = True
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
@@ -151,9 +159,12 @@ def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
             status = "feasible"
         good, cost = _goodput(form, res.values), _cost(form, res.values)
         if good <= EPS or cost <= 0:
-            if lam == 0.0:
+            if lam == 0.0 or from_above:
                 raise InfeasiblePlanError(diagnose(form))
             break
+        if from_above:  # the first plan: its ratio is the first λ from below
+            lam, hint, from_above = good / cost, res.values, False
+            continue
         f_value = good - lam * cost
         if f_value <= abs_gap or f_value <= EPS * lam * cost:
             # F(λ) ≤ bound: every plan has goodput/cost ≤ λ + bound/cost_min.
@@ -180,6 +191,23 @@ def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
         status = "feasible"
     return Outcome(values, status, gap, time.perf_counter() - start,
                    (final if final.status.has_solution else res).backend, iterations, best_ratio)
+
+
+def _lp_ratio_bound(form: Formulation) -> float | None:
+    """An upper bound on goodput/cost: most goodput over the LP relaxation's least cost."""
+    m = form.model.relaxed()
+    m.maximize, m.objective = False, dict(form.cost)
+    cheapest = solve(m, "ortools", 30.0)
+    if not cheapest.status.has_solution:
+        return None
+    m.maximize, m.objective = True, dict(form.goodput)
+    most = solve(m, "ortools", 30.0)
+    cost = _cost(form, cheapest.values)
+    if not most.status.has_solution:
+        return None
+    if cost <= 0:  # no load is required: start from λ = 0 instead
+        return 0.0
+    return _goodput(form, most.values) / cost
 
 
 def _min_cost(form: Formulation) -> float:

@@ -165,3 +165,13 @@ def test_optimum_equals_brute_force_enumeration(seed):
         return
     outcome = solve_objective(form, "bcr")
     assert outcome.ratio == pytest.approx(brute, rel=3e-3)
+
+
+def test_warm_start_reaches_the_same_optimum(micro_problem):
+    cold = optimize(micro_problem, marginals=False)
+    warm = optimize(micro_problem, marginals=False, warm_start=cold)
+    assert warm.metrics.bcr_requests_per_usd == pytest.approx(cold.metrics.bcr_requests_per_usd, rel=5e-3)
+    drifted = dataclasses.replace(micro_problem, arrival_rps=micro_problem.arrival_rps * 0.7)
+    again = optimize(drifted, marginals=False, warm_start=cold)
+    fresh = optimize(drifted, marginals=False)
+    assert again.metrics.bcr_requests_per_usd == pytest.approx(fresh.metrics.bcr_requests_per_usd, rel=5e-3)
