@@ -18,7 +18,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.ilp.formulation import (
-    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, eager_tokens, instance, wan_bytes,
+    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, instance, wan_bytes,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel, wan_transfer_s
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -125,20 +125,10 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         return wan_transfer_s(wan_bytes(problem, c, drc(pipeline)), link.bytes_per_s, link.rtt_s,
                               min(link_util.get((src, dst), 0.0), 0.999))
 
-    # P pools: utilisation and waiting-time law
-    p_load: dict[PoolKey, list[tuple[float, float]]] = defaultdict(list)
-    for a in plan.assignments:
-        if a.role == P and a.rps > 0:
-            c = classes[a.request_class]
-            p_load[_key(a)].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate)))
-    p_util, waits = {}, {}
-    for key, items in p_load.items():
-        lam = sum(r for r, _ in items)
-        mean = sum(r * t for r, t in items) / lam
-        second = sum(r * t * t for r, t in items) / lam
-        rho = lam * mean / counts[key]
-        p_util[key] = rho
-        waits[key] = WaitModel(min(rho, 1.0), mean, second)
+    # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
+    p_queues = p_queue_laws(problem, plan, counts, models)
+    p_util = {key: law.rho for key, law in p_queues.items()}
+    waits = p_queues
 
     # decode pools: tokens per instance, context, batch by Little's law, step time
     decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
@@ -218,7 +208,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         if a.pipeline == P_RLD_MD:
             _, ok_md = first_step(MD, dst)
             ok = ok and ok_md
-        flows.append(FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step, waits[key], ok))
+        flows.append(FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step,
+                             waits[(*key, a.queue or "")], ok))
 
     served = sum(f.rps for f in flows)
     late = sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
@@ -242,8 +233,35 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     )
     for key, rho in p_util.items():
         if rho >= 1.0:
-            notes.append(f"prefill pool {_label(key)} is overloaded (utilisation {rho:.2f})")
+            notes.append(f"prefill pool {_label(key[:4])} queue {key[4] or 'all'} is overloaded "
+                         f"(utilisation {rho:.2f})")
     return Analysis(metrics, p_util, decode, dict(link_gbit), flows, rld_tokens, total_tokens, notes)
+
+
+def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, WaitModel]:
+    """M/G/1 law of every P queue, keyed (role, dc, chip, tp, queue), from the plan's own mix.
+
+    Queues come from the assignments' ``queue``/``queue_instances``; a pool whose
+    assignments name no queue is one queue over all its instances.
+    """
+    classes = {c.name: c for c in problem.classes}
+    load: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    share: dict[tuple, float] = {}
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0:
+            continue
+        key = (*_key(a), a.queue or "")
+        c = classes[a.request_class]
+        load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate)))
+        share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
+    laws = {}
+    for key, items in load.items():
+        lam = sum(r for r, _ in items)
+        mean = sum(r * t for r, t in items) / lam
+        second = sum(r * t * t for r, t in items) / lam
+        rho = lam * mean / share[key] if share[key] > 0 else math.inf
+        laws[key] = WaitModel(min(rho, 1.0), mean, second)
+    return laws
 
 
 def _label(key: PoolKey) -> str:
@@ -262,6 +280,3 @@ def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:
                            gbit_per_s_capacity=link.gbit_per_s))
     return out
 
-
-def sla_quantile() -> float:
-    return SLA_QUANTILE

@@ -41,7 +41,8 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
         assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=P, datacenter=f.p.dc,
-                                      chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i]))
+                                      chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i], queue=f.p.queue,
+                                      queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():
         if v[i] <= RPS_EPS:
             continue

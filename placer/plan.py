@@ -75,6 +75,8 @@ class Assignment(_M):
     tp: int
     dst: str | None = None
     rps: float = Field(ge=0)
+    queue: str | None = Field(None, description="P only: the queue (utilisation tier/admitted classes) it joins.")
+    queue_instances: float | None = Field(None, ge=0, description="P only: instances that serve that queue.")
 
 
 class Handoff(_M):

@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel
 
 from placer.specs import (
     ChipSpec, DatacenterSpec, LinkSpec, ModelSpec, OptionsSpec, RequestClass, Scenario, SlaSpec, WorkloadSpec,

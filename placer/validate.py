@@ -15,8 +15,9 @@ from collections import defaultdict
 
 from placer.ilp.formulation import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, instance,
-    p_wait_model, wan_bytes,
+    wan_bytes,
 )
+from placer.evaluate import p_queue_laws
 from placer.perfmodel import wan_transfer_s
 from placer.plan import Plan
 from placer.problem import Problem
@@ -171,6 +172,15 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
         link = problem.links.get((s, d))
         if link is not None and _over(used, u_link * link.gbit_per_s):
             issues.append(f"link {s}->{d}: {used:.3f} Gbit/s over {u_link} × {link.gbit_per_s} Gbit/s")
+    laws = p_queue_laws(problem, plan, counts, models)
+    for key in counts:
+        if key[0] != P:
+            continue
+        shares = {a.queue: a.queue_instances for a in plan.assignments
+                  if (a.role, a.datacenter, a.chip, a.tp) == key and a.queue_instances is not None}
+        if _over(sum(shares.values()), counts[key]):
+            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
+                          f"instances, the pool has {counts[key]}")
     late = 0.0
     for a in plan.assignments:
         if a.role != P:
@@ -187,8 +197,8 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
         else:
             move = im.rdma_s(wan_bytes(problem, c, drc) if a.pipeline == P_MD else c.input_tokens * kv)
         det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
-        rho = min(p_work[key] / counts[key], 0.999)  # the pool's actual utilisation
-        late += a.rps * p_wait_model(problem, im, rho).prob_exceeds(problem.ttft_p90_s - det)
+        law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
+        late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
         issues.append(f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
                       f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)")

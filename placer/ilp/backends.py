@@ -91,7 +91,9 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
     from ortools.linear_solver import pywraplp
 
     has_int = any(v.integer for v in model.vars)
-    solver = pywraplp.Solver.CreateSolver(engine if has_int else "GLOP")
+    if not has_int:
+        engine = "HIGHS"  # GLOP reports ABNORMAL on some of these LPs; HiGHS solves them
+    solver = pywraplp.Solver.CreateSolver(engine)
     if solver is None:
         raise RuntimeError(f"OR-Tools has no {engine} solver in this build")
     inf = solver.infinity()
@@ -137,7 +139,7 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
         pywraplp.Solver.NOT_SOLVED: Status.NO_SOLUTION,
         pywraplp.Solver.ABNORMAL: Status.ERROR,
     }.get(code, Status.ERROR)
-    name = f"ortools-{(engine if has_int else 'GLOP').lower()}"
+    name = f"ortools-{engine.lower()}"
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, name)
     values = [x.solution_value() for x in xs]

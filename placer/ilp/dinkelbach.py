@@ -198,13 +198,13 @@ def _lp_ratio_bound(form: Formulation) -> float | None:
     m = form.model.relaxed()
     m.maximize, m.objective = False, dict(form.cost)
     cheapest = solve(m, "ortools", 30.0)
-    if not cheapest.status.has_solution:
+    if cheapest.status is Status.INFEASIBLE:
         return None
     m.maximize, m.objective = True, dict(form.goodput)
     most = solve(m, "ortools", 30.0)
+    if not (cheapest.status.has_solution and most.status.has_solution):
+        return 0.0  # the LP solver gave up: start from λ = 0, which is always valid
     cost = _cost(form, cheapest.values)
-    if not most.status.has_solution:
-        return None
     if cost <= 0:  # no load is required: start from λ = 0 instead
         return 0.0
     return _goodput(form, most.values) / cost

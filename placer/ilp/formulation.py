@@ -5,10 +5,13 @@ Sets
 * K: request classes k (share s_k, input I_k, output O_k, hit rate h_k).
 * D: datacenters; L ⊆ D×D: directed WAN lines (both directions of each link).
 * Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD} (PDD) or {P, D}
-  (PD baselines); P pools also carry a utilisation tier u_p ∈ u·{1, .7, .45}
-  (a busier pool is cheaper per request but queues longer); a candidate exists when the dc has ≥ tp chips of that kind, the
+  (PD baselines); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
-  meets the TPOT SLA.
+  meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier
+  u_t ∈ u·{1, .7, .45}, admitted classes ∈ {mix, light}): a busier queue is cheaper
+  per request but waits longer; a "mix" queue takes every class in the scenario's
+  proportions, a "light" one only classes whose prefill is at most 25 % of the TTFT
+  budget, so short prefills can be kept from waiting behind long ones.
 * F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
   {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
@@ -18,7 +21,9 @@ Parameters (units in names; all from :mod:`placer.perfmodel` at the planning cap
 ----------
 * pre[k,p] prefill seconds; wan_bytes[k] = (1−h_k)·I_k·kv (DRC) or I_k·kv;
   ttft[f] = pre + transfer (RDMA, or WAN at the line's planned utilisation u_L) + TPOT;
-  late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at utilisation u_p;
+  late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at the queue's utilisation
+  u_t: a "mix" queue carries the class mix in proportion (C13), so its moments are the
+  mix's; a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
   context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
@@ -50,6 +55,7 @@ Constraints (each cited in the code as (C1)…(C11))
 (C10) power      Σ_{q in dc} power_q · n_q ≤ power_kw[dc]
 (C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
 (C12) budget     Σ price_q n_q ≤ budget (max-goodput only)
+(C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t and class k
 
 Objective
 ---------
@@ -82,20 +88,30 @@ class Pool:
     chip: str
     tp: int
     util: float = 0.0  # P pools: the planned utilisation tier (its queueing law); 0 for decode
+    mix: str = ""  # P pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
 
     @property
     def key(self) -> tuple[str, str, str, int]:
         return (self.role, self.dc, self.chip, self.tp)
 
     @property
+    def queue(self) -> str:
+        """The P queue this tier is: utilisation and admitted classes, e.g. 'u0.56/light'."""
+        return f"u{self.util:.2f}/{self.mix}" if self.role == P else ""
+
+    @property
     def label(self) -> str:
-        tier = f",u{self.util:.2f}" if self.role == P else ""
+        tier = f",{self.queue}" if self.role == P else ""
         return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
 
 
 #: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
 #: per request but queues longer, and the SLA row (C11) prices that in.
 P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
+#: A class is "heavy" on a P pool when its prefill takes more than this share of the
+#: TTFT budget; "light" queues admit only the others, so short prefills never wait
+#: behind long ones.
+HEAVY_PREFILL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -195,12 +211,24 @@ def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
     return tokens * problem.kv_bytes_per_token
 
 
-def p_wait_model(problem: Problem, im: InstanceModel, rho: float) -> WaitModel:
-    """M/G/1 wait at a P instance for the scenario's whole class mix."""
+def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
+    budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
+    return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
+
+
+def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
+    """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
+
+    A "mix" queue takes the classes in the scenario's proportions (rows (C13) force it),
+    so its service moments are the mix's. A "light" queue takes any mix of light classes:
+    E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the longest light prefill, so a
+    deterministic service of that length bounds its wait.
+    """
     times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
-    mean = sum(s * t for s, t in times)
-    second = sum(s * t * t for s, t in times)
-    return WaitModel(rho, mean, second)
+    if mix == "mix":
+        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
+    longest = max(times[k][1] for k in light_classes(problem, im))
+    return WaitModel(rho, longest, longest * longest)
 
 
 def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:
@@ -222,10 +250,13 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                     continue
                 if arch.p_dcs is None or dc.name in arch.p_dcs:
+                    light = light_classes(problem, im)
+                    mixes = ["mix", "light"] if light and len(light) < len(problem.classes) else ["mix"]
                     for tier in P_UTILIZATION_TIERS:
-                        pool = Pool(P, dc.name, chip, tp, round(opts.utilization_cap * tier, 4))
-                        pools.append(pool)
-                        instances[pool] = im
+                        for mix in mixes:
+                            pool = Pool(P, dc.name, chip, tp, round(opts.utilization_cap * tier, 4), mix)
+                            pools.append(pool)
+                            instances[pool] = im
                 for role in decode_roles:
                     if role in (MD, D) and arch.decode_dcs is not None and dc.name not in arch.decode_dcs:
                         continue
@@ -309,10 +340,13 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
             m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
     g = m.var("G", 0, problem.arrival_rps)
 
-    flows = _flows(problem, arch, pools)
+    flows = _flows(problem, arch, pools)  # filtered to each queue's admitted classes below
     prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
                for k, c in enumerate(problem.classes) for p in pools if p.role == P}
-    waits = {p: p_wait_model(problem, instances[p], p.util) for p in pools if p.role == P}
+    admitted = {p: (light_classes(problem, instances[p]) if p.mix == "light" else set(range(len(problem.classes))))
+                for p in pools if p.role == P}
+    waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    flows = [f for f in flows if f.k in admitted[f.p]]
     wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
 
     x, ttft, late, hold, eager = {}, {}, {}, {}, {}
@@ -346,9 +380,14 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
         coeffs = {x[f]: 1.0 for f in flows if f.k == k}
         coeffs[g] = -c.share
         m.add(f"demand[{c.name}]", "demand", coeffs, "==", 0.0)
-    # (C3) P capacity and (C4) P memory
+    # (C3) P capacity and (C4) P memory; (C13) a "mix" queue carries the class mix in proportion
     for p in (q for q in pools if q.role == P):
         mine = [f for f in flows if f.p == p]
+        if p.mix == "mix":
+            total = m.var(f"X[{p.label}]")
+            for k, c in enumerate(problem.classes):
+                m.add(f"mix[{c.name},{p.label}]", "mix",
+                      {**{x[f]: 1.0 for f in mine if f.k == k}, total: -c.share}, "==", 0.0)
         m.add(f"p_capacity[{p.label}]", "p_capacity",
               {**{x[f]: prefill[(f.k, p)] for f in mine}, tier[p]: -p.util}, "<=", 0.0)
         m.add(f"p_memory[{p.label}]", "p_memory",
