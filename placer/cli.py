@@ -14,6 +14,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from placer.errors import PlacerError
 
@@ -49,7 +50,7 @@ ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
 
 
 def _fail(error: PlacerError) -> None:
-    err.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
     raise typer.Exit(error.exit_code)
 
 

@@ -7,6 +7,7 @@ out: rich renderables; no logic beyond formatting.
 from __future__ import annotations
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -72,7 +73,7 @@ def binding_table(plan: Plan) -> Table:
     t.add_column("constraint")
     t.add_column("marginal")
     for b in plan.binding:
-        t.add_row(b.constraint, b.marginal)
+        t.add_row(escape(b.constraint), escape(b.marginal))
     return t
 
 
@@ -85,7 +86,7 @@ def plan_view(plan: Plan) -> Group:
     if plan.binding:
         parts.append(binding_table(plan))
     for note in plan.notes:
-        parts.append(Text(f"note: {note}", style="dim"))
+        parts.append(Text(f"note: {note}", style="dim"))  # Text: no markup parsing
     return Group(*parts)
 
 
