@@ -74,13 +74,29 @@ def optimize(
     json_out: JsonOpt = False,
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
+    profiles: Annotated[str | None, typer.Option(
+        "--profiles", help="Measured chip profiles to calibrate with: 'latest' (database), a profile JSON "
+        "or a directory of them. Chips without one keep their datasheet figures.")] = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
+        "tighter utilisation cap (each round printed to stderr).")] = False,
+    verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     from placer.optimize import optimize as run
     from placer.specs import load_scenario
 
     try:
-        plan = run(load_scenario(scenario), objective.value, solver.value, time_limit, marginals=marginals)
+        loaded = load_scenario(scenario)
+        measured = _measured(profiles, loaded) if profiles else None
+        plan = run(loaded, objective.value, solver.value, time_limit, marginals=marginals, measured=measured)
+        if verify:
+            from placer.optimize import as_problem
+            from placer.sim.verify import verify_plan
+
+            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, objective=objective.value,
+                               solver=solver.value, time_limit_s=time_limit,
+                               log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
     except PlacerError as e:
         _fail(e)
     text = plan.to_json()
@@ -148,13 +164,23 @@ def compare(
         out.print(compare_view(result))
 
 
+def _measured(source: str, scenario) -> dict:
+    """Measured efficiencies for the scenario's chips (profiler.calibrate)."""
+    from profiler.calibrate import measured_from
+
+    chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
+    return measured_from(source, chips=chips)
+
+
 def _register_extensions() -> None:
     """Commands of other areas live in their own modules; each imports its heavy
     dependencies inside its command functions so `placer optimize` starts fast."""
     from placer import cli_service, cli_sim
+    from profiler.cli import register as register_profile
 
     cli_sim.register(app)
     cli_service.register(app)
+    register_profile(app)
 
 
 _register_extensions()

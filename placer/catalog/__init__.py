@@ -59,7 +59,9 @@ class Chip:
 
     @property
     def mem_bytes(self) -> float:
-        return self.mem_gb * 1e9
+        # Datasheet "GB" of HBM are binary: an H100 "80 GB" shows 81,559 MiB and an H200
+        # "141 GB" 143,771 MiB in nvidia-smi, so read mem_gb as GiB.
+        return self.mem_gb * 2**30
 
     @property
     def mem_bw_bytes_per_s(self) -> float:

@@ -146,3 +146,24 @@ def test_compare_json_has_pdd_and_every_baseline(tmp_path):
     # PDD's search space contains same-DC PD, so it is never worse at the same load.
     if same["metrics"]["served_rps"] >= out["pdd"]["metrics"]["served_rps"] - 1e-6:
         assert out["pdd"]["metrics"]["bcr_requests_per_usd"] >= same["metrics"]["bcr_requests_per_usd"] * 0.99
+
+
+def test_optimize_with_measured_profiles_records_them(tmp_path):
+    from tests.profiler.conftest import synthetic_profile, write_profile
+
+    write_profile(tmp_path / "l40s.json", synthetic_profile("L40S", 0.6, 0.6))
+    scenario = write(tmp_path, micro_dict(datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": 4}},
+                                                       {"name": "dc-b", "inventory": {"L40S": 16}}]))
+    r = run("optimize", scenario, "--json", "--no-marginals", "--profiles", tmp_path / "l40s.json")
+    assert r.returncode == 0, r.stderr
+    notes = json.loads(r.stdout)["notes"]
+    assert any("calibrated with L40S" in n and "l40s.json" in n for n in notes)
+    bad = run("optimize", scenario, "--profiles", tmp_path / "nope.json")
+    assert bad.returncode == 2 and "--profiles" in bad.stderr
+
+
+def test_the_planner_import_path_does_not_load_torch_triton_or_ray():
+    code = ("import sys, placer.cli, placer.optimize, placer.baselines; "
+            "print(sorted(m for m in ('torch', 'triton', 'ray') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr

@@ -1,0 +1,165 @@
+"""CLI commands of the profiler: ``placer profile chip`` and ``placer profile link``.
+
+Registered onto the ``placer`` app by ``register(app)``; heavy imports (torch) happen
+inside the commands so ``placer optimize`` starts fast. Exit codes as in placer.cli:
+0 success, 2 bad input, 1 anything else (a figure above its roofline included).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from placer.errors import InputError, PlacerError
+
+out = Console()
+err = Console(stderr=True)
+
+profile_app = typer.Typer(help="Measure chips on the four dimensions and probe WAN links.", no_args_is_help=True)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``profile`` command group to the ``placer`` app."""
+    app.add_typer(profile_app, name="profile")
+
+
+def _fail(error: PlacerError) -> None:
+    err.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
+    raise typer.Exit(error.exit_code)
+
+
+def _progress(json_out: bool) -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                    TimeElapsedColumn(), console=err, transient=True, disable=json_out)
+
+
+def _si(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "flop_per_s":
+        return f"{value / 1e12:.2f} TFLOP/s" if value >= 1e11 else f"{value / 1e9:.1f} GFLOP/s"
+    if unit == "bytes_per_s":
+        return f"{value / 1e9:.1f} GB/s"
+    return f"{value / (1 << 30):.2f} GiB"
+
+
+def chip_view(profile) -> Table:
+    p = profile.provenance
+    table = Table(title=f"{profile.chip}: {p.device_model} on {p.host}, {p.measured_at:%Y-%m-%d %H:%M}Z "
+                        f"(torch {p.torch_version}, triton {p.triton_version or '-'}, driver {p.driver})")
+    for col, justify in (("dimension", "left"), ("what", "left"), ("median", "right"), ("spread", "right"),
+                         ("of roofline", "right"), ("runs", "right")):
+        table.add_column(col, justify=justify)
+    for m in profile.measurements:
+        frac = m.fraction_of_roofline
+        table.add_row(m.dimension, m.name, _si(m.median, m.unit), f"{m.spread_rel:.1%}",
+                      "-" if frac is None else f"{frac:.1%}", str(len(m.samples)))
+    eff = profile.efficiency
+    table.caption = (
+        f"efficiency (measured / {'datasheet' if profile.rooflines.datasheet else 'estimated bound'}): "
+        + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} not measured"
+                    for k, v in (("compute", eff.compute_efficiency), ("memory bw", eff.mem_bw_efficiency),
+                                 ("interconnect", eff.interconnect_efficiency)))
+    )
+    return table
+
+
+@profile_app.command("chip")
+def chip_command(
+    device: Annotated[str, typer.Option(help="torch device to profile: cpu, cuda or cuda:N.")] = "cpu",
+    chip: Annotated[str | None, typer.Option(
+        help="Catalog chip whose datasheet bounds the figures and that the profile calibrates "
+             "(default: from the CUDA device name; 'cpu' with estimated bounds on the CPU).")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="Smaller shapes and fewer runs (CI: under a minute).")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON instead of a table.")] = False,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the profile JSON here.")] = None,
+    store_db: Annotated[bool, typer.Option("--store", help="Also store it in the database (chip_profiles).")] = False,
+) -> None:
+    """Measure compute, memory bandwidth and capacity, and interconnect of one device."""
+    from profiler.record import ChipProfile
+    from profiler.run import profile_chip
+
+    try:
+        with _progress(json_out) as progress:
+            task = progress.add_task("profile", total=4)
+
+            def step(label: str, done: int, total: int) -> None:
+                progress.update(task, completed=done, total=total, description=label)
+
+            profile = ChipProfile.model_validate(profile_chip(device, chip, quick, on_step=step))
+        if out_path is not None:
+            try:
+                profile.save(out_path)
+            except OSError as e:
+                raise InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}") from None
+        row_id = None
+        if store_db:
+            from profiler.calibrate import store
+
+            row_id = store(profile)
+    except PlacerError as e:
+        _fail(e)
+    if json_out:
+        print(profile.to_json())
+        return
+    out.print(chip_view(profile))
+    for line in profile.skipped:
+        out.print(f"[dim]skipped: {line}[/dim]", highlight=False)
+    if row_id is not None:
+        out.print(f"stored as profile {row_id}")
+
+
+@profile_app.command("link")
+def link_command(
+    listen: Annotated[int | None, typer.Option(help="Serve probes on this TCP port (0: pick one).")] = None,
+    peer: Annotated[str | None, typer.Option(help="Probe the server at HOST:PORT.")] = None,
+    bind: Annotated[str, typer.Option(help="Address the server listens on.")] = "0.0.0.0",
+    streams: Annotated[int, typer.Option(min=1, max=256, help="Parallel TCP streams.")] = 4,
+    seconds: Annotated[float, typer.Option(min=0.1, help="How long the streams send.")] = 5.0,
+    shape_gbit: Annotated[float | None, typer.Option(
+        "--shape-gbit", min=0.0001, help="Rate-limit the senders to this many Gbit/s (token bucket).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the link profile JSON.")] = False,
+) -> None:
+    """TCP bandwidth over parallel streams and RTT between two hosts."""
+    from profiler import link
+
+    if (listen is None) == (peer is None):
+        _fail(InputError("profile link: give exactly one of --listen PORT or --peer HOST:PORT"))
+    if listen is not None:
+        try:
+            link.serve(listen, bind, on_ready=lambda h, p: out.print(f"listening on {h}:{p}", highlight=False),
+                       log=lambda line: out.print(line, highlight=False))
+        except OSError as e:
+            _fail(InputError(f"--listen {listen}: {e.strerror or e}"))
+        except KeyboardInterrupt:
+            pass
+        return
+    from profiler.record import LinkProfile
+
+    try:
+        link.parse_peer(peer)
+    except ValueError as e:
+        _fail(InputError(str(e)))
+    try:
+        with _progress(json_out) as progress:
+            task = progress.add_task(f"probing {peer}", total=1.0)
+            result = link.probe(peer, streams, seconds, shape_gbit,
+                                on_progress=lambda f: progress.update(task, completed=f))
+    except OSError as e:
+        _fail(InputError(f"--peer {peer}: {e.strerror or e}"))
+    profile = LinkProfile.model_validate(result)
+    if json_out:
+        print(profile.to_json())
+        return
+    out.print(f"{peer}: {profile.link_gbit_per_s:.3f} Gbit/s over {streams} streams "
+              f"(per stream {', '.join(f'{s:.3f}' for s in profile.per_stream_gbit_per_s)}), "
+              f"RTT {profile.rtt_ms:.3f} ms, jitter {profile.jitter_ms:.3f} ms"
+              + (f"; shaped to {shape_gbit} Gbit/s" if shape_gbit else ""), highlight=False)
+    out.print(json.dumps({"gbit_per_s": round(profile.link_gbit_per_s, 3), "rtt_ms": round(profile.rtt_ms, 3),
+                          "jitter_ms": round(profile.jitter_ms, 3)}), highlight=False)
