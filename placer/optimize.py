@@ -36,7 +36,8 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     routes: dict[tuple, float] = defaultdict(float)
     assignments = []
     for f, i in form.x.items():
-        if v[i] <= RPS_EPS:
+        # Solver tolerance leaves ~1e-6 req/s on pools rounded to zero instances: noise.
+        if v[i] <= RPS_EPS or counts[f.p.key] == 0 or v[form.tier[f.p]] <= RPS_EPS:
             continue
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
@@ -44,7 +45,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
                                       chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i], queue=f.p.queue,
                                       queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():
-        if v[i] <= RPS_EPS:
+        if v[i] <= RPS_EPS or counts[q.key] == 0:
             continue
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
                                       datacenter=q.dc, chip=q.chip, tp=q.tp,

@@ -22,10 +22,14 @@ defaults). Formulas, per instance with ``tp`` chips:
   of each chip's tokens/tp tokens to 8 routed experts:
   t = 2 × layers × (α + tokens/tp × hidden × 2 B × min(8, tp) × (tp−1)/tp / S),
   overlapped with compute (two micro-batches), so time = max(compute, memory, comm).
-* Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after c = h·I cached.
-  FLOPs = 2·active·n + attention pairs·flops_per_pair (+ indexer pairs for sparse
-  attention), pairs = Σ_{p=c}^{I−1} p (dense, the quadratic part) or Σ min(p, topk);
-  memory = ⌈n/chunk⌉ weight reads; time = max(FLOPs/F, bytes/M) + comm + overhead.
+* Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after c = h·I cached,
+  computed in ⌈n/chunk⌉ forwards (chunked prefill), each its own roofline: a chunk of t
+  tokens at positions [s, s+t) costs FLOPs = 2·active·t + attention pairs·flops_per_pair
+  (+ indexer pairs for sparse attention), pairs = Σ_{p=s}^{s+t−1} p (dense, the
+  quadratic part) or Σ min(p, topk); memory = one weight read + the prompt's KV;
+  time = max(FLOPs/F, bytes/M) + comm(t) + overhead. The prompt's time is the sum over
+  its chunks, so a small tail chunk pays a whole weight read (memory bound) — the
+  throughput the BCR-vs-hit curve loses just past each chunk boundary.
 * Decode step at batch B, context L: bytes = weights × (1 − (1 − active/total)^B)
   (MoE experts touched by B tokens) + B × KV read per sequence (L tokens, or topk +
   the indexer's keys for sparse attention); FLOPs = 2·active·B + B × attention;
@@ -37,8 +41,10 @@ defaults). Formulas, per instance with ``tp`` chips:
   times = the class mix's prefill times). Pollaczek–Khinchine gives E[W] =
   λE[S²]/(2(1−ρ)); the tail is taken exponential with an atom at zero:
   P(W > t) ≈ ρ·exp(−tρ/E[W]). Assumptions: arrivals Poisson and split evenly over a
-  pool's instances, no batching across requests in prefill (chunks run back to back),
-  FCFS. The simulator measures what these assumptions miss (tail chunks, bursts).
+  pool's instances, FCFS, and (in the MILP) no batching across requests in prefill —
+  conservative: :func:`placer.evaluate.packed_wait_law` adds the packing of short
+  prompts into shared forwards, which the simulator (placer.sim) measures along with
+  what all of these assumptions miss (bursts, link sharing, decode admission).
 """
 
 from __future__ import annotations
@@ -163,15 +169,34 @@ class InstanceModel:
 
     # ---- prefill -----------------------------------------------------------
     def prefill_s(self, input_tokens: float, hit_rate: float) -> float:
-        """Seconds to prefill one request (cached prefix reused; computes the rest)."""
+        """Seconds to prefill one request (cached prefix reused; computes the rest chunk by chunk)."""
         cached = hit_rate * input_tokens
         new = max(1.0, input_tokens - cached)
         start = input_tokens - new
-        flops = 2 * self.model.params_active_b * 1e9 * new + self._attn_flops(start, input_tokens)
-        chunks = math.ceil(new / self.prefill_chunk_tokens)
-        mem_bytes = chunks * self.weight_bytes + chunks * input_tokens * self.kv_bytes_per_token
-        return self._combine(flops / self.flops_per_s, mem_bytes / self.mem_bw_bytes_per_s, self.comm_s(new)) + (
-            chunks * PREFILL_CHUNK_OVERHEAD_S
+        chunk = self.prefill_chunk_tokens
+        total = 0.0
+        while new > 1e-9:
+            t = min(new, chunk)
+            total += self.prefill_chunk_s(input_tokens, start, t)
+            start += t
+            new -= t
+        return total
+
+    def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
+        """(FLOPs, memory bytes besides the weight read) of one prefill chunk of ``tokens``
+        new tokens at positions [start, start + tokens) of a prompt of ``input_tokens``."""
+        flops = 2 * self.model.params_active_b * 1e9 * tokens + self._attn_flops(start, start + tokens)
+        return flops, input_tokens * self.kv_bytes_per_token
+
+    def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
+        """Seconds of one prefill forward over one chunk (see :meth:`prefill_chunk_parts`)."""
+        flops, kv_bytes = self.prefill_chunk_parts(input_tokens, start, tokens)
+        return self.forward_s(flops, self.weight_bytes + kv_bytes, tokens)
+
+    def forward_s(self, flops: float, mem_bytes: float, tokens: float) -> float:
+        """Seconds of one prefill forward moving ``mem_bytes`` and computing ``flops`` over ``tokens``."""
+        return self._combine(flops / self.flops_per_s, mem_bytes / self.mem_bw_bytes_per_s, self.comm_s(tokens)) + (
+            PREFILL_CHUNK_OVERHEAD_S
         )
 
     def _combine(self, compute_s: float, memory_s: float, comm_s: float) -> float:

@@ -1,0 +1,237 @@
+"""A decode instance (RelayDecode, MainDecode, or plain D): continuous batching.
+
+Lifecycle of a request here: *waiting* (no KV room or the batch is full; FCFS) →
+*decoding* (in the running batch, one token per step) → *finished*, or *handed off*
+(an RLD request whose KV has reached MD: the engine removes it mid-stream).
+
+Steps are not simulated one by one. While the batch does not change, every step takes
+the same time, so the instance keeps a *step counter* v that advances at 1/step_s per
+second; a request that joins at v₀ with n tokens to emit finishes at v₀ + n. Only joins,
+finishes and removals are events (a heap of finish counters per instance), which is
+what lets a run replay 10⁵ requests of 10³ tokens each in seconds.
+
+Step time (the roofline of :meth:`placer.perfmodel.InstanceModel.step_s`, summed over
+the batch so requests of different contexts mix): bytes = weights × experts touched by B
+tokens + Σ KV read per request; FLOPs = 2·active·B + Σ attention; plus collectives and a
+1 ms overhead. Each request is costed at its mid-decode context (prompt + half its
+output), as the planner does. An extend-decode pass (handoff) pauses the batch for its
+duration — the "hiccup" the report measures on MD.
+KV room: a request reserves prompt + output tokens when admitted; the batch is also
+capped at :data:`placer.perfmodel.MAX_BATCH`.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappop, heappush
+
+from placer.perfmodel import DECODE_STEP_OVERHEAD_S, MAX_BATCH, InstanceModel
+
+_EPS = 1e-7
+INF = float("inf")
+
+
+class DecodeInstance:
+    __slots__ = ("engine", "im", "role", "pool", "B", "sum_kv", "sum_attn", "step", "v", "t_last", "pause_until",
+                 "heap", "next_t", "mem_used", "mem_cap", "waiting", "busy_s", "batch_area", "q_area", "q_max",
+                 "tokens", "series", "_touched", "_comm", "_ctx", "_F", "_M", "_two_active", "_moe", "_on_event",
+                 "batch_max", "extends", "extend_s_total", "cache")
+
+    def __init__(self, engine, im: InstanceModel, role: str, pool, series):
+        self.engine = engine
+        self.im = im
+        self.role = role
+        self.pool = pool
+        self.series = series
+        self.B = 0
+        self.sum_kv = 0.0
+        self.sum_attn = 0.0
+        self.step = DECODE_STEP_OVERHEAD_S
+        self.v = 0.0
+        self.t_last = 0.0
+        self.pause_until = 0.0
+        self.heap: list = []
+        self.next_t = INF
+        self.mem_used = 0.0
+        self.mem_cap = im.kv_capacity_tokens
+        self.waiting: deque = deque()
+        self.busy_s = 0.0
+        self.batch_area = 0.0
+        self.q_area = 0.0
+        self.q_max = 0
+        self.tokens = 0
+        self.batch_max = 0
+        self.extends = 0
+        self.extend_s_total = 0.0
+        self._F = im.flops_per_s
+        self._M = im.mem_bw_bytes_per_s
+        self._two_active = 2 * im.model.params_active_b * 1e9
+        self._moe = im.is_moe
+        frac = 1.0 - im.model.active_fraction
+        w = im.weight_bytes
+        self._touched = [w * (1.0 - frac ** max(b, 1)) for b in range(MAX_BATCH + 1)]
+        self._comm = [im.comm_s(max(b, 1)) for b in range(MAX_BATCH + 1)]
+        self._ctx: dict = {}
+        self._on_event = self.on_event
+        self.cache = None  # decode-side radix cache (hash_ids workloads)
+
+    # ---- costs -------------------------------------------------------------
+    def ctx_costs(self, ctx: int) -> tuple[float, float]:
+        """(KV bytes read per step, attention FLOPs per step) of one request at context ``ctx``."""
+        c = self._ctx.get(ctx)
+        if c is None:
+            if len(self._ctx) > 100_000:
+                self._ctx.clear()
+            c = self._ctx[ctx] = (self.im.kv_read_bytes(ctx), self.im._attn_flops(ctx, ctx + 1))
+        return c
+
+    def _step_s(self) -> float:
+        b = self.B
+        c = (self._two_active * b + self.sum_attn) / self._F
+        m = (self._touched[b] + self.sum_kv) / self._M
+        comm = self._comm[b]
+        if self._moe:
+            t = c if c > m else m
+            return (t if t > comm else comm) + DECODE_STEP_OVERHEAD_S
+        return (c if c > m else m) + comm + DECODE_STEP_OVERHEAD_S
+
+    # ---- time --------------------------------------------------------------
+    def advance(self, t: float) -> None:
+        dt = t - self.t_last
+        if dt <= 0:
+            return
+        b = self.B
+        if b:
+            self.busy_s += dt
+            self.batch_area += b * dt
+            start = self.t_last if self.t_last >= self.pause_until else self.pause_until
+            if t > start:
+                self.v += (t - start) / self.step
+        if self.waiting:
+            self.q_area += len(self.waiting) * dt
+        self.t_last = t
+
+    def produced(self, req) -> int:
+        """Tokens ``req`` has emitted here so far (call after :meth:`advance`)."""
+        return int(self.v - req.vjoin + _EPS)
+
+    # ---- membership --------------------------------------------------------
+    def join(self, req, t: float, tokens: int, pause_s: float = 0.0) -> None:
+        """``req`` asks to emit ``tokens`` more tokens here; ``pause_s`` of extend-decode first."""
+        self.advance(t)
+        req.dec_tokens = tokens
+        req.dec_pause = pause_s
+        need = req.n_in + req.n_out
+        if self.waiting or self.B >= MAX_BATCH or self.mem_used + need > self.mem_cap:
+            if self.B == 0 and not self.waiting:  # alone it never fits: admit anyway (never deadlock)
+                self._admit(req, t)
+                self._schedule(t)
+                return
+            self.waiting.append(req)
+            if len(self.waiting) > self.q_max:
+                self.q_max = len(self.waiting)
+            self.series.peak(t, len(self.waiting))
+            return
+        self._admit(req, t)
+        self._schedule(t)
+
+    def _admit(self, req, t: float) -> None:
+        pause = req.dec_pause
+        if pause > 0:
+            base = self.pause_until if self.pause_until > t else t
+            self.pause_until = base + pause
+            self.extends += 1
+            self.extend_s_total += pause
+        kv, attn = self.ctx_costs(req.n_in + (req.n_out >> 1))
+        req.kvb = kv
+        req.attn = attn
+        self.sum_kv += kv
+        self.sum_attn += attn
+        self.B += 1
+        if self.B > self.batch_max:
+            self.batch_max = self.B
+        self.mem_used += req.n_in + req.n_out
+        self.step = step = self._step_s()
+        if req.t_first is None:
+            start = self.pause_until if self.pause_until > t else t
+            req.t_first = start + step
+        req.vjoin = self.v
+        req.dec = self
+        heappush(self.heap, (self.v + req.dec_tokens, req.rid, req))
+
+    def remove(self, req, t: float) -> int:
+        """Take ``req`` out of the batch (handoff); returns the tokens it emitted here."""
+        self.advance(t)
+        made = self.produced(req)
+        self._leave(req)
+        if req.t_first is not None and req.t_first > t:
+            req.t_first = None  # removed before its first token: the next decoder emits it
+        self.tokens += made
+        self._admit_waiting(t)
+        self._schedule(t)
+        return made
+
+    def _leave(self, req) -> None:
+        req.dec = None
+        self.B -= 1
+        self.mem_used -= req.n_in + req.n_out
+        if self.B:
+            self.sum_kv -= req.kvb
+            self.sum_attn -= req.attn
+            self.step = self._step_s()
+        else:
+            self.sum_kv = self.sum_attn = 0.0
+
+    def unwait(self, req) -> bool:
+        """Drop ``req`` from the admission queue; False if it was not waiting."""
+        try:
+            self.waiting.remove(req)
+        except ValueError:
+            return False
+        return True
+
+    def _admit_waiting(self, t: float) -> None:
+        w = self.waiting
+        while w and self.B < MAX_BATCH and (self.mem_used + w[0].n_in + w[0].n_out <= self.mem_cap or self.B == 0):
+            self._admit(w.popleft(), t)
+
+    # ---- events ------------------------------------------------------------
+    def _schedule(self, t: float) -> None:
+        heap = self.heap
+        while heap and heap[0][2].dec is not self:
+            heappop(heap)  # lazily removed (handed off)
+        if not heap:
+            return
+        start = self.pause_until if self.pause_until > t else t
+        nt = start + (heap[0][0] - self.v) * self.step
+        if nt < t:
+            nt = t
+        if nt < self.next_t:
+            self.next_t = nt
+            eng = self.engine
+            heappush(eng.heap, (nt, next(eng.seq), self._on_event, None))
+
+    def on_event(self, t: float, _arg) -> None:
+        if t != self.next_t:
+            return  # superseded by an earlier event
+        self.next_t = INF
+        self.advance(t)
+        heap = self.heap
+        v = self.v + _EPS
+        done = []
+        while heap and heap[0][0] <= v:
+            _, _, req = heappop(heap)
+            if req.dec is self:
+                self._leave(req)
+                done.append(req)
+        if done:
+            eng = self.engine
+            for req in done:
+                self.tokens += req.dec_tokens
+                eng.decode_done(req, t, self)
+            if self.waiting:
+                self._admit_waiting(t)
+        self._schedule(t)
+
+    def finish_stats(self, t: float) -> None:
+        self.advance(t)

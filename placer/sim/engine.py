@@ -1,0 +1,475 @@
+"""The discrete-event loop: requests through P, the network, RLD and MD, per the plan.
+
+in:  a Problem, a Plan (pools, routes, assignments, handoff policy), a SimConfig
+out: :class:`placer.sim.result.SimResult` (the Simulation JSON of CONTRACTS.md)
+
+One heap of ``(time, seq, handler, arg)`` events; arrivals are pulled lazily from the
+workload so that only requests in flight exist. A request's life:
+
+1. **arrive** — P-side hit (the class's, or the prefix store's for hash_ids), decode-side
+   hit (the same less ``drc_lag``, or the MD radix cache's), class by that hit, path
+   drawn from the plan (:mod:`placer.sim.router`), instances picked in each pool.
+2. **prefill** at its P instance (:mod:`placer.sim.prefill`).
+3. **move**: P-MD / P-D — KV over RDMA or the WAN line (:mod:`placer.sim.links`), then
+   decode on MD/D. P-RLD-MD — full KV to RLD over RDMA and, at once, the uncached KV
+   over the line to MD; RLD decodes eagerly; when the KV lands on MD the token-ID
+   handoff (:mod:`placer.sim.handoff`) moves the request to MD (unless RLD finished
+   it first; the KV still lands, so MD's radix cache holds it for the session's next
+   turn). P-RLD — the filter: all on RLD, nothing crosses.
+4. **finish** — TTFT, TPOT, SLA, per-route figures go into streamed sketches; the
+   request object is dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from bisect import bisect_right
+from heapq import heappop, heappush
+
+from placer.errors import InputError
+from placer.ilp.formulation import D, MD, P, RLD, decode_context_tokens, instance
+from placer.perfmodel import RDMA_LATENCY_S
+from placer.sim.config import SimConfig
+from placer.sim.decode import DecodeInstance
+from placer.sim.drc import BlockCache
+from placer.sim.handoff import CATCH_UP, ONE_SHOT, choose_mode, plan_handoff
+from placer.sim.links import WanLink
+from placer.sim.metrics import QuantileSketch, TimeSeries
+from placer.sim.prefill import PrefillInstance
+from placer.sim.router import Router
+from placer.sim.sources import count_lines, sub_seed, work_items
+from placer.workload.trace import BLOCK_TOKENS
+
+# request stages
+PREFILL, ON_RLD, HANDOFF, ON_MD, DONE = range(5)
+# pipeline codes (router.PIPE_CODE)
+PMD, PRLDMD, PRLD, PD = 0, 1, 2, 3
+
+
+class Req:
+    __slots__ = ("rid", "t_arr", "n_in", "n_out", "hit", "new", "left", "pos", "path", "p", "rld", "md",
+                 "xfer", "t_first", "stage", "rld_tokens", "dec", "vjoin", "dec_tokens", "dec_pause", "kvb",
+                 "attn", "flow", "kv_md", "ids", "md_pause", "drc_hit")
+
+
+class Pool:
+    __slots__ = ("key", "role", "dc", "chip", "tp", "count", "im", "instances", "series", "design_batch")
+
+    def __init__(self, key, count, im, series):
+        self.key = key
+        self.role, self.dc, self.chip, self.tp = key
+        self.count = count
+        self.im = im
+        self.instances: list = []
+        self.series = series
+        self.design_batch = 0
+
+    @property
+    def label(self) -> str:
+        return f"{self.role} {self.dc} {self.chip} tp{self.tp}"
+
+
+class Simulation:
+    """One replay of ``plan`` under ``config``; call :meth:`run` once."""
+
+    def __init__(self, problem, plan, config: SimConfig | None = None, progress=None):
+        self.problem = problem
+        self.plan = plan
+        self.config = cfg = config or SimConfig()
+        self.progress = progress
+        self.heap: list = []
+        self.seq = itertools.count()
+        self.kv = problem.kv_bytes_per_token
+        self.sla_ttft = problem.ttft_p90_s
+        self.sla_tpot = problem.tpot_s * (1 + 1e-6)
+        handoff = plan.handoff
+        self.handoff_policy = cfg.handoff_mode or handoff.mode
+        self.handoff_threshold = (cfg.catch_up_threshold_tokens if cfg.catch_up_threshold_tokens is not None
+                                  else handoff.catch_up_threshold_tokens)
+        self.rng_route = random.Random(sub_seed(cfg.seed, 1))
+        self.drc_lag = cfg.drc_lag
+        self.route_by_drc = cfg.route_by == "drc-hit"
+        self.rng_net = random.Random(sub_seed(cfg.seed, 2))
+        self._build()
+
+    # ---- construction --------------------------------------------------------
+    def _build(self) -> None:
+        problem, plan, cfg = self.problem, self.plan, self.config
+        counts = {}
+        for p in plan.pools:
+            if p.count > 0:
+                key = (p.role, p.datacenter, p.chip, p.tp)
+                counts[key] = counts.get(key, 0) + p.count
+        if not counts:
+            raise InputError("plan has no pools with instances to simulate")
+        for role, dc, chip, _ in counts:
+            if dc not in problem.dc_names:
+                raise InputError(f"plan pool in unknown datacenter {dc!r}; scenario has {', '.join(problem.dc_names)}")
+            if chip not in problem.chips:
+                raise InputError(f"plan pool uses unknown chip {chip!r}")
+        self.router_rps_hint = sum(r.rps for r in plan.routes)
+        horizon = self._horizon_guess()
+        self.horizon = horizon
+        bins = cfg.series_bins
+        ctx = decode_context_tokens(problem.classes)
+        self.pools: dict = {}
+        for key, count in counts.items():
+            im = instance(problem, key[2], key[3])
+            pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
+            if key[0] == P:
+                pool.instances = [PrefillInstance(self, im, pool, pool.series, cfg.batch_tail_chunks)
+                                  for _ in range(count)]
+            else:
+                pool.instances = [DecodeInstance(self, im, key[0], pool, pool.series) for _ in range(count)]
+                pool.design_batch = im.max_batch(ctx, problem.tpot_s)
+            self.pools[key] = pool
+        self.links: dict = {}
+        for (s, d), link in sorted(problem.links.items()):
+            self.links[(s, d)] = WanLink(self, s, d, link.bytes_per_s, link.rtt_s, link.jitter_ms / 1000,
+                                         TimeSeries(horizon, bins, "sum"), self.rng_net)
+        self.router = Router(problem, plan, self.pools, self.links, problem.options.drc)
+        if self.router.total_rps <= 0:
+            raise InputError("plan has no routes carrying traffic: nothing to simulate "
+                             "(run `placer evaluate` to route a plan given as pools only)")
+        for (s, d), wl in self.links.items():
+            if wl.rate <= 0 and any(p.link is wl for ps in self.router.paths for p in ps):
+                raise InputError(f"plan routes traffic over line {s}->{d}, which has 0 Gbit/s")
+
+    def _horizon_guess(self) -> float:
+        cfg = self.config
+        rate = cfg.load_rps or self.router_rps_hint or self.problem.arrival_rps
+        if cfg.workload == "trace":
+            return max(1.0, cfg.requests / max(rate, 1e-9))
+        return max(1.0, cfg.requests / rate)
+
+    # ---- the loop ------------------------------------------------------------
+    def run(self):
+        from placer.sim.result import collect
+
+        cfg = self.config
+        n_total = cfg.requests
+        if cfg.workload == "trace":
+            n_total = min(n_total, count_lines(cfg.trace, n_total))
+        self.warm_n = int(n_total * cfg.warmup_fraction)
+        self._init_stats()
+        items, self.offered_rps, warm = work_items(self.problem, self.router, cfg)
+        hash_mode = cfg.workload == "agentic" or cfg.workload == "trace"
+        if hash_mode:
+            self.store = BlockCache(cfg.prefix_cache_blocks)
+            caches = [self.store]
+            for pool in self.pools.values():
+                if pool.role in (MD, D):
+                    cap = int(pool.im.kv_capacity_tokens * cfg.drc_capacity_fraction / BLOCK_TOKENS)
+                    for inst in pool.instances:
+                        inst.cache = BlockCache(max(1, cap))
+                        caches.append(inst.cache)
+            for prefix in warm:
+                for cache in caches:
+                    cache.insert(prefix)
+        start = time.perf_counter()
+        heap = self.heap
+        pop = heappop
+        arrive = self.arrive
+        step = max(1, n_total // 200)
+        progress = self.progress
+        count = 0
+        nxt = next(items, None)
+        t = 0.0
+        while True:
+            if heap and (nxt is None or heap[0][0] <= nxt[0]):
+                t, _, fn, arg = pop(heap)
+                fn(t, arg)
+            elif nxt is not None:
+                t = nxt[0]
+                arrive(nxt, count)
+                count += 1
+                if count >= n_total:
+                    nxt = None
+                else:
+                    nxt = next(items, None)
+                if progress is not None and count % step == 0:
+                    progress(count, n_total)
+            else:
+                break
+        self.arrived = count
+        self.t_end = t
+        wall = time.perf_counter() - start
+        if progress is not None:
+            progress(count, n_total)
+        if count == 0:
+            raise InputError("the workload produced no requests")
+        return collect(self, wall)
+
+    def _init_stats(self) -> None:
+        self.ttft = QuantileSketch()
+        self.tpot = QuantileSketch()
+        n_routes = len(self.router.routes)
+        self.route_ttft = [QuantileSketch() for _ in range(n_routes)]
+        self.route_good = [0] * n_routes
+        self.measured = 0
+        self.good = 0
+        self.rejected = 0
+        self.tokens_total = 0
+        self.tokens_rld = 0
+        self.handoffs = {ONE_SHOT: 0, CATCH_UP: 0, "none": 0}
+        self.first_measured_t = None
+        self.last_arrival_t = 0.0
+        self.hit_tokens_p = 0.0
+        self.hit_tokens_drc = 0.0
+        self.input_tokens = 0.0
+        self.arrived = 0
+
+    # ---- stages ---------------------------------------------------------------
+    def arrive(self, item, rid: int) -> None:
+        t, k, n_in, n_out, hit, ids = item
+        router = self.router
+        rand = self.rng_route.random
+        by_drc = self.route_by_drc
+        if ids is not None:
+            matched = self.store.match_tokens(ids, n_in)
+            self.store.record(matched, n_in)
+            hit = matched / n_in
+            drc_hit = hit
+        else:
+            drc_hit = hit - self.drc_lag if self.drc_lag else hit
+            if drc_hit < 0.0:
+                drc_hit = 0.0
+        if k < 0 or (by_drc and drc_hit != hit):
+            k = router.classify(n_in, n_out, drc_hit if by_drc else hit)
+            if k < 0:
+                self._reject(t, rid)
+                return
+        path = router.pick(k, rand())
+        md = None
+        if path.d_pool is not None:
+            if ids is None:
+                md = self._pick_decode(path.d_pool, rand)
+            else:
+                md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
+                if by_drc and drc_hit < hit - 0.02 and path.drc and path.link is not None:
+                    k2 = router.classify(n_in, n_out, drc_hit)  # route by what must cross
+                    if k2 >= 0 and k2 != k:
+                        path = router.pick(k2, rand())
+                        if path.d_pool is not None:
+                            md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
+                        else:
+                            md = None
+                if md is not None and md.cache is not None:
+                    md.cache.record(round(drc_hit * n_in), n_in)
+        req = Req()
+        req.rid = rid
+        req.t_arr = t
+        req.n_in = n_in
+        req.n_out = n_out
+        req.hit = hit
+        req.ids = ids
+        req.t_first = None
+        req.stage = PREFILL
+        req.rld_tokens = 0
+        req.dec = None
+        req.flow = None
+        req.kv_md = False
+        req.md_pause = 0.0
+        req.path = path
+        req.md = md
+        req.drc_hit = drc_hit
+        req.rld = self._pick_decode(path.r_pool, rand) if path.r_pool is not None else None
+        new = round((1.0 - hit) * n_in)
+        if new < 1:
+            new = 1
+        req.new = req.left = new
+        req.pos = n_in - new
+        if path.drc:
+            req.xfer = (n_in - drc_hit * n_in) * self.kv
+        else:
+            req.xfer = n_in * self.kv
+        if rid >= self.warm_n:
+            if self.first_measured_t is None:
+                self.first_measured_t = t
+            self.hit_tokens_p += hit * n_in
+            self.hit_tokens_drc += drc_hit * n_in
+            self.input_tokens += n_in
+        self.last_arrival_t = t
+        insts = path.p_insts
+        if len(insts) == 1:
+            p = insts[0]
+        elif self.config.dispatch == "random":
+            cum = path.p_cum
+            p = insts[bisect_right(cum, rand())] if cum is not None else insts[int(rand() * len(insts))]
+        else:
+            p = min(insts, key=_backlog)
+        req.p = p
+        p.enqueue(req, t)
+
+    def _pick_decode(self, pool, rand):
+        insts = pool.instances
+        if len(insts) == 1:
+            return insts[0]
+        if self.config.dispatch == "random":
+            return insts[int(rand() * len(insts))]
+        return min(insts, key=_decode_load)
+
+    def _pick_by_cache(self, pool, ids, n_in: int):
+        """Cache-aware choice among the decode instances of the pool's role in its datacenter:
+        the longest cached prefix wins; ties go to the plan's pool, then to the least loaded."""
+        best, best_m, best_rank = None, -1, None
+        for inst in self.router.decoders[(pool.role, pool.dc)]:
+            m = inst.cache.match_tokens(ids, n_in) if inst.cache is not None else 0
+            rank = (0 if inst.pool is pool else 1, _decode_load(inst))
+            if m > best_m or (m == best_m and rank < best_rank):
+                best, best_m, best_rank = inst, m, rank
+        return best, best_m / n_in
+
+    def _reject(self, t: float, rid: int) -> None:
+        self.rejected += 1
+        if rid >= self.warm_n:
+            if self.first_measured_t is None:
+                self.first_measured_t = t
+            self.measured += 1
+        self.last_arrival_t = t
+
+    def prefill_done(self, req, t: float) -> None:
+        if req.ids is not None:
+            self.store.insert(req.ids)
+        path = req.path
+        pipe = path.pipe
+        heap, seq = self.heap, self.seq
+        if pipe == PMD or pipe == PD:
+            if path.link is not None:
+                path.link.add(req, req.xfer, t)
+            else:
+                dt = req.xfer / _rdma_rate(req.p, req.md) + RDMA_LATENCY_S
+                heappush(heap, (t + dt, next(seq), self._ev_decode_arrive, req))
+            return
+        dt = req.n_in * self.kv / _rdma_rate(req.p, req.rld) + RDMA_LATENCY_S
+        heappush(heap, (t + dt, next(seq), self._ev_rld_arrive, req))
+        if pipe == PRLDMD:
+            path.link.add(req, req.xfer, t)
+
+    def kv_landed(self, req, t: float) -> None:
+        """The WAN line delivered ``req``'s KV; it is usable at MD at ``t``."""
+        fn = self._ev_kv_at_md if req.path.pipe == PRLDMD else self._ev_decode_arrive
+        heappush(self.heap, (t, next(self.seq), fn, req))
+
+    def _ev_decode_arrive(self, t: float, req) -> None:
+        md = req.md
+        if req.ids is not None and md.cache is not None:
+            md.cache.insert(req.ids)
+        req.stage = ON_MD
+        md.join(req, t, req.n_out)
+
+    def _ev_rld_arrive(self, t: float, req) -> None:
+        if req.kv_md:  # the line beat RDMA to RLD: MD decodes it all
+            self.handoffs["none"] += 1
+            req.stage = ON_MD
+            req.md.join(req, t, req.n_out)
+            return
+        req.stage = ON_RLD
+        req.rld.join(req, t, req.n_out)
+
+    def _ev_kv_at_md(self, t: float, req) -> None:
+        md = req.md
+        if req.ids is not None and md.cache is not None:
+            md.cache.insert(req.ids)
+        stage = req.stage
+        if stage == DONE:
+            return
+        if stage == PREFILL:
+            req.kv_md = True
+            return
+        rld = req.rld
+        if req.dec is not rld:  # still waiting for a slot on RLD: skip it
+            rld.advance(t)
+            if rld.unwait(req):
+                self.handoffs["none"] += 1
+                req.stage = ON_MD
+                md.join(req, t, req.n_out)
+            return
+        rld.advance(t)
+        pending = rld.produced(req)
+        if req.n_out - pending <= 1:
+            return  # RLD is about to finish it anyway
+        mode = choose_mode(self.handoff_policy, pending, self.handoff_threshold)
+        link = req.path.link
+        ctx = req.n_in
+        im = md.im
+
+        def extend_s(k: int) -> float:
+            return im.extend_s(k, ctx)
+
+        plan = plan_handoff(mode, pending, link.one_way_s(), link.rate, rld.step, extend_s)
+        self.handoffs[plan.mode] += 1
+        req.stage = HANDOFF
+        req.md_pause = plan.md_extend_s
+        if plan.mode == ONE_SHOT:
+            req.rld_tokens = rld.remove(req, t)
+            heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_md_takeover, req))
+        else:
+            heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_catch_up_done, req))
+
+    def _ev_catch_up_done(self, t: float, req) -> None:
+        if req.stage == DONE:
+            return
+        req.rld_tokens = req.rld.remove(req, t)
+        self._ev_md_takeover(t, req)
+
+    def _ev_md_takeover(self, t: float, req) -> None:
+        left = req.n_out - req.rld_tokens
+        req.stage = ON_MD
+        if left <= 0:
+            self._finish(req, t)
+            return
+        req.md.join(req, t, left, req.md_pause)
+
+    def decode_done(self, req, t: float, inst) -> None:
+        if inst.role == RLD:
+            req.rld_tokens = req.dec_tokens  # its KV still lands on MD: the DRC keeps it for the next turn
+        self._finish(req, t)
+
+    def _finish(self, req, t: float) -> None:
+        req.stage = DONE
+        if req.rid < self.warm_n:
+            return
+        ttft = req.t_first - req.t_arr
+        n_out = req.n_out
+        tpot = (t - req.t_first) / (n_out - 1) if n_out > 1 else 0.0
+        self.ttft.add(ttft)
+        self.tpot.add(tpot)
+        r = req.path.route
+        self.route_ttft[r].add(ttft)
+        self.measured += 1
+        self.tokens_total += n_out
+        self.tokens_rld += req.rld_tokens
+        if ttft <= self.sla_ttft and tpot <= self.sla_tpot:
+            self.good += 1
+            self.route_good[r] += 1
+
+
+def _backlog(inst) -> int:
+    return inst.backlog
+
+
+def _decode_load(inst) -> int:
+    return inst.B + len(inst.waiting)
+
+
+def _rdma_rate(a, b) -> float:
+    ra = a.im.rdma_bytes_per_s
+    rb = b.im.rdma_bytes_per_s
+    return ra if ra < rb else rb
+
+
+def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
+    """Replay ``plan`` for ``scenario`` (a Scenario or a resolved Problem) in the simulator.
+
+    Plans without per-pool ``assignments`` are first routed by
+    :func:`placer.optimize.evaluate_plan` (pools fixed).
+    """
+    from placer.optimize import as_problem, evaluate_plan
+
+    problem = as_problem(scenario)
+    if not plan.assignments:
+        plan = evaluate_plan(problem, plan)
+    return Simulation(problem, plan, config, progress).run()

@@ -1,0 +1,142 @@
+"""A Prefill (P) instance: FCFS queue, chunked prefill, batching of short prompts.
+
+Lifecycle of a request at P: *queued* → *prefilling* (one forward per chunk of at most
+``chunk`` new tokens; a request that is being chunked stays at the head of the queue
+until its last chunk) → *done* (KV staged for the transfer; the engine takes over).
+
+A forward is costed on the roofline of :meth:`placer.perfmodel.InstanceModel.prefill_chunk_s`
+per chunk: FLOPs = 2·active·t + attention over positions [pos, pos+t); memory = one
+weight read + the prompt's KV; time = max(FLOPs/F, bytes/M) (+ or max with the
+collectives) + a fixed chunk overhead. Short *fresh* prompts are packed FCFS into one
+forward up to ``chunk`` tokens (they share the weight read: FLOPs and KV bytes add up,
+the weights are read once). The *tail chunk* of a chunked prompt — the remainder after
+its full chunks — runs alone (``batch_tail`` False): a small tail still pays a whole
+weight read, which is the throughput the BCR curve's dips lose. The analytic model
+prices each request alone (no packing), so at P the simulator is never slower than it.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from heapq import heappush
+
+from placer.perfmodel import InstanceModel
+
+_MEMO_LIMIT = 200_000
+
+
+class PrefillInstance:
+    __slots__ = ("engine", "im", "chunk", "queue", "busy", "busy_s", "backlog", "q_area", "q_t", "q_max",
+                 "series", "batch_tail", "_memo", "_w", "forwards", "pool")
+
+    def __init__(self, engine, im: InstanceModel, pool, series, batch_tail: bool = False):
+        self.engine = engine
+        self.im = im
+        self.pool = pool
+        self.chunk = im.prefill_chunk_tokens
+        self.queue: deque = deque()
+        self.busy = False
+        self.busy_s = 0.0
+        self.backlog = 0  # new tokens queued or in service (least-work dispatch)
+        self.q_area = 0.0
+        self.q_t = 0.0
+        self.q_max = 0
+        self.series = series
+        self.batch_tail = batch_tail
+        self.forwards = 0
+        self._memo: dict = {}
+        self._w = im.weight_bytes
+
+    # ---- costs -------------------------------------------------------------
+    def _parts(self, n_in: int, pos: int, tokens: int) -> tuple[float, float, float]:
+        """(FLOPs, memory bytes besides the weights, seconds alone) of one chunk (memoised)."""
+        key = (n_in, pos, tokens)
+        p = self._memo.get(key)
+        if p is None:
+            if len(self._memo) > _MEMO_LIMIT:
+                self._memo.clear()
+            flops, mem = self.im.prefill_chunk_parts(n_in, pos, tokens)
+            p = self._memo[key] = (flops, mem, self.im.forward_s(flops, self._w + mem, tokens))
+        return p
+
+    def alone_s(self, n_in: int, new_tokens: int) -> float:
+        """Seconds to prefill one request alone (all its chunks back to back)."""
+        pos, left, total = n_in - new_tokens, new_tokens, 0.0
+        while left > 0:
+            t = min(left, self.chunk)
+            total += self._parts(n_in, pos, t)[2]
+            pos += t
+            left -= t
+        return total
+
+    # ---- queue -------------------------------------------------------------
+    def enqueue(self, req, t: float) -> None:
+        q = self.queue
+        self.q_area += len(q) * (t - self.q_t)
+        self.q_t = t
+        q.append(req)
+        self.backlog += req.left
+        if len(q) > self.q_max:
+            self.q_max = len(q)
+        if self.busy:
+            self.series.peak(t, len(q))
+        else:
+            self._start(t)
+
+    def _start(self, t: float) -> None:
+        q = self.queue
+        self.q_area += len(q) * (t - self.q_t)
+        self.q_t = t
+        head = q.popleft()
+        left, chunk = head.left, self.chunk
+        if left >= chunk:
+            dt = self._parts(head.n_in, head.pos, chunk)[2]
+            batch = (head,)
+        elif (not self.batch_tail and head.pos > head.n_in - head.new) or not q or q[0].left > chunk - left:
+            # a tail chunk (runs alone), or nothing else fits
+            dt = self._parts(head.n_in, head.pos, left)[2]
+            batch = (head,)
+        else:
+            flops, mem, _ = self._parts(head.n_in, head.pos, left)
+            batch = [head]
+            budget = chunk - left
+            tokens = left
+            while q:
+                nxt = q[0]
+                if nxt.left > budget:
+                    break
+                q.popleft()
+                f, m, _ = self._parts(nxt.n_in, nxt.pos, nxt.left)
+                flops += f
+                mem += m
+                budget -= nxt.left
+                tokens += nxt.left
+                batch.append(nxt)
+            dt = self.im.forward_s(flops, self._w + mem, tokens)
+        self.busy = True
+        self.busy_s += dt
+        self.forwards += 1
+        eng = self.engine
+        heappush(eng.heap, (t + dt, next(eng.seq), self._done, batch))
+
+    def _done(self, t: float, batch) -> None:
+        chunk = self.chunk
+        eng = self.engine
+        for req in batch:
+            used = req.left if req.left <= chunk else chunk
+            req.left -= used
+            req.pos += used
+            self.backlog -= used
+            if req.left > 0:
+                self.q_area += len(self.queue) * (t - self.q_t)
+                self.q_t = t
+                self.queue.appendleft(req)  # keeps chunking: FCFS, head of the line
+            else:
+                eng.prefill_done(req, t)
+        self.busy = False
+        if self.queue:
+            self._start(t)
+
+    def finish_stats(self, t: float) -> None:
+        self.q_area += len(self.queue) * (t - self.q_t)
+        self.q_t = t

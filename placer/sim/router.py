@@ -1,0 +1,210 @@
+"""Routing: which pipeline, pools and line a request takes, from the plan.
+
+in:  the Problem, the Plan (routes + per-pool ``assignments``), the simulator's pools
+out: per class, a table of *paths* — (pipeline, P pool, RLD pool, decode pool, WAN
+     line, route index) — with the probability the plan gives each; a classifier that
+     maps an observed (input, output, hit) to the nearest class.
+
+A request's class is decided at arrival from its hit rate (for PDD the hit that
+matters is what the decode side already holds: with the DRC on, that decides how much
+KV must cross). The path is then drawn in proportion to the plan's rates: the P pool
+and pipeline from the class's P assignments, the RLD and MD pools from the class's
+assignments in those datacenters (or, for hand-written plans without assignments,
+evenly over the pools of the right role there).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from placer.ilp.formulation import D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD
+
+PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3}
+PIPE_NAME = {v: k for k, v in PIPE_CODE.items()}
+
+
+@dataclass(frozen=True)
+class RouteKey:
+    pipeline: str
+    src: str
+    dst: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.pipeline} {self.src}->{self.dst}"
+
+
+class Path:
+    """One way through the system; shared by every request that takes it."""
+
+    __slots__ = ("pipe", "p_pool", "r_pool", "d_pool", "link", "route", "drc", "src", "dst", "p_insts", "p_cum")
+
+    def __init__(self, pipe, p_pool, r_pool, d_pool, link, route, drc, src, dst, p_insts, p_cum):
+        self.pipe, self.p_pool, self.r_pool, self.d_pool = pipe, p_pool, r_pool, d_pool
+        self.link, self.route, self.drc, self.src, self.dst = link, route, drc, src, dst
+        self.p_insts, self.p_cum = p_insts, p_cum  # the P queue's instances and cumulative weights
+
+
+class Router:
+    def __init__(self, problem, plan, pools: dict, links: dict, drc_on: bool):
+        self.classes = problem.classes
+        self.index = {c.name: k for k, c in enumerate(problem.classes)}
+        self.routes: list[RouteKey] = []
+        route_idx: dict[RouteKey, int] = {}
+        by_role_dc: dict[tuple[str, str], list] = defaultdict(list)
+        for key, pool in pools.items():
+            by_role_dc[(key[0], key[1])].append(pool)
+        #: every decode instance of a role in a datacenter (cache-aware choice looks at all of them)
+        self.decoders = {rd: [i for pool in ps for i in pool.instances] for rd, ps in by_role_dc.items()
+                         if rd[0] != P}
+
+        def route_of(pipe: str, src: str, dst: str) -> int:
+            rk = RouteKey(pipe, src, dst)
+            if rk not in route_idx:
+                route_idx[rk] = len(self.routes)
+                self.routes.append(rk)
+            return route_idx[rk]
+
+        p_rows = [a for a in plan.assignments if a.role == P and a.rps > 0 and a.request_class in self.index]
+        slots = queue_slots(p_rows, pools)
+        if not p_rows:  # a hand-written plan: split each route evenly over the P pools of its source
+            p_rows = []
+            for r in plan.routes:
+                cands = by_role_dc.get((P, r.src), [])
+                for pool in cands:
+                    p_rows.append(_Row(r.request_class, r.pipeline, P, r.src, pool.key, r.dst,
+                                       r.rps * pool.count / sum(c.count for c in cands)))
+        dec_rows = [a for a in plan.assignments if a.role != P and a.rps > 0]
+
+        def weights(role: str, dc: str, cls: str, pipe: str | None, dst: str | None) -> list[tuple]:
+            rows = [a for a in dec_rows if a.role == role and a.datacenter == dc and a.request_class == cls
+                    and (pipe is None or a.pipeline in (pipe, None))
+                    and (dst is None or a.dst in (dst, None))]
+            out = [(pools[_key(a)], a.rps) for a in rows if _key(a) in pools]
+            if not out:
+                out = [(pool, float(pool.count)) for pool in by_role_dc.get((role, dc), [])]
+            total = sum(w for _, w in out)
+            return [(pool, w / total) for pool, w in out] if total > 0 else []
+
+        self.paths: list[list[Path]] = [[] for _ in self.classes]
+        self.cum: list[list[float]] = [[] for _ in self.classes]
+        self.class_rps = [0.0] * len(self.classes)
+        for a in p_rows:
+            k = self.index.get(a.request_class)
+            pool = pools.get(_key(a)) if not isinstance(a, _Row) else pools.get(a.key)
+            if k is None or pool is None:
+                continue
+            pipe, src, dst = a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter
+            link = links.get((src, dst)) if src != dst and pipe != P_RLD else None
+            rlds = weights(RLD, src, a.request_class, pipe, dst) if pipe in (P_RLD_MD, P_RLD) else [(None, 1.0)]
+            if pipe == P_RLD:
+                decs = [(None, 1.0)]
+            else:
+                decs = weights(D if pipe == P_D else MD, dst, a.request_class, None, None)
+            if not rlds or not decs:
+                continue
+            ridx = route_of(pipe, src, dst)
+            insts, cum = slots.get((pool.key, getattr(a, "queue", None) or ""), (pool.instances, None))
+            for rpool, rw in rlds:
+                for dpool, dw in decs:
+                    self.paths[k].append(Path(PIPE_CODE[pipe], pool, rpool, dpool, link, ridx,
+                                              drc_on and pipe != P_D, src, dst, insts, cum))
+                    self.cum[k].append(a.rps * rw * dw)
+            self.class_rps[k] += a.rps
+        for k, ws in enumerate(self.cum):
+            total = sum(ws)
+            cum = [x / total for x in _accumulate(ws)] if total > 0 else []
+            if cum:
+                cum[-1] = math.inf  # rounding never falls off the end
+            self.cum[k] = cum
+        self.served = [bool(p) for p in self.paths]
+        self._hits = [c.hit_rate for c in self.classes]
+        self._log_in = [math.log(c.input_tokens) for c in self.classes]
+        self._log_out = [math.log(c.output_tokens) for c in self.classes]
+        self._filterable = [c.filterable for c in self.classes]
+
+    @property
+    def total_rps(self) -> float:
+        return sum(self.class_rps)
+
+    def pick(self, k: int, u: float) -> Path:
+        """The path of a class-k request for a uniform draw ``u``."""
+        cum = self.cum[k]
+        return self.paths[k][bisect.bisect_right(cum, u)]
+
+    def classify(self, n_in: int, n_out: int, hit: float, served_only: bool = True) -> int:
+        """The class nearest to an observed request (hit rate first, then lengths); -1 if none."""
+        best, best_d = -1, math.inf
+        li, lo = math.log(max(n_in, 1)), math.log(max(n_out, 1))
+        for k, h in enumerate(self._hits):
+            if served_only and not self.served[k]:
+                continue
+            d = abs(h - hit) + 0.25 * abs(self._log_in[k] - li) + 0.1 * abs(self._log_out[k] - lo)
+            if d < best_d:
+                best, best_d = k, d
+        return best
+
+
+def queue_slots(p_rows: list, pools: dict) -> dict:
+    """Instances of each P queue and their weights: ``{(pool key, queue): (instances, cumulative)}``.
+
+    The plan splits a P pool's instances over its queues (``queue_instances``, possibly
+    fractional). Queues are laid end to end over the instances in name order, so a queue
+    owns whole instances and shares at most the ones at its edges; a request of a queue
+    picks one of its instances in proportion to the share the queue has of it. Without
+    queue figures, a pool is one queue over all its instances.
+    """
+    wanted: dict[tuple, dict[str, float]] = defaultdict(dict)
+    for a in p_rows:
+        q = getattr(a, "queue", None)
+        n = getattr(a, "queue_instances", None)
+        key = a.key if isinstance(a, _Row) else _key(a)
+        if q is not None and n is not None and key in pools:
+            wanted[key][q] = n
+    out = {}
+    for key, queues in wanted.items():
+        pool = pools[key]
+        total = sum(queues.values())
+        scale = pool.count / total if total > pool.count + 1e-6 else 1.0  # never more than the pool has
+        pos = 0.0
+        for q in sorted(queues):
+            lo, hi = pos, pos + queues[q] * scale
+            pos = hi
+            insts, weights = [], []
+            for i, inst in enumerate(pool.instances):
+                overlap = min(hi, i + 1) - max(lo, i)
+                if overlap > 1e-9:
+                    insts.append(inst)
+                    weights.append(overlap)
+            if not insts:  # a queue of (almost) no instances: the nearest one serves it
+                insts, weights = [pool.instances[min(int(lo), pool.count - 1)]], [1.0]
+            total_w = sum(weights)
+            cum = [w / total_w for w in _accumulate(weights)]
+            cum[-1] = math.inf
+            out[(key, q)] = (insts, cum if len(insts) > 1 else None)
+    return out
+
+
+class _Row:
+    """A P assignment derived from a route (plans without assignments)."""
+
+    __slots__ = ("request_class", "pipeline", "role", "datacenter", "key", "dst", "rps")
+
+    def __init__(self, request_class, pipeline, role, datacenter, key, dst, rps):
+        self.request_class, self.pipeline, self.role = request_class, pipeline, role
+        self.datacenter, self.key, self.dst, self.rps = datacenter, key, dst, rps
+
+
+def _key(a) -> tuple[str, str, str, int]:
+    return (a.role, a.datacenter, a.chip, a.tp)
+
+
+def _accumulate(ws: list[float]) -> list[float]:
+    acc, out = 0.0, []
+    for w in ws:
+        acc += w
+        out.append(acc)
+    return out

@@ -1,0 +1,226 @@
+"""Parameter sweeps: many scenario variants optimised and simulated in parallel on Ray.
+
+in:  a Scenario, what to vary (``hit-mean``, ``link-gbit``, ``price``, ``load``) and the values
+out: one row per value — the ILP's and the simulator's BCR, goodput and P90 TTFT, cost,
+     RLD token share — written as CSV and drawn as PNG (:func:`write_outputs`).
+
+Each variant is one Ray task (a local Ray by default, a cluster when an address is
+given); ``use_ray=False`` runs them in this process. Ray and matplotlib are imported
+only inside the functions that need them.
+
+* ``hit-mean``: every class's miss rate (1 − hit) is scaled by one factor so that the
+  share-weighted mean hit equals the value (clipped to [0, 1]).
+* ``link-gbit``: every WAN line's Gbit/s. ``load``: the arrival rate.
+* ``price``: the price per chip-hour of one chip (``chip``; by default the first chip the
+  scenario overrides, else the first chip of its last datacenter).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from placer.errors import InputError
+from placer.specs import ChipSpec, Scenario
+
+VARY = ("hit-mean", "link-gbit", "price", "load")
+COLUMNS = ("value", "status", "ilp_bcr_requests_per_usd", "sim_bcr_requests_per_usd", "ilp_goodput_rps",
+           "sim_goodput_rps", "ilp_ttft_p90_s", "sim_ttft_p90_s", "sim_ttft_p99_s", "cost_usd_per_h",
+           "ilp_rld_token_share", "sim_rld_token_share", "mean_hit_rate", "error")
+
+
+def default_price_chip(scenario: Scenario) -> str:
+    if scenario.chips:
+        return scenario.chips[0].name
+    for dc in reversed(scenario.datacenters):
+        if dc.inventory:
+            return sorted(dc.inventory)[0]
+    raise InputError("scenario has no chips to vary the price of")
+
+
+def _hit_mean(scenario: Scenario, target: float) -> Scenario:
+    if not 0.0 <= target <= 1.0:
+        raise InputError(f"hit-mean values must be in [0, 1], got {target}")
+    classes = scenario.workload.classes
+    if not classes:
+        raise InputError("--vary hit-mean needs a scenario with workload.classes")
+
+    def hits(f: float) -> list[float]:
+        return [min(1.0, max(0.0, 1.0 - f * (1.0 - c.hit_rate))) for c in classes]
+
+    def mean(f: float) -> float:
+        return sum(c.share * h for c, h in zip(classes, hits(f)))
+
+    lo, hi = 0.0, 1.0
+    while mean(hi) > target and hi < 1e9:
+        hi *= 2
+    if mean(0.0) < target:  # every class already at hit 1 cannot rise further
+        f = 0.0
+    else:
+        for _ in range(100):
+            mid = (lo + hi) / 2
+            if mean(mid) > target:
+                lo = mid
+            else:
+                hi = mid
+        f = (lo + hi) / 2
+    new = [c.model_copy(update={"hit_rate": round(h, 6)}) for c, h in zip(classes, hits(f))]
+    return scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"classes": new})})
+
+
+def variant(scenario: Scenario, vary: str, value: float, chip: str | None = None) -> Scenario:
+    """``scenario`` with one quantity set to ``value``."""
+    if not math.isfinite(value):
+        raise InputError(f"sweep value must be a finite number, got {value}")
+    if vary == "hit-mean":
+        return _hit_mean(scenario, value)
+    if vary == "link-gbit":
+        if value < 0:
+            raise InputError(f"link-gbit values must be >= 0, got {value}")
+        if not scenario.links:
+            raise InputError("--vary link-gbit needs a scenario with links")
+        return scenario.model_copy(update={"links": [l.model_copy(update={"gbit_per_s": value})
+                                                     for l in scenario.links]})
+    if vary == "load":
+        if value <= 0:
+            raise InputError(f"load values must be > 0 req/s, got {value}")
+        return scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"arrival_rps": value})})
+    if vary == "price":
+        if value <= 0:
+            raise InputError(f"price values must be > 0 USD per chip-hour, got {value}")
+        name = chip or default_price_chip(scenario)
+        chips = list(scenario.chips)
+        for i, c in enumerate(chips):
+            if c.name == name:
+                chips[i] = c.model_copy(update={"price_usd_per_h": value})
+                break
+        else:
+            chips.append(ChipSpec(name=name, base=name, price_usd_per_h=value))
+        return scenario.model_copy(update={"chips": chips})
+    raise InputError(f"--vary: unknown {vary!r}; choose one of {', '.join(VARY)}")
+
+
+def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, seed: int, chip: str | None,
+                solver: str, time_limit_s: float) -> dict:
+    """Optimise and simulate one variant (runs inside a Ray task or in-process)."""
+    from placer.errors import PlacerError
+    from placer.optimize import optimize
+    from placer.problem import resolve
+    from placer.sim.config import SimConfig
+    from placer.sim.engine import simulate
+    from placer.specs import parse_scenario
+
+    row = {k: math.nan for k in COLUMNS}
+    row.update(value=value, status="ok", error="")
+    try:
+        scen = variant(parse_scenario(scenario_data), vary, value, chip)
+        problem = resolve(scen)
+        row["mean_hit_rate"] = sum(c.share * c.hit_rate for c in problem.classes)
+        plan = optimize(problem, "bcr", solver, time_limit_s, marginals=False)
+        sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
+    except PlacerError as err:
+        row.update(status="no plan", error=str(err))
+        return row
+    except Exception as err:  # one broken variant must not sink the whole sweep: report it in its row
+        row.update(status="error", error=f"{type(err).__name__}: {err}")
+        return row
+    m = plan.metrics
+    row.update(ilp_bcr_requests_per_usd=m.bcr_requests_per_usd, sim_bcr_requests_per_usd=sim["bcr_requests_per_usd"],
+               ilp_goodput_rps=m.goodput_rps, sim_goodput_rps=sim["goodput_rps"], ilp_ttft_p90_s=m.ttft_p90_s,
+               sim_ttft_p90_s=sim["ttft_p90_s"], sim_ttft_p99_s=sim["ttft_p99_s"], cost_usd_per_h=m.cost_usd_per_h,
+               ilp_rld_token_share=m.rld_token_share, sim_rld_token_share=sim["rld_token_share"])
+    return row
+
+
+def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int = 20_000, seed: int = 0,
+              chip: str | None = None, address: str | None = None, use_ray: bool = True, solver: str = "ortools",
+              time_limit_s: float = 30.0) -> list[dict]:
+    """One row per value, in the order given."""
+    if vary not in VARY:
+        raise InputError(f"--vary: unknown {vary!r}; choose one of {', '.join(VARY)}")
+    if not values:
+        raise InputError("--values: give at least one value")
+    for v in values:  # bad values fail here, before any task starts
+        variant(scenario, vary, v, chip)
+    data = scenario.model_dump(mode="json", exclude_none=True)
+    if not use_ray:
+        return [sweep_point(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values]
+    try:
+        import ray
+    except ImportError:
+        raise InputError("ray is not installed: install placer[ray], or pass --no-ray") from None
+    started = False
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+        except (ConnectionError, ValueError, RuntimeError) as err:
+            raise InputError(f"--address: cannot reach a Ray cluster at {address!r}: {err}") from None
+        started = True
+    try:
+        task = ray.remote(num_cpus=1)(sweep_point)
+        refs = [task.remote(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values]
+        return ray.get(refs)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def parse_values(text: str) -> list[float]:
+    """``0.5,0.7,0.9`` or ``start:stop:count`` (evenly spaced, both ends included)."""
+    text = text.strip()
+    try:
+        if ":" in text:
+            start, stop, count = text.split(":")
+            n = int(count)
+            if n < 1:
+                raise ValueError
+            a, b = float(start), float(stop)
+            return [a + (b - a) * i / (n - 1) for i in range(n)] if n > 1 else [a]
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise InputError(f"--values: expected numbers like 0.5,0.7,0.9 or start:stop:count, got {text!r}") from None
+
+
+def write_outputs(rows: list[dict], out_dir: str | Path, vary: str, title: str = "") -> tuple[Path, Path]:
+    """``sweep.csv`` and ``sweep.png`` in ``out_dir`` (created)."""
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out: cannot create {str(out)!r}: {err.strerror}") from None
+    csv_path, png_path = out / "sweep.csv", out / "sweep.png"
+    with csv_path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: r.get(k, "") for k in COLUMNS})
+    _plot(rows, png_path, vary, title)
+    return csv_path, png_path
+
+
+def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    xs = [r["value"] for r in rows]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+    ax1.plot(xs, [r["ilp_bcr_requests_per_usd"] for r in rows], "o--", label="ILP")
+    ax1.plot(xs, [r["sim_bcr_requests_per_usd"] for r in rows], "s-", label="simulated")
+    ax1.set_ylabel("BCR (SLA requests per USD)")
+    ax1.legend()
+    ax1.grid(alpha=0.3)
+    ax2.plot(xs, [r["ilp_ttft_p90_s"] for r in rows], "o--", label="ILP P90")
+    ax2.plot(xs, [r["sim_ttft_p90_s"] for r in rows], "s-", label="simulated P90")
+    ax2.plot(xs, [r["sim_ttft_p99_s"] for r in rows], "^:", label="simulated P99")
+    ax2.set_ylabel("TTFT (s)")
+    ax2.set_xlabel({"hit-mean": "mean prefix hit rate", "link-gbit": "WAN line (Gbit/s)",
+                    "price": "chip price (USD/h)", "load": "offered load (req/s)"}[vary])
+    ax2.legend()
+    ax2.grid(alpha=0.3)
+    fig.suptitle(title or f"sweep over {vary}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,0 +1,31 @@
+"""What the ILP promised vs what the simulator measures, at the plan's own load."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.sim import SimConfig, simulate
+from placer.sim.verify import agreement
+
+#: P90 TTFT of one route is estimated from a fraction of the requests and sits where the
+#: waiting-time law is steep; the overall figures are held to 10 %.
+ROUTE_P90_TOLERANCE = 0.25
+
+
+def test_pdd_two_dc_plan_delivers_the_predicted_p90_ttft_and_goodput(pdd_problem, pdd_plan, seed):
+    sim = simulate(pdd_problem, pdd_plan, SimConfig(requests=100_000, seed=seed))
+    a = agreement(pdd_problem, pdd_plan, sim)
+    assert abs(a["ttft_p90_error"]) <= 0.10, a
+    assert abs(a["goodput_error"]) <= 0.10, a
+    for route in a["routes"]:
+        assert abs(route["goodput_error"]) <= 0.10, route
+        assert abs(route["ttft_p90_error"]) <= ROUTE_P90_TOLERANCE, route
+
+
+def test_a_plan_with_relays_agrees_too(small_problem, small_plan, seed):
+    assert any(r.pipeline == "P-RLD-MD" for r in small_plan.routes)  # the case this test is about
+    sim = simulate(small_problem, small_plan, SimConfig(requests=40_000, seed=seed))
+    a = agreement(small_problem, small_plan, sim)
+    assert abs(a["ttft_p90_error"]) <= 0.10, a
+    assert abs(a["goodput_error"]) <= 0.10, a
+    assert sim["rld_token_share"] == pytest.approx(a["ilp_rld_token_share"], abs=0.05)
