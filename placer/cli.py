@@ -166,7 +166,7 @@ def compare(
 
 def _measured(source: str, scenario) -> dict:
     """Measured efficiencies for the scenario's chips (profiler.calibrate)."""
-    from profiler.calibrate import measured_from
+    from profiler.calibrate import measured_from  # a face may call a sibling; the planner never does
 
     chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
     return measured_from(source, chips=chips)
@@ -175,12 +175,17 @@ def _measured(source: str, scenario) -> dict:
 def _register_extensions() -> None:
     """Commands of other areas live in their own modules; each imports its heavy
     dependencies inside its command functions so `placer optimize` starts fast."""
-    from placer import cli_service, cli_sim
-    from profiler.cli import register as register_profile
+    from importlib.metadata import entry_points
+
+    from placer import cli_report, cli_service, cli_sim
 
     cli_sim.register(app)
     cli_service.register(app)
-    register_profile(app)
+    cli_report.register(app)
+    # profiler and executor plug in through the "placer.commands" entry points
+    # (pyproject.toml), so that placer never imports them.
+    for ep in sorted(entry_points(group="placer.commands"), key=lambda e: e.name):
+        ep.load()(app)
 
 
 _register_extensions()

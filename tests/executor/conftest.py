@@ -13,6 +13,9 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+    # The test models are tiny: one thread avoids OpenMP start-up and contention costs
+    # that made them ~20x slower on a busy 2-core machine.
+    torch.set_num_threads(1)
 
 import pytest  # noqa: E402
 

@@ -1,0 +1,185 @@
+"""A whole PDD deployment in one process: instances, channels, link emulators, router.
+
+In: a plan (or a list of `InstanceSpec`s), a model config and seed, engine settings,
+WAN lines. Out: a running `LocalCluster` with a `router` to submit requests to.
+
+`transport="tcp"` gives every instance a real socket endpoint (in-DC: direct TCP;
+cross-DC: through a `LinkEmulator` per datacenter pair) and a worker thread —
+what the bench and the end-to-end tests use; the Ray deployment runs the same
+`Instance` class inside actors. `transport="fake"` wires them through a
+`FakeNetwork` and, with `threads=False`, lets the test pump every worker on its
+own thread (`run_until`) — deterministic, no sleeps.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from executor.handoff import HandoffPolicy
+from executor.placement import InstanceSpec, front_datacenter, link_shapes, placement
+from executor.request_log import BatchingRequestLog
+from executor.roles.common import RoleWorker
+from executor.router import InstanceInfo, Router
+from executor.routing import RoutingPolicy
+from executor.transport.base import PeerInfo
+from executor.transport.shaping import LinkShape
+
+ROUTER_NAME = "router"
+
+
+def make_worker(role: str, name: str, engine: Any, endpoint: Any, **kw: Any) -> RoleWorker:
+    """The role worker for `role` (D, the PD baselines' decode, is an MD without relay)."""
+    from executor.roles.md import MainWorker
+    from executor.roles.p import PrefillWorker
+    from executor.roles.rld import RelayWorker
+
+    cls = {"P": PrefillWorker, "RLD": RelayWorker, "MD": MainWorker, "D": MainWorker}.get(role)
+    if cls is None:
+        raise ValueError(f"unknown role {role!r}")
+    return cls(name, engine, endpoint, **kw)
+
+
+@dataclass
+class Instance:
+    """One serving instance: its engine, endpoint and role worker."""
+
+    spec: InstanceSpec
+    worker: RoleWorker
+
+    @classmethod
+    def build(cls, spec: InstanceSpec, endpoint: Any, model_config: Any, engine_config: Any, seed: int,
+              device: str = "cpu", **kw: Any) -> Instance:
+        from executor.engine import Engine
+
+        engine = Engine.from_seed(model_config, engine_config, seed=seed, device=device)
+        return cls(spec, make_worker(spec.role, spec.name, engine, endpoint, **kw))
+
+    @property
+    def info(self) -> InstanceInfo:
+        s = self.spec
+        return InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, getattr(self.worker.endpoint, "address", None))
+
+
+class LocalCluster:
+    """Instances, links and router of a plan, all in this process."""
+
+    def __init__(self, specs: list[InstanceSpec], model_config: Any, engine_config: Any, *, seed: int = 0,
+                 links: dict[frozenset[str], LinkShape] | None = None, policy: RoutingPolicy | None = None,
+                 handoff: HandoffPolicy | None = None, transport: str = "tcp", threads: bool = True,
+                 request_log: BatchingRequestLog | None = None, router_dc: str | None = None,
+                 device: str = "cpu", link_seed: int = 0, request_timeout_s: float = 120.0,
+                 kv_deadline_s: float = 60.0) -> None:
+        if transport not in ("tcp", "fake"):
+            raise ValueError(f"transport must be 'tcp' or 'fake', got {transport!r}")
+        if transport == "tcp" and not threads:
+            raise ValueError("the tcp transport needs worker threads")
+        self.specs, self.transport, self.threads = specs, transport, threads
+        self.links = links or {}
+        self.link_emulators: list[Any] = []
+        self.instances: dict[str, Instance] = {}
+        router_dc = router_dc or next(s.datacenter for s in specs if s.role == "P")
+        self.directory: Any = None
+        self.network: Any = None
+        if transport == "tcp":
+            from executor.transport.link import LinkEmulator
+            from executor.transport.tcp import Directory
+
+            self.directory = Directory()
+            for k, (pair, shape) in enumerate(self.links.items()):
+                a, b = sorted(pair)
+                emu = LinkEmulator(a, b, shape, seed=link_seed + k)
+                addr = emu.start()
+                self.link_emulators.append(emu)
+                self.directory.add_link(a, b, addr)
+                self.directory.add_link(b, a, addr)
+        else:
+            from executor.transport.fake import FakeNetwork
+
+            self.network = FakeNetwork()
+        try:
+            router_ep = self._endpoint(ROUTER_NAME, router_dc)
+            self.router = Router(router_ep, policy or RoutingPolicy(), handoff, block_size=engine_config.block_size,
+                                 request_log=request_log, directory=self.directory,
+                                 request_timeout_s=request_timeout_s)
+            for spec in specs:
+                ep = self._endpoint(spec.name, spec.datacenter)
+                inst = Instance.build(spec, ep, model_config, engine_config, seed, device, kv_deadline_s=kv_deadline_s)
+                self.instances[spec.name] = inst
+                if threads:
+                    inst.worker.start()
+                self.router.register(inst.info)
+        except Exception:
+            self.close()
+            raise
+
+    @classmethod
+    def from_plan(cls, plan: Any, model_config: Any, engine_config: Any, *, scenario: Any = None,
+                  max_per_pool: int | None = None, policy: RoutingPolicy | None = None,
+                  handoff: HandoffPolicy | None = None, links: dict[frozenset[str], LinkShape] | None = None,
+                  **kw: Any) -> LocalCluster:
+        """The plan's pools (capped at `max_per_pool` each), its links, its routing and handoff."""
+        return cls(placement(plan, max_per_pool), model_config, engine_config,
+                   links=links if links is not None else link_shapes(plan, scenario),
+                   policy=policy or RoutingPolicy.from_plan(plan, scenario),
+                   handoff=handoff or HandoffPolicy.from_plan(plan), router_dc=front_datacenter(plan), **kw)
+
+    def _endpoint(self, name: str, datacenter: str) -> Any:
+        if self.transport == "fake":
+            return self.network.endpoint(name, datacenter)
+        from executor.transport.tcp import TcpEndpoint
+
+        ep = TcpEndpoint(name, datacenter, self.directory)
+        ep.start()
+        self.directory.add(PeerInfo(name, datacenter, ep.address))
+        return ep
+
+    # ---- driving without threads (fake transport) ------------------------------------------
+
+    def pump(self) -> bool:
+        """One `run_once` on every worker; whether any did something."""
+        return any([inst.worker.run_once() for inst in self.instances.values()])  # noqa: C419 - run them all
+
+    def settle(self, max_rounds: int = 10_000) -> None:
+        """Pump (no threads) until no worker has anything left to do."""
+        for _ in range(max_rounds):
+            if not self.pump():
+                return
+        raise TimeoutError("workers still busy after max_rounds")
+
+    def run_until(self, done: Callable[[], bool], timeout_s: float = 60.0) -> None:
+        end = time.monotonic() + timeout_s
+        while not done():
+            if time.monotonic() > end:
+                raise TimeoutError("cluster did not reach the condition in time")
+            if self.threads:
+                time.sleep(0.005)
+            elif not self.pump():
+                time.sleep(0.001)
+
+    def worker(self, name: str) -> RoleWorker:
+        return self.instances[name].worker
+
+    def workers(self, role: str) -> list[RoleWorker]:
+        return [i.worker for i in self.instances.values() if i.spec.role == role]
+
+    def stats(self) -> dict[str, Any]:
+        return {"router": self.router.stats(),
+                "instances": {n: i.worker.stats() for n, i in self.instances.items()},
+                "links": {f"{e.dc_a}<->{e.dc_b}": e.stats() for e in self.link_emulators}}
+
+    def close(self) -> None:
+        for inst in self.instances.values():
+            inst.worker.stop()
+        if hasattr(self, "router"):
+            self.router.close()
+        for emu in self.link_emulators:
+            emu.close()
+
+    def __enter__(self) -> LocalCluster:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,208 @@
+"""Deploy a plan on Ray: every pool's instances as actors, placed by datacenter and chip.
+
+In: a plan (and optionally its scenario), a Ray address (or none: start a local Ray
+that emulates the plan's datacenters as custom resources on this machine). Out: a
+`RayDeployment` — one `InstanceActor` per instance (engine + socket endpoint + role
+worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>` =
+tp), one `LinkActor` per datacenter pair (the shaped WAN line), and the router in
+this (the driver's) process, with every instance registered. `describe` renders the
+placement for `--dry-run`.
+
+Startup: actors start and report their addresses; the driver builds the directory
+(instances, router, links) and pushes it to every actor; then the router registers
+each instance. A real cluster's nodes are started with the matching resources, e.g.
+`ray start --resources='{"dc:dc-a": 8, "chip:H800-SXM": 64}'`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from executor.handoff import HandoffPolicy
+from executor.placement import (
+    InstanceSpec,
+    front_datacenter,
+    link_shapes,
+    node_resources,
+    placement,
+)
+from executor.routing import RoutingPolicy
+from executor.transport.shaping import LinkShape
+
+log = logging.getLogger("executor.deploy")
+
+DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
+
+
+def describe(plan: Any, specs: list[InstanceSpec], links: dict[frozenset[str], LinkShape],
+             policy: RoutingPolicy, handoff: HandoffPolicy) -> str:
+    """The placement as text: instances, per-datacenter resources, lines, routing."""
+    lines = [f"plan {plan.scenario!r}: {len(specs)} instances"]
+    planned = sum(p.count for p in plan.pools)
+    if planned != len(specs):
+        lines[0] += f" (of {planned} planned; --max-per-pool caps each pool)"
+    lines.append(f"{'instance':<40} {'role':<4} {'datacenter':<12} {'chip':<14} {'tp':>3}  resources")
+    for s in specs:
+        res = ", ".join(f"{k}={v:g}" for k, v in s.resources.items())
+        lines.append(f"{s.name:<40} {s.role:<4} {s.datacenter:<12} {s.chip:<14} {s.tp:>3}  {res}")
+    lines.append("node resources (local emulation: one node holds them all):")
+    for dc, res in node_resources(specs).items():
+        lines.append(f"  {dc}: " + ", ".join(f"{k}={v:g}" for k, v in res.items()))
+    for pair, shape in links.items():
+        a, b = sorted(pair)
+        lines.append(f"link {a}<->{b}: {shape.gbit_per_s:g} Gbit/s, RTT {shape.rtt_ms:g} ms, "
+                     f"jitter {shape.jitter_ms:g} ms, loss {shape.loss:g}")
+    lines.append(f"router in {front_datacenter(plan)}; pipelines {sorted(p.value for p in policy.allowed)}; "
+                 f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}; filter: input >= {policy.filter_min_input_tokens}, "
+                 f"hit < {policy.filter_max_hit_rate:.2f}, output < {policy.filter_max_output_tokens}")
+    lines.append(f"handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens")
+    return "\n".join(lines)
+
+
+def _actor_classes():
+    """The Ray actor classes (built on first use so importing this module needs no ray)."""
+    import ray
+
+    @ray.remote(num_cpus=0)
+    class InstanceActor:
+        def __init__(self, spec: dict, model_config: dict, engine_config: dict, seed: int,
+                     model_file: str | None = None) -> None:
+            import torch
+
+            from executor.cluster import Instance, make_worker
+            from executor.engine import Engine, EngineConfig, ModelConfig
+            from executor.transport.tcp import Directory, TcpEndpoint
+
+            torch.set_num_threads(1)
+            self.spec = InstanceSpec(**spec)
+            self.directory = Directory()
+            host = ray.util.get_node_ip_address()
+            ep = TcpEndpoint(self.spec.name, self.spec.datacenter, self.directory, host=host)
+            ep.start()
+            ec = EngineConfig(**engine_config)
+            if model_file:
+                engine = Engine.from_file(model_file, ec, device="cpu")
+                self.instance = Instance(self.spec, make_worker(self.spec.role, self.spec.name, engine, ep))
+            else:
+                self.instance = Instance.build(self.spec, ep, ModelConfig(**model_config), ec, seed)
+            self.instance.worker.start()
+
+        def address(self) -> str:
+            return self.instance.worker.endpoint.address
+
+        def node_id(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
+        def set_directory(self, data: dict) -> None:
+            self.directory.load(data)
+
+        def stats(self) -> dict:
+            return self.instance.worker.stats()
+
+        def stop(self) -> None:
+            self.instance.worker.stop()
+
+    @ray.remote(num_cpus=0)
+    class LinkActor:
+        def __init__(self, dc_a: str, dc_b: str, shape: dict, seed: int) -> None:
+            from executor.transport.link import LinkEmulator
+
+            self.emu = LinkEmulator(dc_a, dc_b, LinkShape(**shape), host=ray.util.get_node_ip_address(), seed=seed)
+            self.emu.start()
+
+        def address(self) -> str:
+            return self.emu.address
+
+        def stats(self) -> dict:
+            return self.emu.stats()
+
+    return InstanceActor, LinkActor
+
+
+def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
+                    object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
+    """A local Ray whose one node carries every datacenter's and chip's custom resources."""
+    import ray
+
+    resources: dict[str, float] = {}
+    for res in node_resources(specs).values():
+        for k, v in res.items():
+            resources[k] = resources.get(k, 0.0) + v
+    ray.init(num_cpus=num_cpus, resources=resources, include_dashboard=False,
+             object_store_memory=object_store_bytes, ignore_reinit_error=True, log_to_driver=False)
+
+
+class RayDeployment:
+    """A plan running on Ray: instance actors, link actors, and the router here."""
+
+    def __init__(self, plan: Any, model_config: Any, engine_config: Any, *, scenario: Any = None, seed: int = 0,
+                 max_per_pool: int | None = None, links: dict[frozenset[str], LinkShape] | None = None,
+                 policy: RoutingPolicy | None = None, handoff: HandoffPolicy | None = None,
+                 request_log: Any = None, model_file: str | None = None, start_timeout_s: float = 180.0) -> None:
+        import dataclasses
+
+        import ray
+
+        from executor.router import InstanceInfo, Router
+        from executor.transport.base import PeerInfo
+        from executor.transport.tcp import Directory, TcpEndpoint
+
+        if not ray.is_initialized():
+            raise RuntimeError("start Ray first (ray.init, or start_local_ray)")
+        self.plan = plan
+        self.specs = placement(plan, max_per_pool)
+        self.links = links if links is not None else link_shapes(plan, scenario)
+        self.policy = policy or RoutingPolicy.from_plan(plan, scenario)
+        self.handoff = handoff or HandoffPolicy.from_plan(plan)
+        InstanceActor, LinkActor = _actor_classes()
+        mc, ec = dataclasses.asdict(model_config), dataclasses.asdict(engine_config)
+        self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
+            dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
+        self.link_actors = {}
+        for k, (pair, shape) in enumerate(self.links.items()):
+            a, b = sorted(pair)
+            self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
+        addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()],
+                                                  timeout=start_timeout_s)))
+        link_addrs = dict(zip(self.link_actors, ray.get([a.address.remote() for a in self.link_actors.values()],
+                                                        timeout=start_timeout_s)))
+        self.directory = Directory()
+        front = front_datacenter(plan)
+        self.endpoint = TcpEndpoint("router", front, self.directory, host=ray.util.get_node_ip_address())
+        self.endpoint.start()
+        self.directory.add(PeerInfo("router", front, self.endpoint.address))
+        for s in self.specs:
+            self.directory.add(PeerInfo(s.name, s.datacenter, addresses[s.name]))
+        for (a, b), addr in link_addrs.items():
+            self.directory.add_link(a, b, addr)
+            self.directory.add_link(b, a, addr)
+        ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()])
+        self.router = Router(self.endpoint, self.policy, self.handoff, block_size=engine_config.block_size,
+                             request_log=request_log, directory=self.directory)
+        for s in self.specs:
+            self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
+
+    def node_of(self) -> dict[str, str]:
+        """Instance name → the Ray node it runs on."""
+        import ray
+
+        return dict(zip(self.actors, ray.get([a.node_id.remote() for a in self.actors.values()])))
+
+    def stats(self) -> dict[str, Any]:
+        import ray
+
+        return {"router": self.router.stats(),
+                "instances": dict(zip(self.actors, ray.get([a.stats.remote() for a in self.actors.values()]))),
+                "links": {f"{a}<->{b}": s for (a, b), s in zip(self.link_actors, ray.get(
+                    [x.stats.remote() for x in self.link_actors.values()]))}}
+
+    def close(self) -> None:
+        import ray
+
+        self.router.close()
+        for actor in [*self.actors.values(), *self.link_actors.values()]:
+            try:
+                ray.kill(actor)
+            except Exception:  # already gone
+                pass

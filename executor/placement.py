@@ -1,0 +1,114 @@
+"""Where a plan's instances go: pools → named instances with datacenter and chip labels.
+
+In: a plan (`placer.plan.Plan`), optionally its scenario (for link RTT and jitter).
+Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-<k>`), the Ray
+custom resources each needs (`dc:<name>`, `chip:<name>`), the resources a local
+emulation gives each datacenter's node, and the WAN lines (`LinkShape`) between
+datacenters. Pure data: the same placement drives `--dry-run`, the in-process
+cluster and the Ray deployment. No torch, no ray here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from executor.transport.shaping import LinkShape
+
+DEFAULT_RTT_MS = 30.0
+
+
+@dataclass(frozen=True)
+class InstanceSpec:
+    """One instance to start."""
+
+    name: str
+    role: str  # P | RLD | MD | D
+    datacenter: str
+    chip: str
+    tp: int = 1
+
+    @property
+    def resources(self) -> dict[str, float]:
+        """Ray custom resources that pin it to its datacenter and chip (one unit per chip)."""
+        return {dc_resource(self.datacenter): 1.0, chip_resource(self.chip): float(self.tp)}
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", text)
+
+
+def dc_resource(datacenter: str) -> str:
+    return f"dc:{datacenter}"
+
+
+def chip_resource(chip: str) -> str:
+    return f"chip:{chip}"
+
+
+def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
+    """Every pool's instances (at most `max_per_pool` of each, for a scaled-down emulation)."""
+    if max_per_pool is not None and max_per_pool < 1:
+        raise ValueError(f"max_per_pool must be >= 1, got {max_per_pool}")
+    out = []
+    for pool in plan.pools:
+        count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
+        for k in range(count):
+            name = f"{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
+            out.append(InstanceSpec(name, pool.role, pool.datacenter, pool.chip, pool.tp))
+    return out
+
+
+def node_resources(specs: list[InstanceSpec]) -> dict[str, dict[str, float]]:
+    """Per datacenter: the custom resources an emulated node needs to host its instances."""
+    nodes: dict[str, dict[str, float]] = {}
+    for s in specs:
+        node = nodes.setdefault(s.datacenter, {})
+        for key, value in s.resources.items():
+            node[key] = node.get(key, 0.0) + value
+    return nodes
+
+
+def datacenters(plan: Any) -> list[str]:
+    seen: dict[str, None] = {}
+    for p in plan.pools:
+        seen.setdefault(p.datacenter, None)
+    for link in plan.links:
+        seen.setdefault(link.src, None)
+        seen.setdefault(link.dst, None)
+    return list(seen)
+
+
+def front_datacenter(plan: Any) -> str:
+    """Where the router (and the clients) sit: the datacenter of the first P pool."""
+    for p in plan.pools:
+        if p.role == "P" and p.count > 0:
+            return p.datacenter
+    raise ValueError("the plan has no P pool: nothing can prefill")
+
+
+def link_shapes(plan: Any, scenario: Any = None, *, gbit_per_s: float | None = None, rtt_ms: float | None = None,
+                jitter_ms: float | None = None, loss: float = 0.0) -> dict[frozenset[str], LinkShape]:
+    """The WAN line of each datacenter pair: rate from the plan's link capacity (or the
+    scenario's), RTT/jitter from the scenario (default 30 ms / 0); keyword overrides win."""
+    scen = {}
+    if scenario is not None:
+        scen = {frozenset((lk.src, lk.dst)): lk for lk in scenario.links}
+    pairs: dict[frozenset[str], float] = {}
+    for lk in plan.links:
+        pairs[frozenset((lk.src, lk.dst))] = lk.gbit_per_s_capacity
+    for key, lk in scen.items():
+        pairs.setdefault(key, lk.gbit_per_s)
+    dcs = datacenters(plan)
+    for i, a in enumerate(dcs):  # pairs the plan uses but lists no link for
+        for b in dcs[i + 1:]:
+            pairs.setdefault(frozenset((a, b)), 0.0)
+    out = {}
+    for key, rate in pairs.items():
+        s = scen.get(key)
+        rate = gbit_per_s if gbit_per_s is not None else (rate or (s.gbit_per_s if s else 10.0))
+        rtt = rtt_ms if rtt_ms is not None else (s.rtt_ms if s else DEFAULT_RTT_MS)
+        jit = jitter_ms if jitter_ms is not None else (getattr(s, "jitter_ms", 0.0) if s else 0.0)
+        out[key] = LinkShape(rate, rtt, jit, loss)
+    return out

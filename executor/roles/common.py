@@ -1,0 +1,181 @@
+"""What the three roles share: an engine, an endpoint, an inbox, and one worker loop.
+
+In: messages from the endpoint (pushed into `inbox` on the channel's thread).
+Out: engine work done on the worker's own thread, messages sent to peers.
+
+The worker loop (`run_once`): drain the inbox and dispatch each message to its
+handler, expire leases (`tick`), then do one unit of engine work (`step`: a prefill
+on P, one batched decode step on RLD/MD). All engine calls happen on this one
+thread, so roles need no locks. `run_once` can also be driven by a test (no
+thread) for deterministic interleavings. A handler that raises fails only its
+request: the router gets a `RequestError`, the loop goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from executor.engine.request import SamplingParams
+from executor.transport.base import Endpoint, Transfer, TransportError
+from executor.transport.messages import Cancel, Message, RequestError
+
+log = logging.getLogger("executor.roles")
+
+IDLE_WAIT_S = 0.02
+
+
+def sampling_from(d: dict[str, Any]) -> SamplingParams:
+    return SamplingParams(temperature=float(d.get("temperature", 0.0)), seed=int(d.get("seed", 0)),
+                          max_new_tokens=int(d.get("max_new_tokens", 16)),
+                          stop_at_eos=bool(d.get("stop_at_eos", True)))
+
+
+def stop_reason(req: Any) -> str | None:
+    """"length" (budget spent), "stop" (EOS), or None while the request goes on."""
+    if not req.reached_stop():
+        return None
+    eos = req.sampling.stop_at_eos and req.eos_token_id is not None and req.token_ids[-1] == req.eos_token_id
+    return "stop" if eos else "length"
+
+
+class RoleWorker:
+    """Base of P, RLD and MD: message dispatch and the worker thread."""
+
+    ROLE: ClassVar[str] = "?"
+
+    def __init__(self, name: str, engine: Any, endpoint: Endpoint, *, kv_deadline_s: float = 60.0,
+                 message_deadline_s: float = 30.0, kv_wait_s: float = 180.0) -> None:
+        self.name, self.engine, self.endpoint = name, engine, endpoint
+        self.datacenter = endpoint.datacenter
+        self.kv_deadline_s, self.message_deadline_s = kv_deadline_s, message_deadline_s
+        self.kv_wait_s = kv_wait_s  # a decoder gives up on KV that has not come by then
+        self.inbox: queue.Queue[tuple[str, Message]] = queue.Queue()
+        self.counters: Counter[str] = Counter()
+        self.failed_transfers: deque[Transfer] = deque(maxlen=256)  # the latest, for inspection
+        self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._handlers: dict[type, Callable[[str, Any], None]] = self.handlers()
+        endpoint.set_handler(self._on_message)
+
+    # ---- to override ------------------------------------------------------------------
+
+    def handlers(self) -> dict[type, Callable[[str, Any], None]]:
+        return {}
+
+    def has_work(self) -> bool:
+        return False
+
+    def step(self) -> None:
+        """One unit of engine work."""
+
+    def tick(self, now: float) -> None:
+        """Expire leases and deadlines."""
+
+    def reply_to(self, request_id: str) -> str | None:
+        return None
+
+    def drop_request(self, request_id: str) -> None:
+        """Forget a failed request, releasing what it holds."""
+
+    def stats(self) -> dict[str, Any]:
+        return {"name": self.name, "role": self.ROLE, "datacenter": self.datacenter, **self.counters}
+
+    # ---- the loop ---------------------------------------------------------------------
+
+    def _on_message(self, src: str, msg: Message) -> None:
+        self.inbox.put((src, msg))
+
+    def run_once(self, block: bool = False) -> bool:
+        """Handle waiting messages, tick, do one step; returns whether anything happened."""
+        did = False
+        try:
+            first = self.inbox.get(timeout=IDLE_WAIT_S) if block and not self.has_work() else self.inbox.get_nowait()
+        except queue.Empty:
+            first = None
+        batch = [] if first is None else [first]
+        while True:
+            try:
+                batch.append(self.inbox.get_nowait())
+            except queue.Empty:
+                break
+        for src, msg in batch:
+            did = True
+            self._dispatch(src, msg)
+        self.tick(time.monotonic())
+        if self.has_work():
+            did = True
+            try:
+                self.step()
+            except Exception as exc:  # a failed step must not stop the worker
+                log.exception("%s: step failed", self.name)
+                self.counters["step_errors"] += 1
+                self.on_step_error(exc)
+        return did
+
+    def on_step_error(self, exc: Exception) -> None:
+        """A batched step failed: subclasses fail the requests in that batch."""
+
+    def _dispatch(self, src: str, msg: Message) -> None:
+        if isinstance(msg, Cancel):
+            self.counters["cancelled"] += 1
+            self.drop_request(msg.request_id)
+            return
+        handler = self._handlers.get(type(msg))
+        if handler is None:
+            self.counters["unknown_messages"] += 1
+            return
+        try:
+            handler(src, msg)
+        except Exception as exc:
+            log.exception("%s: %s from %s failed", self.name, msg.type_name, src)
+            rid = getattr(msg, "request_id", None)
+            if rid is not None:
+                self.fail(rid, f"{self.ROLE} {self.name}: {type(exc).__name__}: {exc}")
+
+    def fail(self, request_id: str, error: str) -> None:
+        """Tell the router the request failed and drop it here."""
+        self.counters["requests_failed"] += 1
+        target = self.reply_to(request_id)
+        self.drop_request(request_id)
+        if target is not None:
+            self.send(target, RequestError(request_id, self.name, error))
+
+    def send(self, dst: str, msg: Message, deadline_s: float | None = None) -> Transfer | None:
+        try:
+            t = self.endpoint.send(dst, msg, deadline_s=deadline_s or self.message_deadline_s)
+        except TransportError as exc:
+            log.warning("%s: cannot send %s to %s: %s", self.name, msg.type_name, dst, exc)
+            self.counters["send_errors"] += 1
+            return None
+        t.on_finish(self._watch_transfer)
+        return t
+
+    def _watch_transfer(self, t: Transfer) -> None:
+        if t.error is not None:
+            self.counters["transfers_failed"] += 1
+            self.failed_transfers.append(t)
+            if not self._stopping.is_set():  # at shutdown, unacknowledged transfers fail: expected
+                log.warning("%s: %r failed: %s", self.name, t, t.error)
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._run, name=f"{self.ROLE}-{self.name}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stopping.is_set():
+            self.run_once(block=True)
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            self._thread = None
+        self.endpoint.close()

@@ -1,0 +1,152 @@
+"""Which pipeline a request takes, and how the router guesses prefix hits before prefill.
+
+In: a request's input length, its estimated prefix-hit tokens on the chosen P and its
+output budget; the plan (pipelines its routes use, its pools) and optionally the
+scenario (request classes, filter thresholds). Out: a `Pipeline`.
+
+Rules (DESIGN §1, ideas 2 and 4), in order:
+1. a baseline plan (pipeline P-D only) sends everything P → D;
+2. **filtered** — long input, low hit, short output (all three) — finishes on RLD
+   (P-RLD) and never crosses the WAN;
+3. **high hit** (hit rate >= `direct_min_hit_rate`): the WAN transfer is small, go
+   straight P → MD;
+4. **low hit**: P → RLD → MD (RLD masks the transfer).
+A pipeline the plan does not use is never chosen (e.g. no RLD pool → P-MD only).
+
+`PrefixIndex` is the router's approximate copy of an instance's radix cache (a set
+of chained block hashes, LRU-bounded), like cache-aware routers keep: it predicts
+the hit before P is asked and picks the instance most likely to hold the prefix.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Pipeline(str, enum.Enum):
+    P_MD = "P-MD"
+    P_RLD_MD = "P-RLD-MD"
+    P_RLD = "P-RLD"  # filtered traffic only
+    P_D = "P-D"  # PD baselines
+
+    @property
+    def uses_relay(self) -> bool:
+        return self in (Pipeline.P_RLD_MD, Pipeline.P_RLD)
+
+    @property
+    def uses_main(self) -> bool:
+        return self is not Pipeline.P_RLD
+
+
+class NoRouteError(RuntimeError):
+    """No pipeline of the plan can serve this request (e.g. no decode pool registered)."""
+
+
+@dataclass(frozen=True)
+class RoutingPolicy:
+    """The router's pipeline rules; thresholds from the plan's scenario when given."""
+
+    allowed: frozenset[Pipeline] = frozenset({Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_RLD})
+    direct_min_hit_rate: float = 0.9
+    filter_min_input_tokens: int = 8192
+    filter_max_hit_rate: float = 0.5
+    filter_max_output_tokens: int = 500
+
+    def __post_init__(self) -> None:
+        if not self.allowed:
+            raise ValueError("allowed must name at least one pipeline")
+        for name in ("direct_min_hit_rate", "filter_max_hit_rate"):
+            if not 0 <= getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
+
+    def is_filtered(self, input_tokens: int, hit_tokens: int, max_output_tokens: int) -> bool:
+        hit = hit_tokens / max(1, input_tokens)
+        return (input_tokens >= self.filter_min_input_tokens and hit < self.filter_max_hit_rate
+                and max_output_tokens < self.filter_max_output_tokens)
+
+    def choose(self, input_tokens: int, hit_tokens: int, max_output_tokens: int,
+               available: frozenset[Pipeline] | None = None) -> Pipeline:
+        """The pipeline for one request (`available`: what the registered instances can run now)."""
+        ok = self.allowed if available is None else self.allowed & available
+        if Pipeline.P_D in ok:
+            return Pipeline.P_D
+        hit = hit_tokens / max(1, input_tokens)
+        if Pipeline.P_RLD in ok and self.is_filtered(input_tokens, hit_tokens, max_output_tokens):
+            return Pipeline.P_RLD
+        if Pipeline.P_MD in ok and (hit >= self.direct_min_hit_rate or Pipeline.P_RLD_MD not in ok):
+            return Pipeline.P_MD
+        if Pipeline.P_RLD_MD in ok:
+            return Pipeline.P_RLD_MD
+        raise NoRouteError(f"no pipeline for this request among {sorted(p.value for p in ok)}")
+
+    @classmethod
+    def from_plan(cls, plan: Any, scenario: Any = None, **overrides: Any) -> RoutingPolicy:
+        """Rules consistent with a plan (`placer.plan.Plan`): its pipelines, its classes' hit rates."""
+        allowed = {Pipeline(r.pipeline) for r in plan.routes if r.rps > 0}
+        roles = {p.role for p in plan.pools if p.count > 0}
+        if not allowed:
+            if "D" in roles:
+                allowed = {Pipeline.P_D}
+            else:
+                allowed = {Pipeline.P_MD}
+                if "RLD" in roles:
+                    allowed |= {Pipeline.P_RLD_MD, Pipeline.P_RLD}
+        kw: dict[str, Any] = {"allowed": frozenset(allowed)}
+        if scenario is not None:
+            o = scenario.options
+            kw |= {"filter_min_input_tokens": o.filter_min_input_tokens, "filter_max_hit_rate": o.filter_max_hit_rate,
+                   "filter_max_output_tokens": o.filter_max_output_tokens}
+            classes = {c.name: c for c in (scenario.workload.classes or [])}
+            direct = [classes[r.request_class].hit_rate for r in plan.routes
+                      if r.pipeline == "P-MD" and r.request_class in classes and r.rps > 0]
+            relayed = [classes[r.request_class].hit_rate for r in plan.routes
+                       if r.pipeline == "P-RLD-MD" and r.request_class in classes and r.rps > 0]
+            if direct and relayed:
+                kw["direct_min_hit_rate"] = (min(direct) + max(relayed)) / 2 if min(direct) > max(relayed) \
+                    else min(direct)
+            elif direct:
+                kw["direct_min_hit_rate"] = 0.0
+            elif relayed:
+                kw["direct_min_hit_rate"] = 1.0
+        return cls(**{**kw, **overrides})
+
+
+@dataclass
+class PrefixIndex:
+    """Approximate radix cache of one instance: chained hashes of whole blocks, LRU-bounded."""
+
+    block_size: int
+    capacity_blocks: int = 1 << 16
+    _blocks: OrderedDict = field(default_factory=OrderedDict)
+
+    def _hashes(self, tokens: Sequence[int]) -> list[int]:
+        out, h = [], 0
+        for i in range(len(tokens) // self.block_size):
+            h = hash((h, tuple(tokens[i * self.block_size : (i + 1) * self.block_size])))
+            out.append(h)
+        return out
+
+    def match(self, tokens: Sequence[int]) -> int:
+        """Tokens of `tokens`' prefix this instance probably holds (whole blocks)."""
+        n = 0
+        for h in self._hashes(tokens):
+            if h not in self._blocks:
+                break
+            self._blocks.move_to_end(h)
+            n += self.block_size
+        return n
+
+    def insert(self, tokens: Sequence[int]) -> None:
+        for h in self._hashes(tokens):
+            self._blocks[h] = True
+            self._blocks.move_to_end(h)
+        while len(self._blocks) > self.capacity_blocks:
+            self._blocks.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._blocks)

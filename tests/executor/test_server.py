@@ -1,0 +1,123 @@
+"""The OpenAI-style completions endpoint: SSE streaming, text or token ids, errors as the client sees them."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import pytest
+
+from executor.cluster import LocalCluster
+from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine.tokenizer import ByteTokenizer
+from executor.placement import InstanceSpec
+from executor.routing import RoutingPolicy
+from executor.server import create_app
+
+SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
+         InstanceSpec("md0", "MD", "dc-b", "B")]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Engines here share the process with worker threads: one intra-op thread each avoids
+    OpenMP spin-waits that make tiny ops slow on a busy machine."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def engine_config() -> EngineConfig:
+    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
+
+
+@pytest.fixture
+def served(model_config, engine_config):
+    cluster = LocalCluster(SPECS, model_config, engine_config, transport="fake", threads=True,
+                           policy=RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6))
+    with warnings.catch_warnings():  # starlette's note about its httpx client is not ours to fix
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+    with TestClient(create_app(cluster.router)) as client:
+        yield cluster, client
+    cluster.close()
+
+
+@pytest.fixture
+def reference(model_config, engine_config):
+    engine = Engine.from_seed(model_config, engine_config, seed=0, device="cpu")
+    return lambda prompt, n, eos=True: engine.generate(prompt, n, SamplingParams(max_new_tokens=n, stop_at_eos=eos))
+
+
+def sse_events(response) -> list:
+    out = []
+    for line in response.iter_lines():
+        if line.startswith("data: "):
+            data = line[len("data: "):]
+            out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def test_streamed_completion_is_one_event_per_token_then_done(served, reference):
+    _, client = served
+    body = {"prompt": "the quick brown fox", "max_tokens": 12, "stream": True, "ignore_eos": True}
+    with client.stream("POST", "/v1/completions", json=body) as r:
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(r)
+    assert events[-1] == "[DONE]"
+    tokens = [e["choices"][0]["token_ids"][0] for e in events[:-2]]
+    assert tokens == reference(ByteTokenizer().encode("the quick brown fox"), 12, eos=False)
+    last = events[-2]
+    assert last["choices"][0]["finish_reason"] == "length"
+    assert last["usage"] == {"prompt_tokens": 20, "completion_tokens": 12, "total_tokens": 32}
+    assert last["placer"]["pipeline"] in ("P-MD", "P-RLD-MD") and last["placer"]["ttft_s"] > 0
+    text = "".join(e["choices"][0]["text"] for e in events[:-1])
+    assert text == ByteTokenizer().decode(tokens)
+
+
+def test_token_id_prompt_without_streaming(served, reference):
+    _, client = served
+    prompt = [256, *b"jumps over the lazy dog"]
+    r = client.post("/v1/completions", json={"prompt": prompt, "max_tokens": 8})
+    assert r.status_code == 200
+    choice = r.json()["choices"][0]
+    assert choice["token_ids"] == reference(prompt, 8)
+    assert choice["finish_reason"] in ("length", "stop")
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"prompt": [1, 999], "max_tokens": 4}, "outside the vocabulary"),
+    ({"prompt": [], "max_tokens": 4}, "must not be empty"),
+    ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
+    ({"prompt": "hi", "temperature": -1}, "temperature"),
+])
+def test_bad_bodies_are_422_naming_the_field(served, body, field):
+    _, client = served
+    r = client.post("/v1/completions", json=body)
+    assert r.status_code == 422 and field in r.text
+
+
+def test_no_instances_is_503_and_instances_register_over_http(served):
+    _, client = served
+    names = [i["name"] for i in client.get("/instances").json()]
+    assert sorted(names) == ["md0", "p0", "rld0"]
+    assert client.delete("/instances/p0").status_code == 204
+    r = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+    assert r.status_code == 503 and "no prefill" in r.text
+    assert client.get("/health").json()["status"] == "degraded"
+    back = {"name": "p0", "role": "P", "datacenter": "dc-a"}
+    assert client.post("/instances", json=back).status_code == 201
+    assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+    assert client.post("/instances", json={**back, "role": "X"}).status_code == 422
+    assert client.delete("/instances/nope").status_code == 404
+
+
+def test_models_and_metrics(served):
+    _, client = served
+    assert client.get("/v1/models").json()["data"][0]["id"] == "placer-tiny"
+    client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+    assert client.get("/metrics").json()["completed"] == 1
