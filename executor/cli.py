@@ -1,5 +1,9 @@
 """CLI command of the executor: `placer deploy PLAN`, registered onto the `placer` app.
 
+`placer deploy --apply NEW_PLAN.json [--url URL] [--grace-s S]` changes a running
+deployment live: the plan goes to its server's `POST /plan`, which diffs it against
+the running instances and applies it (`executor.elastic`); the report is printed.
+
 `register(app)` adds the command; ray, torch, fastapi and uvicorn are imported inside
 it, so `placer optimize` starts as fast as before. Exit codes as the rest of the CLI:
 2 for a bad plan, scenario or option (the message names it), 1 for anything else.
@@ -18,7 +22,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def deploy(
-        plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to deploy.", show_default=False)],
+        plan_file: Annotated[Path | None, typer.Argument(metavar="PLAN.json", help="Plan to deploy.",
+                                                         show_default=False)] = None,
+        apply: Annotated[Path | None, typer.Option(
+            "--apply", metavar="NEW_PLAN.json", help="Apply a new plan to the deployment serving at --url "
+            "(live: new instances join when ready, leaving ones drain).")] = None,
+        url: Annotated[str, typer.Option(help="Server of the running deployment (with --apply).")] =
+            "http://127.0.0.1:8000",
+        grace_s: Annotated[float, typer.Option(help="With --apply: how long leaving instances may finish "
+                                                    "what they hold before it is moved.")] = 30.0,
         address: Annotated[str | None, typer.Option(
             "--address", help="Ray cluster: 'auto' or ADDR. Default: start a local Ray that emulates the "
             "plan's datacenters as custom resources on this machine.")] = None,
@@ -53,6 +65,12 @@ def register(app: typer.Typer) -> None:
         def fail(message: str, code: int) -> None:
             typer.echo(f"error: {message}", err=True)
             raise typer.Exit(code)
+
+        if apply is not None:
+            _apply_remote(apply, url, grace_s, fail)
+            return
+        if plan_file is None:
+            fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
 
         try:
             plan = load_plan(plan_file)
@@ -93,10 +111,34 @@ def register(app: typer.Typer) -> None:
                                 handoff=handoff, request_log=sink,
                                 model_file=str(model_file) if model_file else None)
             typer.echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
-            uvicorn.run(create_app(dep.router), host=host, port=port, log_level="warning")
+            uvicorn.run(create_app(dep.router, deployment=dep), host=host, port=port, log_level="warning")
         except (RuntimeError, ValueError) as exc:
             fail(f"deploy failed: {exc}", 1)
         finally:
             if dep is not None:
                 dep.close()
             ray.shutdown()
+
+
+def _apply_remote(plan_path: Path, url: str, grace_s: float, fail) -> None:
+    """Validate NEW_PLAN.json here (exit 2 if bad), POST it to the running server, print the report."""
+    import json
+
+    import httpx
+
+    from placer.errors import PlacerError
+    from placer.plan import load_plan
+
+    try:
+        plan = load_plan(plan_path)
+    except PlacerError as exc:
+        fail(str(exc), exc.exit_code)
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"), params={"grace_s": grace_s},
+                       timeout=grace_s + 300)
+    except httpx.HTTPError as exc:
+        fail(f"cannot reach the deployment at {url}: {exc}", 1)
+    if r.status_code != 200:
+        fail(f"the deployment refused the plan ({r.status_code}): {r.text}", 2 if r.status_code == 422 else 1)
+    report = r.json()
+    typer.echo(json.dumps(report, indent=2))

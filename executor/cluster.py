@@ -71,12 +71,16 @@ class LocalCluster:
                  handoff: HandoffPolicy | None = None, transport: str = "tcp", threads: bool = True,
                  request_log: BatchingRequestLog | None = None, router_dc: str | None = None,
                  device: str = "cpu", link_seed: int = 0, request_timeout_s: float = 120.0,
-                 kv_deadline_s: float = 60.0) -> None:
+                 kv_deadline_s: float = 60.0, heartbeat_s: float | None = None, stall_s: float = 30.0,
+                 admission: Any = None, health: Any = None, max_attempts: int = 4) -> None:
         if transport not in ("tcp", "fake"):
             raise ValueError(f"transport must be 'tcp' or 'fake', got {transport!r}")
         if transport == "tcp" and not threads:
             raise ValueError("the tcp transport needs worker threads")
-        self.specs, self.transport, self.threads = specs, transport, threads
+        self.specs, self.transport, self.threads = list(specs), transport, threads
+        self.model_config, self.engine_config, self.seed, self.device = model_config, engine_config, seed, device
+        self.kv_deadline_s = kv_deadline_s
+        self.dead: dict[str, Instance] = {}
         self.links = links or {}
         self.link_emulators: list[Any] = []
         self.instances: dict[str, Instance] = {}
@@ -103,7 +107,8 @@ class LocalCluster:
             router_ep = self._endpoint(ROUTER_NAME, router_dc)
             self.router = Router(router_ep, policy or RoutingPolicy(), handoff, block_size=engine_config.block_size,
                                  request_log=request_log, directory=self.directory,
-                                 request_timeout_s=request_timeout_s)
+                                 request_timeout_s=request_timeout_s, heartbeat_s=heartbeat_s, stall_s=stall_s,
+                                 admission=admission, health=health, max_attempts=max_attempts)
             for spec in specs:
                 ep = self._endpoint(spec.name, spec.datacenter)
                 inst = Instance.build(spec, ep, model_config, engine_config, seed, device, kv_deadline_s=kv_deadline_s)
@@ -135,6 +140,59 @@ class LocalCluster:
         ep.start()
         self.directory.add(PeerInfo(name, datacenter, ep.address))
         return ep
+
+    # ---- faults and elastic changes ----------------------------------------------------------
+
+    def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> Instance:
+        """Start (or restart, under the same name: a new endpoint, a new address) and register an instance.
+
+        `joining`: it gets requests only once it answered a heartbeat.
+        """
+        ep = self._endpoint(spec.name, spec.datacenter)
+        inst = Instance.build(spec, ep, self.model_config, self.engine_config, self.seed, self.device,
+                              kv_deadline_s=self.kv_deadline_s)
+        self.instances[spec.name] = inst
+        self.dead.pop(spec.name, None)
+        if spec not in self.specs:
+            self.specs.append(spec)
+        if self.threads:
+            inst.worker.start()
+        self.router.register(inst.info, joining=joining)
+        return inst
+
+    def kill(self, name: str, *, tell_router: bool = False) -> None:
+        """The instance dies at once (its endpoint closes; what it held is lost).
+
+        `tell_router`: as a supervisor that saw the process exit would (else heartbeats find out).
+        """
+        inst = self.instances.pop(name)
+        inst.worker.stop(timeout_s=2.0)
+        self.dead[name] = inst
+        if tell_router:
+            self.router.mark_down(name, "killed")
+
+    def restart(self, name: str) -> Instance:
+        """Start a fresh instance under a dead one's name (new endpoint, empty caches)."""
+        spec = (self.dead.get(name) or self.instances[name]).spec
+        if name in self.instances:
+            self.kill(name)
+        return self.start_instance(spec, joining=True)
+
+    def stop_instance(self, name: str) -> None:
+        """Stop a drained instance and forget it."""
+        inst = self.instances.pop(name, None)
+        self.router.unregister(name)
+        if inst is not None:
+            inst.worker.stop(timeout_s=2.0)
+        self.specs = [s for s in self.specs if s.name != name]
+
+    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 30.0,
+                   max_per_pool: int | None = None) -> Any:
+        """Diff the running instances against a plan (or a list of specs) and apply it (`executor.elastic`)."""
+        from executor.elastic import apply_specs
+
+        specs = new if isinstance(new, list) else placement(new, max_per_pool)
+        return apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
 
     # ---- driving without threads (fake transport) ------------------------------------------
 
@@ -171,7 +229,7 @@ class LocalCluster:
                 "links": {f"{e.dc_a}<->{e.dc_b}": e.stats() for e in self.link_emulators}}
 
     def close(self) -> None:
-        for inst in self.instances.values():
+        for inst in list(self.instances.values()):
             inst.worker.stop()
         if hasattr(self, "router"):
             self.router.close()

@@ -139,7 +139,8 @@ class RayDeployment:
     def __init__(self, plan: Any, model_config: Any, engine_config: Any, *, scenario: Any = None, seed: int = 0,
                  max_per_pool: int | None = None, links: dict[frozenset[str], LinkShape] | None = None,
                  policy: RoutingPolicy | None = None, handoff: HandoffPolicy | None = None,
-                 request_log: Any = None, model_file: str | None = None, start_timeout_s: float = 180.0) -> None:
+                 request_log: Any = None, model_file: str | None = None, start_timeout_s: float = 180.0,
+                 heartbeat_s: float | None = 0.5, stall_s: float = 30.0, admission: Any = None) -> None:
         import dataclasses
 
         import ray
@@ -157,6 +158,8 @@ class RayDeployment:
         self.handoff = handoff or HandoffPolicy.from_plan(plan)
         InstanceActor, LinkActor = _actor_classes()
         mc, ec = dataclasses.asdict(model_config), dataclasses.asdict(engine_config)
+        self._actor_args = (mc, ec, seed, model_file)
+        self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
         self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
             dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
         self.link_actors = {}
@@ -179,9 +182,72 @@ class RayDeployment:
             self.directory.add_link(b, a, addr)
         ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()])
         self.router = Router(self.endpoint, self.policy, self.handoff, block_size=engine_config.block_size,
-                             request_log=request_log, directory=self.directory)
+                             request_log=request_log, directory=self.directory, heartbeat_s=heartbeat_s,
+                             stall_s=stall_s, admission=admission)
         for s in self.specs:
             self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
+
+    # ---- faults and elastic changes (the same surface as `LocalCluster`) ---------------------
+
+    def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> None:
+        """Start an actor for `spec` (a new one, or a restart under a known name: a new address),
+        tell every instance where it is, and let it join the router once it answers."""
+        import dataclasses
+
+        import ray
+
+        from executor.router import InstanceInfo
+        from executor.transport.base import PeerInfo
+
+        InstanceActor, _ = _actor_classes()
+        mc, ec, seed, model_file = self._actor_args
+        actor = InstanceActor.options(resources=spec.resources).remote(dataclasses.asdict(spec), mc, ec, seed,
+                                                                       model_file)
+        address = ray.get(actor.address.remote(), timeout=self.start_timeout_s)
+        self.actors[spec.name] = actor
+        if spec not in self.specs:
+            self.specs = [s for s in self.specs if s.name != spec.name] + [spec]
+        self.directory.add(PeerInfo(spec.name, spec.datacenter, address))
+        ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()],
+                timeout=self.start_timeout_s)
+        self.router.register(InstanceInfo(spec.name, spec.role, spec.datacenter, spec.chip, spec.tp, address),
+                             joining=joining)
+
+    def kill(self, name: str, *, tell_router: bool = True) -> None:
+        """Kill an instance's actor (its process dies; the router hears of it unless told not to)."""
+        import ray
+
+        ray.kill(self.actors.pop(name))
+        if tell_router:
+            self.router.mark_down(name, "actor killed")
+
+    def restart(self, name: str) -> None:
+        spec = next(s for s in self.specs if s.name == name)
+        if name in self.actors:
+            self.kill(name)
+        self.start_instance(spec)
+
+    def stop_instance(self, name: str) -> None:
+        import ray
+
+        self.router.unregister(name)
+        actor = self.actors.pop(name, None)
+        if actor is not None:
+            try:
+                ray.kill(actor)
+            except Exception:  # noqa: BLE001, S110 - already gone
+                pass
+        self.specs = [s for s in self.specs if s.name != name]
+
+    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0) -> Any:
+        """Diff against a plan (or specs) and apply it live (`executor.elastic`)."""
+        from executor.elastic import apply_specs
+
+        specs = new if isinstance(new, list) else placement(new, self.max_per_pool)
+        report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
+        if not isinstance(new, list):
+            self.plan = new
+        return report
 
     def node_of(self) -> dict[str, str]:
         """Instance name → the Ray node it runs on."""

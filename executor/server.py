@@ -5,12 +5,16 @@ ids, `max_tokens`, `temperature`, `seed`, `stream`, `ignore_eos`. Out: with
 `stream: true`, one SSE event per token (`choices[0].text` and `token_ids`), a last
 event with `finish_reason`, `usage` and our `placer` block (pipeline, prefix hit,
 TTFT), then `data: [DONE]`; without, one JSON completion. Also `GET /v1/models`,
-`GET /health`, `GET /metrics` (router counters), `GET /instances`, `POST /instances`
-and `DELETE /instances/{name}` (instances register and unregister).
+`GET /health`, `GET /metrics` (router counters: Prometheus text for a scraper —
+`Accept: text/plain` or `?format=prometheus` — else JSON), `GET /instances`,
+`POST /instances` and `DELETE /instances/{name}` (instances register and
+unregister), `POST /plan` (apply a new plan live: `executor.elastic`; needs the
+deployment handed to `create_app`).
 
 A face only: routing, streaming and logging live in `executor.router`.
-Errors: a bad body → 422; no instance can serve → 503; a request that fails
-mid-stream → an SSE `error` event, then `[DONE]` (never a silent cut).
+Errors: a bad body → 422; no instance can serve → 503; every instance that could
+serve is full → 429 with `Retry-After` (admission, not a timeout); a request that
+fails mid-stream → an SSE `error` event, then `[DONE]` (never a silent cut).
 """
 
 from __future__ import annotations
@@ -22,10 +26,11 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import StreamingResponse
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
+from executor.admission import Overloaded
 from executor.engine.tokenizer import ByteTokenizer
 from executor.router import InstanceInfo, Router
 from executor.routing import NoRouteError
@@ -63,8 +68,42 @@ class InstanceBody(BaseModel):
     address: str | None = None
 
 
-def create_app(router: Router, *, model_name: str = "placer-tiny") -> FastAPI:
-    """The app over a running router (nothing connects at import time)."""
+PROMETHEUS_COUNTERS = {  # router counter → (metric, help)
+    "completed": ("placer_requests_completed_total", "Requests that ended with a completion."),
+    "failed": ("placer_requests_failed_total", "Requests that ended with an error event."),
+    "migrations": ("placer_migrations_total", "Requests moved mid-stream to another instance."),
+    "fallbacks": ("placer_fallbacks_total", "Requests served by RLD in place of an MD pipeline."),
+    "retries": ("placer_retries_total", "Attempts restarted before the first token reached the client."),
+    "failures_after_first_token": ("placer_failures_after_first_token_total",
+                                   "Requests failed (not retried) after tokens reached the client."),
+    "stalls": ("placer_stalls_total", "Attempts that made no progress within the stall deadline."),
+    "rejected_overloaded": ("placer_rejected_overloaded_total", "Requests refused with 429."),
+    "rejected_no_capacity": ("placer_rejected_no_capacity_total", "Requests refused with 503."),
+    "peers_down": ("placer_peers_down_total", "Instances marked DOWN."),
+    "peers_recovered": ("placer_peers_recovered_total", "DOWN instances that answered again."),
+    "orders_undelivered": ("placer_orders_undelivered_total", "Orders that could not be delivered."),
+}
+
+
+def prometheus_text(stats: dict[str, Any]) -> str:
+    """Router stats → Prometheus text exposition (counters, live gauge, per-instance health)."""
+    lines = []
+    for key, (metric, help_) in PROMETHEUS_COUNTERS.items():
+        lines += [f"# HELP {metric} {help_}", f"# TYPE {metric} counter", f"{metric} {int(stats.get(key, 0))}"]
+    lines += ["# HELP placer_requests_live Requests in flight.", "# TYPE placer_requests_live gauge",
+              f"placer_requests_live {int(stats.get('live', 0))}",
+              "# HELP placer_instance_up 1 UP, 0.5 SUSPECT, 0 DOWN.", "# TYPE placer_instance_up gauge"]
+    up = {"up": 1, "suspect": 0.5, "down": 0}
+    for name, state in sorted(stats.get("health", {}).items()):
+        lines.append(f'placer_instance_up{{instance="{name}"}} {up[state]}')
+    return "\n".join(lines) + "\n"
+
+
+def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None) -> FastAPI:
+    """The app over a running router (nothing connects at import time).
+
+    `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`.
+    """
     app = FastAPI(title="placer executor", version="1")
     tok = ByteTokenizer()
 
@@ -90,6 +129,9 @@ def create_app(router: Router, *, model_name: str = "placer-tiny") -> FastAPI:
         loop = asyncio.get_running_loop()
         try:
             stream = router.submit(tokens, sampling, loop=loop)
+        except Overloaded as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(max(1, round(exc.retry_after_s)))}) \
+                from None
         except NoRouteError as exc:
             raise HTTPException(503, str(exc)) from None
         except ValueError as exc:
@@ -141,8 +183,23 @@ def create_app(router: Router, *, model_name: str = "placer-tiny") -> FastAPI:
         return {"status": "ok" if ok else "degraded", "instances": by_role}
 
     @app.get("/metrics")
-    def metrics():
+    def metrics(request: Request, format: str | None = None):
+        accept = request.headers.get("accept", "")
+        if format == "prometheus" or (format is None and ("text/plain" in accept or "openmetrics" in accept)):
+            return PlainTextResponse(prometheus_text(router.stats()), media_type="text/plain; version=0.0.4")
         return router.stats()
+
+    @app.post("/plan")
+    def apply_plan(body: dict[str, Any], grace_s: float = 30.0):
+        if deployment is None:
+            raise HTTPException(409, "this server was started without a deployment to change")
+        from placer.plan import Plan
+
+        try:
+            plan = Plan.model_validate(body)
+        except ValueError as exc:
+            raise HTTPException(422, f"not a plan: {exc}") from None
+        return deployment.apply_plan(plan, grace_s=grace_s).to_dict()
 
     @app.get("/instances")
     def instances():

@@ -46,6 +46,12 @@ class StreamAssembler:
             self.next_index += 1
         return out
 
+    def rewind(self) -> int:
+        """Forget what arrived but was not delivered (a new attempt resends it); the index to resume at."""
+        self._buffer.clear()
+        self.final_index, self.finish_reason = None, None
+        return self.next_index
+
     @property
     def done(self) -> bool:
         return self.final_index is not None and self.next_index > self.final_index

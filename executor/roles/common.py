@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from executor.engine.request import SamplingParams
 from executor.transport.base import Endpoint, Transfer, TransportError
-from executor.transport.messages import Cancel, Message, RequestError
+from executor.transport.messages import Cancel, Message, Ping, Pong, RequestError
 
 log = logging.getLogger("executor.roles")
 
@@ -89,7 +89,20 @@ class RoleWorker:
     # ---- the loop ---------------------------------------------------------------------
 
     def _on_message(self, src: str, msg: Message) -> None:
+        if isinstance(msg, Ping):  # answered here, so a busy worker still reads as alive (overload ≠ down)
+            try:
+                self.endpoint.send(src, Pong(msg.seq, self.name, self.load()), deadline_s=self.message_deadline_s)
+            except TransportError:
+                pass
+            return
         self.inbox.put((src, msg))
+
+    def load(self) -> int:
+        """Live requests plus queued messages (read from the channel's thread: approximate)."""
+        return self.inbox.qsize() + int(self.stats_live())
+
+    def stats_live(self) -> int:
+        return 0
 
     def run_once(self, block: bool = False) -> bool:
         """Handle waiting messages, tick, do one step; returns whether anything happened."""

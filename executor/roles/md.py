@@ -261,6 +261,9 @@ class MainWorker(RoleWorker):
         if main is not None:
             self._forget(main)
 
+    def stats_live(self) -> int:
+        return len(self.mains)
+
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "live": len(self.mains),
                 "decoding": sum(m.state is MainState.DECODING for m in self.mains.values())}

@@ -15,8 +15,10 @@ Lifecycle of one request on P
   lacks (DRC) — and gets `KVData` with KV `[start, n)` and t0. A pull that arrives
   before its order waits in `early_pulls`.
 - RELEASED: when every consumer sent `KVDone` (it imported its copy, or no longer
-  needs it), or when the lease (`lease_s` from the order, renewed by each pull)
-  expires — a consumer that vanished cannot pin P's memory. `engine.finish` keeps
+  needs it), or when the lease (`lease_s` from the order, renewed by each pull and
+  whenever a `KVData` transfer makes progress: `executor.lease`) expires — a consumer
+  that vanished, or a transfer that stalls, cannot pin P's memory; a slow transfer
+  that keeps moving is not cut. `engine.finish` keeps
   the whole blocks in the radix cache for the next turn.
 
 KV ownership: P owns the prompt KV from prefill to release; a consumer owns its copy
@@ -31,6 +33,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor.lease import Lease
 from executor.roles.common import RoleWorker, sampling_from
 from executor.transport.messages import (
     KVData,
@@ -50,6 +53,7 @@ class _Staged:
     waiting_for: set[str]
     lease_until: float
     served: dict[str, int] = field(default_factory=dict)  # consumer → start it pulled from
+    lease: Lease | None = None  # renewed by transfer progress (lease_until stays the hard floor)
 
 
 class PrefillWorker(RoleWorker):
@@ -127,9 +131,16 @@ class PrefillWorker(RoleWorker):
         staged.lease_until = max(staged.lease_until, time.monotonic() + staged.order.lease_s + self.kv_deadline_s)
         self.counters["kv_sent_bytes"] += len(data)
         self.counters["kv_sent_tokens"] += n - start
-        self.send(src, msg, deadline_s=self.kv_deadline_s)
+        t = self.send(src, msg, deadline_s=self.kv_deadline_s)
+        if staged.lease is None:
+            staged.lease = Lease.grant(staged.order.lease_s, time.monotonic())
+        staged.lease.watch(t)
 
     def tick(self, now: float) -> None:
+        for s in self.staged.values():
+            if s.lease is not None and s.lease.observe(now):
+                s.lease_until = max(s.lease_until, s.lease.expires_at)
+                self.counters["leases_renewed"] += 1
         for rid in [r for r, s in self.staged.items() if now > s.lease_until]:
             self.counters["leases_expired"] += 1
             self._release(rid)
@@ -148,6 +159,9 @@ class PrefillWorker(RoleWorker):
         self.queue = deque(o for o in self.queue if o.request_id != request_id)
         self._release(request_id)
         self.early_pulls.pop(request_id, None)
+
+    def stats_live(self) -> int:
+        return len(self.staged) + len(self.queue)
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "queued": len(self.queue), "staged": len(self.staged)}

@@ -218,6 +218,9 @@ class RelayWorker(RoleWorker):
         if relay is not None:
             self._forget(relay)
 
+    def stats_live(self) -> int:
+        return len(self.relays)
+
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "live": len(self.relays),
                 "decoding": sum(r.state is not RelayState.WAIT_KV for r in self.relays.values())}

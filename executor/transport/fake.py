@@ -8,11 +8,15 @@ Two modes: `auto` (default) delivers at once on the sender's thread — the tran
 goes PENDING → DONE; manual (`auto=False`) holds transfers PENDING until the test
 calls `deliver()`, so tests can watch states and deadlines. `fail_next(dst)` makes
 the next transfer to `dst` FAILED; `drop(dst)` loses every message to it (no
-delivery: its transfers end FAILED at their deadline). No torch, no threads.
+delivery: its transfers end FAILED at their deadline); `partition(dc_a, dc_b)` does
+the same to every message between two datacenters (a cut WAN line) until `heal_partition`.
+A closed endpoint's name can be taken again (an instance restarted under its name).
+No torch, no threads.
 """
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 
@@ -30,11 +34,12 @@ class FakeNetwork:
         self.sent: list[Transfer] = []  # every transfer, in send order
         self._fail_next: dict[str, int] = {}
         self._dropped: set[str] = set()
+        self._cut: set[frozenset[str]] = set()  # datacenter pairs whose line is down
         self._lock = threading.Lock()
         self._delivering = threading.RLock()  # one delivery at a time: per-pair order is kept
 
     def endpoint(self, name: str, datacenter: str = "dc-a") -> FakeEndpoint:
-        if name in self.endpoints:
+        if name in self.endpoints and not self.endpoints[name].closed:
             raise ValueError(f"endpoint {name!r} already exists on this network")
         ep = FakeEndpoint(self, name, datacenter)
         self.endpoints[name] = ep
@@ -49,6 +54,17 @@ class FakeNetwork:
     def heal(self, dst: str) -> None:
         self._dropped.discard(dst)
 
+    def partition(self, dc_a: str, dc_b: str) -> None:
+        """Lose every message between the two datacenters (both ways) until `heal_partition`."""
+        self._cut.add(frozenset((dc_a, dc_b)))
+
+    def heal_partition(self, dc_a: str, dc_b: str) -> None:
+        self._cut.discard(frozenset((dc_a, dc_b)))
+
+    def _is_cut(self, src: str, dst: str) -> bool:
+        a, b = self.endpoints.get(src), self.endpoints.get(dst)
+        return a is not None and b is not None and frozenset((a.datacenter, b.datacenter)) in self._cut
+
     def _send(self, src: str, dst: str, message: Message, deadline_s: float | None) -> Transfer:
         data = encode(message)
         transfer = Transfer(src, dst, message, len(data), deadline_s)
@@ -61,7 +77,7 @@ class FakeNetwork:
             if dst not in self.endpoints or self.endpoints[dst].closed:
                 transfer.fail(f"unknown or closed endpoint {dst!r}")
                 return transfer
-            if dst in self._dropped:
+            if dst in self._dropped or self._is_cut(src, dst):
                 return transfer  # never delivered: FAILED at its deadline
             self.queue.append((transfer, data))
         if self.auto:
@@ -93,10 +109,13 @@ class FakeNetwork:
 
 
 class FakeEndpoint:
-    """One instance's side of a `FakeNetwork`."""
+    """One instance's side of a `FakeNetwork`; `address` differs for each incarnation of a name."""
+
+    _incarnations = itertools.count()
 
     def __init__(self, network: FakeNetwork, name: str, datacenter: str) -> None:
         self.network, self.name, self.datacenter = network, name, datacenter
+        self.address = f"fake://{name}/{next(self._incarnations)}"
         self.handler: Handler | None = None
         self.closed = False
 

@@ -280,3 +280,23 @@ class RequestError(Message):
     request_id: str
     source: str
     error: str
+
+
+# ---- health ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Ping(Message):
+    """Router → instance: a heartbeat (answered on the channel's thread, not after queued work)."""
+
+    seq: int
+    sent_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Pong(Message):
+    """Instance → router: alive; `load` (live requests + queued messages) tells overload apart."""
+
+    seq: int
+    source: str
+    load: int = 0

@@ -3,8 +3,8 @@ import pytest
 from placer.catalog import chip_catalog, get_chip, get_model, model_catalog
 from placer.errors import UnknownChipError, UnknownModelError
 from placer.problem import resolve
-from tests.placer.conftest import micro_dict
 from placer.specs import parse_scenario
+from tests.placer.conftest import micro_dict
 
 KIB = 1024
 

@@ -1,0 +1,1 @@
+"""Alembic migrations of the placer database (run programmatically by db.migrate)."""

@@ -1,0 +1,152 @@
+"""Solve jobs: the work behind ``POST /plans`` (and the shared scenario preparation).
+
+in:  a scenario mapping (inline or stored), objective, solver, time limit
+out: a ``solve_jobs`` row at submit time (inputs validated and snapshotted: custom chips
+     from the database merged in, the newest chip profiles captured); later, run by a
+     worker, the plan stored in ``plans`` and the job SUCCEEDED, or FAILED with the error.
+
+The solve itself is :func:`placer.optimize.optimize`, the function the CLI calls.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from db import repo
+from db.models import SolveJob, SolveStatus
+from db.session import session_scope
+from placer.errors import InputError, PlacerError, UnknownChipError
+from placer.specs import Scenario, parse_scenario
+
+log = logging.getLogger(__name__)
+
+
+def with_custom_chips(session: Session, spec: dict[str, Any]) -> dict[str, Any]:
+    """``spec`` plus the stored custom chips its inventories name and it does not define."""
+    from placer.catalog import chip_catalog
+
+    defined = {c.get("name") for c in spec.get("chips") or [] if isinstance(c, dict)}
+    wanted = []
+    for dc in spec.get("datacenters") or []:
+        if isinstance(dc, dict) and isinstance(dc.get("inventory"), dict):
+            wanted.extend(dc["inventory"])
+    catalog = chip_catalog()
+    extra = []
+    for name in dict.fromkeys(wanted):
+        if name in defined or name in catalog:
+            continue
+        row = repo.find_chip(session, name)
+        if row is not None:
+            extra.append(dict(row.spec))
+    if not extra:
+        return spec
+    return {**spec, "chips": [*(spec.get("chips") or []), *extra]}
+
+
+def check_scenario(spec: dict[str, Any]) -> Scenario:
+    """Validate a scenario mapping, including the chip and model names (InputError)."""
+    from placer.catalog import chip_catalog, get_model
+
+    scenario = parse_scenario(spec)
+    known = set(chip_catalog()) | {c.name for c in scenario.chips}
+    for c in scenario.chips:
+        if c.base is not None and c.base not in chip_catalog():
+            raise InputError(f"chips: {UnknownChipError(c.base, sorted(chip_catalog()))}")
+    for i, dc in enumerate(scenario.datacenters):
+        for chip in dc.inventory:
+            if chip not in known:
+                raise InputError(f"datacenters[{i}].inventory: {UnknownChipError(chip, sorted(known))}")
+    if isinstance(scenario.model, str):
+        get_model(scenario.model)
+    if not scenario.workload.classes and scenario.workload.trace:
+        try:
+            found = Path(scenario.workload.trace).is_file()
+        except (OSError, ValueError):  # e.g. an embedded NUL byte
+            found = False
+        if not found:
+            raise InputError(f"workload.trace: no trace file {scenario.workload.trace[:300]!r}")
+    return scenario
+
+
+def prepare(session: Session, spec: dict[str, Any]) -> tuple[dict[str, Any], Scenario]:
+    """The spec with custom chips merged in, and its validated Scenario."""
+    full = with_custom_chips(session, spec)
+    return full, check_scenario(full)
+
+
+def measured_for(session: Session, scenario: Scenario) -> dict[str, dict[str, Any]]:
+    """Newest stored profile of every chip the scenario's inventories name."""
+    return repo.latest_profiles(session, [chip for dc in scenario.datacenters for chip in dc.inventory])
+
+
+def submit(session: Session, spec: dict[str, Any], *, objective: str = "bcr", solver: str = "ortools",
+           time_limit_s: float = 30.0, marginals: bool = False, use_profiles: bool = True,
+           scenario_id: int | None = None) -> SolveJob:
+    """Validate and snapshot the inputs; a PENDING solve job (InputError on bad input)."""
+    from placer.optimize import OBJECTIVES
+
+    if objective not in OBJECTIVES:
+        raise InputError(f"objective: unknown {objective!r}; choose one of {', '.join(OBJECTIVES)}")
+    full, scenario = prepare(session, spec)
+    if objective == "max-goodput" and scenario.options.budget_usd_per_h is None:
+        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
+    measured = measured_for(session, scenario) if use_profiles else {}
+    request = {"scenario": full, "objective": objective, "solver": solver, "time_limit_s": time_limit_s,
+               "marginals": marginals, "measured": measured}
+    return repo.create_solve_job(session, scenario_name=scenario.name, request=request, scenario_id=scenario_id)
+
+
+@dataclass(frozen=True)
+class SolveOutcome:
+    job_id: int
+    status: SolveStatus
+    seconds: float
+    objective: str = ""
+    plan_id: int | None = None
+    error: str | None = None
+
+
+def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
+    """Run one PENDING solve job to the end; None when another worker already took it."""
+    from placer.optimize import optimize
+
+    with session_scope(factory) as session:
+        if not repo.claim_solve_job(session, job_id):
+            return None
+        job = repo.get_solve_job(session, job_id)
+        request, scenario_id = dict(job.request), job.scenario_id
+    start = time.perf_counter()
+    error, status_code, plan = None, None, None
+    try:
+        scenario = parse_scenario(request["scenario"])
+        plan = optimize(scenario, request["objective"], request["solver"], request["time_limit_s"],
+                        marginals=request["marginals"], measured=request["measured"] or None)
+    except PlacerError as err:
+        error, status_code = str(err), err.http_status
+    except Exception as err:  # a bug: keep the service up, record it on the job
+        log.exception("solve job %s failed", job_id)
+        error, status_code = f"internal error: {type(err).__name__}: {err}", 500
+    seconds = time.perf_counter() - start
+    with session_scope(factory) as session:
+        if plan is None:
+            repo.finish_solve_job(session, job_id, error=error, error_status=status_code)
+            return SolveOutcome(job_id, SolveStatus.FAILED, seconds, request["objective"], error=error)
+        row = repo.save_plan(session, plan, inputs=request, scenario_id=_existing_scenario(session, scenario_id),
+                             source="api")
+        repo.finish_solve_job(session, job_id, plan_id=row.id)
+        return SolveOutcome(job_id, SolveStatus.SUCCEEDED, seconds, request["objective"], plan_id=row.id)
+
+
+def _existing_scenario(session: Session, scenario_id: int | None) -> int | None:
+    """The scenario may have been deleted while the job ran; the plan keeps its snapshot."""
+    if scenario_id is None:
+        return None
+    from db.models import Scenario as ScenarioRow
+
+    return scenario_id if session.get(ScenarioRow, scenario_id) is not None else None

@@ -1,0 +1,181 @@
+"""`placer report`: a plan (and optionally its scenario and a sweep) → figures + one HTML file.
+
+in:  a Plan; optionally the Scenario it was solved for and a ``placer sweep`` CSV
+out: ``DIR/report.html`` (self-contained: figures inlined, no network) and every figure
+     as ``DIR/<name>.png`` and ``DIR/<name>.svg``; :class:`Report` lists them and says
+     what was left out and why.
+
+What needs what:
+
+* the plan alone: the diagram, metrics, pools, routes, lines, binding constraints;
+* with the scenario: PDD beside the baselines (:func:`placer.baselines.compare`, solved
+  here), and simulator runs of PDD, the naive cross-DC and the same-DC baseline (each at
+  the load it carries) for the TTFT CDF and the RLD-share / WAN-use timeline;
+* with a sweep CSV: the BCR-vs-hit-rate bathtub.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from placer.errors import InputError, PlacerError
+from placer.plan import Plan
+from placer.report import charts, figures, tables
+from placer.report.diagram import plan_diagram
+
+SIM_BASELINES = ("cross-dc-pd", "same-dc-pd")
+
+
+@dataclass
+class Figure:
+    stem: str
+    title: str
+    caption: str
+    html: str  # inline SVG, or an <img> with a data URI
+    files: list[Path] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    html_path: Path
+    files: list[Path]
+    notes: list[str]
+    """What was left out, and why (also printed at the top of the page)."""
+
+
+def _png_img(fig, alt: str) -> str:
+    from markupsafe import escape
+
+    data = base64.b64encode(figures.png_bytes(fig)).decode("ascii")
+    return f'<img class="figure" alt="{escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str | Path | None = None, *,
+                 requests: int = 5000, seed: int = 0, solver: str = "ortools", time_limit_s: float = 30.0,
+                 source: str = "", log=None) -> Report:
+    """Draw what the inputs allow and write the report; see the module docstring.
+
+    ``scenario``: a :class:`~placer.specs.Scenario` or a resolved Problem, or None.
+    ``log``: optional callable for progress lines. Raises InputError for bad inputs (an
+    unwritable ``out_dir``, an unreadable sweep, a plan that does not fit the scenario).
+    """
+    say = log or (lambda _msg: None)
+    out = Path(out_dir)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"--out: cannot create {str(out)!r}: {err.strerror}") from None
+    sweep_rows = charts.read_sweep(sweep_csv) if sweep_csv is not None else None
+    notes: list[str] = []
+    figs: list[Figure] = []
+    problem = None
+    dc_names = None
+    if scenario is not None:
+        from placer.optimize import as_problem
+
+        problem = as_problem(scenario)
+        dc_names = list(problem.dc_names)
+        _check_fits(plan, problem)
+        if problem.name != plan.scenario:
+            notes.append(f"the plan was made for scenario {plan.scenario!r}; it is drawn against "
+                         f"{problem.name!r} as given")
+
+    def add(fig, stem: str, title: str, caption: str, inline_svg: bool = False) -> None:
+        html = figures.inline_svg(fig, stem) if inline_svg else _png_img(fig, title)
+        files = figures.write(fig, out, stem)
+        figures.close(fig)
+        figs.append(Figure(stem, title, caption, html, files))
+
+    add(plan_diagram(plan, dc_names), "plan-diagram", "The plan",
+        "Datacenters with their pools (role, chip, tensor-parallel degree, instances) and the WAN lines "
+        "with their capacity and the Gbit/s and req/s the plan sends each way.", inline_svg=True)
+
+    comparison = None
+    sims: list = []
+    if problem is None:
+        notes.append("no scenario given (--scenario): the baseline comparison, the simulated TTFT CDF and the "
+                     "RLD-share / WAN-use timeline need it; only what the plan alone shows is drawn")
+    else:
+        from placer.baselines import compare
+        from placer.optimize import OBJECTIVES
+
+        objective = plan.objective if plan.objective in OBJECTIVES else "bcr"
+        say("solving the baselines")
+        comparison = compare(problem, objective, solver, time_limit_s, pdd=plan)
+        add(charts.baseline_bars(comparison), "baselines", "PDD beside the PD baselines",
+            "Each baseline solved in the same model, prices and SLA (placer compare).")
+        from placer.report.simdata import simulate_plan
+
+        say("simulating the plan")
+        sims.append(simulate_plan(problem, plan, "pdd", requests, seed))
+        for name in SIM_BASELINES:
+            base = comparison["baselines"].get(name)
+            if not isinstance(base, Plan):
+                notes.append(f"TTFT CDF: no {name} curve: {base.get('error', 'no plan') if base else 'not solved'}")
+                continue
+            say(f"simulating {name}")
+            try:
+                sims.append(simulate_plan(problem, base, name, requests, seed))
+            except PlacerError as err:
+                notes.append(f"TTFT CDF: no {name} curve: the simulator refused its plan: {err}")
+        if not sims[0].per_request:
+            notes.append("the simulator gave no per-request data: the TTFT CDF is drawn through P50/P90/P99 and "
+                         "the RLD share over time is left out")
+        add(charts.ttft_cdf(sims, problem.ttft_p90_s), "ttft-cdf", "Simulated TTFT distribution",
+            f"{requests} simulated requests per plan (seed {seed}), each plan at the load it carries; the "
+            "dashed line is the SLA's P90 TTFT.")
+        has_rld = any(p.role == "RLD" and p.count > 0 for p in plan.pools)
+        add(charts.timeline(sims[0], plan.metrics.rld_token_share, has_rld), "timeline",
+            "RLD token share and WAN use over time",
+            "From the simulation of the PDD plan: the share of output tokens RelayDecode emitted, per time bin "
+            "of finishing requests, and each WAN line's Gbit/s (dashed: capacity).")
+    if sweep_rows is not None:
+        add(charts.bathtub(sweep_rows), "bathtub", "BCR against hit rate",
+            f"From {Path(sweep_csv).name}: each variant optimised (ILP) and simulated.")
+    else:
+        notes.append("no sweep given (--sweep CSV from `placer sweep --vary hit-mean`): no bathtub curve")
+
+    html_path = out / "report.html"
+    html = render_html(plan, figs, notes, comparison, sims[0].data if sims else None, source)
+    try:
+        html_path.write_text(html, encoding="utf-8")
+    except OSError as err:
+        raise InputError(f"--out: cannot write {str(html_path)!r}: {err.strerror}") from None
+    files = [html_path] + [p for f in figs for p in f.files]
+    return Report(html_path, files, notes)
+
+
+def _check_fits(plan: Plan, problem) -> None:
+    """InputError (naming --scenario) when the plan uses a datacenter or chip the scenario lacks."""
+    for p in plan.pools:
+        if p.datacenter not in problem.dc_names:
+            raise InputError(f"--scenario: the plan has a pool in datacenter {p.datacenter!r}, which scenario "
+                             f"{problem.name!r} does not have (it has {', '.join(problem.dc_names)})")
+        if p.chip not in problem.chips:
+            raise InputError(f"--scenario: the plan uses chip {p.chip!r}, which scenario {problem.name!r} does "
+                             f"not know")
+
+
+def _environment():
+    try:
+        import jinja2
+    except ImportError:
+        raise InputError("jinja2 is not installed: install placer[service] to write reports") from None
+    return jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent / "templates"),
+                              autoescape=True, trim_blocks=True, lstrip_blocks=True)
+
+
+def render_html(plan: Plan, figs: list[Figure], notes: list[str], comparison: dict | None, sim: dict | None,
+                source: str = "") -> str:
+    """The report page: one file, CSS inline, figures inlined."""
+    from placer.report.figures import safe_id
+
+    template = _environment().get_template("report.html.j2")
+    return template.render(
+        plan=plan, source=source, notes=notes, figures=figs, safe_id=safe_id,
+        metrics=tables.metric_rows(plan, sim), simulated=sim is not None, solver=tables.solver_line(plan),
+        pools=tables.pool_rows(plan), routes=tables.route_rows(plan), links=tables.link_rows(plan),
+        binding=tables.binding_rows(plan), baselines=tables.baseline_rows(comparison) if comparison else None,
+    )

@@ -1,0 +1,91 @@
+"""Plan → rows of display strings, shared by the HTML report and the dashboard.
+
+in:  a :class:`~placer.plan.Plan` (and optionally a Simulation JSON or a comparison)
+out: lists of plain dicts / tuples of strings; no HTML here (the templates escape).
+"""
+
+from __future__ import annotations
+
+from placer.plan import Plan
+from placer.report.diagram import ROLE_ORDER
+
+
+def _f(x: float, digits: int = 3) -> str:
+    return f"{x:.{digits}f}"
+
+
+def metric_rows(plan: Plan, sim: dict | None = None) -> list[tuple[str, str, str]]:
+    """(metric, planned by the ILP, simulated or "") rows."""
+    m = plan.metrics
+    s = sim or {}
+
+    def sv(key: str, fmt) -> str:
+        return fmt(s[key]) if key in s else ""
+
+    return [
+        ("BCR (SLA requests per USD)", _f(m.bcr_requests_per_usd, 2), sv("bcr_requests_per_usd", lambda v: _f(v, 2))),
+        ("cost (USD/h)", _f(m.cost_usd_per_h, 2), sv("cost_usd_per_h", lambda v: _f(v, 2))),
+        ("SLA goodput (req/s)", _f(m.goodput_rps), sv("goodput_rps", _f)),
+        ("served / offered (req/s)", f"{_f(m.served_rps)} / {_f(m.offered_rps)}",
+         f"{_f(s['served_rps'])} / {_f(s['offered_rps'])}" if "served_rps" in s else ""),
+        ("SLA attainment", f"{100 * m.sla_attainment:.1f} %", sv("sla_attainment", lambda v: f"{100 * v:.1f} %")),
+        ("TTFT P50 / P90 / P99 (s)", f"{_f(m.ttft_p50_s)} / {_f(m.ttft_p90_s)} / {_f(m.ttft_p99_s)}",
+         f"{_f(s['ttft_p50_s'])} / {_f(s['ttft_p90_s'])} / {_f(s['ttft_p99_s'])}" if "ttft_p50_s" in s else ""),
+        ("TPOT (s)", _f(m.tpot_s, 4), f"P50 {_f(s['tpot_p50_s'], 4)}, P90 {_f(s['tpot_p90_s'], 4)}"
+         if "tpot_p50_s" in s else ""),
+        ("WAN (Gbit/s)", _f(m.wan_gbit_per_s, 2),
+         _f(sum(l.get("mean_gbit_per_s", 0.0) for l in s.get("links", [])), 2) if "links" in s else ""),
+        ("RLD share of output tokens", f"{100 * m.rld_token_share:.1f} %",
+         sv("rld_token_share", lambda v: f"{100 * v:.1f} %")),
+    ]
+
+
+def solver_line(plan: Plan) -> str:
+    so = plan.solver
+    return f"{so.backend} {so.status}, MIP gap {100 * so.mip_gap:.2f} %, {so.seconds:.2f} s"
+
+
+def pool_rows(plan: Plan) -> list[dict]:
+    pools = sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp))
+    return [{"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": p.tp, "count": p.count,
+             "chips": p.count * p.tp} for p in pools if p.count > 0]
+
+
+def route_rows(plan: Plan) -> list[dict]:
+    return [{"request_class": r.request_class, "pipeline": r.pipeline, "src": r.src, "dst": r.dst,
+             "rps": _f(r.rps, 4)} for r in plan.routes]
+
+
+def link_rows(plan: Plan) -> list[dict]:
+    return [{"src": l.src, "dst": l.dst, "used": _f(l.gbit_per_s_used, 2), "capacity": f"{l.gbit_per_s_capacity:g}",
+             "utilisation": f"{100 * l.gbit_per_s_used / l.gbit_per_s_capacity:.1f} %"
+             if l.gbit_per_s_capacity > 0 else "-"} for l in plan.links]
+
+
+def binding_rows(plan: Plan) -> list[dict]:
+    """Binding constraints with what one more unit buys (``marginal``) and, when the
+    planner priced it, the BCR change in req/USD."""
+    rows = []
+    for b in plan.binding:
+        extra = b.model_extra or {}
+        delta = extra.get("delta_bcr_requests_per_usd")
+        rows.append({"constraint": b.constraint, "marginal": b.marginal,
+                     "delta": f"{delta:+.3f}" if isinstance(delta, (int, float)) else ""})
+    return rows
+
+
+def baseline_rows(comparison: dict) -> list[dict]:
+    """One row per plan in a ``compare`` result (PDD first), with the reason a baseline is
+    shown the way it is, or why it has no plan."""
+    pdd: Plan = comparison["pdd"]
+    rows = []
+    for name, plan in [("pdd", pdd), *comparison["baselines"].items()]:
+        if not isinstance(plan, Plan):
+            rows.append({"name": name, "error": plan.get("error", "no plan")})
+            continue
+        m = plan.metrics
+        notes = [n for n in plan.notes if n.startswith("cannot")]
+        rows.append({"name": name, "bcr": _f(m.bcr_requests_per_usd, 2), "cost": _f(m.cost_usd_per_h, 2),
+                     "goodput": _f(m.goodput_rps), "ttft_p90": _f(m.ttft_p90_s), "wan": _f(m.wan_gbit_per_s, 2),
+                     "chips": sum(p.count * p.tp for p in plan.pools), "note": "; ".join(notes)})
+    return rows
