@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dashboard.support import TOKEN, artifact, browser_missing, chromium, live_server, make_app
+from tests.dashboard.support import TOKEN, artifact, browser_missing, chromium, make_app
+from tests.support import live_server
 
 pytestmark = pytest.mark.skipif(browser_missing() is not None, reason=browser_missing() or "")
 

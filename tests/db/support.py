@@ -7,7 +7,6 @@ is dropped afterwards.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import uuid
@@ -50,34 +49,8 @@ def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
         admin.dispose()
 
 
-#: llama-3.1-8b on a few H100s and L40S: every solve takes well under a second.
-MICRO = {
-    "name": "micro",
-    "model": "llama-3.1-8b",
-    "kv_dtype": "bf16",
-    "datacenters": [
-        {"name": "dc-a", "inventory": {"H100-SXM": 4}},
-        {"name": "dc-b", "inventory": {"L40S": 4}},
-    ],
-    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 10, "rtt_ms": 20}],
-    "workload": {
-        "arrival_rps": 6.0,
-        "classes": [
-            {"name": "hot", "share": 0.8, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.95},
-            {"name": "cold", "share": 0.15, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.3},
-            {"name": "odd", "share": 0.05, "input_tokens": 16384, "output_tokens": 128, "hit_rate": 0.1},
-        ],
-    },
-    "sla": {"ttft_p90_s": 2.0, "tpot_s": 0.05},
-    "options": {"tp_degrees": [1, 2], "filter_min_input_tokens": 8192},
-}
-
-
-def micro(**changes) -> dict:
-    """A deep copy of the micro scenario with top-level keys replaced."""
-    data = copy.deepcopy(MICRO)
-    data.update(copy.deepcopy(changes))
-    return data
+from tests.placer.conftest import MICRO  # noqa: E402,F401  (the planner tests' small scenario)
+from tests.placer.conftest import micro_dict as micro  # noqa: E402
 
 
 def two_dc(**changes) -> dict:

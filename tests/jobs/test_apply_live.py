@@ -3,16 +3,13 @@ plan goes over HTTP to the executor's server, which changes its instances live."
 
 from __future__ import annotations
 
-import socket
-import threading
-import time
-
 import pytest
 
 from db import repo
 from db.models import RunOutcome
 from placer.jobs import runner
 from tests.jobs.support import add_job
+from tests.support import live_server
 
 pytest.importorskip("torch")
 
@@ -21,7 +18,6 @@ pytest.importorskip("torch")
 def deployment():
     """A two-datacenter deployment (one P, one MD of a tiny seeded model) behind a real server."""
     import torch
-    import uvicorn
 
     from executor.cluster import LocalCluster
     from executor.engine import EngineConfig, ModelConfig
@@ -35,20 +31,11 @@ def deployment():
              InstanceSpec("md-dc-b-l40s-tp1-0", "MD", "dc-b", "L40S", 1)]
     cluster = LocalCluster(start, model, EngineConfig(backend="torch", block_size=4, num_blocks=256),
                            transport="fake", threads=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(cluster.router, deployment=cluster), host="127.0.0.1",
-                                           port=port, log_level="error"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    end = time.monotonic() + 10
-    while not server.started and time.monotonic() < end:
-        time.sleep(0.02)
-    yield cluster, f"http://127.0.0.1:{port}"
-    server.should_exit = True
-    thread.join(10)
-    cluster.close()
+    try:
+        with live_server(create_app(cluster.router, deployment=cluster)) as url:
+            yield cluster, url
+    finally:
+        cluster.close()
 
 
 def test_an_apply_job_moves_the_running_deployment_to_the_adopted_plan(factory, trace, deployment):
