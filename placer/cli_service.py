@@ -180,6 +180,9 @@ def register(app: typer.Typer) -> None:
         min_gain: Annotated[float, typer.Option("--min-gain", help="Minimum BCR gain, percent.")] = 5.0,
         max_pool_changes: Annotated[int | None, typer.Option(help="Hold back plans changing more pools.")] = None,
         cooldown: Annotated[str, typer.Option(help="Minimum time between adoptions, e.g. 6h.")] = "0",
+        deploy_url: Annotated[str | None, typer.Option(
+            help="apply mode: the running deployment's server (placer deploy); adopted plans are applied "
+            "to it live.")] = None,
         objective: Annotated[str, typer.Option(help="bcr, min-cost or max-goodput.")] = "bcr",
         solver: Annotated[str, typer.Option(help="ortools, ortools-highs, ortools-scip or pulp.")] = "ortools",
         time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")] = 30.0,
@@ -213,7 +216,8 @@ def register(app: typer.Typer) -> None:
                 schedule = TypeAdapter(Schedule).validate_python(schedule).model_dump()
                 workload = TypeAdapter(WorkloadSource).validate_python(workload).model_dump()
                 policy = Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
-                                cooldown_s=parse_duration(cooldown, "--cooldown")).model_dump()
+                                cooldown_s=parse_duration(cooldown, "--cooldown"),
+                                deploy_url=deploy_url).model_dump()
             except ValidationError as e:
                 raise InputError(_validation_message(e)) from None
             factory = _connect(database_url)
