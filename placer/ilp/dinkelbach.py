@@ -26,7 +26,8 @@ from placer.ilp.formulation import Formulation
 
 EPS = 1e-6
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
-REL_GAP = 2e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
+REL_GAP = 5e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
+SEED_GAP = 0.02  # relative gap of the first MILP, whose plan only seeds λ
 MAX_ITERATIONS = 30
 
 
@@ -153,7 +154,10 @@ def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
         # Stop each MILP once F(λ) is known within REL_GAP of the goodput at stake: the
         # ratio is then within that fraction of the optimum.
         abs_gap = max(ABS_GAP, REL_GAP * _goodput(form, hint)) if hint else ABS_GAP
-        res = solve(model, backend, left(), hint=hint, mip_gap=mip_gap, abs_gap=abs_gap)
+        gap_rel = mip_gap
+        if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
+            abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
+        res = solve(model, backend, left(), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
         _check(res, form, time_limit_s)
         if res.status is Status.FEASIBLE:
             status = "feasible"

@@ -8,7 +8,7 @@ Sets
   (PD baselines); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
   meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier
-  u_t ∈ u·{1, .7, .45}, admitted classes ∈ {mix, light}): a busier queue is cheaper
+  u_t ∈ u·{1, .7, .45}, admitted classes ∈ {mix, light (top tier only)}): a busier queue is cheaper
   per request but waits longer; a "mix" queue takes every class in the scenario's
   proportions, a "light" one only classes whose prefill is at most 25 % of the TTFT
   budget, so short prefills can be kept from waiting behind long ones.
@@ -69,6 +69,7 @@ goodput = Σ_f (1 − late[f]) x_f (req/s meeting the SLA); cost = Σ_q price_q 
 from __future__ import annotations
 
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.ilp.model import LinearModel
@@ -110,7 +111,8 @@ class Pool:
 P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
 #: A class is "heavy" on a P pool when its prefill takes more than this share of the
 #: TTFT budget; "light" queues admit only the others, so short prefills never wait
-#: behind long ones.
+#: behind long ones. Light queues are short-service queues: they come at the top
+#: utilisation tier only (their waits are short there already).
 HEAVY_PREFILL_SHARE = 0.25
 
 
@@ -253,7 +255,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     light = light_classes(problem, im)
                     mixes = ["mix", "light"] if light and len(light) < len(problem.classes) else ["mix"]
                     for tier in P_UTILIZATION_TIERS:
-                        for mix in mixes:
+                        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else ["mix"]:
                             pool = Pool(P, dc.name, chip, tp, round(opts.utilization_cap * tier, 4), mix)
                             pools.append(pool)
                             instances[pool] = im
@@ -373,16 +375,28 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
         elif f.pipeline == P_RLD:
             eager[f] = float(c.output_tokens)
         hold[f] = pre + staged
+    # A relayed flow whose direct twin (same class, P queue and destination) is late no
+    # more often is dominated: it needs an RLD besides and holds KV on P as long. Drop it.
+    direct = {(f.k, f.p, f.dst): late[f] for f in flows if f.pipeline == P_MD}
+    flows = [f for f in flows if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
+    for f in flows:
         x[f] = m.var(f"x[{problem.classes[f.k].name},{f.pipeline},{f.p.label},{f.dst}]")
+
+    by_class, by_pool, by_route, by_link = (defaultdict(list) for _ in range(4))
+    for f in flows:
+        by_class[f.k].append(f)
+        by_pool[f.p].append(f)
+        by_route[(f.k, f.pipeline, f.dst)].append(f)
+        by_link[(f.src, f.dst)].append(f)
 
     # (C1) demand
     for k, c in enumerate(problem.classes):
-        coeffs = {x[f]: 1.0 for f in flows if f.k == k}
+        coeffs = {x[f]: 1.0 for f in by_class[k]}
         coeffs[g] = -c.share
         m.add(f"demand[{c.name}]", "demand", coeffs, "==", 0.0)
     # (C3) P capacity and (C4) P memory; (C13) a "mix" queue carries the class mix in proportion
     for p in (q for q in pools if q.role == P):
-        mine = [f for f in flows if f.p == p]
+        mine = by_pool[p]
         if p.mix == "mix":
             total = m.var(f"X[{p.label}]")
             for k, c in enumerate(problem.classes):
@@ -401,7 +415,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     for k, c in enumerate(problem.classes):
         for d in problem.dc_names:
             for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
-                feeding = [f for f in flows if f.k == k and f.dst == d and f.pipeline in pipes]
+                feeding = [f for pipe in pipes for f in by_route[(k, pipe, d)]]
                 targets = [q for q in decode if q.role == role and q.dc == d]
                 if not feeding or not targets:
                     continue
@@ -418,7 +432,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
             targets = [q for q in decode if q.role == RLD and q.dc == src]
             for pipe in (P_RLD_MD, P_RLD):
                 for d in problem.dc_names:
-                    feeding = [f for f in flows if f.k == k and f.src == src and f.dst == d and f.pipeline == pipe]
+                    feeding = [f for f in by_route[(k, pipe, d)] if f.src == src]
                     if not feeding or not targets:
                         continue
                     tokens = eager[feeding[0]]
@@ -437,7 +451,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
 
     # (C8) links
     for (s, d), link in sorted(problem.links.items()):
-        over = [f for f in flows if f.src == s and f.dst == d]
+        over = by_link[(s, d)]
         if not over:
             continue
         coeffs = {x[f]: wbytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
