@@ -27,7 +27,7 @@ from placer.specs import ChipSpec, Scenario
 VARY = ("hit-mean", "link-gbit", "price", "load")
 COLUMNS = ("value", "status", "ilp_bcr_requests_per_usd", "sim_bcr_requests_per_usd", "ilp_goodput_rps",
            "sim_goodput_rps", "ilp_ttft_p90_s", "sim_ttft_p90_s", "sim_ttft_p99_s", "cost_usd_per_h",
-           "ilp_rld_token_share", "sim_rld_token_share", "mean_hit_rate", "error")
+           "ilp_rld_token_share", "sim_rld_token_share", "mean_hit_rate", "mean_new_tokens", "error")
 
 
 def default_price_chip(scenario: Scenario) -> str:
@@ -117,6 +117,7 @@ def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, see
         scen = variant(parse_scenario(scenario_data), vary, value, chip)
         problem = resolve(scen)
         row["mean_hit_rate"] = sum(c.share * c.hit_rate for c in problem.classes)
+        row["mean_new_tokens"] = sum(c.share * max(1.0, (1 - c.hit_rate) * c.input_tokens) for c in problem.classes)
         plan = optimize(problem, "bcr", solver, time_limit_s, marginals=False)
         sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
     except PlacerError as err:
@@ -206,12 +207,21 @@ def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:
     import matplotlib.pyplot as plt
 
     xs = [r["value"] for r in rows]
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+    per_token = vary == "hit-mean" and all(r.get("mean_new_tokens") for r in rows)
+    fig, axes = plt.subplots(3 if per_token else 2, 1, figsize=(7, 10 if per_token else 7), sharex=True)
+    ax1, ax2 = axes[0], axes[-1]
     ax1.plot(xs, [r["ilp_bcr_requests_per_usd"] for r in rows], "o--", label="ILP")
     ax1.plot(xs, [r["sim_bcr_requests_per_usd"] for r in rows], "s-", label="simulated")
     ax1.set_ylabel("BCR (SLA requests per USD)")
     ax1.legend()
     ax1.grid(alpha=0.3)
+    if per_token:  # prefill efficiency: flat but for the dips where a small tail chunk starts
+        ax = axes[1]
+        ax.plot(xs, [r["sim_bcr_requests_per_usd"] * r["mean_new_tokens"] for r in rows], "s-", color="C2",
+                label="simulated")
+        ax.set_ylabel("prefilled tokens per USD\n(BCR × new tokens per request)")
+        ax.legend()
+        ax.grid(alpha=0.3)
     ax2.plot(xs, [r["ilp_ttft_p90_s"] for r in rows], "o--", label="ILP P90")
     ax2.plot(xs, [r["sim_ttft_p90_s"] for r in rows], "s-", label="simulated P90")
     ax2.plot(xs, [r["sim_ttft_p99_s"] for r in rows], "^:", label="simulated P99")
