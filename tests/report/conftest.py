@@ -9,21 +9,11 @@ import math
 import pytest
 
 from tests.dashboard.support import MICRO
+from tests.placer.sim.conftest import SMALL_PDD
 
-#: Two datacenters, a 10 Gbit/s line that low-hit prompts cannot cross within the SLA:
-#: the plan sends them P→RLD→MD, so RelayDecode emits a few per cent of the tokens.
-RELAY = {
-    "name": "relay", "model": "llama-3.1-8b", "kv_dtype": "bf16",
-    "datacenters": [{"name": "dc-a", "inventory": {"H100-SXM": 8}}, {"name": "dc-b", "inventory": {"H20": 32}}],
-    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 10, "rtt_ms": 30, "jitter_ms": 3}],
-    "workload": {"arrival_rps": 24.0, "classes": [
-        {"name": "hot", "share": 0.6, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.97},
-        {"name": "warm", "share": 0.25, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.9},
-        {"name": "cold", "share": 0.11, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.4},
-        {"name": "odd", "share": 0.04, "input_tokens": 16384, "output_tokens": 128, "hit_rate": 0.1}]},
-    "sla": {"ttft_p90_s": 1.0, "tpot_s": 0.03},
-    "options": {"tp_degrees": [1, 2]},
-}
+#: The simulator tests' relaying scenario: low-hit prompts cannot cross its 10 Gbit/s line
+#: within the SLA, so the plan sends them P→RLD→MD and RelayDecode emits a few per cent.
+RELAY = {**SMALL_PDD, "name": "relay"}
 
 
 @pytest.fixture(scope="session")
