@@ -162,8 +162,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     for r in plan.routes:
         c = classes[r.request_class]
         total_tokens += r.rps * c.output_tokens
-    # MD emits what RLD did not
-    for st in decode.values():
+    # decode batch by Little's law: B = tokens/s per instance × step(B)
+    for key, st in decode.items():
         if st.tokens_per_s <= 0:
             continue
         ctx = st.context_weighted / st.tokens_per_s
@@ -179,7 +179,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         st.batch = max(batch, 1.0)
         st.step_s = st.im.step_s(st.batch, ctx)
         if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
-            notes.append(f"decode pool {_label(_key_of(decode, st))}: step {st.step_s:.4f} s at batch "
+            notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                          f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
 
     # flows: one per P assignment
@@ -324,10 +324,6 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
 
 def _label(key: PoolKey) -> str:
     return f"{key[0]} {key[1]} {key[2]} tp{key[3]}"
-
-
-def _key_of(decode: dict, state: DecodeState) -> PoolKey:
-    return next(k for k, s in decode.items() if s is state)
 
 
 def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:
