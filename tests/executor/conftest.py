@@ -13,13 +13,20 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
-    # The test models are tiny: one thread avoids OpenMP start-up and contention costs
-    # that made them ~20x slower on a busy 2-core machine.
-    torch.set_num_threads(1)
 
 import pytest  # noqa: E402
 
 from executor.engine import Engine, EngineConfig, ModelConfig  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The test models are tiny and engines share the process with worker threads: one
+    intra-op thread avoids OpenMP spin-waits that made them ~20x slower on a busy machine."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture

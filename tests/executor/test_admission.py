@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-import pytest
 from fastapi.testclient import TestClient
 
 from executor.admission import AdmissionPolicy
@@ -18,14 +17,6 @@ SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a
 BODY = {"prompt": "hello there", "max_tokens": 4}
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _served(model_config, **kw):

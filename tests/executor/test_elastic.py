@@ -21,14 +21,6 @@ PROMPTS = [[256, *f"request {k}: the quick brown fox".encode()] for k in range(2
 N = 12
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _sampling(n: int = N) -> SamplingParams:

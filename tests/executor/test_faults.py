@@ -22,14 +22,6 @@ P0, RLD0 = InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc
 MD0, MD1 = InstanceSpec("md0", "MD", "dc-b", "B"), InstanceSpec("md1", "MD", "dc-b", "B")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _sampling(n: int = MAX_NEW) -> SamplingParams:

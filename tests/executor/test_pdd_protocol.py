@@ -22,16 +22,6 @@ PROMPT = [256, *b"the quick brown fox jumps over the lazy dog"]
 MAX_NEW = 40
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Engines here share the process with worker threads: one intra-op thread each avoids
-    OpenMP spin-waits that make tiny ops slow on a busy machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _sampling(n: int = MAX_NEW) -> SamplingParams:

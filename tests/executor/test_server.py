@@ -18,16 +18,6 @@ SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a
          InstanceSpec("md0", "MD", "dc-b", "B")]
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Engines here share the process with worker threads: one intra-op thread each avoids
-    OpenMP spin-waits that make tiny ops slow on a busy machine."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture
