@@ -13,9 +13,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
+from placer.cli_output import err, fail, out
 from placer.errors import PlacerError
 
 app = typer.Typer(
@@ -25,8 +24,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 
 class Objective(str, Enum):
@@ -49,11 +46,6 @@ TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit,
 ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
 
 
-def _fail(error: PlacerError) -> None:
-    err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(error.exit_code)
-
-
 def _write(path: Path | None, text: str) -> None:
     if path is None:
         return
@@ -62,7 +54,7 @@ def _write(path: Path | None, text: str) -> None:
     except OSError as e:
         from placer.errors import InputError
 
-        _fail(InputError(f"--out: cannot write {str(path)!r}: {e.strerror}"))
+        fail(InputError(f"--out: cannot write {str(path)!r}: {e.strerror}"))
 
 
 @app.command()
@@ -98,7 +90,7 @@ def optimize(
                                solver=solver.value, time_limit_s=time_limit,
                                log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
     except PlacerError as e:
-        _fail(e)
+        fail(e)
     text = plan.to_json()
     _write(out_path, text)
     if json_out:
@@ -125,7 +117,7 @@ def evaluate(
     try:
         plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file), solver.value, time_limit)
     except PlacerError as e:
-        _fail(e)
+        fail(e)
     if json_out:
         print(plan.to_json())
     else:
@@ -151,7 +143,7 @@ def compare(
     try:
         result = run(as_problem(load_scenario(scenario)), objective.value, solver.value, time_limit)
     except PlacerError as e:
-        _fail(e)
+        fail(e)
     if json_out:
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
@@ -166,7 +158,9 @@ def compare(
 
 def _measured(source: str, scenario) -> dict:
     """Measured efficiencies for the scenario's chips (profiler.calibrate)."""
-    from profiler.calibrate import measured_from  # a face may call a sibling; the planner never does
+    from profiler.calibrate import (
+        measured_from,  # a face may call a sibling; the planner never does
+    )
 
     chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
     return measured_from(source, chips=chips)

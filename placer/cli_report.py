@@ -14,14 +14,7 @@ from typing import Annotated
 
 import typer
 
-
-def _fail(error) -> None:
-    from rich.markup import escape
-
-    from placer.cli import err
-
-    err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(getattr(error, "exit_code", 1))
+from placer.cli_output import fail as _fail
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +36,7 @@ def register(app: typer.Typer) -> None:
         """Draw a plan: a self-contained HTML report with its diagram, metrics and charts."""
         import math
 
-        from placer.cli import err, out
+        from placer.cli_output import err, out
         from placer.errors import InputError, PlacerError
         from placer.plan import load_plan
 

@@ -16,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from placer.cli_output import fail as _fail
+
 DatabaseOpt = Annotated[str | None, typer.Option(
     "--database-url", help="SQLAlchemy URL (default: PLACER_DATABASE_URL, else a SQLite file in the user's data dir).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
@@ -32,13 +34,6 @@ def parse_duration(text: str, option: str) -> float:
     if not match:
         raise InputError(f"{option}: not a duration {text!r}; use e.g. 90s, 15m, 1h or 2d")
     return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def _fail(error) -> None:
-    from placer.cli import err
-
-    err.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
-    raise typer.Exit(getattr(error, "exit_code", 1))
 
 
 @contextmanager
@@ -151,7 +146,7 @@ def register(app: typer.Typer) -> None:
         from pydantic import ValidationError
 
         from placer.api import Settings, create_app
-        from placer.cli import err
+        from placer.cli_output import err
 
         token = token or os.environ.get("PLACER_API_TOKEN")
         if not token:
@@ -253,7 +248,7 @@ def register(app: typer.Typer) -> None:
             return
         from rich.table import Table
 
-        from placer.cli import out as console
+        from placer.cli_output import out as console
 
         table = Table("id", "name", "scenario", "schedule", "workload", "policy", "current plan", "last run")
         for j in out:

@@ -16,6 +16,8 @@ from typing import Annotated
 
 import typer
 
+from placer.cli_output import fail as _fail
+
 
 class WorkloadKind(str, Enum):
     classes = "classes"
@@ -45,18 +47,9 @@ class Vary(str, Enum):
     load = "load"
 
 
-def _fail(error) -> None:
-    from rich.markup import escape
-
-    from placer.cli import err
-
-    err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(getattr(error, "exit_code", 1))
-
-
 def _progress(total: int):
     """A progress bar on stderr for long runs in a terminal; None otherwise."""
-    from placer.cli import err
+    from placer.cli_output import err
 
     if total < 20_000 or not err.is_terminal:
         return None, None
@@ -174,7 +167,7 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(result.to_json())
         else:
-            from placer.cli import out
+            from placer.cli_output import out
 
             out.print(simulate_view(result, plan))
 
@@ -237,7 +230,7 @@ def register(app: typer.Typer) -> None:
             csv_path, png_path = write_outputs(rows, out_dir, vary.value, f"{loaded.name}: BCR against {vary.value}")
         except PlacerError as e:
             _fail(e)
-        from placer.cli import out
+        from placer.cli_output import out
 
         for r in rows:
             if r["status"] == "ok":

@@ -12,14 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from placer.cli_output import err, out
+from placer.cli_output import fail as _fail
 from placer.errors import InputError, PlacerError
-
-out = Console()
-err = Console(stderr=True)
 
 profile_app = typer.Typer(help="Measure chips on the four dimensions and probe WAN links.", no_args_is_help=True)
 
@@ -27,11 +25,6 @@ profile_app = typer.Typer(help="Measure chips on the four dimensions and probe W
 def register(app: typer.Typer) -> None:
     """Add the ``profile`` command group to the ``placer`` app."""
     app.add_typer(profile_app, name="profile")
-
-
-def _fail(error: PlacerError) -> None:
-    err.print(f"[bold red]error:[/bold red] {error}", highlight=False, soft_wrap=True)
-    raise typer.Exit(error.exit_code)
 
 
 def _progress(json_out: bool) -> Progress:
