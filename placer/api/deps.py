@@ -10,6 +10,8 @@ from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
+from db.session import session_scope
+
 from placer.api.service import Service
 
 _bearer = HTTPBearer(auto_error=False, description="The service token (placer serve --token).")
@@ -24,27 +26,13 @@ ServiceDep = Annotated[Service, Depends(get_service)]
 
 def get_session(service: ServiceDep) -> Iterator[Session]:
     """One session per request: committed when the handler returns, rolled back on error."""
-    session = service.factory()
-    try:
+    with session_scope(service.factory) as session:
         yield session
-        session.commit()
-    except BaseException:
-        session.rollback()
-        raise
-    finally:
-        session.close()
 
 
-def _session_dependency():
-    """``scope="function"`` (FastAPI >= 0.121): the commit happens before the response is
-    sent, so a client that reads right after a write sees it."""
-    try:
-        return Depends(get_session, scope="function")
-    except TypeError:  # older FastAPI: no scopes (before 0.106 the exit ran before sending anyway)
-        return Depends(get_session)
-
-
-SessionDep = Annotated[Session, _session_dependency()]
+# scope="function" (FastAPI >= 0.121, pinned): the commit happens before the response is
+# sent, so a client that reads right after a write sees it.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 
 
 def require_token(service: ServiceDep,
