@@ -18,9 +18,9 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.ilp.formulation import (
-    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, instance, wan_bytes,
+    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, first_kv_s, instance, wan_bytes, wan_s,
 )
-from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel, wan_transfer_s
+from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Problem
 
@@ -97,7 +97,6 @@ def _key(a: Assignment) -> PoolKey:
 def analyze(problem: Problem, plan: Plan) -> Analysis:
     """Metrics of ``plan`` (which must carry assignments) at its actual utilisations."""
     classes = {c.name: c for c in problem.classes}
-    kv = problem.kv_bytes_per_token
     counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
     models = {key: instance(problem, key[2], key[3]) for key in counts}
     drc_pdd = problem.options.drc
@@ -116,14 +115,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         link = problem.links.get(key)
         link_util[key] = used / link.gbit_per_s if link and link.gbit_per_s > 0 else math.inf
 
-    def transfer_s(c, pipeline: str, src: str, dst: str, im: InstanceModel) -> float:
-        if src == dst:
-            return 0.0
-        link = problem.links.get((src, dst))
-        if link is None:
-            return math.inf
-        return wan_transfer_s(wan_bytes(problem, c, drc(pipeline)), link.bytes_per_s, link.rtt_s,
-                              min(link_util.get((src, dst), 0.0), 0.999))
+    def utilization(src: str, dst: str) -> float:
+        return min(link_util.get((src, dst), 0.0), 0.999)
 
     # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
     p_queues = p_queue_laws(problem, plan, counts, models)
@@ -133,7 +126,6 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     # decode pools: tokens per instance, context, batch by Little's law, step time
     decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
     rld_tokens = total_tokens = 0.0
-    eager_by_route: dict[tuple[str, str, str, str], float] = {}
     for a in plan.assignments:
         if a.role == P or a.rps <= 0:
             continue
@@ -147,9 +139,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
                 tokens = float(c.output_tokens)
             else:
                 src, dst = a.datacenter, a.dst or a.datacenter
-                wan_s = transfer_s(c, P_RLD_MD, src, dst, models[_key(a)])
-                tokens = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
-                eager_by_route[(c.name, P_RLD_MD, src, dst)] = tokens
+                wan = wan_s(problem, c, P_RLD_MD, src, dst, drc_pdd, utilization(src, dst))
+                tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
             rld_tokens += a.rps * tokens
             resident = c.input_tokens + tokens / 2
         else:
@@ -204,14 +195,10 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         im = models[key]
         dst = a.dst or a.datacenter
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
+        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, drc_pdd, utilization(a.datacenter, dst))
         if a.pipeline in (P_RLD_MD, P_RLD):
-            move = im.rdma_s(c.input_tokens * kv)
             step, ok = first_step(RLD, a.datacenter)
         else:
-            if dst != a.datacenter:
-                move = transfer_s(c, a.pipeline, a.datacenter, dst, im)
-            else:
-                move = im.rdma_s(wan_bytes(problem, c, drc(a.pipeline)))
             step, ok = first_step(MD if a.pipeline == P_MD else "D", dst)
         if a.pipeline == P_RLD_MD:
             _, ok_md = first_step(MD, dst)

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections import defaultdict
 
 from placer.ilp.formulation import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, instance,
-    wan_bytes,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
+    instance, staged_kv_s, wan_bytes, wan_s,
 )
 from placer.evaluate import p_queue_laws
-from placer.perfmodel import wan_transfer_s
 from placer.plan import Plan
 from placer.problem import Problem
 
@@ -109,13 +108,7 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
         c, im = classes[a.request_class], models[key]
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         p_work[key] += a.rps * pre
-        dst = a.dst or a.datacenter
-        drc = opts.drc and a.pipeline != P_D
-        staged = im.rdma_s(c.input_tokens * kv)
-        if dst != a.datacenter and a.pipeline in (P_MD, P_RLD_MD, P_D):
-            link = problem.links[(a.datacenter, dst)]
-            staged = max(staged if a.pipeline == P_RLD_MD else 0.0,
-                         wan_transfer_s(wan_bytes(problem, c, drc), link.bytes_per_s, link.rtt_s, u_link))
+        staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc, u_link)
         p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
     if issues:
         return issues
@@ -140,9 +133,8 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
             continue
         step = im.step_s(batch, ctx)
         if a.role == RLD and a.pipeline == P_RLD_MD:
-            link = problem.links[(a.datacenter, a.dst)]
-            wan_s = wan_transfer_s(wan_bytes(problem, c, opts.drc), link.bytes_per_s, link.rtt_s, u_link)
-            tokens = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
+            wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, u_link)
+            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
             resident = c.input_tokens + tokens / 2
         else:
             tokens = c.output_tokens
@@ -187,15 +179,7 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
             continue
         key = (a.role, a.datacenter, a.chip, a.tp)
         c, im = classes[a.request_class], models[key]
-        dst = a.dst or a.datacenter
-        drc = opts.drc and a.pipeline != P_D
-        if a.pipeline in (P_RLD_MD, P_RLD):
-            move = im.rdma_s(c.input_tokens * kv)
-        elif dst != a.datacenter:
-            link = problem.links[(a.datacenter, dst)]
-            move = wan_transfer_s(wan_bytes(problem, c, drc), link.bytes_per_s, link.rtt_s, u_link)
-        else:
-            move = im.rdma_s(wan_bytes(problem, c, drc) if a.pipeline == P_MD else c.input_tokens * kv)
+        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc, u_link)
         det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
         late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)

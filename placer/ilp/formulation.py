@@ -213,6 +213,39 @@ def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
     return tokens * problem.kv_bytes_per_token
 
 
+def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bool, utilization: float) -> float:
+    """Seconds of the request's KV transfer over the line src→dst (inf without one).
+
+    ``drc`` is the scenario's setting; plain PD (P-D) never has a decode-side cache.
+    """
+    link = problem.links.get((src, dst))
+    if link is None:
+        return math.inf
+    return wan_transfer_s(wan_bytes(problem, c, drc and pipeline != P_D), link.bytes_per_s, link.rtt_s, utilization)
+
+
+def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+               utilization: float) -> float:
+    """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
+    RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
+    WAN when it is remote and by RDMA when it is local."""
+    if pipeline in (P_RLD_MD, P_RLD):
+        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
+    if src != dst:
+        return wan_s(problem, c, pipeline, src, dst, drc, utilization)
+    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
+
+
+def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+                utilization: float) -> float:
+    """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
+    (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
+    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
+    if pipeline == P_RLD_MD:
+        return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
+    return first
+
+
 def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
     budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
     return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
@@ -356,25 +389,14 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
         c = problem.classes[f.k]
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
-        drc = arch.drc if f.pipeline != P_D else False
-        if f.pipeline in (P_RLD_MD, P_RLD):
-            first = im.rdma_s(c.input_tokens * kv)
-        elif f.crosses:
-            link = problem.links[(f.src, f.dst)]
-            first = wan_transfer_s(wbytes[(f.k, drc)], link.bytes_per_s, link.rtt_s, u_link)
-        else:
-            first = im.rdma_s((wbytes[(f.k, drc)] if f.pipeline == P_MD else c.input_tokens * kv))
-        ttft[f] = pre + first + problem.tpot_s
+        ttft[f] = pre + first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link) + problem.tpot_s
         late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
-        staged = first
+        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
         if f.pipeline == P_RLD_MD:
-            link = problem.links[(f.src, f.dst)]
-            wan_s = wan_transfer_s(wbytes[(f.k, drc)], link.bytes_per_s, link.rtt_s, u_link)
-            staged = max(first, wan_s)
-            eager[f] = eager_tokens(wan_s, c.output_tokens, problem.tpot_s)
+            wan = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+            eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
         elif f.pipeline == P_RLD:
             eager[f] = float(c.output_tokens)
-        hold[f] = pre + staged
     # A relayed flow whose direct twin (same class, P queue and destination) is late no
     # more often is dominated: it needs an RLD besides and holds KV on P as long. Drop it.
     direct = {(f.k, f.p, f.dst): late[f] for f in flows if f.pipeline == P_MD}
