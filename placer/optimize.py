@@ -12,13 +12,24 @@ import math
 import time
 from collections import defaultdict
 
+from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.evaluate import analyze, link_uses
+from placer.ilp.backends import solve
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.ilp.formulation import P, P_D as P_D_PIPE, RLD, Architecture, Formulation, build, pdd_architecture
-from placer.errors import PlacerError
+from placer.ilp.formulation import (
+    P_D,
+    RLD,
+    Architecture,
+    D,
+    Formulation,
+    P,
+    build,
+    pdd_architecture,
+)
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
 from placer.specs import Scenario
+from placer.validate import validate
 
 OBJECTIVES = ("bcr", "min-cost", "max-goodput")
 RPS_EPS = 1e-6  # below solver tolerance: noise, not traffic
@@ -87,8 +98,6 @@ def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str =
     ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
     the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
     """
-    from placer.errors import InputError
-
     if objective not in OBJECTIVES:
         raise InputError(f"objective: unknown {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
@@ -107,8 +116,6 @@ def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str =
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
     plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), objective, solver, time_limit_s,
                                              warm_ratio)
-    from placer.validate import validate
-
     issues = validate(problem, plan)
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
@@ -195,13 +202,9 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortoo
     most SLA goodput. A plan whose routes its pools cannot carry is infeasible
     (the message names the rows that break).
     """
-    from placer.errors import InfeasiblePlanError
-    from placer.ilp.formulation import D, pdd_architecture as pdd
-    from placer.validate import validate
-
     problem = as_problem(scenario, measured)
     roles = {p.role for p in plan.pools if p.count > 0}
-    arch = Architecture("evaluate", (P_D_PIPE,), drc=False) if D in roles else pdd(problem)
+    arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem)
     form = build(problem, arch, "bcr")
     m = form.model
     wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
@@ -234,8 +237,6 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortoo
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)
-    from placer.ilp.backends import solve
-
     res = solve(m, solver, time_limit_s)
     if not res.status.has_solution:
         raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
