@@ -178,13 +178,7 @@ class Formulation:
     goodput: dict[int, float]  # var -> coefficient (1 - late)
     cost: dict[int, float]
     instances: dict[Pool, InstanceModel]
-    decode: dict[Pool, DecodeDesign]
-    prefill_s: dict[tuple[int, Pool], float]
-    ttft_s: dict[Flow, float]
-    late: dict[Flow, float]
-    hold_s: dict[Flow, float]
-    wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> bytes crossing
-    eager_tokens: dict[Flow, float]
+    ttft_s: dict[Flow, float]  # without queueing: diagnose() names the fastest when the SLA binds
     notes: list[str] = field(default_factory=list)
 
 
@@ -503,5 +497,4 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     if objective == "max-goodput" and opts.budget_usd_per_h is not None:
         m.add("budget", "budget", dict(cost), "<=", opts.budget_usd_per_h)
 
-    return Formulation(problem, arch, m, pools, n, tier, flows, x, z, g, goodput, cost, instances, decode,
-                       prefill, ttft, late, hold, wbytes, eager, notes)
+    return Formulation(problem, arch, m, pools, n, tier, flows, x, z, g, goodput, cost, instances, ttft, notes)
