@@ -110,7 +110,7 @@ def apply_hook(deployment: Any, *, grace_s: float = 30.0, ready_timeout_s: float
     """A callable for a replanning job in `apply` mode: `hook(plan) -> report dict`.
 
     It applies the adopted plan to `deployment` (anything with `apply_plan`) live; the job
-    calls it where it records the deployment request, e.g. in `placer.jobs.runner.execute`:
+    calls it where it records the deployment request, e.g. in `placer.service.jobs.runner.execute`:
     `if policy.mode == "apply" and apply_hook is not None: apply_hook(candidate)`.
     """
 

@@ -15,8 +15,8 @@ import typer
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from placer.cli_output import err, out
-from placer.cli_output import fail as _fail
+from placer.cli.output import err, out
+from placer.cli.output import fail as _fail
 from placer.errors import InputError, PlacerError
 
 profile_app = typer.Typer(help="Measure chips on the four dimensions and probe WAN links.", no_args_is_help=True)

@@ -1,0 +1,65 @@
+"""The app factory: ``create_app(settings)`` → a FastAPI app. Nothing connects before the
+app starts; at start the database is migrated, the worker pool and (optionally) the
+replanning scheduler are started; at shutdown they are stopped."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from placer.service.api import errors
+from placer.service.api.deps import Authorized
+from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
+from placer.service.api.service import Service
+from placer.service.api.settings import Settings
+
+DATA_ROUTERS = (chips.router, profiles.router, scenarios.router, plans.router, compare.router, simulate.router,
+                jobs.router)
+
+
+def create_app(settings: Settings) -> FastAPI:
+    service = Service(settings)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        service.start()
+        try:
+            yield
+        finally:
+            service.stop()
+
+    app = FastAPI(
+        title="placer",
+        version="1",
+        description="Hardware-aware placement optimizer for PDD inference: scenarios in, plans out, "
+                    "scheduled replanning. Every route but /healthz needs `Authorization: Bearer <token>`.",
+        lifespan=lifespan,
+        openapi_url=None, docs_url=None, redoc_url=None,
+    )
+    app.state.service = service
+    errors.install(app)
+    app.include_router(health.router)
+    app.include_router(health.metrics_router)
+    for router in DATA_ROUTERS:
+        app.include_router(router, dependencies=[Authorized])
+
+    docs_deps = [] if settings.public_docs else [Authorized]
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=docs_deps)
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="placer API")
+
+    from placer.service.dashboard import mount
+
+    mount(app)  # the server-rendered dashboard at / and /ui/...
+    return app
+
+

@@ -1,0 +1,41 @@
+"""``POST /compare``: the PDD plan beside the PD baselines (``placer compare``), on the worker pool."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter
+
+from placer.service.api.deps import ServiceDep
+from placer.service.api.routers.plans import scenario_spec
+from placer.service.api.schemas import CompareRequest
+from placer.service.jobs import solve
+
+router = APIRouter(tags=["plans"])
+
+
+def _dump(value: Any) -> Any:
+    from placer.plan import Plan
+
+    return value.model_dump(mode="json", exclude_none=True) if isinstance(value, Plan) else value
+
+
+@router.post("/compare", response_model=dict[str, Any],
+             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error"}>, ...}}'}})
+async def compare(body: CompareRequest, service: ServiceDep):
+    """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd)."""
+    service.check_capacity()
+
+    def work() -> dict:
+        from placer.baselines import compare as run
+        from placer.optimize import as_problem
+
+        with service.factory() as session:
+            spec = scenario_spec(session, body.scenario_id, body.scenario)
+            _, scenario = solve.prepare(session, spec)
+            measured = solve.measured_for(session, scenario) if body.use_profiles else {}
+        result = run(as_problem(scenario, measured or None), body.objective, body.solver, body.time_limit_s)
+        return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()}}
+
+    return await asyncio.wrap_future(service.submit(work))

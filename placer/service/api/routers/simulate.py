@@ -1,0 +1,76 @@
+"""``POST /simulate``: replay a stored plan in the discrete-event simulator (``placer.sim``);
+``/simulations`` lists and reads the stored results."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, HTTPException, Query, status
+
+from db import repo
+from placer.service.api.deps import ServiceDep, SessionDep
+from placer.service.api.schemas import Id, Page, SimulateRequest, SimulationOut
+
+router = APIRouter(tags=["simulations"])
+
+
+def simulator():
+    """The simulator entry point, or None in a build without ``placer.sim``."""
+    try:
+        from placer.sim import simulate as run
+    except ImportError:
+        return None
+    return run
+
+
+@router.post("/simulate", response_model=SimulationOut, status_code=status.HTTP_201_CREATED,
+             responses={501: {"description": "This build has no simulator (placer.sim)."}})
+async def simulate(body: SimulateRequest, service: ServiceDep):
+    """Simulate a stored plan on its scenario (or another stored one), optionally on a trace."""
+    run = simulator()
+    if run is None:
+        raise HTTPException(status.HTTP_501_NOT_IMPLEMENTED,
+                            "the simulator (placer.sim) is not part of this build")
+    service.check_capacity()
+    if body.trace is not None:
+        from placer.service.api.routers.jobs import check_trace
+
+        check_trace(body.trace, "trace")
+
+    def work():
+        from db.session import session_scope
+        from placer.service.jobs import solve
+        from placer.optimize import as_problem
+        from placer.plan import parse_plan
+        from placer.sim import SimConfig
+
+        with service.factory() as session:
+            row = repo.get_plan(session, body.plan_id)
+            spec = (dict(repo.get_scenario(session, body.scenario_id).spec) if body.scenario_id is not None
+                    else dict(row.inputs["scenario"]))
+            _, scenario = solve.prepare(session, spec)
+            measured = row.inputs.get("measured") or None
+            plan = parse_plan(row.plan, f"plan {row.id}")
+        config = SimConfig(requests=body.requests, seed=body.seed, load_rps=body.load_rps,
+                           workload="trace" if body.trace else body.workload, trace=body.trace)
+        result = run(as_problem(scenario, measured), plan, config)
+        params = body.model_dump(mode="json")
+        with session_scope(service.factory) as session:
+            sim = repo.save_simulation(session, body.plan_id, params, result.data)
+            return SimulationOut.model_validate(sim)
+
+    return await asyncio.wrap_future(service.submit(work))
+
+
+@router.get("/simulations", response_model=Page[SimulationOut])
+def list_simulations(session: SessionDep, plan_id: Annotated[int | None, Query(ge=1, le=2_147_483_647)] = None,
+                     limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+                     offset: Annotated[int, Query(ge=0, le=2_147_483_647)] = 0):
+    rows, total = repo.list_simulations(session, plan_id, limit, offset)
+    return Page[SimulationOut](items=rows, total=total, limit=limit, offset=offset)
+
+
+@router.get("/simulations/{simulation_id}", response_model=SimulationOut)
+def get_simulation(simulation_id: Id, session: SessionDep):
+    return repo.get_simulation(session, simulation_id)

@@ -1,0 +1,206 @@
+"""One run of a replanning job: fit → re-solve → evaluate the current plan → decide → store.
+
+in:  a job id (and a trigger: the scheduler, ``run-now``, the API)
+out: a ``job_runs`` row with its outcome (see :class:`~db.models.RunOutcome`); the new
+     plan stored with its diff against the current plan; on adoption the job's current
+     plan moves and, in ``apply`` mode, a deployment is requested.
+
+Duplicate triggers are harmless twice over: a trigger carrying an idempotency key that
+was seen before returns the run made for it, and a job's run lock (one conditional
+UPDATE of ``jobs.active_run_id``) lets only one run of a job proceed at a time; a run
+that finds the lock taken ends SKIPPED without solving.
+
+Warm start: the re-solve gets the current plan as ``warm_start`` (its BCR under the new
+workload seeds the Dinkelbach iterations), and the current plan re-evaluated under the
+new workload with :func:`placer.optimize.evaluate_plan` (pools fixed, routing re-chosen)
+is the baseline the new plan must beat by the policy's threshold.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import TypeAdapter
+from sqlalchemy.orm import Session, sessionmaker
+
+from db import repo
+from db.models import RunOutcome, RunStatus
+from db.session import session_scope
+from db.types import utcnow
+from placer.errors import InfeasiblePlanError, PlacerError
+from placer.service.jobs.diff import plan_diff
+from placer.service.jobs.policy import decide
+from placer.service.jobs.specs import Policy, RequestLogSource, WorkloadSource
+from placer.plan import Plan, parse_plan
+
+log = logging.getLogger(__name__)
+
+_SOURCE = TypeAdapter(WorkloadSource)
+#: The lock outlives a run by this much beyond its solve and evaluation time limits.
+LOCK_MARGIN_S = 120.0
+
+
+@dataclass(frozen=True)
+class Trigger:
+    """What a trigger did: ``run_id`` to execute when ``created``; else the existing run
+    (a repeated idempotency key) or the SKIPPED run (the job's lock was held)."""
+
+    run_id: int
+    created: bool
+    busy_run_id: int | None = None
+
+
+def trigger(factory: sessionmaker[Session], job_id: int, trigger: str = "manual",
+            idempotency_key: str | None = None) -> Trigger:
+    """Create a run and take the job's lock for it (NotFoundError for an unknown job)."""
+    with session_scope(factory) as session:
+        job = repo.get_job(session, job_id)
+        ttl = 2 * job.time_limit_s + LOCK_MARGIN_S
+        run, created = repo.create_run(session, job_id, trigger, idempotency_key)
+        if not created:
+            return Trigger(run.id, False)
+        if repo.lock_job(session, job_id, run.id, ttl):
+            return Trigger(run.id, True)
+        session.refresh(job)
+        busy = job.active_run_id
+        run.status, run.outcome, run.finished_at = RunStatus.SUCCEEDED, RunOutcome.SKIPPED, utcnow()
+        run.reason = f"run {busy} of this job is in progress; this trigger did nothing"
+        return Trigger(run.id, False, busy)
+
+
+def _finish(session: Session, run_id: int, job_id: int, **fields: Any) -> None:
+    run = repo.get_run(session, run_id)
+    for key, value in fields.items():
+        setattr(run, key, value)
+    run.finished_at = utcnow()
+    repo.unlock_job(session, job_id, run_id)
+
+
+def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = None) -> RunOutcome | None:
+    """Carry out a triggered run; returns its outcome (None when it FAILED)."""
+    with session_scope(factory) as session:
+        run = repo.get_run(session, run_id)
+        if run.status != RunStatus.PENDING:
+            return run.outcome
+        job = repo.get_job(session, run.job_id)
+        run.status, run.started_at = RunStatus.RUNNING, utcnow()
+        job_id, spec = job.id, dict(job.scenario.spec)
+        scenario_id, policy = job.scenario_id, Policy.model_validate(job.policy)
+        source = _SOURCE.validate_python(job.workload)
+        objective, solver, time_limit_s = job.objective, job.solver, job.time_limit_s
+        last_adopted_at, current_id = job.last_adopted_at, job.current_plan_id
+        current = parse_plan(repo.get_plan(session, current_id).plan) if current_id else None
+    now = now or utcnow()
+    try:
+        return _execute(factory, run_id, job_id, now, spec, scenario_id, policy, source, objective, solver,
+                        time_limit_s, last_adopted_at, current_id, current)
+    except Exception as err:
+        if isinstance(err, PlacerError):
+            message = str(err)
+        else:
+            log.exception("replanning run %s of job %s failed", run_id, job_id)
+            message = f"internal error: {type(err).__name__}: {err}"
+        with session_scope(factory) as session:
+            _finish(session, run_id, job_id, status=RunStatus.FAILED, error=message)
+        return None
+
+
+def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, source, objective, solver,
+             time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome:
+    from placer.service.jobs import solve
+    from placer.service.jobs.workload import fit_request_log, fit_trace
+    from placer.optimize import evaluate_plan, optimize
+
+    if isinstance(source, RequestLogSource):
+        fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
+    else:
+        fitted = fit_trace(source, spec.get("options") or {})
+    if fitted is None:
+        with session_scope(factory) as session:
+            _finish(session, run_id, job_id, status=RunStatus.SUCCEEDED, outcome=RunOutcome.SKIPPED,
+                    reason=f"fewer than {source.min_requests} requests in the last {source.window_s:g} s")
+        return RunOutcome.SKIPPED
+
+    with factory() as session:
+        full, scenario = solve.prepare(session, {**spec, "workload": fitted.workload})
+        measured = solve.measured_for(session, scenario)
+    candidate = optimize(scenario, objective, solver, time_limit_s, marginals=False, measured=measured or None,
+                         warm_start=current)
+    baseline = None
+    if current is not None:
+        stripped = current.model_copy(update={"routes": [], "assignments": []})
+        try:
+            baseline = evaluate_plan(scenario, stripped, solver, time_limit_s, measured=measured or None)
+        except InfeasiblePlanError:
+            baseline = None
+    diff = plan_diff(current, candidate) if current is not None else None
+    decision = decide(policy, has_current=current is not None, baseline=baseline, candidate=candidate,
+                      pool_changes=diff["pool_changes"] if diff else 0, offered_rps=fitted.workload["arrival_rps"],
+                      last_adopted_at=last_adopted_at, now=now)
+    inputs = {"scenario": full, "objective": objective, "solver": solver, "time_limit_s": time_limit_s,
+              "marginals": False, "measured": measured, "job_id": job_id, "run_id": run_id}
+    adopt = decision.outcome in (RunOutcome.INITIAL, RunOutcome.ADOPTED)
+    reason = decision.reason
+    if adopt and policy.mode == "apply" and policy.deploy_url:  # outside any transaction
+        reason += "; " + push_plan(policy.deploy_url, candidate, time_limit_s)
+    with session_scope(factory) as session:
+        row = repo.save_plan(session, candidate, inputs=inputs, scenario_id=scenario_id, source=f"job:{job_id}")
+        if adopt:
+            job = repo.get_job(session, job_id)
+            job.current_plan_id, job.last_adopted_at = row.id, now
+            if policy.mode == "apply":
+                repo.create_deployment(session, row.id, job_id, note=f"run {run_id}: {decision.reason}")
+        _finish(session, run_id, job_id, status=RunStatus.SUCCEEDED, outcome=decision.outcome,
+                reason=reason, plan_id=row.id, baseline_plan_id=current_id,
+                baseline_bcr=baseline.metrics.bcr_requests_per_usd if baseline else None,
+                new_bcr=candidate.metrics.bcr_requests_per_usd, gain_pct=decision.gain_pct, diff=diff,
+                workload=fitted.record())
+    return decision.outcome
+
+
+def push_plan(url: str, plan: Plan, timeout_s: float) -> str:
+    """POST an adopted plan to a running deployment's /plan; returns what happened, in words.
+
+    The deployment applies it live (new instances join when ready, leaving ones drain);
+    a failure is recorded on the run, never raised: the plan stays adopted and stored.
+    """
+    import httpx
+
+    try:
+        reply = httpx.post(url.rstrip("/") + "/plan", content=plan.to_json(), timeout=max(5.0, timeout_s),
+                           headers={"content-type": "application/json"})
+    except httpx.HTTPError as err:
+        return f"applying it to {url} failed: {type(err).__name__}: {err}"
+    if reply.status_code >= 400:
+        return f"applying it to {url} failed: HTTP {reply.status_code} {reply.text[:200]}"
+    return f"applied to the deployment at {url}"
+
+
+def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | None = None,
+            now: datetime | None = None) -> tuple[int, RunOutcome | None]:
+    """Trigger and execute a run in this thread; returns (run id, outcome)."""
+    t = trigger(factory, job_id, "manual", idempotency_key)
+    if not t.created:
+        with factory() as session:
+            return t.run_id, repo.get_run(session, t.run_id).outcome
+    return t.run_id, execute(factory, t.run_id, now)
+
+
+def adopt(factory: sessionmaker[Session], job_id: int, run_id: int) -> int:
+    """Adopt a run's plan as the job's current plan (a user accepting a proposal);
+    requests a deployment; returns the deployment id."""
+    from db.errors import ConflictError
+
+    with session_scope(factory) as session:
+        run = repo.get_run(session, run_id, job_id)
+        if run.plan_id is None:
+            raise ConflictError(f"run {run_id} has no plan to adopt")
+        job = repo.get_job(session, job_id)
+        if job.current_plan_id == run.plan_id:
+            raise ConflictError(f"plan {run.plan_id} is already the current plan of job {job.name!r}")
+        job.current_plan_id, job.last_adopted_at = run.plan_id, utcnow()
+        dep = repo.create_deployment(session, run.plan_id, job_id, note=f"run {run_id} adopted by a user")
+        return dep.id

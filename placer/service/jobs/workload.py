@@ -1,0 +1,79 @@
+"""Fit a replanning job's workload from its source: a trace file or the request log.
+
+in:  a :class:`~placer.service.jobs.specs.TraceSource` or :class:`~placer.service.jobs.specs.RequestLogSource`,
+     the scenario's options (for the anomalous-traffic thresholds)
+out: the ``workload`` mapping of a scenario (``arrival_rps`` + fitted ``classes``), or
+     None when the request-log window holds too few requests to fit
+
+The class fitting itself is :func:`placer.workload.fit_classes`, the same one a
+scenario's ``workload.trace`` goes through.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from placer.service.jobs.specs import RequestLogSource, TraceSource
+
+
+@dataclass(frozen=True)
+class FittedWorkload:
+    workload: dict[str, Any]  # {"arrival_rps": float, "classes": [RequestClass as dict]}
+    requests: int  # how many requests the fit saw
+    source: str  # words for the run record
+
+    def record(self) -> dict[str, Any]:
+        return {**self.workload, "requests": self.requests, "source": self.source}
+
+
+def _thresholds(options: dict[str, Any]) -> dict[str, Any]:
+    from placer.specs import OptionsSpec
+
+    opts = OptionsSpec.model_validate(options or {})
+    return {"filter_max_output_tokens": opts.filter_max_output_tokens,
+            "filter_max_hit_rate": opts.filter_max_hit_rate,
+            "filter_min_input_tokens": opts.filter_min_input_tokens}
+
+
+def _workload(classes, arrival_rps: float) -> dict[str, Any]:
+    return {"arrival_rps": arrival_rps, "classes": [c.model_dump() for c in classes]}
+
+
+def fit_trace(source: TraceSource, options: dict[str, Any]) -> FittedWorkload:
+    """Classes and arrival rate of a JSONL trace (InputError for a bad or missing file)."""
+    from placer.workload import fit_classes, read_trace, trace_arrival_rps, with_hit_rates
+
+    records = list(with_hit_rates(read_trace(source.path)))
+    classes = fit_classes(records, **_thresholds(options))
+    rps = trace_arrival_rps(source.path)
+    return FittedWorkload(_workload(classes, rps), len(records), f"trace {source.path}")
+
+
+def fit_request_log(source: RequestLogSource, options: dict[str, Any], factory: sessionmaker[Session],
+                    now: datetime) -> FittedWorkload | None:
+    """Classes and arrival rate of the requests served in the last ``window_s`` seconds.
+
+    The rate is requests / covered seconds, where the covered span is the window, or
+    less when the first logged request is younger than the window (a service that
+    started inside it), never under one second.
+    """
+    from db import repo
+    from placer.workload import fit_classes
+
+    start = now - timedelta(seconds=source.window_s)
+    with factory() as session:
+        rows = repo.request_window(session, start, now, source.deployment_id)
+        records = [{"input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+                    "hit_rate": min(1.0, r.prefix_hit_tokens / r.input_tokens) if r.input_tokens else 0.0}
+                   for r in rows if r.input_tokens > 0]
+        first = rows[0].arrival_at if rows else None
+    if len(records) < source.min_requests:
+        return None
+    covered_s = min(source.window_s, max(1.0, (now - first).total_seconds()))
+    classes = fit_classes(records, **_thresholds(options))
+    return FittedWorkload(_workload(classes, len(records) / covered_s), len(records),
+                          f"request log, last {source.window_s:g} s")

@@ -1,1 +1,0 @@
-"""Tests of the REST API (placer.api)."""

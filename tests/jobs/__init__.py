@@ -1,1 +1,0 @@
-"""Tests of scheduled replanning (placer.jobs)."""

@@ -1,0 +1,1 @@
+"""Tests of the REST API (placer.service.api)."""

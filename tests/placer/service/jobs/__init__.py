@@ -1,0 +1,1 @@
+"""Tests of scheduled replanning (placer.service.jobs)."""
