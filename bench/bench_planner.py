@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from placer.baselines import BASELINES, solve_baseline
-from placer.optimize import as_problem, optimize
+from placer.optimize import SolveConfig, as_problem, optimize
 from placer.specs import load_scenario
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -27,7 +27,7 @@ def time_solve(name: str, repeats: int, solver: str):
     seconds, plan = [], None
     for _ in range(repeats):
         start = time.perf_counter()
-        plan = optimize(problem, solver=solver, marginals=False, time_limit_s=120)
+        plan = optimize(problem, SolveConfig(backend=solver, marginals=False, time_limit_s=120))
         seconds.append(time.perf_counter() - start)
     return problem, plan, seconds
 
@@ -54,7 +54,7 @@ def main() -> None:
           f"RLD share {100 * m.rld_token_share:.2f} %")
     print(f"{'baseline':<18} {'BCR':>9} {'served':>8} {'P90 s':>8} {'PDD/base BCR':>13} {'PDD/base P90':>13}  note")
     for name in BASELINES:
-        base = solve_baseline(problem, name, solver=args.solver, time_limit_s=120)
+        base = solve_baseline(problem, name, SolveConfig(backend=args.solver, time_limit_s=120))
         b = base.metrics
         bcr_ratio = m.bcr_requests_per_usd / b.bcr_requests_per_usd if b.bcr_requests_per_usd > 0 else float("inf")
         p90_ratio = m.ttft_p90_s / b.ttft_p90_s if b.ttft_p90_s > 0 else float("nan")

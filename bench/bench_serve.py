@@ -329,7 +329,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     """Each setup's TTFT P50/P90/P99 by the planner and by the simulator, at the arrivals it saw."""
     out: dict = {"planner": {}, "simulator": {}, "notes": []}
     try:
-        from placer.optimize import evaluate_plan
+        from placer.optimize import SolveConfig, evaluate_plan
     except ImportError as exc:
         out["notes"].append(f"planner unavailable: {exc}")
         return out
@@ -347,7 +347,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             continue
         plan = plans[name]
         try:
-            m = evaluate_plan(scenario, plan, time_limit_s=20).metrics
+            m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
             out["planner"][name] = (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)
         except Exception as exc:
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")

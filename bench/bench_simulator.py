@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-from placer.optimize import as_problem, optimize
+from placer.optimize import SolveConfig, as_problem, optimize
 from placer.sim import SimConfig, simulate
 from placer.specs import load_scenario
 
@@ -44,7 +44,7 @@ def main() -> None:
     args = parser.parse_args()
 
     problem = as_problem(load_scenario(EXAMPLE))
-    plan = optimize(problem, marginals=False)
+    plan = optimize(problem, SolveConfig(marginals=False))
     config = SimConfig(requests=args.requests, seed=args.seed)
     simulate(problem, plan, SimConfig(requests=2_000, seed=args.seed))  # warm imports and caches
 

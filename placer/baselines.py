@@ -17,7 +17,7 @@ import dataclasses
 
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.ilp.formulation import P_D, Architecture
-from placer.optimize import solve_architecture
+from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem
 
@@ -42,8 +42,7 @@ def architectures(problem: Problem, name: str) -> list[Architecture]:
     raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
 
 
-def solve_baseline(problem: Problem, name: str, objective: str = "bcr", solver: str = "ortools",
-                   time_limit_s: float = 30.0) -> Plan:
+def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfig()) -> Plan:
     """The best plan of baseline ``name``.
 
     A baseline that cannot carry the whole offered load is shown at the load it can
@@ -51,6 +50,7 @@ def solve_baseline(problem: Problem, name: str, objective: str = "bcr", solver: 
     SLA goodput, and so its BCR, then counts only the requests that do meet it).
     InfeasiblePlanError when even that has no plan.
     """
+    objective = config.objective
     attempts = [
         (problem, objective, True, None),
         (_with_min_served(problem, 0.0), objective, True,
@@ -63,7 +63,7 @@ def solve_baseline(problem: Problem, name: str, objective: str = "bcr", solver: 
     first_error = None
     for prob, obj, sla, note in attempts:
         try:
-            plan = _best_variant(prob, name, obj, solver, time_limit_s, sla)
+            plan = _best_variant(prob, name, config.but(objective=obj), sla)
         except InfeasiblePlanError as err:
             first_error = first_error or err
             continue
@@ -76,13 +76,13 @@ def _with_min_served(problem: Problem, fraction: float) -> Problem:
     return dataclasses.replace(problem, options=problem.options.model_copy(update={"min_served_fraction": fraction}))
 
 
-def _best_variant(problem: Problem, name: str, objective: str, solver: str, time_limit_s: float,
-                  sla: bool) -> Plan:
+def _best_variant(problem: Problem, name: str, config: SolveConfig, sla: bool) -> Plan:
     best, reasons = None, []
+    objective = config.objective
     archs = [dataclasses.replace(a, enforce_sla=sla) for a in architectures(problem, name)]
     for arch in archs:
         try:
-            plan, _, _ = solve_architecture(problem, arch, objective, solver, time_limit_s / len(archs))
+            plan, _, _ = solve_architecture(problem, arch, config.but(time_limit_s=config.time_limit_s / len(archs)))
         except InfeasiblePlanError as err:
             reasons.append(err.reason)
             continue
@@ -103,16 +103,13 @@ def _score(plan: Plan, objective: str) -> float:
     return plan.metrics.bcr_requests_per_usd
 
 
-def compare(problem: Problem, objective: str = "bcr", solver: str = "ortools", time_limit_s: float = 30.0,
-            pdd: Plan | None = None) -> dict:
+def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | None = None) -> dict:
     """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}}``."""
-    from placer.optimize import optimize
-
-    pdd = pdd or optimize(problem, objective, solver, time_limit_s, marginals=False)
+    pdd = pdd or optimize(problem, config.but(marginals=False))
     out = {}
     for name in BASELINES:
         try:
-            out[name] = solve_baseline(problem, name, objective, solver, time_limit_s)
+            out[name] = solve_baseline(problem, name, config)
         except PlacerError as err:
             out[name] = {"error": str(err)}
     return {"pdd": pdd, "baselines": out}

@@ -15,6 +15,7 @@ from collections import defaultdict
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
+from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.ilp.formulation import (
     P_D,
@@ -31,7 +32,7 @@ from placer.problem import Problem, resolve
 from placer.specs import Scenario
 from placer.validate import validate
 
-OBJECTIVES = ("bcr", "min-cost", "max-goodput")
+__all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "solve_architecture"]
 RPS_EPS = 1e-6  # below solver tolerance: noise, not traffic
 
 
@@ -81,27 +82,23 @@ def with_metrics(problem: Problem, plan: Plan) -> Plan:
     return plan.model_copy(update={"metrics": analysis.metrics, "links": link_uses(problem, analysis), "notes": notes})
 
 
-def solve_architecture(problem: Problem, arch: Architecture, objective: str = "bcr", solver: str = "ortools",
-                       time_limit_s: float = 30.0, warm_ratio: float | None = None
-                       ) -> tuple[Plan, Formulation, Outcome]:
-    form = build(problem, arch, objective)
-    outcome = solve_objective(form, objective, solver, time_limit_s, warm_ratio=warm_ratio)
-    return extract(form, outcome, objective), form, outcome
+def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig = SolveConfig(),
+                       warm_ratio: float | None = None) -> tuple[Plan, Formulation, Outcome]:
+    form = build(problem, arch, config.objective)
+    outcome = solve_objective(form, config, warm_ratio=warm_ratio)
+    return extract(form, outcome, config.objective), form, outcome
 
 
-def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str = "ortools",
-             time_limit_s: float = 30.0, marginals: bool = True, measured: dict | None = None,
+def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), measured: dict | None = None,
              warm_start: Plan | None = None) -> Plan:
-    """The PDD plan for ``scenario`` under ``objective`` (see placer.ilp.formulation).
+    """The PDD plan for ``scenario`` under ``config.objective`` (see placer.ilp.formulation).
 
     ``measured``: chip name -> measured efficiency fields (see placer.problem.resolve).
     ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
     the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
     """
-    if objective not in OBJECTIVES:
-        raise InputError(f"objective: unknown {objective!r}; choose one of {', '.join(OBJECTIVES)}")
-    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
-        raise InputError(f"time-limit must be a positive number of seconds, got {time_limit_s}")
+    config.check()
+    objective, time_limit_s = config.objective, config.time_limit_s
     problem = as_problem(scenario, measured)
     if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
         raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
@@ -109,19 +106,18 @@ def optimize(scenario: Scenario | Problem, objective: str = "bcr", solver: str =
     warm_ratio = None
     if warm_start is not None and objective == "bcr":
         try:
-            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}),
-                                 solver, time_limit_s)
+            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config)
             warm_ratio = warm.metrics.goodput_rps / warm.metrics.cost_usd_per_h if warm.metrics.cost_usd_per_h else None
         except PlacerError:
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
-    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), objective, solver, time_limit_s,
-                                             warm_ratio)
+    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), config, warm_ratio)
     issues = validate(problem, plan)
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
-    if marginals and objective == "bcr":
+    if config.marginals and objective == "bcr":
         budget = max(1.0, time_limit_s - (time.perf_counter() - start))
-        plan = plan.model_copy(update={"binding": binding_with_marginals(problem, form, outcome, plan, solver, budget)})
+        plan = plan.model_copy(update={"binding": binding_with_marginals(problem, form, outcome, plan,
+                                                                          config.but(time_limit_s=budget))})
     else:
         plan = plan.model_copy(update={"binding": [Binding(constraint=r, marginal="not computed")
                                                    for r in binding_rows(form, outcome)]})
@@ -169,11 +165,12 @@ def _relaxed(problem: Problem, row: str, plan: Plan) -> tuple[Problem, str] | No
 
 
 def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome, plan: Plan,
-                           solver: str, budget_s: float) -> list[Binding]:
-    """Binding rows with what one more unit of the resource would add to BCR (by re-solving)."""
+                           config: SolveConfig) -> list[Binding]:
+    """Binding rows with what one more unit of the resource would add to BCR (by re-solving
+    within ``config.time_limit_s`` in all)."""
     base = plan.metrics.bcr_requests_per_usd
     out = []
-    deadline = time.perf_counter() + budget_s
+    deadline = time.perf_counter() + config.time_limit_s
     for row in binding_rows(form, outcome):
         relaxed = _relaxed(problem, row, plan)
         left = deadline - time.perf_counter()
@@ -182,7 +179,7 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
             continue
         other, unit = relaxed
         try:
-            better, _, _ = solve_architecture(other, form.arch, "bcr", solver, left)
+            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr", time_limit_s=left))
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
@@ -193,8 +190,8 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
     return out
 
 
-def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortools",
-                  time_limit_s: float = 30.0, measured: dict | None = None) -> Plan:
+def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
+                  measured: dict | None = None) -> Plan:
     """Metrics of a given plan without re-optimising its pools.
 
     Pool counts are fixed. When the plan has routes, their rates are kept and only the
@@ -237,7 +234,7 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, solver: str = "ortoo
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)
-    res = solve(m, solver, time_limit_s)
+    res = solve(m, config.backend, config.time_limit_s)
     if not res.status.has_solution:
         raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
                                   "and SLA limits (rows: p_capacity, decode_slots, link, sla[ttft_p90])")

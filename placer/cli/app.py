@@ -75,19 +75,20 @@ def optimize(
     verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
+    from placer.optimize import SolveConfig
     from placer.optimize import optimize as run
     from placer.specs import load_scenario
 
     try:
         loaded = load_scenario(scenario)
         measured = _measured(profiles, loaded) if profiles else None
-        plan = run(loaded, objective.value, solver.value, time_limit, marginals=marginals, measured=measured)
+        config = SolveConfig(objective.value, solver.value, time_limit, marginals)
+        plan = run(loaded, config, measured=measured)
         if verify:
             from placer.optimize import as_problem
             from placer.sim.verify import verify_plan
 
-            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, objective=objective.value,
-                               solver=solver.value, time_limit_s=time_limit,
+            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, solve=config,
                                log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
     except PlacerError as e:
         fail(e)
@@ -110,12 +111,12 @@ def evaluate(
     json_out: JsonOpt = False,
 ) -> None:
     """Metrics of a given plan without re-optimising its pools."""
-    from placer.optimize import evaluate_plan
+    from placer.optimize import SolveConfig, evaluate_plan
     from placer.plan import load_plan
     from placer.specs import load_scenario
 
     try:
-        plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file), solver.value, time_limit)
+        plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
     except PlacerError as e:
         fail(e)
     if json_out:
@@ -136,12 +137,12 @@ def compare(
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     from placer.baselines import compare as run
-    from placer.optimize import as_problem
+    from placer.optimize import SolveConfig, as_problem
     from placer.plan import Plan
     from placer.specs import load_scenario
 
     try:
-        result = run(as_problem(load_scenario(scenario)), objective.value, solver.value, time_limit)
+        result = run(as_problem(load_scenario(scenario)), SolveConfig(objective.value, solver.value, time_limit))
     except PlacerError as e:
         fail(e)
     if json_out:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
+from placer.ilp.config import SolveConfig
 from placer.ilp.formulation import Formulation
 
 EPS = 1e-6
@@ -94,13 +95,14 @@ def _max_carry(form: Formulation) -> float:
     return res.objective if res.status.has_solution else 0.0
 
 
-def solve_objective(form: Formulation, objective: str, backend: str = "ortools",
-                    time_limit_s: float = 30.0, mip_gap: float = 1e-4, warm_ratio: float | None = None) -> Outcome:
-    """Solve ``form`` for ``objective`` in {"bcr", "min-cost", "max-goodput", "max-served"}.
+def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-4,
+                    warm_ratio: float | None = None) -> Outcome:
+    """Solve ``form`` for ``config.objective`` in {"bcr", "min-cost", "max-goodput", "max-served"}.
 
     ``warm_ratio`` (bcr only): goodput per USD/h of a plan known to be feasible (e.g. the
     one deployed now, evaluated on the new workload); Dinkelbach starts from it.
     """
+    objective, backend, time_limit_s = config.objective, config.backend, config.time_limit_s
     model = form.model
     start = time.perf_counter()
     deadline = start + time_limit_s

@@ -99,11 +99,11 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
                      "RLD-share / WAN-use timeline need it; only what the plan alone shows is drawn")
     else:
         from placer.baselines import compare
-        from placer.optimize import OBJECTIVES
+        from placer.optimize import OBJECTIVES, SolveConfig
 
         objective = plan.objective if plan.objective in OBJECTIVES else "bcr"
         say("solving the baselines")
-        comparison = compare(problem, objective, solver, time_limit_s, pdd=plan)
+        comparison = compare(problem, SolveConfig(objective, solver, time_limit_s), pdd=plan)
         add(charts.baseline_bars(comparison), "baselines", "PDD beside the PD baselines",
             "Each baseline solved in the same model, prices and SLA (placer compare).")
         from placer.report.simdata import simulate_plan

@@ -105,7 +105,7 @@ def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, see
                 solver: str, time_limit_s: float) -> dict:
     """Optimise and simulate one variant (runs inside a Ray task or in-process)."""
     from placer.errors import PlacerError
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
     from placer.problem import resolve
     from placer.sim.config import SimConfig
     from placer.sim.engine import simulate
@@ -118,7 +118,7 @@ def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, see
         problem = resolve(scen)
         row["mean_hit_rate"] = sum(c.share * c.hit_rate for c in problem.classes)
         row["mean_new_tokens"] = sum(c.share * max(1.0, (1 - c.hit_rate) * c.input_tokens) for c in problem.classes)
-        plan = optimize(problem, "bcr", solver, time_limit_s, marginals=False)
+        plan = optimize(problem, SolveConfig("bcr", solver, time_limit_s, marginals=False))
         sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
     except PlacerError as err:
         row.update(status="no plan", error=str(err))

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placer.evaluate import _mixture_quantile, analyze
+from placer.ilp.config import SolveConfig
 from placer.sim.config import SimConfig
 
 #: Each verify round multiplies the utilisation cap by at most this much.
@@ -66,9 +67,8 @@ class VerifyOutcome:
     holds: bool = False
 
 
-def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None = None, objective: str = "bcr",
-                solver: str = "ortools", time_limit_s: float = 30.0,
-                log: Callable[[str], None] | None = None) -> VerifyOutcome:
+def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None = None,
+                solve: SolveConfig = SolveConfig(), log: Callable[[str], None] | None = None) -> VerifyOutcome:
     """Simulate ``plan`` (optimised first if None); tighten the utilisation cap and re-solve until
     the simulated P90 TTFT meets the SLA or ``rounds`` re-solves are spent.
 
@@ -76,6 +76,8 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
     with no feasible plan is remembered and the next try bisects towards it."""
     from placer.errors import InputError, PlacerError
     from placer.optimize import as_problem, optimize
+
+    solve = solve.but(marginals=False)
     from placer.sim.engine import simulate
 
     if rounds < 0:
@@ -84,7 +86,7 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
     config = config or SimConfig()
     say = log or (lambda _msg: None)
     if plan is None:
-        plan = optimize(problem, objective, solver, time_limit_s, marginals=False)
+        plan = optimize(problem, solve)
     cap = problem.options.utilization_cap
     sla = problem.ttft_p90_s
     outcome = VerifyOutcome(plan)
@@ -117,7 +119,7 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
                 "utilization_cap": target,
                 "link_utilization_cap": max(0.05, problem.options.link_utilization_cap * scale)}))
             try:
-                new_plan = optimize(tighter, objective, solver, time_limit_s, marginals=False)
+                new_plan = optimize(tighter, solve)
             except PlacerError as err:
                 say(f"verify: no plan at utilisation cap {target:.3f} ({err})")
                 failed_cap = target

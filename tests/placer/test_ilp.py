@@ -10,7 +10,7 @@ from placer.errors import InfeasiblePlanError
 from placer.ilp.backends import solve
 from placer.ilp.dinkelbach import solve_objective
 from placer.ilp.formulation import build, pdd_architecture
-from placer.optimize import optimize
+from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
 from placer.validate import validate
@@ -22,7 +22,7 @@ def _problem(**changes):
 
 
 def _plan(problem, **kw):
-    return optimize(problem, marginals=False, time_limit_s=60, **kw)
+    return optimize(problem, SolveConfig(marginals=False, time_limit_s=60, **kw))
 
 
 def test_micro_plan_serves_the_load_and_passes_validate(micro_problem):
@@ -106,9 +106,9 @@ def test_filtered_class_may_finish_on_rld_and_no_other_may():
 
 
 def test_ortools_and_pulp_reach_the_same_optimum(micro_problem):
-    a = optimize(micro_problem, solver="ortools", marginals=False)
-    b = optimize(micro_problem, solver="pulp", marginals=False)
-    c = optimize(micro_problem, solver="ortools-scip", marginals=False)
+    a = optimize(micro_problem, SolveConfig(backend="ortools", marginals=False))
+    b = optimize(micro_problem, SolveConfig(backend="pulp", marginals=False))
+    c = optimize(micro_problem, SolveConfig(backend="ortools-scip", marginals=False))
     assert a.metrics.cost_usd_per_h == pytest.approx(b.metrics.cost_usd_per_h)
     assert a.metrics.bcr_requests_per_usd == pytest.approx(b.metrics.bcr_requests_per_usd, rel=5e-3)
     assert a.metrics.bcr_requests_per_usd == pytest.approx(c.metrics.bcr_requests_per_usd, rel=5e-3)
@@ -116,11 +116,11 @@ def test_ortools_and_pulp_reach_the_same_optimum(micro_problem):
 
 def test_min_cost_and_max_goodput_objectives():
     problem = _problem()
-    cheap = optimize(problem, objective="min-cost", marginals=False)
-    best = optimize(problem, objective="bcr", marginals=False)
+    cheap = optimize(problem, SolveConfig(objective="min-cost", marginals=False))
+    best = optimize(problem, SolveConfig(objective="bcr", marginals=False))
     assert cheap.metrics.cost_usd_per_h <= best.metrics.cost_usd_per_h + 1e-9
     opts = problem.options.model_copy(update={"budget_usd_per_h": cheap.metrics.cost_usd_per_h})
-    capped = optimize(dataclasses.replace(problem, options=opts), objective="max-goodput", marginals=False)
+    capped = optimize(dataclasses.replace(problem, options=opts), SolveConfig(objective="max-goodput", marginals=False))
     assert capped.metrics.cost_usd_per_h <= cheap.metrics.cost_usd_per_h + 1e-9
 
 
@@ -161,17 +161,17 @@ def test_optimum_equals_brute_force_enumeration(seed):
     form = build(problem, pdd_architecture(problem))
     if brute == 0.0:
         with pytest.raises(InfeasiblePlanError):
-            solve_objective(form, "bcr")
+            solve_objective(form, SolveConfig())
         return
-    outcome = solve_objective(form, "bcr")
+    outcome = solve_objective(form, SolveConfig())
     assert outcome.ratio == pytest.approx(brute, rel=3e-3)
 
 
 def test_warm_start_reaches_the_same_optimum(micro_problem):
-    cold = optimize(micro_problem, marginals=False)
-    warm = optimize(micro_problem, marginals=False, warm_start=cold)
+    cold = optimize(micro_problem, SolveConfig(marginals=False))
+    warm = optimize(micro_problem, SolveConfig(marginals=False), warm_start=cold)
     assert warm.metrics.bcr_requests_per_usd == pytest.approx(cold.metrics.bcr_requests_per_usd, rel=5e-3)
     drifted = dataclasses.replace(micro_problem, arrival_rps=micro_problem.arrival_rps * 0.7)
-    again = optimize(drifted, marginals=False, warm_start=cold)
-    fresh = optimize(drifted, marginals=False)
+    again = optimize(drifted, SolveConfig(marginals=False), warm_start=cold)
+    fresh = optimize(drifted, SolveConfig(marginals=False))
     assert again.metrics.bcr_requests_per_usd == pytest.approx(fresh.metrics.bcr_requests_per_usd, rel=5e-3)

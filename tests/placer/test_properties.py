@@ -4,6 +4,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from placer.errors import InfeasiblePlanError
+from placer.ilp.config import SolveConfig
 from placer.ilp.dinkelbach import REL_GAP, solve_objective
 from placer.ilp.formulation import build, pdd_architecture
 from placer.problem import resolve
@@ -30,7 +31,7 @@ def _ratio(h100, l40s, gbit, rps, ttft):
     problem = resolve(parse_scenario(data))
     form = build(problem, pdd_architecture(problem))
     try:
-        outcome = solve_objective(form, "bcr")
+        outcome = solve_objective(form, SolveConfig())
     except InfeasiblePlanError:
         return 0.0, None
     crossing = sum(outcome.values[i] for f, i in form.x.items() if f.crosses)

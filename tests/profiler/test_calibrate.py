@@ -8,7 +8,7 @@ import pytest
 
 from placer.catalog import DEFAULT_INTERCONNECT_EFFICIENCY
 from placer.errors import InputError
-from placer.optimize import optimize
+from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
 from profiler.calibrate import measured_from
@@ -86,9 +86,9 @@ def test_a_slower_measured_chip_gets_more_instances(tmp_path, mem_bw_efficiency)
     """Measured at less than the default 80 % of its bandwidth, the L40S decodes slower:
     the plan needs more of them for the same MainDecode work, and BCR falls."""
     scenario = parse_scenario(SCENARIO)
-    datasheet = optimize(scenario, marginals=False, time_limit_s=20)
+    datasheet = optimize(scenario, SolveConfig(marginals=False, time_limit_s=20))
     path = write_profile(tmp_path / "l40s.json", synthetic_profile("L40S", 0.55, mem_bw_efficiency))
-    calibrated = optimize(scenario, marginals=False, time_limit_s=20, measured=measured_from(path))
+    calibrated = optimize(scenario, SolveConfig(marginals=False, time_limit_s=20), measured=measured_from(path))
     assert chips_used(datasheet, "L40S") > 0
     assert chips_used(calibrated, "L40S") > chips_used(datasheet, "L40S")
     assert calibrated.metrics.bcr_requests_per_usd < datasheet.metrics.bcr_requests_per_usd
@@ -100,9 +100,9 @@ def test_a_chip_measured_too_slow_to_pay_is_dropped(tmp_path):
     its datasheet rates, an L40S is no longer worth its price and an H100 takes its work."""
     workload = {**SCENARIO["workload"], "arrival_rps": 4.0}
     scenario = parse_scenario({**SCENARIO, "workload": workload})
-    datasheet = optimize(scenario, marginals=False, time_limit_s=20)
+    datasheet = optimize(scenario, SolveConfig(marginals=False, time_limit_s=20))
     measured = measured_from(write_profile(tmp_path / "l40s.json", synthetic_profile("L40S", 0.5, 0.5)))
-    calibrated = optimize(scenario, marginals=False, time_limit_s=20, measured=measured)
+    calibrated = optimize(scenario, SolveConfig(marginals=False, time_limit_s=20), measured=measured)
     assert chips_used(datasheet, "L40S") > 0
     assert chips_used(calibrated, "L40S") == 0
     assert chips_used(calibrated, "H100-SXM") > chips_used(datasheet, "H100-SXM")

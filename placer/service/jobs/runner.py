@@ -112,7 +112,7 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
              time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome:
     from placer.service.jobs import solve
     from placer.service.jobs.workload import fit_request_log, fit_trace
-    from placer.optimize import evaluate_plan, optimize
+    from placer.optimize import SolveConfig, evaluate_plan, optimize
 
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
@@ -127,13 +127,13 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
     with factory() as session:
         full, scenario = solve.prepare(session, {**spec, "workload": fitted.workload})
         measured = solve.measured_for(session, scenario)
-    candidate = optimize(scenario, objective, solver, time_limit_s, marginals=False, measured=measured or None,
-                         warm_start=current)
+    config = SolveConfig(objective, solver, time_limit_s, marginals=False)
+    candidate = optimize(scenario, config, measured=measured or None, warm_start=current)
     baseline = None
     if current is not None:
         stripped = current.model_copy(update={"routes": [], "assignments": []})
         try:
-            baseline = evaluate_plan(scenario, stripped, solver, time_limit_s, measured=measured or None)
+            baseline = evaluate_plan(scenario, stripped, config, measured=measured or None)
         except InfeasiblePlanError:
             baseline = None
     diff = plan_diff(current, candidate) if current is not None else None

@@ -114,7 +114,7 @@ class SolveOutcome:
 
 def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
     """Run one PENDING solve job to the end; None when another worker already took it."""
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
 
     with session_scope(factory) as session:
         if not repo.claim_solve_job(session, job_id):
@@ -125,8 +125,8 @@ def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
     error, status_code, plan = None, None, None
     try:
         scenario = parse_scenario(request["scenario"])
-        plan = optimize(scenario, request["objective"], request["solver"], request["time_limit_s"],
-                        marginals=request["marginals"], measured=request["measured"] or None)
+        config = SolveConfig(request["objective"], request["solver"], request["time_limit_s"], request["marginals"])
+        plan = optimize(scenario, config, measured=request["measured"] or None)
     except PlacerError as err:
         error, status_code = str(err), err.http_status
     except Exception as err:  # a bug: keep the service up, record it on the job

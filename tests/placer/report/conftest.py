@@ -25,7 +25,7 @@ def micro_scenario():
 
 @pytest.fixture(scope="session")
 def micro_plan(micro_scenario):
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
 
     return optimize(micro_scenario)
 
@@ -40,9 +40,9 @@ def relay_problem():
 
 @pytest.fixture(scope="session")
 def relay_plan(relay_problem):
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
 
-    return optimize(relay_problem, marginals=False)
+    return optimize(relay_problem, SolveConfig(marginals=False))
 
 
 def bathtub_rows() -> list[dict]:

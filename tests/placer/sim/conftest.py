@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from placer.optimize import optimize
+from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import load_scenario, parse_scenario
 from tests.placer.conftest import EXAMPLES
@@ -45,7 +45,7 @@ def small_problem():
 
 @pytest.fixture(scope="module")
 def small_plan(small_problem):
-    return optimize(small_problem, marginals=False)
+    return optimize(small_problem, SolveConfig(marginals=False))
 
 
 @pytest.fixture(scope="module")
@@ -55,4 +55,4 @@ def pdd_problem():
 
 @pytest.fixture(scope="module")
 def pdd_plan(pdd_problem):
-    return optimize(pdd_problem, marginals=False)
+    return optimize(pdd_problem, SolveConfig(marginals=False))

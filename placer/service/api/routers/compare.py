@@ -29,13 +29,13 @@ async def compare(body: CompareRequest, service: ServiceDep):
 
     def work() -> dict:
         from placer.baselines import compare as run
-        from placer.optimize import as_problem
+        from placer.optimize import SolveConfig, as_problem
 
         with service.factory() as session:
             spec = scenario_spec(session, body.scenario_id, body.scenario)
             _, scenario = solve.prepare(session, spec)
             measured = solve.measured_for(session, scenario) if body.use_profiles else {}
-        result = run(as_problem(scenario, measured or None), body.objective, body.solver, body.time_limit_s)
+        result = run(as_problem(scenario, measured or None), SolveConfig(body.objective, body.solver, body.time_limit_s))
         return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()}}
 
     return await asyncio.wrap_future(service.submit(work))

@@ -26,11 +26,11 @@ def test_post_plans_answers_202_with_a_pending_job_then_the_plan(client):
 
 
 def test_the_api_plan_is_the_one_the_cli_library_function_gives(client):
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
     from placer.specs import parse_scenario
 
     _, plan = solved_plan(client, {"scenario": micro(), "use_profiles": False})
-    direct = optimize(parse_scenario(micro()), "bcr", "ortools", 30.0, marginals=False)
+    direct = optimize(parse_scenario(micro()), SolveConfig(marginals=False))
     assert sorted((p["role"], p["datacenter"], p["chip"], p["tp"], p["count"]) for p in plan["pools"]) == \
         sorted((p.role, p.datacenter, p.chip, p.tp, p.count) for p in direct.pools)
     assert plan["metrics"]["bcr_requests_per_usd"] == pytest.approx(direct.metrics.bcr_requests_per_usd, rel=1e-6)

@@ -44,10 +44,10 @@ def micro(arrival_rps: float = 6.0) -> dict:
 def solve_micro_pair():
     """(plan at 6 req/s with marginals, plan at 4 req/s): the second drops the dc-a MD tp1
     pool and halves the dc-b L40S tp2 MD pool (2 → 1)."""
-    from placer.optimize import optimize
+    from placer.optimize import SolveConfig, optimize
     from placer.specs import parse_scenario
 
-    return optimize(parse_scenario(micro(6.0))), optimize(parse_scenario(micro(4.0)), marginals=False)
+    return optimize(parse_scenario(micro(6.0))), optimize(parse_scenario(micro(4.0)), SolveConfig(marginals=False))
 
 
 @dataclass
