@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]  # the repository root
 ARTIFACTS = ROOT / "test-artifacts"
 TOKEN = "dashboard-test-token-0123"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
