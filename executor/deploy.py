@@ -111,9 +111,6 @@ def _actor_classes():
         def stats(self) -> dict:
             return self.instance.worker.stats()
 
-        def stop(self) -> None:
-            self.instance.worker.stop()
-
     @ray.remote(num_cpus=0)
     class LinkActor:
         def __init__(self, dc_a: str, dc_b: str, shape: dict, seed: int) -> None:
