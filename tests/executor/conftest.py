@@ -1,4 +1,4 @@
-"""Fixtures of every executor test: one torch thread, the tiny model's config.
+"""Fixtures of every executor test: one torch thread, the tiny model's config, engine settings.
 
 (The triton interpreter switch for machines without CUDA is set once, in tests/conftest.py.)
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from executor.engine import ModelConfig
+from executor.engine import EngineConfig, ModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -27,3 +27,9 @@ def model_config() -> ModelConfig:
     return ModelConfig(
         num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2, head_dim=16, intermediate_size=128
     )
+
+
+@pytest.fixture
+def engine_config() -> EngineConfig:
+    """The torch backend, blocks of 4 tokens, 256 blocks per engine (a test needing more overrides it)."""
+    return EngineConfig(backend="torch", block_size=4, num_blocks=256)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
 from executor.faults import FaultAction, fault_action
 from executor.health import HealthMonitor, PeerState
 from executor.live import LiveRequest
@@ -56,11 +56,6 @@ def test_no_attempt_past_the_limit():
 
 def _sampling(n: int = MAX_NEW) -> SamplingParams:
     return SamplingParams(max_new_tokens=n, stop_at_eos=False)
-
-
-@pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import InstanceSpec
 from executor.routing import RoutingPolicy
@@ -19,11 +19,6 @@ SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a
          InstanceSpec("md0", "MD", "dc-b", "B")]
 
 
-
-
-@pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
 from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.request_log import BatchingRequestLog, MemorySink
@@ -25,11 +25,6 @@ MAX_NEW = 40
 
 def _sampling(n: int = MAX_NEW) -> SamplingParams:
     return SamplingParams(max_new_tokens=n, stop_at_eos=False)
-
-
-@pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
 
 
 @pytest.fixture
