@@ -24,7 +24,6 @@ line imports this module).
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -40,8 +39,6 @@ from executor.transport.link import LinkEmulator
 from executor.transport.shaping import LinkShape
 from executor.transport.tcp import Directory, TcpEndpoint
 from placer.errors import InputError, PlacerError
-
-log = logging.getLogger("executor.deploy")
 
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 
@@ -155,7 +152,7 @@ class RayDeployment:
         self.specs = placement(plan, max_per_pool)
         self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
         self._actor_args = (dataclasses.asdict(model_config), dataclasses.asdict(engine_config), seed, model_file)
-        addresses, link_addrs = self._start_actors(seed)
+        addresses, link_addrs = self._start_actors()
         front = self.config.router_datacenter or front_datacenter(plan)
         self.directory = Directory()
         self.endpoint = TcpEndpoint("router", front, self.directory, host=ray.util.get_node_ip_address())
@@ -172,12 +169,12 @@ class RayDeployment:
         for s in self.specs:
             self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
 
-    def _start_actors(self, seed: int) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+    def _start_actors(self) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
         """An actor per instance and per WAN line; their addresses once they are up."""
         import ray
 
         InstanceActor, LinkActor = _actor_classes()
-        mc, ec, _, model_file = self._actor_args
+        mc, ec, seed, model_file = self._actor_args
         self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
             dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
         self.link_actors = {}

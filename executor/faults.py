@@ -8,12 +8,13 @@ gracefully) and the attempt limit. Out: a `FaultAction`.
 | P | RETRY (another P) | IGNORE: the decoders hold the KV |
 | RLD, MD already streams | IGNORE: the handoff is done | IGNORE |
 | RLD, the only streamer | RETRY avoiding it | FAIL: a clear error, never a silent re-run |
-| MD (or a stalled MD pipeline) | RETRY, RLD in P's DC if any (*fallback*) | MIGRATE: prefill `prompt + delivered`, stream on from the next index |
+| MD (or a stalled MD pipeline) | RETRY, RLD in P's DC if any (*fallback*) | MIGRATE: from the next index |
 | not in the current attempt | RETRY | IGNORE |
 
-A graceful fault (an instance of the attempt is leaving, alive) is always retried or
-migrated: what it holds is moved. Past `max_attempts` attempts any retry or migration is GIVE_UP.
-No torch, no threads.
+A migration prefills `prompt + delivered` and streams on from the next index (RLD,
+or another MD). A graceful fault (an instance of the attempt is leaving, alive) is
+always retried or migrated: what it holds is moved. Past `max_attempts` attempts any
+retry or migration is GIVE_UP. No torch, no threads.
 """
 
 from __future__ import annotations

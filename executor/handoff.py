@@ -63,8 +63,8 @@ class HandoffPolicy:
         """From a plan's `handoff` block (`placer.plan.Plan` or its JSON dict)."""
         handoff = plan["handoff"] if isinstance(plan, dict) else plan.handoff
         get = handoff.get if isinstance(handoff, dict) else (lambda k, d=None: getattr(handoff, k, d))
-        kw = {"mode": get("mode", flows.ADAPTIVE),
-              "catch_up_threshold_tokens": int(get("catch_up_threshold_tokens", flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS))}
+        threshold = get("catch_up_threshold_tokens", flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS)
+        kw = {"mode": get("mode", flows.ADAPTIVE), "catch_up_threshold_tokens": int(threshold)}
         return cls(**{**kw, **overrides})
 
 

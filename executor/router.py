@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
 import threading
 import time
 from collections import Counter, deque
@@ -56,8 +55,6 @@ from executor.transport.messages import (
     sampling_to_dict,
 )
 from placer import flows
-
-log = logging.getLogger("executor.router")
 
 _ATTEMPT_ROLES = (flows.P, flows.RLD, flows.MD)  # the roles an attempt holds load on
 

@@ -222,8 +222,9 @@ def test_every_request_ends_even_when_no_instance_can_take_it_over(cluster):
 
 def test_restart_over_tcp_reconnects_to_the_new_address(model_config, engine_config, reference):
     md_near = InstanceSpec("md0", "MD", "dc-a", "A")  # real sockets, no WAN line needed
-    c = LocalCluster([P0, md_near], model_config, engine_config, serving(routing=only(Pipeline.P_MD), heartbeat_s=0.05),
-                     transport="tcp", threads=True, health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))
+    config = serving(routing=only(Pipeline.P_MD), heartbeat_s=0.05)
+    c = LocalCluster([P0, md_near], model_config, engine_config, config, transport="tcp", threads=True,
+                     health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))
     try:
         first = c.router.submit(PROMPT, _sampling(8))
         assert first.result(30) == reference(PROMPT, 8)

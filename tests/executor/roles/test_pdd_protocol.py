@@ -38,8 +38,8 @@ def cluster(model_config, engine_config):
     made = []
 
     def make(policy: RoutingPolicy, handoff: HandoffPolicy | None = None, specs=SPECS) -> LocalCluster:
-        c = LocalCluster(specs, model_config, engine_config, serving(routing=policy, handoff=handoff or HandoffPolicy()),
-                         transport="fake", threads=False)
+        config = serving(routing=policy, handoff=handoff or HandoffPolicy())
+        c = LocalCluster(specs, model_config, engine_config, config, transport="fake", threads=False)
         made.append(c)
         return c
 
