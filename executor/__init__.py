@@ -16,7 +16,8 @@ _ENGINE = (
 _SERVING = {
     "LocalCluster": "executor.cluster",
     "Router": "executor.router",
-    "InstanceInfo": "executor.router",
+    "InstanceInfo": "executor.registry",
+    "ServingConfig": "executor.config",
     "RoutingPolicy": "executor.routing",
     "Pipeline": "executor.routing",
     "HandoffPolicy": "executor.handoff",

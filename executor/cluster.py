@@ -1,7 +1,8 @@
 """A whole PDD deployment in one process: instances, channels, link emulators, router.
 
-In: a plan (or a list of `InstanceSpec`s), a model config and seed, engine settings,
-WAN lines. Out: a running `LocalCluster` with a `router` to submit requests to.
+In: `InstanceSpec`s (a plan's: `executor.placement.placement`), a model config and
+seed, engine settings, a `ServingConfig` (routing, handoff, WAN lines, deadlines).
+Out: a running `LocalCluster` with a `router` to submit requests to.
 
 `transport="tcp"` gives every instance a real socket endpoint (in-DC: direct TCP;
 cross-DC: through a `LinkEmulator` per datacenter pair) and a worker thread —
@@ -13,30 +14,35 @@ own thread (`run_until`) — deterministic, no sleeps.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from executor.handoff import HandoffPolicy
-from executor.placement import InstanceSpec, front_datacenter, link_shapes, placement
+from executor.config import ServingConfig
+from executor.elastic import apply_specs
+from executor.engine import Engine
+from executor.placement import InstanceSpec, placement
+from executor.registry import InstanceInfo
 from executor.request_log import BatchingRequestLog
 from executor.roles.common import RoleWorker
-from executor.router import InstanceInfo, Router
-from executor.routing import RoutingPolicy
+from executor.roles.md import MainWorker
+from executor.roles.p import PrefillWorker
+from executor.roles.rld import RelayWorker
+from executor.router import Router
 from executor.transport.base import PeerInfo
-from executor.transport.shaping import LinkShape
+from executor.transport.fake import FakeNetwork
+from executor.transport.link import LinkEmulator
+from executor.transport.tcp import Directory, TcpEndpoint
+from placer import flows
 
 ROUTER_NAME = "router"
 
 
 def make_worker(role: str, name: str, engine: Any, endpoint: Any, **kw: Any) -> RoleWorker:
     """The role worker for `role` (D, the PD baselines' decode, is an MD without relay)."""
-    from executor.roles.md import MainWorker
-    from executor.roles.p import PrefillWorker
-    from executor.roles.rld import RelayWorker
-
-    cls = {"P": PrefillWorker, "RLD": RelayWorker, "MD": MainWorker, "D": MainWorker}.get(role)
+    cls = {flows.P: PrefillWorker, flows.RLD: RelayWorker, flows.MD: MainWorker, flows.D: MainWorker}.get(role)
     if cls is None:
         raise ValueError(f"unknown role {role!r}")
     return cls(name, engine, endpoint, **kw)
@@ -52,8 +58,6 @@ class Instance:
     @classmethod
     def build(cls, spec: InstanceSpec, endpoint: Any, model_config: Any, engine_config: Any, seed: int,
               device: str = "cpu", **kw: Any) -> Instance:
-        from executor.engine import Engine
-
         engine = Engine.from_seed(model_config, engine_config, seed=seed, device=device)
         return cls(spec, make_worker(spec.role, spec.name, engine, endpoint, **kw))
 
@@ -64,51 +68,40 @@ class Instance:
 
 
 class LocalCluster:
-    """Instances, links and router of a plan, all in this process."""
+    """Instances, links and router of a deployment, all in this process."""
 
-    def __init__(self, specs: list[InstanceSpec], model_config: Any, engine_config: Any, *, seed: int = 0,
-                 links: dict[frozenset[str], LinkShape] | None = None, policy: RoutingPolicy | None = None,
-                 handoff: HandoffPolicy | None = None, transport: str = "tcp", threads: bool = True,
-                 request_log: BatchingRequestLog | None = None, router_dc: str | None = None,
-                 device: str = "cpu", link_seed: int = 0, request_timeout_s: float = 120.0,
-                 kv_deadline_s: float = 60.0, heartbeat_s: float | None = None, stall_s: float = 30.0,
-                 admission: Any = None, health: Any = None, max_attempts: int = 4) -> None:
+    def __init__(self, specs: list[InstanceSpec], model_config: Any, engine_config: Any,
+                 config: ServingConfig | None = None, *, seed: int = 0, transport: str = "tcp",
+                 threads: bool = True, request_log: BatchingRequestLog | None = None, device: str = "cpu",
+                 link_seed: int = 0, kv_deadline_s: float = 60.0, health: Any = None, **options: Any) -> None:
+        """`config`: how it serves (default: `ServingConfig` without heartbeats — a test turns them on).
+
+        `options`: single fields of the config, by name (`policy` for `routing`).
+        """
         if transport not in ("tcp", "fake"):
             raise ValueError(f"transport must be 'tcp' or 'fake', got {transport!r}")
         if transport == "tcp" and not threads:
             raise ValueError("the tcp transport needs worker threads")
+        config = config or ServingConfig(heartbeat_s=None)
+        if options:  # TODO(issue 12): bench/ passes single fields; drop once it passes `config`
+            config = dataclasses.replace(config, **{"routing" if k == "policy" else k: v for k, v in options.items()})
+        self.config = config
         self.specs, self.transport, self.threads = list(specs), transport, threads
         self.model_config, self.engine_config, self.seed, self.device = model_config, engine_config, seed, device
         self.kv_deadline_s = kv_deadline_s
         self.dead: dict[str, Instance] = {}
-        self.links = links or {}
         self.link_emulators: list[Any] = []
         self.instances: dict[str, Instance] = {}
-        router_dc = router_dc or next(s.datacenter for s in specs if s.role == "P")
         self.directory: Any = None
         self.network: Any = None
         if transport == "tcp":
-            from executor.transport.link import LinkEmulator
-            from executor.transport.tcp import Directory
-
-            self.directory = Directory()
-            for k, (pair, shape) in enumerate(self.links.items()):
-                a, b = sorted(pair)
-                emu = LinkEmulator(a, b, shape, seed=link_seed + k)
-                addr = emu.start()
-                self.link_emulators.append(emu)
-                self.directory.add_link(a, b, addr)
-                self.directory.add_link(b, a, addr)
+            self._start_links(link_seed)
         else:
-            from executor.transport.fake import FakeNetwork
-
             self.network = FakeNetwork()
         try:
-            router_ep = self._endpoint(ROUTER_NAME, router_dc)
-            self.router = Router(router_ep, policy or RoutingPolicy(), handoff, block_size=engine_config.block_size,
-                                 request_log=request_log, directory=self.directory,
-                                 request_timeout_s=request_timeout_s, heartbeat_s=heartbeat_s, stall_s=stall_s,
-                                 admission=admission, health=health, max_attempts=max_attempts)
+            router_dc = config.router_datacenter or next(s.datacenter for s in specs if s.role == flows.P)
+            self.router = Router(self._endpoint(ROUTER_NAME, router_dc), config, block_size=engine_config.block_size,
+                                 request_log=request_log, directory=self.directory, health=health)
             for spec in specs:
                 ep = self._endpoint(spec.name, spec.datacenter)
                 inst = Instance.build(spec, ep, model_config, engine_config, seed, device, kv_deadline_s=kv_deadline_s)
@@ -120,22 +113,20 @@ class LocalCluster:
             self.close()
             raise
 
-    @classmethod
-    def from_plan(cls, plan: Any, model_config: Any, engine_config: Any, *, scenario: Any = None,
-                  max_per_pool: int | None = None, policy: RoutingPolicy | None = None,
-                  handoff: HandoffPolicy | None = None, links: dict[frozenset[str], LinkShape] | None = None,
-                  **kw: Any) -> LocalCluster:
-        """The plan's pools (capped at `max_per_pool` each), its links, its routing and handoff."""
-        return cls(placement(plan, max_per_pool), model_config, engine_config,
-                   links=links if links is not None else link_shapes(plan, scenario),
-                   policy=policy or RoutingPolicy.from_plan(plan, scenario),
-                   handoff=handoff or HandoffPolicy.from_plan(plan), router_dc=front_datacenter(plan), **kw)
+    def _start_links(self, link_seed: int) -> None:
+        """The tcp transport's directory, and one `LinkEmulator` per WAN line."""
+        self.directory = Directory()
+        for k, (pair, shape) in enumerate(self.config.links.items()):
+            a, b = sorted(pair)
+            emu = LinkEmulator(a, b, shape, seed=link_seed + k)
+            addr = emu.start()
+            self.link_emulators.append(emu)
+            self.directory.add_link(a, b, addr)
+            self.directory.add_link(b, a, addr)
 
     def _endpoint(self, name: str, datacenter: str) -> Any:
         if self.transport == "fake":
             return self.network.endpoint(name, datacenter)
-        from executor.transport.tcp import TcpEndpoint
-
         ep = TcpEndpoint(name, datacenter, self.directory)
         ep.start()
         self.directory.add(PeerInfo(name, datacenter, ep.address))
@@ -189,8 +180,6 @@ class LocalCluster:
     def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 30.0,
                    max_per_pool: int | None = None) -> Any:
         """Diff the running instances against a plan (or a list of specs) and apply it (`executor.elastic`)."""
-        from executor.elastic import apply_specs
-
         specs = new if isinstance(new, list) else placement(new, max_per_pool)
         return apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
 

@@ -1,42 +1,49 @@
 """Deploy a plan on Ray: every pool's instances as actors, placed by datacenter and chip.
 
-In: a plan (and optionally its scenario), a Ray address (or none: start a local Ray
-that emulates the plan's datacenters as custom resources on this machine). Out: a
+In: a plan, its `ServingConfig`, a Ray address (or none: start a local Ray that
+emulates the plan's datacenters as custom resources on this machine). Out: a
 `RayDeployment` — one `InstanceActor` per instance (engine + socket endpoint + role
 worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>` =
 tp), one `LinkActor` per datacenter pair (the shaped WAN line), and the router in
 this (the driver's) process, with every instance registered. `describe` renders the
-placement for `--dry-run`.
+placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
+interrupted (`placer deploy`); `post_plan` sends a new plan to a running one's server
+(`placer deploy --apply`).
 
 Startup: actors start and report their addresses; the driver builds the directory
 (instances, router, links) and pushes it to every actor; then the router registers
 each instance. A real cluster's nodes are started with the matching resources, e.g.
 `ray start --resources='{"dc:dc-a": 8, "chip:H800-SXM": 64}'`.
+
+Importing this module needs neither ray nor torch nor the HTTP stack: ray comes in
+inside the functions that start or talk to actors, torch only inside the actors,
+uvicorn/FastAPI inside `serve` and httpx inside `post_plan` (the `placer` command
+line imports this module).
 """
 
 from __future__ import annotations
 
-import logging
+import dataclasses
+from collections.abc import Callable
 from typing import Any
 
-from executor.handoff import HandoffPolicy
-from executor.placement import (
-    InstanceSpec,
-    front_datacenter,
-    link_shapes,
-    node_resources,
-    placement,
-)
-from executor.routing import RoutingPolicy
+from executor.config import ServingConfig
+from executor.elastic import ApplyReport, apply_specs
+from executor.engine.config import EngineConfig, ModelConfig
+from executor.placement import InstanceSpec, front_datacenter, node_resources, placement
+from executor.registry import InstanceInfo
+from executor.request_log import BatchingRequestLog, open_sink
+from executor.router import Router
+from executor.transport.base import PeerInfo
+from executor.transport.link import LinkEmulator
 from executor.transport.shaping import LinkShape
-
-log = logging.getLogger("executor.deploy")
+from executor.transport.tcp import Directory, TcpEndpoint
+from placer.errors import InputError, PlacerError
 
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 
 
-def describe(plan: Any, specs: list[InstanceSpec], links: dict[frozenset[str], LinkShape],
-             policy: RoutingPolicy, handoff: HandoffPolicy) -> str:
+def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig) -> str:
     """The placement as text: instances, per-datacenter resources, lines, routing."""
     lines = [f"plan {plan.scenario!r}: {len(specs)} instances"]
     planned = sum(p.count for p in plan.pools)
@@ -49,11 +56,13 @@ def describe(plan: Any, specs: list[InstanceSpec], links: dict[frozenset[str], L
     lines.append("node resources (local emulation: one node holds them all):")
     for dc, res in node_resources(specs).items():
         lines.append(f"  {dc}: " + ", ".join(f"{k}={v:g}" for k, v in res.items()))
-    for pair, shape in links.items():
+    for pair, shape in config.links.items():
         a, b = sorted(pair)
         lines.append(f"link {a}<->{b}: {shape.gbit_per_s:g} Gbit/s, RTT {shape.rtt_ms:g} ms, "
                      f"jitter {shape.jitter_ms:g} ms, loss {shape.loss:g}")
-    lines.append(f"router in {front_datacenter(plan)}; pipelines {sorted(p.value for p in policy.allowed)}; "
+    policy, handoff = config.routing, config.handoff
+    lines.append(f"router in {config.router_datacenter or front_datacenter(plan)}; "
+                 f"pipelines {sorted(p.value for p in policy.allowed)}; "
                  f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}; filter: input >= {policy.filter_min_input_tokens}, "
                  f"hit < {policy.filter_max_hit_rate:.2f}, output < {policy.filter_max_output_tokens}")
     lines.append(f"handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens")
@@ -68,11 +77,10 @@ def _actor_classes():
     class InstanceActor:
         def __init__(self, spec: dict, model_config: dict, engine_config: dict, seed: int,
                      model_file: str | None = None) -> None:
-            import torch
+            import torch  # engines run in the actors' processes only
 
             from executor.cluster import Instance, make_worker
-            from executor.engine import Engine, EngineConfig, ModelConfig
-            from executor.transport.tcp import Directory, TcpEndpoint
+            from executor.engine import Engine
 
             torch.set_num_threads(1)
             self.spec = InstanceSpec(**spec)
@@ -100,14 +108,9 @@ def _actor_classes():
         def stats(self) -> dict:
             return self.instance.worker.stats()
 
-        def stop(self) -> None:
-            self.instance.worker.stop()
-
     @ray.remote(num_cpus=0)
     class LinkActor:
         def __init__(self, dc_a: str, dc_b: str, shape: dict, seed: int) -> None:
-            from executor.transport.link import LinkEmulator
-
             self.emu = LinkEmulator(dc_a, dc_b, LinkShape(**shape), host=ray.util.get_node_ip_address(), seed=seed)
             self.emu.start()
 
@@ -136,42 +139,22 @@ def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
 class RayDeployment:
     """A plan running on Ray: instance actors, link actors, and the router here."""
 
-    def __init__(self, plan: Any, model_config: Any, engine_config: Any, *, scenario: Any = None, seed: int = 0,
-                 max_per_pool: int | None = None, links: dict[frozenset[str], LinkShape] | None = None,
-                 policy: RoutingPolicy | None = None, handoff: HandoffPolicy | None = None,
-                 request_log: Any = None, model_file: str | None = None, start_timeout_s: float = 180.0,
-                 heartbeat_s: float | None = 0.5, stall_s: float = 30.0, admission: Any = None) -> None:
-        import dataclasses
-
+    def __init__(self, plan: Any, model_config: Any, engine_config: Any, config: ServingConfig | None = None, *,
+                 seed: int = 0, max_per_pool: int | None = None, request_log: Any = None,
+                 model_file: str | None = None, start_timeout_s: float = 180.0) -> None:
+        """`config`: how it serves (default: `ServingConfig.from_plan(plan)`)."""
         import ray
-
-        from executor.router import InstanceInfo, Router
-        from executor.transport.base import PeerInfo
-        from executor.transport.tcp import Directory, TcpEndpoint
 
         if not ray.is_initialized():
             raise RuntimeError("start Ray first (ray.init, or start_local_ray)")
         self.plan = plan
+        self.config = config or ServingConfig.from_plan(plan)
         self.specs = placement(plan, max_per_pool)
-        self.links = links if links is not None else link_shapes(plan, scenario)
-        self.policy = policy or RoutingPolicy.from_plan(plan, scenario)
-        self.handoff = handoff or HandoffPolicy.from_plan(plan)
-        InstanceActor, LinkActor = _actor_classes()
-        mc, ec = dataclasses.asdict(model_config), dataclasses.asdict(engine_config)
-        self._actor_args = (mc, ec, seed, model_file)
         self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
-        self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
-            dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
-        self.link_actors = {}
-        for k, (pair, shape) in enumerate(self.links.items()):
-            a, b = sorted(pair)
-            self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
-        addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()],
-                                                  timeout=start_timeout_s)))
-        link_addrs = dict(zip(self.link_actors, ray.get([a.address.remote() for a in self.link_actors.values()],
-                                                        timeout=start_timeout_s)))
+        self._actor_args = (dataclasses.asdict(model_config), dataclasses.asdict(engine_config), seed, model_file)
+        addresses, link_addrs = self._start_actors()
+        front = self.config.router_datacenter or front_datacenter(plan)
         self.directory = Directory()
-        front = front_datacenter(plan)
         self.endpoint = TcpEndpoint("router", front, self.directory, host=ray.util.get_node_ip_address())
         self.endpoint.start()
         self.directory.add(PeerInfo("router", front, self.endpoint.address))
@@ -181,23 +164,35 @@ class RayDeployment:
             self.directory.add_link(a, b, addr)
             self.directory.add_link(b, a, addr)
         ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()])
-        self.router = Router(self.endpoint, self.policy, self.handoff, block_size=engine_config.block_size,
-                             request_log=request_log, directory=self.directory, heartbeat_s=heartbeat_s,
-                             stall_s=stall_s, admission=admission)
+        self.router = Router(self.endpoint, self.config, block_size=engine_config.block_size,
+                             request_log=request_log, directory=self.directory)
         for s in self.specs:
             self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
+
+    def _start_actors(self) -> tuple[dict[str, str], dict[tuple[str, str], str]]:
+        """An actor per instance and per WAN line; their addresses once they are up."""
+        import ray
+
+        InstanceActor, LinkActor = _actor_classes()
+        mc, ec, seed, model_file = self._actor_args
+        self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
+            dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
+        self.link_actors = {}
+        for k, (pair, shape) in enumerate(self.config.links.items()):
+            a, b = sorted(pair)
+            self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
+        addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()],
+                                                  timeout=self.start_timeout_s)))
+        link_addrs = dict(zip(self.link_actors, ray.get([a.address.remote() for a in self.link_actors.values()],
+                                                        timeout=self.start_timeout_s)))
+        return addresses, link_addrs
 
     # ---- faults and elastic changes (the same surface as `LocalCluster`) ---------------------
 
     def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> None:
         """Start an actor for `spec` (a new one, or a restart under a known name: a new address),
         tell every instance where it is, and let it join the router once it answers."""
-        import dataclasses
-
         import ray
-
-        from executor.router import InstanceInfo
-        from executor.transport.base import PeerInfo
 
         InstanceActor, _ = _actor_classes()
         mc, ec, seed, model_file = self._actor_args
@@ -239,10 +234,8 @@ class RayDeployment:
                 pass
         self.specs = [s for s in self.specs if s.name != name]
 
-    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0) -> Any:
+    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0) -> ApplyReport:
         """Diff against a plan (or specs) and apply it live (`executor.elastic`)."""
-        from executor.elastic import apply_specs
-
         specs = new if isinstance(new, list) else placement(new, self.max_per_pool)
         report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
         if not isinstance(new, list):
@@ -272,3 +265,54 @@ class RayDeployment:
                 ray.kill(actor)
             except Exception:  # already gone
                 pass
+
+
+def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
+          seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
+          request_log: str | None = None, host: str = "127.0.0.1", port: int = 8000,
+          echo: Callable[[str], None] = print) -> None:
+    """Deploy `plan` on Ray and serve its completions endpoint on `host:port` until interrupted.
+
+    `address`: a running Ray cluster ('auto' or ADDR); None starts a local Ray that emulates the
+    plan's datacenters. `request_log`: a sink (`executor.request_log.open_sink`). Ray is shut down
+    on the way out.
+    """
+    import ray
+    import uvicorn
+
+    from executor.server import create_app
+
+    if address is None:
+        start_local_ray(placement(plan, max_per_pool))
+    else:
+        ray.init(address=address, log_to_driver=False)
+    dep = None
+    try:
+        sink = BatchingRequestLog(open_sink(request_log)) if request_log else None
+        dep = RayDeployment(plan, ModelConfig(), engine_config, config, seed=seed, max_per_pool=max_per_pool,
+                            request_log=sink, model_file=model_file)
+        echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
+        uvicorn.run(create_app(dep.router, deployment=dep), host=host, port=port, log_level="warning")
+    finally:
+        if dep is not None:
+            dep.close()
+        ray.shutdown()
+
+
+def post_plan(plan: Any, url: str, grace_s: float) -> dict[str, Any]:
+    """Send `plan` to the server of a running deployment (`POST /plan`: applied live there); its report.
+
+    Raises `PlacerError` when the server cannot be reached, `InputError` when it refuses the plan as
+    invalid (HTTP 422), `PlacerError` when it refuses it otherwise.
+    """
+    import httpx
+
+    try:
+        r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"), params={"grace_s": grace_s},
+                       timeout=grace_s + 300)
+    except httpx.HTTPError as exc:
+        raise PlacerError(f"cannot reach the deployment at {url}: {exc}") from None
+    if r.status_code != 200:
+        error = InputError if r.status_code == 422 else PlacerError
+        raise error(f"the deployment refused the plan ({r.status_code}): {r.text}")
+    return r.json()

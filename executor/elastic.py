@@ -79,7 +79,7 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     while waiting and time.monotonic() < end:
         waiting = [n for n in waiting if n in router.joining]
         if waiting:
-            router._ping(waiting)
+            router.ping(waiting)
             time.sleep(poll_s)
     for spec in diff.add:
         if spec.name in waiting:

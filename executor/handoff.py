@@ -4,19 +4,21 @@ In: the plan's handoff settings and, per request, how many output tokens RLD hol
 that MD lacks. Out: a `HandoffMode` and, step by step, the `HandoffBatch`es RLD
 sends (output indices `first..last`, whether RLD stops after it).
 
-Modes (DESIGN §1, idea 3):
+Modes (the mode names, the adaptive rule and its default threshold are PDD's, from
+`placer.flows`):
 - **one-shot**: RLD stops at once and sends every token MD lacks in one batch; MD
   runs one extend-decode over them. Shortest time on RLD, one bigger pass on MD.
 - **catch-up**: RLD sends what it has and keeps decoding; each acknowledgement from
   MD triggers the next batch of tokens produced meanwhile, until at most
   `final_batch_tokens` are left (or `max_rounds` batches went out): that last batch
   is final and RLD stops. MD's passes stay small; RLD runs a few round trips longer.
-- **adaptive** (the plan's default): catch-up when the tokens pending for the
-  handoff exceed `catch_up_threshold_tokens` (the plan's
+- **adaptive** (the plan's default): `flows.handoff_mode` — catch-up when the tokens
+  pending for the handoff exceed `catch_up_threshold_tokens` (the plan's
   `handoff.catch_up_threshold_tokens`), else one-shot.
 
 Indices are output-token indices: 0 is P's first token (MD already has it from
-P's KV message), so the first batch starts at 1. No torch here.
+P's KV message), so the first batch starts at 1. No torch here; imports only the
+placer base layer (`placer.flows`).
 """
 
 from __future__ import annotations
@@ -25,27 +27,28 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
+from placer import flows
+
 
 class HandoffMode(str, enum.Enum):
-    ONE_SHOT = "one-shot"
-    CATCH_UP = "catch-up"
+    """The mode a request's handoff runs in (adaptive resolves to one of these)."""
 
-
-MODES = ("adaptive", "one-shot", "catch-up")
+    ONE_SHOT = flows.ONE_SHOT
+    CATCH_UP = flows.CATCH_UP
 
 
 @dataclass(frozen=True)
 class HandoffPolicy:
     """How RLD hands a request to MD."""
 
-    mode: str = "adaptive"
-    catch_up_threshold_tokens: int = 64
+    mode: str = flows.ADAPTIVE
+    catch_up_threshold_tokens: int = flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
     final_batch_tokens: int = 8
     max_rounds: int = 4
 
     def __post_init__(self) -> None:
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.mode not in flows.HANDOFF_MODES:
+            raise ValueError(f"mode must be one of {flows.HANDOFF_MODES}, got {self.mode!r}")
         for name in ("catch_up_threshold_tokens", "final_batch_tokens", "max_rounds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name == "max_rounds" else 0):
@@ -53,18 +56,15 @@ class HandoffPolicy:
 
     def choose(self, pending_tokens: int) -> HandoffMode:
         """The mode for a request with `pending_tokens` output tokens MD lacks."""
-        if self.mode == "one-shot":
-            return HandoffMode.ONE_SHOT
-        if self.mode == "catch-up":
-            return HandoffMode.CATCH_UP
-        return HandoffMode.CATCH_UP if pending_tokens > self.catch_up_threshold_tokens else HandoffMode.ONE_SHOT
+        return HandoffMode(flows.handoff_mode(self.mode, pending_tokens, self.catch_up_threshold_tokens))
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides: Any) -> HandoffPolicy:
         """From a plan's `handoff` block (`placer.plan.Plan` or its JSON dict)."""
         handoff = plan["handoff"] if isinstance(plan, dict) else plan.handoff
         get = handoff.get if isinstance(handoff, dict) else (lambda k, d=None: getattr(handoff, k, d))
-        kw = {"mode": get("mode", "adaptive"), "catch_up_threshold_tokens": int(get("catch_up_threshold_tokens", 64))}
+        threshold = get("catch_up_threshold_tokens", flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS)
+        kw = {"mode": get("mode", flows.ADAPTIVE), "catch_up_threshold_tokens": int(threshold)}
         return cls(**{**kw, **overrides})
 
 

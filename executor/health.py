@@ -1,14 +1,15 @@
 """Heartbeats → peer state: UP, SUSPECT, DOWN; overload is reported apart from availability.
 
 In: the router's pings (`sent`) and the instances' pongs (`answered`, with their load).
-Out: each peer's `PeerState` and the transitions (`check`) the router acts on.
+Out: each peer's `PeerState`, and each transition (returned by `sent`, `send_failed`,
+`answered`, `mark_down`) for the router to act on.
 
 A peer that misses `suspect_after` heartbeats in a row is SUSPECT (still routable,
 picked last); `down_after` in a row, or a failed send, counts towards DOWN (not
 routable; the router moves or fails what it held). Any pong brings it back UP — a
 healed line or a restarted instance rejoins without a manual step. Load never
-changes the state: a busy instance answers pings (on its channel thread) and is
-*overloaded* (`overloaded(name, capacity)`), not unavailable. No torch, no threads.
+changes the state: a busy instance answers pings (on its channel thread) with its
+load, so it is *overloaded* (admission's concern), not unavailable. No torch, no threads.
 """
 
 from __future__ import annotations
@@ -84,10 +85,6 @@ class HealthMonitor:
             return None
         p.state, p.missed = PeerState.DOWN, self.down_after
         return PeerState.DOWN
-
-    def overloaded(self, name: str, capacity: int) -> bool:
-        p = self.peers.get(name)
-        return p is not None and p.load >= capacity
 
     def _update(self, p: PeerHealth) -> PeerState | None:
         new = (PeerState.DOWN if p.missed >= self.down_after else

@@ -25,9 +25,6 @@ class Lease:
     def grant(cls, ttl_s: float, now: float) -> Lease:
         return cls(ttl_s, now + ttl_s)
 
-    def extend_to(self, until: float) -> None:
-        self.expires_at = max(self.expires_at, until)
-
     def watch(self, transfer: Any) -> None:
         """Renew while `transfer` (a `Transfer`) makes progress."""
         if transfer is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.transport.shaping import LinkShape
+from placer import flows
 
 DEFAULT_RTT_MS = 30.0
 
@@ -24,7 +25,7 @@ class InstanceSpec:
     """One instance to start."""
 
     name: str
-    role: str  # P | RLD | MD | D
+    role: str  # one of flows.ROLES
     datacenter: str
     chip: str
     tp: int = 1
@@ -83,7 +84,7 @@ def datacenters(plan: Any) -> list[str]:
 def front_datacenter(plan: Any) -> str:
     """Where the router (and the clients) sit: the datacenter of the first P pool."""
     for p in plan.pools:
-        if p.role == "P" and p.count > 0:
+        if p.role == flows.P and p.count > 0:
             return p.datacenter
     raise ValueError("the plan has no P pool: nothing can prefill")
 

@@ -4,10 +4,11 @@ In: a request's input length, its estimated prefix-hit tokens on the chosen P an
 output budget; the plan (pipelines its routes use, its pools) and optionally the
 scenario (request classes, filter thresholds). Out: a `Pipeline`.
 
-Rules (DESIGN §1, ideas 2 and 4), in order:
+Rules, in order (the pipeline names and the filter rule are PDD's, from
+`placer.flows`):
 1. a baseline plan (pipeline P-D only) sends everything P → D;
-2. **filtered** — long input, low hit, short output (all three) — finishes on RLD
-   (P-RLD) and never crosses the WAN;
+2. **filtered** — long input, low hit, short output (all three: `flows.FilterRule`) —
+   finishes on RLD (P-RLD) and never crosses the WAN;
 3. **high hit** (hit rate >= `direct_min_hit_rate`): the WAN transfer is small, go
    straight P → MD;
 4. **low hit**: P → RLD → MD (RLD masks the transfer).
@@ -16,7 +17,7 @@ A pipeline the plan does not use is never chosen (e.g. no RLD pool → P-MD only
 `PrefixIndex` is the router's approximate copy of an instance's radix cache (a set
 of chained block hashes, LRU-bounded), like cache-aware routers keep: it predicts
 the hit before P is asked and picks the instance most likely to hold the prefix.
-No torch here.
+No torch here; imports only the placer base layer (`placer.flows`).
 """
 
 from __future__ import annotations
@@ -27,16 +28,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from placer import flows
+
 
 class Pipeline(str, enum.Enum):
-    P_MD = "P-MD"
-    P_RLD_MD = "P-RLD-MD"
-    P_RLD = "P-RLD"  # filtered traffic only
-    P_D = "P-D"  # PD baselines
+    """PDD's pipelines (`placer.flows`) as an enum, for type safety in the router."""
+
+    P_MD = flows.P_MD
+    P_RLD_MD = flows.P_RLD_MD
+    P_RLD = flows.P_RLD  # filtered traffic only
+    P_D = flows.P_D  # PD baselines
 
     @property
     def uses_relay(self) -> bool:
-        return self in (Pipeline.P_RLD_MD, Pipeline.P_RLD)
+        return self.value in flows.RELAY_PIPELINES
 
     @property
     def uses_main(self) -> bool:
@@ -49,13 +54,16 @@ class NoRouteError(RuntimeError):
 
 @dataclass(frozen=True)
 class RoutingPolicy:
-    """The router's pipeline rules; thresholds from the plan's scenario when given."""
+    """The router's pipeline rules; thresholds from the plan's scenario when given.
+
+    The three `filter_*` fields are `flows.FilterRule`'s thresholds (same defaults).
+    """
 
     allowed: frozenset[Pipeline] = frozenset({Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_RLD})
     direct_min_hit_rate: float = 0.9
-    filter_min_input_tokens: int = 8192
-    filter_max_hit_rate: float = 0.5
-    filter_max_output_tokens: int = 500
+    filter_min_input_tokens: int = flows.DEFAULT_FILTER.min_input_tokens
+    filter_max_hit_rate: float = flows.DEFAULT_FILTER.max_hit_rate
+    filter_max_output_tokens: int = flows.DEFAULT_FILTER.max_output_tokens
 
     def __post_init__(self) -> None:
         if not self.allowed:
@@ -64,10 +72,13 @@ class RoutingPolicy:
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
+    @property
+    def filter_rule(self) -> flows.FilterRule:
+        return flows.FilterRule(self.filter_min_input_tokens, self.filter_max_hit_rate, self.filter_max_output_tokens)
+
     def is_filtered(self, input_tokens: int, hit_tokens: int, max_output_tokens: int) -> bool:
-        hit = hit_tokens / max(1, input_tokens)
-        return (input_tokens >= self.filter_min_input_tokens and hit < self.filter_max_hit_rate
-                and max_output_tokens < self.filter_max_output_tokens)
+        """PDD's filter rule on a request whose predicted prefix hit is `hit_tokens`."""
+        return self.filter_rule.is_filtered(input_tokens, hit_tokens / max(1, input_tokens), max_output_tokens)
 
     def choose(self, input_tokens: int, hit_tokens: int, max_output_tokens: int,
                available: frozenset[Pipeline] | None = None) -> Pipeline:
@@ -90,11 +101,11 @@ class RoutingPolicy:
         allowed = {Pipeline(r.pipeline) for r in plan.routes if r.rps > 0}
         roles = {p.role for p in plan.pools if p.count > 0}
         if not allowed:
-            if "D" in roles:
+            if flows.D in roles:
                 allowed = {Pipeline.P_D}
             else:
                 allowed = {Pipeline.P_MD}
-                if "RLD" in roles:
+                if flows.RLD in roles:
                     allowed |= {Pipeline.P_RLD_MD, Pipeline.P_RLD}
         kw: dict[str, Any] = {"allowed": frozenset(allowed)}
         if scenario is not None:
@@ -103,9 +114,9 @@ class RoutingPolicy:
                    "filter_max_output_tokens": o.filter_max_output_tokens}
             classes = {c.name: c for c in (scenario.workload.classes or [])}
             direct = [classes[r.request_class].hit_rate for r in plan.routes
-                      if r.pipeline == "P-MD" and r.request_class in classes and r.rps > 0]
+                      if r.pipeline == flows.P_MD and r.request_class in classes and r.rps > 0]
             relayed = [classes[r.request_class].hit_rate for r in plan.routes
-                       if r.pipeline == "P-RLD-MD" and r.request_class in classes and r.rps > 0]
+                       if r.pipeline == flows.P_RLD_MD and r.request_class in classes and r.rps > 0]
             if direct and relayed:
                 kw["direct_min_hit_rate"] = (min(direct) + max(relayed)) / 2 if min(direct) > max(relayed) \
                     else min(direct)

@@ -24,16 +24,21 @@ import codecs
 import json
 import time
 import uuid
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from fastapi import FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from executor.admission import Overloaded
 from executor.engine.tokenizer import ByteTokenizer
-from executor.router import InstanceInfo, Router
+from executor.registry import InstanceInfo
+from executor.router import Router
 from executor.routing import NoRouteError
+from executor.stream import RequestStream
+from placer import flows
+from placer.plan import Plan
 
 MAX_TOKENS_LIMIT = 4096
 
@@ -61,7 +66,7 @@ class CompletionRequest(BaseModel):
 
 class InstanceBody(BaseModel):
     name: str
-    role: str = Field(description="P, RLD, MD or D.")
+    role: str = Field(description=f"{', '.join(flows.ROLES[:-1])} or {flows.ROLES[-1]}.")
     datacenter: str
     chip: str = "cpu"
     tp: int = Field(1, ge=1)
@@ -99,125 +104,170 @@ def prometheus_text(stats: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class Served:
+    """What the endpoints serve (`app.state.served`, set once by `create_app`)."""
+
+    router: Router
+    model_name: str
+    deployment: Any = None  # a `LocalCluster` or `RayDeployment`: enables `POST /plan`
+
+
+def _served(request: Request) -> Served:
+    return request.app.state.served
+
+
+ServedDep = Annotated[Served, Depends(_served)]
+TOKENIZER = ByteTokenizer()
+
+completions_api = APIRouter()  # the OpenAI-style face
+operations_api = APIRouter()  # health, metrics, instances, live plan changes
+
+
 def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None) -> FastAPI:
     """The app over a running router (nothing connects at import time).
 
     `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`.
     """
     app = FastAPI(title="placer executor", version="1")
-    tok = ByteTokenizer()
-
-    def _sse(obj: Any) -> str:
-        return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
-
-    def _chunk(cid: str, created: int, text: str, ids: list[int], finish: str | None, **extra: Any) -> dict:
-        return {"id": cid, "object": "text_completion", "created": created, "model": model_name,
-                "choices": [{"index": 0, "text": text, "token_ids": ids, "logprobs": None, "finish_reason": finish}],
-                **extra}
-
-    def _placer(record: Any, pipeline: str) -> dict:
-        if record is None:
-            return {"pipeline": pipeline}
-        return {"pipeline": record.pipeline, "prefix_hit_tokens": record.prefix_hit_tokens, "ttft_s": record.ttft_s,
-                "tpot_s": record.tpot_s, "instances": record.extra.get("instances")}
-
-    @app.post("/v1/completions")
-    async def completions(body: CompletionRequest):
-        tokens = tok.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
-        sampling = {"temperature": body.temperature, "seed": body.seed, "max_new_tokens": body.max_tokens,
-                    "stop_at_eos": not body.ignore_eos}
-        loop = asyncio.get_running_loop()
-        try:
-            stream = router.submit(tokens, sampling, loop=loop)
-        except Overloaded as exc:
-            raise HTTPException(429, str(exc), headers={"Retry-After": str(max(1, round(exc.retry_after_s)))}) \
-                from None
-        except NoRouteError as exc:
-            raise HTTPException(503, str(exc)) from None
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
-        usage = lambda n: {"prompt_tokens": len(tokens), "completion_tokens": n,
-                           "total_tokens": len(tokens) + n}
-
-        if body.stream:
-            async def events():
-                dec = codecs.getincrementaldecoder("utf-8")("replace")
-                n = 0
-                async for ev in stream.aevents():
-                    if ev.kind == "token":
-                        n += 1
-                        text = dec.decode(bytes([ev.token])) if ev.token < 256 else ""
-                        yield _sse(_chunk(cid, created, text, [ev.token], None))
-                    elif ev.kind == "end":
-                        yield _sse(_chunk(cid, created, dec.decode(b"", final=True), [], ev.finish_reason,
-                                          usage=usage(n), placer=_placer(ev.record, stream.pipeline.value)))
-                    else:
-                        yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
-                yield "data: [DONE]\n\n"
-
-            return StreamingResponse(events(), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-
-        ids: list[int] = []
-        async for ev in stream.aevents():
-            if ev.kind == "token":
-                ids.append(ev.token)
-            elif ev.kind == "error":
-                raise HTTPException(502, f"request failed: {ev.error}")
-        return {"id": cid, "object": "text_completion", "created": created, "model": model_name,
-                "choices": [{"index": 0, "text": tok.decode(ids), "token_ids": ids, "logprobs": None,
-                             "finish_reason": stream.finish_reason}],
-                "usage": usage(len(ids)), "placer": _placer(stream.record, stream.pipeline.value)}
-
-    @app.get("/v1/models")
-    def models():
-        return {"object": "list", "data": [{"id": model_name, "object": "model", "owned_by": "placer"}]}
-
-    @app.get("/health")
-    def health():
-        by_role: dict[str, int] = {}
-        for i in router.instances.values():
-            by_role[i.role] = by_role.get(i.role, 0) + 1
-        ok = by_role.get("P", 0) > 0 and (by_role.get("MD", 0) + by_role.get("D", 0) + by_role.get("RLD", 0)) > 0
-        return {"status": "ok" if ok else "degraded", "instances": by_role}
-
-    @app.get("/metrics")
-    def metrics(request: Request, format: str | None = None):
-        accept = request.headers.get("accept", "")
-        if format == "prometheus" or (format is None and ("text/plain" in accept or "openmetrics" in accept)):
-            return PlainTextResponse(prometheus_text(router.stats()), media_type="text/plain; version=0.0.4")
-        return router.stats()
-
-    @app.post("/plan")
-    def apply_plan(body: dict[str, Any], grace_s: float = 30.0):
-        if deployment is None:
-            raise HTTPException(409, "this server was started without a deployment to change")
-        from placer.plan import Plan
-
-        try:
-            plan = Plan.model_validate(body)
-        except ValueError as exc:
-            raise HTTPException(422, f"not a plan: {exc}") from None
-        return deployment.apply_plan(plan, grace_s=grace_s).to_dict()
-
-    @app.get("/instances")
-    def instances():
-        return [vars(i) for i in router.instances.values()]
-
-    @app.post("/instances", status_code=201)
-    def register(body: InstanceBody):
-        try:
-            info = InstanceInfo(**body.model_dump())
-        except ValueError as exc:
-            raise HTTPException(422, str(exc)) from None
-        router.register(info)
-        return vars(info)
-
-    @app.delete("/instances/{name}", status_code=204)
-    def unregister(name: str):
-        if name not in router.instances:
-            raise HTTPException(404, f"no instance named {name!r}")
-        router.unregister(name)
-
+    app.state.served = Served(router, model_name, deployment)
+    app.include_router(completions_api)
+    app.include_router(operations_api)
     return app
+
+
+# ---- completions ----------------------------------------------------------------------------
+
+
+def _sse(obj: Any) -> str:
+    return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
+
+
+def _chunk(model: str, cid: str, created: int, text: str, ids: list[int], finish: str | None, **extra: Any) -> dict:
+    return {"id": cid, "object": "text_completion", "created": created, "model": model,
+            "choices": [{"index": 0, "text": text, "token_ids": ids, "logprobs": None, "finish_reason": finish}],
+            **extra}
+
+
+def _placer(record: Any, pipeline: str) -> dict:
+    if record is None:
+        return {"pipeline": pipeline}
+    return {"pipeline": record.pipeline, "prefix_hit_tokens": record.prefix_hit_tokens, "ttft_s": record.ttft_s,
+            "tpot_s": record.tpot_s, "instances": record.extra.get("instances")}
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
+
+
+def _submit(router: Router, tokens: list[int], body: CompletionRequest) -> RequestStream:
+    """Route the request; a refusal becomes its HTTP status (429 with Retry-After, 503, 422)."""
+    sampling = {"temperature": body.temperature, "seed": body.seed, "max_new_tokens": body.max_tokens,
+                "stop_at_eos": not body.ignore_eos}
+    try:
+        return router.submit(tokens, sampling, loop=asyncio.get_running_loop())
+    except Overloaded as exc:
+        raise HTTPException(429, str(exc), headers={"Retry-After": str(max(1, round(exc.retry_after_s)))}) \
+            from None
+    except NoRouteError as exc:
+        raise HTTPException(503, str(exc)) from None
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+
+
+async def _sse_events(stream: RequestStream, model: str, cid: str, created: int, prompt_tokens: int):
+    """One SSE event per token, the last with finish_reason, usage and our `placer` block (or an
+    `error` event), then `[DONE]`."""
+    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    n = 0
+    async for ev in stream.aevents():
+        if ev.kind == "token":
+            n += 1
+            text = dec.decode(bytes([ev.token])) if ev.token < 256 else ""
+            yield _sse(_chunk(model, cid, created, text, [ev.token], None))
+        elif ev.kind == "end":
+            yield _sse(_chunk(model, cid, created, dec.decode(b"", final=True), [], ev.finish_reason,
+                              usage=_usage(prompt_tokens, n), placer=_placer(ev.record, stream.pipeline.value)))
+        else:
+            yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
+    yield "data: [DONE]\n\n"
+
+
+@completions_api.post("/v1/completions")
+async def completions(body: CompletionRequest, served: ServedDep):
+    tokens = TOKENIZER.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
+    stream = _submit(served.router, tokens, body)
+    cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
+    if body.stream:
+        return StreamingResponse(_sse_events(stream, served.model_name, cid, created, len(tokens)),
+                                 media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+    ids: list[int] = []
+    async for ev in stream.aevents():
+        if ev.kind == "token":
+            ids.append(ev.token)
+        elif ev.kind == "error":
+            raise HTTPException(502, f"request failed: {ev.error}")
+    return {"id": cid, "object": "text_completion", "created": created, "model": served.model_name,
+            "choices": [{"index": 0, "text": TOKENIZER.decode(ids), "token_ids": ids, "logprobs": None,
+                         "finish_reason": stream.finish_reason}],
+            "usage": _usage(len(tokens), len(ids)), "placer": _placer(stream.record, stream.pipeline.value)}
+
+
+@completions_api.get("/v1/models")
+def models(served: ServedDep):
+    return {"object": "list", "data": [{"id": served.model_name, "object": "model", "owned_by": "placer"}]}
+
+
+# ---- operations -----------------------------------------------------------------------------
+
+
+@operations_api.get("/health")
+def health(served: ServedDep):
+    by_role: dict[str, int] = {}
+    for i in served.router.instances.values():
+        by_role[i.role] = by_role.get(i.role, 0) + 1
+    ok = by_role.get(flows.P, 0) > 0 and sum(by_role.get(r, 0) for r in flows.DECODE_ROLES) > 0
+    return {"status": "ok" if ok else "degraded", "instances": by_role}
+
+
+@operations_api.get("/metrics")
+def metrics(request: Request, served: ServedDep, format: str | None = None):
+    accept = request.headers.get("accept", "")
+    if format == "prometheus" or (format is None and ("text/plain" in accept or "openmetrics" in accept)):
+        return PlainTextResponse(prometheus_text(served.router.stats()), media_type="text/plain; version=0.0.4")
+    return served.router.stats()
+
+
+@operations_api.post("/plan")
+def apply_plan(body: dict[str, Any], served: ServedDep, grace_s: float = 30.0):
+    if served.deployment is None:
+        raise HTTPException(409, "this server was started without a deployment to change")
+    try:
+        plan = Plan.model_validate(body)
+    except ValueError as exc:
+        raise HTTPException(422, f"not a plan: {exc}") from None
+    return served.deployment.apply_plan(plan, grace_s=grace_s).to_dict()
+
+
+@operations_api.get("/instances")
+def instances(served: ServedDep):
+    return [vars(i) for i in served.router.instances.values()]
+
+
+@operations_api.post("/instances", status_code=201)
+def register(body: InstanceBody, served: ServedDep):
+    try:
+        info = InstanceInfo(**body.model_dump())
+    except ValueError as exc:
+        raise HTTPException(422, str(exc)) from None
+    served.router.register(info)
+    return vars(info)
+
+
+@operations_api.delete("/instances/{name}", status_code=204)
+def unregister(name: str, served: ServedDep):
+    if name not in served.router.instances:
+        raise HTTPException(404, f"no instance named {name!r}")
+    served.router.unregister(name)

@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 from executor.engine.request import SamplingParams
 from executor.transport.base import Endpoint, Transfer, TransportError
-from executor.transport.messages import Cancel, Message, Ping, Pong, RequestError
+from executor.transport.messages import Cancel, Message, Ping, Pong, RequestError, sampling_to_dict
 
 log = logging.getLogger("executor.roles")
 
@@ -31,9 +31,10 @@ IDLE_WAIT_S = 0.02
 
 
 def sampling_from(d: dict[str, Any]) -> SamplingParams:
-    return SamplingParams(temperature=float(d.get("temperature", 0.0)), seed=int(d.get("seed", 0)),
-                          max_new_tokens=int(d.get("max_new_tokens", 16)),
-                          stop_at_eos=bool(d.get("stop_at_eos", True)))
+    """An order's sampling settings (`messages.sampling_to_dict`) → the engine's `SamplingParams`."""
+    d = sampling_to_dict(d)
+    return SamplingParams(temperature=float(d["temperature"]), seed=int(d["seed"]),
+                          max_new_tokens=int(d["max_new_tokens"]), stop_at_eos=bool(d["stop_at_eos"]))
 
 
 def stop_reason(req: Any) -> str | None:

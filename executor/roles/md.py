@@ -52,6 +52,7 @@ from executor.transport.messages import (
     Tokens,
     encode,
 )
+from placer import flows
 
 
 class MainState(enum.Enum):
@@ -75,7 +76,7 @@ class _Main:
 
 
 class MainWorker(RoleWorker):
-    ROLE = "MD"
+    ROLE = flows.MD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

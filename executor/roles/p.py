@@ -42,6 +42,7 @@ from executor.transport.messages import (
     PrefillDone,
     PrefillOrder,
 )
+from placer import flows
 
 
 @dataclass
@@ -57,7 +58,7 @@ class _Staged:
 
 
 class PrefillWorker(RoleWorker):
-    ROLE = "P"
+    ROLE = flows.P
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

@@ -48,6 +48,7 @@ from executor.transport.messages import (
     RelayOrder,
     Tokens,
 )
+from placer import flows
 
 
 class RelayState(enum.Enum):
@@ -71,7 +72,7 @@ class _Relay:
 
 
 class RelayWorker(RoleWorker):
-    ROLE = "RLD"
+    ROLE = flows.RLD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

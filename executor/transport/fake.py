@@ -51,9 +51,6 @@ class FakeNetwork:
     def drop(self, dst: str) -> None:
         self._dropped.add(dst)
 
-    def heal(self, dst: str) -> None:
-        self._dropped.discard(dst)
-
     def partition(self, dc_a: str, dc_b: str) -> None:
         """Lose every message between the two datacenters (both ways) until `heal_partition`."""
         self._cut.add(frozenset((dc_a, dc_b)))

@@ -73,10 +73,6 @@ class IoLoop:
         """Run `coro` on the loop and wait for its result (from another thread)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout_s)
 
-    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
-        """Start `coro` on the loop without waiting."""
-        asyncio.run_coroutine_threadsafe(coro, self.loop)
-
     def call(self, fn: Any, *args: Any) -> None:
         """Call `fn(*args)` on the loop thread."""
         self.loop.call_soon_threadsafe(fn, *args)

@@ -8,7 +8,7 @@ Wire format of one message: a 4-byte big-endian length, a JSON envelope
 *by name*: a reader ignores fields it does not know (so a newer sender may add
 fields), fills defaults for fields it lacks, and refuses a message whose `version`
 is newer than the one it reads, or whose type it does not know, with `MessageError`
-naming what is wrong. No torch here.
+naming what is wrong. No torch here; imports only the placer base layer (`placer.flows`).
 
 Protocol (see `executor/roles/`): router → P `PrefillOrder`, router → RLD
 `RelayOrder`, router → MD `MainOrder`; a KV consumer → P `KVPull`, P → consumer
@@ -25,6 +25,8 @@ import json
 import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+
+from placer import flows
 
 ENVELOPE_LEN_BYTES = 4
 
@@ -118,8 +120,20 @@ class Sampling:
 
 
 def sampling_to_dict(s: Any) -> dict[str, Any]:
-    return {"temperature": s.temperature, "seed": s.seed, "max_new_tokens": s.max_new_tokens,
-            "stop_at_eos": s.stop_at_eos}
+    """Sampling settings as orders carry them: from a dict (missing keys take `Sampling`'s defaults)
+    or an object with `Sampling`'s attributes (e.g. the engine's `SamplingParams`).
+
+    Raises ValueError naming a budget below 1 or a negative temperature.
+    """
+    if isinstance(s, dict):
+        d = {**dataclasses.asdict(Sampling()), **s}
+    else:
+        d = {f.name: getattr(s, f.name) for f in dataclasses.fields(Sampling)}
+    if int(d["max_new_tokens"]) < 1:
+        raise ValueError(f"max_new_tokens must be >= 1, got {d['max_new_tokens']}")
+    if float(d["temperature"]) < 0:
+        raise ValueError(f"temperature must be >= 0, got {d['temperature']}")
+    return d
 
 
 @dataclass(frozen=True)
@@ -144,8 +158,8 @@ class RelayOrder(Message):
     prefill: str
     main: str | None
     reply_to: str
-    handoff_mode: str = "adaptive"  # adaptive | one-shot | catch-up
-    catch_up_threshold_tokens: int = 64
+    handoff_mode: str = flows.ADAPTIVE  # one of flows.HANDOFF_MODES
+    catch_up_threshold_tokens: int = flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
 
 
 @dataclass(frozen=True)
@@ -218,7 +232,7 @@ class HandoffTokens(Message):
     tokens: list[int]
     final: bool
     streamed_upto: int
-    mode: str  # one-shot | catch-up
+    mode: str  # flows.ONE_SHOT | flows.CATCH_UP
     round: int = 1
     sent_at_unix_s: float = field(default_factory=time.time)
 

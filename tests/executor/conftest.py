@@ -1,22 +1,14 @@
-"""Fixtures for the engine tests: a tiny model, engines on a device, seeds.
+"""Fixtures of every executor test: one torch thread, the tiny model's config, engine settings.
 
-Without CUDA the triton backend runs in Triton's interpreter; TRITON_INTERPRET must
-be set before triton (or any module with a @triton.jit kernel) is imported, hence
-here at collection time.
+(The triton interpreter switch for machines without CUDA is set once, in tests/conftest.py.)
 """
 
 from __future__ import annotations
 
-import os
-
+import pytest
 import torch
 
-if not torch.cuda.is_available():
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-
-import pytest  # noqa: E402
-
-from executor.engine import Engine, EngineConfig, ModelConfig  # noqa: E402
+from executor.engine import EngineConfig, ModelConfig
 
 
 @pytest.fixture(autouse=True)
@@ -30,17 +22,6 @@ def one_torch_thread():
 
 
 @pytest.fixture
-def device() -> str:
-    """Engine tests run on the CPU with the torch backend (the triton test picks its own)."""
-    return "cpu"
-
-
-@pytest.fixture
-def seed() -> int:
-    return 0
-
-
-@pytest.fixture
 def model_config() -> ModelConfig:
     """2 layers, hidden 64, 4 q heads over 2 kv heads of dim 16, byte vocabulary."""
     return ModelConfig(
@@ -49,20 +30,6 @@ def model_config() -> ModelConfig:
 
 
 @pytest.fixture
-def make_engine(model_config, device, seed):
-    """Factory: `make_engine(**engine_config_overrides)` → a fresh engine with the same weights."""
-
-    def make(*, model: ModelConfig | None = None, backend: str = "torch", dev: str | None = None, **kw) -> Engine:
-        kw.setdefault("block_size", 4)
-        kw.setdefault("num_blocks", 64)
-        return Engine.from_seed(
-            model or model_config, EngineConfig(backend=backend, **kw), seed=seed, device=dev or device
-        )
-
-    return make
-
-
-@pytest.fixture
-def prompt() -> list[int]:
-    """A 23-token prompt (BOS + bytes): not a multiple of the block size."""
-    return [256, *b"the quick brown fox ju"]
+def engine_config() -> EngineConfig:
+    """The torch backend, blocks of 4 tokens, 256 blocks per engine (a test needing more overrides it)."""
+    return EngineConfig(backend="torch", block_size=4, num_blocks=256)

@@ -11,17 +11,16 @@ from executor.cluster import LocalCluster
 from executor.engine import EngineConfig
 from executor.placement import InstanceSpec
 from executor.server import create_app
+from tests.executor.support import serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
 BODY = {"prompt": "hello there", "max_tokens": 4}
 
 
-
-
 def _served(model_config, **kw):
     ec = EngineConfig(backend="torch", block_size=4, num_blocks=256)
-    return LocalCluster(SPECS, model_config, ec, transport="fake", threads=False, **kw)
+    return LocalCluster(SPECS, model_config, ec, serving(**kw), transport="fake", threads=False)
 
 
 def test_no_capacity_is_a_clean_503(model_config):

@@ -14,6 +14,7 @@ from executor.placement import InstanceSpec, placement
 from executor.routing import Pipeline, RoutingPolicy
 from executor.server import create_app
 from placer.plan import Plan
+from tests.executor.support import serving
 
 P0, RLD0 = InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A")
 MD0, MD1 = InstanceSpec("md0", "MD", "dc-b", "B"), InstanceSpec("md1", "MD", "dc-b", "B")
@@ -49,7 +50,8 @@ def test_live_plan_change_adds_an_md_and_removes_an_rld_with_zero_lost_requests(
                                                                                   reference):
     policy = RoutingPolicy(direct_min_hit_rate=0.99, filter_min_input_tokens=1, filter_max_hit_rate=1.0,
                            filter_max_output_tokens=N // 2 + 1)  # half the requests filtered → RLD
-    c = LocalCluster([P0, RLD0, MD0], model_config, engine_config, policy=policy, transport="fake", threads=True)
+    c = LocalCluster([P0, RLD0, MD0], model_config, engine_config, serving(routing=policy), transport="fake",
+                     threads=True)
     streams, done = [], threading.Event()
 
     def client():
@@ -87,7 +89,7 @@ def test_a_leaving_instance_past_its_grace_hands_its_requests_over_cleanly(model
     only_relay = RoutingPolicy(allowed=frozenset({Pipeline.P_RLD}), filter_min_input_tokens=1,
                                filter_max_hit_rate=1.0, filter_max_output_tokens=10**6)
     c = LocalCluster([P0, RLD0, InstanceSpec("rld1", "RLD", "dc-a", "A")], model_config, engine_config,
-                     policy=only_relay, transport="fake", threads=False)
+                     serving(routing=only_relay), transport="fake", threads=False)
     try:
         stream = c.router.submit(PROMPTS[0], _sampling(40))
         holder = c.router.live[stream.request_id].instances["RLD"]

@@ -1,4 +1,5 @@
-"""Faults injected while requests stream (in-process fake channel, workers pumped by the test).
+"""The fault rule on its own, then faults injected while requests stream (in-process fake
+channel, workers pumped by the test).
 
 The router's heartbeats run on its own thread in real time (50 ms, DOWN after 3
 misses); everything else is driven here. Each test checks what a client sees: the
@@ -11,10 +12,14 @@ from __future__ import annotations
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
+from executor.faults import FaultAction, fault_action
 from executor.health import HealthMonitor, PeerState
+from executor.live import LiveRequest
 from executor.placement import InstanceSpec
-from executor.routing import Pipeline, RoutingPolicy
+from executor.routing import Pipeline
+from executor.stream import RequestStream
+from tests.executor.support import only, serving
 
 PROMPT = [256, *b"the quick brown fox jumps over the lazy dog"]
 MAX_NEW = 40
@@ -22,20 +27,35 @@ P0, RLD0 = InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc
 MD0, MD1 = InstanceSpec("md0", "MD", "dc-b", "B"), InstanceSpec("md1", "MD", "dc-b", "B")
 
 
+def _live(delivered: int, streamers: set[str], attempt: int = 0) -> LiveRequest:
+    """A P-RLD-MD request on p0, rld0, md0 with `delivered` tokens at the client."""
+    live = LiveRequest(RequestStream("r", Pipeline.P_RLD_MD, loop=None), PROMPT, {"max_new_tokens": MAX_NEW})
+    live.instances, live.streamers, live.attempt = {"P": "p0", "RLD": "rld0", "MD": "md0"}, streamers, attempt
+    live.assembler.add(0, list(range(delivered)))
+    return live
+
+
+@pytest.mark.parametrize("suspect, delivered, streamers, graceful, want", [
+    ("p0", 0, set(), False, FaultAction.RETRY),
+    ("p0", 5, {"rld0"}, False, FaultAction.IGNORE),  # the decoders hold the KV
+    ("p0", 5, {"rld0"}, True, FaultAction.MIGRATE),  # leaving: what it holds moves
+    ("rld0", 5, {"rld0", "md0"}, False, FaultAction.IGNORE),  # MD streams: the handoff is done
+    ("rld0", 0, set(), False, FaultAction.RETRY),
+    ("rld0", 5, {"rld0"}, False, FaultAction.FAIL),  # never a silent re-run
+    ("md0", 0, set(), False, FaultAction.RETRY),
+    ("md0", 5, {"rld0", "md0"}, False, FaultAction.MIGRATE),
+    ("md9", 5, {"rld0"}, False, FaultAction.IGNORE),  # not part of this attempt
+])
+def test_the_fault_rule(suspect, delivered, streamers, graceful, want):
+    assert fault_action(_live(delivered, streamers), suspect, graceful=graceful, max_attempts=4) is want
+
+
+def test_no_attempt_past_the_limit():
+    assert fault_action(_live(0, set(), attempt=3), "md0", graceful=False, max_attempts=4) is FaultAction.GIVE_UP
 
 
 def _sampling(n: int = MAX_NEW) -> SamplingParams:
     return SamplingParams(max_new_tokens=n, stop_at_eos=False)
-
-
-def only(*pipelines: Pipeline) -> RoutingPolicy:
-    return RoutingPolicy(allowed=frozenset(pipelines), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
-
-
-@pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
 
 
 @pytest.fixture
@@ -49,9 +69,10 @@ def cluster(model_config, engine_config):
     made = []
 
     def make(specs, policy, **kw) -> LocalCluster:
-        kw.setdefault("health", HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))
+        health = HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3)
         kw.setdefault("heartbeat_s", 0.05)
-        c = LocalCluster(specs, model_config, engine_config, policy=policy, transport="fake", threads=False, **kw)
+        c = LocalCluster(specs, model_config, engine_config, serving(routing=policy, **kw), transport="fake",
+                         threads=False, health=health)
         made.append(c)
         return c
 
@@ -201,9 +222,9 @@ def test_every_request_ends_even_when_no_instance_can_take_it_over(cluster):
 
 def test_restart_over_tcp_reconnects_to_the_new_address(model_config, engine_config, reference):
     md_near = InstanceSpec("md0", "MD", "dc-a", "A")  # real sockets, no WAN line needed
-    c = LocalCluster([P0, md_near], model_config, engine_config, policy=only(Pipeline.P_MD), transport="tcp",
-                     threads=True, heartbeat_s=0.05, health=HealthMonitor(interval_s=0.05, suspect_after=2,
-                                                                          down_after=3))
+    config = serving(routing=only(Pipeline.P_MD), heartbeat_s=0.05)
+    c = LocalCluster([P0, md_near], model_config, engine_config, config, transport="tcp", threads=True,
+                     health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))
     try:
         first = c.router.submit(PROMPT, _sampling(8))
         assert first.result(30) == reference(PROMPT, 8)

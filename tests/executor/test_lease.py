@@ -13,6 +13,7 @@ from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.base import Transfer
 from executor.transport.messages import KVData, Ping
+from tests.executor.support import serving
 
 PROMPT = [256, *b"the quick brown fox jumps over the lazy dogs"]  # 45: a partial last block
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("md0", "MD", "dc-b", "B")]
@@ -35,8 +36,8 @@ def test_a_lease_is_renewed_only_while_its_transfer_moves():
 @pytest.fixture
 def cluster(model_config):
     ec = EngineConfig(backend="torch", block_size=4, num_blocks=64)
-    c = LocalCluster(SPECS, model_config, ec, transport="fake", threads=False, kv_deadline_s=600,
-                     policy=RoutingPolicy(allowed=frozenset({Pipeline.P_MD})))
+    c = LocalCluster(SPECS, model_config, ec, serving(routing=RoutingPolicy(allowed=frozenset({Pipeline.P_MD}))),
+                     transport="fake", threads=False, kv_deadline_s=600)
     c.network.auto = False  # transfers stay in flight until the test delivers them
     yield c
     c.close()

@@ -15,6 +15,7 @@ from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
+from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
@@ -55,18 +56,13 @@ def expected(engine_config):
         torch.set_num_threads(before)
 
 
-def only(pipeline: Pipeline) -> RoutingPolicy:
-    return RoutingPolicy(allowed=frozenset({pipeline}), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
-
-
 @pytest.fixture
 def wan(model_config, engine_config):
     made = []
 
     def make(policy: RoutingPolicy, handoff: HandoffPolicy | None = None, links=LINE) -> LocalCluster:
-        c = LocalCluster(SPECS, model_config, engine_config, policy=policy, handoff=handoff, links=links,
-                         transport="tcp", request_timeout_s=30)
+        config = serving(routing=policy, handoff=handoff or HandoffPolicy(), links=links, request_timeout_s=30)
+        c = LocalCluster(SPECS, model_config, engine_config, config, transport="tcp")
         made.append(c)
         return c
 

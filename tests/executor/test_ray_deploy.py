@@ -7,17 +7,21 @@ a node per datacenter. Kept small for a 2-core machine: tiny model, 3 instances.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 ray = pytest.importorskip("ray")
 
+from executor.config import ServingConfig
 from executor.deploy import RayDeployment, start_local_ray
 from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
 from executor.placement import placement
 from executor.request_log import BatchingRequestLog, MemorySink
-from executor.routing import Pipeline, RoutingPolicy
+from executor.routing import Pipeline
 from executor.transport.shaping import LinkShape
 from placer.plan import Plan
+from tests.executor.support import only
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(240)]
 
@@ -45,11 +49,6 @@ def expected():
     return [ref.generate(p, N, sampling()) for p in PROMPTS]
 
 
-def only(pipeline: Pipeline) -> RoutingPolicy:
-    return RoutingPolicy(allowed=frozenset({pipeline}), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
-
-
 @pytest.fixture(scope="module")
 def local_ray():
     start_local_ray(placement(PLAN), num_cpus=2, object_store_bytes=100 * 1024 * 1024)
@@ -61,11 +60,11 @@ def test_local_ray_emulates_two_datacenters_and_serves_every_pipeline(local_ray,
     resources = ray.cluster_resources()
     assert resources["dc:dc-a"] == 2 and resources["dc:dc-b"] == 1 and resources["chip:B"] == 2
     sink = MemorySink()
-    dep = RayDeployment(PLAN, MC, EC, links=LINE, policy=only(Pipeline.P_RLD_MD),
+    dep = RayDeployment(PLAN, MC, EC, ServingConfig.from_plan(PLAN, links=LINE, routing=only(Pipeline.P_RLD_MD)),
                         request_log=BatchingRequestLog(sink, batch_size=4))
     try:
         for pipeline in (Pipeline.P_RLD, Pipeline.P_RLD_MD, Pipeline.P_MD):  # P-RLD first: a cold cache
-            dep.router.policy = only(pipeline)
+            dep.router.config = dataclasses.replace(dep.router.config, routing=only(pipeline))
             streams = [dep.router.submit(p, sampling()) for p in PROMPTS]
             assert [s.result(120) for s in streams] == expected, pipeline
             assert all(s.pipeline is pipeline for s in streams)
@@ -90,7 +89,7 @@ def test_multi_node_cluster_places_each_instance_on_its_datacenter_node(expected
     node_b = cluster.add_node(num_cpus=1, resources={"dc:dc-b": 1, "chip:B": 2}, object_store_memory=store)
     try:
         ray.init(address=cluster.address, log_to_driver=False)
-        dep = RayDeployment(PLAN, MC, EC, links=LINE, policy=only(Pipeline.P_RLD_MD))
+        dep = RayDeployment(PLAN, MC, EC, ServingConfig.from_plan(PLAN, links=LINE, routing=only(Pipeline.P_RLD_MD)))
         try:
             nodes = dep.node_of()
             head_id = ray.get_runtime_context().get_node_id()

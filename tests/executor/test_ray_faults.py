@@ -16,12 +16,14 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
+from executor.config import ServingConfig
 from executor.deploy import RayDeployment, start_local_ray
 from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
 from executor.placement import placement
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
 from placer.plan import Plan
+from tests.executor.support import only
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
@@ -51,11 +53,6 @@ def reference():
     return lambda prompt=PROMPT, n=N: ref.generate(prompt, n, sampling(n))
 
 
-def only(*pipelines: Pipeline) -> RoutingPolicy:
-    return RoutingPolicy(allowed=frozenset(pipelines), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
-
-
 def test_md_actor_killed_mid_stream_on_a_multi_node_cluster_is_finished_by_rld(reference):
     from ray.cluster_utils import Cluster
 
@@ -68,7 +65,9 @@ def test_md_actor_killed_mid_stream_on_a_multi_node_cluster_is_finished_by_rld(r
     cluster.add_node(num_cpus=1, resources={"dc:dc-b": 2, "chip:B": 2}, object_store_memory=store)
     try:
         ray.init(address=cluster.address, log_to_driver=False)
-        dep = RayDeployment(_plan(1, 1), MC, EC, links=LINE, policy=only(Pipeline.P_MD), heartbeat_s=0.2)
+        plan = _plan(1, 1)
+        dep = RayDeployment(plan, MC, EC, ServingConfig.from_plan(plan, links=LINE, routing=only(Pipeline.P_MD),
+                                                                  heartbeat_s=0.2))
         md = next(s.name for s in dep.specs if s.role == "MD")
         try:
             stream = dep.router.submit(PROMPT, sampling())
@@ -106,7 +105,8 @@ def test_live_plan_change_on_local_ray_loses_no_request(reference):
     try:
         policy = RoutingPolicy(direct_min_hit_rate=0.99, filter_min_input_tokens=1, filter_max_hit_rate=1.0,
                                filter_max_output_tokens=9)
-        dep = RayDeployment(_plan(1, 1), MC, EC, links=LINE, policy=policy, heartbeat_s=0.2)
+        plan = _plan(1, 1)
+        dep = RayDeployment(plan, MC, EC, ServingConfig.from_plan(plan, links=LINE, routing=policy, heartbeat_s=0.2))
         try:
             prompts = [[256, *f"{k}: a request during the change".encode()] for k in range(16)]
             streams = []

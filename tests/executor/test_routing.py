@@ -1,14 +1,10 @@
-"""Routing rules, the router's prefix index, and stream assembly (pure policy: no torch, no sockets)."""
+"""Routing rules and the router's prefix index (pure policy: no torch, no sockets)."""
 
 from __future__ import annotations
-
-import subprocess
-import sys
 
 import pytest
 
 from executor.routing import NoRouteError, Pipeline, PrefixIndex, RoutingPolicy
-from executor.stream import StreamAssembler
 from placer.plan import Plan
 from placer.specs import parse_scenario
 
@@ -91,24 +87,3 @@ def test_prefix_index_matches_whole_blocks_and_forgets_the_oldest():
     idx.insert([7, 7, 7, 7, 8, 8, 8, 8])  # 4 blocks > capacity 3: the least recently used goes
     assert len(idx) == 3
     assert idx.match([1, 2, 3, 4, 5, 6, 7, 8]) == 4  # [5..8] was used least recently (matches refresh)
-
-
-def test_stream_assembler_orders_and_drops_duplicates_across_the_seam():
-    a = StreamAssembler()
-    assert a.add(0, [10, 11, 12]) == [10, 11, 12]  # RLD
-    assert a.add(5, [15, 16]) == []  # MD's tokens arrive before RLD's last ones
-    assert a.missing == [3, 4]
-    assert a.add(3, [13, 14]) == [13, 14, 15, 16]
-    assert a.add(4, [14, 15]) == []  # duplicates are dropped...
-    assert a.duplicates == 2 and a.conflicts == 0
-    a.add(6, [99])
-    assert a.conflicts == 1  # ... and a different token at a seen index is counted
-    assert a.add(7, [17], finish_reason="length") == [17]
-    assert a.done and a.delivered == [10, 11, 12, 13, 14, 15, 16, 17]
-
-
-def test_policy_modules_import_neither_torch_nor_ray():
-    code = ("import sys; import executor.routing, executor.handoff, executor.stream, executor.placement, "
-            "executor.request_log, executor.transport.messages, executor.transport.shaping, "
-            "executor.transport.fake; bad = {'torch', 'ray'} & set(sys.modules); assert not bad, bad")
-    subprocess.run([sys.executable, "-c", code], check=True)

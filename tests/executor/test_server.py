@@ -8,11 +8,12 @@ import warnings
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import InstanceSpec
 from executor.routing import RoutingPolicy
 from executor.server import create_app
+from tests.executor.support import serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
@@ -21,14 +22,9 @@ SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a
 
 
 @pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
-
-
-@pytest.fixture
 def served(model_config, engine_config):
-    cluster = LocalCluster(SPECS, model_config, engine_config, transport="fake", threads=True,
-                           policy=RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6))
+    policy = RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6)
+    cluster = LocalCluster(SPECS, model_config, engine_config, serving(routing=policy), transport="fake", threads=True)
     with warnings.catch_warnings():  # starlette's note about its httpx client is not ours to fix
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient

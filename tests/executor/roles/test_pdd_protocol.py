@@ -9,12 +9,13 @@ from __future__ import annotations
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.engine import Engine, EngineConfig, SamplingParams
+from executor.engine import Engine, SamplingParams
 from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.request_log import BatchingRequestLog, MemorySink
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.messages import HandoffTokens, KVData, KVPull, MainOrder, decode
+from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
@@ -22,15 +23,8 @@ PROMPT = [256, *b"the quick brown fox jumps over the lazy dog"]
 MAX_NEW = 40
 
 
-
-
 def _sampling(n: int = MAX_NEW) -> SamplingParams:
     return SamplingParams(max_new_tokens=n, stop_at_eos=False)
-
-
-@pytest.fixture
-def engine_config() -> EngineConfig:
-    return EngineConfig(backend="torch", block_size=4, num_blocks=256)
 
 
 @pytest.fixture
@@ -39,19 +33,13 @@ def reference(model_config, engine_config):
     return lambda prompt, n=MAX_NEW: engine.generate(prompt, n, _sampling(n))
 
 
-def only(pipeline: Pipeline) -> RoutingPolicy:
-    """A policy that sends everything down `pipeline` (the filter thresholds let anything through)."""
-    return RoutingPolicy(allowed=frozenset({pipeline}), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
-
-
 @pytest.fixture
 def cluster(model_config, engine_config):
     made = []
 
-    def make(policy: RoutingPolicy, handoff: HandoffPolicy | None = None, specs=SPECS, **kw) -> LocalCluster:
-        c = LocalCluster(specs, model_config, engine_config, policy=policy, handoff=handoff,
-                         transport="fake", threads=False, **kw)
+    def make(policy: RoutingPolicy, handoff: HandoffPolicy | None = None, specs=SPECS) -> LocalCluster:
+        config = serving(routing=policy, handoff=handoff or HandoffPolicy())
+        c = LocalCluster(specs, model_config, engine_config, config, transport="fake", threads=False)
         made.append(c)
         return c
 
@@ -233,7 +221,7 @@ def test_a_failing_request_ends_in_an_error_event_not_a_hang(cluster, model_conf
 def test_every_served_request_reaches_the_request_log_in_batches(model_config, engine_config):
     sink = MemorySink()
     log = BatchingRequestLog(sink, batch_size=2, flush_interval_s=60)
-    with LocalCluster(SPECS, model_config, engine_config, policy=RoutingPolicy(filter_min_input_tokens=10**6),
+    with LocalCluster(SPECS, model_config, engine_config, serving(routing=RoutingPolicy(filter_min_input_tokens=10**6)),
                       transport="fake", threads=False, request_log=log) as c:
         for k in range(3):
             serve(c, prompt=PROMPT + [k], n=4)

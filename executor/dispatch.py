@@ -1,0 +1,111 @@
+"""Which instances serve one attempt of a request.
+
+In: the registry (routable instances, their load and prefix indexes), the routing and
+admission policies, the prompt and its output budget, the instances to avoid, and
+whether the attempt replaces a failed decoder (`prefer_relay`). Out: an `Assignment`
+— the pipeline, P, RLD and MD (or D), and P's predicted prefix hit — or `NoCapacity`
+(nothing up can serve it) / `Overloaded` (everything that could is full).
+
+Per attempt: P is the one whose prefix index predicts the longest hit, then the least
+loaded; the pipeline comes from the `RoutingPolicy` among those the live instances can
+run (a plan pipeline with no live instance degrades to one that has, rather than
+refusing); RLD sits in P's datacenter; MD is the longest predicted hit, then the
+least loaded. A retry that avoids a failed MD prefers P-RLD (the *fallback*).
+SUSPECT instances are picked last, full ones never. No torch, no threads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from executor.admission import AdmissionPolicy, NoCapacity, Overloaded
+from executor.health import PeerState
+from executor.registry import InstanceInfo, InstanceRegistry
+from executor.routing import NoRouteError, Pipeline, RoutingPolicy
+from placer import flows
+
+#: A retry that avoids a failed decoder: the first of these the live instances can run.
+_FALLBACK_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_D, Pipeline.P_RLD_MD)
+#: The policy's pipelines have no live instance: the first of these that has one.
+_DEGRADE_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_D)
+_ROLE_LABELS = {flows.P: "prefill (P)", flows.RLD: "relay decode (RLD)", flows.MD: "main decode (MD)"}
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """The instances of one attempt (`md` is the D of the PD baselines on P-D)."""
+
+    pipeline: Pipeline
+    p: InstanceInfo
+    rld: InstanceInfo | None
+    md: InstanceInfo | None
+    est_hit_tokens: int
+    degraded: bool = False  # the policy's pipelines had no live instance: another one serves it
+
+    @property
+    def instances(self) -> dict[str, str]:
+        """Role → instance name (the decoder under `MD` also on P-D)."""
+        out = {flows.P: self.p.name}
+        if self.rld is not None:
+            out[flows.RLD] = self.rld.name
+        if self.md is not None:
+            out[flows.MD] = self.md.name
+        return out
+
+
+def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy, prompt: Sequence[int],
+           max_new_tokens: int, *, exclude: set[str], prefer_relay: bool) -> Assignment:
+    """Pick the pipeline and instances of one attempt (see the module doc)."""
+    p = pick(registry, admission, registry.by_role(flows.P, exclude=exclude), prompt, role=flows.P)
+    est_hit = registry.indexes[p.name].match(prompt)
+    avail = available_pipelines(registry, p, exclude)
+    if not avail:
+        raise NoCapacity(f"no decoder is up to serve a request with prefill on {p.name}")
+    degraded = False
+    if prefer_relay:
+        pipeline = next(x for x in _FALLBACK_ORDER if x in avail)
+    else:
+        try:
+            pipeline = routing.choose(len(prompt), est_hit, max_new_tokens, avail)
+        except NoRouteError:  # the plan's pipelines lack a live instance: degrade, don't refuse
+            pipeline, degraded = next(x for x in _DEGRADE_ORDER if x in avail), True
+    rld = (pick(registry, admission, registry.by_role(flows.RLD, p.datacenter, exclude), role=flows.RLD)
+           if pipeline.uses_relay else None)
+    decoder_role = flows.D if pipeline is Pipeline.P_D else flows.MD
+    md = (pick(registry, admission, registry.by_role(decoder_role, exclude=exclude), prompt, role=flows.MD)
+          if pipeline.uses_main else None)
+    return Assignment(pipeline, p, rld, md, est_hit, degraded)
+
+
+def available_pipelines(registry: InstanceRegistry, p: InstanceInfo, exclude: set[str]) -> frozenset[Pipeline]:
+    """The pipelines the routable instances (less `exclude`) can run with prefill on `p`."""
+    out = set()
+    has_rld = bool(registry.by_role(flows.RLD, p.datacenter, exclude))
+    if registry.by_role(flows.MD, exclude=exclude):
+        out.add(Pipeline.P_MD)
+        if has_rld:
+            out.add(Pipeline.P_RLD_MD)
+    if has_rld:
+        out.add(Pipeline.P_RLD)
+    if registry.by_role(flows.D, exclude=exclude):
+        out.add(Pipeline.P_D)
+    return frozenset(out)
+
+
+def pick(registry: InstanceRegistry, admission: AdmissionPolicy, candidates: list[InstanceInfo],
+         prompt: Sequence[int] | None = None, *, role: str = "") -> InstanceInfo:
+    """Longest predicted prefix hit first (when a prompt is given), then least loaded, then name;
+    SUSPECT instances last, full ones never (`Overloaded` if all are full)."""
+    if not candidates:
+        raise NoCapacity(f"no {_ROLE_LABELS.get(role, 'matching')} instance is up")
+    room = [i for i in candidates if not admission.full(registry.load[i.name])]
+    if not room:
+        raise Overloaded(f"every {role} instance is at its limit of {admission.max_per_instance} requests",
+                         admission.retry_after_s)
+
+    def key(i: InstanceInfo) -> tuple:
+        hit = registry.indexes[i.name].match(prompt) if prompt is not None else 0
+        return (registry.health.state(i.name) is PeerState.SUSPECT, -hit, registry.load[i.name], i.name)
+
+    return min(room, key=key)

@@ -1,0 +1,19 @@
+"""Helpers of the serving tests: a serving config for the in-process cluster, a one-pipeline policy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from executor.config import ServingConfig
+from executor.routing import Pipeline, RoutingPolicy
+
+
+def serving(**fields: Any) -> ServingConfig:
+    """A `ServingConfig` with heartbeats off unless asked (the tests drive health themselves)."""
+    return ServingConfig(**{"heartbeat_s": None, **fields})
+
+
+def only(*pipelines: Pipeline) -> RoutingPolicy:
+    """A policy that sends everything down `pipelines` (the filter thresholds let anything through)."""
+    return RoutingPolicy(allowed=frozenset(pipelines), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
+                         filter_max_output_tokens=10**6)
