@@ -44,6 +44,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.cluster import LocalCluster
+from executor.config import ServingConfig
 from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
 from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
@@ -175,8 +176,9 @@ def replay(router, trace: list[TraceRequest]) -> tuple[list, list[float]]:
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
     specs, policy = setups()[name]
     links = {frozenset(("dc-a", "dc-b")): line}
-    with LocalCluster(specs, MODEL, ec, links=links, policy=policy, handoff=HandoffPolicy("adaptive", 64),
-                      transport="tcp", link_seed=seed, request_timeout_s=300) as cluster:
+    config = ServingConfig(routing=policy, handoff=HandoffPolicy("adaptive", 64), links=links, heartbeat_s=None,
+                           request_timeout_s=300)
+    with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
         t0 = time.monotonic()
         streams, arrivals = replay(cluster.router, trace)
         wall_s = time.monotonic() - t0

@@ -47,6 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     logging.getLogger("executor").setLevel(logging.ERROR)  # kills make transfers fail: expected here
     from executor.cluster import LocalCluster
+    from executor.config import ServingConfig
     from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
     from executor.health import HealthMonitor
     from executor.placement import InstanceSpec
@@ -67,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
              InstanceSpec("md2", "MD", "dc-b", "B")]
     policy = RoutingPolicy(direct_min_hit_rate=0.6, filter_min_input_tokens=1, filter_max_hit_rate=0.3,
                            filter_max_output_tokens=8)  # all three pipelines in the mix
-    c = LocalCluster(specs, mc, ec, policy=policy, transport="fake", threads=True, heartbeat_s=0.05,
-                     health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3), stall_s=2.0,
-                     request_timeout_s=20.0)
+    config = ServingConfig(routing=policy, heartbeat_s=0.05, stall_s=2.0, request_timeout_s=20.0)
+    c = LocalCluster(specs, mc, ec, config, transport="fake", threads=True,
+                     health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))
     counts: Counter[str] = Counter()
     streams: list[tuple[tuple[int, int], object]] = []
     lock = threading.Lock()

@@ -14,7 +14,6 @@ own thread (`run_until`) — deterministic, no sleeps.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -73,18 +72,13 @@ class LocalCluster:
     def __init__(self, specs: list[InstanceSpec], model_config: Any, engine_config: Any,
                  config: ServingConfig | None = None, *, seed: int = 0, transport: str = "tcp",
                  threads: bool = True, request_log: BatchingRequestLog | None = None, device: str = "cpu",
-                 link_seed: int = 0, kv_deadline_s: float = 60.0, health: Any = None, **options: Any) -> None:
-        """`config`: how it serves (default: `ServingConfig` without heartbeats — a test turns them on).
-
-        `options`: single fields of the config, by name (`policy` for `routing`).
-        """
+                 link_seed: int = 0, kv_deadline_s: float = 60.0, health: Any = None) -> None:
+        """`config`: how it serves (default: `ServingConfig` without heartbeats — a test turns them on)."""
         if transport not in ("tcp", "fake"):
             raise ValueError(f"transport must be 'tcp' or 'fake', got {transport!r}")
         if transport == "tcp" and not threads:
             raise ValueError("the tcp transport needs worker threads")
         config = config or ServingConfig(heartbeat_s=None)
-        if options:  # TODO(issue 12): bench/ passes single fields; drop once it passes `config`
-            config = dataclasses.replace(config, **{"routing" if k == "policy" else k: v for k, v in options.items()})
         self.config = config
         self.specs, self.transport, self.threads = list(specs), transport, threads
         self.model_config, self.engine_config, self.seed, self.device = model_config, engine_config, seed, device
