@@ -41,12 +41,16 @@ def _errors():
     """Typed errors and database failures become a message and an exit code, no traceback."""
     from sqlalchemy.exc import SQLAlchemyError
 
+    from db.errors import RepositoryError
     from placer.errors import PlacerError
+    from placer.service.errors import typed
 
     try:
         yield
     except PlacerError as e:
         _fail(e)
+    except RepositoryError as e:
+        _fail(typed(e))
     except SQLAlchemyError as e:
         _fail(f"database: {type(e).__name__}: {str(e).splitlines()[0]}")
 
@@ -81,14 +85,15 @@ def _job_dict(job, last_run=None) -> dict:
 
 
 def _find_job(session, ref: str):
+    from db import errors as db_errors
     from db import repo
-    from db.errors import NotFoundError
+    from placer.service.errors import NotFoundError
 
     row = repo.find_job(session, ref)
     if row is None and ref.isdigit():
         try:
             row = repo.get_job(session, int(ref))
-        except NotFoundError:
+        except db_errors.NotFoundError:
             row = None
     if row is None:
         raise NotFoundError("job", ref)
@@ -98,7 +103,7 @@ def _find_job(session, ref: str):
 def _scenario_id(session, ref: str) -> int:
     """A stored scenario by name or id, or a scenario file stored under its name."""
     from db import repo
-    from db.errors import ConflictError, NotFoundError
+    from placer.service.errors import ConflictError, NotFoundError
     from placer.service.jobs.solve import prepare
 
     path = Path(ref)

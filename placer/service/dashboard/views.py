@@ -31,6 +31,7 @@ from placer.service.dashboard.auth import Viewer
 from placer.errors import PlacerError
 from placer.plan import Plan, parse_plan
 from placer.report import tables
+from placer.service.store import stored_plan
 
 OBJECTIVES = ("bcr", "min-cost", "max-goodput")
 SORTS = {"created_at": "newest", "bcr_requests_per_usd": "BCR", "cost_usd_per_h": "cost",
@@ -92,7 +93,7 @@ def _error(request: Request, code: int, message: str) -> HTMLResponse:
 
 def _load(session, plan_id: int) -> tuple[object, Plan]:
     row = repo.get_plan(session, plan_id)
-    return row, parse_plan(row.plan, f"plan {plan_id}")
+    return row, stored_plan(row)
 
 
 # --- sign in -------------------------------------------------------------------------

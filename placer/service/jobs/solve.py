@@ -22,6 +22,7 @@ from db import repo
 from db.models import SolveJob, SolveStatus
 from db.session import session_scope
 from placer.errors import InputError, PlacerError, UnknownChipError
+from placer.service.store import save_plan
 from placer.specs import Scenario, parse_scenario
 
 log = logging.getLogger(__name__)
@@ -137,7 +138,7 @@ def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
         if plan is None:
             repo.finish_solve_job(session, job_id, error=error, error_status=status_code)
             return SolveOutcome(job_id, SolveStatus.FAILED, seconds, request["objective"], error=error)
-        row = repo.save_plan(session, plan, inputs=request, scenario_id=_existing_scenario(session, scenario_id),
+        row = save_plan(session, plan, inputs=request, scenario_id=_existing_scenario(session, scenario_id),
                              source="api")
         repo.finish_solve_job(session, job_id, plan_id=row.id)
         return SolveOutcome(job_id, SolveStatus.SUCCEEDED, seconds, request["objective"], plan_id=row.id)

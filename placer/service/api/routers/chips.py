@@ -8,10 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 
 from db import repo
-from db.errors import ConflictError
 from placer.service.api.deps import SessionDep
 from placer.service.api.schemas import ChipOut
 from placer.errors import InputError, UnknownChipError
+from placer.service.errors import ConflictError
 from placer.specs import ChipSpec
 
 router = APIRouter(prefix="/chips", tags=["chips"])

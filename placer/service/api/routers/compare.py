@@ -10,15 +10,15 @@ from fastapi import APIRouter
 from placer.service.api.deps import ServiceDep
 from placer.service.api.routers.plans import scenario_spec
 from placer.service.api.schemas import CompareRequest
+from placer.plan import Plan
 from placer.service.jobs import solve
+from placer.service.store import plan_document
 
 router = APIRouter(tags=["plans"])
 
 
 def _dump(value: Any) -> Any:
-    from placer.plan import Plan
-
-    return value.model_dump(mode="json", exclude_none=True) if isinstance(value, Plan) else value
+    return plan_document(value) if isinstance(value, Plan) else value
 
 
 @router.post("/compare", response_model=dict[str, Any],

@@ -19,7 +19,8 @@ from placer.service.api.deps import ServiceDep, SessionDep
 from placer.service.api.schemas import Id, Objective, Page, PlanRequest, PlanSort, PlanSummary, SolveJobOut
 from placer.service.jobs import solve
 from placer.service.jobs.diff import plan_diff
-from placer.plan import Plan, parse_plan
+from placer.plan import Plan
+from placer.service.store import stored_plan
 
 router = APIRouter(tags=["plans"])
 
@@ -105,6 +106,6 @@ def get_plan_inputs(plan_id: Id, session: SessionDep):
 @router.get("/plans/{a}/diff/{b}", response_model=dict[str, Any])
 def diff_plans(a: Id, b: Id, session: SessionDep):
     """From plan ``a`` to plan ``b``: pool count changes, route changes, metric deltas."""
-    pa = parse_plan(repo.get_plan(session, a).plan, f"plan {a}")
-    pb = parse_plan(repo.get_plan(session, b).plan, f"plan {b}")
+    pa = stored_plan(repo.get_plan(session, a))
+    pb = stored_plan(repo.get_plan(session, b))
     return {"from": a, "to": b, **plan_diff(pa, pb)}

@@ -11,6 +11,7 @@ from fastapi import APIRouter, HTTPException, Query, status
 from db import repo
 from placer.service.api.deps import ServiceDep, SessionDep
 from placer.service.api.schemas import Id, Page, SimulateRequest, SimulationOut
+from placer.service.store import stored_plan
 
 router = APIRouter(tags=["simulations"])
 
@@ -42,7 +43,6 @@ async def simulate(body: SimulateRequest, service: ServiceDep):
         from db.session import session_scope
         from placer.service.jobs import solve
         from placer.optimize import as_problem
-        from placer.plan import parse_plan
         from placer.sim import SimConfig
 
         with service.factory() as session:
@@ -51,7 +51,7 @@ async def simulate(body: SimulateRequest, service: ServiceDep):
                     else dict(row.inputs["scenario"]))
             _, scenario = solve.prepare(session, spec)
             measured = row.inputs.get("measured") or None
-            plan = parse_plan(row.plan, f"plan {row.id}")
+            plan = stored_plan(row)
         config = SimConfig(requests=body.requests, seed=body.seed, load_rps=body.load_rps,
                            workload="trace" if body.trace else body.workload, trace=body.trace)
         result = run(as_problem(scenario, measured), plan, config)
