@@ -57,8 +57,9 @@ def _errors():
 
 def _connect(url: str | None):
     import db
+    from placer.service.settings import Settings
 
-    _, factory = db.connect(url)
+    _, factory = db.connect(Settings.from_env(database_url=url).database_url)
     return factory
 
 
@@ -144,7 +145,6 @@ def register(app: typer.Typer) -> None:
         public_docs: Annotated[bool, typer.Option(help="Serve /docs and /openapi.json without the token.")] = False,
     ) -> None:
         """Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."""
-        import os
         import secrets
 
         import uvicorn
@@ -153,17 +153,17 @@ def register(app: typer.Typer) -> None:
         from placer.service.api import Settings, create_app
         from placer.cli.output import err
 
-        token = token or os.environ.get("PLACER_API_TOKEN")
-        if not token:
-            token = secrets.token_urlsafe(24)
-            err.print(f"no --token or PLACER_API_TOKEN given; this run's token: {token}", highlight=False)
         try:
-            settings = Settings.from_env(database_url=database_url, token=token, scheduler=scheduler,
+            settings = Settings.from_env(database_url=database_url, token=token or None, scheduler=scheduler,
                                          solve_workers=workers, public_docs=public_docs)
         except ValidationError as e:
             from placer.errors import InputError
 
             _fail(InputError(_validation_message(e)))
+        if settings.token is None:
+            token = secrets.token_urlsafe(24)
+            err.print(f"no --token or PLACER_API_TOKEN given; this run's token: {token}", highlight=False)
+            settings = settings.model_copy(update={"token": token})
         uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
     @jobs.command("add")

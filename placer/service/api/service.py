@@ -13,7 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from placer.service.api.metrics import Metrics
-from placer.service.api.settings import Settings
+from placer.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
