@@ -29,11 +29,11 @@ from placer.service.api.deps import SessionDep
 from placer.service.dashboard import auth
 from placer.service.dashboard.auth import Viewer
 from placer.errors import PlacerError
+from placer.optimize import OBJECTIVES
 from placer.plan import Plan, parse_plan
 from placer.report import tables
 from placer.service.store import stored_plan
 
-OBJECTIVES = ("bcr", "min-cost", "max-goodput")
 SORTS = {"created_at": "newest", "bcr_requests_per_usd": "BCR", "cost_usd_per_h": "cost",
          "goodput_rps": "goodput", "id": "id"}
 #: diff page: metric → (label, 1 if higher is better, -1 if lower is better, 0 neither)
