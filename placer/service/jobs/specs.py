@@ -45,7 +45,7 @@ Schedule = Annotated[IntervalSchedule | CronSchedule, Field(discriminator="kind"
 class TraceSource(_Spec):
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, max_length=4096,
-                      description="JSON Lines trace on the service's machine (CONTRACTS.md trace format).")
+                      description="JSON Lines trace on the service's machine (docs/contracts.md trace format).")
 
 
 class RequestLogSource(_Spec):

@@ -1,4 +1,4 @@
-"""``/plans`` and ``/solve-jobs``: start solves, read plans (CONTRACTS.md JSON), list, diff.
+"""``/plans`` and ``/solve-jobs``: start solves, read plans (docs/contracts.md JSON), list, diff.
 
 ``POST /plans`` validates and snapshots the inputs, stores a PENDING solve job, queues
 it on the bounded worker pool and answers 202 with the job (``Location: /solve-jobs/{id}``);
@@ -92,7 +92,7 @@ def list_plans(
     return Page[PlanSummary](items=rows, total=total, limit=limit, offset=offset)
 
 
-@router.get("/plans/{plan_id}", responses={200: {"model": Plan, "description": "The plan JSON of CONTRACTS.md."}})
+@router.get("/plans/{plan_id}", responses={200: {"model": Plan, "description": "The plan JSON of docs/contracts.md."}})
 def get_plan(plan_id: Id, session: SessionDep) -> JSONResponse:
     return JSONResponse(repo.get_plan(session, plan_id).plan)
 

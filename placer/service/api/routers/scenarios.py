@@ -1,4 +1,4 @@
-"""``/scenarios``: create, read, list, replace, delete scenario documents (CONTRACTS.md)."""
+"""``/scenarios``: create, read, list, replace, delete scenario documents (docs/contracts.md)."""
 
 from __future__ import annotations
 
