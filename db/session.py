@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from platformdirs import user_data_dir
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
@@ -20,8 +21,6 @@ SQLITE_BUSY_TIMEOUT_S = 30
 
 def default_url() -> str:
     """``sqlite:///<user data dir>/placer.db``: the database when the caller names none."""
-    from platformdirs import user_data_dir
-
     return f"sqlite:///{Path(user_data_dir('placer', appauthor=False)) / 'placer.db'}"
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import httpx
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -31,12 +32,15 @@ from db.models import RunOutcome, RunStatus
 from db.session import session_scope
 from db.types import utcnow
 from placer.errors import InfeasiblePlanError
+from placer.optimize import SolveConfig, evaluate_plan, optimize
+from placer.plan import Plan, parse_plan
 from placer.service.errors import ConflictError, user_error
+from placer.service.jobs import solve
 from placer.service.jobs.diff import plan_diff
 from placer.service.jobs.policy import decide
 from placer.service.jobs.specs import Policy, RequestLogSource, WorkloadSource
+from placer.service.jobs.workload import fit_request_log, fit_trace
 from placer.service.store import save_plan
-from placer.plan import Plan, parse_plan
 
 log = logging.getLogger(__name__)
 
@@ -113,10 +117,6 @@ def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = 
 
 def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, source, objective, solver,
              time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome:
-    from placer.service.jobs import solve
-    from placer.service.jobs.workload import fit_request_log, fit_trace
-    from placer.optimize import SolveConfig, evaluate_plan, optimize
-
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
     else:
@@ -170,8 +170,6 @@ def push_plan(url: str, plan: Plan, timeout_s: float) -> str:
     The deployment applies it live (new instances join when ready, leaving ones drain);
     a failure is recorded on the run, never raised: the plan stays adopted and stored.
     """
-    import httpx
-
     try:
         reply = httpx.post(url.rstrip("/") + "/plan", content=plan.to_json(), timeout=max(5.0, timeout_s),
                            headers={"content-type": "application/json"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_INTERVAL_S = 366 * 24 * 3600
@@ -30,8 +31,6 @@ class CronSchedule(_Spec):
     @field_validator("expr")
     @classmethod
     def _parse(cls, value: str) -> str:
-        from apscheduler.triggers.cron import CronTrigger
-
         try:
             CronTrigger.from_crontab(value, timezone="UTC")
         except (ValueError, TypeError, KeyError, IndexError) as err:

@@ -8,9 +8,10 @@ from typing import Annotated
 from fastapi import APIRouter, Path, status
 
 from db import repo
+from placer.catalog import chip_catalog
+from placer.errors import InputError, UnknownChipError
 from placer.service.api.deps import SessionDep
 from placer.service.api.schemas import ChipOut
-from placer.errors import InputError, UnknownChipError
 from placer.service.errors import ConflictError
 from placer.specs import ChipSpec
 
@@ -19,8 +20,6 @@ ChipName = Annotated[str, Path(min_length=1, max_length=128)]
 
 
 def _catalog():
-    from placer.catalog import chip_catalog
-
     return chip_catalog()
 
 

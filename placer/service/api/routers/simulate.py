@@ -9,8 +9,12 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 
 from db import repo
+from db.session import session_scope
+from placer.optimize import as_problem
 from placer.service.api.deps import ServiceDep, SessionDep
+from placer.service.api.routers.jobs import check_trace
 from placer.service.api.schemas import Id, Page, SimulateRequest, SimulationOut
+from placer.service.jobs import solve
 from placer.service.store import stored_plan
 
 router = APIRouter(tags=["simulations"])
@@ -35,14 +39,9 @@ async def simulate(body: SimulateRequest, service: ServiceDep):
                             "the simulator (placer.sim) is not part of this build")
     service.check_capacity()
     if body.trace is not None:
-        from placer.service.api.routers.jobs import check_trace
-
         check_trace(body.trace, "trace")
 
     def work():
-        from db.session import session_scope
-        from placer.service.jobs import solve
-        from placer.optimize import as_problem
         from placer.sim import SimConfig
 
         with service.factory() as session:
