@@ -22,6 +22,16 @@ def flush_unique(session: Session, what: str) -> None:
         raise ConflictError(f"{what} already exists") from None
 
 
+def add_unique(session: Session, row, what: str, taken: bool):
+    """Add ``row`` (``what`` names it in messages); ``ConflictError`` when its unique name is
+    ``taken`` already, or turns out to be by a concurrent insert."""
+    if taken:
+        raise ConflictError(f"{what} already exists")
+    session.add(row)
+    flush_unique(session, what)
+    return row
+
+
 def page(session: Session, query: Select, limit: int, offset: int) -> tuple[list, int]:
     """One page of ``query`` and the total count of its rows."""
     total = session.scalar(select(func.count()).select_from(query.order_by(None).subquery())) or 0

@@ -12,9 +12,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from db.errors import ConflictError, NotFoundError
+from db.errors import NotFoundError
 from db.models import Chip, ChipProfile
-from db.repo.base import flush_unique, get_row, page
+from db.repo.base import add_unique, get_row, page
 
 EFFICIENCY_FIELDS = ("compute_efficiency", "mem_bw_efficiency", "interconnect_efficiency")
 
@@ -38,12 +38,7 @@ def get_chip(session: Session, name: str) -> Chip:
 
 def create_chip(session: Session, spec: dict[str, Any]) -> Chip:
     name = spec["name"]
-    if find_chip(session, name) is not None:
-        raise ConflictError(f"chip {name!r} already exists")
-    row = Chip(name=name, spec=spec)
-    session.add(row)
-    flush_unique(session, f"chip {name!r}")
-    return row
+    return add_unique(session, Chip(name=name, spec=spec), f"chip {name!r}", find_chip(session, name) is not None)
 
 
 def update_chip(session: Session, name: str, spec: dict[str, Any]) -> Chip:

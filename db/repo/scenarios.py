@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from db.errors import ConflictError
 from db.models import Job, Scenario
-from db.repo.base import flush_unique, get_row, page
+from db.repo.base import add_unique, flush_unique, get_row, page
 
 
 def find_scenario(session: Session, name: str) -> Scenario | None:
@@ -26,12 +26,8 @@ def get_scenario(session: Session, scenario_id: int) -> Scenario:
 
 def create_scenario(session: Session, spec: dict[str, Any]) -> Scenario:
     name = spec["name"]
-    if find_scenario(session, name) is not None:
-        raise ConflictError(f"scenario {name!r} already exists")
-    row = Scenario(name=name, spec=spec)
-    session.add(row)
-    flush_unique(session, f"scenario {name!r}")
-    return row
+    return add_unique(session, Scenario(name=name, spec=spec), f"scenario {name!r}",
+                      find_scenario(session, name) is not None)
 
 
 def update_scenario(session: Session, scenario_id: int, spec: dict[str, Any]) -> Scenario:
