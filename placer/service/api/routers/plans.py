@@ -15,11 +15,11 @@ from pydantic import AwareDatetime
 
 from db import repo
 from db.models import SolveStatus
+from placer.plan import Plan
 from placer.service.api.deps import ServiceDep, SessionDep
 from placer.service.api.schemas import Id, Objective, Page, PlanRequest, PlanSort, PlanSummary, SolveJobOut
 from placer.service.jobs import solve
 from placer.service.jobs.diff import plan_diff
-from placer.plan import Plan
 from placer.service.store import stored_plan
 
 router = APIRouter(tags=["plans"])
