@@ -2,7 +2,8 @@
 
 Entry points: :func:`connect` (engine + migrated schema + session factory),
 :mod:`db.repo` (every read and write), :class:`RequestLogWriter` (batched request log).
-Nothing here imports the API; nothing connects at import time.
+Plain data in and out: nothing here imports the project (no ``placer``), reads the
+environment, or connects at import time.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ __all__ = [
 
 
 def connect(url: str | None = None, migrate: bool = True) -> tuple[Engine, sessionmaker[Session]]:
-    """An engine for ``url`` (default: ``PLACER_DATABASE_URL`` or the user's SQLite file),
+    """An engine for ``url`` (default: the user's SQLite file, :func:`default_url`),
     the schema migrated to the newest revision, and a session factory."""
     engine = make_engine(url)
     if migrate:

@@ -4,7 +4,7 @@ Tables
 ------
 chips           custom chips (ChipSpec JSON) beside the bundled catalog
 chip_profiles   measured efficiencies of a chip, with provenance
-scenarios       scenario documents (CONTRACTS.md mapping), unique by name
+scenarios       scenario documents (docs/contracts.md mapping), unique by name
 solve_jobs      one solve request (POST /plans): enum status, error, resulting plan
 plans           inputs snapshot + plan JSON + indexed metric columns
 simulations     a simulator run of a plan: parameters and the Simulation JSON
@@ -106,7 +106,7 @@ class Scenario(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(200), unique=True)
-    spec: Mapped[dict[str, Any]] = mapped_column(doc="the scenario mapping of CONTRACTS.md")
+    spec: Mapped[dict[str, Any]] = mapped_column(doc="the scenario mapping of docs/contracts.md")
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
@@ -121,7 +121,7 @@ class Plan(Base):
     objective: Mapped[str] = mapped_column(String(32), index=True)
     source: Mapped[str] = mapped_column(String(64), default="api", doc="api, cli, or job:<id>")
     inputs: Mapped[dict[str, Any]] = mapped_column(doc="scenario snapshot, solver, time limit, profiles used")
-    plan: Mapped[dict[str, Any]] = mapped_column(doc="the plan JSON of CONTRACTS.md")
+    plan: Mapped[dict[str, Any]] = mapped_column(doc="the plan JSON of docs/contracts.md")
     bcr_requests_per_usd: Mapped[float] = mapped_column(Float, index=True)
     cost_usd_per_h: Mapped[float] = mapped_column(Float, index=True)
     goodput_rps: Mapped[float] = mapped_column(Float)
@@ -158,7 +158,7 @@ class Simulation(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     plan_id: Mapped[int] = mapped_column(ForeignKey("plans.id", ondelete="CASCADE"), index=True)
     params: Mapped[dict[str, Any]] = mapped_column()
-    result: Mapped[dict[str, Any]] = mapped_column(doc="the Simulation JSON of CONTRACTS.md")
+    result: Mapped[dict[str, Any]] = mapped_column(doc="the Simulation JSON of docs/contracts.md")
     sla_attainment: Mapped[float | None] = mapped_column(Float)
     goodput_rps: Mapped[float | None] = mapped_column(Float)
     bcr_requests_per_usd: Mapped[float | None] = mapped_column(Float)

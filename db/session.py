@@ -1,31 +1,26 @@
 """Engines and sessions. Nothing connects until a caller asks for an engine.
 
-in:  a database URL (``PLACER_DATABASE_URL``, or a SQLite file in the user's data dir)
+in:  a database URL from the caller (None: :func:`default_url`, a SQLite file in the
+     user's data dir); this package reads no environment variable
 out: a configured :class:`~sqlalchemy.engine.Engine` and a session factory
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from platformdirs import user_data_dir
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
-ENV_URL = "PLACER_DATABASE_URL"
 SQLITE_BUSY_TIMEOUT_S = 30
 
 
 def default_url() -> str:
-    """``PLACER_DATABASE_URL`` if set, else ``sqlite:///<user data dir>/placer.db``."""
-    url = os.environ.get(ENV_URL)
-    if url:
-        return url
-    from platformdirs import user_data_dir
-
+    """``sqlite:///<user data dir>/placer.db``: the database when the caller names none."""
     return f"sqlite:///{Path(user_data_dir('placer', appauthor=False)) / 'placer.db'}"
 
 

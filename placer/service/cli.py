@@ -1,26 +1,52 @@
 """CLI commands of the service: ``placer serve`` and ``placer jobs add|list|run-now|remove``.
 
-Registered onto the ``placer`` app by placer.cli. Heavy modules (FastAPI, uvicorn,
-SQLAlchemy, the solver) are imported inside the command functions so ``placer optimize``
-starts fast. The ``jobs`` commands work on the database directly, through the same
-functions the API uses (``db.repo``, ``placer.service.jobs.runner``).
+in:  command-line options, with the database URL and the API token from
+     :class:`~placer.service.settings.Settings` when not given
+out: a running API (``serve``); replanning jobs stored, listed, run or removed through the
+     functions the API uses (``db.repo``, ``placer.service.jobs.runner``)
+
+``serve`` is a plain function and ``jobs`` a Typer sub-app, both at module level: the
+``placer`` app imports this module only when one of them runs, so its heavy imports
+(FastAPI, uvicorn, SQLAlchemy) sit at the top. :func:`register` adds both to an app.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import secrets
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+import uvicorn
+from pydantic import TypeAdapter, ValidationError
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
 
-from placer.cli.output import fail as _fail
+import db
+from db import errors as db_errors
+from db import repo
+from db.models import Job, JobRun
+from placer.cli.output import err, fail
+from placer.cli.output import out as console
+from placer.errors import InputError, PlacerError
+from placer.optimize import OBJECTIVES
+from placer.service.api import create_app
+from placer.service.errors import ConflictError, NotFoundError, typed
+from placer.service.jobs import runner
+from placer.service.jobs.solve import prepare
+from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
+from placer.service.settings import Settings
+from placer.specs import load_scenario
 
 DatabaseOpt = Annotated[str | None, typer.Option(
     "--database-url", help="SQLAlchemy URL (default: PLACER_DATABASE_URL, else a SQLite file in the user's data dir).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+JobRef = Annotated[str, typer.Argument(help="Job name or id.", show_default=False)]
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -28,37 +54,13 @@ _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 def parse_duration(text: str, option: str) -> float:
     """'90', '90s', '15m', '1h', '2d' → seconds (InputError naming the option)."""
-    from placer.errors import InputError
-
     match = _DURATION.match(text)
     if not match:
         raise InputError(f"{option}: not a duration {text!r}; use e.g. 90s, 15m, 1h or 2d")
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-@contextmanager
-def _errors():
-    """Typed errors and database failures become a message and an exit code, no traceback."""
-    from sqlalchemy.exc import SQLAlchemyError
-
-    from placer.errors import PlacerError
-
-    try:
-        yield
-    except PlacerError as e:
-        _fail(e)
-    except SQLAlchemyError as e:
-        _fail(f"database: {type(e).__name__}: {str(e).splitlines()[0]}")
-
-
-def _connect(url: str | None):
-    import db
-
-    _, factory = db.connect(url)
-    return factory
-
-
-def _validation_message(error) -> str:
+def _validation_message(error: ValidationError) -> str:
     parts = []
     for e in error.errors():
         loc = ".".join(str(x) for x in e["loc"])
@@ -66,7 +68,61 @@ def _validation_message(error) -> str:
     return "; ".join(parts)
 
 
-def _job_dict(job, last_run=None) -> dict:
+def _settings(**options: Any) -> Settings:
+    """Settings from the environment with the command's options on top; bad values exit 2."""
+    try:
+        return Settings.from_env(**options)
+    except ValidationError as e:
+        fail(InputError(_validation_message(e)))
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Typed errors and database failures become a message and an exit code, no traceback."""
+    try:
+        yield
+    except PlacerError as e:
+        fail(e)
+    except db_errors.RepositoryError as e:
+        fail(typed(e))
+    except SQLAlchemyError as e:
+        fail(f"database: {type(e).__name__}: {str(e).splitlines()[0]}")
+
+
+def _connect(database_url: str | None) -> sessionmaker[Session]:
+    _, factory = db.connect(_settings(database_url=database_url).database_url)
+    return factory
+
+
+# --- placer serve -------------------------------------------------------------------
+
+def serve(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
+    database_url: DatabaseOpt = None,
+    token: Annotated[str | None, typer.Option(
+        help="Bearer token clients must send (default: PLACER_API_TOKEN, else a random one, printed).")] = None,
+    scheduler: Annotated[bool, typer.Option(help="Run the replanning scheduler in this service.")] = True,
+    workers: Annotated[int, typer.Option(help="Solves and replanning runs at once.", min=1, max=64)] = 2,
+    public_docs: Annotated[bool, typer.Option(help="Serve /docs and /openapi.json without the token.")] = False,
+) -> None:
+    """Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."""
+    settings = _settings(database_url=database_url, token=token or None, scheduler=scheduler,
+                         solve_workers=workers, public_docs=public_docs)
+    if settings.token is None:
+        generated = secrets.token_urlsafe(24)
+        err.print(f"no --token or PLACER_API_TOKEN given; this run's token: {generated}", highlight=False)
+        settings = settings.model_copy(update={"token": generated})
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+# --- placer jobs --------------------------------------------------------------------
+
+jobs = typer.Typer(name="jobs", no_args_is_help=True,
+                   help="Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change.")
+
+
+def _job_dict(job: Job, last_run: JobRun | None = None) -> dict:
     return {
         "id": job.id, "name": job.name, "scenario_id": job.scenario_id, "scenario": job.scenario.name,
         "schedule": job.schedule, "workload": job.workload, "policy": job.policy, "objective": job.objective,
@@ -80,31 +136,22 @@ def _job_dict(job, last_run=None) -> dict:
     }
 
 
-def _find_job(session, ref: str):
-    from db import repo
-    from db.errors import NotFoundError
-
+def _find_job(session: Session, ref: str) -> Job:
     row = repo.find_job(session, ref)
     if row is None and ref.isdigit():
         try:
             row = repo.get_job(session, int(ref))
-        except NotFoundError:
+        except db_errors.NotFoundError:
             row = None
     if row is None:
         raise NotFoundError("job", ref)
     return row
 
 
-def _scenario_id(session, ref: str) -> int:
+def _scenario_id(session: Session, ref: str) -> int:
     """A stored scenario by name or id, or a scenario file stored under its name."""
-    from db import repo
-    from db.errors import ConflictError, NotFoundError
-    from placer.service.jobs.solve import prepare
-
     path = Path(ref)
     if path.suffix.lower() in (".yaml", ".yml", ".json") or path.is_file():
-        from placer.specs import load_scenario
-
         spec = load_scenario(path).model_dump(mode="json", exclude_unset=True)
         prepare(session, spec)
         row = repo.find_scenario(session, spec["name"])
@@ -122,194 +169,149 @@ def _scenario_id(session, ref: str) -> int:
     return row.id
 
 
+def _job_spec(every: str | None, cron: str | None, trace: Path | None, request_log_window: str | None,
+              mode: str, min_gain: float, max_pool_changes: int | None, cooldown: str, deploy_url: str | None,
+              objective: str, time_limit: float) -> dict[str, Any]:
+    """The job's schedule, workload and policy mappings from the options (InputError naming the option)."""
+    if (every is None) == (cron is None):
+        raise InputError("give exactly one of --every and --cron")
+    if (trace is None) == (request_log_window is None):
+        raise InputError("give exactly one of --trace and --request-log-window")
+    schedule = ({"kind": "interval", "seconds": parse_duration(every, "--every")} if every is not None
+                else {"kind": "cron", "expr": cron})
+    workload = ({"kind": "trace", "path": str(trace.resolve())} if trace is not None else
+                {"kind": "request_log", "window_s": parse_duration(request_log_window, "--request-log-window")})
+    if trace is not None and not trace.is_file():
+        raise InputError(f"--trace: no file {str(trace)!r}")
+    if objective not in OBJECTIVES:
+        raise InputError(f"--objective: unknown {objective!r}; choose bcr, min-cost or max-goodput")
+    if not 0 < time_limit <= 600:
+        raise InputError(f"--time-limit must be in (0, 600] seconds, got {time_limit}")
+    try:
+        return {
+            "schedule": TypeAdapter(Schedule).validate_python(schedule).model_dump(),
+            "workload": TypeAdapter(WorkloadSource).validate_python(workload).model_dump(),
+            "policy": Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
+                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url).model_dump(),
+        }
+    except ValidationError as e:
+        raise InputError(_validation_message(e)) from None
+
+
+@jobs.command("add")
+def add(
+    name: Annotated[str, typer.Argument(help="Job name (unique).", show_default=False)],
+    scenario: Annotated[str, typer.Option(
+        help="Stored scenario (name or id), or a scenario file to store.", show_default=False)],
+    every: Annotated[str | None, typer.Option(help="Interval schedule, e.g. 15m, 1h, 1d.")] = None,
+    cron: Annotated[str | None, typer.Option(help="Cron schedule (5 fields, UTC), e.g. '0 * * * *'.")] = None,
+    trace: Annotated[Path | None, typer.Option(help="Fit the workload from this JSONL trace.")] = None,
+    request_log_window: Annotated[str | None, typer.Option(
+        "--request-log-window", help="Fit the workload from the request log over this window, e.g. 1h.")] = None,
+    mode: Annotated[str, typer.Option(help="propose (store for review) or apply (adopt and deploy).")] = "propose",
+    min_gain: Annotated[float, typer.Option("--min-gain", help="Minimum BCR gain, percent.")] = 5.0,
+    max_pool_changes: Annotated[int | None, typer.Option(help="Hold back plans changing more pools.")] = None,
+    cooldown: Annotated[str, typer.Option(help="Minimum time between adoptions, e.g. 6h.")] = "0",
+    deploy_url: Annotated[str | None, typer.Option(
+        help="apply mode: the running deployment's server (placer deploy); adopted plans are applied "
+        "to it live.")] = None,
+    objective: Annotated[str, typer.Option(help="bcr, min-cost or max-goodput.")] = "bcr",
+    solver: Annotated[str, typer.Option(help="ortools, ortools-highs, ortools-scip or pulp.")] = "ortools",
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")] = 30.0,
+    disabled: Annotated[bool, typer.Option("--disabled", help="Store it without scheduling it.")] = False,
+    database_url: DatabaseOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Add a replanning job (the running service picks it up within its sync interval)."""
+    with _errors():
+        spec = _job_spec(every, cron, trace, request_log_window, mode, min_gain, max_pool_changes, cooldown,
+                         deploy_url, objective, time_limit)
+        factory = _connect(database_url)
+        with db.session_scope(factory) as session:
+            row = repo.create_job(session, name=name, scenario_id=_scenario_id(session, scenario), **spec,
+                                  objective=objective, solver=solver, time_limit_s=time_limit, enabled=not disabled)
+            session.flush()
+            session.refresh(row)
+            job = _job_dict(row)
+    if json_out:
+        print(json.dumps(job, indent=2))
+    else:
+        print(f"added job {job['id']} {job['name']!r} on scenario {job['scenario']!r}")
+
+
+def _jobs_table(listed: list[dict]) -> Table:
+    table = Table("id", "name", "scenario", "schedule", "workload", "policy", "current plan", "last run")
+    for j in listed:
+        sched = (f"every {j['schedule']['seconds']:g} s" if j["schedule"]["kind"] == "interval"
+                 else f"cron {j['schedule']['expr']}")
+        work = (f"trace {Path(j['workload']['path']).name}" if j["workload"]["kind"] == "trace"
+                else f"request log {j['workload']['window_s']:g} s")
+        pol = j["policy"]
+        policy = f"{pol['mode']} ≥{pol['min_bcr_gain_pct']:g} %"
+        last = j["last_run"]
+        last_text = "-" if last is None else f"{last['id']}: {last['outcome'] or last['status']}"
+        table.add_row(str(j["id"]), j["name"] + ("" if j["enabled"] else " (disabled)"), j["scenario"], sched,
+                      work, policy, str(j["current_plan_id"] or "-"), last_text)
+    return table
+
+
+@jobs.command("list")
+def list_(database_url: DatabaseOpt = None, json_out: JsonOpt = False) -> None:
+    """The replanning jobs with their last run."""
+    with _errors():
+        factory = _connect(database_url)
+        with factory() as session:
+            rows, _ = repo.list_jobs(session, limit=100_000)
+            listed = []
+            for row in rows:
+                runs, _ = repo.list_runs(session, row.id, limit=1)
+                listed.append(_job_dict(row, runs[0] if runs else None))
+    if json_out:
+        print(json.dumps(listed, indent=2))
+        return
+    console.print(_jobs_table(listed))
+
+
+@jobs.command("run-now")
+def run_now(job: JobRef, database_url: DatabaseOpt = None, json_out: JsonOpt = False) -> None:
+    """Run a job once, now, in this process (a run already in progress makes this one SKIPPED)."""
+    with _errors():
+        factory = _connect(database_url)
+        with factory() as session:
+            job_id = _find_job(session, job).id
+        run_id, _ = runner.run_now(factory, job_id)
+        with factory() as session:
+            run = repo.get_run(session, run_id)
+            result = {"run_id": run.id, "job_id": job_id, "status": run.status.value,
+                      "outcome": run.outcome.value if run.outcome else None, "reason": run.reason,
+                      "error": run.error, "plan_id": run.plan_id, "baseline_bcr": run.baseline_bcr,
+                      "new_bcr": run.new_bcr, "gain_pct": run.gain_pct,
+                      "pool_changes": run.diff["pool_changes"] if run.diff else None}
+    if json_out:
+        print(json.dumps(result, indent=2))
+    elif result["status"] == "FAILED":
+        print(f"run {result['run_id']} of job {job_id} FAILED: {result['error']}")
+    else:
+        gain = "" if result["gain_pct"] is None else f" (BCR gain {result['gain_pct']:+.2f} %)"
+        print(f"run {result['run_id']} of job {job_id}: {result['outcome']}{gain}; {result['reason']}"
+              + (f"; new plan {result['plan_id']}" if result["plan_id"] else ""))
+    if result["status"] == "FAILED":
+        raise typer.Exit(1)
+
+
+@jobs.command("remove")
+def remove(job: JobRef, database_url: DatabaseOpt = None) -> None:
+    """Remove a job and its runs (its plans and deployments stay)."""
+    with _errors():
+        factory = _connect(database_url)
+        with db.session_scope(factory) as session:
+            row = _find_job(session, job)
+            job_id, job_name = row.id, row.name
+            repo.delete_job(session, job_id)
+    print(f"removed job {job_id} {job_name!r}")
+
+
 def register(app: typer.Typer) -> None:
-    jobs = typer.Typer(name="jobs", no_args_is_help=True,
-                       help="Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change.")
+    """Add ``serve`` and the ``jobs`` group to ``app`` (the eager way of placer.cli.app)."""
+    app.command("serve")(serve)
     app.add_typer(jobs, name="jobs")
-
-    @app.command()
-    def serve(
-        host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-        port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
-        database_url: DatabaseOpt = None,
-        token: Annotated[str | None, typer.Option(
-            help="Bearer token clients must send (default: PLACER_API_TOKEN, else a random one, printed).")] = None,
-        scheduler: Annotated[bool, typer.Option(help="Run the replanning scheduler in this service.")] = True,
-        workers: Annotated[int, typer.Option(help="Solves and replanning runs at once.", min=1, max=64)] = 2,
-        public_docs: Annotated[bool, typer.Option(help="Serve /docs and /openapi.json without the token.")] = False,
-    ) -> None:
-        """Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."""
-        import os
-        import secrets
-
-        import uvicorn
-        from pydantic import ValidationError
-
-        from placer.service.api import Settings, create_app
-        from placer.cli.output import err
-
-        token = token or os.environ.get("PLACER_API_TOKEN")
-        if not token:
-            token = secrets.token_urlsafe(24)
-            err.print(f"no --token or PLACER_API_TOKEN given; this run's token: {token}", highlight=False)
-        try:
-            settings = Settings.from_env(database_url=database_url, token=token, scheduler=scheduler,
-                                         solve_workers=workers, public_docs=public_docs)
-        except ValidationError as e:
-            from placer.errors import InputError
-
-            _fail(InputError(_validation_message(e)))
-        uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
-
-    @jobs.command("add")
-    def add(
-        name: Annotated[str, typer.Argument(help="Job name (unique).", show_default=False)],
-        scenario: Annotated[str, typer.Option(
-            help="Stored scenario (name or id), or a scenario file to store.", show_default=False)],
-        every: Annotated[str | None, typer.Option(help="Interval schedule, e.g. 15m, 1h, 1d.")] = None,
-        cron: Annotated[str | None, typer.Option(help="Cron schedule (5 fields, UTC), e.g. '0 * * * *'.")] = None,
-        trace: Annotated[Path | None, typer.Option(help="Fit the workload from this JSONL trace.")] = None,
-        request_log_window: Annotated[str | None, typer.Option(
-            "--request-log-window", help="Fit the workload from the request log over this window, e.g. 1h.")] = None,
-        mode: Annotated[str, typer.Option(help="propose (store for review) or apply (adopt and deploy).")] = "propose",
-        min_gain: Annotated[float, typer.Option("--min-gain", help="Minimum BCR gain, percent.")] = 5.0,
-        max_pool_changes: Annotated[int | None, typer.Option(help="Hold back plans changing more pools.")] = None,
-        cooldown: Annotated[str, typer.Option(help="Minimum time between adoptions, e.g. 6h.")] = "0",
-        deploy_url: Annotated[str | None, typer.Option(
-            help="apply mode: the running deployment's server (placer deploy); adopted plans are applied "
-            "to it live.")] = None,
-        objective: Annotated[str, typer.Option(help="bcr, min-cost or max-goodput.")] = "bcr",
-        solver: Annotated[str, typer.Option(help="ortools, ortools-highs, ortools-scip or pulp.")] = "ortools",
-        time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")] = 30.0,
-        disabled: Annotated[bool, typer.Option("--disabled", help="Store it without scheduling it.")] = False,
-        database_url: DatabaseOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Add a replanning job (the running service picks it up within its sync interval)."""
-        from pydantic import TypeAdapter, ValidationError
-
-        from db.session import session_scope
-        from placer.errors import InputError
-        from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
-
-        with _errors():
-            if (every is None) == (cron is None):
-                raise InputError("give exactly one of --every and --cron")
-            if (trace is None) == (request_log_window is None):
-                raise InputError("give exactly one of --trace and --request-log-window")
-            schedule = ({"kind": "interval", "seconds": parse_duration(every, "--every")} if every is not None
-                        else {"kind": "cron", "expr": cron})
-            workload = ({"kind": "trace", "path": str(trace.resolve())} if trace is not None else
-                        {"kind": "request_log", "window_s": parse_duration(request_log_window, "--request-log-window")})
-            if trace is not None and not trace.is_file():
-                raise InputError(f"--trace: no file {str(trace)!r}")
-            if objective not in ("bcr", "min-cost", "max-goodput"):
-                raise InputError(f"--objective: unknown {objective!r}; choose bcr, min-cost or max-goodput")
-            if not 0 < time_limit <= 600:
-                raise InputError(f"--time-limit must be in (0, 600] seconds, got {time_limit}")
-            try:
-                schedule = TypeAdapter(Schedule).validate_python(schedule).model_dump()
-                workload = TypeAdapter(WorkloadSource).validate_python(workload).model_dump()
-                policy = Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
-                                cooldown_s=parse_duration(cooldown, "--cooldown"),
-                                deploy_url=deploy_url).model_dump()
-            except ValidationError as e:
-                raise InputError(_validation_message(e)) from None
-            factory = _connect(database_url)
-            with session_scope(factory) as session:
-                from db import repo
-
-                row = repo.create_job(session, name=name, scenario_id=_scenario_id(session, scenario),
-                                      schedule=schedule, workload=workload, policy=policy, objective=objective,
-                                      solver=solver, time_limit_s=time_limit, enabled=not disabled)
-                session.flush()
-                session.refresh(row)
-                out = _job_dict(row)
-        if json_out:
-            print(json.dumps(out, indent=2))
-        else:
-            print(f"added job {out['id']} {out['name']!r} on scenario {out['scenario']!r}")
-
-    @jobs.command("list")
-    def list_(database_url: DatabaseOpt = None, json_out: JsonOpt = False) -> None:
-        """The replanning jobs with their last run."""
-        from db import repo
-
-        with _errors():
-            factory = _connect(database_url)
-            with factory() as session:
-                rows, _ = repo.list_jobs(session, limit=100_000)
-                out = []
-                for row in rows:
-                    runs, _ = repo.list_runs(session, row.id, limit=1)
-                    out.append(_job_dict(row, runs[0] if runs else None))
-        if json_out:
-            print(json.dumps(out, indent=2))
-            return
-        from rich.table import Table
-
-        from placer.cli.output import out as console
-
-        table = Table("id", "name", "scenario", "schedule", "workload", "policy", "current plan", "last run")
-        for j in out:
-            sched = (f"every {j['schedule']['seconds']:g} s" if j["schedule"]["kind"] == "interval"
-                     else f"cron {j['schedule']['expr']}")
-            work = (f"trace {Path(j['workload']['path']).name}" if j["workload"]["kind"] == "trace"
-                    else f"request log {j['workload']['window_s']:g} s")
-            pol = j["policy"]
-            policy = f"{pol['mode']} ≥{pol['min_bcr_gain_pct']:g} %"
-            last = j["last_run"]
-            last_text = "-" if last is None else f"{last['id']}: {last['outcome'] or last['status']}"
-            table.add_row(str(j["id"]), j["name"] + ("" if j["enabled"] else " (disabled)"), j["scenario"], sched,
-                          work, policy, str(j["current_plan_id"] or "-"), last_text)
-        console.print(table)
-
-    @jobs.command("run-now")
-    def run_now(
-        job: Annotated[str, typer.Argument(help="Job name or id.", show_default=False)],
-        database_url: DatabaseOpt = None,
-        json_out: JsonOpt = False,
-    ) -> None:
-        """Run a job once, now, in this process (a run already in progress makes this one SKIPPED)."""
-        from db import repo
-        from placer.service.jobs import runner
-
-        with _errors():
-            factory = _connect(database_url)
-            with factory() as session:
-                job_id = _find_job(session, job).id
-            run_id, _ = runner.run_now(factory, job_id)
-            with factory() as session:
-                run = repo.get_run(session, run_id)
-                out = {"run_id": run.id, "job_id": job_id, "status": run.status.value,
-                       "outcome": run.outcome.value if run.outcome else None, "reason": run.reason,
-                       "error": run.error, "plan_id": run.plan_id, "baseline_bcr": run.baseline_bcr,
-                       "new_bcr": run.new_bcr, "gain_pct": run.gain_pct,
-                       "pool_changes": run.diff["pool_changes"] if run.diff else None}
-        if json_out:
-            print(json.dumps(out, indent=2))
-        elif out["status"] == "FAILED":
-            print(f"run {out['run_id']} of job {job_id} FAILED: {out['error']}")
-        else:
-            gain = "" if out["gain_pct"] is None else f" (BCR gain {out['gain_pct']:+.2f} %)"
-            print(f"run {out['run_id']} of job {job_id}: {out['outcome']}{gain}; {out['reason']}"
-                  + (f"; new plan {out['plan_id']}" if out["plan_id"] else ""))
-        if out["status"] == "FAILED":
-            raise typer.Exit(1)
-
-    @jobs.command("remove")
-    def remove(
-        job: Annotated[str, typer.Argument(help="Job name or id.", show_default=False)],
-        database_url: DatabaseOpt = None,
-    ) -> None:
-        """Remove a job and its runs (its plans and deployments stay)."""
-        from db import repo
-        from db.session import session_scope
-
-        with _errors():
-            factory = _connect(database_url)
-            with session_scope(factory) as session:
-                row = _find_job(session, job)
-                job_id, job_name = row.id, row.name
-                repo.delete_job(session, job_id)
-        print(f"removed job {job_id} {job_name!r}")

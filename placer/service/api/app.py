@@ -15,13 +15,16 @@ from placer.service.api import errors
 from placer.service.api.deps import Authorized
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
-from placer.service.api.settings import Settings
+from placer.service.dashboard import mount
+from placer.service.settings import Settings
 
 DATA_ROUTERS = (chips.router, profiles.router, scenarios.router, plans.router, compare.router, simulate.router,
                 jobs.router)
 
 
 def create_app(settings: Settings) -> FastAPI:
+    if settings.token is None:
+        raise ValueError("token: the API needs a bearer token (Settings.token), got None")
     service = Service(settings)
 
     @asynccontextmanager
@@ -56,8 +59,6 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/docs", include_in_schema=False, dependencies=docs_deps)
     def docs() -> HTMLResponse:
         return get_swagger_ui_html(openapi_url="/openapi.json", title="placer API")
-
-    from placer.service.dashboard import mount
 
     mount(app)  # the server-rendered dashboard at / and /ui/...
     return app

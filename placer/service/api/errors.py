@@ -1,5 +1,6 @@
-"""Exception → HTTP response: typed placer errors keep their status, validation errors
-name the field and the reason, database conflicts are 409, nothing leaks a traceback."""
+"""Exception → HTTP response: typed placer errors keep their status (db's unknown ids and
+clashes become 404 and 409 through ``placer.service.errors``), validation errors name the
+field and the reason, integrity errors are 409, nothing leaks a traceback."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, IntegrityError
 
-from placer.service.api.service import Overloaded
+from db.errors import RepositoryError
 from placer.errors import PlacerError
+from placer.service.api.service import Overloaded
+from placer.service.errors import typed
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +43,15 @@ def input_error(message: str, loc: tuple = ("body",)) -> JSONResponse:
                                                               "type": "value_error"}]})
 
 
+def placer_error(exc: PlacerError) -> JSONResponse:
+    """A typed error with its HTTP status; 422 in the shape of a validation error."""
+    if exc.http_status == 422:
+        return input_error(str(exc))
+    if exc.http_status >= 500:
+        log.error("placer error: %s", exc)
+    return JSONResponse(status_code=exc.http_status, content={"detail": str(exc)})
+
+
 def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -47,11 +59,11 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(PlacerError)
     async def _placer(_: Request, exc: PlacerError) -> JSONResponse:
-        if exc.http_status == 422:
-            return input_error(str(exc))
-        if exc.http_status >= 500:
-            log.error("placer error: %s", exc)
-        return JSONResponse(status_code=exc.http_status, content={"detail": str(exc)})
+        return placer_error(exc)
+
+    @app.exception_handler(RepositoryError)
+    async def _repository(_: Request, exc: RepositoryError) -> JSONResponse:
+        return placer_error(typed(exc))
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:

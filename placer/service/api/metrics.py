@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 
+from db import repo
+
 if TYPE_CHECKING:
     from placer.service.api.service import Service
 
@@ -27,8 +29,6 @@ class _DatabaseCollector:
         self.service = service
 
     def collect(self):
-        from db import repo
-
         queued = GaugeMetricFamily("placer_queued_jobs", "Jobs waiting for or running on the worker pool.")
         queued.add_metric([], self.service._queued)
         yield queued

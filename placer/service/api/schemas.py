@@ -86,7 +86,7 @@ class ProfileOut(_Out):
 class ScenarioOut(_Out):
     id: int
     name: str
-    spec: dict[str, Any] = Field(description="The scenario document (CONTRACTS.md).")
+    spec: dict[str, Any] = Field(description="The scenario document (docs/contracts.md).")
     created_at: datetime
     updated_at: datetime
 
@@ -174,7 +174,7 @@ class SimulationOut(_Out):
     id: int
     plan_id: int
     params: dict[str, Any]
-    result: dict[str, Any] = Field(description="The Simulation JSON of CONTRACTS.md.")
+    result: dict[str, Any] = Field(description="The Simulation JSON of docs/contracts.md.")
     created_at: datetime
 
 

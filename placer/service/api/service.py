@@ -12,8 +12,12 @@ from typing import Any, Callable
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
+from db import migrate, repo
+from db.models import SolveStatus
+from db.session import make_engine, session_factory, session_scope
 from placer.service.api.metrics import Metrics
-from placer.service.api.settings import Settings
+from placer.service.jobs import ReplanScheduler, runner, solve
+from placer.service.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -36,9 +40,6 @@ class Service:
     # --- lifecycle --------------------------------------------------------------------
 
     def start(self) -> None:
-        from db import migrate
-        from db.session import make_engine, session_factory
-
         self.engine = make_engine(self.settings.database_url)
         if self.settings.migrate:
             migrate.upgrade(self.engine)
@@ -46,8 +47,6 @@ class Service:
         self.pool = ThreadPoolExecutor(self.settings.solve_workers, thread_name_prefix="placer-solve")
         self._recover_solve_jobs()
         if self.settings.scheduler:
-            from placer.service.jobs import ReplanScheduler
-
             self.scheduler = ReplanScheduler(self.factory, max_workers=self.settings.solve_workers,
                                              sync_interval_s=self.settings.scheduler_sync_s)
             self.scheduler.start()
@@ -65,10 +64,6 @@ class Service:
 
     def _recover_solve_jobs(self) -> None:
         """Jobs a previous process left behind: RUNNING ones failed, PENDING ones resubmitted."""
-        from db import repo
-        from db.models import SolveStatus
-        from db.session import session_scope
-
         with session_scope(self.factory) as session:
             pending = []
             for job in repo.interrupted_solve_jobs(session):
@@ -110,8 +105,6 @@ class Service:
         return self.submit(self._solve, job_id, force=force)
 
     def _solve(self, job_id: int) -> None:
-        from placer.service.jobs import solve
-
         outcome = solve.run(self.factory, job_id)
         if outcome is not None:
             self.metrics.observe_solve(outcome.objective, outcome.status.value, outcome.seconds)
@@ -120,8 +113,6 @@ class Service:
         return self.submit(self._run, run_id, force=True)
 
     def _run(self, run_id: int) -> None:
-        from placer.service.jobs import runner
-
         runner.execute(self.factory, run_id)
 
     def sync_scheduler(self) -> None:

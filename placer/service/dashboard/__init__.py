@@ -1,12 +1,16 @@
 """The dashboard: server-rendered pages over the service's database (see README.md here).
 
 Public surface: :func:`mount` (adds the pages and their stylesheet to a FastAPI app made
-by :func:`placer.service.api.create_app`) and :data:`router`.
+by :func:`placer.service.api.create_app`) and :data:`router`. The views are loaded when
+mounted: they use the API's session dependency, and the API's app factory imports this
+package, so loading them here at import time would be a cycle.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
+from fastapi.staticfiles import StaticFiles
 
 STATIC = Path(__file__).parent / "static"
 
@@ -19,7 +23,6 @@ def mount(app, *, public: bool = False) -> None:
     if getattr(app.state, "dashboard_mounted", False):
         app.state.dashboard_public = public  # mounted by the app factory: only the access changes
         return
-    from fastapi.staticfiles import StaticFiles
 
     from placer.service.dashboard.views import router
 

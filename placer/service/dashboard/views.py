@@ -22,17 +22,20 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Request, status
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.templating import Jinja2Templates
+from markupsafe import escape
 
 from db import repo
 from db.errors import NotFoundError
+from placer.errors import PlacerError
+from placer.optimize import OBJECTIVES
+from placer.plan import Plan, parse_plan
+from placer.report import inline_svg, plan_diagram, tables
 from placer.service.api.deps import SessionDep
 from placer.service.dashboard import auth
 from placer.service.dashboard.auth import Viewer
-from placer.errors import PlacerError
-from placer.plan import Plan, parse_plan
-from placer.report import tables
+from placer.service.jobs.diff import plan_diff
+from placer.service.store import stored_plan
 
-OBJECTIVES = ("bcr", "min-cost", "max-goodput")
 SORTS = {"created_at": "newest", "bcr_requests_per_usd": "BCR", "cost_usd_per_h": "cost",
          "goodput_rps": "goodput", "id": "id"}
 #: diff page: metric → (label, 1 if higher is better, -1 if lower is better, 0 neither)
@@ -59,8 +62,6 @@ templates.env.filters["num"] = lambda v, d=2: "" if v is None else f"{v:.{d}f}"
 
 @lru_cache(maxsize=128)
 def _diagram(plan_json: str, salt: str) -> str:
-    from placer.report import inline_svg, plan_diagram
-
     plan = parse_plan(json.loads(plan_json))
     fig = plan_diagram(plan)
     try:
@@ -72,8 +73,6 @@ def _diagram(plan_json: str, salt: str) -> str:
 def diagram_svg(plan: Plan, salt: str) -> str:
     """The report's plan diagram as inline SVG (cached by the plan's content); a note
     instead when it cannot be drawn here (matplotlib missing)."""
-    from markupsafe import escape
-
     try:
         return _diagram(plan.model_dump_json(exclude_none=True), salt)
     except PlacerError as err:
@@ -92,7 +91,7 @@ def _error(request: Request, code: int, message: str) -> HTMLResponse:
 
 def _load(session, plan_id: int) -> tuple[object, Plan]:
     row = repo.get_plan(session, plan_id)
-    return row, parse_plan(row.plan, f"plan {plan_id}")
+    return row, stored_plan(row)
 
 
 # --- sign in -------------------------------------------------------------------------
@@ -194,8 +193,6 @@ def diff_form(a: Annotated[int, Query(ge=1, le=2_147_483_647)], b: Annotated[int
 
 @router.get("/ui/plans/{a}/diff/{b}", response_class=HTMLResponse)
 def diff_view(a: int, b: int, request: Request, session: SessionDep, _: Viewer):
-    from placer.service.jobs.diff import plan_diff
-
     try:
         row_a, plan_a = _load(session, a)
         row_b, plan_b = _load(session, b)

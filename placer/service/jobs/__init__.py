@@ -4,7 +4,8 @@ Entry points: :func:`runner.trigger` / :func:`runner.execute` / :func:`runner.ru
 (one replanning run), :class:`ReplanScheduler` (APScheduler, one per service),
 :func:`solve.submit` / :func:`solve.run` (the solve jobs behind ``POST /plans``),
 :func:`plan_diff`, and the job specs :class:`Policy`, schedules and workload sources.
-Heavy modules (the solver, APScheduler) are imported inside the functions that use them.
+Modules import what they use at the top (the solver, APScheduler, db): only the service
+imports this package, never the planner library.
 """
 
 from placer.service.jobs.diff import plan_diff

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from db.models import RunOutcome
-from placer.service.jobs.specs import Policy
 from placer.plan import Plan
+from placer.service.jobs.specs import Policy
 
 #: Served below this fraction of the offered load counts as "cannot carry the load".
 CARRY_TOLERANCE = 0.01

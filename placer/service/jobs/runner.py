@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import httpx
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -30,11 +31,16 @@ from db import repo
 from db.models import RunOutcome, RunStatus
 from db.session import session_scope
 from db.types import utcnow
-from placer.errors import InfeasiblePlanError, PlacerError
+from placer.errors import InfeasiblePlanError
+from placer.optimize import SolveConfig, evaluate_plan, optimize
+from placer.plan import Plan, parse_plan
+from placer.service.errors import ConflictError, user_error
+from placer.service.jobs import solve
 from placer.service.jobs.diff import plan_diff
 from placer.service.jobs.policy import decide
 from placer.service.jobs.specs import Policy, RequestLogSource, WorkloadSource
-from placer.plan import Plan, parse_plan
+from placer.service.jobs.workload import fit_request_log, fit_trace
+from placer.service.store import save_plan
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +104,9 @@ def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = 
         return _execute(factory, run_id, job_id, now, spec, scenario_id, policy, source, objective, solver,
                         time_limit_s, last_adopted_at, current_id, current)
     except Exception as err:
-        if isinstance(err, PlacerError):
-            message = str(err)
+        typed = user_error(err)
+        if typed is not None:
+            message = str(typed)
         else:
             log.exception("replanning run %s of job %s failed", run_id, job_id)
             message = f"internal error: {type(err).__name__}: {err}"
@@ -110,10 +117,6 @@ def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = 
 
 def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, source, objective, solver,
              time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome:
-    from placer.service.jobs import solve
-    from placer.service.jobs.workload import fit_request_log, fit_trace
-    from placer.optimize import SolveConfig, evaluate_plan, optimize
-
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
     else:
@@ -147,7 +150,7 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
     if adopt and policy.mode == "apply" and policy.deploy_url:  # outside any transaction
         reason += "; " + push_plan(policy.deploy_url, candidate, time_limit_s)
     with session_scope(factory) as session:
-        row = repo.save_plan(session, candidate, inputs=inputs, scenario_id=scenario_id, source=f"job:{job_id}")
+        row = save_plan(session, candidate, inputs=inputs, scenario_id=scenario_id, source=f"job:{job_id}")
         if adopt:
             job = repo.get_job(session, job_id)
             job.current_plan_id, job.last_adopted_at = row.id, now
@@ -167,8 +170,6 @@ def push_plan(url: str, plan: Plan, timeout_s: float) -> str:
     The deployment applies it live (new instances join when ready, leaving ones drain);
     a failure is recorded on the run, never raised: the plan stays adopted and stored.
     """
-    import httpx
-
     try:
         reply = httpx.post(url.rstrip("/") + "/plan", content=plan.to_json(), timeout=max(5.0, timeout_s),
                            headers={"content-type": "application/json"})
@@ -192,8 +193,6 @@ def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | 
 def adopt(factory: sessionmaker[Session], job_id: int, run_id: int) -> int:
     """Adopt a run's plan as the job's current plan (a user accepting a proposal);
     requests a deployment; returns the deployment id."""
-    from db.errors import ConflictError
-
     with session_scope(factory) as session:
         run = repo.get_run(session, run_id, job_id)
         if run.plan_id is None:

@@ -18,7 +18,16 @@ import math
 import time
 from datetime import datetime, timezone
 
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.cron import CronTrigger
+from apscheduler.triggers.interval import IntervalTrigger
 from sqlalchemy.orm import Session, sessionmaker
+
+from db import repo
+from db.errors import NotFoundError
+from placer.service.jobs import runner
 
 log = logging.getLogger(__name__)
 
@@ -55,9 +64,6 @@ class ReplanScheduler:
         return self._scheduler is not None and self._scheduler.running
 
     def start(self) -> None:
-        from apscheduler.executors.pool import ThreadPoolExecutor
-        from apscheduler.schedulers.background import BackgroundScheduler
-
         if self._scheduler is not None:
             return
         self._scheduler = BackgroundScheduler(
@@ -84,17 +90,12 @@ class ReplanScheduler:
                 if j.id.startswith("replan-")}
 
     def _trigger(self, schedule: dict, anchor: datetime):
-        from apscheduler.triggers.cron import CronTrigger
-        from apscheduler.triggers.interval import IntervalTrigger
-
         if schedule["kind"] == "interval":
             return IntervalTrigger(seconds=float(schedule["seconds"]), start_date=anchor, timezone=timezone.utc)
         return CronTrigger.from_crontab(schedule["expr"], timezone=timezone.utc)
 
     def sync(self) -> None:
         """Make the scheduled entries match the enabled jobs in the database."""
-        from db import repo
-
         if self._scheduler is None:
             return
         try:
@@ -121,8 +122,6 @@ class ReplanScheduler:
             self._signatures[sid] = signature
 
     def _remove(self, sid: str) -> None:
-        from apscheduler.jobstores.base import JobLookupError
-
         try:
             self._scheduler.remove_job(sid)
         except JobLookupError:
@@ -131,9 +130,6 @@ class ReplanScheduler:
 
     def _fire(self, job_id: int, schedule: dict, anchor: datetime, now: datetime | None = None) -> None:
         """One scheduled fire: trigger under the slot's key, execute if this fire made the run."""
-        from db.errors import NotFoundError
-        from placer.service.jobs import runner
-
         now = now or datetime.now(timezone.utc)
         try:
             t = runner.trigger(self.factory, job_id, "schedule", slot_key(job_id, schedule, anchor, now))

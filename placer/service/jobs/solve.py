@@ -19,9 +19,13 @@ from typing import Any
 from sqlalchemy.orm import Session, sessionmaker
 
 from db import repo
+from db.models import Scenario as ScenarioRow
 from db.models import SolveJob, SolveStatus
 from db.session import session_scope
+from placer.catalog import chip_catalog, get_model
 from placer.errors import InputError, PlacerError, UnknownChipError
+from placer.optimize import OBJECTIVES, SolveConfig, optimize
+from placer.service.store import save_plan
 from placer.specs import Scenario, parse_scenario
 
 log = logging.getLogger(__name__)
@@ -29,8 +33,6 @@ log = logging.getLogger(__name__)
 
 def with_custom_chips(session: Session, spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` plus the stored custom chips its inventories name and it does not define."""
-    from placer.catalog import chip_catalog
-
     defined = {c.get("name") for c in spec.get("chips") or [] if isinstance(c, dict)}
     wanted = []
     for dc in spec.get("datacenters") or []:
@@ -51,8 +53,6 @@ def with_custom_chips(session: Session, spec: dict[str, Any]) -> dict[str, Any]:
 
 def check_scenario(spec: dict[str, Any]) -> Scenario:
     """Validate a scenario mapping, including the chip and model names (InputError)."""
-    from placer.catalog import chip_catalog, get_model
-
     scenario = parse_scenario(spec)
     known = set(chip_catalog()) | {c.name for c in scenario.chips}
     for c in scenario.chips:
@@ -89,8 +89,6 @@ def submit(session: Session, spec: dict[str, Any], *, objective: str = "bcr", so
            time_limit_s: float = 30.0, marginals: bool = False, use_profiles: bool = True,
            scenario_id: int | None = None) -> SolveJob:
     """Validate and snapshot the inputs; a PENDING solve job (InputError on bad input)."""
-    from placer.optimize import OBJECTIVES
-
     if objective not in OBJECTIVES:
         raise InputError(f"objective: unknown {objective!r}; choose one of {', '.join(OBJECTIVES)}")
     full, scenario = prepare(session, spec)
@@ -114,8 +112,6 @@ class SolveOutcome:
 
 def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
     """Run one PENDING solve job to the end; None when another worker already took it."""
-    from placer.optimize import SolveConfig, optimize
-
     with session_scope(factory) as session:
         if not repo.claim_solve_job(session, job_id):
             return None
@@ -137,7 +133,7 @@ def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
         if plan is None:
             repo.finish_solve_job(session, job_id, error=error, error_status=status_code)
             return SolveOutcome(job_id, SolveStatus.FAILED, seconds, request["objective"], error=error)
-        row = repo.save_plan(session, plan, inputs=request, scenario_id=_existing_scenario(session, scenario_id),
+        row = save_plan(session, plan, inputs=request, scenario_id=_existing_scenario(session, scenario_id),
                              source="api")
         repo.finish_solve_job(session, job_id, plan_id=row.id)
         return SolveOutcome(job_id, SolveStatus.SUCCEEDED, seconds, request["objective"], plan_id=row.id)
@@ -147,6 +143,4 @@ def _existing_scenario(session: Session, scenario_id: int | None) -> int | None:
     """The scenario may have been deleted while the job ran; the plan keeps its snapshot."""
     if scenario_id is None:
         return None
-    from db.models import Scenario as ScenarioRow
-
     return scenario_id if session.get(ScenarioRow, scenario_id) is not None else None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
+from apscheduler.triggers.cron import CronTrigger
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 MAX_INTERVAL_S = 366 * 24 * 3600
@@ -30,8 +31,6 @@ class CronSchedule(_Spec):
     @field_validator("expr")
     @classmethod
     def _parse(cls, value: str) -> str:
-        from apscheduler.triggers.cron import CronTrigger
-
         try:
             CronTrigger.from_crontab(value, timezone="UTC")
         except (ValueError, TypeError, KeyError, IndexError) as err:
@@ -45,7 +44,7 @@ Schedule = Annotated[IntervalSchedule | CronSchedule, Field(discriminator="kind"
 class TraceSource(_Spec):
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, max_length=4096,
-                      description="JSON Lines trace on the service's machine (CONTRACTS.md trace format).")
+                      description="JSON Lines trace on the service's machine (docs/contracts.md trace format).")
 
 
 class RequestLogSource(_Spec):

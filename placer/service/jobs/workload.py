@@ -17,7 +17,10 @@ from typing import Any
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from db import repo
 from placer.service.jobs.specs import RequestLogSource, TraceSource
+from placer.specs import OptionsSpec
+from placer.workload import fit_classes, read_trace, trace_arrival_rps, with_hit_rates
 
 
 @dataclass(frozen=True)
@@ -31,8 +34,6 @@ class FittedWorkload:
 
 
 def _thresholds(options: dict[str, Any]) -> dict[str, Any]:
-    from placer.specs import OptionsSpec
-
     opts = OptionsSpec.model_validate(options or {})
     return {"filter_max_output_tokens": opts.filter_max_output_tokens,
             "filter_max_hit_rate": opts.filter_max_hit_rate,
@@ -45,8 +46,6 @@ def _workload(classes, arrival_rps: float) -> dict[str, Any]:
 
 def fit_trace(source: TraceSource, options: dict[str, Any]) -> FittedWorkload:
     """Classes and arrival rate of a JSONL trace (InputError for a bad or missing file)."""
-    from placer.workload import fit_classes, read_trace, trace_arrival_rps, with_hit_rates
-
     records = list(with_hit_rates(read_trace(source.path)))
     classes = fit_classes(records, **_thresholds(options))
     rps = trace_arrival_rps(source.path)
@@ -61,9 +60,6 @@ def fit_request_log(source: RequestLogSource, options: dict[str, Any], factory: 
     less when the first logged request is younger than the window (a service that
     started inside it), never under one second.
     """
-    from db import repo
-    from placer.workload import fit_classes
-
     start = now - timedelta(seconds=source.window_s)
     with factory() as session:
         rows = repo.request_window(session, start, now, source.deployment_id)

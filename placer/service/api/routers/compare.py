@@ -7,18 +7,20 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from placer.baselines import compare as run
+from placer.optimize import SolveConfig, as_problem
+from placer.plan import Plan
 from placer.service.api.deps import ServiceDep
 from placer.service.api.routers.plans import scenario_spec
 from placer.service.api.schemas import CompareRequest
 from placer.service.jobs import solve
+from placer.service.store import plan_document
 
 router = APIRouter(tags=["plans"])
 
 
 def _dump(value: Any) -> Any:
-    from placer.plan import Plan
-
-    return value.model_dump(mode="json", exclude_none=True) if isinstance(value, Plan) else value
+    return plan_document(value) if isinstance(value, Plan) else value
 
 
 @router.post("/compare", response_model=dict[str, Any],
@@ -28,9 +30,6 @@ async def compare(body: CompareRequest, service: ServiceDep):
     service.check_capacity()
 
     def work() -> dict:
-        from placer.baselines import compare as run
-        from placer.optimize import SolveConfig, as_problem
-
         with service.factory() as session:
             spec = scenario_spec(session, body.scenario_id, body.scenario)
             _, scenario = solve.prepare(session, spec)

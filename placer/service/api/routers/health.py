@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
 from sqlalchemy import text
 
 from placer.service.api.deps import Authorized, ServiceDep
@@ -33,6 +34,4 @@ metrics_router = APIRouter(tags=["health"], dependencies=[Authorized])
                     responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format."}})
 def metrics(service: ServiceDep) -> Response:
     """Solve-time histogram, solve jobs by status, replanning runs by outcome."""
-    from prometheus_client import CONTENT_TYPE_LATEST
-
     return Response(service.metrics.render(), media_type=CONTENT_TYPE_LATEST)

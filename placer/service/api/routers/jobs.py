@@ -12,11 +12,11 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response, status
 
 from db import repo
-from db.errors import ConflictError
 from db.models import DeploymentStatus, RunOutcome
+from placer.errors import InputError
 from placer.service.api.deps import ServiceDep, SessionDep
 from placer.service.api.schemas import AdoptOut, DeploymentOut, Id, JobIn, JobOut, JobPatch, Page, RunOut
-from placer.errors import InputError
+from placer.service.errors import ConflictError
 from placer.service.jobs import runner
 from placer.service.jobs.specs import TraceSource
 

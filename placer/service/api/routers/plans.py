@@ -1,4 +1,4 @@
-"""``/plans`` and ``/solve-jobs``: start solves, read plans (CONTRACTS.md JSON), list, diff.
+"""``/plans`` and ``/solve-jobs``: start solves, read plans (docs/contracts.md JSON), list, diff.
 
 ``POST /plans`` validates and snapshots the inputs, stores a PENDING solve job, queues
 it on the bounded worker pool and answers 202 with the job (``Location: /solve-jobs/{id}``);
@@ -15,11 +15,12 @@ from pydantic import AwareDatetime
 
 from db import repo
 from db.models import SolveStatus
+from placer.plan import Plan
 from placer.service.api.deps import ServiceDep, SessionDep
 from placer.service.api.schemas import Id, Objective, Page, PlanRequest, PlanSort, PlanSummary, SolveJobOut
 from placer.service.jobs import solve
 from placer.service.jobs.diff import plan_diff
-from placer.plan import Plan, parse_plan
+from placer.service.store import stored_plan
 
 router = APIRouter(tags=["plans"])
 
@@ -91,7 +92,7 @@ def list_plans(
     return Page[PlanSummary](items=rows, total=total, limit=limit, offset=offset)
 
 
-@router.get("/plans/{plan_id}", responses={200: {"model": Plan, "description": "The plan JSON of CONTRACTS.md."}})
+@router.get("/plans/{plan_id}", responses={200: {"model": Plan, "description": "The plan JSON of docs/contracts.md."}})
 def get_plan(plan_id: Id, session: SessionDep) -> JSONResponse:
     return JSONResponse(repo.get_plan(session, plan_id).plan)
 
@@ -105,6 +106,6 @@ def get_plan_inputs(plan_id: Id, session: SessionDep):
 @router.get("/plans/{a}/diff/{b}", response_model=dict[str, Any])
 def diff_plans(a: Id, b: Id, session: SessionDep):
     """From plan ``a`` to plan ``b``: pool count changes, route changes, metric deltas."""
-    pa = parse_plan(repo.get_plan(session, a).plan, f"plan {a}")
-    pb = parse_plan(repo.get_plan(session, b).plan, f"plan {b}")
+    pa = stored_plan(repo.get_plan(session, a))
+    pb = stored_plan(repo.get_plan(session, b))
     return {"from": a, "to": b, **plan_diff(pa, pb)}

@@ -7,9 +7,10 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from db import repo
+from placer.catalog import chip_catalog
+from placer.errors import InputError, UnknownChipError
 from placer.service.api.deps import SessionDep
 from placer.service.api.schemas import Id, Page, ProfileIn, ProfileOut
-from placer.errors import InputError, UnknownChipError
 
 router = APIRouter(prefix="/profiles", tags=["profiles"])
 
@@ -17,8 +18,6 @@ router = APIRouter(prefix="/profiles", tags=["profiles"])
 @router.post("", response_model=ProfileOut, status_code=status.HTTP_201_CREATED)
 def add_profile(body: ProfileIn, session: SessionDep):
     """Store a profile; the newest one of a chip calibrates later solves (``use_profiles``)."""
-    from placer.catalog import chip_catalog
-
     if body.chip not in chip_catalog() and repo.find_chip(session, body.chip) is None:
         known = sorted(set(chip_catalog()) | {c.name for c in repo.list_chips(session)})
         raise InputError(f"chip: {UnknownChipError(body.chip, known)}")

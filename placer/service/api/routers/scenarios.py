@@ -1,4 +1,4 @@
-"""``/scenarios``: create, read, list, replace, delete scenario documents (CONTRACTS.md)."""
+"""``/scenarios``: create, read, list, replace, delete scenario documents (docs/contracts.md)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Annotated
 from fastapi import APIRouter, Query, status
 
 from db import repo
+from placer.errors import InputError
 from placer.service.api.deps import SessionDep
 from placer.service.api.schemas import Id, Page, ScenarioOut
-from placer.errors import InputError
 from placer.service.jobs.solve import prepare
 from placer.specs import Scenario
 

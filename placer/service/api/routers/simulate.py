@@ -9,8 +9,13 @@ from typing import Annotated
 from fastapi import APIRouter, HTTPException, Query, status
 
 from db import repo
+from db.session import session_scope
+from placer.optimize import as_problem
 from placer.service.api.deps import ServiceDep, SessionDep
+from placer.service.api.routers.jobs import check_trace
 from placer.service.api.schemas import Id, Page, SimulateRequest, SimulationOut
+from placer.service.jobs import solve
+from placer.service.store import stored_plan
 
 router = APIRouter(tags=["simulations"])
 
@@ -34,15 +39,9 @@ async def simulate(body: SimulateRequest, service: ServiceDep):
                             "the simulator (placer.sim) is not part of this build")
     service.check_capacity()
     if body.trace is not None:
-        from placer.service.api.routers.jobs import check_trace
-
         check_trace(body.trace, "trace")
 
     def work():
-        from db.session import session_scope
-        from placer.service.jobs import solve
-        from placer.optimize import as_problem
-        from placer.plan import parse_plan
         from placer.sim import SimConfig
 
         with service.factory() as session:
@@ -51,7 +50,7 @@ async def simulate(body: SimulateRequest, service: ServiceDep):
                     else dict(row.inputs["scenario"]))
             _, scenario = solve.prepare(session, spec)
             measured = row.inputs.get("measured") or None
-            plan = parse_plan(row.plan, f"plan {row.id}")
+            plan = stored_plan(row)
         config = SimConfig(requests=body.requests, seed=body.seed, load_rps=body.load_rps,
                            workload="trace" if body.trace else body.workload, trace=body.trace)
         result = run(as_problem(scenario, measured), plan, config)

@@ -1,5 +1,5 @@
 """Solve jobs and plans: 202 + job, enum status with FAILED and its error, the plan JSON of
-CONTRACTS.md, filters and pagination, diff, compare, simulate, metrics."""
+docs/contracts.md, filters and pagination, diff, compare, simulate, metrics."""
 
 from __future__ import annotations
 

@@ -66,13 +66,14 @@ def seed(url: str, plan_a, plan_b) -> Seeded:
     from db.models import RunOutcome, RunStatus
     from db.types import utcnow
     from placer.service.jobs.diff import plan_diff
+    from placer.service.store import save_plan
 
     engine, factory = db.connect(url)
     try:
         with db.session_scope(factory) as s:
             scenario = repo.create_scenario(s, micro())
-            a = repo.save_plan(s, plan_a, inputs={"scenario": micro(6.0)}, scenario_id=scenario.id, source="api")
-            b = repo.save_plan(s, plan_b, inputs={"scenario": micro(4.0)}, scenario_id=scenario.id,
+            a = save_plan(s, plan_a, inputs={"scenario": micro(6.0)}, scenario_id=scenario.id, source="api")
+            b = save_plan(s, plan_b, inputs={"scenario": micro(4.0)}, scenario_id=scenario.id,
                                source="job:1")
             job = repo.create_job(s, name="micro-nightly", scenario_id=scenario.id,
                                   schedule={"kind": "interval", "seconds": 3600.0},

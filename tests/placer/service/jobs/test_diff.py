@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placer.service.jobs.diff import plan_diff
 from placer.plan import Metrics, Plan, PoolOut, Route
+from placer.service.jobs.diff import plan_diff
 
 
 def _plan(pools, routes, bcr=100.0, wan=1.0) -> Plan:

@@ -7,9 +7,9 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from db.models import RunOutcome
+from placer.plan import Metrics, Plan, PoolOut
 from placer.service.jobs.policy import decide
 from placer.service.jobs.specs import Policy
-from placer.plan import Metrics, Plan, PoolOut
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 
