@@ -89,8 +89,8 @@ class JsonlSink:
 class DbSink:
     """Adapter to the service's request-log table through `db.RequestLogWriter`.
 
-    `url` is a database URL (default: the service's, `PLACER_DATABASE_URL` or its
-    SQLite file); the schema is migrated on open. Each batch is handed to the writer
+    `url` is a database URL (default: the service's — `placer.settings.Settings`:
+    `PLACER_DATABASE_URL` or its SQLite file); the schema is migrated on open. Each batch is handed to the writer
     and flushed at once (this log already batches); an insert that fails stays in
     the writer, which retries it. Records that fail the table's
     checks are skipped and counted in `rejected`.
@@ -102,7 +102,9 @@ class DbSink:
             from db.request_log import RequestLogWriter
         except ImportError as exc:
             raise RuntimeError(f"the service database (db.request_log) is not available: {exc}") from exc
-        self.engine, _ = db.connect(url)
+        from placer.settings import Settings
+
+        self.engine, _ = db.connect(url or Settings.from_env().database_url)
         self._writer = RequestLogWriter(self.engine, flush_interval_s=1.0)
         self.deployment_id = deployment_id
         self.rejected = 0

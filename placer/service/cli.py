@@ -1,7 +1,7 @@
 """CLI commands of the service: ``placer serve`` and ``placer jobs add|list|run-now|remove``.
 
 in:  command-line options, with the database URL and the API token from
-     :class:`~placer.service.settings.Settings` when not given
+     :class:`~placer.settings.Settings` when not given
 out: a running API (``serve``); replanning jobs stored, listed, run or removed through the
      functions the API uses (``db.repo``, ``placer.service.jobs.runner``)
 
@@ -40,7 +40,7 @@ from placer.service.errors import ConflictError, NotFoundError, typed
 from placer.service.jobs import runner
 from placer.service.jobs.solve import prepare
 from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
-from placer.service.settings import Settings
+from placer.settings import Settings
 from placer.specs import load_scenario
 
 DatabaseOpt = Annotated[str | None, typer.Option(

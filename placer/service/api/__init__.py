@@ -1,6 +1,6 @@
 """The placer REST API (FastAPI): ``create_app(Settings(...))``; served by ``placer serve``."""
 
 from placer.service.api.app import create_app
-from placer.service.settings import Settings
+from placer.settings import Settings
 
 __all__ = ["Settings", "create_app"]

@@ -16,7 +16,7 @@ from placer.service.api.deps import Authorized
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
 from placer.service.dashboard import mount
-from placer.service.settings import Settings
+from placer.settings import Settings
 
 DATA_ROUTERS = (chips.router, profiles.router, scenarios.router, plans.router, compare.router, simulate.router,
                 jobs.router)

@@ -17,7 +17,7 @@ from db.models import SolveStatus
 from db.session import make_engine, session_factory, session_scope
 from placer.service.api.metrics import Metrics
 from placer.service.jobs import ReplanScheduler, runner, solve
-from placer.service.settings import Settings
+from placer.settings import Settings
 
 log = logging.getLogger(__name__)
 

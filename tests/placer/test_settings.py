@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from placer.service.settings import ENVIRONMENT, Settings
+from placer.settings import ENVIRONMENT, Settings
 
 
 @pytest.fixture

@@ -1,23 +1,22 @@
 """The service's settings: one validated object, and the one place that reads the environment.
 
 in:  ``PLACER_DATABASE_URL``, ``PLACER_API_TOKEN``, ``PLACER_SCHEDULER`` (0/false/no/off
-     turn it off), ``PLACER_SOLVE_WORKERS`` — read by :meth:`Settings.from_env`, with the
-     caller's explicit values (command-line options) on top
+     turn it off), ``PLACER_SOLVE_WORKERS`` (and ``PLACER_<FIELD>`` for every other field),
+     read by pydantic-settings when a :class:`Settings` is built, with the caller's explicit
+     values (command-line options, tests) on top
 out: :class:`Settings`, handed to ``create_app`` (``placer serve``) or read for the
-     database URL (``placer jobs``)
+     database URL (``placer jobs``, ``--profiles latest``, ``--request-log db``)
 
-Building ``Settings(...)`` directly reads nothing (tests do that); nothing reads the
-environment at import time. ``database_url=None`` means the SQLite file in the user's
-data dir (:func:`db.session.default_url`).
+Nothing reads the environment at import time. ``database_url=None`` means the SQLite
+file in the user's data dir (:func:`db.session.default_url`).
 """
 
 from __future__ import annotations
 
-import os
+from pydantic import AliasChoices, Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-#: Field → environment variable read by :meth:`Settings.from_env`.
+#: Field → the environment variable it is read from (the others: ``PLACER_<FIELD>``).
 ENVIRONMENT = {
     "database_url": "PLACER_DATABASE_URL",
     "token": "PLACER_API_TOKEN",
@@ -27,13 +26,14 @@ ENVIRONMENT = {
 _OFF = ("0", "false", "no", "off")
 
 
-class Settings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(frozen=True, extra="forbid", env_prefix="PLACER_", env_ignore_empty=True,
+                                      populate_by_name=True)
 
     database_url: str | None = Field(
         None, description="SQLAlchemy URL; None: the SQLite file in the user's data dir.")
     token: str | None = Field(
-        None, min_length=8, description="Bearer token every route but /healthz requires (the API needs one).")
+        None, min_length=8, validation_alias=AliasChoices("token", ENVIRONMENT["token"]), description="Bearer token every route but /healthz requires (the API needs one).")
     scheduler: bool = Field(True, description="Run the replanning scheduler in this service.")
     solve_workers: int = Field(2, ge=1, le=64, description="Solves (and replanning runs) at once.")
     max_queued: int = Field(256, ge=1, description="Solve jobs waiting beyond this answer 503 (retry later).")
@@ -48,12 +48,14 @@ class Settings(BaseModel):
             raise ValueError("token must not contain spaces")
         return value
 
+    @field_validator("scheduler", mode="before")
+    @classmethod
+    def _lenient_switch(cls, value):
+        """From the environment, anything but 0/false/no/off turns the scheduler on."""
+        return value.strip().lower() not in _OFF if isinstance(value, str) else value
+
     @classmethod
     def from_env(cls, **overrides) -> Settings:
-        """Settings from the environment variables of :data:`ENVIRONMENT` (empty ones
-        ignored), with ``overrides`` (None values ignored) on top."""
-        values: dict = {field: os.environ[name] for field, name in ENVIRONMENT.items() if os.environ.get(name)}
-        if "scheduler" in values:
-            values["scheduler"] = values["scheduler"].lower() not in _OFF
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        return cls(**values)
+        """Settings from the environment (empty variables ignored) with ``overrides`` on top;
+        an override of None is no value (an option the user did not give)."""
+        return cls(**{k: v for k, v in overrides.items() if v is not None})
