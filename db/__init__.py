@@ -13,11 +13,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from db.errors import ConflictError, NotFoundError
 from db.migrate import downgrade, upgrade
-from db.request_log import RequestLogWriter, RequestRecord
+from db.request_log import RequestLogWriter, RequestRow
 from db.session import default_url, make_engine, session_factory, session_scope
 
 __all__ = [
-    "ConflictError", "NotFoundError", "RequestLogWriter", "RequestRecord", "connect", "default_url",
+    "ConflictError", "NotFoundError", "RequestLogWriter", "RequestRow", "connect", "default_url",
     "downgrade", "make_engine", "session_factory", "session_scope", "upgrade",
 ]
 

@@ -21,7 +21,7 @@ _SERVING = {
     "RoutingPolicy": "executor.routing",
     "Pipeline": "executor.routing",
     "HandoffPolicy": "executor.handoff",
-    "RequestRecord": "executor.request_log",
+    "RequestRecord": "placer.records",
     "BatchingRequestLog": "executor.request_log",
     "RayDeployment": "executor.deploy",
     "create_app": "executor.server",

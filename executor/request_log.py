@@ -1,7 +1,7 @@
 """The request log: one record per served request, written in batches to a sink.
 
-In: `RequestRecord`s from the router as requests end. Out: batches handed to a
-`RequestLogSink` — a JSON Lines file (`JsonlSink`), memory (`MemorySink`, tests), or
+In: `RequestRecord`s (`placer.records`, the one definition) from the router as
+requests end. Out: batches handed to a `RequestLogSink` — a JSON Lines file (`JsonlSink`), memory (`MemorySink`, tests), or
 the service's database table through `DbSink` when `db.request_log` is installed —
 so scheduled replanning can fit the workload the system actually saw.
 
@@ -18,31 +18,12 @@ import logging
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from placer.records import RequestRecord
+
 log = logging.getLogger("executor.request_log")
-
-
-@dataclass(frozen=True)
-class RequestRecord:
-    """What one served request looked like (units in the names)."""
-
-    request_id: str
-    arrival_unix_s: float
-    input_tokens: int
-    output_tokens: int
-    prefix_hit_tokens: int  # P's radix-cache hit at prefill
-    pipeline: str  # P-MD | P-RLD-MD | P-RLD | P-D
-    ttft_s: float | None  # arrival → first token at the router
-    tpot_s: float | None  # mean gap between later tokens
-    finish_reason: str | None = None  # stop | length | error
-    error: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # instances, DRC hit, handoff figures
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class RequestLogSink(Protocol):
@@ -112,7 +93,7 @@ class DbSink:
     def row(self, r: RequestRecord) -> dict[str, Any]:
         return {"arrival_at": r.arrival_unix_s, "input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
                 "prefix_hit_tokens": min(r.prefix_hit_tokens, r.input_tokens), "pipeline": r.pipeline,
-                "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "request_class": r.extra.get("request_class"),
+                "ttft_s": r.ttft_s, "tpot_s": r.tpot_s, "request_class": r.request_class,
                 "deployment_id": self.deployment_id}
 
     def write(self, records: Sequence[RequestRecord]) -> None:

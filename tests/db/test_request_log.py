@@ -10,13 +10,13 @@ import pytest
 from sqlalchemy import func, select
 
 from db.models import RequestLog
-from db.request_log import RequestLogWriter, RequestRecord
+from db.request_log import RequestLogWriter, RequestRow
 
 T0 = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
 
 
-def _record(i: int) -> RequestRecord:
-    return RequestRecord(arrival_at=T0 + timedelta(milliseconds=i), input_tokens=1000 + i, output_tokens=50,
+def _record(i: int) -> RequestRow:
+    return RequestRow(arrival_at=T0 + timedelta(milliseconds=i), input_tokens=1000 + i, output_tokens=50,
                          prefix_hit_tokens=900, pipeline="P-RLD-MD" if i % 2 else "P-MD", ttft_s=0.5, tpot_s=0.02)
 
 
@@ -86,7 +86,8 @@ def test_records_survive_a_failed_insert_and_are_written_later(factory, monkeypa
 @pytest.mark.parametrize("bad, field", [
     ({"input_tokens": -1}, "input_tokens"),
     ({"prefix_hit_tokens": 5000}, "prefix_hit_tokens"),
-    ({"pipeline": "P-X"}, "pipeline"),
+    ({"pipeline": ""}, "pipeline"),
+    ({"pipeline": "P-RLD-MD-and-more-than-16"}, "pipeline"),
     ({"arrival_at": datetime(2026, 1, 1)}, "arrival_at"),
     ({"ttft_s": -0.1}, "ttft_s"),
 ])
