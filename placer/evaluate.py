@@ -6,9 +6,10 @@ in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with
 out: :class:`Analysis`: per-pool utilisation, link use, every flow's TTFT law, and the
      contract metrics (BCR, cost, goodput, TTFT P50/P90/P99, TPOT, WAN, RLD share).
 
-This module does not use the solver: it recomputes everything at the plan's actual
-utilisations (the MILP plans at the caps), so it is also what `validate` and the
-simulator's agreement check compare against.
+This module does not use the solver nor the MILP: it takes the flow physics from
+:mod:`placer.flows` and recomputes everything at the plan's actual utilisations (the
+MILP plans at the caps), so it is also what `validate` and the simulator's agreement
+check compare against.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.ilp.formulation import (
-    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, first_kv_s, instance, wan_bytes, wan_s,
+from placer.flows import (
+    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, first_kv_s, instance, mixture_quantile, packed_wait_law,
+    wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -67,27 +69,7 @@ class Analysis:
     problems: list[str] = field(default_factory=list)
 
     def ttft_quantile(self, q: float) -> float:
-        return _mixture_quantile(self.flows, q)
-
-
-def _mixture_quantile(flows: list[FlowLaw], q: float) -> float:
-    total = sum(f.rps for f in flows)
-    if total <= 0:
-        return 0.0
-
-    def cdf(t: float) -> float:
-        return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total
-
-    lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
-    while cdf(hi) < q and hi < 1e7:
-        hi *= 2
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if cdf(mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return hi
+        return mixture_quantile(self.flows, q)
 
 
 def _key(a: Assignment) -> PoolKey:
@@ -216,9 +198,9 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,
         goodput_rps=goodput,
-        ttft_p50_s=_mixture_quantile(flows, 0.50),
-        ttft_p90_s=_mixture_quantile(flows, 0.90),
-        ttft_p99_s=_mixture_quantile(flows, 0.99),
+        ttft_p50_s=mixture_quantile(flows, 0.50),
+        ttft_p90_s=mixture_quantile(flows, 0.90),
+        ttft_p99_s=mixture_quantile(flows, 0.99),
         tpot_s=tpot,
         wan_gbit_per_s=sum(link_gbit.values()),
         rld_token_share=rld_tokens / total_tokens if total_tokens > 0 else 0.0,
@@ -252,61 +234,6 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), new))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
-
-
-#: Damped fixed-point iterations of :func:`packed_wait_law`.
-_PACKING_ITERATIONS = 60
-
-
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
-    """M/G/1 wait at one P queue whose short prompts may share a forward.
-
-    ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
-    served by ``instances`` instances (arrivals split evenly). A P instance packs queued
-    prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
-    ``chunk`` tokens (as the executor's scheduler and the simulator do), so a prompt that
-    *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
-    + overhead. Approximation (checked against the simulator, tests/placer/sim):
-
-    * a short prompt rides along when it finds a short forward still queued with room:
-      P(ride) ≈ P(Lq ≥ 1) · f_short · (1 − n̄_short / chunk), with P(Lq ≥ 1) ≈ ρ·m/(1 + m),
-      m = E[Lq]/ρ (the queue seen by a busy server taken geometric);
-    * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
-      recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
-
-    Without short prompts, or at low load, this is the plain M/G/1 law.
-    """
-    lam_total = sum(r for r, _, _ in items)
-    frac = [r / lam_total for r, _, _ in items]
-    if instances <= 0:  # load on a queue without instances: overloaded
-        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
-                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
-    lam = lam_total / instances
-    chunk = im.prefill_chunk_tokens
-    short = [n < chunk for _, _, n in items]
-    f_short = sum(f for f, sh in zip(frac, short) if sh)
-    room = 0.0
-    if f_short > 0:
-        n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
-        room = max(0.0, 1.0 - n_short / chunk)
-    s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
-    ride = 0.0
-    law = None
-    for _ in range(_PACKING_ITERATIONS):
-        times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
-        mean = sum(f * t for f, t in zip(frac, times))
-        second = sum(f * t * t for f, t in zip(frac, times))
-        rho = lam * mean
-        law = WaitModel(min(rho, 1.0), mean, second)
-        if rho >= 1.0 or f_short == 0.0 or room == 0.0:
-            break
-        lq = lam * law.mean_wait_s
-        m = lq / rho if rho > 0 else 0.0
-        target = rho * m / (1.0 + m) * f_short * room
-        if abs(target - ride) < 1e-7:
-            break
-        ride = 0.5 * (ride + target)
-    return law
 
 
 def _label(key: PoolKey) -> str:

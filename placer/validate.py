@@ -3,7 +3,7 @@
 in:  a Problem and a Plan with assignments
 out: a list of human-readable violations (empty = valid)
 
-Checks, each from the performance model directly (not from the MILP's rows):
+Checks, each from the performance model and :mod:`placer.flows` directly (not from the MILP's rows):
 weights fit, inventory and power per datacenter, cost = Σ count·tp·price,
 routes carry the class mix and agree with the per-pool assignments, P capacity and
 memory, decode slots and memory, link bandwidth, and the P90 TTFT attainment.
@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from placer.ilp.formulation import (
+from placer.evaluate import p_queue_laws
+from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
     instance, staged_kv_s, wan_bytes, wan_s,
 )
-from placer.evaluate import p_queue_laws
 from placer.plan import Plan
 from placer.problem import Problem
 

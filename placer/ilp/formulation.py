@@ -72,13 +72,14 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from placer.flows import (
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
+    instance, light_classes, queue_wait_law, staged_kv_s, wan_bytes, wan_s,
+)
 from placer.ilp.model import LinearModel
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
-from placer.problem import Class, Problem
+from placer.perfmodel import InstanceModel
+from placer.problem import Problem
 
-P, RLD, MD, D = "P", "RLD", "MD", "D"
-P_MD, P_RLD_MD, P_RLD, P_D = "P-MD", "P-RLD-MD", "P-RLD", "P-D"
-SLA_QUANTILE = 0.90
 GB = 1e9  # memory rows are written in GB to keep coefficients well scaled
 
 
@@ -107,13 +108,10 @@ class Pool:
 
 
 #: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
-#: per request but queues longer, and the SLA row (C11) prices that in.
+#: per request but queues longer, and the SLA row (C11) prices that in. Light queues
+#: (see :data:`placer.flows.HEAVY_PREFILL_SHARE`) are short-service queues: they come at
+#: the top utilisation tier only (their waits are short there already).
 P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
-#: A class is "heavy" on a P pool when its prefill takes more than this share of the
-#: TTFT budget; "light" queues admit only the others, so short prefills never wait
-#: behind long ones. Light queues are short-service queues: they come at the top
-#: utilisation tier only (their waits are short there already).
-HEAVY_PREFILL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -180,84 +178,6 @@ class Formulation:
     instances: dict[Pool, InstanceModel]
     ttft_s: dict[Flow, float]  # without queueing: diagnose() names the fastest when the SLA binds
     notes: list[str] = field(default_factory=list)
-
-
-def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    return InstanceModel(
-        problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
-        problem.options.prefill_chunk_tokens,
-    )
-
-
-def decode_context_tokens(classes: tuple[Class, ...]) -> float:
-    """Mean resident context of a decoding request, weighted by time in the batch (share × output)."""
-    weight = sum(c.share * c.output_tokens for c in classes)
-    return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
-
-
-def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
-    """Tokens RLD emits while the KV crawls to MD (at least the first one)."""
-    if not math.isfinite(wan_s):
-        return float(output_tokens)
-    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
-
-
-def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
-    tokens = (1.0 - c.hit_rate) * c.input_tokens if drc else c.input_tokens
-    return tokens * problem.kv_bytes_per_token
-
-
-def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bool, utilization: float) -> float:
-    """Seconds of the request's KV transfer over the line src→dst (inf without one).
-
-    ``drc`` is the scenario's setting; plain PD (P-D) never has a decode-side cache.
-    """
-    link = problem.links.get((src, dst))
-    if link is None:
-        return math.inf
-    return wan_transfer_s(wan_bytes(problem, c, drc and pipeline != P_D), link.bytes_per_s, link.rtt_s, utilization)
-
-
-def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-               utilization: float) -> float:
-    """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
-    RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
-    WAN when it is remote and by RDMA when it is local."""
-    if pipeline in (P_RLD_MD, P_RLD):
-        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
-    if src != dst:
-        return wan_s(problem, c, pipeline, src, dst, drc, utilization)
-    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
-
-
-def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                utilization: float) -> float:
-    """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
-    (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
-    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
-    if pipeline == P_RLD_MD:
-        return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
-    return first
-
-
-def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
-    budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
-    return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
-
-
-def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
-    """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
-
-    A "mix" queue takes the classes in the scenario's proportions (rows (C13) force it),
-    so its service moments are the mix's. A "light" queue takes any mix of light classes:
-    E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the longest light prefill, so a
-    deterministic service of that length bounds its wait.
-    """
-    times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
-    if mix == "mix":
-        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
-    longest = max(times[k][1] for k in light_classes(problem, im))
-    return WaitModel(rho, longest, longest * longest)
 
 
 def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:

@@ -29,12 +29,12 @@ from bisect import bisect_right
 from heapq import heappop, heappush
 
 from placer.errors import InputError
-from placer.ilp.formulation import D, MD, P, RLD, decode_context_tokens, instance
+from placer.flows import CATCH_UP, D, MD, ONE_SHOT, P, RLD, decode_context_tokens, handoff_mode, instance
 from placer.perfmodel import RDMA_LATENCY_S
 from placer.sim.config import SimConfig
 from placer.sim.decode import DecodeInstance
 from placer.sim.drc import BlockCache
-from placer.sim.handoff import CATCH_UP, ONE_SHOT, choose_mode, plan_handoff
+from placer.sim.handoff import plan_handoff
 from placer.sim.links import WanLink
 from placer.sim.metrics import QuantileSketch, TimeSeries
 from placer.sim.prefill import PrefillInstance
@@ -391,7 +391,7 @@ class Simulation:
         pending = rld.produced(req)
         if req.n_out - pending <= 1:
             return  # RLD is about to finish it anyway
-        mode = choose_mode(self.handoff_policy, pending, self.handoff_threshold)
+        mode = handoff_mode(self.handoff_policy, pending, self.handoff_threshold)
         link = req.path.link
         ctx = req.n_in
         im = md.im

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from placer.ilp.formulation import P
+from placer.flows import P, ROLES
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -63,7 +63,7 @@ def collect(sim, wall_s: float) -> SimResult:
     cost = sum(p.im.price_usd_per_h * p.count for p in sim.pools.values())
 
     pools = []
-    for pool in sorted(sim.pools.values(), key=lambda p: (p.dc, ["P", "RLD", "MD", "D"].index(p.role), p.chip, p.tp)):
+    for pool in sorted(sim.pools.values(), key=lambda p: (p.dc, ROLES.index(p.role), p.chip, p.tp)):
         row = {"role": pool.role, "datacenter": pool.dc, "chip": pool.chip, "tp": pool.tp, "count": pool.count}
         insts = pool.instances
         if pool.role == P:
