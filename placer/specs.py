@@ -1,4 +1,4 @@
-"""Scenario specs: the validated inputs of every placer function (CONTRACTS.md YAML).
+"""Scenario specs: the validated inputs of every placer function (docs/contracts.md YAML).
 
 in:  a YAML/JSON file or a mapping
 out: :class:`Scenario` (pydantic, validated once); ``load_scenario`` turns every

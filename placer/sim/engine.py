@@ -1,7 +1,7 @@
 """The discrete-event loop: requests through P, the network, RLD and MD, per the plan.
 
 in:  a Problem, a Plan (pools, routes, assignments, handoff policy), a SimConfig
-out: :class:`placer.sim.result.SimResult` (the Simulation JSON of CONTRACTS.md)
+out: :class:`placer.sim.result.SimResult` (the Simulation JSON of docs/contracts.md)
 
 One heap of ``(time, seq, handler, arg)`` events; arrivals are pulled lazily from the
 workload so that only requests in flight exist. A request's life:

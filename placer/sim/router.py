@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from placer.flows import D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD
 
 PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3}
-PIPE_NAME = {v: k for k, v in PIPE_CODE.items()}
 
 
 @dataclass(frozen=True)
