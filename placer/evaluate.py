@@ -243,7 +243,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
 
     Queues come from the assignments' ``queue``/``queue_instances``; a pool whose
     assignments name no queue is one queue over all its instances. Short prompts share
-    forwards when they queue behind each other (see :func:`packed_wait_law`).
+    forwards when they queue behind each other (see :func:`placer.flows.packed_wait_law`).
     """
     classes = {c.name: c for c in problem.classes}
     load: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
