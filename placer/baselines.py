@@ -16,7 +16,8 @@ from __future__ import annotations
 import dataclasses
 
 from placer.errors import InfeasiblePlanError, PlacerError
-from placer.ilp.formulation import P_D, Architecture
+from placer.flows import P_D
+from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem

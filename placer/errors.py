@@ -1,6 +1,6 @@
 """Typed errors that reach users as clear messages (CLI exit codes, HTTP 4xx).
 
-Exit codes follow CONTRACTS.md: 2 bad input, 3 infeasible, 4 no feasible plan
+Exit codes follow docs/contracts.md: 2 bad input, 3 infeasible, 4 no feasible plan
 within the time limit, 1 anything else.
 """
 

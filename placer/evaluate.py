@@ -6,9 +6,10 @@ in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with
 out: :class:`Analysis`: per-pool utilisation, link use, every flow's TTFT law, and the
      contract metrics (BCR, cost, goodput, TTFT P50/P90/P99, TPOT, WAN, RLD share).
 
-This module does not use the solver: it recomputes everything at the plan's actual
-utilisations (the MILP plans at the caps), so it is also what `validate` and the
-simulator's agreement check compare against.
+This module does not use the solver nor the MILP: it takes the flow physics from
+:mod:`placer.flows` and recomputes everything at the plan's actual utilisations (the
+MILP plans at the caps), so it is also what `validate` and the simulator's agreement
+check compare against.
 """
 
 from __future__ import annotations
@@ -17,12 +18,13 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.ilp.formulation import (
-    MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, eager_tokens, first_kv_s, instance, wan_bytes, wan_s,
+from placer.flows import (
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, eager_tokens, first_kv_s, instance, mixture_quantile,
+    packed_wait_law, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
-from placer.problem import Problem
+from placer.problem import Class, Problem
 
 PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
 
@@ -66,159 +68,129 @@ class Analysis:
     total_tokens_per_s: float
     problems: list[str] = field(default_factory=list)
 
-    def ttft_quantile(self, q: float) -> float:
-        return _mixture_quantile(self.flows, q)
-
-
-def _mixture_quantile(flows: list[FlowLaw], q: float) -> float:
-    total = sum(f.rps for f in flows)
-    if total <= 0:
-        return 0.0
-
-    def cdf(t: float) -> float:
-        return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total
-
-    lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
-    while cdf(hi) < q and hi < 1e7:
-        hi *= 2
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if cdf(mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
 
 def _key(a: Assignment) -> PoolKey:
     return (a.role, a.datacenter, a.chip, a.tp)
 
 
-def analyze(problem: Problem, plan: Plan) -> Analysis:
-    """Metrics of ``plan`` (which must carry assignments) at its actual utilisations."""
-    classes = {c.name: c for c in problem.classes}
-    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
-    models = {key: instance(problem, key[2], key[3]) for key in counts}
-    drc_pdd = problem.options.drc
-    notes: list[str] = []
+def _ignored(a: Assignment) -> str:
+    return (f"ignored {a.rps:.2g} req/s of {a.request_class} assigned to {_label(_key(a))}, "
+            "which has no instances")
 
-    def drc(pipeline: str) -> bool:
-        return drc_pdd and pipeline != P_D
 
-    # link use from routes
+def _link_use(problem: Problem, plan: Plan, classes: dict[str, Class]) -> tuple[dict, dict]:
+    """Gbit/s on every line the routes cross, and its share of the line (inf on a missing line)."""
     link_gbit: dict[tuple[str, str], float] = defaultdict(float)
     for r in plan.routes:
         if r.src != r.dst and r.rps > 0:
-            link_gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class], drc(r.pipeline)) * 8 / 1e9
+            drc = problem.options.drc and r.pipeline != P_D
+            link_gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class], drc) * 8 / 1e9
     link_util = {}
     for key, used in link_gbit.items():
         link = problem.links.get(key)
         link_util[key] = used / link.gbit_per_s if link and link.gbit_per_s > 0 else math.inf
+    return link_gbit, link_util
 
-    def utilization(src: str, dst: str) -> float:
-        return min(link_util.get((src, dst), 0.0), 0.999)
 
-    # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
-    p_queues = p_queue_laws(problem, plan, counts, models)
-    p_util = {key: law.rho for key, law in p_queues.items()}
-    waits = p_queues
+def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: str) -> float:
+    """The utilisation a transfer over src→dst sees (kept below 1 so it stays finite)."""
+    return min(link_util.get((src, dst), 0.0), 0.999)
 
-    # decode pools: tokens per instance, context, batch by Little's law, step time
-    decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
-    rld_tokens = total_tokens = 0.0
+
+def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict) -> tuple[float, float]:
+    """Tokens one request of ``a`` decodes on its pool, and its mean resident context."""
+    if a.role == RLD:
+        if a.pipeline == P_RLD:
+            tokens = float(c.output_tokens)
+        else:
+            src, dst = a.datacenter, a.dst or a.datacenter
+            wan = wan_s(problem, c, P_RLD_MD, src, dst, problem.options.drc, _line_utilization(link_util, src, dst))
+            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+        return tokens, c.input_tokens + tokens / 2
+    return float(c.output_tokens), c.input_tokens + c.output_tokens / 2
+
+
+def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
+                 link_util: dict, notes: list[str]) -> float:
+    """Add every decode assignment's tokens/s and context to its pool; return RLD's tokens/s."""
+    rld_tokens = 0.0
     for a in plan.assignments:
         if a.role == P or a.rps <= 0:
             continue
         if _key(a) not in decode:  # solver noise on a pool that got no instances
-            notes.append(f"ignored {a.rps:.2g} req/s of {a.request_class} assigned to {_label(_key(a))}, "
-                         "which has no instances")
+            notes.append(_ignored(a))
             continue
-        c = classes[a.request_class]
+        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util)
         if a.role == RLD:
-            if a.pipeline == P_RLD:
-                tokens = float(c.output_tokens)
-            else:
-                src, dst = a.datacenter, a.dst or a.datacenter
-                wan = wan_s(problem, c, P_RLD_MD, src, dst, drc_pdd, utilization(src, dst))
-                tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
             rld_tokens += a.rps * tokens
-            resident = c.input_tokens + tokens / 2
-        else:
-            tokens = float(c.output_tokens)
-            resident = c.input_tokens + c.output_tokens / 2
         st = decode[_key(a)]
         rate = a.rps * tokens / st.count
         st.tokens_per_s += rate
         st.context_weighted += rate * resident
-    for r in plan.routes:
-        c = classes[r.request_class]
-        total_tokens += r.rps * c.output_tokens
-    # decode batch by Little's law: B = tokens/s per instance × step(B)
-    for key, st in decode.items():
-        if st.tokens_per_s <= 0:
-            continue
-        ctx = st.context_weighted / st.tokens_per_s
-        batch = 1.0
-        for _ in range(200):
-            nxt = st.tokens_per_s * st.im.step_s(batch, ctx)
-            if nxt > MAX_BATCH:
-                st.overloaded, batch = True, float(MAX_BATCH)
-                break
-            if abs(nxt - batch) < 1e-6:
-                break
-            batch = nxt
-        st.batch = max(batch, 1.0)
-        st.step_s = st.im.step_s(st.batch, ctx)
-        if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
-            notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
-                         f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
+    return rld_tokens
 
-    # flows: one per P assignment
-    def first_step(role: str, dc: str) -> tuple[float, bool]:
-        states = [s for k, s in decode.items() if k[0] == role and k[1] == dc and s.tokens_per_s > 0]
-        if not states:
-            return problem.tpot_s, True
-        w = sum(s.tokens_per_s * s.count for s in states)
-        step = sum(s.step_s * s.tokens_per_s * s.count for s in states) / w
-        return step, all(s.step_s <= problem.tpot_s * 1.0001 for s in states)
 
-    flows = []
-    for a in plan.assignments:
-        if a.role != P or a.rps <= 0:
-            continue
-        if _key(a) not in models:  # solver noise on a pool that got no instances
-            notes.append(f"ignored {a.rps:.2g} req/s of {a.request_class} assigned to {_label(_key(a))}, "
-                         "which has no instances")
-            continue
-        c = classes[a.request_class]
-        key = _key(a)
-        im = models[key]
-        dst = a.dst or a.datacenter
-        pre = im.prefill_s(c.input_tokens, c.hit_rate)
-        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, drc_pdd, utilization(a.datacenter, dst))
-        if a.pipeline in (P_RLD_MD, P_RLD):
-            step, ok = first_step(RLD, a.datacenter)
-        else:
-            step, ok = first_step(MD if a.pipeline == P_MD else "D", dst)
-        if a.pipeline == P_RLD_MD:
-            _, ok_md = first_step(MD, dst)
-            ok = ok and ok_md
-        flows.append(FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step,
-                             waits[(*key, a.queue or "")], ok))
+def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
+    """The decode batch by Little's law, B = tokens/s per instance × step(B), and its step time."""
+    ctx = st.context_weighted / st.tokens_per_s
+    batch = 1.0
+    for _ in range(200):
+        nxt = st.tokens_per_s * st.im.step_s(batch, ctx)
+        if nxt > MAX_BATCH:
+            st.overloaded, batch = True, float(MAX_BATCH)
+            break
+        if abs(nxt - batch) < 1e-6:
+            break
+        batch = nxt
+    st.batch = max(batch, 1.0)
+    st.step_s = st.im.step_s(st.batch, ctx)
+    if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
+        notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
+                     f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
 
+
+def _first_step(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> tuple[float, bool]:
+    """Mean step of ``role``'s busy pools in ``dc`` (weighted by tokens), and whether all meet TPOT."""
+    states = [s for k, s in decode.items() if k[0] == role and k[1] == dc and s.tokens_per_s > 0]
+    if not states:
+        return problem.tpot_s, True
+    w = sum(s.tokens_per_s * s.count for s in states)
+    step = sum(s.step_s * s.tokens_per_s * s.count for s in states) / w
+    return step, all(s.step_s <= problem.tpot_s * 1.0001 for s in states)
+
+
+def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
+              link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
+    """The TTFT law of one P assignment: prefill + KV to the first decoder + its first step + the queue's wait."""
+    key = _key(a)
+    dst = a.dst or a.datacenter
+    pre = im.prefill_s(c.input_tokens, c.hit_rate)
+    move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, problem.options.drc,
+                      _line_utilization(link_util, a.datacenter, dst))
+    if a.pipeline in RELAY_PIPELINES:
+        step, ok = _first_step(problem, decode, RLD, a.datacenter)
+    else:
+        step, ok = _first_step(problem, decode, MD if a.pipeline == P_MD else D, dst)
+    if a.pipeline == P_RLD_MD:
+        _, ok_md = _first_step(problem, decode, MD, dst)
+        ok = ok and ok_md
+    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step, waits[(*key, a.queue or "")], ok)
+
+
+def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],
+             link_gbit: dict, rld_tokens: float, total_tokens: float) -> Metrics:
     served = sum(f.rps for f in flows)
     late = sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
     goodput = served - late
-    cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     steps = [(s.step_s, s.tokens_per_s * s.count) for k, s in decode.items() if k[0] != RLD and s.tokens_per_s > 0]
     tpot = sum(t * w for t, w in steps) / sum(w for _, w in steps) if steps else 0.0
-    metrics = Metrics(
+    return Metrics(
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,
         goodput_rps=goodput,
-        ttft_p50_s=_mixture_quantile(flows, 0.50),
-        ttft_p90_s=_mixture_quantile(flows, 0.90),
-        ttft_p99_s=_mixture_quantile(flows, 0.99),
+        ttft_p50_s=mixture_quantile(flows, 0.50),
+        ttft_p90_s=mixture_quantile(flows, 0.90),
+        ttft_p99_s=mixture_quantile(flows, 0.99),
         tpot_s=tpot,
         wan_gbit_per_s=sum(link_gbit.values()),
         rld_token_share=rld_tokens / total_tokens if total_tokens > 0 else 0.0,
@@ -226,6 +198,39 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         offered_rps=problem.arrival_rps,
         sla_attainment=goodput / served if served > 0 else 0.0,
     )
+
+
+def analyze(problem: Problem, plan: Plan) -> Analysis:
+    """Metrics of ``plan`` (which must carry assignments) at its actual utilisations."""
+    classes = {c.name: c for c in problem.classes}
+    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    models = {key: instance(problem, key[2], key[3]) for key in counts}
+    notes: list[str] = []
+    link_gbit, link_util = _link_use(problem, plan, classes)
+    # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
+    waits = p_queue_laws(problem, plan, counts, models)
+    p_util = {key: law.rho for key, law in waits.items()}
+
+    decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
+    rld_tokens = _load_decode(problem, plan, classes, decode, link_util, notes)
+    total_tokens = 0.0
+    for r in plan.routes:
+        total_tokens += r.rps * classes[r.request_class].output_tokens
+    for key, st in decode.items():
+        if st.tokens_per_s > 0:
+            _settle_batch(problem, key, st, notes)
+
+    flows = []
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0:
+            continue
+        if _key(a) not in models:  # solver noise on a pool that got no instances
+            notes.append(_ignored(a))
+            continue
+        flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits))
+
+    cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
+    metrics = _metrics(problem, flows, cost, decode, link_gbit, rld_tokens, total_tokens)
     for key, rho in p_util.items():
         if rho >= 1.0:
             notes.append(f"prefill pool {_label(key[:4])} queue {key[4] or 'all'} is overloaded "
@@ -238,7 +243,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
 
     Queues come from the assignments' ``queue``/``queue_instances``; a pool whose
     assignments name no queue is one queue over all its instances. Short prompts share
-    forwards when they queue behind each other (see :func:`packed_wait_law`).
+    forwards when they queue behind each other (see :func:`placer.flows.packed_wait_law`).
     """
     classes = {c.name: c for c in problem.classes}
     load: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
@@ -252,61 +257,6 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), new))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
-
-
-#: Damped fixed-point iterations of :func:`packed_wait_law`.
-_PACKING_ITERATIONS = 60
-
-
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
-    """M/G/1 wait at one P queue whose short prompts may share a forward.
-
-    ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
-    served by ``instances`` instances (arrivals split evenly). A P instance packs queued
-    prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
-    ``chunk`` tokens (as the executor's scheduler and the simulator do), so a prompt that
-    *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
-    + overhead. Approximation (checked against the simulator, tests/placer/sim):
-
-    * a short prompt rides along when it finds a short forward still queued with room:
-      P(ride) ≈ P(Lq ≥ 1) · f_short · (1 − n̄_short / chunk), with P(Lq ≥ 1) ≈ ρ·m/(1 + m),
-      m = E[Lq]/ρ (the queue seen by a busy server taken geometric);
-    * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
-      recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
-
-    Without short prompts, or at low load, this is the plain M/G/1 law.
-    """
-    lam_total = sum(r for r, _, _ in items)
-    frac = [r / lam_total for r, _, _ in items]
-    if instances <= 0:  # load on a queue without instances: overloaded
-        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
-                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
-    lam = lam_total / instances
-    chunk = im.prefill_chunk_tokens
-    short = [n < chunk for _, _, n in items]
-    f_short = sum(f for f, sh in zip(frac, short) if sh)
-    room = 0.0
-    if f_short > 0:
-        n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
-        room = max(0.0, 1.0 - n_short / chunk)
-    s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
-    ride = 0.0
-    law = None
-    for _ in range(_PACKING_ITERATIONS):
-        times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
-        mean = sum(f * t for f, t in zip(frac, times))
-        second = sum(f * t * t for f, t in zip(frac, times))
-        rho = lam * mean
-        law = WaitModel(min(rho, 1.0), mean, second)
-        if rho >= 1.0 or f_short == 0.0 or room == 0.0:
-            break
-        lq = lam * law.mean_wait_s
-        m = lq / rho if rho > 0 else 0.0
-        target = rho * m / (1.0 + m) * f_short * room
-        if abs(target - ride) < 1e-7:
-            break
-        ride = 0.5 * (ride + target)
-    return law
 
 
 def _label(key: PoolKey) -> str:

@@ -1,9 +1,16 @@
-"""PDD's vocabulary and flow rules, defined once.
+"""PDD's vocabulary and flow physics, defined once.
 
-in:  nothing of the project's (this module is the floor: the MILP, `evaluate`, `validate`,
-     the simulator, the executor's routing and handoff and the request log import it)
+in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.Problem`
+     and its classes as arguments (imported for typing only, so `specs` may import this)
 out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
-     with its defaults, and the token-ID handoff rule with its default.
+     with its defaults, the token-ID handoff rule with its default, and the physics of a
+     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens, the decode
+     context, the light-class rule, the P queues' waiting-time laws and the TTFT mixture
+     quantile.
+
+This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
+executor's routing and handoff and the request log import it, and it imports none of
+them.
 
 Roles: P (prefill), RLD (RelayDecode, next to P over RDMA), MD (MainDecode, across the
 WAN), D (plain decode of the PD baselines). Pipelines: P-MD (high hit: go straight),
@@ -14,19 +21,31 @@ P-D (the PD baselines).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-P, RLD, MD, D = "P", "RLD", "MD", "D"
-ROLES = (P, RLD, MD, D)
+from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+
+if TYPE_CHECKING:
+    from placer.problem import Class, Problem
+
+Role = Literal["P", "RLD", "MD", "D"]
+ROLES: tuple[str, ...] = get_args(Role)
+P, RLD, MD, D = ROLES
 DECODE_ROLES = (RLD, MD, D)
 
-P_MD, P_RLD_MD, P_RLD, P_D = "P-MD", "P-RLD-MD", "P-RLD", "P-D"
-PIPELINES = (P_MD, P_RLD_MD, P_RLD, P_D)
+PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D"]
+PIPELINES: tuple[str, ...] = get_args(PipelineName)
+P_MD, P_RLD_MD, P_RLD, P_D = PIPELINES
 RELAY_PIPELINES = (P_RLD_MD, P_RLD)  # the ones that decode on RLD first
 
 #: The SLA's TTFT quantile: a plan meets it when at most 10 % of requests are late (P90).
 SLA_QUANTILE = 0.90
 
+
+# --- the anomalous-traffic filter ---------------------------------------------------
 
 @dataclass(frozen=True)
 class FilterRule:
@@ -44,8 +63,12 @@ class FilterRule:
 
 DEFAULT_FILTER = FilterRule()
 
-ADAPTIVE, ONE_SHOT, CATCH_UP = "adaptive", "one-shot", "catch-up"
-HANDOFF_MODES = (ADAPTIVE, ONE_SHOT, CATCH_UP)
+
+# --- the token-ID handoff from RLD to MD ----------------------------------------------
+
+HandoffMode = Literal["adaptive", "one-shot", "catch-up"]
+HANDOFF_MODES: tuple[str, ...] = get_args(HandoffMode)
+ADAPTIVE, ONE_SHOT, CATCH_UP = HANDOFF_MODES
 #: Adaptive handoff: catch-up when more output tokens than this are pending, else one-shot.
 DEFAULT_CATCH_UP_THRESHOLD_TOKENS = 64
 #: Bytes of one token ID on the wire, framing included (the report: 100 IDs ≈ 1.5 KB).
@@ -62,3 +85,184 @@ def handoff_mode(policy: str, pending_tokens: int,
     if policy == ADAPTIVE:
         return CATCH_UP if pending_tokens > threshold_tokens else ONE_SHOT
     return policy
+
+
+# --- instances and KV timing ----------------------------------------------------------
+
+def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
+    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model."""
+    return InstanceModel(
+        problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
+        problem.options.prefill_chunk_tokens,
+    )
+
+
+def decode_context_tokens(classes: Sequence[Class]) -> float:
+    """Mean resident context of a decoding request, weighted by time in the batch (share × output)."""
+    weight = sum(c.share * c.output_tokens for c in classes)
+    return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
+
+
+def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
+    """Tokens RLD emits while the KV crawls to MD (at least the first one, at most the output)."""
+    if not math.isfinite(wan_s):
+        return float(output_tokens)
+    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
+
+
+def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
+    """KV bytes of one request of class ``c`` that cross the WAN: with the decode-side radix
+    cache (``drc``) only the uncached part, (1 − hit)·input; without it the whole prompt."""
+    tokens = (1.0 - c.hit_rate) * c.input_tokens if drc else c.input_tokens
+    return tokens * problem.kv_bytes_per_token
+
+
+def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bool, utilization: float) -> float:
+    """Seconds of the request's KV transfer over the line src→dst (inf without one).
+
+    ``drc`` is the scenario's setting; plain PD (P-D) never has a decode-side cache.
+    """
+    link = problem.links.get((src, dst))
+    if link is None:
+        return math.inf
+    return wan_transfer_s(wan_bytes(problem, c, drc and pipeline != P_D), link.bytes_per_s, link.rtt_s, utilization)
+
+
+def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+               utilization: float) -> float:
+    """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
+    RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
+    WAN when it is remote and by RDMA when it is local."""
+    if pipeline in RELAY_PIPELINES:
+        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
+    if src != dst:
+        return wan_s(problem, c, pipeline, src, dst, drc, utilization)
+    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
+
+
+def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+                utilization: float) -> float:
+    """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
+    (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
+    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
+    if pipeline == P_RLD_MD:
+        return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
+    return first
+
+
+# --- P queues: light classes and waiting-time laws -----------------------------------
+
+#: A P queue's admitted classes: "mix" takes every class in the scenario's proportions,
+#: "light" only the light classes (see :func:`light_classes`).
+MIX, LIGHT = "mix", "light"
+#: A class is "heavy" on a P pool when its prefill takes more than this share of the
+#: TTFT budget; "light" queues admit only the others, so short prefills never wait
+#: behind long ones.
+HEAVY_PREFILL_SHARE = 0.25
+
+
+def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
+    """Indices of the classes whose prefill on ``im`` is at most HEAVY_PREFILL_SHARE of the TTFT SLA."""
+    budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
+    return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
+
+
+def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
+    """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
+
+    A "mix" queue takes the classes in the scenario's proportions (the MILP's rows (C13)
+    force it), so its service moments are the mix's. A "light" queue takes any mix of
+    light classes: E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the longest light
+    prefill, so a deterministic service of that length bounds its wait.
+    """
+    times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
+    if mix == MIX:
+        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
+    longest = max(times[k][1] for k in light_classes(problem, im))
+    return WaitModel(rho, longest, longest * longest)
+
+
+#: Damped fixed-point iterations of :func:`packed_wait_law`.
+_PACKING_ITERATIONS = 60
+
+
+def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
+    """M/G/1 wait at one P queue whose short prompts may share a forward.
+
+    ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
+    served by ``instances`` instances (arrivals split evenly). A P instance packs queued
+    prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
+    ``chunk`` tokens (as the executor's scheduler and the simulator do), so a prompt that
+    *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
+    + overhead. Approximation (checked against the simulator, tests/placer/sim):
+
+    * a short prompt rides along when it finds a short forward still queued with room:
+      P(ride) ≈ P(Lq ≥ 1) · f_short · (1 − n̄_short / chunk), with P(Lq ≥ 1) ≈ ρ·m/(1 + m),
+      m = E[Lq]/ρ (the queue seen by a busy server taken geometric);
+    * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
+      recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
+
+    Without short prompts, or at low load, this is the plain M/G/1 law.
+    """
+    lam_total = sum(r for r, _, _ in items)
+    frac = [r / lam_total for r, _, _ in items]
+    if instances <= 0:  # load on a queue without instances: overloaded
+        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
+                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
+    lam = lam_total / instances
+    chunk = im.prefill_chunk_tokens
+    short = [n < chunk for _, _, n in items]
+    f_short = sum(f for f, sh in zip(frac, short) if sh)
+    room = 0.0
+    if f_short > 0:
+        n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
+        room = max(0.0, 1.0 - n_short / chunk)
+    s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
+    ride = 0.0
+    law = None
+    for _ in range(_PACKING_ITERATIONS):
+        times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
+        mean = sum(f * t for f, t in zip(frac, times))
+        second = sum(f * t * t for f, t in zip(frac, times))
+        rho = lam * mean
+        law = WaitModel(min(rho, 1.0), mean, second)
+        if rho >= 1.0 or f_short == 0.0 or room == 0.0:
+            break
+        lq = lam * law.mean_wait_s
+        m = lq / rho if rho > 0 else 0.0
+        target = rho * m / (1.0 + m) * f_short * room
+        if abs(target - ride) < 1e-7:
+            break
+        ride = 0.5 * (ride + target)
+    return law
+
+
+# --- TTFT of a mixture of flows --------------------------------------------------------
+
+class TtftLaw(Protocol):
+    """One flow's TTFT: ``det_s`` (deterministic part) plus its P queue's ``wait``, at ``rps``."""
+
+    rps: float
+    det_s: float
+    wait: WaitModel
+
+
+def _mixture_cdf(flows: Sequence[TtftLaw], total_rps: float, t: float) -> float:
+    return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total_rps
+
+
+def mixture_quantile(flows: Sequence[TtftLaw], q: float) -> float:
+    """The ``q`` quantile of TTFT over requests of ``flows`` mixed by their rates (0 without traffic)."""
+    total = sum(f.rps for f in flows)
+    if total <= 0:
+        return 0.0
+    lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
+    while _mixture_cdf(flows, total, hi) < q and hi < 1e7:
+        hi *= 2
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        if _mixture_cdf(flows, total, mid) < q:
+            lo = mid
+        else:
+            hi = mid
+    return hi

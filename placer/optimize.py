@@ -17,16 +17,8 @@ from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.ilp.formulation import (
-    P_D,
-    RLD,
-    Architecture,
-    D,
-    Formulation,
-    P,
-    build,
-    pdd_architecture,
-)
+from placer.flows import ADAPTIVE, P_D, RLD, D, P
+from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
 from placer.specs import Scenario
@@ -67,7 +59,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         objective=objective,
         pools=pools,
         routes=[Route(request_class=k[0], pipeline=k[1], src=k[2], dst=k[3], rps=r) for k, r in sorted(routes.items())],
-        handoff=Handoff(mode="adaptive", catch_up_threshold_tokens=prob.options.catch_up_threshold_tokens),
+        handoff=Handoff(mode=ADAPTIVE, catch_up_threshold_tokens=prob.options.catch_up_threshold_tokens),
         solver=SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
                           seconds=outcome.seconds, iterations=outcome.iterations),
         assignments=assignments,

@@ -42,7 +42,7 @@ defaults). Formulas, per instance with ``tp`` chips:
   λE[S²]/(2(1−ρ)); the tail is taken exponential with an atom at zero:
   P(W > t) ≈ ρ·exp(−tρ/E[W]). Assumptions: arrivals Poisson and split evenly over a
   pool's instances, FCFS, and (in the MILP) no batching across requests in prefill —
-  conservative: :func:`placer.evaluate.packed_wait_law` adds the packing of short
+  conservative: :func:`placer.flows.packed_wait_law` adds the packing of short
   prompts into shared forwards, which the simulator (placer.sim) measures along with
   what all of these assumptions miss (bursts, link sharing, decode admission).
 """

@@ -1,4 +1,4 @@
-"""Plan JSON (CONTRACTS.md): what `placer optimize --json` prints and the API serves.
+"""Plan JSON (docs/contracts.md): what `placer optimize --json` prints and the API serves.
 
 in:  the solver's extraction, or a user's hand-written JSON file
 out: :class:`Plan` (pydantic); ``load_plan`` maps bad files to InputError.
@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placer.errors import InputError
+from placer.flows import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
 
 SCHEMA_VERSION = 1
-
-Role = Literal["P", "RLD", "MD", "D"]
-PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D"]
 
 
 class _M(BaseModel):
@@ -80,8 +77,8 @@ class Assignment(_M):
 
 
 class Handoff(_M):
-    mode: Literal["adaptive", "one-shot", "catch-up"] = "adaptive"
-    catch_up_threshold_tokens: int = 64
+    mode: HandoffMode = ADAPTIVE
+    catch_up_threshold_tokens: int = DEFAULT_CATCH_UP_THRESHOLD_TOKENS
 
 
 class SolverInfo(_M):

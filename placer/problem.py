@@ -12,6 +12,7 @@ from functools import cached_property
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
+from placer.flows import FilterRule
 from placer.specs import ChipSpec, Scenario
 
 
@@ -48,7 +49,7 @@ class Class:
     input_tokens: int
     output_tokens: int
     hit_rate: float
-    filterable: bool  # long input, low hit, short output: may finish on RLD (P-RLD)
+    filterable: bool  # the scenario's FilterRule holds: may finish on RLD (P-RLD)
 
     @property
     def new_tokens(self) -> float:
@@ -124,6 +125,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
     weight_dtype = scenario.weight_dtype or model.native_weight_dtype
 
     opts = scenario.options
+    rule = FilterRule(opts.filter_min_input_tokens, opts.filter_max_hit_rate, opts.filter_max_output_tokens)
     if scenario.workload.classes:
         raw = scenario.workload.classes
     else:
@@ -137,11 +139,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
             input_tokens=c.input_tokens,
             output_tokens=c.output_tokens,
             hit_rate=c.hit_rate,
-            filterable=(
-                c.output_tokens < opts.filter_max_output_tokens
-                and c.hit_rate < opts.filter_max_hit_rate
-                and c.input_tokens >= opts.filter_min_input_tokens
-            ),
+            filterable=rule.is_filtered(c.input_tokens, c.hit_rate, c.output_tokens),
         )
         for c in raw
     )

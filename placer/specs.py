@@ -1,4 +1,4 @@
-"""Scenario specs: the validated inputs of every placer function (CONTRACTS.md YAML).
+"""Scenario specs: the validated inputs of every placer function (docs/contracts.md YAML).
 
 in:  a YAML/JSON file or a mapping
 out: :class:`Scenario` (pydantic, validated once); ``load_scenario`` turns every
@@ -20,6 +20,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from placer.errors import InputError
+from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
 
 
 class _Spec(BaseModel):
@@ -170,13 +171,20 @@ class OptionsSpec(_Spec):
     )
     drc: bool = Field(True, description="Decode-side radix cache: only uncached KV crosses the WAN.")
     filter: bool = Field(True, description="Allow the anomalous-traffic filter (P-RLD) for qualifying classes.")
-    filter_max_output_tokens: int = Field(500, gt=0, description="Filter: output shorter than this, tokens.")
-    filter_max_hit_rate: float = Field(0.5, ge=0, le=1, description="Filter: hit rate below this.")
-    filter_min_input_tokens: int = Field(8192, gt=0, description="Filter: input at least this long, tokens.")
+    filter_max_output_tokens: int = Field(
+        DEFAULT_FILTER.max_output_tokens, gt=0, description="Filter: output shorter than this, tokens."
+    )
+    filter_max_hit_rate: float = Field(
+        DEFAULT_FILTER.max_hit_rate, ge=0, le=1, description="Filter: hit rate below this."
+    )
+    filter_min_input_tokens: int = Field(
+        DEFAULT_FILTER.min_input_tokens, gt=0, description="Filter: input at least this long, tokens."
+    )
     utilization_cap: float = Field(0.8, gt=0, lt=1, description="Planned busy fraction of P, RLD and MD pools.")
     link_utilization_cap: float = Field(0.85, gt=0, le=1, description="Planned fraction of each WAN line used.")
     catch_up_threshold_tokens: int = Field(
-        64, gt=0, description="Handoff: above this many pending RLD tokens use catch-up, else one-shot."
+        DEFAULT_CATCH_UP_THRESHOLD_TOKENS, gt=0,
+        description="Handoff: above this many pending RLD tokens use catch-up, else one-shot.",
     )
     budget_usd_per_h: float | None = Field(None, gt=0, description="Budget for --objective max-goodput, USD/h.")
     min_served_fraction: float = Field(

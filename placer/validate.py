@@ -3,73 +3,94 @@
 in:  a Problem and a Plan with assignments
 out: a list of human-readable violations (empty = valid)
 
-Checks, each from the performance model directly (not from the MILP's rows):
-weights fit, inventory and power per datacenter, cost = Σ count·tp·price,
-routes carry the class mix and agree with the per-pool assignments, P capacity and
-memory, decode slots and memory, link bandwidth, and the P90 TTFT attainment.
+Checks, each from the performance model and :mod:`placer.flows` directly (not from the
+MILP's rows), one function per family: names known, weights fit, inventory and power
+per datacenter, cost = Σ count·tp·price, routes carry the class mix and agree with the
+per-pool assignments, P capacity and memory, decode slots and memory, every pipeline's
+roles present, link bandwidth, P queue shares, and the P90 TTFT attainment.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 
-from placer.ilp.formulation import (
+from placer.evaluate import p_queue_laws
+from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
     instance, staged_kv_s, wan_bytes, wan_s,
 )
-from placer.evaluate import p_queue_laws
+from placer.perfmodel import InstanceModel
 from placer.plan import Plan
-from placer.problem import Problem
+from placer.problem import Class, Problem
 
 REL_TOL = 1e-4
+
+PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
 
 
 def _over(used: float, limit: float) -> bool:
     return used > limit * (1 + REL_TOL) + 1e-9
 
 
-def validate(problem: Problem, plan: Plan) -> list[str]:
-    issues: list[str] = []
-    opts = problem.options
-    kv = problem.kv_bytes_per_token
-    classes = {c.name: c for c in problem.classes}
-    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
-    known_dcs = set(problem.dc_names)
+@dataclass(frozen=True)
+class _Checked:
+    """The plan under check with what every family needs: its pools' counts and instance models."""
 
+    problem: Problem
+    plan: Plan
+    classes: dict[str, Class]
+    counts: dict[PoolKey, int]
+    models: dict[PoolKey, InstanceModel]
+
+
+def _unknown_names(problem: Problem, counts: dict[PoolKey, int]) -> list[str]:
+    issues = []
+    known_dcs = set(problem.dc_names)
     for (role, dc, chip, tp), count in counts.items():
         if dc not in known_dcs:
             issues.append(f"pool {role} {dc} {chip} tp{tp}: unknown datacenter")
         if chip not in problem.chips:
             issues.append(f"pool {role} {dc} {chip} tp{tp}: unknown chip")
-    if issues:
-        return issues
-    models = {key: instance(problem, key[2], key[3]) for key in counts}
-    longest = max(c.input_tokens + c.output_tokens for c in problem.classes)
-    for key, im in models.items():
-        if not im.fits(longest):
-            issues.append(f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit")
+    return issues
 
-    # inventory, power, cost
+
+def _fits(s: _Checked) -> list[str]:
+    """Weights plus the longest request's context fit in every pool's instance."""
+    longest = max(c.input_tokens + c.output_tokens for c in s.problem.classes)
+    return [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
+            for key, im in s.models.items() if not im.fits(longest)]
+
+
+def _inventory_power_cost(s: _Checked) -> list[str]:
+    """Chips and power per datacenter within their limits; the metrics' cost = Σ count·price."""
+    issues = []
     chips_used: dict[tuple[str, str], int] = defaultdict(int)
     power: dict[str, float] = defaultdict(float)
-    for key, count in counts.items():
+    for key, count in s.counts.items():
         chips_used[(key[1], key[2])] += count * key[3]
-        power[key[1]] += count * models[key].power_kw
+        power[key[1]] += count * s.models[key].power_kw
     for (dc, chip), used in chips_used.items():
-        have = problem.dc(dc).inventory.get(chip, 0)
+        have = s.problem.dc(dc).inventory.get(chip, 0)
         if used > have:
             issues.append(f"inventory {dc} {chip}: plan uses {used}, datacenter has {have}")
     for dc, kw in power.items():
-        limit = problem.dc(dc).power_kw
+        limit = s.problem.dc(dc).power_kw
         if limit is not None and _over(kw, limit):
             issues.append(f"power {dc}: plan draws {kw:.1f} kW, limit {limit:.1f} kW")
-    cost = sum(models[k].price_usd_per_h * c for k, c in counts.items())
-    if abs(cost - plan.metrics.cost_usd_per_h) > 1e-6 * max(1.0, cost):
-        issues.append(f"cost: metrics say {plan.metrics.cost_usd_per_h:.4f} USD/h, pools cost {cost:.4f}")
+    cost = sum(s.models[k].price_usd_per_h * c for k, c in s.counts.items())
+    if abs(cost - s.plan.metrics.cost_usd_per_h) > 1e-6 * max(1.0, cost):
+        issues.append(f"cost: metrics say {s.plan.metrics.cost_usd_per_h:.4f} USD/h, pools cost {cost:.4f}")
+    return issues
 
-    # routes: class mix, and agreement with assignments
+
+def _routes(s: _Checked) -> tuple[list[str], float]:
+    """Routes carry the class mix, no more than the offered load, over existing lines, and agree
+    with the P assignments; also returns the req/s they carry."""
+    issues = []
+    problem, classes = s.problem, s.classes
     by_class = defaultdict(float)
-    for r in plan.routes:
+    for r in s.plan.routes:
         if r.request_class not in classes:
             issues.append(f"route: unknown request class {r.request_class!r}")
             continue
@@ -85,55 +106,66 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     if served > problem.arrival_rps * (1 + 1e-6):
         issues.append(f"routes carry {served:.4f} rps, more than the offered {problem.arrival_rps}")
     p_by_route = defaultdict(float)
-    for a in plan.assignments:
+    for a in s.plan.assignments:
         if a.role == P:
             p_by_route[(a.request_class, a.pipeline, a.datacenter, a.dst or a.datacenter)] += a.rps
-    for r in plan.routes:
+    for r in s.plan.routes:
         got = p_by_route.get((r.request_class, r.pipeline, r.src, r.dst), 0.0)
         if abs(got - r.rps) > 1e-6 * max(1.0, r.rps):
             issues.append(f"route {r.request_class} {r.pipeline} {r.src}->{r.dst}: {r.rps:.4f} rps but "
                           f"prefill assignments carry {got:.4f}")
+    return issues, served
 
-    # P capacity and memory
+
+def _unknown_pools(s: _Checked) -> list[str]:
+    return [f"assignment of {a.request_class} to pool {a.role} {a.datacenter} {a.chip} tp{a.tp}, "
+            "which the plan does not have"
+            for a in s.plan.assignments if (a.role, a.datacenter, a.chip, a.tp) not in s.counts]
+
+
+def _prefill(s: _Checked) -> list[str]:
+    """P capacity (busy seconds ≤ cap × instances) and memory (KV staged by Little's law)."""
+    problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
     p_work, p_mem = defaultdict(float), defaultdict(float)
-    u, u_link = opts.utilization_cap, opts.link_utilization_cap
-    for a in plan.assignments:
-        key = (a.role, a.datacenter, a.chip, a.tp)
-        if key not in counts:
-            issues.append(f"assignment of {a.request_class} to pool {a.role} {a.datacenter} {a.chip} tp{a.tp}, "
-                          "which the plan does not have")
-            continue
+    for a in s.plan.assignments:
         if a.role != P:
             continue
-        c, im = classes[a.request_class], models[key]
+        key = (a.role, a.datacenter, a.chip, a.tp)
+        c, im = s.classes[a.request_class], s.models[key]
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         p_work[key] += a.rps * pre
-        staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc, u_link)
+        staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
+                             opts.link_utilization_cap)
         p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
-    if issues:
-        return issues
+    issues = []
+    u = opts.utilization_cap
     for key, work in p_work.items():
-        if _over(work, u * counts[key]):
+        if _over(work, u * s.counts[key]):
             issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: {work:.3f} busy-seconds/s exceed "
-                          f"{u} × {counts[key]} instances")
-        if _over(p_mem[key], models[key].kv_capacity_bytes * counts[key]):
+                          f"{u} × {s.counts[key]} instances")
+        if _over(p_mem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
             issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: staged KV exceeds memory")
+    return issues
 
-    # decode slots and memory at the design batch
+
+def _decode(s: _Checked) -> list[str]:
+    """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context)."""
+    problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
+    issues = []
     ctx = decode_context_tokens(problem.classes)
     slots, dmem = defaultdict(float), defaultdict(float)
-    for a in plan.assignments:
+    for a in s.plan.assignments:
         key = (a.role, a.datacenter, a.chip, a.tp)
         if a.role == P:
             continue
-        c, im = classes[a.request_class], models[key]
+        c, im = s.classes[a.request_class], s.models[key]
         batch = im.max_batch(ctx, problem.tpot_s)
         if batch < 1:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
         step = im.step_s(batch, ctx)
         if a.role == RLD and a.pipeline == P_RLD_MD:
-            wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, u_link)
+            wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, opts.link_utilization_cap)
             tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
             resident = c.input_tokens + tokens / 2
         else:
@@ -141,49 +173,97 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
             resident = c.input_tokens + c.output_tokens / 2
         slots[key] += a.rps * tokens * step / batch
         dmem[key] += a.rps * tokens * step * resident * kv
+    u = opts.utilization_cap
     for key in slots:
-        if _over(slots[key], u * counts[key]):
+        if _over(slots[key], u * s.counts[key]):
             issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: needs {slots[key]:.3f} instances "
-                          f"of batch slots at utilisation {u}, has {counts[key]}")
-        if _over(dmem[key], models[key].kv_capacity_bytes * counts[key]):
+                          f"of batch slots at utilisation {u}, has {s.counts[key]}")
+        if _over(dmem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
             issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: resident KV exceeds memory")
+    return issues
+
+
+def _roles_present(s: _Checked) -> list[str]:
+    """Every route's pipeline finds its decode roles: RLD beside P, MD or D at the destination."""
+    issues = []
     for role_needed, pipes in ((MD, (P_MD, P_RLD_MD)), (RLD, (P_RLD_MD, P_RLD)), (D, (P_D,))):
-        for r in plan.routes:
+        for r in s.plan.routes:
             if r.pipeline in pipes and r.rps > 0:
                 where = r.src if role_needed == RLD else r.dst
-                if not any(k[0] == role_needed and k[1] == where for k in counts):
+                if not any(k[0] == role_needed and k[1] == where for k in s.counts):
                     issues.append(f"route {r.request_class} {r.pipeline} needs a {role_needed} pool in {where}")
+    return issues
 
-    # links (planned cap) and SLA attainment at the cap utilisations
+
+def _links(s: _Checked) -> list[str]:
+    """Each line's Gbit/s within the planned cap."""
+    problem, opts = s.problem, s.problem.options
+    u_link = opts.link_utilization_cap
     gbit = defaultdict(float)
-    for r in plan.routes:
+    for r in s.plan.routes:
         if r.src != r.dst:
-            gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class],
+            gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, s.classes[r.request_class],
                                                       opts.drc and r.pipeline != P_D) * 8 / 1e9
-    for (s, d), used in gbit.items():
-        link = problem.links.get((s, d))
+    issues = []
+    for (src, dst), used in gbit.items():
+        link = problem.links.get((src, dst))
         if link is not None and _over(used, u_link * link.gbit_per_s):
-            issues.append(f"link {s}->{d}: {used:.3f} Gbit/s over {u_link} × {link.gbit_per_s} Gbit/s")
-    laws = p_queue_laws(problem, plan, counts, models)
-    for key in counts:
+            issues.append(f"link {src}->{dst}: {used:.3f} Gbit/s over {u_link} × {link.gbit_per_s} Gbit/s")
+    return issues
+
+
+def _queue_shares(s: _Checked) -> list[str]:
+    """A P pool's queues use no more instances than the pool has."""
+    issues = []
+    for key in s.counts:
         if key[0] != P:
             continue
-        shares = {a.queue: a.queue_instances for a in plan.assignments
+        shares = {a.queue: a.queue_instances for a in s.plan.assignments
                   if (a.role, a.datacenter, a.chip, a.tp) == key and a.queue_instances is not None}
-        if _over(sum(shares.values()), counts[key]):
+        if _over(sum(shares.values()), s.counts[key]):
             issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
-                          f"instances, the pool has {counts[key]}")
+                          f"instances, the pool has {s.counts[key]}")
+    return issues
+
+
+def _sla(s: _Checked, served: float) -> list[str]:
+    """At most 1 − SLA_QUANTILE of served requests late, each P queue at its own mix and utilisation."""
+    problem, opts = s.problem, s.problem.options
+    laws = p_queue_laws(problem, s.plan, s.counts, s.models)
     late = 0.0
-    for a in plan.assignments:
+    for a in s.plan.assignments:
         if a.role != P:
             continue
         key = (a.role, a.datacenter, a.chip, a.tp)
-        c, im = classes[a.request_class], models[key]
-        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc, u_link)
+        c, im = s.classes[a.request_class], s.models[key]
+        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
+                          opts.link_utilization_cap)
         det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
         late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
-        issues.append(f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
-                      f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)")
+        return [f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
+                f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)"]
+    return []
+
+
+def validate(problem: Problem, plan: Plan) -> list[str]:
+    """The violations of ``plan`` (empty: valid). Bad names, or assignments to pools the plan
+    lacks, stop the check early (the later families would only repeat them)."""
+    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    issues = _unknown_names(problem, counts)
+    if issues:
+        return issues
+    s = _Checked(problem, plan, {c.name: c for c in problem.classes}, counts,
+                 {key: instance(problem, key[2], key[3]) for key in counts})
+    issues += _fits(s)
+    issues += _inventory_power_cost(s)
+    route_issues, served = _routes(s)
+    issues += route_issues
+    issues += _unknown_pools(s)
+    if issues:
+        return issues
+    for family in (_prefill, _decode, _roles_present, _links, _queue_shares):
+        issues += family(s)
+    issues += _sla(s, served)
     return issues

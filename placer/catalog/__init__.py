@@ -222,8 +222,3 @@ def get_model(name: str) -> ModelConfig:
         return model_catalog()[name]
     except KeyError:
         raise UnknownModelError(name, sorted(model_catalog())) from None
-
-
-def agentic_histogram_text() -> str:
-    """The bundled reconstruction of the PDD report's hit-rate histogram (YAML)."""
-    return resources.files(__package__).joinpath("pdd-agentic-histogram.yaml").read_text()

@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolveTimeoutError
+from placer.flows import P
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
 from placer.ilp.formulation import Formulation
@@ -64,10 +65,10 @@ def _check(result: SolveResult, form: Formulation, limit: float) -> None:
 def diagnose(form: Formulation) -> str:
     """A user-facing reason why no plan exists."""
     prob = form.problem
-    if not any(q.role == "P" for q in form.pools):
+    if not any(q.role == P for q in form.pools):
         why = "; ".join(form.notes[:4]) or "no datacenter has enough chips"
         return f"no chip can host a prefill instance of {prob.model.name} ({why})"
-    if not any(q.role != "P" for q in form.pools):
+    if not any(q.role != P for q in form.pools):
         why = "; ".join(form.notes[:4])
         return f"no chip can meet the TPOT SLA of {prob.tpot_s} s for {prob.model.name} ({why})"
     if not form.flows:
@@ -95,6 +96,33 @@ def _max_carry(form: Formulation) -> float:
     return res.objective if res.status.has_solution else 0.0
 
 
+def _left_s(deadline: float) -> float:
+    """Seconds left before ``deadline`` (at least one: every solve gets some time)."""
+    return max(1.0, deadline - time.perf_counter())
+
+
+def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int, float]]:
+    """(maximise?, coefficients) of an objective solved by one MILP."""
+    if objective == "min-cost":
+        return False, dict(form.cost)
+    if objective == "max-goodput":
+        # tie-break toward the cheaper plan among those of equal goodput
+        return True, {**{i: c for i, c in form.goodput.items()}, **{i: -1e-6 * c for i, c in form.cost.items()}}
+    # max-served, for baselines that cannot meet the SLA: the most load carried at all
+    return True, {form.g: 1.0, **{i: -1e-6 * c for i, c in form.cost.items()}}
+
+
+def _solve_once(form: Formulation, config: SolveConfig, mip_gap: float, start: float, deadline: float) -> Outcome:
+    """min-cost, max-goodput or max-served: one MILP."""
+    model = form.model
+    model.maximize, model.objective = _single_objective(form, config.objective)
+    res = solve(model, config.backend, _left_s(deadline), mip_gap=mip_gap)
+    _check(res, form, config.time_limit_s)
+    if config.objective == "max-goodput" and _goodput(form, res.values) <= EPS:
+        raise InfeasiblePlanError(diagnose(form))
+    return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
+
+
 def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-4,
                     warm_ratio: float | None = None) -> Outcome:
     """Solve ``form`` for ``config.objective`` in {"bcr", "min-cost", "max-goodput", "max-served"}.
@@ -102,51 +130,49 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     ``warm_ratio`` (bcr only): goodput per USD/h of a plan known to be feasible (e.g. the
     one deployed now, evaluated on the new workload); Dinkelbach starts from it.
     """
-    objective, backend, time_limit_s = config.objective, config.backend, config.time_limit_s
-    model = form.model
     start = time.perf_counter()
-    deadline = start + time_limit_s
+    deadline = start + config.time_limit_s
+    if config.objective in ("min-cost", "max-goodput", "max-served"):
+        return _solve_once(form, config, mip_gap, start, deadline)
+    if config.objective != "bcr":
+        raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
+    state = _iterate(form, config, mip_gap, *_first_ratio(form, warm_ratio), deadline)
+    return _most_goodput_at_ratio(form, config, mip_gap, state, start, deadline)
 
-    def left() -> float:
-        return max(1.0, deadline - time.perf_counter())
 
-    if objective == "min-cost":
-        model.maximize = False
-        model.objective = dict(form.cost)
-        res = solve(model, backend, left(), mip_gap=mip_gap)
-        _check(res, form, time_limit_s)
-        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
-    if objective == "max-goodput":
-        model.maximize = True
-        # tie-break toward the cheaper plan among those of equal goodput
-        model.objective = {**{i: c for i, c in form.goodput.items()}, **{i: -1e-6 * c for i, c in form.cost.items()}}
-        res = solve(model, backend, left(), mip_gap=mip_gap)
-        _check(res, form, time_limit_s)
-        if _goodput(form, res.values) <= EPS:
-            raise InfeasiblePlanError(diagnose(form))
-        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
-    if objective == "max-served":  # baselines that cannot meet the SLA: most load carried at all
-        model.maximize = True
-        model.objective = {form.g: 1.0, **{i: -1e-6 * c for i, c in form.cost.items()}}
-        res = solve(model, backend, left(), mip_gap=mip_gap)
-        _check(res, form, time_limit_s)
-        return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
-    if objective != "bcr":
-        raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {objective!r}")
+def _first_ratio(form: Formulation, warm_ratio: float | None) -> tuple[float, bool]:
+    """λ0 and whether it may lie above the optimum.
 
-    # λ0: the caller's warm start (the ratio of the plan deployed now, on the new
-    # workload) or the LP relaxation's ratio, an upper bound. The first MILP at λ0
-    # returns a good feasible plan whatever side of the optimum λ0 lies on; its ratio
-    # is the first λ from below, where Dinkelbach's iterations are exact.
-    lam, hint, status, gap = 0.0, None, "optimal", 0.0
-    from_above = False
+    λ0 is the caller's warm start (the ratio of the plan deployed now, on the new
+    workload) or the LP relaxation's ratio, an upper bound. The first MILP at λ0 returns
+    a good feasible plan whatever side of the optimum λ0 lies on; its ratio is the first
+    λ from below, where Dinkelbach's iterations are exact.
+    """
     if warm_ratio is not None and warm_ratio > 0:
-        lam, from_above = warm_ratio, True
-    else:
-        bound = _lp_ratio_bound(form)
-        if bound is None:
-            raise InfeasiblePlanError(diagnose(form))
-        lam, from_above = (bound, True) if bound > 0 else (0.0, False)
+        return warm_ratio, True
+    bound = _lp_ratio_bound(form)
+    if bound is None:
+        raise InfeasiblePlanError(diagnose(form))
+    return (bound, True) if bound > 0 else (0.0, False)
+
+
+@dataclass
+class _Dinkelbach:
+    """Where the iterations stopped: λ (the best ratio), the last plan and its solve."""
+
+    lam: float
+    hint: list[float] | None
+    res: SolveResult
+    status: str
+    gap: float
+    iterations: int
+
+
+def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
+             deadline: float) -> _Dinkelbach:
+    """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0."""
+    model = form.model
+    hint, status, gap = None, "optimal", 0.0
     model.maximize = True
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
@@ -159,8 +185,8 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
-        res = solve(model, backend, left(), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
-        _check(res, form, time_limit_s)
+        res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        _check(res, form, config.time_limit_s)
         if res.status is Status.FEASIBLE:
             status = "feasible"
         good, cost = _goodput(form, res.values), _cost(form, res.values)
@@ -180,23 +206,29 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         if time.perf_counter() > deadline:
             status, gap = "feasible", res.gap
             break
-    best_ratio = lam
+    return _Dinkelbach(lam, hint, res, status, gap, iterations)
+
+
+def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: float, state: _Dinkelbach,
+                           start: float, deadline: float) -> Outcome:
+    """Among plans with the optimal ratio, the one with the most goodput (no arbitrarily small plans)."""
+    model, res, best_ratio, status = form.model, state.res, state.lam, state.status
     g_var = model.vars[form.g]
     if g_var.lb >= g_var.ub:  # the load is fixed: nothing left to choose
-        return Outcome(res.values, status, gap, time.perf_counter() - start, res.backend, iterations, best_ratio)
-    # Among plans with the optimal ratio, the one with the most goodput.
+        return Outcome(res.values, status, state.gap, time.perf_counter() - start, res.backend, state.iterations,
+                       best_ratio)
     coeffs = {**form.goodput}
     for i, c in form.cost.items():
         coeffs[i] = coeffs.get(i, 0.0) - best_ratio * (1 - 1e-7) * c
     model.add("ratio_floor", "ratio_floor", coeffs, ">=", 0.0)
     model.objective = {**dict(form.goodput), **{i: -1e-6 * c for i, c in form.cost.items()}}
-    final = solve(model, backend, left(), hint=hint, mip_gap=mip_gap)
+    final = solve(model, config.backend, _left_s(deadline), hint=state.hint, mip_gap=mip_gap)
     model.rows.pop()  # leave the formulation as built
     values = final.values if final.status.has_solution else (res.values if res else [])
     if final.status is Status.FEASIBLE:
         status = "feasible"
-    return Outcome(values, status, gap, time.perf_counter() - start,
-                   (final if final.status.has_solution else res).backend, iterations, best_ratio)
+    return Outcome(values, status, state.gap, time.perf_counter() - start,
+                   (final if final.status.has_solution else res).backend, state.iterations, best_ratio)
 
 
 def _lp_ratio_bound(form: Formulation) -> float | None:
@@ -218,6 +250,6 @@ def _lp_ratio_bound(form: Formulation) -> float | None:
 
 def _min_cost(form: Formulation) -> float:
     """Cheapest possible plan: one P instance and one decode instance."""
-    p = min((form.cost[v] for key, v in form.n.items() if key[0] == "P"), default=1.0)
-    d = min((form.cost[v] for key, v in form.n.items() if key[0] != "P"), default=1.0)
+    p = min((form.cost[v] for key, v in form.n.items() if key[0] == P), default=1.0)
+    d = min((form.cost[v] for key, v in form.n.items() if key[0] != P), default=1.0)
     return p + d

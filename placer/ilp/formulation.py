@@ -17,7 +17,7 @@ Sets
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
   P-D as the architecture allows (same dc, or over a line).
 
-Parameters (units in names; all from :mod:`placer.perfmodel` at the planning caps)
+Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows` at the planning caps)
 ----------
 * pre[k,p] prefill seconds; wan_bytes[k] = (1−h_k)·I_k·kv (DRC) or I_k·kv;
   ttft[f] = pre + transfer (RDMA, or WAN at the line's planned utilisation u_L) + TPOT;
@@ -39,7 +39,7 @@ Variables
 * x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
-Constraints (each cited in the code as (C1)…(C11))
+Constraints (each cited in the code as (C0)…(C13))
 -----------
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
@@ -64,6 +64,12 @@ goodput = Σ_f (1 − late[f]) x_f (req/s meeting the SLA); cost = Σ_q price_q 
   goodput − λ·cost and set λ ← goodput/cost until the optimum is ≤ 0
   (see :mod:`placer.ilp.dinkelbach`), then, among plans with that ratio, the most goodput.
 * min-cost: minimise cost with G = arrival.  * max-goodput: maximise goodput, (C12).
+
+Code: data, then model, then solve. :func:`prepare` computes the sets and parameters
+(no model); :func:`build` adds the variables and one family of rows at a time, each
+adder citing its row above; :mod:`placer.ilp.dinkelbach` sets the objective and solves.
+The flow physics (KV bytes and seconds, eager tokens, queue laws) comes from
+:mod:`placer.flows`, which the checkers (`evaluate`, `validate`, the simulator) share.
 """
 
 from __future__ import annotations
@@ -72,13 +78,14 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from placer.flows import (
+    D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, SLA_QUANTILE, decode_context_tokens,
+    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, wan_bytes, wan_s,
+)
 from placer.ilp.model import LinearModel
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
-from placer.problem import Class, Problem
+from placer.perfmodel import InstanceModel
+from placer.problem import Datacenter, Problem
 
-P, RLD, MD, D = "P", "RLD", "MD", "D"
-P_MD, P_RLD_MD, P_RLD, P_D = "P-MD", "P-RLD-MD", "P-RLD", "P-D"
-SLA_QUANTILE = 0.90
 GB = 1e9  # memory rows are written in GB to keep coefficients well scaled
 
 
@@ -107,13 +114,10 @@ class Pool:
 
 
 #: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
-#: per request but queues longer, and the SLA row (C11) prices that in.
+#: per request but queues longer, and the SLA row (C11) prices that in. Light queues
+#: (see :data:`placer.flows.HEAVY_PREFILL_SHARE`) are short-service queues: they come at
+#: the top utilisation tier only (their waits are short there already).
 P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
-#: A class is "heavy" on a P pool when its prefill takes more than this share of the
-#: TTFT budget; "light" queues admit only the others, so short prefills never wait
-#: behind long ones. Light queues are short-service queues: they come at the top
-#: utilisation tier only (their waits are short there already).
-HEAVY_PREFILL_SHARE = 0.25
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,28 @@ class DecodeDesign:
 
 
 @dataclass
+class Prepared:
+    """The MILP's data (sets and parameters of the docstring), before any variable exists."""
+
+    pools: list[Pool]  # Q: P queues and decode pools
+    instances: dict[Pool, InstanceModel]
+    decode: dict[Pool, DecodeDesign]  # decode pool -> design batch B_q and step t_q
+    notes: list[str]  # candidates left out, and why
+    bounds: dict[tuple, int]  # physical pool key -> upper bound on n_q
+    flows: list[Flow]  # F: admitted by their P queue, dominated relayed flows dropped
+    prefill: dict[tuple[int, Pool], float]  # pre[k,p]
+    ttft: dict[Flow, float]  # ttft[f] without queueing (every admitted flow, dropped ones too)
+    late: dict[Flow, float]  # late[f]
+    hold: dict[Flow, float]  # hold[f]
+    eager: dict[Flow, float]  # RLD tokens of a relayed flow
+    wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> KV bytes over the WAN
+    by_class: dict[int, list[Flow]]
+    by_pool: dict[Pool, list[Flow]]
+    by_route: dict[tuple[int, str, str], list[Flow]]  # (k, pipeline, dst)
+    by_link: dict[tuple[str, str], list[Flow]]  # (src, dst)
+
+
+@dataclass
 class Formulation:
     """The built model plus the index maps extraction needs."""
 
@@ -182,96 +208,45 @@ class Formulation:
     notes: list[str] = field(default_factory=list)
 
 
-def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    return InstanceModel(
-        problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
-        problem.options.prefill_chunk_tokens,
-    )
+# --- data: candidate pools -------------------------------------------------------------
+
+def _decode_roles(arch: Architecture) -> list[str]:
+    if P_D in arch.pipelines:
+        return [D]
+    return [r for r, pipes in ((RLD, RELAY_PIPELINES), (MD, (P_MD, P_RLD_MD)))
+            if any(p in arch.pipelines for p in pipes)]
 
 
-def decode_context_tokens(classes: tuple[Class, ...]) -> float:
-    """Mean resident context of a decoding request, weighted by time in the batch (share × output)."""
-    weight = sum(c.share * c.output_tokens for c in classes)
-    return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
+    """The P queues of one physical pool: a "mix" queue at every utilisation tier, and a
+    "light" one at the top tier when some classes, but not all, are light."""
+    light = light_classes(problem, im)
+    mixes = [MIX, LIGHT] if light and len(light) < len(problem.classes) else [MIX]
+    queues = []
+    for tier in P_UTILIZATION_TIERS:
+        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else [MIX]:
+            queues.append(Pool(P, dc, chip, tp, round(problem.options.utilization_cap * tier, 4), mix))
+    return queues
 
 
-def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
-    """Tokens RLD emits while the KV crawls to MD (at least the first one)."""
-    if not math.isfinite(wan_s):
-        return float(output_tokens)
-    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
-
-
-def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
-    tokens = (1.0 - c.hit_rate) * c.input_tokens if drc else c.input_tokens
-    return tokens * problem.kv_bytes_per_token
-
-
-def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bool, utilization: float) -> float:
-    """Seconds of the request's KV transfer over the line src→dst (inf without one).
-
-    ``drc`` is the scenario's setting; plain PD (P-D) never has a decode-side cache.
-    """
-    link = problem.links.get((src, dst))
-    if link is None:
-        return math.inf
-    return wan_transfer_s(wan_bytes(problem, c, drc and pipeline != P_D), link.bytes_per_s, link.rtt_s, utilization)
-
-
-def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-               utilization: float) -> float:
-    """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
-    RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
-    WAN when it is remote and by RDMA when it is local."""
-    if pipeline in (P_RLD_MD, P_RLD):
-        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
-    if src != dst:
-        return wan_s(problem, c, pipeline, src, dst, drc, utilization)
-    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
-
-
-def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                utilization: float) -> float:
-    """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
-    (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
-    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
-    if pipeline == P_RLD_MD:
-        return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
-    return first
-
-
-def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
-    budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
-    return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
-
-
-def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
-    """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
-
-    A "mix" queue takes the classes in the scenario's proportions (rows (C13) force it),
-    so its service moments are the mix's. A "light" queue takes any mix of light classes:
-    E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the longest light prefill, so a
-    deterministic service of that length bounds its wait.
-    """
-    times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
-    if mix == "mix":
-        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
-    longest = max(times[k][1] for k in light_classes(problem, im))
-    return WaitModel(rho, longest, longest * longest)
+def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:
+    """Whether ``arch`` lets ``role`` decode in ``dc`` (RLD sits where P may)."""
+    if role in (MD, D) and arch.decode_dcs is not None and dc not in arch.decode_dcs:
+        return False
+    return not (role == RLD and arch.p_dcs is not None and dc not in arch.p_dcs)
 
 
 def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:
-    """Pools worth a variable, their instance models and decode designs; notes on what was excluded."""
-    opts = problem.options
+    """Q: pools worth a variable, their instance models and decode designs; notes on what was excluded."""
     max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
     ctx = decode_context_tokens(problem.classes)
-    decode_roles = [D] if P_D in arch.pipelines else [r for r, pipes in ((RLD, (P_RLD_MD, P_RLD)), (MD, (P_MD, P_RLD_MD))) if any(p in arch.pipelines for p in pipes)]
+    decode_roles = _decode_roles(arch)
     pools, instances, decode, notes = [], {}, {}, []
     for dc in problem.datacenters:
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
-            for tp in opts.tp_degrees:
+            for tp in problem.options.tp_degrees:
                 if tp > count:
                     continue
                 im = instance(problem, chip, tp)
@@ -279,17 +254,11 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                     continue
                 if arch.p_dcs is None or dc.name in arch.p_dcs:
-                    light = light_classes(problem, im)
-                    mixes = ["mix", "light"] if light and len(light) < len(problem.classes) else ["mix"]
-                    for tier in P_UTILIZATION_TIERS:
-                        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else ["mix"]:
-                            pool = Pool(P, dc.name, chip, tp, round(opts.utilization_cap * tier, 4), mix)
-                            pools.append(pool)
-                            instances[pool] = im
+                    for pool in _p_queues(problem, dc.name, chip, tp, im):
+                        pools.append(pool)
+                        instances[pool] = im
                 for role in decode_roles:
-                    if role in (MD, D) and arch.decode_dcs is not None and dc.name not in arch.decode_dcs:
-                        continue
-                    if role == RLD and arch.p_dcs is not None and dc.name not in arch.p_dcs:
+                    if not _decodes_in(arch, role, dc.name):
                         continue
                     batch = im.max_batch(ctx, problem.tpot_s)
                     if batch < 1:
@@ -319,7 +288,22 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict) -> int:
                math.ceil(kv / im.kv_capacity_bytes + 1e-9))
 
 
+def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict) -> dict[tuple, int]:
+    """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone."""
+    bounds: dict[tuple, int] = {}
+    for q in pools:
+        if q.key in bounds:
+            continue
+        dc = problem.dc(q.dc)
+        bounds[q.key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
+                            max(_enough(problem, t, instances[t], decode) for t in pools if t.key == q.key))
+    return bounds
+
+
+# --- data: flows and their parameters ----------------------------------------------------
+
 def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow]:
+    """F: every (class, pipeline, P queue, destination) the architecture and the pools allow."""
     decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
     flows = []
     for k, c in enumerate(problem.classes):
@@ -341,44 +325,19 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
     return flows
 
 
-def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formulation:
-    """Build the MILP for ``arch``; the objective coefficients are set by the caller."""
-    opts = problem.options
-    u, u_link = opts.utilization_cap, opts.link_utilization_cap
-    kv = problem.kv_bytes_per_token
-    pools, instances, decode, notes = candidate_pools(problem, arch)
-    m = LinearModel()
-
-    # One integer count per physical pool (role, dc, chip, tp); a P pool's instances are
-    # split continuously over its utilisation tiers (tier[q], Σ_tiers = n).
-    n: dict[tuple, int] = {}
-    tier: dict[Pool, int] = {}
-    for q in pools:
-        if q.key in n:
-            continue
-        dc = problem.dc(q.dc)
-        ub = min(opts.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
-                 max(_enough(problem, t, instances[t], decode) for t in pools if t.key == q.key))
-        n[q.key] = m.var(f"n[{','.join(map(str, q.key[:3]))},tp{q.tp}]", 0, ub, integer=True)
-    for q in pools:
-        if q.role == P:
-            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
-    for key, var in n.items():
-        if key[0] == P:
-            parts = {tier[q]: 1.0 for q in pools if q.key == key}
-            m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
-    g = m.var("G", 0, problem.arrival_rps)
-
-    flows = _flows(problem, arch, pools)  # filtered to each queue's admitted classes below
-    prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
-               for k, c in enumerate(problem.classes) for p in pools if p.role == P}
-    admitted = {p: (light_classes(problem, instances[p]) if p.mix == "light" else set(range(len(problem.classes))))
+def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances: dict) -> list[Flow]:
+    """The flows whose class the P queue admits (a light queue takes light classes only)."""
+    admitted = {p: (light_classes(problem, instances[p]) if p.mix == LIGHT else set(range(len(problem.classes))))
                 for p in pools if p.role == P}
-    waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
-    flows = [f for f in flows if f.k in admitted[f.p]]
-    wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
+    return [f for f in flows if f.k in admitted[f.p]]
 
-    x, ttft, late, hold, eager = {}, {}, {}, {}, {}
+
+def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
+               prefill: dict) -> tuple[dict, dict, dict, dict]:
+    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps."""
+    u_link = problem.options.link_utilization_cap
+    waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    ttft, late, hold, eager = {}, {}, {}, {}
     for f in flows:
         c = problem.classes[f.k]
         pre = prefill[(f.k, f.p)]
@@ -391,110 +350,229 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
             eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
         elif f.pipeline == P_RLD:
             eager[f] = float(c.output_tokens)
-    # A relayed flow whose direct twin (same class, P queue and destination) is late no
-    # more often is dominated: it needs an RLD besides and holds KV on P as long. Drop it.
+    return ttft, late, hold, eager
+
+
+def _undominated(flows: list[Flow], late: dict[Flow, float]) -> list[Flow]:
+    """Drop a relayed flow whose direct twin (same class, P queue and destination) is late no
+    more often: it needs an RLD besides and holds KV on P as long."""
     direct = {(f.k, f.p, f.dst): late[f] for f in flows if f.pipeline == P_MD}
-    flows = [f for f in flows if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
-    for f in flows:
-        x[f] = m.var(f"x[{problem.classes[f.k].name},{f.pipeline},{f.p.label},{f.dst}]")
+    return [f for f in flows if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
 
-    by_class, by_pool, by_route, by_link = (defaultdict(list) for _ in range(4))
-    for f in flows:
-        by_class[f.k].append(f)
-        by_pool[f.p].append(f)
-        by_route[(f.k, f.pipeline, f.dst)].append(f)
-        by_link[(f.src, f.dst)].append(f)
 
-    # (C1) demand
+def _grouped(flows: list[Flow], key) -> dict:
+    groups = defaultdict(list)
+    for f in flows:
+        groups[key(f)].append(f)
+    return groups
+
+
+def prepare(problem: Problem, arch: Architecture) -> Prepared:
+    """The sets and parameters of the formulation for ``arch`` (data only: no model yet)."""
+    pools, instances, decode, notes = candidate_pools(problem, arch)
+    bounds = _count_bounds(problem, pools, instances, decode)
+    prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
+               for k, c in enumerate(problem.classes) for p in pools if p.role == P}
+    flows = _admitted(problem, _flows(problem, arch, pools), pools, instances)
+    ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill)
+    flows = _undominated(flows, late)
+    wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
+    return Prepared(
+        pools, instances, decode, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
+        by_class=_grouped(flows, lambda f: f.k), by_pool=_grouped(flows, lambda f: f.p),
+        by_route=_grouped(flows, lambda f: (f.k, f.pipeline, f.dst)), by_link=_grouped(flows, lambda f: (f.src, f.dst)),
+    )
+
+
+# --- model: variables and one adder per constraint family ------------------------------
+
+def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[Pool, int]]:
+    """n_q per physical pool (integer) and c_{p,t} per P queue, with (C0) Σ_t c_{p,t} = n_p."""
+    n: dict[tuple, int] = {}
+    for key, ub in data.bounds.items():
+        n[key] = m.var(f"n[{','.join(map(str, key[:3]))},tp{key[3]}]", 0, ub, integer=True)
+    tier: dict[Pool, int] = {}
+    for q in data.pools:
+        if q.role == P:
+            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
+    for key, var in n.items():
+        if key[0] == P:
+            parts = {tier[q]: 1.0 for q in data.pools if q.key == key}
+            m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
+    return n, tier
+
+
+def _add_demand(m: LinearModel, problem: Problem, data: Prepared, x: dict, g: int) -> None:
+    """(C1) demand: Σ_{f∈F_k} x_f = s_k · G for every class k."""
     for k, c in enumerate(problem.classes):
-        coeffs = {x[f]: 1.0 for f in by_class[k]}
+        coeffs = {x[f]: 1.0 for f in data.by_class[k]}
         coeffs[g] = -c.share
         m.add(f"demand[{c.name}]", "demand", coeffs, "==", 0.0)
-    # (C3) P capacity and (C4) P memory; (C13) a "mix" queue carries the class mix in proportion
-    for p in (q for q in pools if q.role == P):
-        mine = by_pool[p]
-        if p.mix == "mix":
-            total = m.var(f"X[{p.label}]")
-            for k, c in enumerate(problem.classes):
-                m.add(f"mix[{c.name},{p.label}]", "mix",
-                      {**{x[f]: 1.0 for f in mine if f.k == k}, total: -c.share}, "==", 0.0)
-        m.add(f"p_capacity[{p.label}]", "p_capacity",
-              {**{x[f]: prefill[(f.k, p)] for f in mine}, tier[p]: -p.util}, "<=", 0.0)
-        m.add(f"p_memory[{p.label}]", "p_memory",
-              {**{x[f]: hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in mine},
-               tier[p]: -instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
 
-    # (C5) decode split, (C6) slots, (C7) memory
-    z: dict[tuple, int] = {}
-    load: dict[Pool, dict[int, float]] = {q: {} for q in decode}
-    mem: dict[Pool, dict[int, float]] = {q: {} for q in decode}
+
+def _add_mix(m: LinearModel, problem: Problem, data: Prepared, x: dict, p: Pool) -> None:
+    """(C13) mix queue: Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for the "mix" queue t = p and every class k."""
+    total = m.var(f"X[{p.label}]")
     for k, c in enumerate(problem.classes):
-        for d in problem.dc_names:
-            for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
-                feeding = [f for pipe in pipes for f in by_route[(k, pipe, d)]]
-                targets = [q for q in decode if q.role == role and q.dc == d]
+        m.add(f"mix[{c.name},{p.label}]", "mix",
+              {**{x[f]: 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share}, "==", 0.0)
+
+
+def _add_p_capacity(m: LinearModel, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
+    """(C3) P capacity: Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_t · c_{p,t}."""
+    m.add(f"p_capacity[{p.label}]", "p_capacity",
+          {**{x[f]: data.prefill[(f.k, p)] for f in data.by_pool[p]}, tier[p]: -p.util}, "<=", 0.0)
+
+
+def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
+    """(C4) P memory: Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · c_{p,t} (Little's law), in GB."""
+    kv = problem.kv_bytes_per_token
+    m.add(f"p_memory[{p.label}]", "p_memory",
+          {**{x[f]: data.hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in data.by_pool[p]},
+           tier[p]: -data.instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
+
+
+@dataclass
+class _DecodeLoad:
+    """What (C5) hands to (C6) and (C7): the z variables and each decode pool's coefficients."""
+
+    z: dict[tuple, int]
+    slots: dict[Pool, dict[int, float]]  # busy seconds per request, per z var
+    memory: dict[Pool, dict[int, float]]  # busy seconds × resident KV (GB), per z var
+
+
+def _split_direct(m: LinearModel, problem: Problem, data: Prepared, x: dict, load: _DecodeLoad, k: int) -> None:
+    """(C5) decode split on MD and D: Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f for every d."""
+    c, kv = problem.classes[k], problem.kv_bytes_per_token
+    for d in problem.dc_names:
+        for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
+            feeding = [f for pipe in pipes for f in data.by_route[(k, pipe, d)]]
+            targets = [q for q in data.decode if q.role == role and q.dc == d]
+            if not feeding or not targets:
+                continue
+            coeffs = {x[f]: 1.0 for f in feeding}
+            for q in targets:
+                var = load.z[(k, None, d, q)] = m.var(f"z[{c.name},{q.label}]")
+                coeffs[var] = -1.0
+                busy = c.output_tokens * data.decode[q].step_s
+                load.slots[q][var] = busy
+                load.memory[q][var] = busy * (c.input_tokens + c.output_tokens / 2) * kv / GB
+            m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
+
+
+def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load: _DecodeLoad, k: int) -> None:
+    """(C5) decode split on RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f, keyed by
+    the P datacenter, pipeline and destination (eager tokens depend on the line)."""
+    c, kv = problem.classes[k], problem.kv_bytes_per_token
+    for src in problem.dc_names:
+        targets = [q for q in data.decode if q.role == RLD and q.dc == src]
+        for pipe in (P_RLD_MD, P_RLD):
+            for d in problem.dc_names:
+                feeding = [f for f in data.by_route[(k, pipe, d)] if f.src == src]
                 if not feeding or not targets:
                     continue
+                tokens = data.eager[feeding[0]]
                 coeffs = {x[f]: 1.0 for f in feeding}
                 for q in targets:
-                    var = z[(k, None, d, q)] = m.var(f"z[{c.name},{q.label}]")
+                    var = load.z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
                     coeffs[var] = -1.0
-                    busy = c.output_tokens * decode[q].step_s
-                    load[q][var] = busy
-                    mem[q][var] = busy * (c.input_tokens + c.output_tokens / 2) * kv / GB
-                m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
-        # RLD: keyed by the P datacenter, pipeline and destination (eager tokens depend on the line)
-        for src in problem.dc_names:
-            targets = [q for q in decode if q.role == RLD and q.dc == src]
-            for pipe in (P_RLD_MD, P_RLD):
-                for d in problem.dc_names:
-                    feeding = [f for f in by_route[(k, pipe, d)] if f.src == src]
-                    if not feeding or not targets:
-                        continue
-                    tokens = eager[feeding[0]]
-                    coeffs = {x[f]: 1.0 for f in feeding}
-                    for q in targets:
-                        var = z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
-                        coeffs[var] = -1.0
-                        busy = tokens * decode[q].step_s
-                        load[q][var] = busy
-                        mem[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
-                    m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
-    for q, design in decode.items():
-        m.add(f"decode_slots[{q.label}]", "decode_slots", {**load[q], n[q.key]: -u * design.batch}, "<=", 0.0)
-        m.add(f"decode_memory[{q.label}]", "decode_memory",
-              {**mem[q], n[q.key]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
+                    busy = tokens * data.decode[q].step_s
+                    load.slots[q][var] = busy
+                    load.memory[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
+                m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
 
-    # (C8) links
+
+def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
+                      design: DecodeDesign) -> None:
+    """(C6) decode slots: Σ z · tokens · t_q ≤ u · B_q · n_q."""
+    u = problem.options.utilization_cap
+    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -u * design.batch}, "<=", 0.0)
+
+
+def _add_decode_memory(m: LinearModel, load: _DecodeLoad, n: dict, q: Pool, design: DecodeDesign) -> None:
+    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ K_q · n_q (Little's law), in GB."""
+    m.add(f"decode_memory[{q.label}]", "decode_memory",
+          {**load.memory[q], n[q.key]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
+
+
+def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, x: dict) -> None:
+    """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ u_L · Gbit/s(s→d)."""
     for (s, d), link in sorted(problem.links.items()):
-        over = by_link[(s, d)]
+        over = data.by_link[(s, d)]
         if not over:
             continue
-        coeffs = {x[f]: wbytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
-        m.add(f"link[{s}->{d}]", "link", coeffs, "<=", u_link * link.gbit_per_s)
-    # (C9) inventory, (C10) power
-    for dc in problem.datacenters:
-        for chip, count in dc.inventory.items():
-            coeffs = {var: key[3] for key, var in n.items() if key[1] == dc.name and key[2] == chip}
-            if coeffs:
-                m.add(f"inventory[{dc.name},{chip}]", "inventory", coeffs, "<=", count)
-        if dc.power_kw is not None:
-            coeffs = {var: instance(problem, key[2], key[3]).power_kw for key, var in n.items() if key[1] == dc.name}
-            if coeffs:
-                m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
-    # (C11) SLA: at most 10 % of served requests late
-    if arch.enforce_sla:
-        m.add("sla[ttft_p90]", "sla", {**{x[f]: late[f] for f in flows}, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
-    # (C2) offered load: min-cost carries all of it; the others at least min_served_fraction
+        coeffs = {x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
+        m.add(f"link[{s}->{d}]", "link", coeffs, "<=", problem.options.link_utilization_cap * link.gbit_per_s)
+
+
+def _add_inventory(m: LinearModel, dc: Datacenter, n: dict) -> None:
+    """(C9) inventory: Σ_{q of chip c in dc} tp_q · n_q ≤ inventory[dc][c]."""
+    for chip, count in dc.inventory.items():
+        coeffs = {var: key[3] for key, var in n.items() if key[1] == dc.name and key[2] == chip}
+        if coeffs:
+            m.add(f"inventory[{dc.name},{chip}]", "inventory", coeffs, "<=", count)
+
+
+def _add_power(m: LinearModel, problem: Problem, dc: Datacenter, n: dict) -> None:
+    """(C10) power: Σ_{q in dc} power_q · n_q ≤ power_kw[dc]."""
+    if dc.power_kw is None:
+        return
+    coeffs = {var: instance(problem, key[2], key[3]).power_kw for key, var in n.items() if key[1] == dc.name}
+    if coeffs:
+        m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
+
+
+def _add_sla(m: LinearModel, data: Prepared, x: dict, g: int) -> None:
+    """(C11) SLA: Σ_f late[f] · x_f ≤ (1 − 0.90) · G (at most 10 % of served requests late)."""
+    m.add("sla[ttft_p90]", "sla", {**{x[f]: data.late[f] for f in data.flows}, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
+
+
+def _bound_load(m: LinearModel, problem: Problem, g: int, objective: str) -> None:
+    """(C2) load: G = arrival (min-cost); f_min·arrival ≤ G ≤ arrival otherwise."""
     if objective == "min-cost":
         m.set_bounds(g, problem.arrival_rps, problem.arrival_rps)
     else:
-        m.set_bounds(g, opts.min_served_fraction * problem.arrival_rps, problem.arrival_rps)
+        m.set_bounds(g, problem.options.min_served_fraction * problem.arrival_rps, problem.arrival_rps)
 
-    goodput = {x[f]: 1.0 - late[f] for f in flows}
+
+def _add_budget(m: LinearModel, problem: Problem, cost: dict[int, float]) -> None:
+    """(C12) budget: Σ price_q n_q ≤ budget."""
+    m.add("budget", "budget", dict(cost), "<=", problem.options.budget_usd_per_h)
+
+
+def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formulation:
+    """Build the MILP for ``arch``: the data, then the variables and each family of rows in
+    turn; the objective coefficients are set by the caller."""
+    data = prepare(problem, arch)
+    m = LinearModel()
+    n, tier = _add_counts(m, data)
+    g = m.var("G", 0, problem.arrival_rps)
+    x = {f: m.var(f"x[{problem.classes[f.k].name},{f.pipeline},{f.p.label},{f.dst}]") for f in data.flows}
+
+    _add_demand(m, problem, data, x, g)
+    for p in (q for q in data.pools if q.role == P):
+        if p.mix == MIX:
+            _add_mix(m, problem, data, x, p)
+        _add_p_capacity(m, data, x, tier, p)
+        _add_p_memory(m, problem, data, x, tier, p)
+    load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: {} for q in data.decode})
+    for k in range(len(problem.classes)):
+        _split_direct(m, problem, data, x, load, k)
+        _split_relay(m, problem, data, x, load, k)
+    for q, design in data.decode.items():
+        _add_decode_slots(m, problem, load, n, q, design)
+        _add_decode_memory(m, load, n, q, design)
+    _add_links(m, problem, arch, data, x)
+    for dc in problem.datacenters:
+        _add_inventory(m, dc, n)
+        _add_power(m, problem, dc, n)
+    if arch.enforce_sla:
+        _add_sla(m, data, x, g)
+    _bound_load(m, problem, g, objective)
+
+    goodput = {x[f]: 1.0 - data.late[f] for f in data.flows}
     cost = {var: instance(problem, key[2], key[3]).price_usd_per_h for key, var in n.items()}
-    # (C12) budget
-    if objective == "max-goodput" and opts.budget_usd_per_h is not None:
-        m.add("budget", "budget", dict(cost), "<=", opts.budget_usd_per_h)
-
-    return Formulation(problem, arch, m, pools, n, tier, flows, x, z, g, goodput, cost, instances, ttft, notes)
+    if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
+        _add_budget(m, problem, cost)
+    return Formulation(problem, arch, m, data.pools, n, tier, data.flows, x, load.z, g, goodput, cost,
+                       data.instances, data.ttft, data.notes)

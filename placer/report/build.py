@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from placer.errors import InputError, PlacerError
+from placer.flows import RLD
 from placer.plan import Plan
 from placer.report import charts, figures, tables
 from placer.report.diagram import plan_diagram
@@ -52,6 +53,82 @@ def _png_img(fig, alt: str) -> str:
     return f'<img class="figure" alt="{escape(alt)}" src="data:image/png;base64,{data}">'
 
 
+@dataclass
+class _Gallery:
+    """The figures drawn so far, each written under ``out`` as PNG and SVG."""
+
+    out: Path
+    figs: list[Figure] = field(default_factory=list)
+
+    def add(self, fig, stem: str, title: str, caption: str, inline_svg: bool = False) -> None:
+        html = figures.inline_svg(fig, stem) if inline_svg else _png_img(fig, title)
+        files = figures.write(fig, self.out, stem)
+        figures.close(fig)
+        self.figs.append(Figure(stem, title, caption, html, files))
+
+
+def _problem_for(plan: Plan, scenario, notes: list[str]):
+    """The resolved scenario (None without one), checked to hold the plan's datacenters and chips."""
+    if scenario is None:
+        return None
+    from placer.optimize import as_problem
+
+    problem = as_problem(scenario)
+    _check_fits(plan, problem)
+    if problem.name != plan.scenario:
+        notes.append(f"the plan was made for scenario {plan.scenario!r}; it is drawn against "
+                     f"{problem.name!r} as given")
+    return problem
+
+
+def _baselines(gallery: _Gallery, problem, plan: Plan, solver: str, time_limit_s: float, say) -> dict:
+    """Solve the PD baselines beside the plan and draw the bars."""
+    from placer.baselines import compare
+    from placer.optimize import OBJECTIVES, SolveConfig
+
+    objective = plan.objective if plan.objective in OBJECTIVES else "bcr"
+    say("solving the baselines")
+    comparison = compare(problem, SolveConfig(objective, solver, time_limit_s), pdd=plan)
+    gallery.add(charts.baseline_bars(comparison), "baselines", "PDD beside the PD baselines",
+                "Each baseline solved in the same model, prices and SLA (placer compare).")
+    return comparison
+
+
+def _simulations(problem, plan: Plan, comparison: dict, requests: int, seed: int, notes: list[str], say) -> list:
+    """Simulator runs of the plan and of SIM_BASELINES (those that have a plan the simulator takes)."""
+    from placer.report.simdata import simulate_plan
+
+    say("simulating the plan")
+    sims = [simulate_plan(problem, plan, "pdd", requests, seed)]
+    for name in SIM_BASELINES:
+        base = comparison["baselines"].get(name)
+        if not isinstance(base, Plan):
+            notes.append(f"TTFT CDF: no {name} curve: {base.get('error', 'no plan') if base else 'not solved'}")
+            continue
+        say(f"simulating {name}")
+        try:
+            sims.append(simulate_plan(problem, base, name, requests, seed))
+        except PlacerError as err:
+            notes.append(f"TTFT CDF: no {name} curve: the simulator refused its plan: {err}")
+    return sims
+
+
+def _simulation_figures(gallery: _Gallery, problem, plan: Plan, sims: list, requests: int, seed: int,
+                        notes: list[str]) -> None:
+    """The simulated TTFT CDF of every run and the PDD run's RLD-share / WAN-use timeline."""
+    if not sims[0].per_request:
+        notes.append("the simulator gave no per-request data: the TTFT CDF is drawn through P50/P90/P99 and "
+                     "the RLD share over time is left out")
+    gallery.add(charts.ttft_cdf(sims, problem.ttft_p90_s), "ttft-cdf", "Simulated TTFT distribution",
+                f"{requests} simulated requests per plan (seed {seed}), each plan at the load it carries; the "
+                "dashed line is the SLA's P90 TTFT.")
+    has_rld = any(p.role == RLD and p.count > 0 for p in plan.pools)
+    gallery.add(charts.timeline(sims[0], plan.metrics.rld_token_share, has_rld), "timeline",
+                "RLD token share and WAN use over time",
+                "From the simulation of the PDD plan: the share of output tokens RelayDecode emitted, per time bin "
+                "of finishing requests, and each WAN line's Gbit/s (dashed: capacity).")
+
+
 def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str | Path | None = None, *,
                  requests: int = 5000, seed: int = 0, solver: str = "ortools", time_limit_s: float = 30.0,
                  source: str = "", log=None) -> Report:
@@ -69,28 +146,11 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
         raise InputError(f"--out: cannot create {str(out)!r}: {err.strerror}") from None
     sweep_rows = charts.read_sweep(sweep_csv) if sweep_csv is not None else None
     notes: list[str] = []
-    figs: list[Figure] = []
-    problem = None
-    dc_names = None
-    if scenario is not None:
-        from placer.optimize import as_problem
-
-        problem = as_problem(scenario)
-        dc_names = list(problem.dc_names)
-        _check_fits(plan, problem)
-        if problem.name != plan.scenario:
-            notes.append(f"the plan was made for scenario {plan.scenario!r}; it is drawn against "
-                         f"{problem.name!r} as given")
-
-    def add(fig, stem: str, title: str, caption: str, inline_svg: bool = False) -> None:
-        html = figures.inline_svg(fig, stem) if inline_svg else _png_img(fig, title)
-        files = figures.write(fig, out, stem)
-        figures.close(fig)
-        figs.append(Figure(stem, title, caption, html, files))
-
-    add(plan_diagram(plan, dc_names), "plan-diagram", "The plan",
-        "Datacenters with their pools (role, chip, tensor-parallel degree, instances) and the WAN lines "
-        "with their capacity and the Gbit/s and req/s the plan sends each way.", inline_svg=True)
+    gallery = _Gallery(out)
+    problem = _problem_for(plan, scenario, notes)
+    gallery.add(plan_diagram(plan, list(problem.dc_names) if problem is not None else None), "plan-diagram",
+                "The plan", "Datacenters with their pools (role, chip, tensor-parallel degree, instances) and the "
+                "WAN lines with their capacity and the Gbit/s and req/s the plan sends each way.", inline_svg=True)
 
     comparison = None
     sims: list = []
@@ -98,52 +158,22 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
         notes.append("no scenario given (--scenario): the baseline comparison, the simulated TTFT CDF and the "
                      "RLD-share / WAN-use timeline need it; only what the plan alone shows is drawn")
     else:
-        from placer.baselines import compare
-        from placer.optimize import OBJECTIVES, SolveConfig
-
-        objective = plan.objective if plan.objective in OBJECTIVES else "bcr"
-        say("solving the baselines")
-        comparison = compare(problem, SolveConfig(objective, solver, time_limit_s), pdd=plan)
-        add(charts.baseline_bars(comparison), "baselines", "PDD beside the PD baselines",
-            "Each baseline solved in the same model, prices and SLA (placer compare).")
-        from placer.report.simdata import simulate_plan
-
-        say("simulating the plan")
-        sims.append(simulate_plan(problem, plan, "pdd", requests, seed))
-        for name in SIM_BASELINES:
-            base = comparison["baselines"].get(name)
-            if not isinstance(base, Plan):
-                notes.append(f"TTFT CDF: no {name} curve: {base.get('error', 'no plan') if base else 'not solved'}")
-                continue
-            say(f"simulating {name}")
-            try:
-                sims.append(simulate_plan(problem, base, name, requests, seed))
-            except PlacerError as err:
-                notes.append(f"TTFT CDF: no {name} curve: the simulator refused its plan: {err}")
-        if not sims[0].per_request:
-            notes.append("the simulator gave no per-request data: the TTFT CDF is drawn through P50/P90/P99 and "
-                         "the RLD share over time is left out")
-        add(charts.ttft_cdf(sims, problem.ttft_p90_s), "ttft-cdf", "Simulated TTFT distribution",
-            f"{requests} simulated requests per plan (seed {seed}), each plan at the load it carries; the "
-            "dashed line is the SLA's P90 TTFT.")
-        has_rld = any(p.role == "RLD" and p.count > 0 for p in plan.pools)
-        add(charts.timeline(sims[0], plan.metrics.rld_token_share, has_rld), "timeline",
-            "RLD token share and WAN use over time",
-            "From the simulation of the PDD plan: the share of output tokens RelayDecode emitted, per time bin "
-            "of finishing requests, and each WAN line's Gbit/s (dashed: capacity).")
+        comparison = _baselines(gallery, problem, plan, solver, time_limit_s, say)
+        sims = _simulations(problem, plan, comparison, requests, seed, notes, say)
+        _simulation_figures(gallery, problem, plan, sims, requests, seed, notes)
     if sweep_rows is not None:
-        add(charts.bathtub(sweep_rows), "bathtub", "BCR against hit rate",
-            f"From {Path(sweep_csv).name}: each variant optimised (ILP) and simulated.")
+        gallery.add(charts.bathtub(sweep_rows), "bathtub", "BCR against hit rate",
+                    f"From {Path(sweep_csv).name}: each variant optimised (ILP) and simulated.")
     else:
         notes.append("no sweep given (--sweep CSV from `placer sweep --vary hit-mean`): no bathtub curve")
 
     html_path = out / "report.html"
-    html = render_html(plan, figs, notes, comparison, sims[0].data if sims else None, source)
+    html = render_html(plan, gallery.figs, notes, comparison, sims[0].data if sims else None, source)
     try:
         html_path.write_text(html, encoding="utf-8")
     except OSError as err:
         raise InputError(f"--out: cannot write {str(html_path)!r}: {err.strerror}") from None
-    files = [html_path] + [p for f in figs for p in f.files]
+    files = [html_path] + [p for f in gallery.figs for p in f.files]
     return Report(html_path, files, notes)
 
 

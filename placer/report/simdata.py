@@ -1,7 +1,7 @@
 """Simulator runs for the report: TTFT distribution and RLD token share over time.
 
 in:  a Problem, a Plan, how many requests and the seed
-out: :class:`SimRun` — the Simulation JSON of CONTRACTS.md plus, per measured request,
+out: :class:`SimRun` — the Simulation JSON of docs/contracts.md plus, per measured request,
      its TTFT, finish time, output tokens and the tokens RelayDecode produced.
 
 The Simulation JSON carries TTFT percentiles and per-line Gbit/s over time but neither

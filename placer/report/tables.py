@@ -14,21 +14,24 @@ def _f(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
 
 
+def _sim_value(sim: dict, key: str, fmt) -> str:
+    """``sim[key]`` formatted, or "" when the simulation does not report it."""
+    return fmt(sim[key]) if key in sim else ""
+
+
 def metric_rows(plan: Plan, sim: dict | None = None) -> list[tuple[str, str, str]]:
     """(metric, planned by the ILP, simulated or "") rows."""
     m = plan.metrics
     s = sim or {}
-
-    def sv(key: str, fmt) -> str:
-        return fmt(s[key]) if key in s else ""
-
     return [
-        ("BCR (SLA requests per USD)", _f(m.bcr_requests_per_usd, 2), sv("bcr_requests_per_usd", lambda v: _f(v, 2))),
-        ("cost (USD/h)", _f(m.cost_usd_per_h, 2), sv("cost_usd_per_h", lambda v: _f(v, 2))),
-        ("SLA goodput (req/s)", _f(m.goodput_rps), sv("goodput_rps", _f)),
+        ("BCR (SLA requests per USD)", _f(m.bcr_requests_per_usd, 2),
+         _sim_value(s, "bcr_requests_per_usd", lambda v: _f(v, 2))),
+        ("cost (USD/h)", _f(m.cost_usd_per_h, 2), _sim_value(s, "cost_usd_per_h", lambda v: _f(v, 2))),
+        ("SLA goodput (req/s)", _f(m.goodput_rps), _sim_value(s, "goodput_rps", _f)),
         ("served / offered (req/s)", f"{_f(m.served_rps)} / {_f(m.offered_rps)}",
          f"{_f(s['served_rps'])} / {_f(s['offered_rps'])}" if "served_rps" in s else ""),
-        ("SLA attainment", f"{100 * m.sla_attainment:.1f} %", sv("sla_attainment", lambda v: f"{100 * v:.1f} %")),
+        ("SLA attainment", f"{100 * m.sla_attainment:.1f} %",
+         _sim_value(s, "sla_attainment", lambda v: f"{100 * v:.1f} %")),
         ("TTFT P50 / P90 / P99 (s)", f"{_f(m.ttft_p50_s)} / {_f(m.ttft_p90_s)} / {_f(m.ttft_p99_s)}",
          f"{_f(s['ttft_p50_s'])} / {_f(s['ttft_p90_s'])} / {_f(s['ttft_p99_s'])}" if "ttft_p50_s" in s else ""),
         ("TPOT (s)", _f(m.tpot_s, 4), f"P50 {_f(s['tpot_p50_s'], 4)}, P90 {_f(s['tpot_p90_s'], 4)}"
@@ -36,7 +39,7 @@ def metric_rows(plan: Plan, sim: dict | None = None) -> list[tuple[str, str, str
         ("WAN (Gbit/s)", _f(m.wan_gbit_per_s, 2),
          _f(sum(l.get("mean_gbit_per_s", 0.0) for l in s.get("links", [])), 2) if "links" in s else ""),
         ("RLD share of output tokens", f"{100 * m.rld_token_share:.1f} %",
-         sv("rld_token_share", lambda v: f"{100 * v:.1f} %")),
+         _sim_value(s, "rld_token_share", lambda v: f"{100 * v:.1f} %")),
     ]
 
 

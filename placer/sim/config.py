@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placer.errors import InputError
+from placer.flows import HANDOFF_MODES
 from placer.workload.arrivals import Burstiness
 
 WORKLOADS = ("classes", "agentic", "trace")
 DISPATCH = ("random", "least-work")
-HANDOFF_MODES = ("adaptive", "one-shot", "catch-up")
 
 
 @dataclass(frozen=True)

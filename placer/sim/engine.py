@@ -1,7 +1,7 @@
 """The discrete-event loop: requests through P, the network, RLD and MD, per the plan.
 
 in:  a Problem, a Plan (pools, routes, assignments, handoff policy), a SimConfig
-out: :class:`placer.sim.result.SimResult` (the Simulation JSON of CONTRACTS.md)
+out: :class:`placer.sim.result.SimResult` (the Simulation JSON of docs/contracts.md)
 
 One heap of ``(time, seq, handler, arg)`` events; arrivals are pulled lazily from the
 workload so that only requests in flight exist. A request's life:
@@ -29,12 +29,12 @@ from bisect import bisect_right
 from heapq import heappop, heappush
 
 from placer.errors import InputError
-from placer.ilp.formulation import D, MD, P, RLD, decode_context_tokens, instance
+from placer.flows import CATCH_UP, D, MD, ONE_SHOT, P, RLD, decode_context_tokens, handoff_mode, instance
 from placer.perfmodel import RDMA_LATENCY_S
 from placer.sim.config import SimConfig
 from placer.sim.decode import DecodeInstance
 from placer.sim.drc import BlockCache
-from placer.sim.handoff import CATCH_UP, ONE_SHOT, choose_mode, plan_handoff
+from placer.sim.handoff import plan_handoff
 from placer.sim.links import WanLink
 from placer.sim.metrics import QuantileSketch, TimeSeries
 from placer.sim.prefill import PrefillInstance
@@ -224,40 +224,62 @@ class Simulation:
     # ---- stages ---------------------------------------------------------------
     def arrive(self, item, rid: int) -> None:
         t, k, n_in, n_out, hit, ids = item
-        router = self.router
         rand = self.rng_route.random
-        by_drc = self.route_by_drc
+        hit, drc_hit = self._arrival_hits(ids, n_in, hit)
+        if k < 0 or (self.route_by_drc and drc_hit != hit):
+            k = self.router.classify(n_in, n_out, drc_hit if self.route_by_drc else hit)
+            if k < 0:
+                self._reject(t, rid)
+                return
+        path, md, drc_hit = self._route(k, n_in, n_out, hit, drc_hit, ids, rand)
+        req = self._new_req(rid, t, n_in, n_out, hit, ids, path, md, drc_hit, rand)
+        if rid >= self.warm_n:
+            if self.first_measured_t is None:
+                self.first_measured_t = t
+            self.hit_tokens_p += hit * n_in
+            self.hit_tokens_drc += drc_hit * n_in
+            self.input_tokens += n_in
+        self.last_arrival_t = t
+        req.p = self._pick_prefill(path, rand)
+        req.p.enqueue(req, t)
+
+    def _arrival_hits(self, ids, n_in: int, hit: float) -> tuple[float, float]:
+        """(P-side hit, decode-side hit): from the prefix store for hash_ids, else the drawn hit less the DRC lag."""
         if ids is not None:
             matched = self.store.match_tokens(ids, n_in)
             self.store.record(matched, n_in)
             hit = matched / n_in
-            drc_hit = hit
-        else:
-            drc_hit = hit - self.drc_lag if self.drc_lag else hit
-            if drc_hit < 0.0:
-                drc_hit = 0.0
-        if k < 0 or (by_drc and drc_hit != hit):
-            k = router.classify(n_in, n_out, drc_hit if by_drc else hit)
-            if k < 0:
-                self._reject(t, rid)
-                return
+            return hit, hit
+        drc_hit = hit - self.drc_lag if self.drc_lag else hit
+        if drc_hit < 0.0:
+            drc_hit = 0.0
+        return hit, drc_hit
+
+    def _route(self, k: int, n_in: int, n_out: int, hit: float, drc_hit: float, ids, rand):
+        """The request's path and MD instance; with real caches, the MD whose cache holds the most
+        (re-routed by what must cross when routing by the decode-side hit)."""
+        router = self.router
         path = router.pick(k, rand())
         md = None
-        if path.d_pool is not None:
-            if ids is None:
-                md = self._pick_decode(path.d_pool, rand)
-            else:
-                md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
-                if by_drc and drc_hit < hit - 0.02 and path.drc and path.link is not None:
-                    k2 = router.classify(n_in, n_out, drc_hit)  # route by what must cross
-                    if k2 >= 0 and k2 != k:
-                        path = router.pick(k2, rand())
-                        if path.d_pool is not None:
-                            md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
-                        else:
-                            md = None
-                if md is not None and md.cache is not None:
-                    md.cache.record(round(drc_hit * n_in), n_in)
+        if path.d_pool is None:
+            return path, md, drc_hit
+        if ids is None:
+            return path, self._pick_decode(path.d_pool, rand), drc_hit
+        md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
+        if self.route_by_drc and drc_hit < hit - 0.02 and path.drc and path.link is not None:
+            k2 = router.classify(n_in, n_out, drc_hit)  # route by what must cross
+            if k2 >= 0 and k2 != k:
+                path = router.pick(k2, rand())
+                if path.d_pool is not None:
+                    md, drc_hit = self._pick_by_cache(path.d_pool, ids, n_in)
+                else:
+                    md = None
+        if md is not None and md.cache is not None:
+            md.cache.record(round(drc_hit * n_in), n_in)
+        return path, md, drc_hit
+
+    def _new_req(self, rid: int, t: float, n_in: int, n_out: int, hit: float, ids, path, md, drc_hit: float,
+                 rand) -> Req:
         req = Req()
         req.rid = rid
         req.t_arr = t
@@ -285,23 +307,17 @@ class Simulation:
             req.xfer = (n_in - drc_hit * n_in) * self.kv
         else:
             req.xfer = n_in * self.kv
-        if rid >= self.warm_n:
-            if self.first_measured_t is None:
-                self.first_measured_t = t
-            self.hit_tokens_p += hit * n_in
-            self.hit_tokens_drc += drc_hit * n_in
-            self.input_tokens += n_in
-        self.last_arrival_t = t
+        return req
+
+    def _pick_prefill(self, path, rand):
+        """The P instance of the path's queue: by the plan's weights (random) or the least backlog."""
         insts = path.p_insts
         if len(insts) == 1:
-            p = insts[0]
-        elif self.config.dispatch == "random":
+            return insts[0]
+        if self.config.dispatch == "random":
             cum = path.p_cum
-            p = insts[bisect_right(cum, rand())] if cum is not None else insts[int(rand() * len(insts))]
-        else:
-            p = min(insts, key=_backlog)
-        req.p = p
-        p.enqueue(req, t)
+            return insts[bisect_right(cum, rand())] if cum is not None else insts[int(rand() * len(insts))]
+        return min(insts, key=_backlog)
 
     def _pick_decode(self, pool, rand):
         insts = pool.instances
@@ -391,7 +407,7 @@ class Simulation:
         pending = rld.produced(req)
         if req.n_out - pending <= 1:
             return  # RLD is about to finish it anyway
-        mode = choose_mode(self.handoff_policy, pending, self.handoff_threshold)
+        mode = handoff_mode(self.handoff_policy, pending, self.handoff_threshold)
         link = req.path.link
         ctx = req.n_in
         im = md.im

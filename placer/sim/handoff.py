@@ -12,7 +12,8 @@ out: :class:`HandoffPlan` — the mode, how long until MD takes over, the extend
   what arrived while RLD emitted more; when fewer than one new token accrued during a
   round, MD has caught up and takes over. No gap; RLD works a little longer.
 * **adaptive**: catch-up when more than ``threshold`` tokens are pending (a big
-  one-shot extend would stall MD's batch), one-shot otherwise.
+  one-shot extend would stall MD's batch), one-shot otherwise — the rule is
+  :func:`placer.flows.handoff_mode`, shared with the executor.
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-TOKEN_ID_BYTES = 15  # the report: 100 token IDs ≈ 1.5 KB with framing
-ONE_SHOT, CATCH_UP = "one-shot", "catch-up"
+from placer.flows import CATCH_UP, ONE_SHOT, TOKEN_ID_BYTES
 
 
 @dataclass(frozen=True)
@@ -33,22 +33,18 @@ class HandoffPlan:
     rounds: int
 
 
-def choose_mode(policy: str, pending_tokens: int, threshold: int) -> str:
-    if policy == "adaptive":
-        return CATCH_UP if pending_tokens > threshold else ONE_SHOT
-    return policy
+def _send_s(tokens: float, one_way_s: float, line_bytes_per_s: float) -> float:
+    """Seconds until ``tokens`` token IDs sent now reach MD."""
+    return one_way_s + tokens * TOKEN_ID_BYTES / line_bytes_per_s if line_bytes_per_s > 0 else one_way_s
 
 
 def plan_handoff(mode: str, pending_tokens: int, one_way_s: float, line_bytes_per_s: float, rld_step_s: float,
                  extend_s: Callable[[int], float], max_rounds: int = 8) -> HandoffPlan:
     """Timing of one handoff in ``mode`` ('one-shot' or 'catch-up')."""
-    def send(k: float) -> float:
-        return one_way_s + k * TOKEN_ID_BYTES / line_bytes_per_s if line_bytes_per_s > 0 else one_way_s
-
     k = max(0, pending_tokens)
     if mode == ONE_SHOT:
         ext = extend_s(k) if k > 0 else 0.0
-        took = send(k)
+        took = _send_s(k, one_way_s, line_bytes_per_s)
         return HandoffPlan(ONE_SHOT, took, ext, took + ext, 1)
     total = ext_total = 0.0
     rounds = 0
@@ -56,7 +52,7 @@ def plan_handoff(mode: str, pending_tokens: int, one_way_s: float, line_bytes_pe
     while rounds < max_rounds:
         rounds += 1
         ext = extend_s(max(1, round(kf)))
-        dt = send(kf) + ext
+        dt = _send_s(kf, one_way_s, line_bytes_per_s) + ext
         total += dt
         ext_total += ext
         kf = dt / rld_step_s if rld_step_s > 0 else 0.0  # RLD emitted this many meanwhile

@@ -68,15 +68,6 @@ class QuantileSketch:
                 return min(self.max, 2.0 * GAMMA ** (b + 1) / (1.0 + GAMMA))  # bucket midpoint
         return self.max
 
-    def fraction_above(self, x: float) -> float:
-        """Share of values above ``x`` (bucket resolution)."""
-        if self.n == 0:
-            return 0.0
-        if x <= 0:
-            return (self.n - self.zeros) / self.n
-        edge = math.floor(math.log(x) * _INV_LOG_GAMMA)
-        return sum(c for b, c in self.counts.items() if b > edge) / self.n
-
 
 class TimeSeries:
     """Per-bin maximum or sum of samples over time, in at most ``bins`` × 2 bins."""

@@ -1,4 +1,4 @@
-"""A finished run → the Simulation JSON of CONTRACTS.md (and a readable table).
+"""A finished run → the Simulation JSON of docs/contracts.md (and a readable table).
 
 Contract keys: ``requests``, ``ttft_p50_s``, ``ttft_p90_s``, ``ttft_p99_s``,
 ``tpot_p50_s``, ``tpot_p90_s``, ``sla_attainment``, ``goodput_rps``,
@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from placer.ilp.formulation import P
+from placer.flows import P, ROLES
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -48,7 +48,78 @@ def _align(series_list: list) -> None:
         s.values.extend([0.0] * (n - len(s.values)))
 
 
+def _pool_row(pool, t_end: float) -> dict:
+    """One pool's figures: utilisation and queue; P forwards; decode batch, tokens, extends, DRC hits."""
+    row = {"role": pool.role, "datacenter": pool.dc, "chip": pool.chip, "tp": pool.tp, "count": pool.count}
+    insts = pool.instances
+    if pool.role == P:
+        busy = sum(i.busy_s for i in insts)
+        row.update(utilization=_r(busy / (pool.count * t_end)),
+                   mean_queue=_r(sum(i.q_area for i in insts) / (pool.count * t_end)),
+                   max_queue=max(i.q_max for i in insts),
+                   forwards=sum(i.forwards for i in insts))
+        return row
+    batch = sum(i.batch_area for i in insts) / (pool.count * t_end)
+    row.update(utilization=_r(batch / pool.design_batch) if pool.design_batch else 0.0,
+               busy_fraction=_r(sum(i.busy_s for i in insts) / (pool.count * t_end)),
+               mean_batch=_r(batch, 3), max_batch=max(i.batch_max for i in insts),
+               design_batch=pool.design_batch,
+               mean_queue=_r(sum(i.q_area for i in insts) / (pool.count * t_end)),
+               max_queue=max(i.q_max for i in insts),
+               tokens=sum(i.tokens for i in insts),
+               extends=sum(i.extends for i in insts))
+    caches = [i.cache for i in insts if i.cache is not None]
+    if caches:
+        q = sum(c.query_tokens for c in caches)
+        row["drc_hit_rate"] = _r(sum(c.hit_tokens for c in caches) / q) if q else 0.0
+    return row
+
+
+def _link_row(s: str, d: str, link, t_end: float) -> dict:
+    """One line direction: capacity, mean and peak Gbit/s, busy fraction, transfers."""
+    if link.flows == 0 and link.bytes_total == 0:
+        peak = 0.0
+    else:
+        peak = max(link.series.values) / link.series.width * 8 / 1e9
+    return {"src": s, "dst": d, "gbit_per_s_capacity": _r(link.rate * 8 / 1e9),
+            "mean_gbit_per_s": _r(link.bytes_total * 8 / 1e9 / t_end),
+            "peak_gbit_per_s": _r(peak), "busy_fraction": _r(link.busy_s / t_end),
+            "transfers": link.flows, "peak_concurrent_transfers": link.peak_flows}
+
+
+def _route_rows(sim, served_rps: float) -> list[dict]:
+    """TTFT quantiles, SLA attainment and goodput per route (pipeline, source, destination)."""
+    measured = sim.measured
+    routes = []
+    for i, rk in enumerate(sim.router.routes):
+        sk = sim.route_ttft[i]
+        if sk.n == 0:
+            continue
+        routes.append({"pipeline": rk.pipeline, "src": rk.src, "dst": rk.dst, "requests": sk.n,
+                       "share": _r(sk.n / measured) if measured else 0.0,
+                       "ttft_p50_s": _r(sk.quantile(0.5)), "ttft_p90_s": _r(sk.quantile(0.9)),
+                       "ttft_p99_s": _r(sk.quantile(0.99)),
+                       "sla_attainment": _r(sim.route_good[i] / sk.n),
+                       "goodput_rps": _r(served_rps * sim.route_good[i] / measured) if measured else 0.0})
+    return routes
+
+
+def _series(sim) -> dict:
+    """Queue lengths and link Gbit/s over time, on one bin width (aligns the series in place)."""
+    series_list = [p.series for p in sim.pools.values()] + [link.series for link in sim.links.values()]
+    _align(series_list)
+    width = series_list[0].width
+    return {
+        "bin_s": _r(width),
+        "t_s": series_list[0].times(),
+        "queues": {p.label: [int(v) for v in p.series.values] for p in sim.pools.values()},
+        "links_gbit_per_s": {f"{s}->{d}": [_r(v / width * 8 / 1e9, 4) for v in link.series.values]
+                             for (s, d), link in sim.links.items()},
+    }
+
+
 def collect(sim, wall_s: float) -> SimResult:
+    """The Simulation JSON of a finished run ``sim`` (a :class:`~placer.sim.engine.Simulation`)."""
     t_end = max(sim.t_end, 1e-9)
     for pool in sim.pools.values():
         for inst in pool.instances:
@@ -61,66 +132,11 @@ def collect(sim, wall_s: float) -> SimResult:
     attainment = sim.good / measured if measured else 0.0
     goodput = served_rps * attainment
     cost = sum(p.im.price_usd_per_h * p.count for p in sim.pools.values())
-
-    pools = []
-    for pool in sorted(sim.pools.values(), key=lambda p: (p.dc, ["P", "RLD", "MD", "D"].index(p.role), p.chip, p.tp)):
-        row = {"role": pool.role, "datacenter": pool.dc, "chip": pool.chip, "tp": pool.tp, "count": pool.count}
-        insts = pool.instances
-        if pool.role == P:
-            busy = sum(i.busy_s for i in insts)
-            row.update(utilization=_r(busy / (pool.count * t_end)),
-                       mean_queue=_r(sum(i.q_area for i in insts) / (pool.count * t_end)),
-                       max_queue=max(i.q_max for i in insts),
-                       forwards=sum(i.forwards for i in insts))
-        else:
-            batch = sum(i.batch_area for i in insts) / (pool.count * t_end)
-            row.update(utilization=_r(batch / pool.design_batch) if pool.design_batch else 0.0,
-                       busy_fraction=_r(sum(i.busy_s for i in insts) / (pool.count * t_end)),
-                       mean_batch=_r(batch, 3), max_batch=max(i.batch_max for i in insts),
-                       design_batch=pool.design_batch,
-                       mean_queue=_r(sum(i.q_area for i in insts) / (pool.count * t_end)),
-                       max_queue=max(i.q_max for i in insts),
-                       tokens=sum(i.tokens for i in insts),
-                       extends=sum(i.extends for i in insts))
-            caches = [i.cache for i in insts if i.cache is not None]
-            if caches:
-                q = sum(c.query_tokens for c in caches)
-                row["drc_hit_rate"] = _r(sum(c.hit_tokens for c in caches) / q) if q else 0.0
-        pools.append(row)
-
-    links = []
-    for (s, d), link in sim.links.items():
-        if link.flows == 0 and link.bytes_total == 0:
-            peak = 0.0
-        else:
-            peak = max(link.series.values) / link.series.width * 8 / 1e9
-        links.append({"src": s, "dst": d, "gbit_per_s_capacity": _r(link.rate * 8 / 1e9),
-                      "mean_gbit_per_s": _r(link.bytes_total * 8 / 1e9 / t_end),
-                      "peak_gbit_per_s": _r(peak), "busy_fraction": _r(link.busy_s / t_end),
-                      "transfers": link.flows, "peak_concurrent_transfers": link.peak_flows})
-
-    routes = []
-    for i, rk in enumerate(sim.router.routes):
-        sk = sim.route_ttft[i]
-        if sk.n == 0:
-            continue
-        routes.append({"pipeline": rk.pipeline, "src": rk.src, "dst": rk.dst, "requests": sk.n,
-                       "share": _r(sk.n / measured) if measured else 0.0,
-                       "ttft_p50_s": _r(sk.quantile(0.5)), "ttft_p90_s": _r(sk.quantile(0.9)),
-                       "ttft_p99_s": _r(sk.quantile(0.99)),
-                       "sla_attainment": _r(sim.route_good[i] / sk.n),
-                       "goodput_rps": _r(served_rps * sim.route_good[i] / measured) if measured else 0.0})
-
-    series_list = [p.series for p in sim.pools.values()] + [link.series for link in sim.links.values()]
-    _align(series_list)
-    width = series_list[0].width
-    series = {
-        "bin_s": _r(width),
-        "t_s": series_list[0].times(),
-        "queues": {p.label: [int(v) for v in p.series.values] for p in sim.pools.values()},
-        "links_gbit_per_s": {f"{s}->{d}": [_r(v / width * 8 / 1e9, 4) for v in link.series.values]
-                             for (s, d), link in sim.links.items()},
-    }
+    pools = [_pool_row(pool, t_end)
+             for pool in sorted(sim.pools.values(), key=lambda p: (p.dc, ROLES.index(p.role), p.chip, p.tp))]
+    links = [_link_row(s, d, link, t_end) for (s, d), link in sim.links.items()]
+    routes = _route_rows(sim, served_rps)
+    series = _series(sim)  # after the links: their peaks are read at the native bin width
     cfg = sim.config
     data = {
         "requests": sim.arrived,

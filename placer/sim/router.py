@@ -20,10 +20,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.ilp.formulation import D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD
+from placer.flows import D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD
 
 PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3}
-PIPE_NAME = {v: k for k, v in PIPE_CODE.items()}
 
 
 @dataclass(frozen=True)
@@ -53,67 +52,24 @@ class Router:
         self.classes = problem.classes
         self.index = {c.name: k for k, c in enumerate(problem.classes)}
         self.routes: list[RouteKey] = []
-        route_idx: dict[RouteKey, int] = {}
+        self._route_idx: dict[RouteKey, int] = {}
         by_role_dc: dict[tuple[str, str], list] = defaultdict(list)
         for key, pool in pools.items():
             by_role_dc[(key[0], key[1])].append(pool)
         #: every decode instance of a role in a datacenter (cache-aware choice looks at all of them)
         self.decoders = {rd: [i for pool in ps for i in pool.instances] for rd, ps in by_role_dc.items()
                          if rd[0] != P}
-
-        def route_of(pipe: str, src: str, dst: str) -> int:
-            rk = RouteKey(pipe, src, dst)
-            if rk not in route_idx:
-                route_idx[rk] = len(self.routes)
-                self.routes.append(rk)
-            return route_idx[rk]
-
         p_rows = [a for a in plan.assignments if a.role == P and a.rps > 0 and a.request_class in self.index]
         slots = queue_slots(p_rows, pools)
         if not p_rows:  # a hand-written plan: split each route evenly over the P pools of its source
-            p_rows = []
-            for r in plan.routes:
-                cands = by_role_dc.get((P, r.src), [])
-                for pool in cands:
-                    p_rows.append(_Row(r.request_class, r.pipeline, P, r.src, pool.key, r.dst,
-                                       r.rps * pool.count / sum(c.count for c in cands)))
+            p_rows = _rows_from_routes(plan, by_role_dc)
         dec_rows = [a for a in plan.assignments if a.role != P and a.rps > 0]
-
-        def weights(role: str, dc: str, cls: str, pipe: str | None, dst: str | None) -> list[tuple]:
-            rows = [a for a in dec_rows if a.role == role and a.datacenter == dc and a.request_class == cls
-                    and (pipe is None or a.pipeline in (pipe, None))
-                    and (dst is None or a.dst in (dst, None))]
-            out = [(pools[_key(a)], a.rps) for a in rows if _key(a) in pools]
-            if not out:
-                out = [(pool, float(pool.count)) for pool in by_role_dc.get((role, dc), [])]
-            total = sum(w for _, w in out)
-            return [(pool, w / total) for pool, w in out] if total > 0 else []
-
         self.paths: list[list[Path]] = [[] for _ in self.classes]
         self.cum: list[list[float]] = [[] for _ in self.classes]
         self.class_rps = [0.0] * len(self.classes)
+        decoders = _Decoders(dec_rows, pools, by_role_dc)
         for a in p_rows:
-            k = self.index.get(a.request_class)
-            pool = pools.get(_key(a)) if not isinstance(a, _Row) else pools.get(a.key)
-            if k is None or pool is None:
-                continue
-            pipe, src, dst = a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter
-            link = links.get((src, dst)) if src != dst and pipe != P_RLD else None
-            rlds = weights(RLD, src, a.request_class, pipe, dst) if pipe in (P_RLD_MD, P_RLD) else [(None, 1.0)]
-            if pipe == P_RLD:
-                decs = [(None, 1.0)]
-            else:
-                decs = weights(D if pipe == P_D else MD, dst, a.request_class, None, None)
-            if not rlds or not decs:
-                continue
-            ridx = route_of(pipe, src, dst)
-            insts, cum = slots.get((pool.key, getattr(a, "queue", None) or ""), (pool.instances, None))
-            for rpool, rw in rlds:
-                for dpool, dw in decs:
-                    self.paths[k].append(Path(PIPE_CODE[pipe], pool, rpool, dpool, link, ridx,
-                                              drc_on and pipe != P_D, src, dst, insts, cum))
-                    self.cum[k].append(a.rps * rw * dw)
-            self.class_rps[k] += a.rps
+            self._add_paths(a, pools, links, slots, decoders, drc_on)
         for k, ws in enumerate(self.cum):
             total = sum(ws)
             cum = [x / total for x in _accumulate(ws)] if total > 0 else []
@@ -125,6 +81,38 @@ class Router:
         self._log_in = [math.log(c.input_tokens) for c in self.classes]
         self._log_out = [math.log(c.output_tokens) for c in self.classes]
         self._filterable = [c.filterable for c in self.classes]
+
+    def _route_of(self, pipe: str, src: str, dst: str) -> int:
+        """The index of route (pipe, src, dst), numbered in order of first use."""
+        rk = RouteKey(pipe, src, dst)
+        if rk not in self._route_idx:
+            self._route_idx[rk] = len(self.routes)
+            self.routes.append(rk)
+        return self._route_idx[rk]
+
+    def _add_paths(self, a, pools: dict, links: dict, slots: dict, decoders: _Decoders, drc_on: bool) -> None:
+        """The paths of one P assignment: one per (RLD pool, decode pool) it may use, weighted by the plan."""
+        k = self.index.get(a.request_class)
+        pool = pools.get(_key(a)) if not isinstance(a, _Row) else pools.get(a.key)
+        if k is None or pool is None:
+            return
+        pipe, src, dst = a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter
+        link = links.get((src, dst)) if src != dst and pipe != P_RLD else None
+        rlds = decoders.weights(RLD, src, a.request_class, pipe, dst) if pipe in (P_RLD_MD, P_RLD) else [(None, 1.0)]
+        if pipe == P_RLD:
+            decs = [(None, 1.0)]
+        else:
+            decs = decoders.weights(D if pipe == P_D else MD, dst, a.request_class, None, None)
+        if not rlds or not decs:
+            return
+        ridx = self._route_of(pipe, src, dst)
+        insts, cum = slots.get((pool.key, getattr(a, "queue", None) or ""), (pool.instances, None))
+        for rpool, rw in rlds:
+            for dpool, dw in decs:
+                self.paths[k].append(Path(PIPE_CODE[pipe], pool, rpool, dpool, link, ridx,
+                                          drc_on and pipe != P_D, src, dst, insts, cum))
+                self.cum[k].append(a.rps * rw * dw)
+        self.class_rps[k] += a.rps
 
     @property
     def total_rps(self) -> float:
@@ -186,6 +174,38 @@ def queue_slots(p_rows: list, pools: dict) -> dict:
             cum[-1] = math.inf
             out[(key, q)] = (insts, cum if len(insts) > 1 else None)
     return out
+
+
+def _rows_from_routes(plan, by_role_dc: dict) -> list:
+    """P rows for a plan without assignments: each route split over its source's P pools by size."""
+    rows = []
+    for r in plan.routes:
+        cands = by_role_dc.get((P, r.src), [])
+        for pool in cands:
+            rows.append(_Row(r.request_class, r.pipeline, P, r.src, pool.key, r.dst,
+                             r.rps * pool.count / sum(c.count for c in cands)))
+    return rows
+
+
+@dataclass(frozen=True)
+class _Decoders:
+    """The plan's decode assignments, to weigh the decode pools a request of a class may take."""
+
+    rows: list
+    pools: dict
+    by_role_dc: dict
+
+    def weights(self, role: str, dc: str, cls: str, pipe: str | None, dst: str | None) -> list[tuple]:
+        """(pool, probability) of ``role`` pools in ``dc`` for class ``cls``: by the plan's rates,
+        or by pool size when the plan names none."""
+        rows = [a for a in self.rows if a.role == role and a.datacenter == dc and a.request_class == cls
+                and (pipe is None or a.pipeline in (pipe, None))
+                and (dst is None or a.dst in (dst, None))]
+        out = [(self.pools[_key(a)], a.rps) for a in rows if _key(a) in self.pools]
+        if not out:
+            out = [(pool, float(pool.count)) for pool in self.by_role_dc.get((role, dc), [])]
+        total = sum(w for _, w in out)
+        return [(pool, w / total) for pool, w in out] if total > 0 else []
 
 
 class _Row:

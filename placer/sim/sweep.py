@@ -39,33 +39,36 @@ def default_price_chip(scenario: Scenario) -> str:
     raise InputError("scenario has no chips to vary the price of")
 
 
+def _scaled_hits(classes: list, f: float) -> list[float]:
+    """Each class's hit with its miss rate scaled by ``f`` (clamped to [0, 1])."""
+    return [min(1.0, max(0.0, 1.0 - f * (1.0 - c.hit_rate))) for c in classes]
+
+
+def _mean_hit(classes: list, f: float) -> float:
+    return sum(c.share * h for c, h in zip(classes, _scaled_hits(classes, f)))
+
+
 def _hit_mean(scenario: Scenario, target: float) -> Scenario:
+    """The scenario with every class's miss rate scaled alike so that the mean hit is ``target``."""
     if not 0.0 <= target <= 1.0:
         raise InputError(f"hit-mean values must be in [0, 1], got {target}")
     classes = scenario.workload.classes
     if not classes:
         raise InputError("--vary hit-mean needs a scenario with workload.classes")
-
-    def hits(f: float) -> list[float]:
-        return [min(1.0, max(0.0, 1.0 - f * (1.0 - c.hit_rate))) for c in classes]
-
-    def mean(f: float) -> float:
-        return sum(c.share * h for c, h in zip(classes, hits(f)))
-
     lo, hi = 0.0, 1.0
-    while mean(hi) > target and hi < 1e9:
+    while _mean_hit(classes, hi) > target and hi < 1e9:
         hi *= 2
-    if mean(0.0) < target:  # every class already at hit 1 cannot rise further
+    if _mean_hit(classes, 0.0) < target:  # every class already at hit 1 cannot rise further
         f = 0.0
     else:
         for _ in range(100):
             mid = (lo + hi) / 2
-            if mean(mid) > target:
+            if _mean_hit(classes, mid) > target:
                 lo = mid
             else:
                 hi = mid
         f = (lo + hi) / 2
-    new = [c.model_copy(update={"hit_rate": round(h, 6)}) for c, h in zip(classes, hits(f))]
+    new = [c.model_copy(update={"hit_rate": round(h, 6)}) for c, h in zip(classes, _scaled_hits(classes, f))]
     return scenario.model_copy(update={"workload": scenario.workload.model_copy(update={"classes": new})})
 
 

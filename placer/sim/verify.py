@@ -16,9 +16,12 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from placer.evaluate import _mixture_quantile, analyze
-from placer.ilp.config import SolveConfig
+from placer.errors import InputError, PlacerError
+from placer.evaluate import analyze
+from placer.flows import mixture_quantile
+from placer.optimize import SolveConfig, as_problem, optimize
 from placer.sim.config import SimConfig
+from placer.sim.engine import simulate
 
 #: Each verify round multiplies the utilisation cap by at most this much.
 CAP_STEP = 0.85
@@ -41,7 +44,7 @@ def agreement(problem, plan, sim) -> dict:
         groups.setdefault((f.pipeline, f.p_pool[1], f.dst), []).append(f)
     for (pipe, src, dst), flows in sorted(groups.items()):
         rps = sum(f.rps for f in flows)
-        ilp_p90 = _mixture_quantile(flows, 0.90)
+        ilp_p90 = mixture_quantile(flows, 0.90)
         ilp_good = rps - sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
         sim_rows = sim.route(pipe, src, dst)
         sim_p90 = sim_rows[0]["ttft_p90_s"] if sim_rows else 0.0
@@ -74,12 +77,7 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
 
     Each step multiplies the cap by √(SLA / simulated P90), kept within [0.7, 0.85]; a cap
     with no feasible plan is remembered and the next try bisects towards it."""
-    from placer.errors import InputError, PlacerError
-    from placer.optimize import as_problem, optimize
-
     solve = solve.but(marginals=False)
-    from placer.sim.engine import simulate
-
     if rounds < 0:
         raise InputError(f"verify-rounds must be >= 0, got {rounds}")
     problem = as_problem(scenario)

@@ -8,9 +8,10 @@ out: ``list[RequestClass]`` whose shares sum to 1, ready for a scenario's
 
 Rules:
 
-* **anomalous**: long input (≥ ``filter_min_input_tokens``), low hit
-  (< ``filter_max_hit_rate``), short output (< ``filter_max_output_tokens``) — the
-  traffic the PDD filter may finish on RelayDecode — gets its own class.
+* **anomalous**: what :class:`placer.flows.FilterRule` filters — long input
+  (≥ ``filter_min_input_tokens``), low hit (< ``filter_max_hit_rate``), short output
+  (< ``filter_max_output_tokens``), the traffic the PDD filter may finish on
+  RelayDecode — gets its own class.
 * the rest go into hit-rate buckets (finer near 1, where agentic traffic lives); a
   bucket under ``min_share`` of the requests merges into its neighbour.
 * a class's input and output are the bucket's mean lengths; its hit rate is the
@@ -24,11 +25,11 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from placer.errors import InputError
-from placer.specs import OptionsSpec, RequestClass
+from placer.flows import DEFAULT_FILTER, FilterRule
+from placer.specs import RequestClass
 
 #: Hit-rate bucket edges: coarse at low hit, fine above 0.9 (the PDD histogram's buckets).
 HIT_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 1.0)
-_DEFAULTS = OptionsSpec()
 
 
 def _field(record: object, name: str) -> float:
@@ -76,9 +77,9 @@ def _pct(x: float) -> str:
 
 
 def fit_classes(records: Iterable[object], min_share: float = 0.02,
-                filter_max_output_tokens: int = _DEFAULTS.filter_max_output_tokens,
-                filter_max_hit_rate: float = _DEFAULTS.filter_max_hit_rate,
-                filter_min_input_tokens: int = _DEFAULTS.filter_min_input_tokens) -> list[RequestClass]:
+                filter_max_output_tokens: int = DEFAULT_FILTER.max_output_tokens,
+                filter_max_hit_rate: float = DEFAULT_FILTER.max_hit_rate,
+                filter_min_input_tokens: int = DEFAULT_FILTER.min_input_tokens) -> list[RequestClass]:
     """Request classes (shares sum to 1) that summarise ``records``.
 
     ``records`` are objects or dicts with ``input_tokens``, ``output_tokens`` and
@@ -86,6 +87,7 @@ def fit_classes(records: Iterable[object], min_share: float = 0.02,
     """
     if not 0 <= min_share < 0.5:
         raise InputError(f"min_share must be in [0, 0.5), got {min_share}")
+    rule = FilterRule(filter_min_input_tokens, filter_max_hit_rate, filter_max_output_tokens)
     buckets = [_Bucket(lo, hi) for lo, hi in zip(HIT_EDGES, HIT_EDGES[1:])]
     anomalous = _Bucket(0.0, filter_max_hit_rate)
     total = 0
@@ -96,7 +98,7 @@ def fit_classes(records: Iterable[object], min_share: float = 0.02,
         if not 0.0 <= hit <= 1.0:
             raise InputError(f"request record has hit_rate {hit}; it must be in [0, 1]")
         total += 1
-        if n_in >= filter_min_input_tokens and hit < filter_max_hit_rate and n_out < filter_max_output_tokens:
+        if rule.is_filtered(n_in, hit, n_out):
             anomalous.add(n_in, n_out, hit)
             continue
         i = len(buckets) - 1

@@ -1,4 +1,4 @@
-"""JSON Lines request traces (CONTRACTS.md): reading, validating, deriving prefix hits.
+"""JSON Lines request traces (docs/contracts.md): reading, validating, deriving prefix hits.
 
 in:  a ``.jsonl`` file, one request per line, with ``timestamp`` (ms), ``input_length``,
      ``output_length`` and either ``hit_rate`` or ``hash_ids`` (the public Mooncake

@@ -12,12 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 from placer.errors import InputError
-from placer.ilp.formulation import instance
+from placer.flows import CATCH_UP, ONE_SHOT, instance
 from placer.perfmodel import PREFILL_CHUNK_OVERHEAD_S
 from placer.sim import SimConfig, simulate
 from placer.sim.decode import DecodeInstance
 from placer.sim.drc import BlockCache
-from placer.sim.handoff import CATCH_UP, ONE_SHOT, choose_mode, plan_handoff
+from placer.sim.handoff import plan_handoff
 from placer.sim.links import WanLink
 from placer.sim.metrics import QuantileSketch, TimeSeries
 from placer.sim.prefill import PrefillInstance
@@ -148,8 +148,6 @@ def test_handoff_modes_trade_relay_time_for_a_gap():
     catch = plan_handoff(CATCH_UP, 100, one_way_s=0.015, line_bytes_per_s=1e9, rld_step_s=0.02, extend_s=extend)
     assert one.gap_s == pytest.approx(0.015 + 100 * 15 / 1e9 + extend(100))
     assert catch.gap_s == 0.0 and catch.rounds > 1 and catch.takeover_s > one.takeover_s
-    assert choose_mode("adaptive", 65, 64) == CATCH_UP and choose_mode("adaptive", 64, 64) == ONE_SHOT
-    assert choose_mode("one-shot", 1000, 64) == ONE_SHOT
 
 
 def test_same_seed_same_result_and_another_seed_differs(small_problem, small_plan, seed):

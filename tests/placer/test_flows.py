@@ -1,0 +1,93 @@
+"""PDD's rules and flow physics in placer.flows: the filter, the handoff, KV over the WAN,
+RLD's eager tokens, the P queue laws and the TTFT mixture quantile."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from placer.flows import (
+    CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, eager_tokens, first_kv_s,
+    handoff_mode, instance, mixture_quantile, packed_wait_law, staged_kv_s, wan_bytes, wan_s,
+)
+from placer.perfmodel import WaitModel
+from placer.problem import resolve
+from placer.specs import parse_scenario
+
+from tests.placer.conftest import micro_dict
+
+
+def test_the_filter_takes_long_cold_short_requests_only():
+    assert DEFAULT_FILTER.is_filtered(input_tokens=8192, hit_rate=0.4, output_tokens=100)
+    assert not DEFAULT_FILTER.is_filtered(8191, 0.4, 100)  # input too short
+    assert not DEFAULT_FILTER.is_filtered(8192, 0.5, 100)  # hit too high
+    assert not DEFAULT_FILTER.is_filtered(8192, 0.4, 500)  # output too long
+    assert FilterRule(min_input_tokens=1024).is_filtered(2048, 0.4, 100)
+
+
+def test_a_scenario_flags_its_classes_with_its_filter_options(micro_problem):
+    assert [c.name for c in micro_problem.classes if c.filterable] == ["odd"]  # 16k input, 10 % hit, 128 out
+    strict = resolve(parse_scenario(micro_dict(options={"tp_degrees": [1, 2], "filter_min_input_tokens": 32768})))
+    assert not any(c.filterable for c in strict.classes)
+
+
+def test_adaptive_handoff_catches_up_above_the_threshold_only():
+    assert handoff_mode("adaptive", 65, 64) == CATCH_UP and handoff_mode("adaptive", 64, 64) == ONE_SHOT
+    assert handoff_mode("one-shot", 1000, 64) == ONE_SHOT
+    assert handoff_mode("catch-up", 0) == CATCH_UP
+    assert handoff_mode("adaptive", 65) == CATCH_UP  # the default threshold is 64
+    with pytest.raises(ValueError, match="handoff mode"):
+        handoff_mode("eager", 10)
+
+
+def test_eager_tokens_are_at_least_one_and_at_most_the_output():
+    assert eager_tokens(0.001, 500, tpot_s=0.05) == 1.0
+    assert eager_tokens(1.0, 500, tpot_s=0.05) == 20.0
+    assert eager_tokens(100.0, 500, tpot_s=0.05) == 500.0
+    assert eager_tokens(math.inf, 500, tpot_s=0.05) == 500.0  # no line: RLD decodes it all
+
+
+def test_the_decode_side_cache_sends_only_the_uncached_kv(micro_problem):
+    hot = micro_problem.classes[0]  # 16384 tokens, 95 % hit
+    kv = micro_problem.kv_bytes_per_token
+    assert wan_bytes(micro_problem, hot, drc=False) == 16384 * kv
+    assert wan_bytes(micro_problem, hot, drc=True) == pytest.approx(0.05 * 16384 * kv)
+    with_drc = wan_s(micro_problem, hot, P_MD, "dc-a", "dc-b", drc=True, utilization=0.5)
+    without = wan_s(micro_problem, hot, P_MD, "dc-a", "dc-b", drc=False, utilization=0.5)
+    assert with_drc < without
+    # plain PD has no decode-side cache, whatever the scenario says
+    assert wan_s(micro_problem, hot, P_D, "dc-a", "dc-b", drc=True, utilization=0.5) == without
+    assert wan_s(micro_problem, hot, P_MD, "dc-a", "dc-c", drc=True, utilization=0.5) == math.inf  # no line
+
+
+def test_p_keeps_the_kv_until_every_transfer_it_feeds_is_done(micro_problem):
+    cold = micro_problem.classes[1]
+    im = instance(micro_problem, "H100-SXM", 1)
+    args = (micro_problem, im, cold)
+    to_rld = first_kv_s(*args, P_RLD_MD, "dc-a", "dc-b", True, 0.5)
+    over_wan = wan_s(micro_problem, cold, P_RLD_MD, "dc-a", "dc-b", True, 0.5)
+    assert to_rld < over_wan  # RLD starts long before the KV reaches MD ...
+    assert staged_kv_s(*args, P_RLD_MD, "dc-a", "dc-b", True, 0.5) == over_wan  # ... which P waits for
+    assert staged_kv_s(*args, P_RLD, "dc-a", "dc-a", True, 0.5) == first_kv_s(*args, P_RLD, "dc-a", "dc-a", True, 0.5)
+    assert first_kv_s(*args, P_MD, "dc-a", "dc-b", True, 0.5) == over_wan
+
+
+def test_packing_short_prompts_shortens_the_wait(micro_problem):
+    im = instance(micro_problem, "H100-SXM", 1)
+    alone = im.prefill_s(1000, 0.0)
+    rps = 0.7 / alone
+    short = packed_wait_law([(rps, alone, 1000.0)], 1, im)
+    long_ = packed_wait_law([(rps, alone, float(im.prefill_chunk_tokens))], 1, im)  # nothing rides along
+    assert long_.rho == pytest.approx(0.7)
+    assert short.rho < long_.rho and short.mean_wait_s < long_.mean_wait_s
+    assert packed_wait_law([(rps, alone, 1000.0)], 0, im).rho == 1.0  # load without instances: overloaded
+
+
+def test_the_mixture_quantile_weighs_flows_by_their_rates():
+    idle = WaitModel(0.0, 1.0, 1.0)
+    fast, slow = SimpleNamespace(rps=9.0, det_s=1.0, wait=idle), SimpleNamespace(rps=1.0, det_s=5.0, wait=idle)
+    assert mixture_quantile([fast, slow], 0.5) == pytest.approx(1.0)
+    assert mixture_quantile([fast, slow], 0.95) == pytest.approx(5.0)
+    assert mixture_quantile([], 0.9) == 0.0
