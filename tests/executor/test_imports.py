@@ -11,7 +11,9 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
           "executor.transport.messages", "executor.transport.shaping", "executor.transport.fake",
           "executor.admission", "executor.health", "executor.lease", "executor.elastic", "executor.config",
           "executor.registry", "executor.dispatch", "executor.live", "executor.faults", "executor.outbox"]
-PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs"}
+#: the planner's base layer (docs/architecture.md): vocabulary, data and physics, no solver, no faces
+PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
+               "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles"}
 
 
 def _loaded(modules: list[str]) -> set[str]:
