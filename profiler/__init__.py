@@ -12,11 +12,11 @@ _EXPORTS = {
     "profile_chip": ("profiler.run", "profile_chip"),
     "probe_link": ("profiler.link", "probe"),
     "serve_link": ("profiler.link", "serve"),
-    "ChipProfile": ("profiler.record", "ChipProfile"),
-    "LinkProfile": ("profiler.record", "LinkProfile"),
+    "ChipProfile": ("placer.profiles.records", "ChipProfile"),
+    "LinkProfile": ("placer.profiles.records", "LinkProfile"),
     "measured_from": ("profiler.calibrate", "measured_from"),
     "store_profile": ("profiler.calibrate", "store"),
-    "RooflineExceededError": ("profiler.measure", "RooflineExceededError"),
+    "RooflineExceededError": ("placer.profiles", "RooflineExceededError"),
 }
 
 __all__ = [

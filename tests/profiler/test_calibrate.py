@@ -11,8 +11,9 @@ from placer.errors import InputError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
+from placer.profiles import RooflineExceededError
+from placer.profiles.records import ChipProfile
 from profiler.calibrate import measured_from
-from profiler.measure import RooflineExceededError
 from tests.placer.conftest import micro_dict
 from tests.profiler.conftest import synthetic_profile, write_profile
 
@@ -71,7 +72,6 @@ def test_latest_reads_the_newest_profile_per_chip_from_the_database(tmp_path):
     pytest.importorskip("sqlalchemy")
     pytest.importorskip("alembic")
     from profiler.calibrate import store
-    from profiler.record import ChipProfile
 
     url = f"sqlite:///{tmp_path / 'placer.db'}"
     store(ChipProfile.model_validate(synthetic_profile("L40S", 0.5, 0.5, "2026-10-01T00:00:00+00:00")), url)

@@ -6,10 +6,11 @@ import json
 
 import pytest
 
+from placer.profiles import RooflineExceededError, Rooflines, check_roofline
+from placer.profiles.records import ChipProfile
 from profiler import compute, run
-from profiler.measure import Measurement, RooflineExceededError, check_roofline
-from profiler.record import ChipProfile
-from profiler.rooflines import Rooflines, for_cpu
+from profiler.measure import measurement
+from profiler.rooflines import for_cpu
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +102,9 @@ def test_violations_recorded_by_the_runner_are_not_accepted(cpu_profile):
 
 
 def test_check_roofline_on_a_plain_measurement():
-    ok = Measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.0], roofline=3.0)
+    ok = measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.0], roofline=3.0)
     check_roofline(ok)
-    too_fast = Measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.5], roofline=3.0, roofline_source="sheet")
+    too_fast = measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.5], roofline=3.0, roofline_source="sheet")
     with pytest.raises(RooflineExceededError, match="sheet"):
         check_roofline(too_fast)
 
@@ -111,7 +112,7 @@ def test_check_roofline_on_a_plain_measurement():
 def test_the_runner_stops_at_a_figure_above_the_roofline(monkeypatch):
     """A roofline far below what the CPU does makes the first step fail, typed."""
     real = for_cpu()
-    tiny = Rooflines(chip="cpu", source="a deliberately wrong bound", datasheet=False,
+    tiny = Rooflines(source="a deliberately wrong bound", datasheet=False,
                      flop_per_s={k: 1.0 for k in real.flop_per_s}, mem_bw_bytes_per_s=real.mem_bw_bytes_per_s,
                      mem_capacity_bytes=real.mem_capacity_bytes)
     monkeypatch.setattr(run, "for_cpu", lambda: tiny)
