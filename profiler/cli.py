@@ -23,16 +23,12 @@ from placer.errors import InputError, PlacerError
 from placer.profiles.records import ChipProfile, LinkProfile
 from profiler import link
 from profiler.calibrate import store
+from profiler.commands import PROFILE
 from profiler.run import profile_chip
 
-profile = typer.Typer(help="Measure chips on the four dimensions and probe WAN links.", no_args_is_help=True)
+profile = typer.Typer(help=PROFILE[1], no_args_is_help=True)
 out = Console()
 err = Console(stderr=True)
-
-
-def register(app: typer.Typer) -> None:
-    """Add the ``profile`` command group to the ``placer`` app."""
-    app.add_typer(profile, name="profile")
 
 
 def _fail(error: Exception) -> NoReturn:

@@ -1,6 +1,6 @@
 """The consoles and the one error exit every `placer` command shares.
 
-A user's mistake ends as one line on stderr with the exit code of CONTRACTS.md
+A user's mistake ends as one line on stderr with the exit code of docs/contracts.md
 (2 bad input, 3 infeasible, 4 no plan in time, 1 other) — never a traceback.
 """
 
