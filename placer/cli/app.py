@@ -145,14 +145,13 @@ class LazyGroup(TyperGroup):
             self.listing = False
 
     def resolve_command(self, ctx: Any, args: list[str]) -> Any:
-        """As click's, with "Did you mean …?" drawn from every registered name."""
-        try:
-            return super().resolve_command(ctx, args)
-        except typer.main._click.exceptions.UsageError as e:
-            matches = difflib.get_close_matches(args[0], self.list_commands(ctx)) if args else []
-            if matches and "Did you mean" not in e.message:
-                e.message = f"{e.message.rstrip('.')}. Did you mean {', '.join(repr(m) for m in matches)}?"
-            raise
+        """As click's, with "Did you mean …?" drawn from every registered name, not the loaded ones."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            matches = difflib.get_close_matches(name, self.list_commands(ctx))
+            hint = f". Did you mean {', '.join(repr(m) for m in matches)}?" if matches else "."
+            ctx.fail(f"No such command {name!r}{hint}")
+        return super().resolve_command(ctx, args)
 
 
 app = typer.Typer(

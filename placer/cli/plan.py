@@ -13,7 +13,6 @@ contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
 from __future__ import annotations
 
 import json
-from enum import Enum
 from importlib import import_module
 from pathlib import Path
 from typing import Annotated
@@ -21,10 +20,11 @@ from typing import Annotated
 import typer
 
 from placer.baselines import compare as compare_baselines
-from placer.cli.output import err, fail, out
+from placer.cli.output import choices, err, fail, out
 from placer.cli.render import compare_view, plan_view
 from placer.errors import InputError, PlacerError
-from placer.optimize import SolveConfig, as_problem, evaluate_plan
+from placer.ilp.backends import BACKENDS
+from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from
@@ -37,17 +37,8 @@ from placer.specs import Scenario, load_scenario
 LATEST_LOADERS = ("placer.service.profiles:latest_measured", "profiler.calibrate:latest_measured")
 
 
-class Objective(str, Enum):
-    bcr = "bcr"
-    min_cost = "min-cost"
-    max_goodput = "max-goodput"
-
-
-class Solver(str, Enum):
-    ortools = "ortools"
-    ortools_highs = "ortools-highs"
-    ortools_scip = "ortools-scip"
-    pulp = "pulp"
+Objective = choices("Objective", OBJECTIVES)
+Solver = choices("Solver", BACKENDS)
 
 
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)]
@@ -155,7 +146,11 @@ def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:
         module, _, attr = target.partition(":")
         try:
             loader = getattr(import_module(module), attr)
-        except (ImportError, AttributeError):
+        except ModuleNotFoundError as e:
+            if e.name != module:
+                raise
+            continue
+        except AttributeError:
             continue
         return loader(chips)
     raise InputError("--profiles latest: no profile database reader is installed; "

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from placer.plan import Plan
+from placer.sim.result import SimResult
 
 
 def _f(value: float, digits: int = 3) -> str:
@@ -116,7 +117,7 @@ def compare_view(result: dict) -> Group:
     return Group(t, *notes)
 
 
-def simulate_view(result, plan):
+def simulate_view(result: SimResult, plan: Plan) -> Group:
     """Rich renderables of a simulation: headline figures, routes, pools, links."""
     d = result.data
     head = Table(title=f"simulation of {plan.scenario} ({d['requests']} requests, seed {d['seed']})")

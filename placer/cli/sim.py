@@ -13,7 +13,6 @@ these commands runs.
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -21,48 +20,28 @@ import typer
 import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-from placer.cli.output import err, out
+from placer.cli.output import choices, err, out
 from placer.cli.output import fail as _fail
 from placer.cli.render import simulate_view
 from placer.errors import InputError, PlacerError
+from placer.flows import HANDOFF_MODES
 from placer.optimize import as_problem
 from placer.plan import load_plan
 from placer.sim import SimConfig
+from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
-from placer.sim.sweep import parse_values, run_sweep, write_outputs
+from placer.sim.sweep import VARY, parse_values, run_sweep, write_outputs
 from placer.specs import load_scenario
 from placer.workload.fit import fit_classes, trace_arrival_rps
 from placer.workload.trace import read_trace, with_hit_rates
 
 workload_app = typer.Typer(help="Workload traces: fit request classes.", no_args_is_help=True)
 
-
-class WorkloadKind(str, Enum):
-    classes = "classes"
-    agentic = "agentic"
-
-
-class ArrivalKind(str, Enum):
-    poisson = "poisson"
-    bursty = "bursty"
-
-
-class HandoffMode(str, Enum):
-    adaptive = "adaptive"
-    one_shot = "one-shot"
-    catch_up = "catch-up"
-
-
-class Dispatch(str, Enum):
-    random = "random"
-    least_work = "least-work"
-
-
-class Vary(str, Enum):
-    hit_mean = "hit-mean"
-    link_gbit = "link-gbit"
-    price = "price"
-    load = "load"
+WorkloadKind = choices("WorkloadKind", [w for w in WORKLOADS if w != "trace"])  # a trace comes with --trace
+ArrivalKind = choices("ArrivalKind", ("poisson", "bursty"))
+HandoffMode = choices("HandoffMode", HANDOFF_MODES)
+Dispatch = choices("Dispatch", DISPATCH)
+Vary = choices("Vary", VARY)
 
 
 def _progress(total: int):

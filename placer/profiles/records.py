@@ -47,7 +47,9 @@ LatestLoader = Callable[[set[str] | None], dict[str, dict]]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # defer_build: the validators are built when a profile is first read, not when
+    # `placer optimize` imports this module.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Provenance(_Frozen):

@@ -107,3 +107,19 @@ def test_a_chip_measured_too_slow_to_pay_is_dropped(tmp_path):
     assert chips_used(calibrated, "L40S") == 0
     assert chips_used(calibrated, "H100-SXM") > chips_used(datasheet, "H100-SXM")
     assert calibrated.metrics.bcr_requests_per_usd < datasheet.metrics.bcr_requests_per_usd
+
+
+def test_latest_is_read_by_the_loader_the_caller_passes():
+    """The planner's reader never touches a database: 'latest' goes to the injected loader."""
+    from placer.profiles import records
+
+    asked = []
+
+    def loader(chips):
+        asked.append(chips)
+        return {"L40S": {"mem_bw_efficiency": 0.5, "profile": "profile 7"}}
+
+    assert records.measured_from("latest", chips=["L40S"], latest=loader)["L40S"]["mem_bw_efficiency"] == 0.5
+    assert asked == [{"L40S"}]
+    with pytest.raises(InputError, match="--profiles latest"):
+        records.measured_from("latest")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -127,3 +129,11 @@ def test_bad_device_is_a_clear_input_error(cli_app):
     result = CliRunner().invoke(cli_app, ["profile", "chip", "--device", "tpu"])
     assert result.exit_code == 2
     assert "not supported" in result.output
+
+
+def test_the_gpu_side_runner_and_the_link_probe_need_no_pydantic():
+    """`python3 -m profiler.run` and `profiler.link` run on a machine with torch and the standard library."""
+    code = ("import sys, profiler.run, profiler.link; "
+            "print(sorted(m for m in ('pydantic', 'typer', 'rich', 'yaml') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr
