@@ -8,6 +8,8 @@ the standard library): :func:`profile_chip`, :func:`probe_link`, :func:`serve_li
 
 from __future__ import annotations
 
+from importlib import import_module
+
 _EXPORTS = {
     "profile_chip": ("profiler.run", "profile_chip"),
     "probe_link": ("profiler.link", "probe"),
@@ -28,7 +30,5 @@ __all__ = [
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'profiler' has no attribute {name!r}")
-    from importlib import import_module
-
     module, attr = _EXPORTS[name]
     return getattr(import_module(module), attr)
