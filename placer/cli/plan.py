@@ -147,9 +147,10 @@ def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:
         try:
             loader = getattr(import_module(module), attr)
         except ModuleNotFoundError as e:
-            if e.name != module:
-                raise
-            continue
+            if e.name == module:
+                continue
+            raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
+                             "install placer[service] or pass a profile file or directory") from None
         except AttributeError:
             continue
         return loader(chips)
