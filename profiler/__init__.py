@@ -8,15 +8,17 @@ the standard library): :func:`profile_chip`, :func:`probe_link`, :func:`serve_li
 
 from __future__ import annotations
 
+from importlib import import_module
+
 _EXPORTS = {
     "profile_chip": ("profiler.run", "profile_chip"),
     "probe_link": ("profiler.link", "probe"),
     "serve_link": ("profiler.link", "serve"),
-    "ChipProfile": ("profiler.record", "ChipProfile"),
-    "LinkProfile": ("profiler.record", "LinkProfile"),
+    "ChipProfile": ("placer.profiles.records", "ChipProfile"),
+    "LinkProfile": ("placer.profiles.records", "LinkProfile"),
     "measured_from": ("profiler.calibrate", "measured_from"),
     "store_profile": ("profiler.calibrate", "store"),
-    "RooflineExceededError": ("profiler.measure", "RooflineExceededError"),
+    "RooflineExceededError": ("placer.profiles", "RooflineExceededError"),
 }
 
 __all__ = [
@@ -28,7 +30,5 @@ __all__ = [
 def __getattr__(name: str):
     if name not in _EXPORTS:
         raise AttributeError(f"module 'profiler' has no attribute {name!r}")
-    from importlib import import_module
-
     module, attr = _EXPORTS[name]
     return getattr(import_module(module), attr)

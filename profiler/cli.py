@@ -1,30 +1,40 @@
 """CLI commands of the profiler: ``placer profile chip`` and ``placer profile link``.
 
-Registered onto the ``placer`` app by ``register(app)``; heavy imports (torch) happen
-inside the commands so ``placer optimize`` starts fast. Exit codes as in placer.cli:
-0 success, 2 bad input, 1 anything else (a figure above its roofline included).
+``profile`` is a ``typer.Typer`` that placer's command registry mounts as the
+``profile`` group (through :mod:`profiler.commands`), importing this module only when
+a ``profile`` command runs; torch is imported by the measurement itself. Exit codes
+as the rest of ``placer`` (docs/contracts.md): 0 success, 2 bad input, 1 anything
+else (a figure above its roofline included); a user's mistake is one line on stderr.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
+from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from placer.cli.output import err, out
-from placer.cli.output import fail as _fail
 from placer.errors import InputError, PlacerError
+from placer.profiles.records import ChipProfile, LinkProfile
+from profiler import link
+from profiler.calibrate import store
+from profiler.commands import PROFILE
+from profiler.run import profile_chip
 
-profile_app = typer.Typer(help="Measure chips on the four dimensions and probe WAN links.", no_args_is_help=True)
+profile = typer.Typer(help=PROFILE[1], no_args_is_help=True)
+out = Console()
+err = Console(stderr=True)
 
 
-def register(app: typer.Typer) -> None:
-    """Add the ``profile`` command group to the ``placer`` app."""
-    app.add_typer(profile_app, name="profile")
+def _fail(error: Exception) -> NoReturn:
+    """One line on stderr naming the error (markup-escaped), then its exit code."""
+    err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
+    raise typer.Exit(getattr(error, "exit_code", 1))
 
 
 def _progress(json_out: bool) -> Progress:
@@ -42,20 +52,21 @@ def _si(value: float | None, unit: str) -> str:
     return f"{value / (1 << 30):.2f} GiB"
 
 
-def chip_view(profile) -> Table:
-    p = profile.provenance
-    table = Table(title=f"{profile.chip}: {p.device_model} on {p.host}, {p.measured_at:%Y-%m-%d %H:%M}Z "
+def chip_view(record: ChipProfile) -> Table:
+    """The measurements of a chip profile as a table, efficiencies in the caption."""
+    p = record.provenance
+    table = Table(title=f"{record.chip}: {p.device_model} on {p.host}, {p.measured_at:%Y-%m-%d %H:%M}Z "
                         f"(torch {p.torch_version}, triton {p.triton_version or '-'}, driver {p.driver})")
     for col, justify in (("dimension", "left"), ("what", "left"), ("median", "right"), ("spread", "right"),
                          ("of roofline", "right"), ("runs", "right")):
         table.add_column(col, justify=justify)
-    for m in profile.measurements:
+    for m in record.measurements:
         frac = m.fraction_of_roofline
         table.add_row(m.dimension, m.name, _si(m.median, m.unit), f"{m.spread_rel:.1%}",
                       "-" if frac is None else f"{frac:.1%}", str(len(m.samples)))
-    eff = profile.efficiency
+    eff = record.efficiency
     table.caption = (
-        f"efficiency (measured / {'datasheet' if profile.rooflines.datasheet else 'estimated bound'}): "
+        f"efficiency (measured / {'datasheet' if record.rooflines.datasheet else 'estimated bound'}): "
         + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} not measured"
                     for k, v in (("compute", eff.compute_efficiency), ("memory bw", eff.mem_bw_efficiency),
                                  ("interconnect", eff.interconnect_efficiency)))
@@ -63,7 +74,7 @@ def chip_view(profile) -> Table:
     return table
 
 
-@profile_app.command("chip")
+@profile.command("chip")
 def chip_command(
     device: Annotated[str, typer.Option(help="torch device to profile: cpu, cuda or cuda:N.")] = "cpu",
     chip: Annotated[str | None, typer.Option(
@@ -75,9 +86,6 @@ def chip_command(
     store_db: Annotated[bool, typer.Option("--store", help="Also store it in the database (chip_profiles).")] = False,
 ) -> None:
     """Measure compute, memory bandwidth and capacity, and interconnect of one device."""
-    from profiler.record import ChipProfile
-    from profiler.run import profile_chip
-
     try:
         with _progress(json_out) as progress:
             task = progress.add_task("profile", total=4)
@@ -85,30 +93,28 @@ def chip_command(
             def step(label: str, done: int, total: int) -> None:
                 progress.update(task, completed=done, total=total, description=label)
 
-            profile = ChipProfile.model_validate(profile_chip(device, chip, quick, on_step=step))
+            record = ChipProfile.model_validate(profile_chip(device, chip, quick, on_step=step))
         if out_path is not None:
             try:
-                profile.save(out_path)
+                record.save(out_path)
             except OSError as e:
                 raise InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}") from None
         row_id = None
         if store_db:
-            from profiler.calibrate import store
-
-            row_id = store(profile)
+            row_id = store(record)
     except PlacerError as e:
         _fail(e)
     if json_out:
-        print(profile.to_json())
+        print(record.to_json())
         return
-    out.print(chip_view(profile))
-    for line in profile.skipped:
+    out.print(chip_view(record))
+    for line in record.skipped:
         out.print(f"[dim]skipped: {line}[/dim]", highlight=False)
     if row_id is not None:
         out.print(f"stored as profile {row_id}")
 
 
-@profile_app.command("link")
+@profile.command("link")
 def link_command(
     listen: Annotated[int | None, typer.Option(help="Serve probes on this TCP port (0: pick one).")] = None,
     peer: Annotated[str | None, typer.Option(help="Probe the server at HOST:PORT.")] = None,
@@ -120,8 +126,6 @@ def link_command(
     json_out: Annotated[bool, typer.Option("--json", help="Print the link profile JSON.")] = False,
 ) -> None:
     """TCP bandwidth over parallel streams and RTT between two hosts."""
-    from profiler import link
-
     if (listen is None) == (peer is None):
         _fail(InputError("profile link: give exactly one of --listen PORT or --peer HOST:PORT"))
     if listen is not None:
@@ -133,8 +137,6 @@ def link_command(
         except KeyboardInterrupt:
             pass
         return
-    from profiler.record import LinkProfile
-
     try:
         link.parse_peer(peer)
     except ValueError as e:
@@ -146,13 +148,13 @@ def link_command(
                                 on_progress=lambda f: progress.update(task, completed=f))
     except OSError as e:
         _fail(InputError(f"--peer {peer}: {e.strerror or e}"))
-    profile = LinkProfile.model_validate(result)
+    record = LinkProfile.model_validate(result)
     if json_out:
-        print(profile.to_json())
+        print(record.to_json())
         return
-    out.print(f"{peer}: {profile.link_gbit_per_s:.3f} Gbit/s over {streams} streams "
-              f"(per stream {', '.join(f'{s:.3f}' for s in profile.per_stream_gbit_per_s)}), "
-              f"RTT {profile.rtt_ms:.3f} ms, jitter {profile.jitter_ms:.3f} ms"
+    out.print(f"{peer}: {record.link_gbit_per_s:.3f} Gbit/s over {streams} streams "
+              f"(per stream {', '.join(f'{s:.3f}' for s in record.per_stream_gbit_per_s)}), "
+              f"RTT {record.rtt_ms:.3f} ms, jitter {record.jitter_ms:.3f} ms"
               + (f"; shaped to {shape_gbit} Gbit/s" if shape_gbit else ""), highlight=False)
-    out.print(json.dumps({"gbit_per_s": round(profile.link_gbit_per_s, 3), "rtt_ms": round(profile.rtt_ms, 3),
-                          "jitter_ms": round(profile.jitter_ms, 3)}), highlight=False)
+    out.print(json.dumps({"gbit_per_s": round(record.link_gbit_per_s, 3), "rtt_ms": round(record.rtt_ms, 3),
+                          "jitter_ms": round(record.jitter_ms, 3)}), highlight=False)

@@ -1,7 +1,7 @@
 """Peak compute: dense matmul FLOP/s per dtype, several shapes, best sustained.
 
-in:  torch, a device, its :class:`~profiler.rooflines.Rooflines`, quick or full
-out: one :class:`~profiler.measure.Measurement` per (dtype, shape), samples in FLOP/s
+in:  torch, a device, its :class:`~placer.profiles.Rooflines`, quick or full
+out: one :class:`~placer.profiles.Measurement` per (dtype, shape), samples in FLOP/s
      (2·M·N·K per product), and the list of what was skipped and why.
 
 Operands are random normal (zeros run faster on some chips and would flatter the
@@ -14,8 +14,9 @@ TF32 off (torch's default): the true fp32 rate. fp8 (e4m3 × e4m3 → bf16 throu
 
 from __future__ import annotations
 
-from profiler.measure import Measurement
-from profiler.rooflines import Rooflines, native_fp16_matmul
+from placer.profiles import Measurement, Rooflines
+from profiler.measure import measurement
+from profiler.rooflines import native_fp16_matmul
 from profiler.timing import auto_inner, is_cuda, rates, time_runs
 
 TARGET_S = 0.02
@@ -79,7 +80,7 @@ def measure(torch, device, roof: Rooflines, quick: bool = False, reps: int = 5) 
                 fn = None
                 if gpu:
                     torch.cuda.empty_cache()
-            out.append(Measurement(
+            out.append(measurement(
                 dimension="compute", name=f"matmul {dtype} {m}x{n}x{k}", unit="flop_per_s",
                 samples=rates(2.0 * m * n * k, seconds), roofline=roof.flop_per_s.get(dtype),
                 roofline_source=f"{roof.source}: {dtype} peak",

@@ -1,7 +1,7 @@
 """Interconnect: host↔device pinned copies, device↔device and all-reduce bus bandwidth.
 
-in:  torch, a device, its :class:`~profiler.rooflines.Rooflines`, quick or full
-out: :class:`~profiler.measure.Measurement` records in bytes/s (one direction):
+in:  torch, a device, its :class:`~placer.profiles.Rooflines`, quick or full
+out: :class:`~placer.profiles.Measurement` records in bytes/s (one direction):
 
 - GPU: ``h2d pinned`` and ``d2h pinned`` (pinned host buffer, device-side timing),
   against the host-link roofline (PCIe 5.0 x16, or NVLink-C2C on a Grace superchip);
@@ -20,8 +20,8 @@ import socket
 import threading
 import time
 
-from profiler.measure import Measurement
-from profiler.rooflines import Rooflines
+from placer.profiles import Measurement, Rooflines
+from profiler.measure import measurement
 from profiler.timing import is_cuda, rates, time_runs
 
 MIB = 1 << 20
@@ -40,7 +40,7 @@ def _host_copies(torch, device, roof, nbytes, reps):
     for name, fn in (("h2d pinned", lambda: dev.copy_(host, non_blocking=True)),
                      ("d2h pinned", lambda: host.copy_(dev, non_blocking=True))):
         seconds = time_runs(fn, device, warmup=2, reps=reps)
-        out.append(Measurement(dimension="interconnect", name=name, unit="bytes_per_s",
+        out.append(measurement(dimension="interconnect", name=name, unit="bytes_per_s",
                                samples=rates(nbytes, seconds), roofline=roof.host_link_bytes_per_s,
                                roofline_source=f"{roof.source}: host link", params={"bytes": nbytes, "reps": reps}))
     return out
@@ -70,7 +70,7 @@ def _multi_gpu(torch, roof, reps, skipped):
     for other in devices[1:]:
         dst = torch.empty(ALLREDUCE_BYTES, dtype=torch.uint8, device=other)
         seconds = _wall_time_all(torch, lambda d=dst: d.copy_(src, non_blocking=True), [devices[0], other], 2, reps)
-        out.append(Measurement(dimension="interconnect", name=f"d2d cuda:0->{other}", unit="bytes_per_s",
+        out.append(measurement(dimension="interconnect", name=f"d2d cuda:0->{other}", unit="bytes_per_s",
                                samples=rates(ALLREDUCE_BYTES, seconds), roofline=roof.scaleup_bytes_per_s,
                                roofline_source=f"{roof.source}: scale-up, one direction",
                                params={"bytes": ALLREDUCE_BYTES, "peer_access":
@@ -81,7 +81,7 @@ def _multi_gpu(torch, roof, reps, skipped):
         tensors = [torch.ones(ALLREDUCE_BYTES // 2, dtype=torch.bfloat16, device=d) for d in devices]
         seconds = _wall_time_all(torch, lambda: nccl.all_reduce(tensors), devices, 2, reps)
         bus = 2 * (count - 1) / count * ALLREDUCE_BYTES
-        out.append(Measurement(dimension="interconnect", name=f"all-reduce {count} GPUs", unit="bytes_per_s",
+        out.append(measurement(dimension="interconnect", name=f"all-reduce {count} GPUs", unit="bytes_per_s",
                                samples=rates(bus, seconds), roofline=roof.scaleup_bytes_per_s,
                                roofline_source=f"{roof.source}: scale-up, one direction",
                                params={"bytes": ALLREDUCE_BYTES, "gpus": count, "dtype": "bf16",
@@ -135,7 +135,7 @@ def measure(torch, device, roof: Rooflines, quick: bool = False, reps: int = 5) 
     seconds = [loopback_socket_seconds(nbytes) for _ in range(reps)]
     skipped.append("interconnect: no accelerator links on the CPU; loopback socket only "
                    "(interconnect_efficiency not measured)")
-    return [Measurement(dimension="interconnect", name="loopback socket", unit="bytes_per_s",
+    return [measurement(dimension="interconnect", name="loopback socket", unit="bytes_per_s",
                         samples=rates(nbytes, seconds), roofline=roof.mem_bw_bytes_per_s,
                         roofline_source=f"{roof.source}: memory bandwidth (a socket copies through memory)",
                         params={"bytes": nbytes, "chunk": LOOPBACK_CHUNK, "reps": reps})], skipped

@@ -2,7 +2,7 @@
 
 in:  a server (``serve``: ``placer profile link --listen PORT``) and a client
      (``probe``: ``--peer HOST:PORT``), any two hosts that can open TCP to each other
-out: a dict in the :class:`profiler.record.LinkProfile` schema: aggregate and per-stream
+out: a dict in the :class:`placer.profiles.records.LinkProfile` schema: aggregate and per-stream
      Gbit/s measured at the *receiver* (bytes between its first and last byte of all
      streams), RTT median and jitter (p90 - p10) of small ping-pong messages.
 
@@ -12,9 +12,11 @@ Protocol (one JSON header line per connection, then raw bytes):
 - ``{"op": "sink"}``: the server reads until EOF, then answers one JSON line
   ``{"bytes", "first_s", "last_s"}`` (its own monotonic clock, shared by all streams).
 
-Shaping: ``rate_bytes_per_s`` makes the client's senders share one token bucket, so
-the path behaves like a line of that rate (how the tests check a known 200 Mbit/s
-within 10 %); unshaped, they send as fast as TCP lets them. Standard library only.
+Shaping: ``rate_bytes_per_s`` makes the client's senders share one token bucket
+(:class:`SharedPacer`, over the executor's), so the path behaves like a line of that
+rate (how the tests check a known 200 Mbit/s within 10 %); unshaped, they send as fast
+as TCP lets them. Standard library only, besides the executor's pure-arithmetic
+bucket and the record's schema version.
 """
 
 from __future__ import annotations
@@ -30,33 +32,35 @@ import threading
 import time
 from collections.abc import Callable
 
+from executor.transport.shaping import TokenBucket
+from placer.profiles import SCHEMA_VERSION
+
 PING_BYTES = 64
 CHUNK_BYTES = 256 * 1024
 HEADER_MAX = 4096
 
 
-class TokenBucket:
-    """A rate limit shared by several senders: ``take(n)`` blocks until n bytes are due.
+class SharedPacer:
+    """Paces several sender threads to one rate: ``take(n)`` blocks until n bytes are due.
 
-    Reservations go negative and sleep off the debt outside the lock, so the long-run
-    rate is exactly ``rate_bytes_per_s`` whatever the number of threads; the bucket
-    starts empty and holds at most ``burst_bytes`` of unused credit.
+    One :class:`executor.transport.shaping.TokenBucket` (the emulated WAN line's)
+    behind a lock, on the monotonic clock: reservations go negative and the debt is
+    slept off outside the lock, so the long-run rate is exactly ``rate_bytes_per_s``
+    whatever the number of threads. It starts empty (the first bytes are paced too)
+    and holds at most ``burst_bytes`` of unused credit.
     """
 
     def __init__(self, rate_bytes_per_s: float, burst_bytes: float):
         if rate_bytes_per_s <= 0 or burst_bytes <= 0:
             raise ValueError(f"rate_bytes_per_s={rate_bytes_per_s} and burst_bytes={burst_bytes} must be > 0")
-        self.rate, self.burst = rate_bytes_per_s, burst_bytes
-        self._tokens, self._stamp = 0.0, time.monotonic()
+        now = time.monotonic()
+        self._bucket = TokenBucket(rate_bytes_per_s, burst_bytes, now)
+        self._bucket.reserve(burst_bytes, now)  # spend the initial burst: start empty
         self._lock = threading.Lock()
 
     def take(self, n: int) -> None:
         with self._lock:
-            now = time.monotonic()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.rate)
-            self._stamp = now
-            self._tokens -= n
-            wait = -self._tokens / self.rate if self._tokens < 0 else 0.0
+            wait = self._bucket.reserve(n, time.monotonic())
         if wait > 0:
             time.sleep(wait)
 
@@ -169,7 +173,7 @@ def measure_bandwidth(host: str, port: int, streams: int = 4, seconds: float = 5
     bucket = None
     if rate_bytes_per_s:
         chunk = int(max(1024, min(CHUNK_BYTES, rate_bytes_per_s / 200)))  # >= 200 sends a second
-        bucket = TokenBucket(rate_bytes_per_s, burst_bytes=chunk * streams)
+        bucket = SharedPacer(rate_bytes_per_s, burst_bytes=chunk * streams)
     socks = [_connect(host, port, "sink", seconds + 30) for _ in range(streams)]
     results: list[dict | None] = [None] * streams
     errors: list[BaseException] = []
@@ -220,7 +224,7 @@ def probe(peer: str, streams: int = 4, seconds: float = 5.0, rate_gbit_per_s: fl
     rtt_ms = [r * 1e3 for r in rtts]
     deciles = statistics.quantiles(rtt_ms, n=10) if len(rtt_ms) > 1 else [rtt_ms[0]] * 9
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "kind": "link",
         "peer": peer,
         "host": socket.gethostname(),

@@ -1,7 +1,7 @@
 """Memory: device bandwidth (copy and triad, torch and Triton) and usable capacity.
 
-in:  torch, a device, its :class:`~profiler.rooflines.Rooflines`, quick or full
-out: :class:`~profiler.measure.Measurement` records: bytes/s counting every byte read
+in:  torch, a device, its :class:`~placer.profiles.Rooflines`, quick or full
+out: :class:`~placer.profiles.Measurement` records: bytes/s counting every byte read
      and written (copy 2·n·elem, triad 3·n·elem), buffers far larger than the last
      cache level; and the usable capacity in bytes.
 
@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from profiler.measure import Measurement
-from profiler.rooflines import GIB, Rooflines
+from placer.profiles import Measurement, Rooflines
+from profiler.measure import measurement
+from profiler.rooflines import GIB
 from profiler.timing import auto_inner, is_cuda, rates, time_runs
 
 MIB = 1 << 20
@@ -37,7 +38,7 @@ CPU_CAPACITY_CAP = 8 * GIB
 def _bandwidth(name, nbytes_moved, fn, device, roof, params, reps):
     inner = auto_inner(fn, device, TARGET_S)
     seconds = time_runs(fn, device, warmup=1, reps=reps, inner=inner)
-    return Measurement(dimension="memory_bandwidth", name=name, unit="bytes_per_s",
+    return measurement(dimension="memory_bandwidth", name=name, unit="bytes_per_s",
                        samples=rates(nbytes_moved, seconds), roofline=roof.mem_bw_bytes_per_s,
                        roofline_source=f"{roof.source}: memory bandwidth",
                        params={**params, "inner": inner, "reps": reps})
@@ -156,6 +157,6 @@ def measure_capacity(torch, device, roof: Rooflines, quick: bool = False) -> tup
     skipped = []
     if params.get("capped"):
         skipped.append(f"memory capacity: capped at {params['cap_bytes'] / GIB:.2f} GiB on the CPU (a lower bound)")
-    return [Measurement(dimension="memory_capacity", name="usable bytes", unit="bytes", samples=[got],
+    return [measurement(dimension="memory_capacity", name="usable bytes", unit="bytes", samples=[got],
                         roofline=roof.mem_capacity_bytes, roofline_source=f"{roof.source}: memory capacity",
                         params=params)], skipped

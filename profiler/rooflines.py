@@ -1,7 +1,7 @@
 """Rooflines: what a device cannot beat on each dimension.
 
 in:  a catalog chip name (datasheet peaks from :mod:`placer.catalog`), or a CPU
-out: :class:`Rooflines` with FLOP/s per dtype, memory bytes/s, capacity bytes, the
+out: :class:`placer.profiles.Rooflines` with FLOP/s per dtype, memory bytes/s, capacity bytes, the
      host link and the scale-up link (one direction), each with its source.
 
 For a catalog chip the figures are the datasheet's: bf16 and fp16 dense peak; fp8
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from placer.catalog import Chip, get_chip
+from placer.profiles import Rooflines
 
 GIB = 1 << 30
 PCIE5_X16_BYTES_PER_S = 64e9  # 32 GT/s × 16 lanes / 8, before encoding: a hard bound per direction
@@ -36,21 +36,6 @@ DEVICE_NAME_TO_CHIP = (
     ("A800", "A800-80G-SXM"), ("A100", "A100-80G-SXM"), ("L40S", "L40S"), ("L20", "L20"),
     ("GB200", "GB200"), ("B200", "B200"), ("MI325X", "MI325X"), ("MI300X", "MI300X"),
 )
-
-
-@dataclass(frozen=True)
-class Rooflines:
-    """Upper bounds per dimension (None: no bound known; the figure is still recorded)."""
-
-    chip: str
-    source: str
-    datasheet: bool  # True: catalog datasheet peaks; False: an estimate
-    flop_per_s: dict[str, float] = field(default_factory=dict)  # per dtype
-    mem_bw_bytes_per_s: float | None = None
-    mem_capacity_bytes: float | None = None
-    host_link_bytes_per_s: float | None = None
-    scaleup_bytes_per_s: float | None = None  # one direction, per chip
-    notes: tuple[str, ...] = ()
 
 
 def chip_for_device_name(device_name: str) -> str | None:
@@ -72,7 +57,6 @@ def from_chip(chip: Chip | str, device_name: str = "") -> Rooflines:
     superchip = any(k in device_name.upper() for k in ("GH200", "GB200"))
     host = NVLINK_C2C_BYTES_PER_S if superchip else PCIE5_X16_BYTES_PER_S
     return Rooflines(
-        chip=chip.name,
         source=f"datasheet {chip.name} (placer catalog, confidence {chip.confidence})",
         datasheet=True,
         flop_per_s=flops,
@@ -122,7 +106,7 @@ def _mem_total_bytes() -> float | None:
     return float(m.group(1)) * 1024 if m else None
 
 
-def for_cpu(name: str = "cpu") -> Rooflines:
+def for_cpu() -> Rooflines:
     """Generous estimated rooflines of this machine's CPU."""
     flags, mhz, sockets, model = _cpuinfo()
     ghz = max(mhz / 1e3, CPU_MIN_GHZ_BOUND)
@@ -139,7 +123,6 @@ def for_cpu(name: str = "cpu") -> Rooflines:
     fp16 = 1024 if "amx_fp16" in flags else 128 if "avx512_fp16" in flags or "fphp" in flags else fp32
     core_hz = cores * ghz * 1e9
     return Rooflines(
-        chip=name,
         source=f"estimate for {model or 'this CPU'}: {cores} logical cores × {ghz:.1f} GHz × SIMD FLOP/cycle; "
                f"{sockets} socket(s) × 12 DDR5-6400 channels",
         datasheet=False,

@@ -1,7 +1,7 @@
 """Run a whole chip profile: the library function behind ``placer profile chip``.
 
 in:  a device ("cpu", "cuda", "cuda:1"), an optional catalog chip name, quick or full
-out: a plain dict in the :class:`profiler.record.ChipProfile` schema: provenance,
+out: a plain dict in the :class:`placer.profiles.records.ChipProfile` schema: provenance,
      every measurement with its samples, the best figure per dimension and
      efficiency = measured / roofline per dimension.
 
@@ -29,17 +29,11 @@ import sys
 import time
 from collections.abc import Callable
 
+from placer.errors import InputError
+from placer.profiles import SCHEMA_VERSION, Measurement, RooflineExceededError, Rooflines, check_roofline
 from profiler import compute, interconnect, memory
-from profiler.measure import Measurement, RooflineExceededError, check_roofline
-from profiler.rooflines import (
-    Rooflines,
-    chip_for_device_name,
-    cpu_model_name,
-    for_cpu,
-    from_chip,
-)
+from profiler.rooflines import chip_for_device_name, cpu_model_name, for_cpu, from_chip
 
-SCHEMA_VERSION = 1
 StepCallback = Callable[[str, int, int], None]  # (step label, steps done, steps in all)
 
 
@@ -91,19 +85,17 @@ def provenance(torch, device, device_model: str) -> dict:
     }
 
 
-def resolve_rooflines(torch, device, chip: str | None) -> tuple[Rooflines, str]:
-    """The rooflines to check against and the device's model name."""
+def resolve_rooflines(torch, device, chip: str | None) -> tuple[str, Rooflines, str]:
+    """The chip the figures calibrate, the rooflines to check against and the device's model name."""
     if device.type == "cuda":
         model = torch.cuda.get_device_name(device)
         name = chip or chip_for_device_name(model)
         if name is None:
-            from placer.errors import InputError
-
             raise InputError(f"--chip: device {model!r} is not in the catalog; name the catalog chip whose "
                              "datasheet bounds it (placer catalog lists them)")
-        return from_chip(name, model), model
+        return name, from_chip(name, model), model
     model = cpu_model_name()
-    return (from_chip(chip) if chip else for_cpu()), model
+    return (chip, from_chip(chip), model) if chip else ("cpu", for_cpu(), model)
 
 
 def summarize_profile(measurements: list[Measurement], roof: Rooflines) -> tuple[dict, dict]:
@@ -152,19 +144,15 @@ def profile_chip(device: str = "cpu", chip: str | None = None, quick: bool = Fal
     import torch
 
     if not re.fullmatch(r"cpu|cuda(:\d+)?", device):
-        from placer.errors import InputError
-
         raise InputError(f"--device: {device!r} is not supported; use cpu, cuda or cuda:N")
     dev = torch.device(device)
     if dev.type == "cuda":
         if not torch.cuda.is_available():
-            from placer.errors import InputError
-
             raise InputError(f"--device: {device!r} asked for, but torch sees no CUDA device")
         if dev.index is None:
             dev = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(dev)
-    roof, model = resolve_rooflines(torch, dev, chip)
+    chip, roof, model = resolve_rooflines(torch, dev, chip)
     reps = reps or (5 if quick else 10)
     steps = [
         ("compute (matmul per dtype)", lambda: compute.measure(torch, dev, roof, quick, reps)),
@@ -195,15 +183,10 @@ def profile_chip(device: str = "cpu", chip: str | None = None, quick: bool = Fal
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "chip",
-        "chip": roof.chip,
+        "chip": chip,
         "quick": quick,
         "provenance": provenance(torch, dev, model),
-        "rooflines": {
-            "source": roof.source, "datasheet": roof.datasheet, "flop_per_s": roof.flop_per_s,
-            "mem_bw_bytes_per_s": roof.mem_bw_bytes_per_s, "mem_capacity_bytes": roof.mem_capacity_bytes,
-            "host_link_bytes_per_s": roof.host_link_bytes_per_s, "scaleup_bytes_per_s": roof.scaleup_bytes_per_s,
-            "notes": list(roof.notes),
-        },
+        "rooflines": roof.as_dict(),
         "measurements": [m.as_dict() for m in measurements],
         "summary": summary,
         "efficiency": efficiency,

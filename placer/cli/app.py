@@ -1,23 +1,161 @@
-"""The `placer` command line: a thin face over the library functions.
+"""The ``placer`` command: the root app, the command registry and ``main``.
 
-Exit codes (CONTRACTS.md): 0 success, 2 bad input, 3 infeasible, 4 no feasible plan
-within the time limit, 1 anything else. No traceback for a user's mistake.
+in:  ``argv``; out: one command's run, with the exit codes of docs/contracts.md
+(0 success, 2 bad input, 3 infeasible, 4 no feasible plan within the time limit,
+1 anything else) and no traceback for a user's mistake.
+
+The registry maps a command name to a :class:`Spec`: ``("module:attr", help line)``.
+``attr`` is either a ``typer.Typer`` (mounted as a command group of that name:
+``workload``, ``jobs``, ``profile``) or a plain function whose parameters carry
+Typer annotations (mounted as one command: ``optimize``, ``serve``, ``deploy``).
+:class:`LazyGroup`, the root's click group, imports a command's module only when
+that command runs, and ``placer --help`` lists every command from the help lines
+alone. Command modules therefore import at the top, as any module does, and
+``placer optimize`` loads the planner and nothing else (no FastAPI, SQLAlchemy,
+torch or Ray).
+
+Placer's own commands are in :data:`COMMANDS`. Other packages add theirs through
+the ``placer.commands`` entry-point group, so placer never imports them by name.
+An entry point can only name an object, and loading it imports that object's
+module; so it names a *spec*, a ``(target, help line)`` tuple in a module that
+imports nothing (``executor/commands.py``: ``DEPLOY = ("executor.cli:deploy",
+"Deploy a plan …")``, registered as ``deploy = "executor.commands:DEPLOY"``). The
+listing then costs one tiny import per package, and the command's own module is
+imported only when it runs. Entry points are read only when a name is not placer's
+own: a plug-in command, the listing, or an unknown name.
+
+During the re-layer, an entry point or target may still name a ``register(app)``
+function (the older form): its command is then taken from a scratch app that
+``register`` fills (see :func:`load`).
 """
 
 from __future__ import annotations
 
-import json
+import difflib
 import sys
-from enum import Enum
-from pathlib import Path
-from typing import Annotated
+from functools import cache
+from importlib import import_module
+from typing import Any, NamedTuple
 
 import typer
+from typer.core import TyperCommand, TyperGroup
 
-from placer.cli.output import err, fail, out
-from placer.errors import PlacerError
+from placer.cli.output import err
+
+
+class Spec(NamedTuple):
+    """Where a command lives and the line ``placer --help`` shows for it."""
+
+    target: str  # "module:attr": a typer.Typer (a group) or a Typer-annotated function (a command)
+    help: str | None  # None only for an entry point of the older form (its module gives the help)
+
+
+#: placer's own commands, in the order ``placer --help`` lists them; each help line
+#: is the first line of the command's docstring (tests/placer/test_cli.py checks it).
+COMMANDS: dict[str, Spec] = {
+    "optimize": Spec("placer.cli.plan:optimize", "Solve for the plan that maximises BCR (or the chosen objective)."),
+    "evaluate": Spec("placer.cli.plan:evaluate", "Metrics of a given plan without re-optimising its pools."),
+    "compare": Spec("placer.cli.plan:compare",
+                    "The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."),
+    "simulate": Spec("placer.cli.sim:simulate",
+                     "Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."),
+    "sweep": Spec("placer.cli.sim:sweep",
+                  "Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."),
+    "serve": Spec("placer.service.cli:serve",
+                  "Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."),
+    "report": Spec("placer.cli.report:report",
+                   "Draw a plan: a self-contained HTML report with its diagram, metrics and charts."),
+    "workload": Spec("placer.cli.sim:workload_app", "Workload traces: fit request classes."),
+    "jobs": Spec("placer.service.cli:jobs",
+                 "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
+}
+ENTRY_POINTS = "placer.commands"
+_LEGACY = "register"  # TODO(issue 12): drop once every entry point and target names a command itself
+
+
+@cache
+def plugins() -> dict[str, Spec]:
+    """Commands of other packages (the ``placer.commands`` entry points), by name."""
+    from importlib.metadata import entry_points  # ~10 ms: only when a plug-in or the listing is asked for
+
+    out = {}
+    for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
+        if ep.name in COMMANDS:
+            continue  # placer's own command keeps its name
+        if ep.attr == _LEGACY:
+            out[ep.name] = Spec(f"{ep.module}:{ep.name}", None)
+        else:
+            target, help_line = ep.load()
+            out[ep.name] = Spec(target, help_line)
+    return out
+
+
+def spec(name: str) -> Spec | None:
+    """The spec of command ``name``, or None when there is no such command."""
+    return COMMANDS.get(name) or plugins().get(name)
+
+
+def load(name: str, target: str) -> Any:
+    """Import ``target`` ("module:attr") and make it the click command ``name``."""
+    module_name, _, attr = target.partition(":")
+    module = import_module(module_name)
+    obj = getattr(module, attr, None)
+    if obj is None and callable(getattr(module, _LEGACY, None)):
+        scratch = typer.Typer(add_completion=False)
+        getattr(module, _LEGACY)(scratch)
+        command = typer.main.get_group(scratch).commands.get(name)
+    elif isinstance(obj, typer.Typer):
+        command = typer.main.get_group(obj)
+    elif callable(obj):
+        single = typer.Typer(add_completion=False)
+        single.command(name)(obj)
+        command = typer.main.get_command(single)
+    else:
+        command = None
+    if command is None:
+        raise LookupError(f"placer command {name!r}: {target} is neither a typer.Typer nor a function")
+    command.name = name
+    return command
+
+
+class LazyGroup(TyperGroup):
+    """The root group: commands come from the registry and are imported when they run."""
+
+    listing = False  # while the help page is drawn: answer with the registry's help lines
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*COMMANDS, *plugins()]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        found = spec(cmd_name)
+        if found is None:
+            return None
+        if self.listing and found.help is not None:
+            return TyperCommand(name=cmd_name, help=found.help)
+        self.commands[cmd_name] = load(cmd_name, found.target)
+        return self.commands[cmd_name]
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self.listing = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self.listing = False
+
+    def resolve_command(self, ctx: Any, args: list[str]) -> Any:
+        """As click's, with "Did you mean …?" drawn from every registered name, not the loaded ones."""
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and not ctx.resilient_parsing and self.get_command(ctx, name) is None:
+            matches = difflib.get_close_matches(name, self.list_commands(ctx))
+            hint = f". Did you mean {', '.join(repr(m) for m in matches)}?" if matches else "."
+            ctx.fail(f"No such command {name!r}{hint}")
+        return super().resolve_command(ctx, args)
+
 
 app = typer.Typer(
+    cls=LazyGroup,
     name="placer",
     help="Hardware-aware placement optimizer for PDD (Prefill / RelayDecode / MainDecode) LLM inference.",
     no_args_is_help=True,
@@ -26,165 +164,9 @@ app = typer.Typer(
 )
 
 
-class Objective(str, Enum):
-    bcr = "bcr"
-    min_cost = "min-cost"
-    max_goodput = "max-goodput"
-
-
-class Solver(str, Enum):
-    ortools = "ortools"
-    ortools_highs = "ortools-highs"
-    ortools_scip = "ortools-scip"
-    pulp = "pulp"
-
-
-ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print the contract JSON instead of tables.")]
-SolverOpt = Annotated[Solver, typer.Option(help="MILP backend: OR-Tools (HiGHS, or SCIP) or PuLP (CBC).")]
-TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")]
-ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
-
-
-def _write(path: Path | None, text: str) -> None:
-    if path is None:
-        return
-    try:
-        path.write_text(text + "\n")
-    except OSError as e:
-        from placer.errors import InputError
-
-        fail(InputError(f"--out: cannot write {str(path)!r}: {e.strerror}"))
-
-
-@app.command()
-def optimize(
-    scenario: ScenarioArg,
-    objective: ObjectiveOpt = Objective.bcr,
-    solver: SolverOpt = Solver.ortools,
-    time_limit: TimeOpt = 30.0,
-    json_out: JsonOpt = False,
-    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
-    marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
-    profiles: Annotated[str | None, typer.Option(
-        "--profiles", help="Measured chip profiles to calibrate with: 'latest' (database), a profile JSON "
-        "or a directory of them. Chips without one keep their datasheet figures.")] = None,
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
-        "tighter utilisation cap (each round printed to stderr).")] = False,
-    verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
-) -> None:
-    """Solve for the plan that maximises BCR (or the chosen objective)."""
-    from placer.optimize import SolveConfig
-    from placer.optimize import optimize as run
-    from placer.specs import load_scenario
-
-    try:
-        loaded = load_scenario(scenario)
-        measured = _measured(profiles, loaded) if profiles else None
-        config = SolveConfig(objective.value, solver.value, time_limit, marginals)
-        plan = run(loaded, config, measured=measured)
-        if verify:
-            from placer.optimize import as_problem
-            from placer.sim.verify import verify_plan
-
-            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, solve=config,
-                               log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
-    except PlacerError as e:
-        fail(e)
-    text = plan.to_json()
-    _write(out_path, text)
-    if json_out:
-        print(text)
-    else:
-        from placer.render import plan_view
-
-        out.print(plan_view(plan))
-
-
-@app.command()
-def evaluate(
-    scenario: ScenarioArg,
-    plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to check.", show_default=False)],
-    solver: SolverOpt = Solver.ortools,
-    time_limit: TimeOpt = 30.0,
-    json_out: JsonOpt = False,
-) -> None:
-    """Metrics of a given plan without re-optimising its pools."""
-    from placer.optimize import SolveConfig, evaluate_plan
-    from placer.plan import load_plan
-    from placer.specs import load_scenario
-
-    try:
-        plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
-    except PlacerError as e:
-        fail(e)
-    if json_out:
-        print(plan.to_json())
-    else:
-        from placer.render import plan_view
-
-        out.print(plan_view(plan))
-
-
-@app.command()
-def compare(
-    scenario: ScenarioArg,
-    objective: ObjectiveOpt = Objective.bcr,
-    solver: SolverOpt = Solver.ortools,
-    time_limit: TimeOpt = 30.0,
-    json_out: JsonOpt = False,
-) -> None:
-    """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
-    from placer.baselines import compare as run
-    from placer.optimize import SolveConfig, as_problem
-    from placer.plan import Plan
-    from placer.specs import load_scenario
-
-    try:
-        result = run(as_problem(load_scenario(scenario)), SolveConfig(objective.value, solver.value, time_limit))
-    except PlacerError as e:
-        fail(e)
-    if json_out:
-        def dump(p):
-            return json.loads(p.to_json()) if isinstance(p, Plan) else p
-
-        print(json.dumps({"pdd": dump(result["pdd"]),
-                          "baselines": {k: dump(v) for k, v in result["baselines"].items()}}, indent=2))
-    else:
-        from placer.render import compare_view
-
-        out.print(compare_view(result))
-
-
-def _measured(source: str, scenario) -> dict:
-    """Measured efficiencies for the scenario's chips (profiler.calibrate)."""
-    from profiler.calibrate import (
-        measured_from,  # a face may call a sibling; the planner never does
-    )
-
-    chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
-    return measured_from(source, chips=chips)
-
-
-def _register_extensions() -> None:
-    """Commands of other areas live in their own modules; each imports its heavy
-    dependencies inside its command functions so `placer optimize` starts fast."""
-    from importlib.metadata import entry_points
-
-    from placer.cli import report, sim
-    from placer.service import cli as service_cli
-
-    sim.register(app)
-    service_cli.register(app)
-    report.register(app)
-    # profiler and executor plug in through the "placer.commands" entry points
-    # (pyproject.toml), so that placer never imports them.
-    for ep in sorted(entry_points(group="placer.commands"), key=lambda e: e.name):
-        ep.load()(app)
-
-
-_register_extensions()
+@app.callback()
+def _root() -> None:
+    pass
 
 
 def main() -> None:

@@ -1,60 +1,53 @@
-"""CLI commands of the simulator, registered onto the ``placer`` app by placer.cli:
+"""``placer simulate``, ``placer sweep`` and ``placer workload fit``: thin faces over the simulator.
 
-* ``placer simulate SCENARIO PLAN.json`` — replay a plan (Simulation JSON with ``--json``)
-* ``placer workload fit TRACE`` — bucket a JSONL trace into request classes (YAML)
-* ``placer sweep SCENARIO --vary ... --values ... --out DIR`` — variants on Ray, CSV + PNG
+* ``simulate SCENARIO PLAN.json`` → :func:`placer.sim.engine.simulate` (tables, or the
+  Simulation JSON with ``--json``)
+* ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
+  (variants on Ray; sweep.csv and sweep.png)
+* ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
+  (the ``workload:`` section of a scenario, YAML)
 
-Thin faces over :mod:`placer.sim` and :mod:`placer.workload`; heavy modules are imported
-inside the command functions so ``placer optimize`` starts fast.
+Mounted lazily by :mod:`placer.cli.app`: this module is imported only when one of
+these commands runs.
 """
 
 from __future__ import annotations
 
-from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import yaml
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from placer.cli.output import choices, err, out
 from placer.cli.output import fail as _fail
+from placer.cli.render import simulate_view
+from placer.errors import InputError, PlacerError
+from placer.flows import HANDOFF_MODES
+from placer.optimize import as_problem
+from placer.plan import load_plan
+from placer.sim import SimConfig
+from placer.sim.config import DISPATCH, WORKLOADS
+from placer.sim.engine import simulate as run_simulation
+from placer.sim.sweep import VARY, parse_values, run_sweep, write_outputs
+from placer.specs import load_scenario
+from placer.workload.fit import fit_classes, trace_arrival_rps
+from placer.workload.trace import read_trace, with_hit_rates
 
+workload_app = typer.Typer(help="Workload traces: fit request classes.", no_args_is_help=True)
 
-class WorkloadKind(str, Enum):
-    classes = "classes"
-    agentic = "agentic"
-
-
-class ArrivalKind(str, Enum):
-    poisson = "poisson"
-    bursty = "bursty"
-
-
-class HandoffMode(str, Enum):
-    adaptive = "adaptive"
-    one_shot = "one-shot"
-    catch_up = "catch-up"
-
-
-class Dispatch(str, Enum):
-    random = "random"
-    least_work = "least-work"
-
-
-class Vary(str, Enum):
-    hit_mean = "hit-mean"
-    link_gbit = "link-gbit"
-    price = "price"
-    load = "load"
+WorkloadKind = choices("WorkloadKind", [w for w in WORKLOADS if w != "trace"])  # a trace comes with --trace
+ArrivalKind = choices("ArrivalKind", ("poisson", "bursty"))
+HandoffMode = choices("HandoffMode", HANDOFF_MODES)
+Dispatch = choices("Dispatch", DISPATCH)
+Vary = choices("Vary", VARY)
 
 
 def _progress(total: int):
     """A progress bar on stderr for long runs in a terminal; None otherwise."""
-    from placer.cli.output import err
-
     if total < 20_000 or not err.is_terminal:
         return None, None
-    from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
-
     bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.completed}/{task.total} requests"),
                    TimeRemainingColumn(), console=err, transient=True)
     task = bar.add_task("sim", total=total)
@@ -65,179 +58,106 @@ def _progress(total: int):
     return bar, update
 
 
-def simulate_view(result, plan):
-    """Rich renderables of a simulation: headline figures, routes, pools, links."""
-    from rich.console import Group
-    from rich.table import Table
+def simulate(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)],
+    plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to replay.", show_default=False)],
+    trace: Annotated[Path | None, typer.Option("--trace", help="Replay this JSONL trace instead of "
+                                               "requests drawn from the classes.")] = None,
+    requests: Annotated[int, typer.Option("--requests", help="Requests to replay (a trace: at most this "
+                                          "many of its lines).")] = 20_000,
+    seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same result.")] = 0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the Simulation JSON instead of tables.")] = False,
+    workload: Annotated[WorkloadKind, typer.Option(
+        help="classes: i.i.d. requests of the classes; agentic: multi-turn sessions with real prefix caches."
+    )] = WorkloadKind.classes,
+    arrivals: Annotated[ArrivalKind, typer.Option(help="Arrival process.")] = ArrivalKind.poisson,
+    load: Annotated[float | None, typer.Option("--load", help="Arrival rate, req/s (default: the plan's "
+                                               "carried load).")] = None,
+    drc_lag: Annotated[float, typer.Option("--drc-lag", help="Decode-side cache hit = P's hit minus this.")] = 0.0,
+    handoff: Annotated[HandoffMode | None, typer.Option(help="Override the plan's handoff mode.")] = None,
+    dispatch: Annotated[Dispatch, typer.Option(help="Instance choice inside a pool.")] = Dispatch.random,
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Trace replay speed-up.")] = 1.0,
+) -> None:
+    """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."""
+    bar = None
+    try:
+        config = SimConfig(requests=requests, seed=seed, load_rps=load,
+                           workload="trace" if trace else workload.value,
+                           trace=str(trace) if trace else None, trace_time_scale=time_scale,
+                           arrivals=arrivals.value, drc_lag=drc_lag,
+                           handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value)
+        problem = as_problem(load_scenario(scenario))
+        plan = load_plan(plan_file)
+        bar, update = _progress(requests)
+        if bar is not None:
+            bar.start()
+        result = run_simulation(problem, plan, config, progress=update)
+    except PlacerError as e:
+        _fail(e)
+    finally:
+        if bar is not None:
+            bar.stop()
+    if json_out:
+        print(result.to_json())
+    else:
+        out.print(simulate_view(result, plan))
 
-    d = result.data
-    head = Table(title=f"simulation of {plan.scenario} ({d['requests']} requests, seed {d['seed']})")
-    head.add_column("metric", style="bold")
-    head.add_column("simulated", justify="right")
-    head.add_column("planned (ILP)", justify="right")
-    m = plan.metrics
-    rows = [
-        ("BCR (SLA requests per USD)", f"{d['bcr_requests_per_usd']:.2f}", f"{m.bcr_requests_per_usd:.2f}"),
-        ("SLA goodput (req/s)", f"{d['goodput_rps']:.3f}", f"{m.goodput_rps:.3f}"),
-        ("SLA attainment", f"{100 * d['sla_attainment']:.1f} %", f"{100 * m.sla_attainment:.1f} %"),
-        ("TTFT P50 / P90 / P99 (s)", f"{d['ttft_p50_s']:.3f} / {d['ttft_p90_s']:.3f} / {d['ttft_p99_s']:.3f}",
-         f"{m.ttft_p50_s:.3f} / {m.ttft_p90_s:.3f} / {m.ttft_p99_s:.3f}"),
-        ("TPOT P50 / P90 (s)", f"{d['tpot_p50_s']:.4f} / {d['tpot_p90_s']:.4f}", f"{m.tpot_s:.4f}"),
-        ("RLD share of output tokens", f"{100 * d['rld_token_share']:.1f} %", f"{100 * m.rld_token_share:.1f} %"),
-        ("served / offered (req/s)", f"{d['served_rps']:.3f} / {d['offered_rps']:.3f}", f"{m.served_rps:.3f}"),
-        ("handoffs one-shot / catch-up", f"{d['handoffs']['one-shot']} / {d['handoffs']['catch-up']}", ""),
-        ("prefix hit P / decode side", f"{d['p_hit_rate']:.3f} / {d['drc_hit_rate']:.3f}", ""),
-    ]
+
+@workload_app.command("fit")
+def workload_fit(
+    trace: Annotated[Path, typer.Argument(help="JSONL trace (timestamp, input_length, output_length, "
+                                          "hit_rate or hash_ids).", show_default=False)],
+    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the classes YAML here.")] = None,
+    min_share: Annotated[float, typer.Option("--min-share", help="Buckets under this share of requests "
+                                             "merge into a neighbour.")] = 0.02,
+) -> None:
+    """Bucket a trace into request classes: the `workload:` section of a scenario."""
+    try:
+        classes = fit_classes(with_hit_rates(read_trace(trace)), min_share=min_share)
+        try:
+            rate = trace_arrival_rps(trace)
+        except InputError:
+            rate = None
+    except PlacerError as e:
+        _fail(e)
+    body = {"workload": {**({"arrival_rps": round(rate, 6)} if rate else {}),
+                         "classes": [c.model_dump() for c in classes]}}
+    text = f"# classes fitted from {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
+    if out_path is not None:
+        try:
+            out_path.write_text(text)
+        except OSError as e:
+            _fail(InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}"))
+    print(text, end="")
+
+
+def sweep(
+    scenario: Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)],
+    vary: Annotated[Vary, typer.Option("--vary", help="What to vary.")],
+    values: Annotated[str, typer.Option("--values", help="Comma-separated values, or start:stop:count.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Directory for sweep.csv and sweep.png.")],
+    address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local "
+                                                "Ray).")] = None,
+    requests: Annotated[int, typer.Option("--requests", help="Simulated requests per variant.")] = 20_000,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    chip: Annotated[str | None, typer.Option("--chip", help="--vary price: the chip whose price varies.")] = None,
+    use_ray: Annotated[bool, typer.Option("--ray/--no-ray", help="Run variants as Ray tasks.")] = True,
+    time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit per variant, s.")] = 30.0,
+) -> None:
+    """Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."""
+    try:
+        loaded = load_scenario(scenario)
+        rows = run_sweep(loaded, vary.value, parse_values(values), requests=requests, seed=seed, chip=chip,
+                         address=address, use_ray=use_ray, time_limit_s=time_limit)
+        csv_path, png_path = write_outputs(rows, out_dir, vary.value, f"{loaded.name}: BCR against {vary.value}")
+    except PlacerError as e:
+        _fail(e)
     for r in rows:
-        head.add_row(*r)
-    routes = Table(title="routes")
-    for col in ("pipeline", "src", "dst", "share", "TTFT P50", "P90", "P99", "SLA"):
-        routes.add_column(col, justify="left" if col in ("pipeline", "src", "dst") else "right")
-    for r in d["routes"]:
-        routes.add_row(r["pipeline"], r["src"], r["dst"], f"{100 * r['share']:.1f} %", f"{r['ttft_p50_s']:.3f}",
-                       f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
-    pools = Table(title="pools")
-    for col in ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"):
-        pools.add_column(col, justify="left" if col in ("role", "datacenter", "chip") else "right")
-    for p in d["pools"]:
-        pools.add_row(p["role"], p["datacenter"], p["chip"], str(p["tp"]), str(p["count"]),
-                      f"{100 * p['utilization']:.1f} %", f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-",
-                      f"{p['mean_queue']:.2f} / {p['max_queue']}")
-    links = Table(title="links")
-    for col in ("line", "capacity", "mean", "peak", "transfers"):
-        links.add_column(col, justify="left" if col == "line" else "right")
-    for link in d["links"]:
-        if link["transfers"]:
-            links.add_row(f"{link['src']} -> {link['dst']}", f"{link['gbit_per_s_capacity']:g} Gbit/s",
-                          f"{link['mean_gbit_per_s']:.2f}", f"{link['peak_gbit_per_s']:.2f}", str(link["transfers"]))
-    return Group(head, routes, pools, links)
-
-
-def register(app: typer.Typer) -> None:
-    workload_app = typer.Typer(help="Workload traces: fit request classes.", no_args_is_help=True)
-    app.add_typer(workload_app, name="workload")
-
-    @app.command()
-    def simulate(
-        scenario: Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)],
-        plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to replay.", show_default=False)],
-        trace: Annotated[Path | None, typer.Option("--trace", help="Replay this JSONL trace instead of "
-                                                   "requests drawn from the classes.")] = None,
-        requests: Annotated[int, typer.Option("--requests", help="Requests to replay (a trace: at most this "
-                                              "many of its lines).")] = 20_000,
-        seed: Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same result.")] = 0,
-        json_out: Annotated[bool, typer.Option("--json", help="Print the Simulation JSON instead of tables.")] = False,
-        workload: Annotated[WorkloadKind, typer.Option(
-            help="classes: i.i.d. requests of the classes; agentic: multi-turn sessions with real prefix caches."
-        )] = WorkloadKind.classes,
-        arrivals: Annotated[ArrivalKind, typer.Option(help="Arrival process.")] = ArrivalKind.poisson,
-        load: Annotated[float | None, typer.Option("--load", help="Arrival rate, req/s (default: the plan's "
-                                                   "carried load).")] = None,
-        drc_lag: Annotated[float, typer.Option("--drc-lag", help="Decode-side cache hit = P's hit minus this.")] = 0.0,
-        handoff: Annotated[HandoffMode | None, typer.Option(help="Override the plan's handoff mode.")] = None,
-        dispatch: Annotated[Dispatch, typer.Option(help="Instance choice inside a pool.")] = Dispatch.random,
-        time_scale: Annotated[float, typer.Option("--time-scale", help="Trace replay speed-up.")] = 1.0,
-    ) -> None:
-        """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."""
-        from placer.errors import PlacerError
-        from placer.optimize import as_problem
-        from placer.plan import load_plan
-        from placer.sim import SimConfig
-        from placer.sim.engine import simulate as run
-        from placer.specs import load_scenario
-
-        bar = None
-        try:
-            config = SimConfig(requests=requests, seed=seed, load_rps=load,
-                               workload="trace" if trace else workload.value,
-                               trace=str(trace) if trace else None, trace_time_scale=time_scale,
-                               arrivals=arrivals.value, drc_lag=drc_lag,
-                               handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value)
-            problem = as_problem(load_scenario(scenario))
-            plan = load_plan(plan_file)
-            bar, update = _progress(requests)
-            if bar is not None:
-                bar.start()
-            result = run(problem, plan, config, progress=update)
-        except PlacerError as e:
-            _fail(e)
-        finally:
-            if bar is not None:
-                bar.stop()
-        if json_out:
-            print(result.to_json())
+        if r["status"] == "ok":
+            out.print(f"{vary.value} = {r['value']:g}: BCR ILP {r['ilp_bcr_requests_per_usd']:.2f}, "
+                      f"simulated {r['sim_bcr_requests_per_usd']:.2f} req/USD; P90 TTFT simulated "
+                      f"{r['sim_ttft_p90_s']:.3f} s", highlight=False)
         else:
-            from placer.cli.output import out
-
-            out.print(simulate_view(result, plan))
-
-    @workload_app.command("fit")
-    def workload_fit(
-        trace: Annotated[Path, typer.Argument(help="JSONL trace (timestamp, input_length, output_length, "
-                                              "hit_rate or hash_ids).", show_default=False)],
-        out_path: Annotated[Path | None, typer.Option("--out", help="Also write the classes YAML here.")] = None,
-        min_share: Annotated[float, typer.Option("--min-share", help="Buckets under this share of requests "
-                                                 "merge into a neighbour.")] = 0.02,
-    ) -> None:
-        """Bucket a trace into request classes: the `workload:` section of a scenario."""
-        import yaml
-
-        from placer.errors import InputError, PlacerError
-        from placer.workload.fit import fit_classes, trace_arrival_rps
-        from placer.workload.trace import read_trace, with_hit_rates
-
-        try:
-            classes = fit_classes(with_hit_rates(read_trace(trace)), min_share=min_share)
-            try:
-                rate = trace_arrival_rps(trace)
-            except InputError:
-                rate = None
-        except PlacerError as e:
-            _fail(e)
-        body = {"workload": {**({"arrival_rps": round(rate, 6)} if rate else {}),
-                             "classes": [c.model_dump() for c in classes]}}
-        text = f"# classes fitted from {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
-        if out_path is not None:
-            try:
-                out_path.write_text(text)
-            except OSError as e:
-                _fail(InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}"))
-        print(text, end="")
-
-    @app.command()
-    def sweep(
-        scenario: Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)],
-        vary: Annotated[Vary, typer.Option("--vary", help="What to vary.")],
-        values: Annotated[str, typer.Option("--values", help="Comma-separated values, or start:stop:count.")],
-        out_dir: Annotated[Path, typer.Option("--out", help="Directory for sweep.csv and sweep.png.")],
-        address: Annotated[str | None, typer.Option("--address", help="Ray cluster address (default: a local "
-                                                    "Ray).")] = None,
-        requests: Annotated[int, typer.Option("--requests", help="Simulated requests per variant.")] = 20_000,
-        seed: Annotated[int, typer.Option("--seed")] = 0,
-        chip: Annotated[str | None, typer.Option("--chip", help="--vary price: the chip whose price varies.")] = None,
-        use_ray: Annotated[bool, typer.Option("--ray/--no-ray", help="Run variants as Ray tasks.")] = True,
-        time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit per variant, s.")] = 30.0,
-    ) -> None:
-        """Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."""
-        from placer.errors import PlacerError
-        from placer.sim.sweep import parse_values, run_sweep, write_outputs
-        from placer.specs import load_scenario
-
-        try:
-            loaded = load_scenario(scenario)
-            rows = run_sweep(loaded, vary.value, parse_values(values), requests=requests, seed=seed, chip=chip,
-                             address=address, use_ray=use_ray, time_limit_s=time_limit)
-            csv_path, png_path = write_outputs(rows, out_dir, vary.value, f"{loaded.name}: BCR against {vary.value}")
-        except PlacerError as e:
-            _fail(e)
-        from placer.cli.output import out
-
-        for r in rows:
-            if r["status"] == "ok":
-                out.print(f"{vary.value} = {r['value']:g}: BCR ILP {r['ilp_bcr_requests_per_usd']:.2f}, "
-                          f"simulated {r['sim_bcr_requests_per_usd']:.2f} req/USD; P90 TTFT simulated "
-                          f"{r['sim_ttft_p90_s']:.3f} s", highlight=False)
-            else:
-                out.print(f"{vary.value} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
-                          markup=False)
-        out.print(f"wrote {csv_path} and {png_path}", highlight=False)
+            out.print(f"{vary.value} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
+                      markup=False)
+    out.print(f"wrote {csv_path} and {png_path}", highlight=False)

@@ -11,6 +11,7 @@ import yaml
 from typer.testing import CliRunner
 
 from placer.cli import app
+from placer.cli.app import COMMANDS, load
 from placer.errors import SolveTimeoutError
 from tests.placer.conftest import EXAMPLES, micro_dict
 
@@ -80,7 +81,7 @@ def test_no_plan_within_the_time_limit_exits_4(monkeypatch, tmp_path):
     def slow(*args, **kwargs):
         raise SolveTimeoutError(0.5)
 
-    monkeypatch.setattr("placer.optimize.optimize", slow)
+    monkeypatch.setattr("placer.cli.plan.solve", slow)
     result = CliRunner().invoke(app, ["optimize", str(write(tmp_path, micro_dict())), "--time-limit", "0.5"])
     assert result.exit_code == 4
     assert "within the time limit of 0.5 s" in result.output
@@ -162,8 +163,86 @@ def test_optimize_with_measured_profiles_records_them(tmp_path):
     assert bad.returncode == 2 and "--profiles" in bad.stderr
 
 
+HEAVY = ("torch", "triton", "ray", "fastapi", "sqlalchemy", "uvicorn")
+
+
+def _loaded_after(*argv: str) -> dict:
+    """Run `placer ARGV` in a fresh interpreter; which heavy and command modules it imported."""
+    code = ("import json, runpy, sys\n"
+            f"sys.argv = ['placer', *{list(argv)!r}]\n"
+            "try:\n    runpy.run_module('placer.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r} "
+            "or m.startswith(('placer.cli.', 'placer.service', 'profiler', 'executor')))), file=sys.stderr)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "120"})
+    return {"stdout": r.stdout, "modules": json.loads(r.stderr.strip().splitlines()[-1])}
+
+
+PLUGIN = {
+    "fakeplug/__init__.py": "",
+    "fakeplug/commands.py": 'HELLO = ("fakeplug.cli:hello", "Say hello.")\nGREET = ("fakeplug.cli:greet", "Greetings.")\n',
+    "fakeplug/cli.py": ("import typer\n\n\ndef hello(name: str = 'world') -> None:\n    \"\"\"Say hello.\"\"\"\n"
+                        "    print(f'hello {name}')\n\n\ngreet = typer.Typer(help='Greetings.')\n\n\n"
+                        "@greet.command('warmly')\ndef warmly() -> None:\n    print('warm greetings')\n"),
+    "fakeplug-0.1.dist-info/METADATA": "Metadata-Version: 2.1\nName: fakeplug\nVersion: 0.1\n",
+    "fakeplug-0.1.dist-info/entry_points.txt": ("[placer.commands]\nhello = fakeplug.commands:HELLO\n"
+                                                "greet = fakeplug.commands:GREET\n"),
+}
+
+
+def test_a_package_adds_commands_through_an_entry_point_spec(tmp_path):
+    """A spec gives the help line; the command's module is imported only when it runs."""
+    for name, text in PLUGIN.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    env = {**os.environ, "COLUMNS": "120", "PYTHONPATH": os.pathsep.join([str(tmp_path), *sys.path])}
+    code = ("import runpy, sys\nsys.argv = ['placer', *sys.argv[1:]]\ntry:\n"
+            "    runpy.run_module('placer.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
+            "print('fakeplug.cli' in sys.modules, file=sys.stderr)")
+
+    def placer(*args):
+        return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env,
+                              timeout=60)
+
+    listing = placer("--help")
+    assert "Say hello." in listing.stdout and "Greetings." in listing.stdout
+    assert listing.stderr.strip().endswith("False")  # listed without importing fakeplug.cli
+    hello = placer("hello", "--name", "placer")
+    assert hello.stdout == "hello placer\n" and hello.stderr.strip().endswith("True")
+    assert placer("greet", "warmly").stdout == "warm greetings\n"
+
+
 def test_the_planner_import_path_does_not_load_torch_triton_or_ray():
     code = ("import sys, placer.cli, placer.optimize, placer.baselines; "
             "print(sorted(m for m in ('torch', 'triton', 'ray') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_optimize_loads_neither_the_service_nor_the_engine(tmp_path):
+    loaded = _loaded_after("optimize", str(write(tmp_path, micro_dict())), "--json", "--no-marginals")
+    assert json.loads(loaded["stdout"])["scenario"] == "micro"
+    assert not [m for m in loaded["modules"] if m.split(".")[0] in HEAVY], loaded["modules"]
+    assert not [m for m in loaded["modules"] if m.startswith(("placer.service", "placer.cli.sim", "placer.cli.report"))]
+
+
+def test_help_lists_every_command_without_importing_one():
+    loaded = _loaded_after("--help")
+    for name in (*COMMANDS, "profile", "deploy"):
+        assert f" {name} " in loaded["stdout"], name
+    assert not [m for m in loaded["modules"] if m.split(".")[0] in HEAVY], loaded["modules"]
+    command_modules = {spec.target.partition(":")[0] for spec in COMMANDS.values()}
+    assert not command_modules & set(loaded["modules"]), loaded["modules"]
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_the_registry_help_line_is_the_command_own(name):
+    """`placer --help` shows the registry's line; `placer NAME --help` the command's docstring."""
+    command = load(name, COMMANDS[name].target)
+    assert (command.help or "").strip().splitlines()[0] == COMMANDS[name].help
+
+
+def test_a_misspelt_command_gets_a_suggestion():
+    result = CliRunner().invoke(app, ["optimise"])
+    assert result.exit_code == 2
+    assert "Did you mean 'optimize'?" in result.output

@@ -14,21 +14,14 @@ import typer
 from typer.testing import CliRunner
 
 from placer.catalog import get_chip
-from profiler.cli import register
+from placer.cli import app
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
 def cli_app() -> typer.Typer:
-    """A bare app with the profiler's commands registered, as placer.cli does."""
-    app = typer.Typer()
-
-    @app.command()
-    def version() -> None:  # a second command keeps `profile` a sub-group
-        pass
-
-    register(app)
+    """The `placer` app: `profile` reaches it through the placer.commands entry point."""
     return app
 
 

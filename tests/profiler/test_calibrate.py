@@ -11,8 +11,9 @@ from placer.errors import InputError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
+from placer.profiles import RooflineExceededError
+from placer.profiles.records import ChipProfile
 from profiler.calibrate import measured_from
-from profiler.measure import RooflineExceededError
 from tests.placer.conftest import micro_dict
 from tests.profiler.conftest import synthetic_profile, write_profile
 
@@ -71,7 +72,6 @@ def test_latest_reads_the_newest_profile_per_chip_from_the_database(tmp_path):
     pytest.importorskip("sqlalchemy")
     pytest.importorskip("alembic")
     from profiler.calibrate import store
-    from profiler.record import ChipProfile
 
     url = f"sqlite:///{tmp_path / 'placer.db'}"
     store(ChipProfile.model_validate(synthetic_profile("L40S", 0.5, 0.5, "2026-10-01T00:00:00+00:00")), url)
@@ -107,3 +107,19 @@ def test_a_chip_measured_too_slow_to_pay_is_dropped(tmp_path):
     assert chips_used(calibrated, "L40S") == 0
     assert chips_used(calibrated, "H100-SXM") > chips_used(datasheet, "H100-SXM")
     assert calibrated.metrics.bcr_requests_per_usd < datasheet.metrics.bcr_requests_per_usd
+
+
+def test_latest_is_read_by_the_loader_the_caller_passes():
+    """The planner's reader never touches a database: 'latest' goes to the injected loader."""
+    from placer.profiles import records
+
+    asked = []
+
+    def loader(chips):
+        asked.append(chips)
+        return {"L40S": {"mem_bw_efficiency": 0.5, "profile": "profile 7"}}
+
+    assert records.measured_from("latest", chips=["L40S"], latest=loader)["L40S"]["mem_bw_efficiency"] == 0.5
+    assert asked == [{"L40S"}]
+    with pytest.raises(InputError, match="--profiles latest"):
+        records.measured_from("latest")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
+from placer.profiles import RooflineExceededError, Rooflines, check_roofline
+from placer.profiles.records import ChipProfile
 from profiler import compute, run
-from profiler.measure import Measurement, RooflineExceededError, check_roofline
-from profiler.record import ChipProfile
-from profiler.rooflines import Rooflines, for_cpu
+from profiler.measure import measurement
+from profiler.rooflines import for_cpu
 
 
 @pytest.fixture(scope="module")
@@ -101,9 +104,9 @@ def test_violations_recorded_by_the_runner_are_not_accepted(cpu_profile):
 
 
 def test_check_roofline_on_a_plain_measurement():
-    ok = Measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.0], roofline=3.0)
+    ok = measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.0], roofline=3.0)
     check_roofline(ok)
-    too_fast = Measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.5], roofline=3.0, roofline_source="sheet")
+    too_fast = measurement("compute", "matmul", "flop_per_s", [1.0, 2.0, 3.5], roofline=3.0, roofline_source="sheet")
     with pytest.raises(RooflineExceededError, match="sheet"):
         check_roofline(too_fast)
 
@@ -111,7 +114,7 @@ def test_check_roofline_on_a_plain_measurement():
 def test_the_runner_stops_at_a_figure_above_the_roofline(monkeypatch):
     """A roofline far below what the CPU does makes the first step fail, typed."""
     real = for_cpu()
-    tiny = Rooflines(chip="cpu", source="a deliberately wrong bound", datasheet=False,
+    tiny = Rooflines(source="a deliberately wrong bound", datasheet=False,
                      flop_per_s={k: 1.0 for k in real.flop_per_s}, mem_bw_bytes_per_s=real.mem_bw_bytes_per_s,
                      mem_capacity_bytes=real.mem_capacity_bytes)
     monkeypatch.setattr(run, "for_cpu", lambda: tiny)
@@ -126,3 +129,11 @@ def test_bad_device_is_a_clear_input_error(cli_app):
     result = CliRunner().invoke(cli_app, ["profile", "chip", "--device", "tpu"])
     assert result.exit_code == 2
     assert "not supported" in result.output
+
+
+def test_the_gpu_side_runner_and_the_link_probe_need_no_pydantic():
+    """`python3 -m profiler.run` and `profiler.link` run on a machine with torch and the standard library."""
+    code = ("import sys, profiler.run, profiler.link; "
+            "print(sorted(m for m in ('pydantic', 'typer', 'rich', 'yaml') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.strip() == "[]", r.stdout + r.stderr

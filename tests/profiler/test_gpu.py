@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from profiler.record import ChipProfile
+from placer.profiles.records import ChipProfile
 from profiler.run import profile_chip
 
 pytestmark = [

@@ -10,7 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from profiler import link
-from profiler.record import LinkProfile
+from placer.profiles.records import LinkProfile
 
 
 def test_loopback_probe_reports_bandwidth_per_stream_and_rtt(link_server):
@@ -27,10 +27,10 @@ def test_shaped_link_is_measured_within_ten_percent_of_its_rate(link_server):
     assert result["link_gbit_per_s"] == pytest.approx(0.2, rel=0.10)
 
 
-def test_token_bucket_keeps_several_threads_to_one_rate():
+def test_shared_pacer_keeps_several_threads_to_one_rate():
     """Never faster than the rate (plus the burst); on a loaded machine it may lag, a little."""
     rate, burst, chunk = 4e6, 40_000, 10_000
-    bucket = link.TokenBucket(rate_bytes_per_s=rate, burst_bytes=burst)
+    bucket = link.SharedPacer(rate_bytes_per_s=rate, burst_bytes=burst)
     sent = [0]
     lock = threading.Lock()
     start = time.monotonic()

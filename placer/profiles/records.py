@@ -1,62 +1,55 @@
-"""Validated profile records: :class:`ChipProfile` and :class:`LinkProfile`, JSON in and out.
+"""Profile records and reading them: what the planner takes from a measured chip.
 
 in:  the plain dicts :func:`profiler.run.profile_chip` and :func:`profiler.link.probe`
-     return, or a JSON file written earlier (by this machine or the GPU-side runner)
-out: frozen pydantic models with provenance (who, where, when, with what software),
-     raw samples, medians and spreads, and efficiency = measured / roofline per
-     dimension; :meth:`ChipProfile.measured_fields` is what
-     :func:`placer.problem.resolve` takes for one chip.
+     return, or a JSON file written earlier (by this machine or the GPU-side runner);
+     for the planner, a profile file, a directory of them, or ``"latest"``
+out: frozen pydantic records :class:`ChipProfile` and :class:`LinkProfile` with
+     provenance (who, where, when, with what software), raw samples, medians and
+     spreads, and efficiency = measured / roofline per dimension; and
+     :func:`measured_from` → ``{chip: {"compute_efficiency": …, "mem_bw_efficiency": …,
+     "interconnect_efficiency": …, "profile": "<provenance>"}}``, the ``measured``
+     mapping :func:`placer.problem.resolve` takes, with only the fields that were
+     measured (every other field and chip keeps its catalog default, the roofline
+     fallback).
 
 A record is never built around a figure faster than its roofline: loading one
-raises :class:`~profiler.measure.RooflineExceededError` (not a validation error:
-it is a benchmark bug to report, not a bad input to fix).
+raises :class:`~placer.profiles.figures.RooflineExceededError` (not a validation
+error: it is a benchmark bug to report, not a bad input to fix). A file that is not
+a valid record is an :class:`~placer.errors.InputError` naming the file and field.
+
+``"latest"`` (the newest stored profile per chip) lives in the service's database,
+which this layer never touches: the caller passes the loader (``latest=``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from placer.errors import InputError
-from profiler.measure import DIMENSIONS, UNITS, RooflineExceededError, check_roofline
+from placer.profiles.figures import (
+    SCHEMA_VERSION,
+    Measurement,
+    RooflineExceededError,
+    Rooflines,
+    check_roofline,
+)
 
-SCHEMA_VERSION = 1
-Dimension = Literal[DIMENSIONS]  # type: ignore[valid-type]
-Unit = Literal[UNITS]  # type: ignore[valid-type]
+LATEST = "latest"
+#: Reads the newest stored profile per chip: ``loader(chips)`` (None: every chip) →
+#: the ``measured`` mapping.
+LatestLoader = Callable[[set[str] | None], dict[str, dict]]
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class Measurement(_Frozen):
-    """One figure measured several times."""
-
-    dimension: Dimension = Field(description="compute, memory_bandwidth, memory_capacity or interconnect")
-    name: str = Field(description="what ran, e.g. 'matmul bf16 8192x8192x8192', 'copy triton', 'h2d pinned'")
-    unit: Unit = Field(description="flop_per_s, bytes_per_s or bytes")
-    samples: list[float] = Field(min_length=1, description="one figure per timed repetition (raw)")
-    median: float = Field(gt=0)
-    min: float
-    max: float
-    spread_rel: float = Field(ge=0, description="(max - min) / median")
-    stdev_rel: float = Field(ge=0, description="sample standard deviation / median")
-    roofline: float | None = Field(default=None, description="the bound in `unit`; None: none known")
-    roofline_source: str = ""
-    params: dict = Field(default_factory=dict, description="shape, dtype, bytes, repetitions, …")
-
-    @model_validator(mode="after")
-    def _below_roofline(self) -> Measurement:
-        check_roofline(self.model_dump())
-        return self
-
-    @property
-    def fraction_of_roofline(self) -> float | None:
-        return self.median / self.roofline if self.roofline else None
+    # defer_build: the validators are built when a profile is first read, not when
+    # `placer optimize` imports this module.
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Provenance(_Frozen):
@@ -72,17 +65,6 @@ class Provenance(_Frozen):
     python_version: str = ""
     profiler_commit: str = ""
     command: str = ""
-
-
-class Rooflines(_Frozen):
-    source: str
-    datasheet: bool = Field(description="True: catalog datasheet peaks; False: an estimate (CPU)")
-    flop_per_s: dict[str, float] = Field(default_factory=dict)
-    mem_bw_bytes_per_s: float | None = None
-    mem_capacity_bytes: float | None = None
-    host_link_bytes_per_s: float | None = None
-    scaleup_bytes_per_s: float | None = None
-    notes: list[str] = Field(default_factory=list)
 
 
 class Summary(_Frozen):
@@ -120,6 +102,19 @@ class Efficiency(_Frozen):
         return self
 
 
+def _check_stored(i: int, m: Measurement) -> None:
+    """What a stored figure must hold beyond its types (the runner computes these itself)."""
+    where = f"measurements[{i}]"
+    if not m.samples:
+        raise ValueError(f"{where}.samples: at least one sample is needed")
+    if not m.median > 0:
+        raise ValueError(f"{where}.median must be > 0, got {m.median}")
+    for name in ("spread_rel", "stdev_rel"):
+        if not getattr(m, name) >= 0:
+            raise ValueError(f"{where}.{name} must be >= 0, got {getattr(m, name)}")
+    check_roofline(m)
+
+
 class ChipProfile(_Frozen):
     """A measured chip: provenance, raw samples, figures and efficiencies."""
 
@@ -135,6 +130,13 @@ class ChipProfile(_Frozen):
     skipped: list[str] = Field(default_factory=list, description="what was not measured, and why")
     roofline_violations: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
+
+    @field_validator("measurements")
+    @classmethod
+    def _figures_hold(cls, measurements: list[Measurement]) -> list[Measurement]:
+        for i, m in enumerate(measurements):
+            _check_stored(i, m)
+        return measurements
 
     @model_validator(mode="after")
     def _no_violations(self) -> ChipProfile:
@@ -202,3 +204,65 @@ def _read_json(path: str | Path) -> dict:
         raise InputError(f"profile: cannot read {str(path)!r}: {e.strerror}") from None
     except json.JSONDecodeError as e:
         raise InputError(f"profile: {str(path)!r} is not JSON: {e}") from None
+
+
+def load_chip_profile(path: Path) -> ChipProfile:
+    """One chip profile file; an InputError naming the file and the first bad field."""
+    try:
+        return ChipProfile.load(path)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise InputError(f"profile {str(path)!r}: {where}: {first['msg']}") from None
+
+
+def read_chip_profiles(source: str | Path) -> list[tuple[ChipProfile, Path]]:
+    """Every chip profile a file or a directory holds (other JSON in a directory is skipped)."""
+    path = Path(source)
+    if path.is_file():
+        return [(load_chip_profile(path), path)]
+    if path.is_dir():
+        out = []
+        for file in sorted(path.glob("*.json")):
+            try:
+                kind = json.loads(file.read_text()).get("kind")
+            except (OSError, ValueError, AttributeError):
+                continue
+            if kind == "chip":
+                out.append((load_chip_profile(file), file))
+        return out
+    raise InputError(f"--profiles: {str(source)!r} is neither a profile file, a directory of them, "
+                     f"nor {LATEST!r}")
+
+
+def newest_per_chip(profiles: Iterable[tuple[ChipProfile, Path]]) -> dict[str, tuple[ChipProfile, Path]]:
+    best: dict[str, tuple[ChipProfile, Path]] = {}
+    for profile, path in profiles:
+        held = best.get(profile.chip)
+        if held is None or profile.provenance.measured_at > held[0].provenance.measured_at:
+            best[profile.chip] = (profile, path)
+    return best
+
+
+def measured_from(source: str | Path, chips: Iterable[str] | None = None,
+                  latest: LatestLoader | None = None) -> dict[str, dict]:
+    """The measured efficiencies per chip from ``source`` (a file, a directory or ``"latest"``).
+
+    ``chips`` restricts the answer to those chips; ``latest`` reads the stored
+    profiles when ``source`` is ``"latest"``. Chips whose profile measured none of
+    the three efficiencies are left out.
+    """
+    wanted = set(chips) if chips is not None else None
+    if str(source) == LATEST:
+        if latest is None:
+            raise InputError(f"--profiles {LATEST}: no profile database to read here; "
+                             "pass a profile file or directory")
+        return latest(wanted)
+    out = {}
+    for chip, (profile, path) in newest_per_chip(read_chip_profiles(source)).items():
+        if wanted is not None and chip not in wanted:
+            continue
+        fields = profile.measured_fields(where=path.name)
+        if len(fields) > 1:  # more than the provenance alone
+            out[chip] = fields
+    return out

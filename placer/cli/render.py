@@ -1,6 +1,6 @@
-"""Readable terminal rendering of plans and comparisons (rich).
+"""Readable terminal rendering of plans, comparisons and simulations (rich).
 
-in:  Plan / compare results
+in:  a Plan, a compare result, a Simulation beside its plan
 out: rich renderables; no logic beyond formatting.
 """
 
@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from placer.plan import Plan
+from placer.sim.result import SimResult
 
 
 def _f(value: float, digits: int = 3) -> str:
@@ -114,3 +115,48 @@ def compare_view(result: dict) -> Group:
             t.add_row(name, "-", *["-"] * 8)
             notes.append(Text(f"{name}: {plan['error']}", style="red"))
     return Group(t, *notes)
+
+
+def simulate_view(result: SimResult, plan: Plan) -> Group:
+    """Rich renderables of a simulation: headline figures, routes, pools, links."""
+    d = result.data
+    head = Table(title=f"simulation of {plan.scenario} ({d['requests']} requests, seed {d['seed']})")
+    head.add_column("metric", style="bold")
+    head.add_column("simulated", justify="right")
+    head.add_column("planned (ILP)", justify="right")
+    m = plan.metrics
+    rows = [
+        ("BCR (SLA requests per USD)", f"{d['bcr_requests_per_usd']:.2f}", f"{m.bcr_requests_per_usd:.2f}"),
+        ("SLA goodput (req/s)", f"{d['goodput_rps']:.3f}", f"{m.goodput_rps:.3f}"),
+        ("SLA attainment", f"{100 * d['sla_attainment']:.1f} %", f"{100 * m.sla_attainment:.1f} %"),
+        ("TTFT P50 / P90 / P99 (s)", f"{d['ttft_p50_s']:.3f} / {d['ttft_p90_s']:.3f} / {d['ttft_p99_s']:.3f}",
+         f"{m.ttft_p50_s:.3f} / {m.ttft_p90_s:.3f} / {m.ttft_p99_s:.3f}"),
+        ("TPOT P50 / P90 (s)", f"{d['tpot_p50_s']:.4f} / {d['tpot_p90_s']:.4f}", f"{m.tpot_s:.4f}"),
+        ("RLD share of output tokens", f"{100 * d['rld_token_share']:.1f} %", f"{100 * m.rld_token_share:.1f} %"),
+        ("served / offered (req/s)", f"{d['served_rps']:.3f} / {d['offered_rps']:.3f}", f"{m.served_rps:.3f}"),
+        ("handoffs one-shot / catch-up", f"{d['handoffs']['one-shot']} / {d['handoffs']['catch-up']}", ""),
+        ("prefix hit P / decode side", f"{d['p_hit_rate']:.3f} / {d['drc_hit_rate']:.3f}", ""),
+    ]
+    for r in rows:
+        head.add_row(*r)
+    routes = Table(title="routes")
+    for col in ("pipeline", "src", "dst", "share", "TTFT P50", "P90", "P99", "SLA"):
+        routes.add_column(col, justify="left" if col in ("pipeline", "src", "dst") else "right")
+    for r in d["routes"]:
+        routes.add_row(r["pipeline"], r["src"], r["dst"], f"{100 * r['share']:.1f} %", f"{r['ttft_p50_s']:.3f}",
+                       f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
+    pools = Table(title="pools")
+    for col in ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"):
+        pools.add_column(col, justify="left" if col in ("role", "datacenter", "chip") else "right")
+    for p in d["pools"]:
+        pools.add_row(p["role"], p["datacenter"], p["chip"], str(p["tp"]), str(p["count"]),
+                      f"{100 * p['utilization']:.1f} %", f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-",
+                      f"{p['mean_queue']:.2f} / {p['max_queue']}")
+    links = Table(title="links")
+    for col in ("line", "capacity", "mean", "peak", "transfers"):
+        links.add_column(col, justify="left" if col == "line" else "right")
+    for link in d["links"]:
+        if link["transfers"]:
+            links.add_row(f"{link['src']} -> {link['dst']}", f"{link['gbit_per_s_capacity']:g} Gbit/s",
+                          f"{link['mean_gbit_per_s']:.2f}", f"{link['peak_gbit_per_s']:.2f}", str(link["transfers"]))
+    return Group(head, routes, pools, links)

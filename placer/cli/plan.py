@@ -1,0 +1,158 @@
+"""``placer optimize``, ``placer evaluate`` and ``placer compare``: thin faces over the planner.
+
+* ``optimize SCENARIO`` → :func:`placer.optimize.optimize` (``--verify``: then
+  :func:`placer.sim.verify.verify_plan`; ``--profiles``: measured chips through
+  :func:`placer.profiles.records.measured_from`)
+* ``evaluate SCENARIO PLAN.json`` → :func:`placer.optimize.evaluate_plan`
+* ``compare SCENARIO`` → :func:`placer.baselines.compare`
+
+Each prints the plan as tables (:mod:`placer.cli.render`) or, with ``--json``, the
+contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import import_module
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from placer.baselines import compare as compare_baselines
+from placer.cli.output import choices, err, fail, out
+from placer.cli.render import compare_view, plan_view
+from placer.errors import InputError, PlacerError
+from placer.ilp.backends import BACKENDS
+from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
+from placer.optimize import optimize as solve
+from placer.plan import Plan, load_plan
+from placer.profiles.records import measured_from
+from placer.sim.verify import verify_plan
+from placer.specs import Scenario, load_scenario
+
+# ``--profiles latest`` reads the service's database: the loader is looked up only
+# then, so ``placer optimize`` never imports the service layer (SQLAlchemy).
+# TODO(issue 12): drop the profiler fallback once placer.service.profiles exists.
+LATEST_LOADERS = ("placer.service.profiles:latest_measured", "profiler.calibrate:latest_measured")
+
+
+Objective = choices("Objective", OBJECTIVES)
+Solver = choices("Solver", BACKENDS)
+
+
+ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print the contract JSON instead of tables.")]
+SolverOpt = Annotated[Solver, typer.Option(help="MILP backend: OR-Tools (HiGHS, or SCIP) or PuLP (CBC).")]
+TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")]
+ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
+
+
+def optimize(
+    scenario: ScenarioArg,
+    objective: ObjectiveOpt = Objective.bcr,
+    solver: SolverOpt = Solver.ortools,
+    time_limit: TimeOpt = 30.0,
+    json_out: JsonOpt = False,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
+    marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
+    profiles: Annotated[str | None, typer.Option(
+        "--profiles", help="Measured chip profiles to calibrate with: 'latest' (database), a profile JSON "
+        "or a directory of them. Chips without one keep their datasheet figures.")] = None,
+    verify: Annotated[bool, typer.Option(
+        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
+        "tighter utilisation cap (each round printed to stderr).")] = False,
+    verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
+) -> None:
+    """Solve for the plan that maximises BCR (or the chosen objective)."""
+    try:
+        loaded = load_scenario(scenario)
+        measured = _measured(profiles, loaded) if profiles else None
+        config = SolveConfig(objective.value, solver.value, time_limit, marginals)
+        plan = solve(loaded, config, measured=measured)
+        if verify:
+            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, solve=config,
+                               log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
+    except PlacerError as e:
+        fail(e)
+    text = plan.to_json()
+    _write(out_path, text)
+    if json_out:
+        print(text)
+    else:
+        out.print(plan_view(plan))
+
+
+def evaluate(
+    scenario: ScenarioArg,
+    plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to check.", show_default=False)],
+    solver: SolverOpt = Solver.ortools,
+    time_limit: TimeOpt = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """Metrics of a given plan without re-optimising its pools."""
+    try:
+        plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file),
+                             SolveConfig(backend=solver.value, time_limit_s=time_limit))
+    except PlacerError as e:
+        fail(e)
+    if json_out:
+        print(plan.to_json())
+    else:
+        out.print(plan_view(plan))
+
+
+def compare(
+    scenario: ScenarioArg,
+    objective: ObjectiveOpt = Objective.bcr,
+    solver: SolverOpt = Solver.ortools,
+    time_limit: TimeOpt = 30.0,
+    json_out: JsonOpt = False,
+) -> None:
+    """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
+    try:
+        result = compare_baselines(as_problem(load_scenario(scenario)),
+                                   SolveConfig(objective.value, solver.value, time_limit))
+    except PlacerError as e:
+        fail(e)
+    if json_out:
+        def dump(p):
+            return json.loads(p.to_json()) if isinstance(p, Plan) else p
+
+        print(json.dumps({"pdd": dump(result["pdd"]),
+                          "baselines": {k: dump(v) for k, v in result["baselines"].items()}}, indent=2))
+    else:
+        out.print(compare_view(result))
+
+
+def _write(path: Path | None, text: str) -> None:
+    if path is None:
+        return
+    try:
+        path.write_text(text + "\n")
+    except OSError as e:
+        fail(InputError(f"--out: cannot write {str(path)!r}: {e.strerror}"))
+
+
+def _measured(source: str, scenario: Scenario) -> dict:
+    """Measured efficiencies for the scenario's chips (a profile file, a directory, or 'latest')."""
+    chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
+    return measured_from(source, chips=chips, latest=_latest_from_database)
+
+
+def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:
+    """The newest stored profile per chip, read by the first loader that is installed."""
+    for target in LATEST_LOADERS:
+        module, _, attr = target.partition(":")
+        try:
+            loader = getattr(import_module(module), attr)
+        except ModuleNotFoundError as e:
+            if e.name == module:
+                continue
+            raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
+                             "install placer[service] or pass a profile file or directory") from None
+        except AttributeError:
+            continue
+        return loader(chips)
+    raise InputError("--profiles latest: no profile database reader is installed; "
+                     "install placer[service] or pass a profile file or directory")
