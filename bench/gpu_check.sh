@@ -6,7 +6,7 @@
 #
 # Needs only python3 with torch and triton (no pydantic, typer or rich): the profile runs
 # through `python3 -m profiler.run`, which writes the ChipProfile JSON as plain data; load
-# it here with `profiler.record.ChipProfile.load` (which re-checks every roofline).
+# it here with `placer.profiles.records.ChipProfile.load` (which re-checks every roofline).
 # Files under $OUT: nvidia-smi.txt, profile.json, profile.log, kernels.json, kernels.log,
 # summary.json (6 files: the device tool brings back at most 8).
 set -uo pipefail

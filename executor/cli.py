@@ -7,8 +7,8 @@ and serves it (`executor.deploy.serve`). `placer deploy --apply NEW_PLAN.json [-
 `POST /plan`, which diffs it against the running instances and applies it
 (`executor.elastic`); the report is printed.
 
-`deploy` is a plain function with Typer-annotated parameters; `register(app)` adds it
-to the `placer` app. This module imports neither torch nor ray nor the HTTP stack:
+`deploy` is a plain function with Typer-annotated parameters; the `placer` app reaches
+it through the `placer.commands` entry point (`executor/commands.py`). This module imports neither torch nor ray nor the HTTP stack:
 they come in through the `executor.deploy` functions it calls. Exit codes as the rest
 of the CLI: 2 for a bad plan, scenario or option (the message names it), 1 for
 anything else.
@@ -106,7 +106,3 @@ def _fail(message: str, code: int) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(code)
 
-
-def register(app: typer.Typer) -> None:
-    """Add `deploy` to the `placer` Typer app."""
-    app.command("deploy")(deploy)

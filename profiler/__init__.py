@@ -2,7 +2,7 @@
 
 Entry points (imported lazily, so ``python3 -m profiler.run`` needs only torch, triton and
 the standard library): :func:`profile_chip`, :func:`probe_link`, :func:`serve_link`,
-:class:`ChipProfile`, :class:`LinkProfile`, :func:`measured_from`, :func:`store_profile`,
+:class:`ChipProfile`, :class:`LinkProfile`, :func:`measured_from` (placer.profiles), :func:`store_profile`,
 :class:`RooflineExceededError`.
 """
 
@@ -16,7 +16,7 @@ _EXPORTS = {
     "serve_link": ("profiler.link", "serve"),
     "ChipProfile": ("placer.profiles.records", "ChipProfile"),
     "LinkProfile": ("placer.profiles.records", "LinkProfile"),
-    "measured_from": ("profiler.calibrate", "measured_from"),
+    "measured_from": ("placer.profiles.records", "measured_from"),
     "store_profile": ("profiler.calibrate", "store"),
     "RooflineExceededError": ("placer.profiles", "RooflineExceededError"),
 }

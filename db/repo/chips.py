@@ -79,9 +79,12 @@ def delete_profile(session: Session, profile_id: int) -> None:
     session.flush()
 
 
-def latest_profiles(session: Session, chips: Iterable[str]) -> dict[str, dict[str, Any]]:
-    """The newest profile of each chip, as the ``measured`` mapping placer.optimize takes."""
+def latest_profiles(session: Session, chips: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """The newest profile of each chip (None: every stored chip), as the ``measured`` mapping
+    placer.optimize takes."""
     out: dict[str, dict[str, Any]] = {}
+    if chips is None:
+        chips = session.scalars(select(ChipProfile.chip).distinct())
     for chip in sorted(set(chips)):
         row = session.scalar(select(ChipProfile).where(ChipProfile.chip == chip)
                              .order_by(ChipProfile.measured_at.desc(), ChipProfile.id.desc()).limit(1))

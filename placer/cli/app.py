@@ -23,10 +23,6 @@ imports nothing (``executor/commands.py``: ``DEPLOY = ("executor.cli:deploy",
 listing then costs one tiny import per package, and the command's own module is
 imported only when it runs. Entry points are read only when a name is not placer's
 own: a plug-in command, the listing, or an unknown name.
-
-During the re-layer, an entry point or target may still name a ``register(app)``
-function (the older form): its command is then taken from a scratch app that
-``register`` fills (see :func:`load`).
 """
 
 from __future__ import annotations
@@ -70,7 +66,6 @@ COMMANDS: dict[str, Spec] = {
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
 }
 ENTRY_POINTS = "placer.commands"
-_LEGACY = "register"  # TODO(issue 12): drop once every entry point and target names a command itself
 
 
 @cache
@@ -82,11 +77,8 @@ def plugins() -> dict[str, Spec]:
     for ep in sorted(entry_points(group=ENTRY_POINTS), key=lambda e: e.name):
         if ep.name in COMMANDS:
             continue  # placer's own command keeps its name
-        if ep.attr == _LEGACY:
-            out[ep.name] = Spec(f"{ep.module}:{ep.name}", None)
-        else:
-            target, help_line = ep.load()
-            out[ep.name] = Spec(target, help_line)
+        target, help_line = ep.load()
+        out[ep.name] = Spec(target, help_line)
     return out
 
 
@@ -100,11 +92,7 @@ def load(name: str, target: str) -> Any:
     module_name, _, attr = target.partition(":")
     module = import_module(module_name)
     obj = getattr(module, attr, None)
-    if obj is None and callable(getattr(module, _LEGACY, None)):
-        scratch = typer.Typer(add_completion=False)
-        getattr(module, _LEGACY)(scratch)
-        command = typer.main.get_group(scratch).commands.get(name)
-    elif isinstance(obj, typer.Typer):
+    if isinstance(obj, typer.Typer):
         command = typer.main.get_group(obj)
     elif callable(obj):
         single = typer.Typer(add_completion=False)

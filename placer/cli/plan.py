@@ -31,11 +31,6 @@ from placer.profiles.records import measured_from
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
 
-# ``--profiles latest`` reads the service's database: the loader is looked up only
-# then, so ``placer optimize`` never imports the service layer (SQLAlchemy).
-# TODO(issue 12): drop the profiler fallback once placer.service.profiles exists.
-LATEST_LOADERS = ("placer.service.profiles:latest_measured", "profiler.calibrate:latest_measured")
-
 
 Objective = choices("Objective", OBJECTIVES)
 Solver = choices("Solver", BACKENDS)
@@ -141,18 +136,11 @@ def _measured(source: str, scenario: Scenario) -> dict:
 
 
 def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:
-    """The newest stored profile per chip, read by the first loader that is installed."""
-    for target in LATEST_LOADERS:
-        module, _, attr = target.partition(":")
-        try:
-            loader = getattr(import_module(module), attr)
-        except ModuleNotFoundError as e:
-            if e.name == module:
-                continue
-            raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
-                             "install placer[service] or pass a profile file or directory") from None
-        except AttributeError:
-            continue
-        return loader(chips)
-    raise InputError("--profiles latest: no profile database reader is installed; "
-                     "install placer[service] or pass a profile file or directory")
+    """The newest stored profile per chip, from the service's database (imported only now, so
+    that ``placer optimize`` never loads the service layer otherwise)."""
+    try:
+        loader = import_module("placer.service.profiles").latest_measured
+    except ModuleNotFoundError as e:
+        raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
+                         "install placer[service] or pass a profile file or directory") from None
+    return loader(chips)

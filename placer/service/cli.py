@@ -7,7 +7,7 @@ out: a running API (``serve``); replanning jobs stored, listed, run or removed t
 
 ``serve`` is a plain function and ``jobs`` a Typer sub-app, both at module level: the
 ``placer`` app imports this module only when one of them runs, so its heavy imports
-(FastAPI, uvicorn, SQLAlchemy) sit at the top. :func:`register` adds both to an app.
+(FastAPI, uvicorn, SQLAlchemy) sit at the top (the registry: placer/cli/app.py).
 """
 
 from __future__ import annotations
@@ -310,8 +310,3 @@ def remove(job: JobRef, database_url: DatabaseOpt = None) -> None:
             repo.delete_job(session, job_id)
     print(f"removed job {job_id} {job_name!r}")
 
-
-def register(app: typer.Typer) -> None:
-    """Add ``serve`` and the ``jobs`` group to ``app`` (the eager way of placer.cli.app)."""
-    app.command("serve")(serve)
-    app.add_typer(jobs, name="jobs")

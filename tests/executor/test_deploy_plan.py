@@ -8,7 +8,6 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from executor.cli import register
 from executor.placement import front_datacenter, link_shapes, node_resources, placement
 from placer.plan import Plan
 from placer.specs import parse_scenario
@@ -60,13 +59,8 @@ def test_lines_take_rate_from_the_plan_and_rtt_from_the_scenario(plan):
 
 
 def _app() -> typer.Typer:
-    app = typer.Typer()
+    from placer.cli.app import app  # the real `placer` command; deploy plugs in by entry point
 
-    @app.callback()
-    def main() -> None:
-        """placer (test face)"""
-
-    register(app)
     return app
 
 

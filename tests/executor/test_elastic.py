@@ -133,15 +133,8 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
 def _cli():
     import typer
 
-    from executor.cli import register
+    from placer.cli.app import app  # the real `placer` command; deploy plugs in by entry point
 
-    app = typer.Typer()
-
-    @app.callback()
-    def main() -> None:
-        """placer (test face)"""
-
-    register(app)
     return app
 
 

@@ -13,7 +13,7 @@ from placer.problem import resolve
 from placer.specs import parse_scenario
 from placer.profiles import RooflineExceededError
 from placer.profiles.records import ChipProfile
-from profiler.calibrate import measured_from
+from placer.profiles.records import measured_from
 from tests.placer.conftest import micro_dict
 from tests.profiler.conftest import synthetic_profile, write_profile
 
@@ -76,7 +76,9 @@ def test_latest_reads_the_newest_profile_per_chip_from_the_database(tmp_path):
     url = f"sqlite:///{tmp_path / 'placer.db'}"
     store(ChipProfile.model_validate(synthetic_profile("L40S", 0.5, 0.5, "2026-10-01T00:00:00+00:00")), url)
     row = store(ChipProfile.model_validate(synthetic_profile("L40S", 0.6, 0.4, "2026-11-01T00:00:00+00:00")), url)
-    measured = measured_from("latest", url=url)
+    from placer.service.profiles import latest_measured
+
+    measured = measured_from("latest", latest=lambda chips: latest_measured(chips, url))
     assert measured["L40S"]["mem_bw_efficiency"] == 0.4 and measured["L40S"]["compute_efficiency"] == 0.6
     assert f"profile {row}" in measured["L40S"]["profile"]
 
