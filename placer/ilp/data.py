@@ -1,0 +1,296 @@
+"""The MILP's data: its sets and parameters, prepared before any variable exists.
+
+in:  a :class:`~placer.problem.Problem` and an :class:`Architecture` (PDD or a PD baseline)
+out: :class:`Prepared` — candidate pools (P pools split into queues), decode designs,
+     count bounds, flows and every flow's parameters (prefill and TTFT seconds, lateness
+     under its queue's waiting law, KV hold time, eager tokens, WAN bytes), from
+     :mod:`placer.flows` and :mod:`placer.perfmodel` — the sets and parameters of the
+     formulation written in :mod:`placer.ilp.formulation`'s docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+
+from placer.flows import (
+    D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
+    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, wan_bytes, wan_s,
+)
+from placer.perfmodel import InstanceModel
+from placer.problem import Problem
+
+
+@dataclass(frozen=True)
+class Pool:
+    role: str
+    dc: str
+    chip: str
+    tp: int
+    util: float = 0.0  # P pools: the planned utilisation tier (its queueing law); 0 for decode
+    mix: str = ""  # P pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
+
+    @property
+    def key(self) -> tuple[str, str, str, int]:
+        return (self.role, self.dc, self.chip, self.tp)
+
+    @property
+    def queue(self) -> str:
+        """The P queue this tier is: utilisation and admitted classes, e.g. 'u0.56/light'."""
+        return f"u{self.util:.2f}/{self.mix}" if self.role == P else ""
+
+    @property
+    def label(self) -> str:
+        tier = f",{self.queue}" if self.role == P else ""
+        return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
+
+
+#: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
+#: per request but queues longer, and the SLA row (C11) prices that in. Light queues
+#: (see :data:`placer.flows.HEAVY_PREFILL_SHARE`) are short-service queues: they come at
+#: the top utilisation tier only (their waits are short there already).
+P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """Which roles and pipelines a plan may use (PDD, or one of the PD baselines)."""
+
+    name: str
+    pipelines: tuple[str, ...]
+    drc: bool = True
+    p_dcs: frozenset[str] | None = None  # None: any
+    decode_dcs: frozenset[str] | None = None
+    chips: frozenset[str] | None = None  # None: any chip
+    same_dc: bool | None = None  # P-D: True same dc only, False cross-dc only, None both
+    enforce_sla: bool = True  # False: drop (C11), to show what a baseline that cannot meet the SLA does
+
+
+def pdd_architecture(problem: Problem) -> Architecture:
+    pipes = [P_MD, P_RLD_MD]
+    if problem.options.filter:
+        pipes.append(P_RLD)
+    return Architecture("pdd", tuple(pipes), drc=problem.options.drc)
+
+
+@dataclass(frozen=True)
+class Flow:
+    k: int
+    pipeline: str
+    p: Pool
+    dst: str
+
+    @property
+    def src(self) -> str:
+        return self.p.dc
+
+    @property
+    def crosses(self) -> bool:
+        return self.dst != self.p.dc
+
+
+@dataclass
+class DecodeDesign:
+    im: InstanceModel
+    batch: int
+    step_s: float
+    context_tokens: float
+
+
+@dataclass
+class Prepared:
+    """The MILP's data (sets and parameters of the docstring), before any variable exists."""
+
+    pools: list[Pool]  # Q: P queues and decode pools
+    instances: dict[Pool, InstanceModel]
+    decode: dict[Pool, DecodeDesign]  # decode pool -> design batch B_q and step t_q
+    notes: list[str]  # candidates left out, and why
+    bounds: dict[tuple, int]  # physical pool key -> upper bound on n_q
+    flows: list[Flow]  # F: admitted by their P queue, dominated relayed flows dropped
+    prefill: dict[tuple[int, Pool], float]  # pre[k,p]
+    ttft: dict[Flow, float]  # ttft[f] without queueing (every admitted flow, dropped ones too)
+    late: dict[Flow, float]  # late[f]
+    hold: dict[Flow, float]  # hold[f]
+    eager: dict[Flow, float]  # RLD tokens of a relayed flow
+    wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> KV bytes over the WAN
+    by_class: dict[int, list[Flow]]
+    by_pool: dict[Pool, list[Flow]]
+    by_route: dict[tuple[int, str, str], list[Flow]]  # (k, pipeline, dst)
+    by_link: dict[tuple[str, str], list[Flow]]  # (src, dst)
+
+
+# --- data: candidate pools -------------------------------------------------------------
+
+def _decode_roles(arch: Architecture) -> list[str]:
+    if P_D in arch.pipelines:
+        return [D]
+    return [r for r, pipes in ((RLD, RELAY_PIPELINES), (MD, (P_MD, P_RLD_MD)))
+            if any(p in arch.pipelines for p in pipes)]
+
+
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
+    """The P queues of one physical pool: a "mix" queue at every utilisation tier, and a
+    "light" one at the top tier when some classes, but not all, are light."""
+    light = light_classes(problem, im)
+    mixes = [MIX, LIGHT] if light and len(light) < len(problem.classes) else [MIX]
+    queues = []
+    for tier in P_UTILIZATION_TIERS:
+        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else [MIX]:
+            queues.append(Pool(P, dc, chip, tp, round(problem.options.utilization_cap * tier, 4), mix))
+    return queues
+
+
+def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:
+    """Whether ``arch`` lets ``role`` decode in ``dc`` (RLD sits where P may)."""
+    if role in (MD, D) and arch.decode_dcs is not None and dc not in arch.decode_dcs:
+        return False
+    return not (role == RLD and arch.p_dcs is not None and dc not in arch.p_dcs)
+
+
+def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:
+    """Q: pools worth a variable, their instance models and decode designs; notes on what was excluded."""
+    max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
+    ctx = decode_context_tokens(problem.classes)
+    decode_roles = _decode_roles(arch)
+    pools, instances, decode, notes = [], {}, {}, []
+    for dc in problem.datacenters:
+        for chip, count in sorted(dc.inventory.items()):
+            if arch.chips is not None and chip not in arch.chips:
+                continue
+            for tp in problem.options.tp_degrees:
+                if tp > count:
+                    continue
+                im = instance(problem, chip, tp)
+                if not im.fits(max_input):
+                    notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
+                    continue
+                if arch.p_dcs is None or dc.name in arch.p_dcs:
+                    for pool in _p_queues(problem, dc.name, chip, tp, im):
+                        pools.append(pool)
+                        instances[pool] = im
+                for role in decode_roles:
+                    if not _decodes_in(arch, role, dc.name):
+                        continue
+                    batch = im.max_batch(ctx, problem.tpot_s)
+                    if batch < 1:
+                        notes.append(
+                            f"{chip} tp{tp}: one decode step takes {im.step_s(1, ctx):.4f} s > TPOT {problem.tpot_s} s"
+                        )
+                        continue
+                    pool = Pool(role, dc.name, chip, tp)
+                    pools.append(pool)
+                    instances[pool] = im
+                    decode[pool] = DecodeDesign(im, batch, im.step_s(batch, ctx), ctx)
+    return pools, instances, decode, sorted(set(notes))
+
+
+def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict) -> int:
+    """Instances of ``q`` that would carry the whole offered load alone: a valid upper
+    bound (more can only add cost) that narrows the branch-and-bound search."""
+    a = problem.arrival_rps
+    if q.role == P:
+        work = sum(c.share * a * im.prefill_s(c.input_tokens, c.hit_rate) for c in problem.classes)
+        return math.ceil(work / q.util + 1e-9)
+    design = decode[q]
+    busy = sum(c.share * a * c.output_tokens * design.step_s for c in problem.classes)
+    kv = sum(c.share * a * c.output_tokens * design.step_s * (c.input_tokens + c.output_tokens / 2)
+             for c in problem.classes) * problem.kv_bytes_per_token
+    return max(math.ceil(busy / (problem.options.utilization_cap * design.batch) + 1e-9),
+               math.ceil(kv / im.kv_capacity_bytes + 1e-9))
+
+
+def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict) -> dict[tuple, int]:
+    """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone."""
+    bounds: dict[tuple, int] = {}
+    for q in pools:
+        if q.key in bounds:
+            continue
+        dc = problem.dc(q.dc)
+        bounds[q.key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
+                            max(_enough(problem, t, instances[t], decode) for t in pools if t.key == q.key))
+    return bounds
+
+
+# --- data: flows and their parameters ----------------------------------------------------
+
+def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow]:
+    """F: every (class, pipeline, P queue, destination) the architecture and the pools allow."""
+    decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
+    flows = []
+    for k, c in enumerate(problem.classes):
+        for p in (q for q in pools if q.role == P):
+            src = p.dc
+            reachable = [d for d in problem.dc_names
+                         if d != src and (src, d) in problem.links and problem.links[(src, d)].gbit_per_s > 0]
+            for pipe in arch.pipelines:
+                if pipe == P_MD:
+                    dsts = [d for d in [src, *reachable] if (MD, d) in decode_dcs]
+                elif pipe == P_RLD_MD:
+                    dsts = [d for d in reachable if (MD, d) in decode_dcs] if (RLD, src) in decode_dcs else []
+                elif pipe == P_RLD:
+                    dsts = [src] if c.filterable and (RLD, src) in decode_dcs else []
+                else:  # P-D
+                    options = {True: [src], False: reachable, None: [src, *reachable]}[arch.same_dc]
+                    dsts = [d for d in options if (D, d) in decode_dcs]
+                flows.extend(Flow(k, pipe, p, d) for d in dsts)
+    return flows
+
+
+def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances: dict) -> list[Flow]:
+    """The flows whose class the P queue admits (a light queue takes light classes only)."""
+    admitted = {p: (light_classes(problem, instances[p]) if p.mix == LIGHT else set(range(len(problem.classes))))
+                for p in pools if p.role == P}
+    return [f for f in flows if f.k in admitted[f.p]]
+
+
+def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
+               prefill: dict) -> tuple[dict, dict, dict, dict]:
+    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps."""
+    u_link = problem.options.link_utilization_cap
+    waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    ttft, late, hold, eager = {}, {}, {}, {}
+    for f in flows:
+        c = problem.classes[f.k]
+        pre = prefill[(f.k, f.p)]
+        im = instances[f.p]
+        ttft[f] = pre + first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link) + problem.tpot_s
+        late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
+        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+        if f.pipeline == P_RLD_MD:
+            wan = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+            eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+        elif f.pipeline == P_RLD:
+            eager[f] = float(c.output_tokens)
+    return ttft, late, hold, eager
+
+
+def _undominated(flows: list[Flow], late: dict[Flow, float]) -> list[Flow]:
+    """Drop a relayed flow whose direct twin (same class, P queue and destination) is late no
+    more often: it needs an RLD besides and holds KV on P as long."""
+    direct = {(f.k, f.p, f.dst): late[f] for f in flows if f.pipeline == P_MD}
+    return [f for f in flows if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
+
+
+def _grouped(flows: list[Flow], key) -> dict:
+    groups = defaultdict(list)
+    for f in flows:
+        groups[key(f)].append(f)
+    return groups
+
+
+def prepare(problem: Problem, arch: Architecture) -> Prepared:
+    """The sets and parameters of the formulation for ``arch`` (data only: no model yet)."""
+    pools, instances, decode, notes = candidate_pools(problem, arch)
+    bounds = _count_bounds(problem, pools, instances, decode)
+    prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
+               for k, c in enumerate(problem.classes) for p in pools if p.role == P}
+    flows = _admitted(problem, _flows(problem, arch, pools), pools, instances)
+    ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill)
+    flows = _undominated(flows, late)
+    wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
+    return Prepared(
+        pools, instances, decode, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
+        by_class=_grouped(flows, lambda f: f.k), by_pool=_grouped(flows, lambda f: f.p),
+        by_route=_grouped(flows, lambda f: (f.k, f.pipeline, f.dst)), by_link=_grouped(flows, lambda f: (f.src, f.dst)),
+    )
