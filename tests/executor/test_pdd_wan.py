@@ -85,12 +85,17 @@ def test_greedy_output_matches_the_single_engine_under_a_shaped_wan(wan, expecte
     streams = [c.router.submit(p, _sampling()) for p in PROMPTS]
     outs = [s.result(timeout_s=60) for s in streams]
     assert outs == [expected[tuple(p)] for p in PROMPTS]
+    handed_off = 0
     for s in streams:
         extra = s.record.extra
         assert extra["duplicates"] == 0 and extra["conflicts"] == 0
         if pipeline is Pipeline.P_RLD_MD:
-            assert extra["handoff_mode"] == mode
             assert extra["relay_tokens"] > 0  # eager tokens were streamed by RLD while the KV crossed
+            if extra["relay_tokens"] < MAX_NEW:  # MD took over, by a handoff in the chosen mode
+                assert extra["handoff_mode"] == mode
+                handed_off += 1
+    # on a very busy machine RLD may finish a request before MD holds its KV; not all of them
+    assert pipeline is not Pipeline.P_RLD_MD or handed_off > 0
     links = c.stats()["links"]["dc-a<->dc-b"]
     crossed = links["dc-a->dc-b"]["bytes"]
     if pipeline is Pipeline.P_RLD:
