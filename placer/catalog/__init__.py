@@ -102,6 +102,13 @@ class ModelConfig:
     indexer_heads: int = 0
     indexer_head_dim: int = 0
     native_weight_dtype: str = "bf16"
+    vocab: int = 0  # LM-head rows; 0: unknown (the LM head is then part of the per-token weights)
+    moe_layers: int = 0  # layers whose FFN is routed experts
+    experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0  # routed experts each token visits (top-k)
+    expert_ffn: int = 0  # intermediate size of one expert
+    shared_experts: int = 0  # experts every token visits besides the routed ones
+    max_nodes_per_token: int = 0  # node-limited routing: a token's experts span at most this many nodes (0: any)
 
     def kv_bytes_per_token(self, kv_dtype: str) -> float:
         """Bytes of KV cache one token occupies across all layers.
@@ -146,6 +153,16 @@ class ModelConfig:
 
     def weight_bytes(self, weight_dtype: str) -> float:
         return self.params_total_b * 1e9 * (1 if weight_dtype == "fp8" else 2)
+
+    @property
+    def lm_head_params(self) -> float:
+        """Parameters of the LM head (hidden × vocab): FLOPs only for tokens whose logits are needed."""
+        return self.hidden * self.vocab
+
+    @property
+    def routed_expert_params_active(self) -> float:
+        """Parameters of the routed experts one token visits (3 matrices hidden × expert_ffn each)."""
+        return self.moe_layers * self.experts_per_token * 3 * self.hidden * self.expert_ffn
 
     @property
     def active_fraction(self) -> float:
@@ -206,6 +223,8 @@ def model_catalog() -> dict[str, ModelConfig]:
             indexer_heads=int(row["indexer_heads"] or 0),
             indexer_head_dim=int(row["indexer_head_dim"] or 0),
             native_weight_dtype="fp8" if row["name"].startswith(("deepseek", "kimi")) else "bf16",
+            **{k: int(row.get(k) or 0) for k in ("vocab", "moe_layers", "experts", "experts_per_token",
+                                                  "expert_ffn", "shared_experts", "max_nodes_per_token")},
         )
     return models
 
