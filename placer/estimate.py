@@ -84,8 +84,7 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("chunk", chunk_tokens, chunk_tokens >= 1, "at least 1 token")
     _check("mtp_accept", mtp_accept, 1.0 <= mtp_accept, "at least 1 (tokens accepted per decode step)")
     c, source = _chip_with_profile(chip, profiles)
-    im = InstanceModel(c, tp, cfg, weight_dtype, kv_dtype, prefill_chunk_tokens=chunk_tokens,
-                       **({"mtp_accept": mtp_accept} if "mtp_accept" in InstanceModel.__dataclass_fields__ else {}))
+    im = InstanceModel(c, tp, cfg, weight_dtype, kv_dtype, prefill_chunk_tokens=chunk_tokens, mtp_accept=mtp_accept)
     return im, source
 
 
@@ -140,21 +139,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         max_batch=int(cap),
         kv_bytes_per_token=im.kv_bytes_per_token,
         ttft_s=prefill + im.step_s(1, input_tokens),
-        bound={"prefill": _bound(_terms(im, "prefill", input_tokens, new, min(new, chunk_tokens))),
-               "decode": _bound(_terms(im, "decode", decode_batch, context))},
+        bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
+               "decode": _bound(im.terms("decode", decode_batch, context))},
         source=source,
     )
-
-
-def _terms(im: InstanceModel, phase: str, a: float, b: float, c: float = 0.0) -> dict[str, float]:
-    """{compute, memory, communication} seconds of a prefill chunk or a decode step."""
-    if hasattr(im, "terms"):
-        return im.terms(phase, a, b, c)
-    if phase == "prefill":
-        flops, kv = im.prefill_chunk_parts(a, a - b, c)
-        return {"compute": flops / im.flops_per_s, "memory": (im.weight_bytes + kv) / im.mem_bw_bytes_per_s,
-                "communication": im.comm_s(c)}
-    touched = 1.0 - (1.0 - im.model.active_fraction) ** a
-    mem = im.weight_bytes * touched + a * im.kv_read_bytes(b)
-    flops = 2 * im.model.params_active_b * 1e9 * a + a * im._attn_flops(b, b + 1)
-    return {"compute": flops / im.flops_per_s, "memory": mem / im.mem_bw_bytes_per_s, "communication": im.comm_s(a)}
