@@ -47,7 +47,10 @@ from placer.estimate import estimate
 CSV = Path(__file__).parent / "data" / "published_measurements.csv"
 #: published name → the catalog model of identical architecture (the CSV's notes say so).
 SAME_ARCHITECTURE = {"deepseek-r1": "deepseek-v3", "llama-3.3-70b": "llama-3.1-70b"}
-DTYPE_ALIASES = {"fp16": "bf16", "unstated": "bf16", "": "bf16"}
+DTYPE_ALIASES = {"fp16": "bf16", "": "bf16"}
+#: a KV dtype the source does not state: "bf16" (the engines' default ``auto``) or "weights"
+#: (the weight dtype: ModelOpt FP8 checkpoints can carry FP8 KV scales) — ``--unstated-kv``.
+UNSTATED_KV = {"value": "bf16"}
 EP_CHUNK_TOKENS_PER_GPU = 16384
 DENSE_CHUNK_TOKENS = 8192
 
@@ -61,6 +64,14 @@ def _int(text: str, field: str) -> int:
     if not m:
         raise NotEvaluable(f"{field} {text!r} is not one number")
     return int(m.group(1))
+
+
+def _kv_dtype(row: dict) -> str:
+    kv = row["kv_dtype"].strip()
+    if kv == "unstated":
+        weights = DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"])
+        return weights if UNSTATED_KV["value"] == "weights" else UNSTATED_KV["value"]
+    return DTYPE_ALIASES.get(kv, kv)
 
 
 def query(row: dict) -> dict:
@@ -93,7 +104,7 @@ def query(row: dict) -> dict:
     return dict(
         model=SAME_ARCHITECTURE.get(row["model"], row["model"]), chip=row["chip"], tp=chips,
         weight_dtype=DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"]),
-        kv_dtype=DTYPE_ALIASES.get(row["kv_dtype"], row["kv_dtype"]),
+        kv_dtype=_kv_dtype(row),
         input_tokens=inp, output_tokens=output, hit_rate=float(row["hit_rate"] or 0.0),
         batch=batch, chunk_tokens=chunk, mtp_accept=float(row["mtp_accept"] or 1.0),
     )
@@ -160,7 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=CSV)
     ap.add_argument("--json", action="store_true", help="print rows and summaries as JSON")
+    ap.add_argument("--unstated-kv", choices=("bf16", "fp8", "weights"), default="bf16",
+                    help="KV dtype where the source does not state it (default bf16, the engines' default)")
     args = ap.parse_args(argv)
+    UNSTATED_KV["value"] = args.unstated_kv
     rows, skipped = evaluate(args.csv)
     fair, every = summary([r for r in rows if r["fair"]]), summary(rows)
     if args.json:

@@ -42,8 +42,9 @@ Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
   (DeepSeek-V3's node-limited routing, topk_group = 4) and is forwarded over NVLink inside
   the node; volume per chip = T/tp · min(k, limit, N)·(N−1)/N · (fp8 + bf16 bytes) over the
   chip's NIC. Decode (low-latency kernels): each token is sent to each of its k experts
-  directly, T/tp · k·(tp−1)/tp · bytes per chip. Overlapped with compute (two micro-batches):
-  time = max(compute, memory, comm).
+  directly, T/tp · k·(tp−1)/tp · bytes per chip. The busiest rank receives 1/0.85 of the mean
+  (its experts' load, :data:`EXPERT_LOAD_BALANCE`). Overlapped with compute (two
+  micro-batches): time = max(compute, memory, comm).
 Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (decode 1 ms:
 scheduling, sampling and the host launch of one step; prefill 2 ms per chunk).
 * Decode at batch B, context L, MTP (``mtp_accept`` a tokens per step, 1 + d positions
@@ -245,7 +246,8 @@ class InstanceModel:
                                                                   self.chip.nic_bytes_per_s)
         alpha = COLLECTIVE_LATENCY_S if nodes == 1 else CROSS_NODE_COLLECTIVE_LATENCY_S
         layers = m.moe_layers or m.layers
-        return layers * (2 * alpha + tokens / self.tp * sends * per_token / bw)
+        # the all-to-all ends when the busiest rank has received its tokens: load ∝ its experts' load
+        return layers * (2 * alpha + tokens / self.tp * sends * per_token / (bw * EXPERT_LOAD_BALANCE))
 
     # ---- work ----------------------------------------------------------------
     @cached_property

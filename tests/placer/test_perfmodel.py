@@ -91,7 +91,7 @@ def test_ep_prefill_all_to_all_sends_fp8_dispatch_and_bf16_combine_once_per_node
     im, tokens = _ds(tp=32), 32 * 16384
     per_token = 7168 * (1 + 4 / FP8_SCALE_GROUP) + 7168 * 2
     nic = get_chip("H100-SXM").nic_bytes_per_s
-    volume_s = 58 * (tokens / 32) * 3 * per_token / nic
+    volume_s = 58 * (tokens / 32) * 3 * per_token / (nic * EXPERT_LOAD_BALANCE)  # the busiest rank receives more
     assert im.comm_s(tokens, prefill=True) == pytest.approx(volume_s, rel=0.01)
     # decode (low-latency kernels) sends each token to each of its 8 experts: more bytes
     assert im.comm_s(tokens) > 2 * im.comm_s(tokens, prefill=True)
