@@ -257,7 +257,7 @@ class InstanceModel:
         active = m.params_active_b * 1e9
         routed = m.routed_expert_params_active
         lm = m.lm_head_params
-        return active - routed - 2 * lm, routed, lm  # the embedding (= lm) is a lookup
+        return active - routed - lm - m.embedding_params, routed, lm  # the embedding is a lookup
 
     def _linear_work(self, tokens: float, logits: float, rows: float | None = None) -> float:
         """Dense-GEMM FLOP-equivalents of the linear layers over ``tokens`` tokens, ``logits`` LM-head
@@ -367,10 +367,10 @@ class InstanceModel:
         m = self.model
         if m.moe_layers and m.experts:
             touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** max(tokens, 1.0)
-            embedding = m.lm_head_params * self.bytes_per_param * self._replicas
+            embedding = m.embedding_params * self.bytes_per_param * self._replicas
             return self.weight_bytes - self.expert_params * self.bytes_per_param * (1 - touched) - embedding
         touched = 1.0 - (1.0 - m.active_fraction) ** max(tokens, 1.0)
-        return (self.weight_bytes - m.lm_head_params * self.bytes_per_param) * touched
+        return (self.weight_bytes - m.embedding_params * self.bytes_per_param) * touched
 
     def decode_terms(self, sequences: float, queries: float, context_tokens: float) -> dict[str, float]:
         """Compute / memory / communication seconds of a forward where each of ``sequences``

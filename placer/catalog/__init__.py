@@ -109,6 +109,7 @@ class ModelConfig:
     expert_ffn: int = 0  # intermediate size of one expert
     shared_experts: int = 0  # experts every token visits besides the routed ones
     max_nodes_per_token: int = 0  # node-limited routing: a token's experts span at most this many nodes (0: any)
+    tied_embeddings: bool = False  # the LM head reuses the embedding matrix (one hidden × vocab copy)
 
     def kv_bytes_per_token(self, kv_dtype: str) -> float:
         """Bytes of KV cache one token occupies across all layers.
@@ -169,6 +170,11 @@ class ModelConfig:
     def lm_head_params(self) -> float:
         """Parameters of the LM head (hidden × vocab): FLOPs only for tokens whose logits are needed."""
         return self.hidden * self.vocab
+
+    @property
+    def embedding_params(self) -> float:
+        """Parameters of a separate input embedding (a lookup: no FLOPs); 0 when tied to the LM head."""
+        return 0.0 if self.tied_embeddings else self.lm_head_params
 
     @property
     def routed_expert_params_active(self) -> float:
@@ -236,6 +242,7 @@ def model_catalog() -> dict[str, ModelConfig]:
             native_weight_dtype="fp8" if row["name"].startswith(("deepseek", "kimi")) else "bf16",
             **{k: int(row.get(k) or 0) for k in ("vocab", "moe_layers", "experts", "experts_per_token",
                                                   "expert_ffn", "shared_experts", "max_nodes_per_token")},
+            tied_embeddings=row.get("tied_embeddings", "0").strip() == "1",
         )
     return models
 
