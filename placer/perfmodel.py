@@ -47,6 +47,10 @@ Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
   micro-batches): time = max(compute, memory, comm).
 Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (decode 1 ms:
 scheduling, sampling and the host launch of one step; prefill 2 ms per chunk).
+* Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after h·I cached, in
+  ⌈n/chunk⌉ forwards, each its own roofline (work above; memory = one weight read + the
+  prompt's KV). A small tail chunk pays a whole weight read (memory bound) — the throughput
+  the BCR-vs-hit curve loses just past each chunk boundary.
 * Decode at batch B, context L, MTP (``mtp_accept`` a tokens per step, 1 + d positions
   verified per sequence, d = ⌈a⌉ − 1): the forward covers B(1 + d) tokens; KV read once per
   sequence; tokens/s = B·a/step; TPOT = step / a.
