@@ -1,40 +1,61 @@
-"""Performance model: roofline on the four chip dimensions × efficiency.
+"""Performance model: roofline on the four chip dimensions × efficiency, per kind of work.
 
 in:  a :class:`~placer.catalog.Chip`, a tensor-parallel degree, a
-     :class:`~placer.catalog.ModelConfig`, dtypes
+     :class:`~placer.catalog.ModelConfig`, dtypes, MTP's accepted tokens per step
 out: seconds and bytes: prefill time, decode step time, largest batch, transfer
-     times, extend-decode cost, waiting-time percentiles.
+     times, extend-decode cost, waiting-time percentiles, and the compute / memory /
+     communication terms behind each time (:meth:`InstanceModel.terms`).
 
-An *instance* is ``tp`` chips that together hold the weights (at the weight dtype)
-plus the working KV. All figures use sustained rates: datasheet peak × the chip's
-compute / memory-bandwidth / interconnect efficiency (measured profiles replace the
-defaults). Formulas, per instance with ``tp`` chips:
+An *instance* is ``tp`` chips that together hold the weights plus the working KV. Dense
+models run tensor parallel; MoE models run expert parallel with data-parallel attention
+(each chip holds a replica of the non-expert weights and 1/tp of the experts; when the
+replicas do not fit, attention is tensor parallel and the non-expert weights held once). Sustained
+rates are datasheet peak × the chip's efficiencies (measured profiles replace the defaults).
 
-* compute rate  F = tp × peak_flops(dtype) × eff_compute   (fp8 if weights are fp8 and
-  the chip has fp8 tensor cores, bf16 otherwise)
-* HBM rate      M = tp × mem_bw × eff_mem
-* KV capacity   K = tp × mem × 0.90 − weight_bytes  (10 % kept for activations/runtime)
-* Parallel communication per layer, S = scale-up bandwidth per chip (NIC per chip once
-  tp exceeds the 8-chip scale-up domain), α = 5 µs (20 µs across nodes):
-  dense models, tensor parallel, 2 ring all-reduces:
-  t = 2 × layers × (α + 2(tp−1)/tp × tokens × hidden × 2 B / S), added to compute;
-  MoE models, expert parallel + data-parallel attention, all-to-all dispatch + combine
-  of each chip's tokens/tp tokens to 8 routed experts:
-  t = 2 × layers × (α + tokens/tp × hidden × 2 B × min(8, tp) × (tp−1)/tp / S),
-  overlapped with compute (two micro-batches), so time = max(compute, memory, comm).
-* Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after c = h·I cached,
-  computed in ⌈n/chunk⌉ forwards (chunked prefill), each its own roofline: a chunk of t
-  tokens at positions [s, s+t) costs FLOPs = 2·active·t + attention pairs·flops_per_pair
-  (+ indexer pairs for sparse attention), pairs = Σ_{p=s}^{s+t−1} p (dense, the
-  quadratic part) or Σ min(p, topk); memory = one weight read + the prompt's KV;
-  time = max(FLOPs/F, bytes/M) + comm(t) + overhead. The prompt's time is the sum over
-  its chunks, so a small tail chunk pays a whole weight read (memory bound) — the
-  throughput the BCR-vs-hit curve loses just past each chunk boundary.
-* Decode step at batch B, context L: bytes = weights × (1 − (1 − active/total)^B)
-  (MoE experts touched by B tokens) + B × KV read per sequence (L tokens, or topk +
-  the indexer's keys for sparse attention); FLOPs = 2·active·B + B × attention;
-  time = max(bytes/M, FLOPs/F) + comm(B) + 1 ms step overhead.
-* Largest batch: the biggest B with step(B, L) ≤ TPOT and B × L_resident × kv ≤ K.
+Rates, per instance of ``tp`` chips (E = the chip's compute efficiency):
+* dense GEMM   F = tp × peak(fp8 if weights fp8 and the chip has fp8, else bf16) × E × g(M)
+* expert GEMM  F × :data:`EXPERT_LOAD_BALANCE` × (1 − :data:`EP_COMM_SM_FRACTION`) with
+  expert parallelism (tp > 1), at g(tokens per expert)
+* attention    tp × peak(bf16) × E (FlashAttention / FlashMLA run the core in bf16)
+* g(M) = M / (M + :data:`GEMM_TILE_M`/2): a GEMM over M rows pads M to whole 64-row
+  tiles (Hopper's wgmma instruction is 64 rows deep); the expected padding of a uniform
+  remainder is half a tile. M = tokens per chip of the forward.
+* HBM M = tp × mem_bw × eff_mem; KV capacity K = tp × mem × 0.90 − weight_bytes.
+
+FLOPs per token: 2 × (active − embedding − LM head) for every token, the LM head
+(2 × hidden × vocab) only for tokens whose logits are sampled (the last prompt token, every
+decode position), the embedding a lookup (no FLOPs, not streamed in decode).
+Attention per (query, key) pair, all layers: GQA 2·L·H·2d; MLA absorbed (decode)
+2·L·H·(2·r_kv + d_rope) ≈ 17 MFLOP for DeepSeek-V3; MLA non-absorbed (prefill)
+2·L·H·(d + d_rope + d) ≈ 5 MFLOP plus the up-projection of every cached prefix key
+(2·L·r_kv·H·2d per prefix token), the cheaper of the two forms per chunk (what SGLang and
+vLLM choose between). Sparse attention (DSA): min(p, top-k) pairs plus the indexer.
+
+Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
+* dense, tensor parallel: 2 ring all-reduces per layer,
+  t = 2·layers·(α(tp) + 2(tp−1)/tp · T·hidden·2 B / S), S = scale-up (NIC across nodes);
+  α(tp) = launch + NCCL's ring-LL latency 3.6 µs + 2(tp−1) hops × 0.47 µs (NVLink) or
+  2.7 µs (network) — NCCL's own tuning model, src/graph/tuning.cc; not overlapped.
+* MoE, expert parallel (DeepEP, deepseek-ai/DeepEP README): dispatch in FP8 (hidden bytes +
+  one fp32 scale per 128), combine in BF16, per MoE layer. Prefill (normal kernels): a token
+  crosses the network once per destination node, at most ``max_nodes_per_token`` nodes
+  (DeepSeek-V3's node-limited routing, topk_group = 4) and is forwarded over NVLink inside
+  the node; volume per chip = T/tp · min(k, limit, N)·(N−1)/N · (fp8 + bf16 bytes) over the
+  chip's NIC. Decode (low-latency kernels): each token is sent to each of its k experts
+  directly, T/tp · k·(tp−1)/tp · bytes per chip. The busiest rank receives 1/0.85 of the mean
+  (its experts' load, :data:`EXPERT_LOAD_BALANCE`). Overlapped with compute (two
+  micro-batches): time = max(compute, memory, comm).
+Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (decode 1 ms:
+scheduling, sampling and the host launch of one step; prefill 2 ms per chunk).
+* Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after h·I cached, in
+  ⌈n/chunk⌉ forwards, each its own roofline (work above; memory = one weight read + the
+  prompt's KV). A small tail chunk pays a whole weight read (memory bound) — the throughput
+  the BCR-vs-hit curve loses just past each chunk boundary.
+* Decode at batch B, context L, MTP (``mtp_accept`` a tokens per step, 1 + d positions
+  verified per sequence, d = ⌈a⌉ − 1): the forward covers B(1 + d) tokens; KV read once per
+  sequence; tokens/s = B·a/step; TPOT = step / a.
+* Largest batch: the biggest B with step(B, L)/a ≤ TPOT, B × resident × kv ≤ K and
+  B ≤ :data:`MAX_BATCH_PER_CHIP` × tp.
 * Transfer of b bytes: b / bandwidth + latency (RDMA: tp × NIC of the sender; WAN:
   the line's share, see :func:`wan_transfer_s`).
 * Waiting at P: each P instance is an M/G/1 FCFS queue (Poisson arrivals; service
@@ -57,14 +78,43 @@ from placer.catalog import Chip, ModelConfig
 
 USABLE_MEM_FRACTION = 0.90
 SCALEUP_DOMAIN_CHIPS = 8
+#: host launch of one collective kernel (CUDA launch latency, ~5 µs).
+KERNEL_LAUNCH_S = 5e-6
+#: NCCL's ring all-reduce latency model, LL protocol (NVIDIA/nccl src/graph/tuning.cc:
+#: baseLat Ring/LL 3.6 µs; hwLat Ring/LL NVLink 0.47 µs, network 2.7 µs per step).
+NCCL_RING_BASE_S = 3.6e-6
+NCCL_NVLINK_HOP_S = 0.47e-6
+NCCL_NET_HOP_S = 2.7e-6
+#: latency of one expert-parallel all-to-all (dispatch or combine) inside / across nodes.
 COLLECTIVE_LATENCY_S = 5e-6
 CROSS_NODE_COLLECTIVE_LATENCY_S = 20e-6
 DECODE_STEP_OVERHEAD_S = 1e-3
 PREFILL_CHUNK_OVERHEAD_S = 2e-3
 RDMA_LATENCY_S = 2e-3
-ACT_BYTES = 2  # bf16 activations
-MAX_BATCH = 1024
-MOE_ROUTED_EXPERTS = 8  # routed experts per token (DeepSeek-V3/Kimi-K2/Qwen3-MoE all use 8)
+ACT_BYTES = 2  # bf16 activations (TP all-reduce, EP combine)
+FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 values
+#: engines' ceiling on running sequences, per chip (vLLM max_num_seqs 1024, TensorRT-LLM
+#: max_batch_size 2048): memory and the TPOT bind first in practice.
+MAX_BATCH_PER_CHIP = 1024
+#: per-instance cap still read by placer.sim.decode and placer.evaluate (one chip's worth);
+#: :meth:`InstanceModel.batch_cap` is the per-chip cap × tp.
+MAX_BATCH = MAX_BATCH_PER_CHIP
+MOE_ROUTED_EXPERTS = 8  # routed experts per token when the catalog does not say
+#: rows of one tensor-core MMA tile (Hopper wgmma m64): small-M GEMMs pad to it.
+GEMM_TILE_M = 64
+#: mean / busiest expert-parallel rank's load with EPLB: SGLang's 96-H100 DeepSeek blog
+#: (lmsys.org 2025-05-05) prefill 50,302 tok/s/node with EPLB vs 59,337 with simulated
+#: perfect balance, 0.85.
+EXPERT_LOAD_BALANCE = 0.85
+#: SMs the all-to-all kernels take from the GEMMs while overlapped: DeepSeek-V3 technical
+#: report §3.2.2 "only 20 SMs are sufficient" of the H800's 132.
+EP_COMM_SM_FRACTION = 20 / 132
+
+
+def gemm_efficiency(rows: float) -> float:
+    """g(M) = M / (M + tile/2): the useful fraction of a GEMM's MMA work at M rows."""
+    rows = max(rows, 1.0)
+    return rows / (rows + GEMM_TILE_M / 2)
 
 
 @dataclass(frozen=True)
@@ -77,6 +127,7 @@ class InstanceModel:
     weight_dtype: str
     kv_dtype: str
     prefill_chunk_tokens: int = 8192
+    mtp_accept: float = 1.0  # tokens emitted per decode step on average (1: no speculative decoding)
 
     # ---- resources -------------------------------------------------------
     @cached_property
@@ -85,15 +136,49 @@ class InstanceModel:
 
     @cached_property
     def flops_per_s(self) -> float:
+        """Dense-GEMM rate at large M (the unit of the FLOP-equivalents of :meth:`forward_s`)."""
         return self.tp * self.chip.flops_per_s(self.compute_dtype)
+
+    @cached_property
+    def attn_flops_per_s(self) -> float:
+        return self.tp * self.chip.flops_per_s("bf16")
+
+    @cached_property
+    def expert_rate_factor(self) -> float:
+        """Expert GEMM rate / dense GEMM rate (load balance and the SMs the all-to-all takes)."""
+        if not self.is_moe or self.tp == 1:
+            return 1.0
+        return EXPERT_LOAD_BALANCE * (1.0 - EP_COMM_SM_FRACTION)
 
     @cached_property
     def mem_bw_bytes_per_s(self) -> float:
         return self.tp * self.chip.mem_bw_bytes_per_s
 
     @cached_property
+    def bytes_per_param(self) -> int:
+        return 1 if self.weight_dtype == "fp8" else 2
+
+    @cached_property
+    def _replicas(self) -> int:
+        """Copies of the non-expert weights: one per chip with data-parallel attention (MoE, when
+        the replicas fit in memory), else one (tensor-parallel attention)."""
+        if not (self.is_moe and self.model.moe_layers and self.tp > 1):
+            return 1
+        dense = self.model.params_total_b * 1e9 - self.expert_params
+        replicated = (self.tp * dense + self.expert_params) * self.bytes_per_param
+        return self.tp if replicated <= self.tp * self.chip.mem_bytes * USABLE_MEM_FRACTION else 1
+
+    @cached_property
+    def expert_params(self) -> float:
+        m = self.model
+        return m.moe_layers * m.experts * 3 * m.hidden * m.expert_ffn
+
+    @cached_property
     def weight_bytes(self) -> float:
-        return self.model.weight_bytes(self.weight_dtype)
+        """Bytes of weights the instance holds (non-expert weights once per replica)."""
+        total = self.model.params_total_b * 1e9
+        dense = total - self.expert_params
+        return (self._replicas * dense + self.expert_params) * self.bytes_per_param
 
     @cached_property
     def kv_capacity_bytes(self) -> float:
@@ -123,35 +208,74 @@ class InstanceModel:
     def power_kw(self) -> float:
         return self.tp * self.chip.tdp_w / 1000
 
+    @cached_property
+    def batch_cap(self) -> int:
+        return MAX_BATCH_PER_CHIP * self.tp
+
     # ---- collectives -----------------------------------------------------
     @property
     def is_moe(self) -> bool:
         return self.model.active_fraction < 1.0
 
-    def comm_s(self, tokens: float) -> float:
-        """Parallel-communication seconds for one forward over ``tokens`` tokens.
+    @cached_property
+    def _nodes(self) -> int:
+        return math.ceil(self.tp / SCALEUP_DOMAIN_CHIPS)
 
-        Dense models: tensor parallel, two ring all-reduces of the activations per
-        layer. MoE models: expert parallel with data-parallel attention, one
-        all-to-all dispatch and one combine per layer, each chip sending its own
-        tokens/tp tokens to ``MOE_ROUTED_EXPERTS`` experts.
-        """
+    def allreduce_s(self, n_bytes: float) -> float:
+        """One ring all-reduce of ``n_bytes`` over the instance: α(tp) + 2(tp−1)/tp · bytes / S."""
+        tp, nodes = self.tp, self._nodes
+        inter_steps = 2 * (nodes - 1)
+        alpha = KERNEL_LAUNCH_S + NCCL_RING_BASE_S + (2 * (tp - 1) - inter_steps) * NCCL_NVLINK_HOP_S \
+            + inter_steps * NCCL_NET_HOP_S
+        bw = self.chip.scaleup_bytes_per_s if nodes == 1 else min(self.chip.scaleup_bytes_per_s,
+                                                                  self.chip.nic_bytes_per_s)
+        return alpha + 2 * (tp - 1) / tp * n_bytes / bw
+
+    def comm_s(self, tokens: float, prefill: bool = False) -> float:
+        """Parallel-communication seconds for one forward over ``tokens`` tokens (see the module doc)."""
         if self.tp == 1:
             return 0.0
-        if self.tp <= SCALEUP_DOMAIN_CHIPS:
-            bw, alpha = self.chip.scaleup_bytes_per_s, COLLECTIVE_LATENCY_S
+        m = self.model
+        if not self.is_moe:
+            return 2 * m.layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
+        k = m.experts_per_token or MOE_ROUTED_EXPERTS
+        per_token = m.hidden * (1 + 4 / FP8_SCALE_GROUP) + m.hidden * ACT_BYTES  # fp8 dispatch + bf16 combine
+        nodes = self._nodes
+        if prefill and nodes > 1:
+            limit = m.max_nodes_per_token or nodes
+            sends = min(k, limit, nodes) * (nodes - 1) / nodes
         else:
-            bw = min(self.chip.scaleup_bytes_per_s, self.chip.nic_bytes_per_s)
-            alpha = CROSS_NODE_COLLECTIVE_LATENCY_S
-        remote = (self.tp - 1) / self.tp
-        if self.is_moe:
-            fanout = min(MOE_ROUTED_EXPERTS, self.tp)
-            volume = (tokens / self.tp) * self.model.hidden * ACT_BYTES * fanout * remote
-        else:
-            volume = 2 * remote * tokens * self.model.hidden * ACT_BYTES
-        return 2 * self.model.layers * (alpha + volume / bw)
+            sends = min(k, self.tp) * (self.tp - 1) / self.tp
+        bw = self.chip.scaleup_bytes_per_s if nodes == 1 else min(self.chip.scaleup_bytes_per_s,
+                                                                  self.chip.nic_bytes_per_s)
+        alpha = COLLECTIVE_LATENCY_S if nodes == 1 else CROSS_NODE_COLLECTIVE_LATENCY_S
+        layers = m.moe_layers or m.layers
+        # the all-to-all ends when the busiest rank has received its tokens: load ∝ its experts' load
+        return layers * (2 * alpha + tokens / self.tp * sends * per_token / (bw * EXPERT_LOAD_BALANCE))
 
-    # ---- attention work --------------------------------------------------
+    # ---- work ----------------------------------------------------------------
+    @cached_property
+    def _params(self) -> tuple[float, float, float]:
+        """(per-token dense GEMM params, routed-expert params per token, LM-head params)."""
+        m = self.model
+        active = m.params_active_b * 1e9
+        routed = m.routed_expert_params_active
+        lm = m.lm_head_params
+        return active - routed - lm - m.embedding_params, routed, lm  # the embedding is a lookup
+
+    def _linear_work(self, tokens: float, logits: float, rows: float | None = None) -> float:
+        """Dense-GEMM FLOP-equivalents of the linear layers over ``tokens`` tokens, ``logits`` LM-head
+        rows, in a forward of ``rows`` tokens (default ``tokens``: the M of g(M))."""
+        dense, routed, lm = self._params
+        rows = tokens if rows is None else rows
+        per_chip = rows / self.tp if self._replicas > 1 else rows
+        work = 2 * dense * tokens / gemm_efficiency(per_chip) + 2 * lm * logits / gemm_efficiency(logits)
+        if routed:
+            m = self.model
+            per_expert = rows * m.experts_per_token / m.experts
+            work += 2 * routed * tokens / (gemm_efficiency(per_expert) * self.expert_rate_factor)
+        return work
+
     def _attn_pairs(self, start: float, end: float) -> tuple[float, float]:
         """(attention pairs, indexer pairs) for query positions start..end-1."""
         dense = (end * end - start * start) / 2
@@ -164,8 +288,20 @@ class InstanceModel:
         return below + above, dense
 
     def _attn_flops(self, start: float, end: float) -> float:
+        """Attention FLOPs (decode form: MLA absorbed) for query positions start..end-1."""
         pairs, idx_pairs = self._attn_pairs(start, end)
         return pairs * self.model.attn_flops_per_token_pair() + idx_pairs * self.model.indexer_flops_per_token_pair()
+
+    def _attn_work(self, start: float, end: float, prefill: bool) -> float:
+        """Dense-GEMM FLOP-equivalents of attention (bf16 rate) for query positions start..end-1."""
+        scale = self.flops_per_s / self.attn_flops_per_s
+        m = self.model
+        if not (prefill and m.attn == "mla" and not m.sparse_topk_tokens):
+            return self._attn_flops(start, end) * scale
+        pairs, _ = self._attn_pairs(start, end)
+        absorbed = pairs * m.attn_flops_per_token_pair()
+        mha = pairs * m.mha_flops_per_token_pair() + start * m.mla_kv_up_flops_per_token()
+        return min(absorbed, mha) * scale
 
     # ---- prefill -----------------------------------------------------------
     def prefill_s(self, input_tokens: float, hit_rate: float) -> float:
@@ -183,29 +319,45 @@ class InstanceModel:
         return total
 
     def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
-        """(FLOPs, memory bytes besides the weight read) of one prefill chunk of ``tokens``
-        new tokens at positions [start, start + tokens) of a prompt of ``input_tokens``."""
-        flops = 2 * self.model.params_active_b * 1e9 * tokens + self._attn_flops(start, start + tokens)
-        return flops, input_tokens * self.kv_bytes_per_token
+        """(work, memory bytes besides the weight read) of one prefill chunk of ``tokens`` new
+        tokens at positions [start, start + tokens) of a prompt of ``input_tokens``.
+
+        Work is in dense-GEMM FLOP-equivalents: each part's FLOPs × (dense rate / its rate). The
+        GEMMs are costed at M = the forward's token budget (``prefill_chunk_tokens``): at
+        saturation short prompts are packed into forwards up to it (placer.sim.prefill).
+        """
+        last = 1.0 if start + tokens >= input_tokens - 1e-9 else 0.0
+        rows = max(tokens, self.prefill_chunk_tokens)
+        work = self._linear_work(tokens, last, rows) + self._attn_work(start, start + tokens, prefill=True)
+        return work, input_tokens * self.kv_bytes_per_token
 
     def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
         """Seconds of one prefill forward over one chunk (see :meth:`prefill_chunk_parts`)."""
-        flops, kv_bytes = self.prefill_chunk_parts(input_tokens, start, tokens)
-        return self.forward_s(flops, self.weight_bytes + kv_bytes, tokens)
+        work, kv_bytes = self.prefill_chunk_parts(input_tokens, start, tokens)
+        return self.forward_s(work, self.weight_bytes + kv_bytes, tokens)
 
     def forward_s(self, flops: float, mem_bytes: float, tokens: float) -> float:
-        """Seconds of one prefill forward moving ``mem_bytes`` and computing ``flops`` over ``tokens``."""
-        return self._combine(flops / self.flops_per_s, mem_bytes / self.mem_bw_bytes_per_s, self.comm_s(tokens)) + (
-            PREFILL_CHUNK_OVERHEAD_S
-        )
+        """Seconds of one prefill forward: ``flops`` dense-GEMM FLOP-equivalents, ``mem_bytes`` moved."""
+        terms = self._forward_terms(flops, mem_bytes, tokens)
+        return self._combine(terms) + PREFILL_CHUNK_OVERHEAD_S
 
-    def _combine(self, compute_s: float, memory_s: float, comm_s: float) -> float:
+    def _forward_terms(self, flops: float, mem_bytes: float, tokens: float) -> dict[str, float]:
+        return {"compute": flops / self.flops_per_s, "memory": mem_bytes / self.mem_bw_bytes_per_s,
+                "communication": self.comm_s(tokens, prefill=True)}
+
+    def _combine(self, terms: dict[str, float]) -> float:
         """MoE all-to-all overlaps compute (two micro-batches); TP all-reduce does not."""
+        c, m, x = terms["compute"], terms["memory"], terms["communication"]
         if self.is_moe:
-            return max(compute_s, memory_s, comm_s)
-        return max(compute_s, memory_s) + comm_s
+            return max(c, m, x)
+        return max(c, m) + x
 
     # ---- decode ------------------------------------------------------------
+    @cached_property
+    def draft_tokens(self) -> int:
+        """Draft positions verified per sequence and step: ⌈accept⌉ − 1."""
+        return max(0, math.ceil(self.mtp_accept - 1e-9) - 1)
+
     def kv_read_bytes(self, context_tokens: float) -> float:
         """KV bytes one sequence reads per decode step."""
         topk = self.model.sparse_topk_tokens
@@ -214,40 +366,63 @@ class InstanceModel:
         idx = self.model.indexer_bytes_per_token()
         return min(context_tokens, topk) * (self.kv_bytes_per_token - idx) + context_tokens * idx
 
+    def _weights_read_bytes(self, tokens: float) -> float:
+        """Weight bytes a forward over ``tokens`` tokens streams (experts only where touched)."""
+        m = self.model
+        if m.moe_layers and m.experts:
+            touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** max(tokens, 1.0)
+            embedding = m.embedding_params * self.bytes_per_param * self._replicas
+            return self.weight_bytes - self.expert_params * self.bytes_per_param * (1 - touched) - embedding
+        touched = 1.0 - (1.0 - m.active_fraction) ** max(tokens, 1.0)
+        return (self.weight_bytes - m.embedding_params * self.bytes_per_param) * touched
+
+    def decode_terms(self, sequences: float, queries: float, context_tokens: float) -> dict[str, float]:
+        """Compute / memory / communication seconds of a forward where each of ``sequences``
+        sequences at ``context_tokens`` context computes ``queries`` new positions."""
+        tokens = sequences * queries
+        work = self._linear_work(tokens, tokens) + sequences * self._attn_work(
+            context_tokens, context_tokens + queries, prefill=False)
+        mem = self._weights_read_bytes(tokens) + sequences * self.kv_read_bytes(context_tokens + queries)
+        return {"compute": work / self.flops_per_s, "memory": mem / self.mem_bw_bytes_per_s,
+                "communication": self.comm_s(tokens)}
+
     def step_s(self, batch: float, context_tokens: float) -> float:
-        """Seconds for one decode step of ``batch`` sequences of ``context_tokens`` each."""
+        """Seconds for one decode step of ``batch`` sequences of ``context_tokens`` each
+        (each verifying 1 + :attr:`draft_tokens` positions)."""
         batch = max(batch, 1.0)
-        touched = 1.0 - (1.0 - self.model.active_fraction) ** batch
-        mem_bytes = self.weight_bytes * touched + batch * self.kv_read_bytes(context_tokens)
-        flops = 2 * self.model.params_active_b * 1e9 * batch + batch * self._attn_flops(
-            context_tokens, context_tokens + 1
-        )
-        return self._combine(flops / self.flops_per_s, mem_bytes / self.mem_bw_bytes_per_s, self.comm_s(batch)) + (
-            DECODE_STEP_OVERHEAD_S
-        )
+        return self._combine(self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)) + DECODE_STEP_OVERHEAD_S
 
     def extend_s(self, tokens: int, context_tokens: float) -> float:
         """Seconds for one extend-decode pass over ``tokens`` given tokens (MD after a handoff)."""
-        touched = 1.0 - (1.0 - self.model.active_fraction) ** max(tokens, 1)
-        mem_bytes = self.weight_bytes * touched + self.kv_read_bytes(context_tokens + tokens)
-        flops = 2 * self.model.params_active_b * 1e9 * tokens + self._attn_flops(
-            context_tokens, context_tokens + tokens
-        )
-        return self._combine(flops / self.flops_per_s, mem_bytes / self.mem_bw_bytes_per_s, self.comm_s(tokens)) + (
-            DECODE_STEP_OVERHEAD_S
-        )
+        terms = self.decode_terms(1, max(tokens, 1), context_tokens)
+        return self._combine(terms) + DECODE_STEP_OVERHEAD_S
+
+    def terms(self, phase: str, *args: float) -> dict[str, float]:
+        """The compute / memory / communication seconds behind a time:
+        ``terms("prefill", input_tokens, start, tokens)`` for one chunk,
+        ``terms("decode", batch, context_tokens)`` for one step."""
+        if phase == "prefill":
+            input_tokens, start, tokens = args
+            work, kv = self.prefill_chunk_parts(input_tokens, start, tokens)
+            return self._forward_terms(work, self.weight_bytes + kv, tokens)
+        batch, context = args
+        return self.decode_terms(max(batch, 1.0), 1 + self.draft_tokens, context)
 
     def max_batch(self, context_tokens: float, tpot_s: float, resident_tokens: float | None = None) -> int:
-        """Largest batch whose step meets ``tpot_s`` and whose KV fits (0 if none)."""
+        """Largest batch whose time per token (step / accept) meets ``tpot_s`` and whose KV fits (0 if none)."""
         resident = resident_tokens if resident_tokens is not None else context_tokens
         by_memory = int(self.kv_capacity_tokens // max(resident, 1.0))
-        hi = min(MAX_BATCH, by_memory)
-        if hi < 1 or self.step_s(1, context_tokens) > tpot_s:
+        hi = min(self.batch_cap, by_memory)
+
+        def meets(b: int) -> bool:
+            return self.step_s(b, context_tokens) / self.mtp_accept <= tpot_s
+
+        if hi < 1 or not meets(1):
             return 0
         lo = 1
         while lo < hi:  # step time grows with batch: bisect
             mid = (lo + hi + 1) // 2
-            if self.step_s(mid, context_tokens) <= tpot_s:
+            if meets(mid):
                 lo = mid
             else:
                 hi = mid - 1

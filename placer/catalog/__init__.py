@@ -102,6 +102,14 @@ class ModelConfig:
     indexer_heads: int = 0
     indexer_head_dim: int = 0
     native_weight_dtype: str = "bf16"
+    vocab: int = 0  # LM-head rows; 0: unknown (the LM head is then part of the per-token weights)
+    moe_layers: int = 0  # layers whose FFN is routed experts
+    experts: int = 0  # routed experts per MoE layer
+    experts_per_token: int = 0  # routed experts each token visits (top-k)
+    expert_ffn: int = 0  # intermediate size of one expert
+    shared_experts: int = 0  # experts every token visits besides the routed ones
+    max_nodes_per_token: int = 0  # node-limited routing: a token's experts span at most this many nodes (0: any)
+    tied_embeddings: bool = False  # the LM head reuses the embedding matrix (one hidden × vocab copy)
 
     def kv_bytes_per_token(self, kv_dtype: str) -> float:
         """Bytes of KV cache one token occupies across all layers.
@@ -141,11 +149,37 @@ class ModelConfig:
             return 2 * self.layers * self.q_heads * (2 * self.head_dim)
         return 2 * self.layers * self.q_heads * (2 * self.kv_lora_rank + self.rope_dim)
 
+    def mha_flops_per_token_pair(self) -> float:
+        """MLA in the standard multi-head form (prefill of fresh tokens), all layers: QK^T over
+        head_dim + rope_dim and PV over head_dim per head — 2·L·H·(2d + d_rope), ≈ 5.0 MFLOP for
+        DeepSeek-V3 against ≈ 17.0 MFLOP absorbed (DeepSeek-V3 config: qk_nope 128, rope 64, v 128)."""
+        return 2 * self.layers * self.q_heads * (2 * self.head_dim + self.rope_dim)
+
+    def mla_kv_up_flops_per_token(self) -> float:
+        """FLOPs to up-project one cached latent to per-head keys and values (the multi-head
+        form's price for a cached prefix): 2·L·r_kv·H·2d."""
+        return 2 * self.layers * self.kv_lora_rank * self.q_heads * 2 * self.head_dim
+
     def indexer_flops_per_token_pair(self) -> float:
         return 2 * self.layers * self.indexer_heads * self.indexer_head_dim
 
     def weight_bytes(self, weight_dtype: str) -> float:
         return self.params_total_b * 1e9 * (1 if weight_dtype == "fp8" else 2)
+
+    @property
+    def lm_head_params(self) -> float:
+        """Parameters of the LM head (hidden × vocab): FLOPs only for tokens whose logits are needed."""
+        return self.hidden * self.vocab
+
+    @property
+    def embedding_params(self) -> float:
+        """Parameters of a separate input embedding (a lookup: no FLOPs); 0 when tied to the LM head."""
+        return 0.0 if self.tied_embeddings else self.lm_head_params
+
+    @property
+    def routed_expert_params_active(self) -> float:
+        """Parameters of the routed experts one token visits (3 matrices hidden × expert_ffn each)."""
+        return self.moe_layers * self.experts_per_token * 3 * self.hidden * self.expert_ffn
 
     @property
     def active_fraction(self) -> float:
@@ -206,6 +240,9 @@ def model_catalog() -> dict[str, ModelConfig]:
             indexer_heads=int(row["indexer_heads"] or 0),
             indexer_head_dim=int(row["indexer_head_dim"] or 0),
             native_weight_dtype="fp8" if row["name"].startswith(("deepseek", "kimi")) else "bf16",
+            **{k: int(row.get(k) or 0) for k in ("vocab", "moe_layers", "experts", "experts_per_token",
+                                                  "expert_ffn", "shared_experts", "max_nodes_per_token")},
+            tied_embeddings=row.get("tied_embeddings", "0").strip() == "1",
         )
     return models
 

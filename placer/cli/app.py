@@ -59,6 +59,8 @@ COMMANDS: dict[str, Spec] = {
                   "Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."),
     "serve": Spec("placer.service.cli:serve",
                   "Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."),
+    "estimate": Spec("placer.cli.estimate:estimate",
+                     "Predict one instance's prefill, decode and memory figures (no ILP)."),
     "report": Spec("placer.cli.report:report",
                    "Draw a plan: a self-contained HTML report with its diagram, metrics and charts."),
     "workload": Spec("placer.cli.sim:workload_app", "Workload traces: fit request classes."),

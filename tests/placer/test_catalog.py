@@ -18,6 +18,8 @@ KIB = 1024
         ("qwen3-235b-a22b", "bf16", 188.0),
         ("llama-3.1-8b", "bf16", 128.0),
         ("llama-3.1-8b", "fp8", 64.0),
+        ("llama-2-7b", "bf16", 512.0),  # MHA: 32 × 2 × 32 × 128 × 2 B
+        ("llama-3.2-1b", "bf16", 32.0),  # 16 × 2 × 8 × 64 × 2 B
     ],
 )
 def test_kv_bytes_per_token_matches_published_sizes(model, dtype, kib):
@@ -56,3 +58,17 @@ def test_measured_profile_replaces_default_efficiency_and_is_recorded():
     problem = resolve(parse_scenario(micro_dict()), measured={"H100-SXM": {"compute_efficiency": 0.5, "profile": "p1"}})
     assert problem.chips["H100-SXM"].compute_efficiency == 0.5
     assert any("p1" in p for p in problem.profiles_used)
+
+
+def test_moe_fields_split_active_parameters_into_experts_and_the_rest():
+    # DeepSeek-V3: 58 MoE layers × 8 routed experts × 3 × 7168 × 2048 ≈ 20.4 B of the 37 B active
+    ds = get_model("deepseek-v3")
+    assert ds.routed_expert_params_active == pytest.approx(20.4e9, rel=0.01)
+    assert ds.max_nodes_per_token == 4  # node-limited routing, topk_group = 4
+    assert get_model("llama-3.1-8b").routed_expert_params_active == 0
+
+
+def test_lm_head_and_embedding_sizes_follow_the_vocab():
+    assert get_model("llama-3.1-8b").lm_head_params == 4096 * 128256
+    assert get_model("llama-3.1-8b").embedding_params == 4096 * 128256
+    assert get_model("llama-3.2-1b").embedding_params == 0  # tied to the LM head

@@ -71,3 +71,99 @@ def test_wait_model_matches_pollaczek_khinchine_and_its_tail():
     assert w.prob_exceeds(2.0) == pytest.approx(0.5 * math.exp(-1.0))  # M/M/1 exact: ρ e^{-(μ-λ)t}
     assert w.quantile_s(0.4) == 0.0
     assert w.prob_exceeds(w.quantile_s(0.9)) == pytest.approx(0.1)
+
+
+# ---- the physics of issue 13, each with its formula and source ------------------------------
+from placer.perfmodel import (  # noqa: E402
+    EP_COMM_SM_FRACTION, EXPERT_LOAD_BALANCE, FP8_SCALE_GROUP, KERNEL_LAUNCH_S, MAX_BATCH_PER_CHIP,
+    NCCL_NVLINK_HOP_S, NCCL_RING_BASE_S, gemm_efficiency,
+)
+
+
+def _ds(chip="H100-SXM", tp=32, **kw):
+    return InstanceModel(get_chip(chip), tp, get_model("deepseek-v3"), "fp8", "bf16", **kw)
+
+
+def test_ep_prefill_all_to_all_sends_fp8_dispatch_and_bf16_combine_once_per_node():
+    # DeepEP normal kernels (deepseek-ai/DeepEP README): FP8 dispatch (hidden B + an fp32 scale per
+    # 128), BF16 combine; DeepSeek-V3 node-limited routing: a token reaches at most 4 nodes, so with
+    # 4 nodes it crosses the NIC min(8, 4, 4)·3/4 = 3 times per MoE layer.
+    im, tokens = _ds(tp=32), 32 * 16384
+    per_token = 7168 * (1 + 4 / FP8_SCALE_GROUP) + 7168 * 2
+    nic = get_chip("H100-SXM").nic_bytes_per_s
+    volume_s = 58 * (tokens / 32) * 3 * per_token / (nic * EXPERT_LOAD_BALANCE)  # the busiest rank receives more
+    assert im.comm_s(tokens, prefill=True) == pytest.approx(volume_s, rel=0.01)
+    # decode (low-latency kernels) sends each token to each of its 8 experts: more bytes
+    assert im.comm_s(tokens) > 2 * im.comm_s(tokens, prefill=True)
+
+
+def test_expert_gemms_run_below_dense_gemms_under_expert_parallelism():
+    # load balance 0.85 (SGLang 96-H100 blog: EPLB vs perfect balance) × SMs left to GEMMs while
+    # DeepEP runs on 20 of 132 (DeepSeek-V3 report §3.2.2)
+    assert _ds(tp=32).expert_rate_factor == pytest.approx(EXPERT_LOAD_BALANCE * (1 - EP_COMM_SM_FRACTION))
+    assert _ds(chip="H200-SXM", tp=1).expert_rate_factor == 1.0  # no all-to-all on one chip
+    dense = InstanceModel(get_chip("H100-SXM"), 32, get_model("llama-3.1-70b"), "fp8", "bf16")
+    assert dense.expert_rate_factor == 1.0
+
+
+def test_mla_prefill_uses_the_multi_head_form_at_the_bf16_rate():
+    # DeepSeek-V3: fresh tokens 2·61·128·(128+64+128) ≈ 5.0 MFLOP per pair, absorbed
+    # 2·61·128·(2·512+64) ≈ 17.0 MFLOP; the core attention runs at the bf16 rate.
+    m = get_model("deepseek-v3")
+    assert m.mha_flops_per_token_pair() == pytest.approx(5.0e6, rel=0.01)
+    assert m.attn_flops_per_token_pair() == pytest.approx(17.0e6, rel=0.01)
+    im = _ds(chip="H200-SXM", tp=8)
+    pairs = 4096 * 4096 / 2
+    bf16_over_fp8 = im.flops_per_s / im.attn_flops_per_s
+    assert bf16_over_fp8 == pytest.approx(1979 / 989)  # H200 datasheet fp8 / bf16 dense peaks
+    assert im._attn_work(0, 4096, prefill=True) == pytest.approx(pairs * m.mha_flops_per_token_pair() * bf16_over_fp8)
+    # a long cached prefix makes the multi-head form pay the up-projection: absorbed wins
+    assert im._attn_work(60000, 60100, prefill=True) == pytest.approx(im._attn_work(60000, 60100, prefill=False))
+
+
+def test_batch_cap_is_per_chip_so_per_chip_throughput_does_not_swing_with_tp():
+    for tp in (16, 32, 64):
+        assert _ds(chip="H200-SXM", tp=tp).batch_cap == MAX_BATCH_PER_CHIP * tp
+    per_chip = [(_ds(chip="H200-SXM", tp=tp).max_batch(600, math.inf, 600)) / tp for tp in (16, 32, 64)]
+    assert max(per_chip) < 1.3 * min(per_chip)
+
+
+def test_tp_all_reduce_has_nccl_ring_latency_and_the_ring_bandwidth_term():
+    # NCCL's own model (src/graph/tuning.cc, ring LL): 3.6 µs + 2(tp−1) × 0.47 µs on NVLink, plus launch;
+    # bandwidth term 2(tp−1)/tp · bytes / S.
+    im = InstanceModel(get_chip("H100-SXM"), 8, get_model("llama-3.1-70b"), "fp8", "bf16")
+    alpha = KERNEL_LAUNCH_S + NCCL_RING_BASE_S + 14 * NCCL_NVLINK_HOP_S
+    assert im.allreduce_s(0) == pytest.approx(alpha)
+    n = 64e6
+    assert im.allreduce_s(n) - alpha == pytest.approx(2 * 7 / 8 * n / get_chip("H100-SXM").scaleup_bytes_per_s)
+    # 160 all-reduces a step at tp8 cost milliseconds, not microseconds
+    assert im.comm_s(1) > 160 * 10e-6
+
+
+def test_lm_head_is_paid_only_where_logits_are_sampled():
+    # prefill: the LM head (hidden × vocab) once per prompt, the embedding never (a lookup)
+    im = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "fp8", "bf16")
+    lm = 4096 * 128256
+    mid, _ = im.prefill_chunk_parts(16384, 0, 8192)  # not the last chunk: no logits
+    per_token = 2 * (8e9 - 2 * lm) / gemm_efficiency(8192)
+    assert mid - im._attn_work(0, 8192, prefill=True) == pytest.approx(8192 * per_token)
+    last, _ = im.prefill_chunk_parts(16384, 8192, 8192)
+    assert last - im._attn_work(8192, 16384, prefill=True) > 8192 * per_token
+
+
+def test_small_m_gemms_run_below_the_roofline():
+    # g(M) = M/(M + 32): half a 64-row wgmma tile of padding on average
+    assert gemm_efficiency(32) == pytest.approx(0.5)
+    assert gemm_efficiency(4096) > 0.99
+    im = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "fp8", "bf16")
+    c = [im.terms("decode", b, 1024)["compute"] / b for b in (16, 64, 512)]
+    assert c[0] > c[1] > c[2]  # per-token compute falls as M grows
+
+
+def test_mtp_verifies_draft_positions_and_emits_accepted_tokens():
+    plain = _ds(chip="H200-SXM", tp=8)
+    mtp = _ds(chip="H200-SXM", tp=8, mtp_accept=1.8)
+    assert mtp.draft_tokens == 1  # 1 + 1 positions verified per sequence
+    assert mtp.step_s(64, 4096) > plain.step_s(64, 4096)
+    # memory-bound decode: verifying a second position costs far less than a second step
+    assert 64 * 1.8 / mtp.step_s(64, 4096) > 1.3 * 64 / plain.step_s(64, 4096)

@@ -1,0 +1,201 @@
+"""The performance model against published serving measurements: predicted vs published.
+
+    PYTHONPATH=$PWD python bench/bench_fidelity.py [--csv bench/data/published_measurements.csv] [--json]
+
+Each row of the CSV is one published figure with its full setting, source URL and a
+quote (``notes``). The model is evaluated at that setting through
+:func:`placer.estimate.estimate` and the table prints id, model, chip, setting, metric,
+published, predicted, the ratio predicted/published and whether the comparison is apples
+to apples (``fair``: the CSV's judgement, from the source's setting). At the end: the
+median and worst |ln ratio| over the fair rows and over all evaluated rows, each also as
+a factor exp(|ln ratio|), and the rows that could not be evaluated with the reason.
+
+How a row's setting becomes a query (one rule per field, the same for every row):
+
+* model: the catalog name, or the catalog model of identical architecture
+  (:data:`SAME_ARCHITECTURE`); chip: the catalog name.
+* dtypes: ``fp16`` is costed as ``bf16`` (same bytes, same tensor-core rate); a KV dtype
+  the source leaves ``unstated`` is ``bf16`` (the engines' default ``auto`` = the
+  activation dtype).
+* batch: with data-parallel attention (``dp``/``dep`` in ``parallelism``) a published
+  batch is per GPU, so the instance's batch is batch × chips; ``engine-chosen`` means the
+  largest batch memory allows (no TPOT); ``N tokens/GPU`` is the prefill chunk (N × chips).
+  The prefill chunk is otherwise 16,384 tokens per GPU with data-parallel attention
+  (SGLang's large-EP setting) and 8,192 tokens per instance without (TensorRT-LLM's
+  default ``max_num_tokens``).
+* metrics per GPU: the instance's figure / chips. ``throughput_output_tokens_per_s_per_chip``
+  (offline runs: every request is prefilled and then decoded inside the timed run):
+  output tokens/s = O / (I / P + O × step(B, I + O/2) / (B × accept)), P = packed prefill
+  tokens/s — the steady state of in-flight batching and of a static batch alike.
+  ``ttft_s``: one request alone. ``tpot_s``: step / accept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import re
+import statistics
+import sys
+from pathlib import Path
+
+from placer.errors import PlacerError
+from placer.estimate import estimate
+
+CSV = Path(__file__).parent / "data" / "published_measurements.csv"
+#: published name → the catalog model of identical architecture (the CSV's notes say so).
+SAME_ARCHITECTURE = {"deepseek-r1": "deepseek-v3", "llama-3.3-70b": "llama-3.1-70b"}
+DTYPE_ALIASES = {"fp16": "bf16", "": "bf16"}
+#: a KV dtype the source does not state: "bf16" (the engines' default ``auto``) or "weights"
+#: (the weight dtype: ModelOpt FP8 checkpoints can carry FP8 KV scales) — ``--unstated-kv``.
+UNSTATED_KV = {"value": "bf16"}
+EP_CHUNK_TOKENS_PER_GPU = 16384
+DENSE_CHUNK_TOKENS = 8192
+
+
+class NotEvaluable(Exception):
+    """A row whose published setting lacks what the model needs (the message says what)."""
+
+
+def _int(text: str, field: str) -> int:
+    m = re.fullmatch(r"\s*(\d+)\s*", text or "")
+    if not m:
+        raise NotEvaluable(f"{field} {text!r} is not one number")
+    return int(m.group(1))
+
+
+def _kv_dtype(row: dict) -> str:
+    kv = row["kv_dtype"].strip()
+    if kv == "unstated":
+        weights = DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"])
+        return weights if UNSTATED_KV["value"] == "weights" else UNSTATED_KV["value"]
+    return DTYPE_ALIASES.get(kv, kv)
+
+
+def query(row: dict) -> dict:
+    """The keyword arguments of :func:`estimate` and the derived setting for one CSV row."""
+    if not row["chips_per_instance"].strip():
+        raise NotEvaluable("chips per instance not stated")
+    chips = _int(row["chips_per_instance"], "chips_per_instance")
+    dp_attention = bool(re.search(r"\bdp\d*|\bdep\d*|dp-attention|dp\d+-attention", row["parallelism"]))
+    batch_text = row["batch"].strip()
+    batch, chunk = None, (EP_CHUNK_TOKENS_PER_GPU * chips if dp_attention else DENSE_CHUNK_TOKENS)
+    if m := re.match(r"(\d+) tokens/GPU", batch_text):
+        chunk = int(m.group(1)) * chips
+    elif m := re.match(r"(\d+)( per instance)?", batch_text):
+        if "prompts" not in batch_text:
+            batch = int(m.group(1)) * (chips if dp_attention and not m.group(2) else 1)
+    elif batch_text and not batch_text.startswith("engine-chosen"):
+        raise NotEvaluable(f"batch {batch_text!r}")
+    metric = row["metric"]
+    ctx, out = row["context_tokens"].strip(), row["output_tokens"].strip()
+    if metric in ("decode_tokens_per_s_per_chip", "tpot_s") and not out:
+        # decode at a stated KV length L: one request of I = L and O = 1 has its mean context at L
+        inp, output = _int(ctx or row["input_tokens"], "context_tokens"), 1
+    else:
+        if not row["input_tokens"].strip():
+            raise NotEvaluable("input length not stated")
+        inp = _int(row["input_tokens"], "input_tokens")
+        output = _int(out, "output_tokens") if out else 1
+    if metric in ("decode_tokens_per_s_per_chip", "tpot_s") and batch is None:
+        raise NotEvaluable("decode batch not stated")
+    return dict(
+        model=SAME_ARCHITECTURE.get(row["model"], row["model"]), chip=row["chip"], tp=chips,
+        weight_dtype=DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"]),
+        kv_dtype=_kv_dtype(row),
+        input_tokens=inp, output_tokens=output, hit_rate=float(row["hit_rate"] or 0.0),
+        batch=batch, chunk_tokens=chunk, mtp_accept=float(row["mtp_accept"] or 1.0),
+    )
+
+
+def predict(row: dict) -> tuple[float, dict]:
+    """(predicted value in the row's unit, the query) for one row."""
+    q = query(row)
+    try:
+        e = estimate(**q)
+    except PlacerError as exc:
+        raise NotEvaluable(str(exc)) from None
+    chips, metric = q["tp"], row["metric"]
+    if metric == "prefill_tokens_per_s_per_chip":
+        return e.prefill_tokens_per_s / chips, q
+    if metric == "decode_tokens_per_s_per_chip":
+        return e.decode_tokens_per_s / chips, q
+    if metric == "tpot_s":
+        return e.decode_step_s / q["mtp_accept"], q
+    if metric == "ttft_s":
+        return e.ttft_s, q
+    if metric == "throughput_output_tokens_per_s_per_chip":
+        i, o = q["input_tokens"], q["output_tokens"]
+        per_request_s = i / e.prefill_tokens_per_s + o / e.decode_tokens_per_s
+        q["batch"] = e.decode_batch
+        return o / per_request_s / chips, q
+    raise NotEvaluable(f"metric {metric!r} has no prediction")
+
+
+def _setting(q: dict) -> str:
+    b = f" B{q['batch']}" if q.get("batch") else ""
+    mtp = f" mtp{q['mtp_accept']:g}" if q["mtp_accept"] != 1.0 else ""
+    return f"tp{q['tp']} {q['weight_dtype']}/{q['kv_dtype']} {q['input_tokens']}/{q['output_tokens']}{b}{mtp}"
+
+
+def evaluate(path: Path = CSV) -> tuple[list[dict], list[tuple[str, str]]]:
+    """(evaluated rows, [(id, why not)]) for every row of ``path``."""
+    done, skipped = [], []
+    with open(path, newline="") as fh:
+        for row in csv.DictReader(fh):
+            try:
+                pred, q = predict(row)
+            except NotEvaluable as exc:
+                skipped.append((row["id"], str(exc)))
+                continue
+            pub = float(row["value"])
+            done.append({"id": row["id"], "model": q["model"], "chip": row["chip"], "setting": _setting(q),
+                         "metric": row["metric"], "published": pub, "predicted": pred, "ratio": pred / pub,
+                         "fair": row["fair"].strip() == "yes"})
+    return done, skipped
+
+
+def summary(rows: list[dict]) -> dict:
+    """Median and worst |ln(predicted/published)|, also as factors."""
+    errs = [abs(math.log(r["ratio"])) for r in rows]
+    if not errs:
+        return {"n": 0}
+    med, worst = statistics.median(errs), max(errs)
+    return {"n": len(errs), "median_abs_ln": med, "worst_abs_ln": worst,
+            "median_factor": math.exp(med), "worst_factor": math.exp(worst)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=CSV)
+    ap.add_argument("--json", action="store_true", help="print rows and summaries as JSON")
+    ap.add_argument("--unstated-kv", choices=("bf16", "fp8", "weights"), default="bf16",
+                    help="KV dtype where the source does not state it (default bf16, the engines' default)")
+    args = ap.parse_args(argv)
+    UNSTATED_KV["value"] = args.unstated_kv
+    rows, skipped = evaluate(args.csv)
+    fair, every = summary([r for r in rows if r["fair"]]), summary(rows)
+    if args.json:
+        print(json.dumps({"rows": rows, "fair": fair, "all": every, "not_evaluated": skipped}, indent=2))
+        return 0
+    head = f"{'id':40} {'model':15} {'chip':13} {'setting':36} {'metric':40} {'published':>10} " \
+           f"{'predicted':>10} {'ratio':>6} fair"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        print(f"{r['id']:40} {r['model']:15} {r['chip']:13} {r['setting']:36} {r['metric']:40} "
+              f"{r['published']:10.4g} {r['predicted']:10.4g} {r['ratio']:6.2f} {'yes' if r['fair'] else 'no'}")
+    for name, s in (("fair rows", fair), ("all evaluated rows", every)):
+        if s["n"]:
+            print(f"{name} ({s['n']}): median |ln ratio| {s['median_abs_ln']:.3f} (factor {s['median_factor']:.2f}),"
+                  f" worst {s['worst_abs_ln']:.3f} (factor {s['worst_factor']:.2f})")
+    print("targets (issue 13, fair rows): median factor <= 1.15, worst <= 1.50")
+    for rid, why in skipped:
+        print(f"not evaluated: {rid}: {why}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

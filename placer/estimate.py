@@ -1,0 +1,145 @@
+"""One instance's predicted figures, no ILP: the library function behind ``placer estimate``.
+
+in:  a model and a chip (catalog names), ``tp`` chips per instance, dtypes, one request
+     shape (input I, output O, prefix hit h), a decode batch or a TPOT, the prefill chunk,
+     MTP's accepted tokens per step, optionally measured profiles
+out: an :class:`Estimate` with the keys of docs/contracts.md "Estimate JSON".
+
+Definitions (every figure from :class:`placer.perfmodel.InstanceModel`):
+
+* ``prefill_s`` — one prompt alone: ``InstanceModel.prefill_s(I, h)``; ``ttft_s`` adds
+  the first decode step (the first token is sampled after the last prefill forward).
+* ``prefill_tokens_per_s`` — input tokens/s (cached ones included) at saturation, prompts
+  packed into forwards as the simulator packs them (placer.sim.prefill): a prompt of
+  n = (1−h)·I new tokens shorter than the chunk shares a forward with ⌊chunk/n⌋ − 1 others
+  (the weights are read once, FLOPs and KV bytes add up); a longer one is chunked alone.
+* decode at the mean context L = I + O/2 with a batch ``--batch`` B, else the largest B
+  meeting ``--tpot`` and memory (memory alone without a TPOT); ``decode_tokens_per_s`` =
+  B × accept / step_s(B, L) (MTP: ``accept`` tokens emitted per verification step).
+* ``max_batch`` — the largest batch meeting the TPOT (if given) and memory, each sequence
+  holding I + O tokens of KV (what the simulator reserves at admission).
+* ``bound`` — the largest of the compute, memory and communication terms of each phase.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from placer.catalog import get_chip, get_model
+from placer.errors import InputError
+from placer.perfmodel import InstanceModel
+
+DTYPES = ("bf16", "fp8")
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The keys of docs/contracts.md "Estimate JSON" (seconds, tokens/s, bytes)."""
+
+    prefill_s: float
+    prefill_tokens_per_s: float
+    decode_batch: int
+    decode_step_s: float
+    decode_tokens_per_s: float
+    max_batch: int
+    kv_bytes_per_token: float
+    ttft_s: float
+    bound: dict
+    source: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _check(name: str, value, ok: bool, what: str) -> None:
+    if not ok:
+        raise InputError(f"{name} must be {what}, got {value!r}")
+
+
+def _chip_with_profile(chip_name: str, profiles: str | Path | None):
+    """(chip, source): the catalog chip, with measured efficiencies when ``profiles`` has them."""
+    chip = get_chip(chip_name)
+    if profiles is None:
+        return chip, "roofline"
+    from placer.profiles.records import measured_from
+
+    measured = measured_from(profiles, chips=[chip_name]).get(chip_name)
+    if not measured:
+        return chip, f"roofline (no profile of {chip_name} in {profiles})"
+    fields = {k: v for k, v in measured.items() if k != "profile"}
+    return chip.with_changes(**fields, profile=measured.get("profile")), f"measured ({measured.get('profile')})"
+
+
+def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
+             chunk_tokens: int = 8192, mtp_accept: float = 1.0, profiles: str | Path | None = None):
+    """(InstanceModel, source) after checking every input; bad input raises InputError naming it."""
+    cfg = get_model(model)
+    _check("tp", tp, isinstance(tp, int) and tp >= 1, "a positive integer")
+    weight_dtype = weight_dtype or cfg.native_weight_dtype
+    kv_dtype = kv_dtype or "bf16"
+    _check("weight_dtype", weight_dtype, weight_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
+    _check("kv_dtype", kv_dtype, kv_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
+    _check("chunk", chunk_tokens, chunk_tokens >= 1, "at least 1 token")
+    _check("mtp_accept", mtp_accept, 1.0 <= mtp_accept, "at least 1 (tokens accepted per decode step)")
+    c, source = _chip_with_profile(chip, profiles)
+    im = InstanceModel(c, tp, cfg, weight_dtype, kv_dtype, prefill_chunk_tokens=chunk_tokens, mtp_accept=mtp_accept)
+    return im, source
+
+
+def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate: float) -> float:
+    """Input tokens/s of ``im`` at saturation, short prompts packed into shared forwards."""
+    new = max(1.0, (1.0 - hit_rate) * input_tokens)
+    chunk = im.prefill_chunk_tokens
+    if new >= chunk:
+        return input_tokens / im.prefill_s(input_tokens, hit_rate)
+    k = max(1, math.floor(chunk / new))
+    flops, kv_bytes = im.prefill_chunk_parts(input_tokens, input_tokens - new, new)
+    forward = im.forward_s(k * flops, im.weight_bytes + k * kv_bytes, k * new)
+    return k * input_tokens / forward
+
+
+def _bound(terms: dict[str, float]) -> str:
+    return max(terms, key=terms.get)
+
+
+def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
+             input_tokens: int = 2048, output_tokens: int = 256, hit_rate: float = 0.0, batch: int | None = None,
+             tpot_s: float | None = None, chunk_tokens: int = 8192, mtp_accept: float = 1.0,
+             profiles: str | Path | None = None) -> Estimate:
+    """The predicted figures of one instance (see the module docstring for each definition)."""
+    _check("input", input_tokens, input_tokens >= 1, "at least 1 token")
+    _check("output", output_tokens, output_tokens >= 1, "at least 1 token")
+    _check("hit", hit_rate, 0.0 <= hit_rate < 1.0, "in [0, 1)")
+    _check("batch", batch, batch is None or batch >= 1, "at least 1")
+    _check("tpot", tpot_s, tpot_s is None or tpot_s > 0, "positive seconds")
+    if batch is not None and tpot_s is not None:
+        raise InputError("give --batch or --tpot, not both")
+    im, source = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles)
+    resident = input_tokens + output_tokens
+    if not im.fits(resident):
+        raise InputError(f"{model} at {im.weight_dtype} does not fit on {tp} x {chip} with one request of "
+                         f"{resident} tokens of KV; raise --tp")
+    context = input_tokens + output_tokens / 2
+    cap = im.max_batch(context, tpot_s if tpot_s is not None else math.inf, resident_tokens=resident)
+    decode_batch = batch if batch is not None else cap
+    if decode_batch < 1:
+        raise InputError(f"no batch meets --tpot {tpot_s:g} s: one sequence's step alone takes "
+                         f"{im.step_s(1, context):.4g} s")
+    step = im.step_s(decode_batch, context)
+    prefill = im.prefill_s(input_tokens, hit_rate)
+    new = max(1.0, (1.0 - hit_rate) * input_tokens)
+    return Estimate(
+        prefill_s=prefill,
+        prefill_tokens_per_s=packed_prefill_tokens_per_s(im, input_tokens, hit_rate),
+        decode_batch=int(decode_batch),
+        decode_step_s=step,
+        decode_tokens_per_s=decode_batch * mtp_accept / step,
+        max_batch=int(cap),
+        kv_bytes_per_token=im.kv_bytes_per_token,
+        ttft_s=prefill + im.step_s(1, input_tokens),
+        bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
+               "decode": _bound(im.terms("decode", decode_batch, context))},
+        source=source,
+    )

@@ -1,0 +1,92 @@
+"""``placer estimate``: one instance's figures, through the library and the CLI face."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from placer.cli.app import app
+from placer.errors import InputError
+from placer.estimate import estimate
+
+KEYS = {"prefill_s", "prefill_tokens_per_s", "decode_batch", "decode_step_s", "decode_tokens_per_s", "max_batch",
+        "kv_bytes_per_token", "ttft_s", "bound", "source"}
+BOUNDS = {"compute", "memory", "communication"}
+
+
+def _run(*args):
+    return CliRunner().invoke(app, ["estimate", *args])
+
+
+def test_json_has_every_contract_key_and_names_the_bounds():
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert set(data) == KEYS
+    assert set(data["bound"]) == {"prefill", "decode"} and set(data["bound"].values()) <= BOUNDS
+    assert data["source"] == "roofline"
+    assert data["ttft_s"] > data["prefill_s"] > 0
+
+
+def test_the_table_shows_every_figure():
+    result = _run("--model", "deepseek-v3", "--chip", "H200-SXM", "--tp", "8", "--tpot", "0.05")
+    assert result.exit_code == 0, result.output
+    for key in KEYS - {"bound", "source"}:
+        assert key in result.output
+
+
+def test_decode_is_monotone_in_batch():
+    steps = [estimate("llama-3.1-70b", "H100-SXM", 4, batch=b) for b in (1, 8, 64, 256)]
+    assert [e.decode_step_s for e in steps] == sorted(e.decode_step_s for e in steps)
+    assert [e.decode_tokens_per_s for e in steps] == sorted(e.decode_tokens_per_s for e in steps)
+
+
+def test_step_grows_with_context_and_prefill_with_prompt_tokens():
+    short, long = (estimate("llama-3.1-8b", "H200-SXM", 1, input_tokens=i, batch=32) for i in (1024, 32768))
+    assert long.decode_step_s > short.decode_step_s
+    assert long.prefill_s > short.prefill_s
+    assert estimate("llama-3.1-8b", "H200-SXM", 1, input_tokens=32768, hit_rate=0.9).prefill_s < long.prefill_s
+
+
+def test_a_tighter_tpot_gives_a_smaller_batch_that_meets_it():
+    loose, tight = (estimate("llama-3.1-70b", "H200-SXM", 2, tpot_s=t) for t in (0.1, 0.03))
+    assert tight.decode_batch < loose.decode_batch
+    assert tight.decode_step_s <= 0.03
+
+
+def test_mtp_accepted_tokens_raise_decode_throughput():
+    plain = estimate("deepseek-v3", "H200-SXM", 8, batch=256)
+    mtp = estimate("deepseek-v3", "H200-SXM", 8, batch=256, mtp_accept=1.8)
+    assert mtp.decode_tokens_per_s > plain.decode_tokens_per_s
+    assert mtp.decode_tokens_per_s == pytest.approx(256 * 1.8 / mtp.decode_step_s)
+
+
+def test_a_slower_measured_chip_profile_is_used_and_named(tmp_path):
+    from tests.profiler.conftest import synthetic_profile, write_profile
+
+    path = write_profile(tmp_path / "h100.json", synthetic_profile("H100-SXM", 0.4, 0.6))
+    roofline = estimate("llama-3.1-8b", "H100-SXM", 1, batch=64)
+    measured = estimate("llama-3.1-8b", "H100-SXM", 1, batch=64, profiles=path)
+    assert measured.source.startswith("measured (profile h100.json")
+    assert measured.prefill_s > roofline.prefill_s and measured.decode_step_s > roofline.decode_step_s
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--profiles", str(path), "--json")
+    assert json.loads(result.output)["source"] == measured.source
+    with pytest.raises(InputError, match="profiles"):
+        estimate("llama-3.1-8b", "H100-SXM", 1, profiles=tmp_path / "missing.json")
+
+
+@pytest.mark.parametrize(("args", "named"), [
+    (["--model", "gpt-7", "--chip", "H100-SXM", "--tp", "1"], "gpt-7"),
+    (["--model", "llama-3.1-8b", "--chip", "H9000", "--tp", "1"], "H9000"),
+    (["--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "0"], "tp"),
+    (["--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--weight-dtype", "int3"], "int3"),
+    (["--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--kv-dtype", "fp4"], "fp4"),
+    (["--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--hit", "1.5"], "hit"),
+    (["--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--batch", "8", "--tpot", "0.05"], "--tpot"),
+    (["--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "1"], "does not fit"),
+])
+def test_bad_input_exits_2_naming_the_value(args, named):
+    result = _run(*args)
+    assert result.exit_code == 2
+    assert named in result.output
+    assert "Traceback" not in result.output
