@@ -2,17 +2,24 @@
 
 in:  Scenario (pydantic) + the bundled catalog (+ optional measured chip profiles)
 out: :class:`Problem`, frozen dataclasses with every name resolved, the model's KV
-     size computed, trace workloads bucketed into classes and anomalous classes flagged.
+     size computed, trace workloads bucketed into classes and anomalous classes flagged,
+     and the measured latency tables that match the scenario's model and dtypes, by
+     (chip, tp), each checked against the chip's datasheet peaks
+     (:func:`placer.profiles.measured.check_against_roofline`); tables measured for
+     another model or dtype are listed in ``tables_ignored`` and never used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
 from placer.flows import FilterRule
+from placer.profiles.measured import check_against_roofline
+from placer.profiles.records import measured_from_all
+from placer.profiles.tables import MeasuredTable
 from placer.specs import ChipSpec, Scenario
 
 
@@ -71,6 +78,8 @@ class Problem:
     tpot_s: float
     options: object  # placer.specs.OptionsSpec (frozen pydantic)
     profiles_used: tuple[str, ...] = ()
+    tables: dict[tuple[str, int], MeasuredTable] = field(default_factory=dict)  # (chip, tp) → table
+    tables_ignored: tuple[str, ...] = ()  # tables read but not for this model / dtypes, and why
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
@@ -102,14 +111,22 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
 
     ``measured`` maps chip name to measured efficiency fields (``compute_efficiency``,
     ``mem_bw_efficiency``, ``interconnect_efficiency``, ``profile``) that replace the
-    defaults for chips without explicit scenario overrides.
+    defaults for chips without explicit scenario overrides, and ``tables`` (measured
+    latency tables, see :mod:`placer.profiles.tables`). ``None``: the scenario's own
+    ``profiles:`` are read (a caller's ``measured``, e.g. the CLI's ``--profiles``, wins).
     """
     chips = dict(chip_catalog())
     for spec in scenario.chips:
         chips[spec.name] = _resolve_chip(spec)
+    if measured is None and scenario.profiles:
+        wanted = {chip for dc in scenario.datacenters for chip in dc.inventory}
+        measured = measured_from_all(scenario.profiles, chips=wanted)
     profiles_used = []
+    found: list[MeasuredTable] = []
     for name, figures in (measured or {}).items():
         if name in chips:
+            figures = dict(figures)
+            found.extend(figures.pop("tables", []))
             chips[name] = chips[name].with_changes(**figures)
             profiles_used.append(f"{name}: {figures.get('profile', 'measured')}")
 
@@ -123,6 +140,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         **scenario.model.model_dump(), native_weight_dtype="bf16"
     )
     weight_dtype = scenario.weight_dtype or model.native_weight_dtype
+    tables, tables_ignored = _matching_tables(found, chips, model, weight_dtype, scenario.kv_dtype)
 
     opts = scenario.options
     rule = FilterRule(opts.filter_min_input_tokens, opts.filter_max_hit_rate, opts.filter_max_output_tokens)
@@ -165,4 +183,24 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tpot_s=scenario.sla.tpot_s,
         options=opts,
         profiles_used=tuple(profiles_used),
+        tables=tables,
+        tables_ignored=tables_ignored,
     )
+
+
+def _matching_tables(found: list[MeasuredTable], chips: dict[str, Chip], model: ModelConfig, weight_dtype: str,
+                     kv_dtype: str) -> tuple[dict[tuple[str, int], MeasuredTable], tuple[str, ...]]:
+    """The tables measured for this model and these dtypes, by (chip, tp); a later one
+    for the same (chip, tp) replaces an earlier one. The rest, with the reason."""
+    tables, ignored = {}, []
+    for table in found:
+        k = table.key
+        differs = [f"{what} {got} (scenario: {want})" for what, got, want in
+                   (("model", k.model, model.name), ("weight_dtype", k.weight_dtype, weight_dtype),
+                    ("kv_dtype", k.kv_dtype, kv_dtype)) if got != want]
+        if differs:
+            ignored.append(f"table {k} from {table.profile or table.source}: not used, {', '.join(differs)}")
+            continue
+        check_against_roofline(table, chips[k.chip], model)
+        tables[(k.chip, k.tp)] = table
+    return tables, tuple(ignored)
