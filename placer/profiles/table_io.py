@@ -5,7 +5,8 @@ in:  a CSV file, one row per measurement (docs/profiles.md), or the ``tables`` l
 out: :class:`~placer.profiles.tables.MeasuredTable` per (chip, tp, model, weight dtype,
      KV dtype), and :class:`TableRecord`, the pydantic form a profile JSON stores.
 
-CSV columns (header required; lines starting with ``#`` are comments)::
+CSV columns (header required; lines starting with ``#`` and blank lines are skipped; one
+line per row, no quoted line breaks)::
 
     chip,tp,model,weight_dtype,kv_dtype,phase,tokens,batch,context_tokens,seconds,source
 
@@ -130,19 +131,22 @@ def read_csv_tables(path: str | Path) -> list[MeasuredTable]:
         text = path.read_text()
     except OSError as e:
         raise InputError(f"profile: cannot read {str(path)!r}: {e.strerror}") from None
-    lines = [line if not line.lstrip().startswith("#") else "" for line in text.splitlines()]
-    reader = csv.DictReader(lines)
-    missing = [c for c in COLUMNS if c not in (reader.fieldnames or [])]
+    # (line number, text) of the data lines: comments and blank lines skipped, numbers kept
+    numbered = [(i, line) for i, line in enumerate(text.splitlines(), 1)
+                if line.strip() and not line.lstrip().startswith("#")]
+    header = [c.strip() for c in next(csv.reader([numbered[0][1]]))] if numbered else []
+    missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; the header must name "
                          f"{','.join(COLUMNS)}")
     points: dict[tuple[TableKey, str], dict[tuple[float, float], float]] = defaultdict(dict)
     sources: dict[TableKey, list[str]] = defaultdict(list)
-    for row in reader:
-        if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-            continue
-        where = f"{path}:{reader.line_num}"
-        key, phase, size, context, seconds, source = _row(row, where)
+    for lineno, line in numbered[1:]:
+        where = f"{path}:{lineno}"
+        cells = next(csv.reader([line]))
+        if len(cells) != len(header):
+            raise InputError(f"{where}: {len(cells)} cells, the header has {len(header)}")
+        key, phase, size, context, seconds, source = _row(dict(zip(header, cells)), where)
         if (size, context) in points[(key, phase)]:
             raise InputError(f"{where}, column seconds: a second {phase} measurement at "
                              f"{SIZE_AXIS[phase]} {size:g}, context {context:g}")
