@@ -5,7 +5,10 @@ in:  an :class:`~placer.perfmodel.InstanceModel`'s inputs plus a
 out: :class:`MeasuredInstanceModel`, an ``InstanceModel`` whose one-forward prefill
      (:meth:`prefill_chunk_s`) and decode step (:meth:`step_s`) come from the table
      where its grid covers the query and from the roofline × efficiency of the base
-     model outside it; :meth:`source_of_prefill` / :meth:`source_of_step` say which.
+     model outside it — held within the bounds the grid still sets there
+     (:meth:`~placer.profiles.tables.Grid.bounds`: never faster than a measured point the
+     query dominates, never slower than one that dominates it); :meth:`source_of_prefill`
+     / :meth:`source_of_step` say which.
      Everything else (prompt chunking, max batch, transfers, waits) is the base model's,
      built on these two, so a measured table moves every prediction that depends on them.
 
@@ -38,31 +41,48 @@ class MeasuredInstanceModel(InstanceModel):
 
     table: MeasuredTable = field(kw_only=True)
 
-    def _measured_prefill(self, start: float, tokens: float) -> float | None:
-        grid = self.table.prefill
-        return None if grid is None else grid.seconds_at(tokens, start)
+    def _prefill(self, input_tokens: float, start: float, tokens: float) -> tuple[float, str]:
+        return _answer(self.table.prefill, tokens, start, self.table.name,
+                       lambda: super(MeasuredInstanceModel, self).prefill_chunk_s(input_tokens, start, tokens))
 
-    def _measured_step(self, batch: float, context_tokens: float) -> float | None:
-        grid = self.table.decode
-        return None if grid is None else grid.seconds_at(max(batch, 1.0), context_tokens)
+    def _step(self, batch: float, context_tokens: float) -> tuple[float, str]:
+        return _answer(self.table.decode, max(batch, 1.0), context_tokens, self.table.name,
+                       lambda: super(MeasuredInstanceModel, self).step_s(batch, context_tokens))
 
     def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
         """One forward of ``tokens`` new tokens after ``start`` cached: measured inside the grid."""
-        measured = self._measured_prefill(start, tokens)
-        return super().prefill_chunk_s(input_tokens, start, tokens) if measured is None else measured
+        return self._prefill(input_tokens, start, tokens)[0]
 
     def step_s(self, batch: float, context_tokens: float) -> float:
         """One decode step of ``batch`` sequences at ``context_tokens``: measured inside the grid."""
-        measured = self._measured_step(batch, context_tokens)
-        return super().step_s(batch, context_tokens) if measured is None else measured
+        return self._step(batch, context_tokens)[0]
 
     def source_of_prefill(self, start: float, tokens: float) -> str:
-        """``"measured (<profile>)"`` when the prefill grid answers this forward, else ``"roofline"``."""
-        return self.table.label if self._measured_prefill(start, tokens) is not None else ROOFLINE
+        """Where the forward of ``tokens`` new tokens after ``start`` cached is answered from:
+        ``"measured (<profile>)"``, ``"roofline"``, or ``"roofline held to the measured edge
+        (<profile>)"`` when the grid's bound decided (see :meth:`Grid.bounds`)."""
+        return self._prefill(start + tokens, start, tokens)[1]
 
     def source_of_step(self, batch: float, context_tokens: float) -> str:
-        """``"measured (<profile>)"`` when the decode grid answers this step, else ``"roofline"``."""
-        return self.table.label if self._measured_step(batch, context_tokens) is not None else ROOFLINE
+        """Where the decode step of ``batch`` sequences at ``context_tokens`` is answered from
+        (the same three answers as :meth:`source_of_prefill`)."""
+        return self._step(batch, context_tokens)[1]
+
+
+def _answer(grid: Grid | None, size: float, context: float, name: str, roofline) -> tuple[float, str]:
+    """(seconds, source): the grid inside its hull; outside, the roofline held within the
+    grid's bounds there (latency does not fall as size or context grow)."""
+    if grid is not None:
+        measured = grid.seconds_at(size, context)
+        if measured is not None:
+            return measured, f"measured ({name})"
+    seconds = roofline()
+    if grid is None:
+        return seconds, ROOFLINE
+    lower, upper = grid.bounds(size, context)
+    held = seconds if lower is None else max(seconds, lower)
+    held = held if upper is None else min(held, upper)
+    return (seconds, ROOFLINE) if held == seconds else (held, f"{ROOFLINE} held to the measured edge ({name})")
 
 
 def source_of_prefill(model: InstanceModel, start: float, tokens: float) -> str:
@@ -93,8 +113,8 @@ def source_of_prompt(model: InstanceModel, input_tokens: float, hit_rate: float)
 def _combined(sources: set[str]) -> str:
     if len(sources) == 1:
         return next(iter(sources))
-    measured = sorted(s for s in sources if s != ROOFLINE)
-    return "partly " + measured[0] if measured else ROOFLINE
+    measured = sorted(s for s in sources if s.startswith("measured"))
+    return "partly " + measured[0] if measured else " / ".join(sorted(sources))
 
 
 def peak_bound_s(chip: Chip, tp: int, model: ModelConfig, weight_dtype: str, tokens: float) -> float:

@@ -24,6 +24,12 @@ Interpolation, and why (the bar: "every prediction says where it came from"):
   point, so a badly non-monotone table is visible, not hidden.
 * **Outside the hull, no extrapolation.** A query beyond the measured range is not
   answered here (``None``): the measured model falls back to the roofline and says so.
+  What the grid still knows there is a bound (:meth:`Grid.bounds`): latency does not
+  fall as size or context grow, so a query above the grid in some axis takes at least
+  the grid's answer at the query clamped into the grid, and a query below it at most
+  that. The measured model holds the roofline inside these bounds, so a chip measured
+  slow at batch 128 is not predicted fast at batch 129 (``max_batch`` bisects on a
+  step time that must not fall with the batch).
 """
 
 from __future__ import annotations
@@ -135,6 +141,17 @@ class Grid:
                  + (1 - u) * v * g[i][j1] + u * v * g[i1][j1])
         return math.exp(value)
 
+    def bounds(self, size: float, context: float) -> tuple[float | None, float | None]:
+        """(lower, upper) bound on the latency at a query outside the hull, from the
+        grid's answer at the query clamped into the grid: a lower bound when the query is
+        at or above the grid's smallest corner in both axes, an upper bound when at or
+        below its largest corner in both (None where neither order holds)."""
+        clamped = self.seconds_at(min(max(size, self.sizes[0]), self.sizes[-1]),
+                                  min(max(context, self.contexts[0]), self.contexts[-1]))
+        above = size >= self.sizes[0] and context >= self.contexts[0]
+        below = size <= self.sizes[-1] and context <= self.contexts[-1]
+        return (clamped if above else None), (clamped if below else None)
+
     def points(self):
         """(size, context, measured seconds) of every grid point."""
         for i, size in enumerate(self.sizes):
@@ -188,5 +205,10 @@ class MeasuredTable:
             raise ValueError(f"measured table for {self.key}: neither a prefill nor a decode grid")
 
     @property
+    def name(self) -> str:
+        """How plans name this table: its profile file, else its provenance."""
+        return self.profile or self.source
+
+    @property
     def label(self) -> str:
-        return f"measured ({self.profile or self.source})"
+        return f"measured ({self.name})"

@@ -91,6 +91,20 @@ def test_outside_the_grid_the_roofline_answers_and_says_so():
     assert source_of_prompt(im, 20000, 0.0) == f"partly measured ({EXAMPLE.name})"
 
 
+def test_past_a_slow_grid_the_roofline_is_held_to_the_measured_edge():
+    problem = resolve(h100_scenario())
+    slow = _decode_table(problem, "H100-SXM", 1, 2.0)  # batch <= 128, context <= 32768
+    im = instance(resolve(h100_scenario(), {"H100-SXM": {"profile": "x", "tables": [slow]}}), "H100-SXM", 1)
+    roof = instance(problem, "H100-SXM", 1)
+    steps = [im.step_s(b, 16384) for b in range(100, 200)]
+    assert all(b >= a for a, b in zip(steps, steps[1:]))  # no drop where the grid ends
+    assert im.step_s(129, 16384) >= im.step_s(128, 16384) > roof.step_s(129, 16384)
+    assert im.source_of_step(129, 16384) == "roofline held to the measured edge (H100-SXM-x2.0.csv)"
+    # the slow table caps the batch below the roofline's
+    tpot_s = 1.2 * roof.step_s(64, 4096)
+    assert 0 < im.max_batch(4096, tpot_s) < 64 <= roof.max_batch(4096, tpot_s)
+
+
 def test_noisy_measurements_are_made_monotone_not_dropped():
     grid = Grid((1.0, 2.0, 4.0), (0.0, 1000.0), ((0.010, 0.012), (0.0099, 0.0125), (0.011, 0.013)))
     at_1, at_2 = grid.seconds_at(1, 0), grid.seconds_at(2, 0)

@@ -37,7 +37,7 @@ def test_profile_model_on_cpu_writes_a_profile_the_planner_answers_from(tmp_path
     assert im.source_of_step(2, 64) == label and im.source_of_prefill(32, 8) == label
     assert im.step_s(2, 64) >= im.step_s(1, 16) > 0
     assert im.step_s(1, 16) == pytest.approx(table.decode.grid().seconds_at(1, 16))
-    assert im.source_of_step(64, 64) == "roofline"
+    assert im.source_of_step(64, 64).startswith("roofline")  # past the grid
 
 
 def test_profile_model_refuses_a_bad_shape(tmp_path):
