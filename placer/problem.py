@@ -5,8 +5,8 @@ out: :class:`Problem`, frozen dataclasses with every name resolved, the model's 
      size computed, trace workloads bucketed into classes and anomalous classes flagged,
      and the measured latency tables that match the scenario's model and dtypes, by
      (chip, tp), each checked against the chip's datasheet peaks
-     (:func:`placer.profiles.measured.check_against_roofline`); tables measured for
-     another model or dtype are listed in ``tables_ignored`` and never used.
+     (:func:`placer.profiles.lookup.matching_tables`); tables measured for another
+     model or dtype are listed in ``tables_ignored`` and never used.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import cached_property
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
 from placer.flows import FilterRule
-from placer.profiles.measured import check_against_roofline
+from placer.profiles.lookup import matching_tables
 from placer.profiles.records import measured_from_all
 from placer.profiles.tables import MeasuredTable
 from placer.specs import ChipSpec, Scenario
@@ -140,7 +140,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         **scenario.model.model_dump(), native_weight_dtype="bf16"
     )
     weight_dtype = scenario.weight_dtype or model.native_weight_dtype
-    tables, tables_ignored = _matching_tables(found, chips, model, weight_dtype, scenario.kv_dtype)
+    tables, tables_ignored = matching_tables(found, chips, model, weight_dtype, scenario.kv_dtype)
 
     opts = scenario.options
     rule = FilterRule(opts.filter_min_input_tokens, opts.filter_max_hit_rate, opts.filter_max_output_tokens)
@@ -187,20 +187,3 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tables_ignored=tables_ignored,
     )
 
-
-def _matching_tables(found: list[MeasuredTable], chips: dict[str, Chip], model: ModelConfig, weight_dtype: str,
-                     kv_dtype: str) -> tuple[dict[tuple[str, int], MeasuredTable], tuple[str, ...]]:
-    """The tables measured for this model and these dtypes, by (chip, tp); a later one
-    for the same (chip, tp) replaces an earlier one. The rest, with the reason."""
-    tables, ignored = {}, []
-    for table in found:
-        k = table.key
-        differs = [f"{what} {got} (scenario: {want})" for what, got, want in
-                   (("model", k.model, model.name), ("weight_dtype", k.weight_dtype, weight_dtype),
-                    ("kv_dtype", k.kv_dtype, kv_dtype)) if got != want]
-        if differs:
-            ignored.append(f"table {k} from {table.profile or table.source}: not used, {', '.join(differs)}")
-            continue
-        check_against_roofline(table, chips[k.chip], model)
-        tables[(k.chip, k.tp)] = table
-    return tables, tuple(ignored)

@@ -12,7 +12,9 @@ from placer.optimize import SolveConfig, optimize
 from placer.perfmodel import InstanceModel
 from placer.problem import resolve
 from placer.profiles.figures import RooflineExceededError
-from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt
+from placer.catalog import get_chip, get_model
+from placer.profiles.lookup import measured_instance
+from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
 from placer.profiles.records import measured_from
 from placer.profiles.table_io import COLUMNS, read_csv_tables
 from placer.profiles.tables import Grid, MeasuredTable, TableKey
@@ -118,6 +120,15 @@ def test_a_table_faster_than_the_datasheet_is_refused_naming_the_point():
     table = MeasuredTable(TableKey("H100-SXM", 1, MODEL, "bf16", "bf16"), None, fast, "test", "fast.csv")
     with pytest.raises(RooflineExceededError, match=r"decode at batch 1, context 1024"):
         resolve(h100_scenario(), {"H100-SXM": {"profile": "fast.csv", "tables": [table]}})
+
+
+def test_one_instance_from_a_profile_path_the_face_estimate_calls():
+    h100, model = get_chip("H100-SXM"), get_model(MODEL)
+    im = measured_instance(model, h100, 1, "bf16", "bf16", EXAMPLE)
+    assert im.step_s(8, 8192) == pytest.approx(0.0130) and im.source_of_step(8, 8192) == f"measured ({EXAMPLE.name})"
+    assert source_of_step(measured_instance(model, h100, 2, "bf16", "bf16", EXAMPLE), 8, 8192) == "roofline"
+    assert type(measured_instance(model, h100, 1, "bf16", "fp8", [EXAMPLE])) is InstanceModel
+    assert type(measured_instance(model, h100, 1, "bf16", "bf16", None)) is InstanceModel
 
 
 def test_a_table_for_another_model_is_ignored_and_listed():
