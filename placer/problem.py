@@ -186,4 +186,3 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tables=tables,
         tables_ignored=tables_ignored,
     )
-

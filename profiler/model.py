@@ -25,15 +25,12 @@ names to use it (docs/profiles.md).
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
 import random
-import socket
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
 
 from placer.catalog import get_model
 from placer.errors import InputError
@@ -187,8 +184,8 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
         "prefill": {"sizes": list(tokens), "context_tokens": list(contexts), "seconds": prefill, "repeats": reps},
         "decode": {"sizes": list(batches), "context_tokens": list(decode_contexts), "seconds": decode,
                    "repeats": reps},
-        "measured_by": f"{getpass.getuser()}@{socket.gethostname()}",
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "measured_by": prov["measured_by"],
+        "measured_at": prov["measured_at"],
         "engine": f"executor.engine ({config.backend}, bfloat16, block {BLOCK})",
         "device": device_model,
         "model_shape": {**asdict(shape), "params": shape.params(), "scenario_model": scenario_model(name, shape)},
