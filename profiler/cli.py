@@ -168,7 +168,7 @@ def model_command(
     grid: Annotated[str, typer.Option(help="tiny (smoke check), quick (CPU: under a minute for a tiny shape) or full.")] = "quick",
     chip: Annotated[str | None, typer.Option(help="Catalog chip the table is for (default: from the device; "
                                              "'cpu' on the CPU).")] = None,
-    reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 3,
+    reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 5,
     layers: Annotated[int | None, typer.Option(help="Override: decoder layers.")] = None,
     hidden: Annotated[int | None, typer.Option(help="Override: hidden size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Override: query heads.")] = None,
@@ -176,6 +176,11 @@ def model_command(
     head_dim: Annotated[int | None, typer.Option("--head-dim", help="Override: head dimension.")] = None,
     intermediate: Annotated[int | None, typer.Option(help="Override: FFN width (default 3.5 x hidden).")] = None,
     vocab: Annotated[int | None, typer.Option(help="Override: vocabulary (default 128256).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Engine dtype: bfloat16 or float32 (default: bfloat16 on "
+                                              "CUDA, float32 on the CPU, as the executor runs there).")] = None,
+    name: Annotated[str | None, typer.Option(help="The table's model name, as the scenario's model is named "
+                                             "(default: the catalog name, or llama-tiny-<hash> for a changed "
+                                             "shape).")] = None,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the profile JSON here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON.")] = False,
 ) -> None:
@@ -188,7 +193,8 @@ def model_command(
         with _progress(json_out) as progress:
             task = progress.add_task("grid points", total=1)
             raw = profile_model(device, model, tp, grid, chip, reps, overrides,
-                                on_point=lambda done, total: progress.update(task, completed=done, total=total))
+                                on_point=lambda done, total: progress.update(task, completed=done, total=total),
+                                dtype=dtype, name=name)
         record = ChipProfile.model_validate(raw)
         if out_path is not None:
             try:

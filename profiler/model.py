@@ -8,7 +8,11 @@ out: a chip profile (schema 2) whose ``tables`` hold one measured table: the sec
 
 What runs: :class:`executor.engine.Engine` with random weights (``Engine.from_seed``; no
 download) of a Llama-architecture model — the ``triton`` ops backend on CUDA, ``torch`` on
-the CPU — in bfloat16. A prefill point (T, C) first caches a C-token prefix, then times
+the CPU — in bfloat16 on CUDA and, by default, float32 on the CPU (the executor's own
+default there, and what ``bench/bench_serve.py`` serves; a CPU without native bf16
+matrix units runs bfloat16 GEMMs many times slower). The planner knows the dtypes bf16
+and fp8 only, so a float32 run is keyed ``bf16`` / ``bf16`` (the name a scenario gives its
+stand-in model, as bench_serve's does); ``engine`` and ``model_shape.dtype`` say float32. A prefill point (T, C) first caches a C-token prefix, then times
 ``Engine.prefill`` of that prefix + T fresh tokens (only the T new tokens are forwarded; a
 fresh suffix each run, so nothing of the timed part is cached). A decode point (B, L)
 prefills B distinct L-token prompts, then times ``Engine.decode_step`` over all B. The
@@ -67,6 +71,9 @@ class Shape:
         return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:8]
 
 
+ENGINE_DTYPES = ("bfloat16", "float32")
+
+
 def shape_for(model: str, overrides: dict) -> tuple[str, Shape]:
     """(table model name, shape) for a catalog model with optional overrides (None = keep)."""
     try:
@@ -106,7 +113,7 @@ def _timed(torch, device, run) -> float:
     return time.perf_counter() - start
 
 
-def _engine(torch, device, shape: Shape, grid):
+def _engine(torch, device, shape: Shape, grid, dtype: str):
     from executor.engine import Engine, EngineConfig, ModelConfig
 
     tokens, contexts, batches, decode_contexts = grid
@@ -117,7 +124,7 @@ def _engine(torch, device, shape: Shape, grid):
                           max_prefill_tokens=max(tokens) + max(contexts) + BLOCK)
     model = ModelConfig(vocab_size=shape.vocab_size, num_layers=shape.num_layers, hidden_size=shape.hidden_size,
                         num_q_heads=shape.num_q_heads, num_kv_heads=shape.num_kv_heads, head_dim=shape.head_dim,
-                        intermediate_size=shape.intermediate_size, dtype="bfloat16")
+                        intermediate_size=shape.intermediate_size, dtype=dtype)
     return Engine.from_seed(model, config, seed=0, device=device), config
 
 
@@ -146,8 +153,13 @@ def _decode_point(torch, device, eng, rng, batch: int, context: int, reps: int) 
 
 
 def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1, grid: str = "quick",
-                  chip: str | None = None, reps: int = 3, overrides: dict | None = None, on_point=None) -> dict:
-    """Measure the grids; return the chip-profile dict (schema 2) with one table."""
+                  chip: str | None = None, reps: int = 3, overrides: dict | None = None, on_point=None,
+                  dtype: str | None = None, name: str | None = None) -> dict:
+    """Measure the grids; return the chip-profile dict (schema 2) with one table.
+
+    ``dtype``: the engine's dtype (default bfloat16 on CUDA, float32 on the CPU); ``name``:
+    the table's model name (default: the catalog name, or ``llama-tiny-<hash>`` for an
+    overridden shape)."""
     import torch
 
     from profiler.run import provenance, resolve_rooflines
@@ -156,14 +168,18 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
         raise InputError(f"--tp {tp}: the executor's engine runs one device; only --tp 1 is measured")
     if grid not in GRIDS:
         raise InputError(f"--grid must be one of {', '.join(GRIDS)}, got {grid!r}")
-    name, shape = shape_for(model, overrides or {})
+    default_name, shape = shape_for(model, overrides or {})
+    name = name or default_name
     dev = torch.device(device)
+    dtype = dtype or ("bfloat16" if dev.type == "cuda" else "float32")
+    if dtype not in ENGINE_DTYPES:
+        raise InputError(f"--dtype must be one of {', '.join(ENGINE_DTYPES)}, got {dtype!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError(f"--device: {device!r} asked for, but torch sees no CUDA device")
     chip_name, roof, device_model = resolve_rooflines(torch, dev, chip)
     tokens, contexts, batches, decode_contexts = GRIDS[grid]
     started = time.perf_counter()
-    eng, config = _engine(torch, dev, shape, GRIDS[grid])
+    eng, config = _engine(torch, dev, shape, GRIDS[grid], dtype)
     rng = random.Random(0)
     total, done = len(tokens) * len(contexts) + len(batches) * len(decode_contexts), 0
     prefill, decode = [], []
@@ -186,9 +202,10 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
                    "repeats": reps},
         "measured_by": prov["measured_by"],
         "measured_at": prov["measured_at"],
-        "engine": f"executor.engine ({config.backend}, bfloat16, block {BLOCK})",
+        "engine": f"executor.engine ({config.backend}, {dtype}, block {BLOCK})",
         "device": device_model,
-        "model_shape": {**asdict(shape), "params": shape.params(), "scenario_model": scenario_model(name, shape)},
+        "model_shape": {**asdict(shape), "dtype": dtype, "params": shape.params(),
+                        "scenario_model": scenario_model(name, shape)},
     }
     return {"schema_version": 2, "kind": "chip", "chip": chip_name, "quick": grid == "quick",
             "provenance": prov, "rooflines": roof.as_dict(), "tables": [table],
