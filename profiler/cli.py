@@ -216,3 +216,7 @@ def model_command(
         for size, row in zip(grid_record.sizes, grid_record.seconds):
             cells = ", ".join(f"ctx {c:g}: {s * 1e3:.2f} ms" for c, s in zip(grid_record.context_tokens, row))
             out.print(f"  {phase} {axis} {size:g}: {cells}", highlight=False)
+        moved = grid_record.grid().max_cleanup_rel
+        if moved > 0.05:
+            out.print(f"  [yellow]{phase}: not monotone as measured; the planner's clean-up moves a point by up "
+                      f"to {moved:.0%} (a loaded machine? measure again with more --reps)[/yellow]", highlight=False)
