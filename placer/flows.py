@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
 from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
-from placer.profiles.measured import MeasuredInstanceModel
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -98,7 +97,13 @@ def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
     args = (problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
             problem.options.prefill_chunk_tokens)
     table = problem.tables.get((chip, tp))
-    return InstanceModel(*args) if table is None else MeasuredInstanceModel(*args, table=table)
+    if table is None:
+        return InstanceModel(*args)
+    # Imported only when a table matches: the executor imports this module and, by
+    # tests/executor/test_imports.py, loads no placer.profiles submodule.
+    from placer.profiles.measured import MeasuredInstanceModel
+
+    return MeasuredInstanceModel(*args, table=table)
 
 
 def decode_context_tokens(classes: Sequence[Class]) -> float:

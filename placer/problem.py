@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
 from placer.flows import FilterRule
-from placer.profiles.lookup import matching_tables
-from placer.profiles.records import measured_from_all
-from placer.profiles.tables import MeasuredTable
 from placer.specs import ChipSpec, Scenario
+
+if TYPE_CHECKING:
+    from placer.profiles.tables import MeasuredTable
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,11 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
     latency tables, see :mod:`placer.profiles.tables`). ``None``: the scenario's own
     ``profiles:`` are read (a caller's ``measured``, e.g. the CLI's ``--profiles``, wins).
     """
+    # Imported here: the executor imports this module and, by tests/executor/test_imports.py,
+    # loads no placer.profiles submodule.
+    from placer.profiles.lookup import matching_tables
+    from placer.profiles.records import measured_from_all
+
     chips = dict(chip_catalog())
     for spec in scenario.chips:
         chips[spec.name] = _resolve_chip(spec)

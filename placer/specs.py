@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from placer.errors import InputError
 from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
-from placer.profiles.records import LATEST
 
 
 class _Spec(BaseModel):
@@ -290,6 +289,8 @@ def load_scenario(path: str | Path) -> Scenario:
         workload = scenario.workload.model_copy(update={"trace": str(trace)})
         scenario = scenario.model_copy(update={"workload": workload})
     if scenario.profiles:
+        from placer.profiles.records import LATEST  # here: the executor loads specs, not placer.profiles
+
         profiles = [p if p == LATEST or Path(p).is_absolute() else str((path.parent / p).resolve())
                     for p in scenario.profiles]
         scenario = scenario.model_copy(update={"profiles": profiles})
