@@ -90,11 +90,20 @@ def handoff_mode(policy: str, pending_tokens: int,
 # --- instances and KV timing ----------------------------------------------------------
 
 def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model."""
-    return InstanceModel(
-        problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
-        problem.options.prefill_chunk_tokens,
-    )
+    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model:
+    a :class:`~placer.profiles.measured.MeasuredInstanceModel` when the problem carries a
+    measured table for (chip, tp) (it answers from the table inside its grid, from the
+    roofline outside), the roofline :class:`InstanceModel` otherwise."""
+    args = (problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
+            problem.options.prefill_chunk_tokens)
+    table = problem.tables.get((chip, tp))
+    if table is None:
+        return InstanceModel(*args)
+    # Imported only when a table matches: the executor imports this module and, by
+    # tests/executor/test_imports.py, loads no placer.profiles submodule.
+    from placer.profiles.measured import MeasuredInstanceModel
+
+    return MeasuredInstanceModel(*args, table=table)
 
 
 def decode_context_tokens(classes: Sequence[Class]) -> float:

@@ -17,10 +17,11 @@ from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.flows import ADAPTIVE, P_D, RLD, D, P
+from placer.flows import ADAPTIVE, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
+from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.specs import Scenario
 from placer.validate import validate
 
@@ -63,9 +64,30 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         solver=SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
                           seconds=outcome.seconds, iterations=outcome.iterations),
         assignments=assignments,
-        notes=list(form.notes) + [f"calibrated with {p}" for p in prob.profiles_used],
+        notes=list(form.notes) + profile_notes(prob, pools),
     )
     return with_metrics(prob, plan)
+
+
+def profile_notes(problem: Problem, pools: list[PoolOut]) -> list[str]:
+    """The profiles the plan used and, per pool, where its prefill or decode figures came
+    from: a measured table (naming its profile) or the roofline × efficiency. Nothing when
+    no profile was given (every figure is then the roofline's)."""
+    if not problem.profiles_used:
+        return []
+    notes = [f"calibrated with {p}" for p in problem.profiles_used]
+    notes += [f"ignored {why}" for why in problem.tables_ignored]
+    context = decode_context_tokens(problem.classes)
+    for pool in pools:
+        im = instance(problem, pool.chip, pool.tp)
+        if pool.role == P:
+            sources = {source_of_prompt(im, c.input_tokens, c.hit_rate) for c in problem.classes}
+            what = "prefill " + ", ".join(sorted(sources))
+        else:
+            batch = max(1, im.max_batch(context, problem.tpot_s))
+            what = f"decode step at batch {batch}, context {context:.0f}: {source_of_step(im, batch, context)}"
+        notes.append(f"pool {pool.role} {pool.datacenter} {pool.chip} tp{pool.tp}: {what}")
+    return notes
 
 
 def with_metrics(problem: Problem, plan: Plan) -> Plan:

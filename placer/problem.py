@@ -2,18 +2,26 @@
 
 in:  Scenario (pydantic) + the bundled catalog (+ optional measured chip profiles)
 out: :class:`Problem`, frozen dataclasses with every name resolved, the model's KV
-     size computed, trace workloads bucketed into classes and anomalous classes flagged.
+     size computed, trace workloads bucketed into classes and anomalous classes flagged,
+     and the measured latency tables that match the scenario's model and dtypes, by
+     (chip, tp), each checked against the chip's datasheet peaks
+     (:func:`placer.profiles.lookup.matching_tables`); tables measured for another
+     model or dtype are listed in ``tables_ignored`` and never used.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
 from placer.flows import FilterRule
 from placer.specs import ChipSpec, Scenario
+
+if TYPE_CHECKING:
+    from placer.profiles.tables import MeasuredTable
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,8 @@ class Problem:
     tpot_s: float
     options: object  # placer.specs.OptionsSpec (frozen pydantic)
     profiles_used: tuple[str, ...] = ()
+    tables: dict[tuple[str, int], MeasuredTable] = field(default_factory=dict)  # (chip, tp) → table
+    tables_ignored: tuple[str, ...] = ()  # tables read but not for this model / dtypes, and why
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
@@ -102,14 +112,27 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
 
     ``measured`` maps chip name to measured efficiency fields (``compute_efficiency``,
     ``mem_bw_efficiency``, ``interconnect_efficiency``, ``profile``) that replace the
-    defaults for chips without explicit scenario overrides.
+    defaults for chips without explicit scenario overrides, and ``tables`` (measured
+    latency tables, see :mod:`placer.profiles.tables`). ``None``: the scenario's own
+    ``profiles:`` are read (a caller's ``measured``, e.g. the CLI's ``--profiles``, wins).
     """
+    # Imported here: the executor imports this module and, by tests/executor/test_imports.py,
+    # loads no placer.profiles submodule.
+    from placer.profiles.lookup import matching_tables
+    from placer.profiles.records import measured_from_all
+
     chips = dict(chip_catalog())
     for spec in scenario.chips:
         chips[spec.name] = _resolve_chip(spec)
+    if measured is None and scenario.profiles:
+        wanted = {chip for dc in scenario.datacenters for chip in dc.inventory}
+        measured = measured_from_all(scenario.profiles, chips=wanted)
     profiles_used = []
+    found: list[MeasuredTable] = []
     for name, figures in (measured or {}).items():
         if name in chips:
+            figures = dict(figures)
+            found.extend(figures.pop("tables", []))
             chips[name] = chips[name].with_changes(**figures)
             profiles_used.append(f"{name}: {figures.get('profile', 'measured')}")
 
@@ -123,6 +146,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         **scenario.model.model_dump(), native_weight_dtype="bf16"
     )
     weight_dtype = scenario.weight_dtype or model.native_weight_dtype
+    tables, tables_ignored = matching_tables(found, chips, model, weight_dtype, scenario.kv_dtype)
 
     opts = scenario.options
     rule = FilterRule(opts.filter_min_input_tokens, opts.filter_max_hit_rate, opts.filter_max_output_tokens)
@@ -165,4 +189,6 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tpot_s=scenario.sla.tpot_s,
         options=opts,
         profiles_used=tuple(profiles_used),
+        tables=tables,
+        tables_ignored=tables_ignored,
     )

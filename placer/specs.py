@@ -219,6 +219,17 @@ class Scenario(_Spec):
     workload: WorkloadSpec = Field(description="Offered load and its request classes (or a trace).")
     sla: SlaSpec = Field(description="Service-level objectives a request must meet to count as goodput.")
     options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
+    profiles: list[str] = Field(
+        default_factory=list,
+        description="Measured profiles to plan with: a profile JSON (`placer profile chip` / `placer profile "
+        "model`), a CSV of measured latencies (docs/profiles.md), a directory of them, or 'latest' (the "
+        "service database). One path or a list; relative paths are relative to the scenario file. "
+        "`--profiles` on the command line replaces this list.")
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
 
     @model_validator(mode="after")
     def _cross_refs(self) -> Scenario:
@@ -277,4 +288,10 @@ def load_scenario(path: str | Path) -> Scenario:
         trace = (path.parent / scenario.workload.trace).resolve()
         workload = scenario.workload.model_copy(update={"trace": str(trace)})
         scenario = scenario.model_copy(update={"workload": workload})
+    if scenario.profiles:
+        from placer.profiles.records import LATEST  # here: the executor loads specs, not placer.profiles
+
+        profiles = [p if p == LATEST or Path(p).is_absolute() else str((path.parent / p).resolve())
+                    for p in scenario.profiles]
+        scenario = scenario.model_copy(update={"profiles": profiles})
     return scenario

@@ -1,4 +1,4 @@
-"""CLI commands of the profiler: ``placer profile chip`` and ``placer profile link``.
+"""CLI commands of the profiler: ``placer profile chip``, ``placer profile link`` and ``placer profile model``.
 
 ``profile`` is a ``typer.Typer`` that placer's command registry mounts as the
 ``profile`` group (through :mod:`profiler.commands`), importing this module only when
@@ -158,3 +158,65 @@ def link_command(
               + (f"; shaped to {shape_gbit} Gbit/s" if shape_gbit else ""), highlight=False)
     out.print(json.dumps({"gbit_per_s": round(record.link_gbit_per_s, 3), "rtt_ms": round(record.rtt_ms, 3),
                           "jitter_ms": round(record.jitter_ms, 3)}), highlight=False)
+
+
+@profile.command("model")
+def model_command(
+    device: Annotated[str, typer.Option(help="torch device: cpu (torch ops) or cuda / cuda:N (Triton kernels).")] = "cpu",
+    model: Annotated[str, typer.Option(help="Catalog model whose shape is built (random weights).")] = "llama-3.1-8b",
+    tp: Annotated[int, typer.Option(help="Chips per instance (the engine runs one: 1).")] = 1,
+    grid: Annotated[str, typer.Option(help="tiny (smoke check), quick (CPU: under a minute for a tiny shape) or full.")] = "quick",
+    chip: Annotated[str | None, typer.Option(help="Catalog chip the table is for (default: from the device; "
+                                             "'cpu' on the CPU).")] = None,
+    reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 5,
+    layers: Annotated[int | None, typer.Option(help="Override: decoder layers.")] = None,
+    hidden: Annotated[int | None, typer.Option(help="Override: hidden size.")] = None,
+    heads: Annotated[int | None, typer.Option(help="Override: query heads.")] = None,
+    kv_heads: Annotated[int | None, typer.Option("--kv-heads", help="Override: KV heads.")] = None,
+    head_dim: Annotated[int | None, typer.Option("--head-dim", help="Override: head dimension.")] = None,
+    intermediate: Annotated[int | None, typer.Option(help="Override: FFN width (default 3.5 x hidden).")] = None,
+    vocab: Annotated[int | None, typer.Option(help="Override: vocabulary (default 128256).")] = None,
+    dtype: Annotated[str | None, typer.Option(help="Engine dtype: bfloat16 or float32 (default: bfloat16 on "
+                                              "CUDA, float32 on the CPU, as the executor runs there).")] = None,
+    name: Annotated[str | None, typer.Option(help="The table's model name, as the scenario's model is named "
+                                             "(default: the catalog name, or llama-tiny-<hash> for a changed "
+                                             "shape).")] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Write the profile JSON here.")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON.")] = False,
+) -> None:
+    """Measure prefill and decode latency grids of a model with the executor's engine; write a profile."""
+    from profiler.model import profile_model
+
+    overrides = {"num_layers": layers, "hidden_size": hidden, "num_q_heads": heads, "num_kv_heads": kv_heads,
+                 "head_dim": head_dim, "intermediate_size": intermediate, "vocab_size": vocab}
+    try:
+        with _progress(json_out) as progress:
+            task = progress.add_task("grid points", total=1)
+            raw = profile_model(device, model, tp, grid, chip, reps, overrides,
+                                on_point=lambda done, total: progress.update(task, completed=done, total=total),
+                                dtype=dtype, name=name)
+        record = ChipProfile.model_validate(raw)
+        if out_path is not None:
+            try:
+                record.save(out_path)
+            except OSError as e:
+                raise InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}") from None
+    except PlacerError as e:
+        _fail(e)
+    if json_out:
+        print(record.to_json())
+        return
+    table = record.tables[0]
+    out.print(f"{table.model} on {table.chip} ({table.engine}, {table.device}): "
+              f"{len(table.prefill.sizes) * len(table.prefill.context_tokens)} prefill and "
+              f"{len(table.decode.sizes) * len(table.decode.context_tokens)} decode points in "
+              f"{record.duration_s:.1f} s" + (f"; wrote {out_path}" if out_path else ""), highlight=False)
+    for phase, grid_record in (("prefill", table.prefill), ("decode", table.decode)):
+        axis = "tokens" if phase == "prefill" else "batch"
+        for size, row in zip(grid_record.sizes, grid_record.seconds):
+            cells = ", ".join(f"ctx {c:g}: {s * 1e3:.2f} ms" for c, s in zip(grid_record.context_tokens, row))
+            out.print(f"  {phase} {axis} {size:g}: {cells}", highlight=False)
+        moved = grid_record.grid().max_cleanup_rel
+        if moved > 0.05:
+            out.print(f"  [yellow]{phase}: not monotone as measured; the planner's clean-up moves a point by up "
+                      f"to {moved:.0%} (a loaded machine? measure again with more --reps)[/yellow]", highlight=False)

@@ -6,6 +6,9 @@
 * ``evaluate SCENARIO PLAN.json`` → :func:`placer.optimize.evaluate_plan`
 * ``compare SCENARIO`` → :func:`placer.baselines.compare`
 
+``--profiles`` (all three, and ``simulate``): measured figures and latency tables through
+:func:`measured_for` (it replaces the scenario's ``profiles:`` key).
+
 Each prints the plan as tables (:mod:`placer.cli.render`) or, with ``--json``, the
 contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
 """
@@ -27,7 +30,7 @@ from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
-from placer.profiles.records import measured_from
+from placer.profiles.records import measured_from_all
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
 
@@ -41,6 +44,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the contract JSON i
 SolverOpt = Annotated[Solver, typer.Option(help="MILP backend: OR-Tools (HiGHS, or SCIP) or PuLP (CBC).")]
 TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")]
 ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
+ProfilesOpt = Annotated[str | None, typer.Option(
+    "--profiles", help="Measured profiles to plan with: 'latest' (database), a profile JSON, a CSV of measured "
+    "latencies (docs/profiles.md) or a directory of them; replaces the scenario's 'profiles:'. Chips and "
+    "settings without a measurement keep the roofline.")]
 
 
 def optimize(
@@ -51,9 +58,7 @@ def optimize(
     json_out: JsonOpt = False,
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
-    profiles: Annotated[str | None, typer.Option(
-        "--profiles", help="Measured chip profiles to calibrate with: 'latest' (database), a profile JSON "
-        "or a directory of them. Chips without one keep their datasheet figures.")] = None,
+    profiles: ProfilesOpt = None,
     verify: Annotated[bool, typer.Option(
         "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
         "tighter utilisation cap (each round printed to stderr).")] = False,
@@ -62,7 +67,7 @@ def optimize(
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
         loaded = load_scenario(scenario)
-        measured = _measured(profiles, loaded) if profiles else None
+        measured = measured_for(loaded, profiles)
         config = SolveConfig(objective.value, solver.value, time_limit, marginals)
         plan = solve(loaded, config, measured=measured)
         if verify:
@@ -84,11 +89,13 @@ def evaluate(
     solver: SolverOpt = Solver.ortools,
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
+    profiles: ProfilesOpt = None,
 ) -> None:
     """Metrics of a given plan without re-optimising its pools."""
     try:
-        plan = evaluate_plan(load_scenario(scenario), load_plan(plan_file),
-                             SolveConfig(backend=solver.value, time_limit_s=time_limit))
+        loaded = load_scenario(scenario)
+        plan = evaluate_plan(loaded, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit),
+                             measured=measured_for(loaded, profiles))
     except PlacerError as e:
         fail(e)
     if json_out:
@@ -103,10 +110,12 @@ def compare(
     solver: SolverOpt = Solver.ortools,
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
+    profiles: ProfilesOpt = None,
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     try:
-        result = compare_baselines(as_problem(load_scenario(scenario)),
+        loaded = load_scenario(scenario)
+        result = compare_baselines(as_problem(loaded, measured_for(loaded, profiles)),
                                    SolveConfig(objective.value, solver.value, time_limit))
     except PlacerError as e:
         fail(e)
@@ -129,10 +138,15 @@ def _write(path: Path | None, text: str) -> None:
         fail(InputError(f"--out: cannot write {str(path)!r}: {e.strerror}"))
 
 
-def _measured(source: str, scenario: Scenario) -> dict:
-    """Measured efficiencies for the scenario's chips (a profile file, a directory, or 'latest')."""
+def measured_for(scenario: Scenario, profiles: str | None) -> dict | None:
+    """The measured figures and tables for the scenario's chips: from ``--profiles`` when
+    given (it replaces the scenario's ``profiles:``), else from the scenario's list; None
+    when neither names one. 'latest' reads the service database."""
+    sources = [profiles] if profiles else list(scenario.profiles)
+    if not sources:
+        return None
     chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
-    return measured_from(source, chips=chips, latest=_latest_from_database)
+    return measured_from_all(sources, chips=chips, latest=_latest_from_database)
 
 
 def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:

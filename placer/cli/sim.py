@@ -1,7 +1,7 @@
 """``placer simulate``, ``placer sweep`` and ``placer workload fit``: thin faces over the simulator.
 
 * ``simulate SCENARIO PLAN.json`` → :func:`placer.sim.engine.simulate` (tables, or the
-  Simulation JSON with ``--json``)
+  Simulation JSON with ``--json``; ``--profiles`` as ``optimize``'s)
 * ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
   (variants on Ray; sweep.csv and sweep.png)
 * ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
@@ -21,6 +21,7 @@ import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from placer.cli.output import choices, err, out
+from placer.cli.plan import ProfilesOpt, measured_for
 from placer.cli.output import fail as _fail
 from placer.cli.render import simulate_view
 from placer.errors import InputError, PlacerError
@@ -77,6 +78,7 @@ def simulate(
     handoff: Annotated[HandoffMode | None, typer.Option(help="Override the plan's handoff mode.")] = None,
     dispatch: Annotated[Dispatch, typer.Option(help="Instance choice inside a pool.")] = Dispatch.random,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Trace replay speed-up.")] = 1.0,
+    profiles: ProfilesOpt = None,
 ) -> None:
     """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."""
     bar = None
@@ -86,7 +88,8 @@ def simulate(
                            trace=str(trace) if trace else None, trace_time_scale=time_scale,
                            arrivals=arrivals.value, drc_lag=drc_lag,
                            handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value)
-        problem = as_problem(load_scenario(scenario))
+        loaded = load_scenario(scenario)
+        problem = as_problem(loaded, measured_for(loaded, profiles))
         plan = load_plan(plan_file)
         bar, update = _progress(requests)
         if bar is not None:

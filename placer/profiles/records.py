@@ -10,7 +10,9 @@ out: frozen pydantic records :class:`ChipProfile` and :class:`LinkProfile` with
      "interconnect_efficiency": …, "profile": "<provenance>"}}``, the ``measured``
      mapping :func:`placer.problem.resolve` takes, with only the fields that were
      measured (every other field and chip keeps its catalog default, the roofline
-     fallback).
+     fallback), plus ``"tables"``: the measured latency tables
+     (:class:`~placer.profiles.tables.MeasuredTable`) of the chip, from a profile JSON
+     (schema 2) or a CSV (:mod:`placer.profiles.table_io`).
 
 A record is never built around a figure faster than its roofline: loading one
 raises :class:`~placer.profiles.figures.RooflineExceededError` (not a validation
@@ -33,14 +35,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from placer.errors import InputError
 from placer.profiles.figures import (
-    SCHEMA_VERSION,
     Measurement,
     RooflineExceededError,
     Rooflines,
     check_roofline,
 )
+from placer.profiles.table_io import TableRecord, read_csv_tables
+from placer.profiles.tables import MeasuredTable
 
 LATEST = "latest"
+#: Chip profiles: 1 = figures only; 2 adds the optional ``tables`` (measured latency
+#: grids). Version 1 files still load; a file that carries tables says 2.
+CHIP_SCHEMA_VERSION = 2
 #: Reads the newest stored profile per chip: ``loader(chips)`` (None: every chip) →
 #: the ``measured`` mapping.
 LatestLoader = Callable[[set[str] | None], dict[str, dict]]
@@ -118,15 +124,17 @@ def _check_stored(i: int, m: Measurement) -> None:
 class ChipProfile(_Frozen):
     """A measured chip: provenance, raw samples, figures and efficiencies."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1, 2] = CHIP_SCHEMA_VERSION
     kind: Literal["chip"] = "chip"
     chip: str = Field(description="catalog chip name the figures calibrate (or 'cpu')")
     quick: bool = False
     provenance: Provenance
     rooflines: Rooflines
-    measurements: list[Measurement] = Field(min_length=1)
-    summary: Summary
-    efficiency: Efficiency
+    measurements: list[Measurement] = Field(default_factory=list)
+    summary: Summary = Field(default_factory=Summary)
+    efficiency: Efficiency = Field(default_factory=Efficiency)
+    tables: list[TableRecord] = Field(default_factory=list, description="measured prefill / decode latency "
+                                      "grids per (chip, tp, model, dtypes); schema_version 2")
     skipped: list[str] = Field(default_factory=list, description="what was not measured, and why")
     roofline_violations: list[str] = Field(default_factory=list)
     duration_s: float = 0.0
@@ -137,6 +145,14 @@ class ChipProfile(_Frozen):
         for i, m in enumerate(measurements):
             _check_stored(i, m)
         return measurements
+
+    @model_validator(mode="after")
+    def _something_measured(self) -> ChipProfile:
+        if not self.measurements and not self.tables:
+            raise ValueError("a chip profile needs at least one measurement or one table")
+        if self.tables and self.schema_version < 2:
+            raise ValueError("tables need schema_version 2")
+        return self
 
     @model_validator(mode="after")
     def _no_violations(self) -> ChipProfile:
@@ -157,7 +173,8 @@ class ChipProfile(_Frozen):
         eff = self.efficiency
         fields = {k: getattr(eff, k) for k in ("compute_efficiency", "mem_bw_efficiency", "interconnect_efficiency")
                   if getattr(eff, k) is not None}
-        return {**fields, "profile": self.label(where)}
+        tables = [t.table(where or "") for t in self.tables]
+        return {**fields, **({"tables": tables} if tables else {}), "profile": self.label(where)}
 
     def to_json(self) -> str:
         return self.model_dump_json(indent=2)
@@ -176,7 +193,7 @@ class ChipProfile(_Frozen):
 class LinkProfile(_Frozen):
     """A probed TCP path: bandwidth over parallel streams, RTT, with provenance."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1
     kind: Literal["link"] = "link"
     peer: str = Field(description="HOST:PORT probed")
     host: str = Field(description="the probing host")
@@ -216,11 +233,19 @@ def load_chip_profile(path: Path) -> ChipProfile:
         raise InputError(f"profile {str(path)!r}: {where}: {first['msg']}") from None
 
 
-def read_chip_profiles(source: str | Path) -> list[tuple[ChipProfile, Path]]:
-    """Every chip profile a file or a directory holds (other JSON in a directory is skipped)."""
+def _csv_files(source: str | Path) -> list[Path]:
     path = Path(source)
     if path.is_file():
-        return [(load_chip_profile(path), path)]
+        return [path] if path.suffix.lower() == ".csv" else []
+    return sorted(path.glob("*.csv")) if path.is_dir() else []
+
+
+def read_chip_profiles(source: str | Path) -> list[tuple[ChipProfile, Path]]:
+    """Every chip profile a file or a directory holds (other JSON in a directory is skipped;
+    a CSV of measured tables is read by :func:`read_tables`)."""
+    path = Path(source)
+    if path.is_file():
+        return [] if path.suffix.lower() == ".csv" else [(load_chip_profile(path), path)]
     if path.is_dir():
         out = []
         for file in sorted(path.glob("*.json")):
@@ -231,8 +256,13 @@ def read_chip_profiles(source: str | Path) -> list[tuple[ChipProfile, Path]]:
             if kind == "chip":
                 out.append((load_chip_profile(file), file))
         return out
-    raise InputError(f"--profiles: {str(source)!r} is neither a profile file, a directory of them, "
-                     f"nor {LATEST!r}")
+    raise InputError(f"--profiles: {str(source)!r} is neither a profile file (JSON or CSV), a directory "
+                     f"of them, nor {LATEST!r}")
+
+
+def read_tables(source: str | Path) -> list[MeasuredTable]:
+    """The measured tables of the CSV files at ``source`` (a file or a directory)."""
+    return [table for file in _csv_files(source) for table in read_csv_tables(file)]
 
 
 def newest_per_chip(profiles: Iterable[tuple[ChipProfile, Path]]) -> dict[str, tuple[ChipProfile, Path]]:
@@ -258,11 +288,30 @@ def measured_from(source: str | Path, chips: Iterable[str] | None = None,
             raise InputError(f"--profiles {LATEST}: no profile database to read here; "
                              "pass a profile file or directory")
         return latest(wanted)
-    out = {}
+    out: dict[str, dict] = {}
     for chip, (profile, path) in newest_per_chip(read_chip_profiles(source)).items():
         if wanted is not None and chip not in wanted:
             continue
         fields = profile.measured_fields(where=path.name)
         if len(fields) > 1:  # more than the provenance alone
             out[chip] = fields
+    for table in read_tables(source):
+        if wanted is not None and table.key.chip not in wanted:
+            continue
+        fields = out.setdefault(table.key.chip, {"profile": table.profile})
+        fields["tables"] = [*fields.get("tables", []), table]
+    return out
+
+
+def measured_from_all(sources: Iterable[str | Path], chips: Iterable[str] | None = None,
+                      latest: LatestLoader | None = None) -> dict[str, dict]:
+    """:func:`measured_from` over several sources: efficiencies of a later source win,
+    tables add up (a later table for the same key replaces an earlier one in the model)."""
+    out: dict[str, dict] = {}
+    for source in sources:
+        for chip, fields in measured_from(source, chips, latest).items():
+            held = out.get(chip, {})
+            tables = [*held.get("tables", []), *fields.get("tables", [])]
+            profile = "; ".join(dict.fromkeys(p for p in (held.get("profile"), fields.get("profile")) if p))
+            out[chip] = {**held, **fields, **({"tables": tables} if tables else {}), "profile": profile}
     return out

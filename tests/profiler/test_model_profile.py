@@ -1,0 +1,49 @@
+"""`placer profile model --device cpu`: a tiny shape's grids measured with the executor's engine, then planned with."""
+
+
+import pytest
+
+from placer.flows import instance
+from placer.problem import resolve
+from placer.profiles.measured import MeasuredInstanceModel
+from placer.profiles.records import ChipProfile, measured_from
+from placer.specs import parse_scenario
+from tests.placer.test_cli import run
+
+TINY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "32",
+        "--intermediate", "128", "--vocab", "300"]
+
+
+def test_profile_model_on_cpu_writes_a_profile_the_planner_answers_from(tmp_path):
+    out = tmp_path / "tiny.json"
+    r = run("profile", "model", "--device", "cpu", "--grid", "tiny", "--reps", "1", *TINY, "--out", out,
+            timeout=300)
+    assert r.returncode == 0, r.stderr
+    profile = ChipProfile.load(out)
+    table = profile.tables[0]
+    assert table.model.startswith("llama-tiny-") and table.chip == "cpu" and profile.schema_version == 2
+    assert table.model_shape["num_layers"] == 1 and "torch" in table.engine
+    spec = table.model_shape["scenario_model"]
+    scenario = parse_scenario({
+        "name": "tiny", "model": spec, "chips": [{"name": "cpu", "bf16_tflops": 1.0, "mem_gb": 64,
+                                                  "mem_bw_tbps": 0.1, "price_usd_per_h": 0.1}],
+        "datacenters": [{"name": "here", "inventory": {"cpu": 1}}],
+        "workload": {"arrival_rps": 0.1, "classes": [{"name": "c", "share": 1, "input_tokens": 32,
+                                                      "output_tokens": 16, "hit_rate": 0.0}]},
+        "sla": {"ttft_p90_s": 10, "tpot_s": 1.0}})
+    im = instance(resolve(scenario, measured_from(out)), "cpu", 1)
+    assert isinstance(im, MeasuredInstanceModel)
+    label = f"measured ({out.name})"
+    assert im.source_of_step(2, 64) == label and im.source_of_prefill(32, 8) == label
+    assert im.step_s(2, 64) >= im.step_s(1, 16) > 0
+    assert im.step_s(1, 16) == pytest.approx(table.decode.grid().seconds_at(1, 16))
+    assert im.source_of_step(64, 64).startswith("roofline")  # past the grid
+
+
+def test_profile_model_refuses_a_bad_shape(tmp_path):
+    r = run("profile", "model", "--device", "cpu", "--heads", "3", "--kv-heads", "2", "--layers", "1")
+    assert r.returncode == 2 and "--heads 3" in r.stderr
+    r = run("profile", "model", "--device", "cpu", "--model", "deepseek-v3")
+    assert r.returncode == 2 and "gqa" in r.stderr
+    r = run("profile", "model", "--device", "cpu", "--tp", "2")
+    assert r.returncode == 2 and "--tp 2" in r.stderr
