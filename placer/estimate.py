@@ -23,6 +23,7 @@ Definitions (every figure from :class:`placer.perfmodel.InstanceModel`):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,6 +31,9 @@ from pathlib import Path
 from placer.catalog import get_chip, get_model
 from placer.errors import InputError
 from placer.perfmodel import InstanceModel
+from placer.profiles.lookup import measured_instance
+from placer.profiles.records import LatestLoader
+from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
 
 DTYPES = ("bf16", "fp8")
 
@@ -58,23 +62,12 @@ def _check(name: str, value, ok: bool, what: str) -> None:
         raise InputError(f"{name} must be {what}, got {value!r}")
 
 
-def _chip_with_profile(chip_name: str, profiles: str | Path | None):
-    """(chip, source): the catalog chip, with measured efficiencies when ``profiles`` has them."""
-    chip = get_chip(chip_name)
-    if profiles is None:
-        return chip, "roofline"
-    from placer.profiles.records import measured_from
-
-    measured = measured_from(profiles, chips=[chip_name]).get(chip_name)
-    if not measured:
-        return chip, f"roofline (no profile of {chip_name} in {profiles})"
-    fields = {k: v for k, v in measured.items() if k != "profile"}
-    return chip.with_changes(**fields, profile=measured.get("profile")), f"measured ({measured.get('profile')})"
-
-
 def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
-             chunk_tokens: int = 8192, mtp_accept: float = 1.0, profiles: str | Path | None = None):
-    """(InstanceModel, source) after checking every input; bad input raises InputError naming it."""
+             chunk_tokens: int = 8192, mtp_accept: float = 1.0, profiles: str | Path | None = None,
+             latest: LatestLoader | None = None):
+    """The instance's model after checking every input (bad input raises InputError naming it): the
+    roofline, with the chip's measured efficiencies and, where ``profiles`` holds a table for exactly
+    this (chip, tp, model, dtypes), a :class:`~placer.profiles.measured.MeasuredInstanceModel`."""
     cfg = get_model(model)
     _check("tp", tp, isinstance(tp, int) and tp >= 1, "a positive integer")
     weight_dtype = weight_dtype or cfg.native_weight_dtype
@@ -83,21 +76,37 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("kv_dtype", kv_dtype, kv_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
     _check("chunk", chunk_tokens, chunk_tokens >= 1, "at least 1 token")
     _check("mtp_accept", mtp_accept, 1.0 <= mtp_accept, "at least 1 (tokens accepted per decode step)")
-    c, source = _chip_with_profile(chip, profiles)
-    im = InstanceModel(c, tp, cfg, weight_dtype, kv_dtype, prefill_chunk_tokens=chunk_tokens, mtp_accept=mtp_accept)
-    return im, source
+    im = measured_instance(cfg, get_chip(chip), tp, weight_dtype, kv_dtype, profiles, chunk_tokens, latest)
+    return dataclasses.replace(im, mtp_accept=mtp_accept)
 
 
 def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate: float) -> float:
-    """Input tokens/s of ``im`` at saturation, short prompts packed into shared forwards."""
+    """Input tokens/s of ``im`` at saturation, short prompts packed into shared forwards.
+
+    A measured table knows one prompt per forward: a packed forward of k prompts is read as
+    one forward of k × new tokens after the same cached context (its attention slightly
+    overcounted, the weight read shared as in the roofline)."""
     new = max(1.0, (1.0 - hit_rate) * input_tokens)
     chunk = im.prefill_chunk_tokens
     if new >= chunk:
         return input_tokens / im.prefill_s(input_tokens, hit_rate)
     k = max(1, math.floor(chunk / new))
+    if isinstance(im, MeasuredInstanceModel):
+        return k * input_tokens / im.prefill_chunk_s(input_tokens, input_tokens - new, k * new)
     flops, kv_bytes = im.prefill_chunk_parts(input_tokens, input_tokens - new, new)
     forward = im.forward_s(k * flops, im.weight_bytes + k * kv_bytes, k * new)
     return k * input_tokens / forward
+
+
+def _source(im: InstanceModel, input_tokens: int, hit_rate: float, batch: int, context: float) -> str:
+    """Where the figures come from: one answer when both phases agree, else each phase's; a
+    roofline whose efficiencies were measured names that profile."""
+    def named(source: str) -> str:
+        calibrated = im.chip.profile and source.startswith("roofline")
+        return f"{source} with measured efficiencies ({im.chip.profile})" if calibrated else source
+
+    prefill, decode = named(source_of_prompt(im, input_tokens, hit_rate)), named(source_of_step(im, batch, context))
+    return prefill if prefill == decode else f"prefill: {prefill}; decode: {decode}"
 
 
 def _bound(terms: dict[str, float]) -> str:
@@ -107,7 +116,7 @@ def _bound(terms: dict[str, float]) -> str:
 def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
              input_tokens: int = 2048, output_tokens: int = 256, hit_rate: float = 0.0, batch: int | None = None,
              tpot_s: float | None = None, chunk_tokens: int = 8192, mtp_accept: float = 1.0,
-             profiles: str | Path | None = None) -> Estimate:
+             profiles: str | Path | None = None, latest: LatestLoader | None = None) -> Estimate:
     """The predicted figures of one instance (see the module docstring for each definition)."""
     _check("input", input_tokens, input_tokens >= 1, "at least 1 token")
     _check("output", output_tokens, output_tokens >= 1, "at least 1 token")
@@ -116,7 +125,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("tpot", tpot_s, tpot_s is None or tpot_s > 0, "positive seconds")
     if batch is not None and tpot_s is not None:
         raise InputError("give --batch or --tpot, not both")
-    im, source = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles)
+    im = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles, latest)
     resident = input_tokens + output_tokens
     if not im.fits(resident):
         raise InputError(f"{model} at {im.weight_dtype} does not fit on {tp} x {chip} with one request of "
@@ -141,5 +150,5 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         ttft_s=prefill + im.step_s(1, input_tokens),
         bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
                "decode": _bound(im.terms("decode", decode_batch, context))},
-        source=source,
+        source=_source(im, input_tokens, hit_rate, int(decode_batch), context),
     )

@@ -12,7 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from placer.cli.output import fail, out
+from placer.cli.output import fail, latest_from_database, out
 from placer.errors import InputError, PlacerError
 from placer.estimate import estimate as run_estimate
 
@@ -39,14 +39,15 @@ def estimate(
     chunk: Annotated[int, typer.Option("--chunk", help="New tokens per prefill forward of the instance.")] = 8192,
     mtp_accept: Annotated[float, typer.Option("--mtp-accept", help="Tokens accepted per decode step with "
                                               "MTP / speculative decoding (1: none).")] = 1.0,
-    profiles: Annotated[str | None, typer.Option("--profiles", help="Measured chip profiles (a profile JSON or "
-                                                 "a directory of them) to take efficiencies from.")] = None,
+    profiles: Annotated[str | None, typer.Option("--profiles", help="Measured profiles: a profile JSON, a "
+                                                 "table CSV, a directory of them, or 'latest' (database): the "
+                                                 "chip's efficiencies, and its measured tables where they match.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Estimate JSON instead of a table.")] = False,
 ) -> None:
     """Predict one instance's prefill, decode and memory figures (no ILP)."""
     try:
         result = run_estimate(model, chip, tp, weight_dtype, kv_dtype, input_tokens, output_tokens, hit, batch,
-                              tpot, chunk, mtp_accept, profiles)
+                              tpot, chunk, mtp_accept, profiles, latest=latest_from_database)
     except (PlacerError, OSError) as e:
         fail(e if isinstance(e, PlacerError) else InputError(f"--profiles {profiles}: {e}"))
     data = result.to_dict()

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from enum import Enum
+from importlib import import_module
 from typing import NoReturn
 
 import typer
 from rich.console import Console
 from rich.markup import escape
+
+from placer.errors import InputError
 
 out = Console()
 err = Console(stderr=True)
@@ -27,3 +30,14 @@ def fail(error: Exception) -> NoReturn:
 def choices(name: str, values: Iterable[str]) -> type[Enum]:
     """A str Enum of the library's own names (``min-cost`` → member ``min_cost``) for a Typer option."""
     return Enum(name, [(value.replace("-", "_"), value) for value in values], type=str)
+
+
+def latest_from_database(chips: set[str] | None) -> dict[str, dict]:
+    """``--profiles latest``: the newest stored profile per chip, from the service's database
+    (imported only now, so that a command never loads the service layer otherwise)."""
+    try:
+        loader = import_module("placer.service.profiles").latest_measured
+    except ModuleNotFoundError as e:
+        raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
+                         "install placer[service] or pass a profile file or directory") from None
+    return loader(chips)

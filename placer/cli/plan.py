@@ -16,14 +16,13 @@ contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
 from __future__ import annotations
 
 import json
-from importlib import import_module
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from placer.baselines import compare as compare_baselines
-from placer.cli.output import choices, err, fail, out
+from placer.cli.output import choices, err, fail, latest_from_database, out
 from placer.cli.render import compare_view, plan_view
 from placer.errors import InputError, PlacerError
 from placer.ilp.backends import BACKENDS
@@ -146,15 +145,4 @@ def measured_for(scenario: Scenario, profiles: str | None) -> dict | None:
     if not sources:
         return None
     chips = {chip for dc in scenario.datacenters for chip in dc.inventory}
-    return measured_from_all(sources, chips=chips, latest=_latest_from_database)
-
-
-def _latest_from_database(chips: set[str] | None) -> dict[str, dict]:
-    """The newest stored profile per chip, from the service's database (imported only now, so
-    that ``placer optimize`` never loads the service layer otherwise)."""
-    try:
-        loader = import_module("placer.service.profiles").latest_measured
-    except ModuleNotFoundError as e:
-        raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
-                         "install placer[service] or pass a profile file or directory") from None
-    return loader(chips)
+    return measured_from_all(sources, chips=chips, latest=latest_from_database)

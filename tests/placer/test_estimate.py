@@ -67,7 +67,8 @@ def test_a_slower_measured_chip_profile_is_used_and_named(tmp_path):
     path = write_profile(tmp_path / "h100.json", synthetic_profile("H100-SXM", 0.4, 0.6))
     roofline = estimate("llama-3.1-8b", "H100-SXM", 1, batch=64)
     measured = estimate("llama-3.1-8b", "H100-SXM", 1, batch=64, profiles=path)
-    assert measured.source.startswith("measured (profile h100.json")
+    assert roofline.source == "roofline"
+    assert measured.source.startswith("roofline with measured efficiencies (profile h100.json")
     assert measured.prefill_s > roofline.prefill_s and measured.decode_step_s > roofline.decode_step_s
     result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--profiles", str(path), "--json")
     assert json.loads(result.output)["source"] == measured.source
@@ -90,3 +91,21 @@ def test_bad_input_exits_2_naming_the_value(args, named):
     assert result.exit_code == 2
     assert named in result.output
     assert "Traceback" not in result.output
+
+
+def test_estimate_answers_from_a_measured_table_at_its_grid_points_and_between_them():
+    """docs/profiles/llama-3.1-8b-h100-example.csv: decode 8 x 1024 → 8.1 ms, 8 x 8192 → 13.0 ms;
+    prefill of 2048 new tokens after none cached → 62 ms (one forward: chunk ≥ 2048)."""
+    from pathlib import Path
+
+    csv = Path(__file__).resolve().parents[2] / "docs" / "profiles" / "llama-3.1-8b-h100-example.csv"
+    at = {ctx: estimate("llama-3.1-8b", "H100-SXM", 1, input_tokens=ctx - 64, output_tokens=128, batch=8,
+                        profiles=csv) for ctx in (1024, 8192)}
+    assert at[1024].decode_step_s == pytest.approx(0.0081, rel=1e-6)
+    assert at[8192].decode_step_s == pytest.approx(0.0130, rel=1e-6)
+    assert at[1024].source.startswith("measured (")
+    between = [estimate("llama-3.1-8b", "H100-SXM", 1, input_tokens=ctx - 64, output_tokens=128, batch=8,
+                        profiles=csv).decode_step_s for ctx in (1024, 2048, 4096, 8192)]
+    assert between == sorted(between) and 0.0081 < between[1] < between[2] < 0.0130
+    prompt = estimate("llama-3.1-8b", "H100-SXM", 1, input_tokens=2048, output_tokens=1, batch=1, profiles=csv)
+    assert prompt.prefill_s == pytest.approx(0.062, rel=1e-6)
