@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, eager_tokens, first_kv_s, instance, mixture_quantile,
-    packed_wait_law, wan_bytes, wan_s,
+    packed_wait_law, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -149,32 +149,29 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
 
 
-def _first_step(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> tuple[float, bool]:
-    """Mean step of ``role``'s busy pools in ``dc`` (weighted by tokens), and whether all meet TPOT."""
-    states = [s for k, s in decode.items() if k[0] == role and k[1] == dc and s.tokens_per_s > 0]
-    if not states:
-        return problem.tpot_s, True
-    w = sum(s.tokens_per_s * s.count for s in states)
-    step = sum(s.step_s * s.tokens_per_s * s.count for s in states) / w
-    return step, all(s.step_s <= problem.tpot_s * 1.0001 for s in states)
+def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
+    """Whether every busy ``role`` pool in ``dc`` steps within the TPOT SLA."""
+    return all(s.step_s <= problem.tpot_s * 1.0001 for k, s in decode.items()
+               if k[0] == role and k[1] == dc and s.tokens_per_s > 0)
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
-    """The TTFT law of one P assignment: prefill + KV to the first decoder + its first step + the queue's wait."""
+    """The TTFT law of one P assignment: the queue's wait + :func:`placer.flows.ttft_det_s`
+    (prefill + KV to the decoder that streams t0, which streams it on import)."""
     key = _key(a)
     dst = a.dst or a.datacenter
     pre = im.prefill_s(c.input_tokens, c.hit_rate)
     move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, problem.options.drc,
                       _line_utilization(link_util, a.datacenter, dst))
     if a.pipeline in RELAY_PIPELINES:
-        step, ok = _first_step(problem, decode, RLD, a.datacenter)
+        ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
-        step, ok = _first_step(problem, decode, MD if a.pipeline == P_MD else D, dst)
+        ok = _meets_tpot(problem, decode, MD if a.pipeline == P_MD else D, dst)
     if a.pipeline == P_RLD_MD:
-        _, ok_md = _first_step(problem, decode, MD, dst)
-        ok = ok and ok_md
-    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step, waits[(*key, a.queue or "")], ok)
+        ok = ok and _meets_tpot(problem, decode, MD, dst)
+    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, ttft_det_s(pre, move), waits[(*key, a.queue or "")],
+                   ok)
 
 
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],

@@ -140,6 +140,21 @@ def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src
     return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
 
 
+#: Who streams the first token, per pipeline (executor/roles): P samples t0 but does not
+#: stream it — t0 travels with the KV, and the first decoder streams it the moment it has
+#: imported that KV (`on_kv` → `_advance`), before its first decode step. That decoder is
+#: RLD on the relay pipelines and MD (or D) otherwise.
+FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D}
+
+
+def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
+    """TTFT without queueing, as the executor streams it: prefill + the KV's move to the
+    decoder that streams t0 (:data:`FIRST_TOKEN_STREAMER`, :func:`first_kv_s`). No decode
+    step is added — that decoder streams t0 on import. The P queue's wait comes on top,
+    and in the simulator also any wait for KV room at that decoder (admission)."""
+    return prefill_s + kv_move_s
+
+
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
                 utilization: float) -> float:
     """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from placer.evaluate import p_queue_laws
 from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
-    instance, staged_kv_s, wan_bytes, wan_s,
+    instance, staged_kv_s, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
@@ -238,7 +238,7 @@ def _sla(s: _Checked, served: float) -> list[str]:
         c, im = s.classes[a.request_class], s.models[key]
         move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
                           opts.link_utilization_cap)
-        det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
+        det = ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), move)
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
         late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
-    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, wan_bytes, wan_s,
+    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, ttft_det_s, wan_bytes,
+    wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem
@@ -254,7 +255,7 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
         c = problem.classes[f.k]
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
-        ttft[f] = pre + first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link) + problem.tpot_s
+        ttft[f] = ttft_det_s(pre, first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link))
         late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
         hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
         if f.pipeline == P_RLD_MD:

@@ -20,7 +20,10 @@ Sets
 Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows` at the planning caps)
 ----------
 * pre[k,p] prefill seconds; wan_bytes[k] = (1−h_k)·I_k·kv (DRC) or I_k·kv;
-  ttft[f] = pre + transfer (RDMA, or WAN at the line's planned utilisation u_L) + TPOT;
+  ttft[f] = pre + transfer to the decoder that streams the first token (RLD by RDMA on
+  the relay pipelines; MD/D by RDMA, or over the WAN at the line's planned utilisation
+  u_L): P samples t0 but that decoder streams it on importing the KV, before any decode
+  step (executor/roles; :func:`placer.flows.ttft_det_s`), so no TPOT is added;
   late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at the queue's utilisation
   u_t: a "mix" queue carries the class mix in proportion (C13), so its moments are the
   mix's; a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
