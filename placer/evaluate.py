@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, eager_tokens, first_kv_s, instance, mixture_quantile,
-    packed_wait_law, ttft_det_s, wan_bytes, wan_s,
+    packed_wait_law, slowest_rdma_peer, streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -162,8 +162,10 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     key = _key(a)
     dst = a.dst or a.datacenter
     pre = im.prefill_s(c.input_tokens, c.hit_rate)
+    site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
+    peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
     move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, problem.options.drc,
-                      _line_utilization(link_util, a.datacenter, dst))
+                      _line_utilization(link_util, a.datacenter, dst), peer)
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:

@@ -22,7 +22,7 @@ P-D (the PD baselines).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
@@ -129,15 +129,28 @@ def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bo
 
 
 def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-               utilization: float) -> float:
+               utilization: float, peer: InstanceModel | None = None) -> float:
     """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
     RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
-    WAN when it is remote and by RDMA when it is local."""
+    WAN when it is remote and by RDMA when it is local. An RDMA copy runs at the slower NIC
+    side of P and the receiving instance ``peer`` (None: P's own)."""
     if pipeline in RELAY_PIPELINES:
-        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
+        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token, peer)
     if src != dst:
         return wan_s(problem, c, pipeline, src, dst, drc, utilization)
-    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
+    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D), peer)
+
+
+def streamer_site(pipeline: str, src: str, dst: str) -> tuple[str, str]:
+    """(role, datacenter) of the decoder that streams a flow's first token (:data:`FIRST_TOKEN_STREAMER`)."""
+    role = FIRST_TOKEN_STREAMER[pipeline]
+    return role, src if role == RLD else dst
+
+
+def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
+    """The receiving instance model with the least RDMA bandwidth (None without any): where a
+    flow's decoder is one of several pools, its RDMA time is priced at the slowest (conservative)."""
+    return min(models, key=lambda m: m.rdma_bytes_per_s, default=None)
 
 
 #: Who streams the first token, per pipeline (executor/roles): P samples t0 but does not
@@ -156,10 +169,10 @@ def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
 
 
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                utilization: float) -> float:
+                utilization: float, peer: InstanceModel | None = None) -> float:
     """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
     (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
-    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
+    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
     if pipeline == P_RLD_MD:
         return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
     return first

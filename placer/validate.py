@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from placer.evaluate import p_queue_laws
 from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
-    instance, staged_kv_s, ttft_det_s, wan_bytes, wan_s,
+    instance, slowest_rdma_peer, staged_kv_s, streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
@@ -123,6 +123,12 @@ def _unknown_pools(s: _Checked) -> list[str]:
             for a in s.plan.assignments if (a.role, a.datacenter, a.chip, a.tp) not in s.counts]
 
 
+def _peer(s: _Checked, a) -> InstanceModel | None:
+    """The slowest-NIC decoder of the plan where ``a``'s first token is streamed (its RDMA copy's peer)."""
+    site = streamer_site(a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter)
+    return slowest_rdma_peer(s.models[k] for k in s.counts if (k[0], k[1]) == site)
+
+
 def _prefill(s: _Checked) -> list[str]:
     """P capacity (busy seconds ≤ cap × instances) and memory (KV staged by Little's law)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
@@ -135,7 +141,7 @@ def _prefill(s: _Checked) -> list[str]:
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         p_work[key] += a.rps * pre
         staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                             opts.link_utilization_cap)
+                             opts.link_utilization_cap, _peer(s, a))
         p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
     issues = []
     u = opts.utilization_cap
@@ -237,7 +243,7 @@ def _sla(s: _Checked, served: float) -> list[str]:
         key = (a.role, a.datacenter, a.chip, a.tp)
         c, im = s.classes[a.request_class], s.models[key]
         move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                          opts.link_utilization_cap)
+                          opts.link_utilization_cap, _peer(s, a))
         det = ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), move)
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
         late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
-    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, ttft_det_s, wan_bytes,
-    wan_s,
+    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
+    streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem
@@ -39,7 +39,7 @@ class Pool:
     @property
     def queue(self) -> str:
         """The P queue this tier is: utilisation and admitted classes, e.g. 'u0.56/light'."""
-        return f"u{self.util:.2f}/{self.mix}" if self.role == P else ""
+        return f"u{self.util:.3f}/{self.mix}" if self.role == P else ""
 
     @property
     def label(self) -> str:
@@ -47,11 +47,14 @@ class Pool:
         return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
 
 
-#: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
-#: per request but queues longer, and the SLA row (C11) prices that in. Light queues
-#: (see :data:`placer.flows.HEAVY_PREFILL_SHARE`) are short-service queues: they come at
-#: the top utilisation tier only (their waits are short there already).
-P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
+#: P queues are planned at the utilisations where their share of late requests (above the
+#: share that is late even at zero load) reaches these levels, plus the cap: a tier where
+#: lateness changes little is not worth a variable, and a pool whose prefill is close to
+#: the TTFT SLA gets tiers down to whatever light load its tail needs (see
+#: :func:`tier_utilizations`).
+LATENESS_LEVELS = (0.02, 0.05, 0.10, 0.20)
+#: Tiers closer than this (relative) collapse into one.
+_TIER_MERGE = 0.08
 
 
 @dataclass(frozen=True)
@@ -130,16 +133,58 @@ def _decode_roles(arch: Architecture) -> list[str]:
             if any(p in arch.pipelines for p in pipes)]
 
 
+def _lateness(problem: Problem, im: InstanceModel, rho: float, mix: str, fastest_s: list[float],
+              admitted: list[int]) -> float:
+    """Share of the queue's admitted traffic late at utilisation ``rho``, each class on its fastest pipeline."""
+    law = queue_wait_law(problem, im, rho, mix)
+    total = sum(problem.classes[k].share for k in admitted)
+    return sum(problem.classes[k].share * law.prob_exceeds(problem.ttft_p90_s - fastest_s[k])
+               for k in admitted) / total
+
+
+def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
+                      admitted: list[int]) -> list[float]:
+    """The utilisation tiers of one P queue, highest first: the cap, and for each level L of
+    :data:`LATENESS_LEVELS` the utilisation ρ_L < cap at which the queue's lateness (its
+    admitted classes in proportion, each at its fastest TTFT without queueing, ``fastest_s``)
+    is L above its zero-load floor — found by bisection (lateness grows with ρ under the
+    M/G/1 law). The MILP mixes tiers (C0), so a pool may run at any utilisation between
+    two of them; flows slower than the fastest are priced exactly at each tier (late[f])."""
+    cap = problem.options.utilization_cap
+    floor = _lateness(problem, im, 0.0, mix, fastest_s, admitted)
+    top = _lateness(problem, im, cap, mix, fastest_s, admitted)
+    tiers = [cap]
+    for level in reversed(LATENESS_LEVELS):  # highest utilisation first
+        target = floor + level
+        if target >= top:
+            continue
+        lo, hi = 0.0, cap
+        for _ in range(40):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _lateness(problem, im, mid, mix, fastest_s, admitted) < target else (lo, mid)
+        if lo > 1e-4 and lo < tiers[-1] * (1 - _TIER_MERGE):
+            tiers.append(round(lo, 4))
+    return sorted(tiers, reverse=True)
+
+
+def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
+    """Each class's fastest TTFT without queueing from a P instance ``im``: prefill + the whole
+    prompt's KV by RDMA (to RLD, or a local MD) — the grid's reference; WAN flows are slower."""
+    return [ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), im.rdma_s(c.input_tokens * problem.kv_bytes_per_token))
+            for c in problem.classes]
+
+
 def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
-    """The P queues of one physical pool: a "mix" queue at every utilisation tier, and a
-    "light" one at the top tier when some classes, but not all, are light."""
+    """The P queues of one physical pool: a "mix" queue at each of its utilisation tiers, and
+    a "light" one at each of its own when some classes, but not all, are light."""
     light = light_classes(problem, im)
-    mixes = [MIX, LIGHT] if light and len(light) < len(problem.classes) else [MIX]
-    queues = []
-    for tier in P_UTILIZATION_TIERS:
-        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else [MIX]:
-            queues.append(Pool(P, dc, chip, tp, round(problem.options.utilization_cap * tier, 4), mix))
-    return queues
+    everyone = list(range(len(problem.classes)))
+    mixes = [(MIX, everyone)]
+    if light and len(light) < len(problem.classes):
+        mixes.append((LIGHT, sorted(light)))
+    fastest = _fastest_s(problem, im)
+    return [Pool(P, dc, chip, tp, rho, mix) for mix, admitted in mixes
+            for rho in tier_utilizations(problem, im, mix, fastest, admitted)]
 
 
 def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:
@@ -247,17 +292,22 @@ def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances:
 
 def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
                prefill: dict) -> tuple[dict, dict, dict, dict]:
-    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps."""
+    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps; an RDMA
+    copy priced at the slowest candidate decoder of the flow's first-token site (the flow may
+    land on any of them)."""
     u_link = problem.options.link_utilization_cap
     waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    sites = _grouped([q for q in pools if q.role != P], lambda q: (q.role, q.dc))
+    peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}
     ttft, late, hold, eager = {}, {}, {}, {}
     for f in flows:
         c = problem.classes[f.k]
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
-        ttft[f] = ttft_det_s(pre, first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link))
+        peer = peers.get(streamer_site(f.pipeline, f.src, f.dst))
+        ttft[f] = ttft_det_s(pre, first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer))
         late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
-        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer)
         if f.pipeline == P_RLD_MD:
             wan = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
             eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
