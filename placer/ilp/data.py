@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
     eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
-from placer.perfmodel import InstanceModel
+from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
 
 
@@ -52,7 +52,7 @@ class Pool:
 #: lateness changes little is not worth a variable, and a pool whose prefill is close to
 #: the TTFT SLA gets tiers down to whatever light load its tail needs (see
 #: :func:`tier_utilizations`).
-LATENESS_LEVELS = (0.02, 0.05, 0.10, 0.20)
+LATENESS_LEVELS = (0.02, 0.06, 0.15)
 #: Tiers closer than this (relative) collapse into one.
 _TIER_MERGE = 0.08
 
@@ -133,12 +133,12 @@ def _decode_roles(arch: Architecture) -> list[str]:
             if any(p in arch.pipelines for p in pipes)]
 
 
-def _lateness(problem: Problem, im: InstanceModel, rho: float, mix: str, fastest_s: list[float],
-              admitted: list[int]) -> float:
-    """Share of the queue's admitted traffic late at utilisation ``rho``, each class on its fastest pipeline."""
-    law = queue_wait_law(problem, im, rho, mix)
+def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[float], admitted: list[int]) -> float:
+    """Share of the queue's admitted traffic late at utilisation ``rho`` (service moments of
+    ``law``), each class on its fastest pipeline."""
+    at = replace(law, rho=rho)
     total = sum(problem.classes[k].share for k in admitted)
-    return sum(problem.classes[k].share * law.prob_exceeds(problem.ttft_p90_s - fastest_s[k])
+    return sum(problem.classes[k].share * at.prob_exceeds(problem.ttft_p90_s - fastest_s[k])
                for k in admitted) / total
 
 
@@ -151,20 +151,21 @@ def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: 
     M/G/1 law). The MILP mixes tiers (C0), so a pool may run at any utilisation between
     two of them; flows slower than the fastest are priced exactly at each tier (late[f])."""
     cap = problem.options.utilization_cap
-    floor = _lateness(problem, im, 0.0, mix, fastest_s, admitted)
-    top = _lateness(problem, im, cap, mix, fastest_s, admitted)
+    law = queue_wait_law(problem, im, cap, mix)
+    floor = _lateness(problem, law, 0.0, fastest_s, admitted)
+    top = _lateness(problem, law, cap, fastest_s, admitted)
     tiers = [cap]
     for level in reversed(LATENESS_LEVELS):  # highest utilisation first
         target = floor + level
         if target >= top:
             continue
         lo, hi = 0.0, cap
-        for _ in range(40):
+        for _ in range(30):
             mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if _lateness(problem, im, mid, mix, fastest_s, admitted) < target else (lo, mid)
+            lo, hi = (mid, hi) if _lateness(problem, law, mid, fastest_s, admitted) < target else (lo, mid)
         if lo > 1e-4 and lo < tiers[-1] * (1 - _TIER_MERGE):
             tiers.append(round(lo, 4))
-    return sorted(tiers, reverse=True)
+    return tiers
 
 
 def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
@@ -176,15 +177,15 @@ def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
 
 def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
     """The P queues of one physical pool: a "mix" queue at each of its utilisation tiers, and
-    a "light" one at each of its own when some classes, but not all, are light."""
+    a "light" one at the cap when some classes, but not all, are light (short services wait
+    little even there; a light tier grid grew the model without changing the plans)."""
     light = light_classes(problem, im)
     everyone = list(range(len(problem.classes)))
-    mixes = [(MIX, everyone)]
+    queues = [Pool(P, dc, chip, tp, rho, MIX)
+              for rho in tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)]
     if light and len(light) < len(problem.classes):
-        mixes.append((LIGHT, sorted(light)))
-    fastest = _fastest_s(problem, im)
-    return [Pool(P, dc, chip, tp, rho, mix) for mix, admitted in mixes
-            for rho in tier_utilizations(problem, im, mix, fastest, admitted)]
+        queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
+    return queues
 
 
 def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:

@@ -7,11 +7,25 @@ Sets
 * Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD} (PDD) or {P, D}
   (PD baselines); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
-  meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier
-  u_t ∈ u·{1, .7, .45}, admitted classes ∈ {mix, light (top tier only)}): a busier queue is cheaper
-  per request but waits longer; a "mix" queue takes every class in the scenario's
-  proportions, a "light" one only classes whose prefill is at most 25 % of the TTFT
-  budget, so short prefills can be kept from waiting behind long ones.
+  meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier u_t,
+  admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
+  longer; a "mix" queue takes every class in the scenario's proportions, a "light" one
+  (at the cap u only) just the classes whose prefill is at most 25 % of the TTFT budget,
+  so short prefills can be kept from waiting behind long ones.
+  The mix tiers of a pool are generated from the SLA and the pool's service-time law
+  (:func:`placer.ilp.data.tier_utilizations`): the cap u, and the utilisations where the
+  pool's late share (each class at its fastest TTFT without queueing, M/G/1 tail) rises
+  2, 6 and 15 points above its zero-load floor. Why a generated grid rather than
+  utilisation as a variable: lateness is a nonlinear (exponential-tail) function of ρ,
+  and mixing tiers (C0) already gives the MILP any utilisation between two of them —
+  the chord between grid points, which overstates lateness (the tail is convex in ρ
+  below the knee), so the MILP errs on the safe side; a grid placed by lateness puts
+  points where the curve bends (a pool whose prefill nearly fills the SLA gets tiers
+  down to a few per cent, a fast pool only the cap, where the SLA never binds), so
+  the model stays as small as the old fixed u·{1, .7, .45} (which could never run a
+  pool below 0.45·u, so a prefill near the SLA looked infeasible at any load) while
+  reaching any load the tail needs. A piecewise-linear lateness row would need
+  per-flow breakpoints (lateness depends on each flow's TTFT), many more rows.
 * F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
   {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
@@ -109,6 +123,8 @@ class Formulation:
     instances: dict[Pool, InstanceModel]
     ttft_s: dict[Flow, float]  # without queueing: diagnose() names the fastest when the SLA binds
     notes: list[str] = field(default_factory=list)
+    decode: dict[Pool, DecodeDesign] = field(default_factory=dict)  # design batch B_q of each decode pool
+    prefill_s: dict[tuple[int, Pool], float] = field(default_factory=dict)  # pre[k,p]
 
 
 # --- model: variables and one adder per constraint family ------------------------------
@@ -302,4 +318,4 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
     return Formulation(problem, arch, m, data.pools, n, tier, data.flows, x, load.z, g, goodput, cost,
-                       data.instances, data.ttft, data.notes)
+                       data.instances, data.ttft, data.notes, data.decode, data.prefill)
