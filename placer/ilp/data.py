@@ -53,6 +53,10 @@ class Pool:
 #: the TTFT SLA gets tiers down to whatever light load its tail needs (see
 #: :func:`tier_utilizations`).
 LATENESS_LEVELS = (0.02, 0.06, 0.15)
+#: ... and at these fractions of the cap: flows slower than a class's fastest (a WAN
+#: transfer before the first token) have less slack, so the grid placed by the fastest
+#: flows alone would be too coarse for them.
+GEOMETRIC_TIERS = (1.0, 0.7, 0.45)
 #: Tiers closer than this (relative) collapse into one.
 _TIER_MERGE = 0.08
 
@@ -144,18 +148,19 @@ def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[floa
 
 def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
                       admitted: list[int]) -> list[float]:
-    """The utilisation tiers of one P queue, highest first: the cap, and for each level L of
-    :data:`LATENESS_LEVELS` the utilisation ρ_L < cap at which the queue's lateness (its
-    admitted classes in proportion, each at its fastest TTFT without queueing, ``fastest_s``)
-    is L above its zero-load floor — found by bisection (lateness grows with ρ under the
-    M/G/1 law). The MILP mixes tiers (C0), so a pool may run at any utilisation between
-    two of them; flows slower than the fastest are priced exactly at each tier (late[f])."""
+    """The utilisation tiers of one P queue, highest first: :data:`GEOMETRIC_TIERS` of the cap,
+    and for each level L of :data:`LATENESS_LEVELS` the utilisation ρ_L < cap at which the
+    queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
+    queueing, ``fastest_s``) is L above its zero-load floor — found by bisection (lateness
+    grows with ρ under the M/G/1 law); tiers within 8 % of a higher one merge into it. The
+    MILP mixes tiers (C0), so a pool may run at any utilisation between two of them; every
+    flow is priced exactly at each tier (late[f])."""
     cap = problem.options.utilization_cap
     law = queue_wait_law(problem, im, cap, mix)
     floor = _lateness(problem, law, 0.0, fastest_s, admitted)
     top = _lateness(problem, law, cap, fastest_s, admitted)
-    tiers = [cap]
-    for level in reversed(LATENESS_LEVELS):  # highest utilisation first
+    candidates = [cap * share for share in GEOMETRIC_TIERS]
+    for level in LATENESS_LEVELS:
         target = floor + level
         if target >= top:
             continue
@@ -163,8 +168,12 @@ def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: 
         for _ in range(30):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if _lateness(problem, law, mid, fastest_s, admitted) < target else (lo, mid)
-        if lo > 1e-4 and lo < tiers[-1] * (1 - _TIER_MERGE):
-            tiers.append(round(lo, 4))
+        if lo > 1e-4:
+            candidates.append(lo)
+    tiers = [cap]
+    for rho in sorted(candidates, reverse=True):
+        if rho < tiers[-1] * (1 - _TIER_MERGE):
+            tiers.append(round(rho, 4))
     return tiers
 
 
