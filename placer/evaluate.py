@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, eager_tokens, first_kv_s, instance, mixture_quantile,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_design, eager_tokens, first_kv_s, instance, mixture_quantile,
     packed_wait_law, slowest_rdma_peer, streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
@@ -97,15 +97,17 @@ def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: st
     return min(link_util.get((src, dst), 0.0), 0.999)
 
 
-def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict) -> tuple[float, float]:
-    """Tokens one request of ``a`` decodes on its pool, and its mean resident context."""
+def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict,
+                   im: InstanceModel) -> tuple[float, float]:
+    """Tokens one request of ``a`` decodes on its pool ``im``, and its mean resident context
+    (RLD on P-RLD-MD: one per step of its design batch while the KV crosses)."""
     if a.role == RLD:
         if a.pipeline == P_RLD:
             tokens = float(c.output_tokens)
         else:
             src, dst = a.datacenter, a.dst or a.datacenter
             wan = wan_s(problem, c, P_RLD_MD, src, dst, problem.options.drc, _line_utilization(link_util, src, dst))
-            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            tokens = eager_tokens(wan, c.output_tokens, decode_design(problem, im)[1])
         return tokens, c.input_tokens + tokens / 2
     return float(c.output_tokens), c.input_tokens + c.output_tokens / 2
 
@@ -120,7 +122,7 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
         if _key(a) not in decode:  # solver noise on a pool that got no instances
             notes.append(_ignored(a))
             continue
-        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util)
+        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util, decode[_key(a)].im)
         if a.role == RLD:
             rld_tokens += a.rps * tokens
         st = decode[_key(a)]

@@ -103,11 +103,21 @@ def decode_context_tokens(classes: Sequence[Class]) -> float:
     return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
 
 
-def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
-    """Tokens RLD emits while the KV crawls to MD (at least the first one, at most the output)."""
+def eager_tokens(wan_s: float, output_tokens: int, step_s: float) -> float:
+    """Tokens RLD streams while the KV crawls to MD (at least t0, at most the output): one per
+    step of RLD's own batch, ``step_s`` (its design step, :func:`decode_design`) — not one
+    per TPOT: RLD holds the request for the whole transfer whatever its step."""
     if not math.isfinite(wan_s):
         return float(output_tokens)
-    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
+    return float(min(output_tokens, max(1, math.ceil(wan_s / step_s))))
+
+
+def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:
+    """(design batch B, step seconds at B) of a decode instance: the largest batch meeting the
+    TPOT SLA and KV memory at the mix's decode context (B = 0: not even one request meets it)."""
+    ctx = decode_context_tokens(problem.classes)
+    batch = im.max_batch(ctx, problem.tpot_s)
+    return batch, im.step_s(max(batch, 1), ctx)
 
 
 def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:

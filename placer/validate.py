@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
-    instance, slowest_rdma_peer, staged_kv_s, streamer_site, ttft_det_s, wan_bytes, wan_s,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_kv_s, instance,
+    slowest_rdma_peer, staged_kv_s, streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
@@ -158,21 +158,19 @@ def _decode(s: _Checked) -> list[str]:
     """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
     issues = []
-    ctx = decode_context_tokens(problem.classes)
     slots, dmem = defaultdict(float), defaultdict(float)
     for a in s.plan.assignments:
         key = (a.role, a.datacenter, a.chip, a.tp)
         if a.role == P:
             continue
         c, im = s.classes[a.request_class], s.models[key]
-        batch = im.max_batch(ctx, problem.tpot_s)
+        batch, step = decode_design(problem, im)
         if batch < 1:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
-        step = im.step_s(batch, ctx)
         if a.role == RLD and a.pipeline == P_RLD_MD:
             wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, opts.link_utilization_cap)
-            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            tokens = eager_tokens(wan, c.output_tokens, step)
             resident = c.input_tokens + tokens / 2
         else:
             tokens = c.output_tokens

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
-    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
+    decode_design, first_kv_s, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel, WaitModel
@@ -120,7 +120,7 @@ class Prepared:
     ttft: dict[Flow, float]  # ttft[f] without queueing (every admitted flow, dropped ones too)
     late: dict[Flow, float]  # late[f]
     hold: dict[Flow, float]  # hold[f]
-    eager: dict[Flow, float]  # RLD tokens of a relayed flow
+    eager: dict[Flow, float]  # relayed flow: seconds RLD relays it (the WAN transfer; inf: P-RLD, to the end)
     wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> KV bytes over the WAN
     by_class: dict[int, list[Flow]]
     by_pool: dict[Pool, list[Flow]]
@@ -228,7 +228,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                 for role in decode_roles:
                     if not _decodes_in(arch, role, dc.name):
                         continue
-                    batch = im.max_batch(ctx, problem.tpot_s)
+                    batch, step = decode_design(problem, im)
                     if batch < 1:
                         notes.append(
                             f"{chip} tp{tp}: one decode step takes {im.step_s(1, ctx):.4f} s > TPOT {problem.tpot_s} s"
@@ -237,7 +237,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     pool = Pool(role, dc.name, chip, tp)
                     pools.append(pool)
                     instances[pool] = im
-                    decode[pool] = DecodeDesign(im, batch, im.step_s(batch, ctx), ctx)
+                    decode[pool] = DecodeDesign(im, batch, step, ctx)
     return pools, instances, decode, sorted(set(notes))
 
 
@@ -319,10 +319,9 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
         late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
         hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer)
         if f.pipeline == P_RLD_MD:
-            wan = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
-            eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            eager[f] = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
         elif f.pipeline == P_RLD:
-            eager[f] = float(c.output_tokens)
+            eager[f] = math.inf
     return ttft, late, hold, eager
 
 

@@ -45,7 +45,8 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
   context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
-  tokens min(O_k, ⌈T_wan/TPOT⌉) (P-RLD-MD) or O_k (P-RLD, filtered).
+  tokens min(O_k, ⌈T_wan/t_q⌉) (P-RLD-MD: RLD holds the request, KV and slot, for the
+  whole transfer T_wan, one token per step of its own batch) or O_k (P-RLD, filtered).
 * price_q = tp·price_chip (USD/h), power_q = tp·TDP (kW), K_q KV bytes per instance.
 
 Variables
@@ -94,7 +95,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placer.flows import D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, instance
+from placer.flows import D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, eager_tokens, instance
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
@@ -215,11 +216,12 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load
                 feeding = [f for f in data.by_route[(k, pipe, d)] if f.src == src]
                 if not feeding or not targets:
                     continue
-                tokens = data.eager[feeding[0]]
+                relay_s = data.eager[feeding[0]]
                 coeffs = {x[f]: 1.0 for f in feeding}
                 for q in targets:
                     var = load.z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
                     coeffs[var] = -1.0
+                    tokens = eager_tokens(relay_s, c.output_tokens, data.decode[q].step_s)
                     busy = tokens * data.decode[q].step_s
                     load.slots[q][var] = busy
                     load.memory[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
