@@ -19,8 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_design, eager_tokens, first_kv_s, instance, mixture_quantile,
-    packed_wait_law, slowest_rdma_peer, streamer_site, ttft_det_s, wan_bytes, wan_s,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
+    first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -42,7 +42,7 @@ class DecodeState:
 
 @dataclass
 class FlowLaw:
-    """TTFT of one flow = deterministic part + the P pool's waiting time."""
+    """TTFT of one flow = deterministic part + the P pool's waiting time (+ a WAN transfer's slowdown)."""
 
     request_class: str
     pipeline: str
@@ -50,7 +50,7 @@ class FlowLaw:
     dst: str
     rps: float
     det_s: float
-    wait: WaitModel
+    wait: TtftTail
     meets_tpot: bool
 
     def prob_late(self, budget_s: float) -> float:
@@ -159,23 +159,21 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
-    """The TTFT law of one P assignment: the queue's wait + :func:`placer.flows.ttft_det_s`
-    (prefill + KV to the decoder that streams t0, which streams it on import)."""
+    """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
+    decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
     key = _key(a)
     dst = a.dst or a.datacenter
-    pre = im.prefill_s(c.input_tokens, c.hit_rate)
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
     peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
-    move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, problem.options.drc,
-                      _line_utilization(link_util, a.datacenter, dst), peer)
+    det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
+                                _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")])
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
         ok = _meets_tpot(problem, decode, MD if a.pipeline == P_MD else D, dst)
     if a.pipeline == P_RLD_MD:
         ok = ok and _meets_tpot(problem, decode, MD, dst)
-    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, ttft_det_s(pre, move), waits[(*key, a.queue or "")],
-                   ok)
+    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
 
 
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],

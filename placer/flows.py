@@ -178,6 +178,55 @@ def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
     return prefill_s + kv_move_s
 
 
+@dataclass(frozen=True)
+class TtftTail:
+    """The random part of a flow's TTFT: its P queue's wait plus, when the first token's KV
+    crosses a WAN line, the transfer's slowdown beyond its unloaded time.
+
+    A line shares its rate among concurrent transfers (processor sharing; the simulator's
+    :class:`placer.sim.links.WanLink`), so a transfer of b bytes at utilisation ρ takes
+    b/C + rtt unloaded and b/(C(1−ρ)) + rtt on average: the excess, mean b/C·ρ/(1−ρ), is
+    taken exponential (the M/M/1-PS sojourn's spread), independent of the P wait W. With
+    P(W > t) = ρ_w·e^{−t/θ₁} and the excess E ~ Exp(θ₂):
+    P(W + E > t) = (1 − ρ_w)·e^{−t/θ₂} + ρ_w·(θ₁e^{−t/θ₁} − θ₂e^{−t/θ₂})/(θ₁ − θ₂)
+    (the hypoexponential tail; (1 + t/θ)e^{−t/θ} when θ₁ = θ₂).
+    """
+
+    wait: WaitModel
+    wan_excess_mean_s: float = 0.0
+
+    def prob_exceeds(self, t: float) -> float:
+        theta2 = self.wan_excess_mean_s
+        if theta2 <= 0.0 or t < 0.0:
+            return self.wait.prob_exceeds(t)
+        rho = self.wait.rho
+        if rho >= 1.0:
+            return 1.0
+        e2 = math.exp(-t / theta2)
+        if rho <= 0.0:
+            return e2
+        theta1 = self.wait.mean_wait_s / rho
+        if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
+            both = (1.0 + t / theta2) * e2
+        else:
+            both = (theta1 * math.exp(-t / theta1) - theta2 * e2) / (theta1 - theta2)
+        return (1.0 - rho) * e2 + rho * both
+
+
+def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+                    utilization: float, peer: InstanceModel | None, wait: WaitModel) -> tuple[float, TtftTail]:
+    """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
+    (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
+    the line's slowdown at ``utilization`` (:class:`TtftTail`). Mean TTFT = det + E[W] + the
+    excess's mean, as :func:`first_kv_s` at ``utilization`` gives."""
+    pre = im.prefill_s(c.input_tokens, c.hit_rate)
+    loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
+    if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
+        return ttft_det_s(pre, loaded), TtftTail(wait)
+    unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
+    return ttft_det_s(pre, unloaded), TtftTail(wait, loaded - unloaded)
+
+
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
                 utilization: float, peer: InstanceModel | None = None) -> float:
     """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_kv_s, instance,
-    slowest_rdma_peer, staged_kv_s, streamer_site, ttft_det_s, wan_bytes, wan_s,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_token_law,
+    instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
@@ -240,11 +240,10 @@ def _sla(s: _Checked, served: float) -> list[str]:
             continue
         key = (a.role, a.datacenter, a.chip, a.tp)
         c, im = s.classes[a.request_class], s.models[key]
-        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                          opts.link_utilization_cap, _peer(s, a))
-        det = ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), move)
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
-        late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)
+        det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter,
+                                    opts.drc, opts.link_utilization_cap, _peer(s, a), law)
+        late += a.rps * tail.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
         return [f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
                 f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)"]

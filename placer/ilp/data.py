@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
-    decode_design, first_kv_s, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
+    decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel, WaitModel
@@ -315,8 +315,9 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
         peer = peers.get(streamer_site(f.pipeline, f.src, f.dst))
-        ttft[f] = ttft_det_s(pre, first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer))
-        late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
+        det, tail = first_token_law(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer, waits[f.p])
+        ttft[f] = det + tail.wan_excess_mean_s  # mean without queueing
+        late[f] = tail.prob_exceeds(problem.ttft_p90_s - det)
         hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer)
         if f.pipeline == P_RLD_MD:
             eager[f] = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
