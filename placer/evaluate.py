@@ -19,10 +19,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, QueueWait, TtftTail, decode_design, eager_tokens,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
     first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
 )
-from placer.perfmodel import MAX_BATCH, InstanceModel
+from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Class, Problem
 
@@ -158,7 +158,7 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
-              link_util: dict, waits: dict[tuple, QueueWait]) -> FlowLaw:
+              link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
     """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
     key = _key(a)
@@ -237,7 +237,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     return Analysis(metrics, p_util, decode, dict(link_gbit), flows, rld_tokens, total_tokens, notes)
 
 
-def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, QueueWait]:
+def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, WaitModel]:
     """M/G/1 law of every P queue, keyed (role, dc, chip, tp, queue), from the plan's own mix.
 
     Queues come from the assignments' ``queue``/``queue_instances``; a pool whose

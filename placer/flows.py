@@ -24,10 +24,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, wan_transfer_s
+from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -188,34 +187,34 @@ class TtftTail:
     :class:`placer.sim.links.WanLink`), so a transfer of b bytes at utilisation ρ takes
     b/C + rtt unloaded and b/(C(1−ρ)) + rtt on average: the excess, mean b/C·ρ/(1−ρ), is
     taken exponential (the M/M/1-PS sojourn's spread), independent of the P wait W. With
-    P(W > t) = C·e^{−t/θ₁} (:class:`QueueWait`, θ₁ = 1/γ) and the excess E ~ Exp(θ₂):
-    P(W + E > t) = (1 − C)·e^{−t/θ₂} + C·(θ₁e^{−t/θ₁} − θ₂e^{−t/θ₂})/(θ₁ − θ₂)
+    P(W > t) = ρ_w·e^{−t/θ₁} and the excess E ~ Exp(θ₂):
+    P(W + E > t) = (1 − ρ_w)·e^{−t/θ₂} + ρ_w·(θ₁e^{−t/θ₁} − θ₂e^{−t/θ₂})/(θ₁ − θ₂)
     (the hypoexponential tail; (1 + t/θ)e^{−t/θ} when θ₁ = θ₂).
     """
 
-    wait: QueueWait
+    wait: WaitModel
     wan_excess_mean_s: float = 0.0
 
     def prob_exceeds(self, t: float) -> float:
         theta2 = self.wan_excess_mean_s
         if theta2 <= 0.0 or t < 0.0:
             return self.wait.prob_exceeds(t)
-        if self.wait.rho >= 1.0:
+        rho = self.wait.rho
+        if rho >= 1.0:
             return 1.0
         e2 = math.exp(-t / theta2)
-        if self.wait.rho <= 0.0:
+        if rho <= 0.0:
             return e2
-        weight, rate = self.wait.tail
-        theta1 = 1.0 / rate
+        theta1 = self.wait.mean_wait_s / rho
         if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
             both = (1.0 + t / theta2) * e2
         else:
             both = (theta1 * math.exp(-t / theta1) - theta2 * e2) / (theta1 - theta2)
-        return (1.0 - weight) * e2 + weight * both
+        return (1.0 - rho) * e2 + rho * both
 
 
 def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                    utilization: float, peer: InstanceModel | None, wait: QueueWait) -> tuple[float, TtftTail]:
+                    utilization: float, peer: InstanceModel | None, wait: WaitModel) -> tuple[float, TtftTail]:
     """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
     (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
     the line's slowdown at ``utilization`` (:class:`TtftTail`). Mean TTFT = det + E[W] + the
@@ -240,64 +239,6 @@ def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, sr
 
 # --- P queues: light classes and waiting-time laws -----------------------------------
 
-@dataclass(frozen=True)
-class QueueWait:
-    """M/G/1 FCFS waiting time of a P queue at utilisation ``rho`` whose service time is
-    ``points`` ((probability, seconds) pairs).
-
-    Mean (Pollaczek–Khinchine): E[W] = λE[S²]/(2(1−ρ)), λ = ρ/E[S]. Tail (Cramér–Lundberg):
-    P(W > t) ≈ min(ρ, C·e^{−γt}) for t ≥ 0, where γ > 0 solves λ(E[e^{γS}] − 1) = γ and
-    C = (1−ρ)/(λE[S·e^{γS}] − 1) — exact for exponential service (γ = μ − λ, C = ρ), and
-    it keeps the long decay a mix of short and long prefills has, which an exponential
-    tail fitted to the mean (ρ·e^{−tρ/E[W]}) understates at the P90.
-    """
-
-    rho: float
-    points: tuple[tuple[float, float], ...]
-
-    @property
-    def mean_s(self) -> float:
-        return sum(p * s for p, s in self.points)
-
-    @property
-    def mean_wait_s(self) -> float:
-        if self.rho <= 0:
-            return 0.0
-        if self.rho >= 1:
-            return math.inf
-        return self.rho / self.mean_s * sum(p * s * s for p, s in self.points) / (2 * (1 - self.rho))
-
-    @cached_property
-    def tail(self) -> tuple[float, float]:
-        """(C, γ) of the tail C·e^{−γt}."""
-        lam = self.rho / self.mean_s
-        longest = max(s for _, s in self.points)
-
-        def excess(g: float) -> float:
-            return lam * (sum(p * math.exp(min(g * s, 700.0)) for p, s in self.points) - 1.0) - g
-
-        hi = 1.0 / longest
-        while excess(hi) < 0:
-            hi *= 2.0
-        lo = 0.0
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if excess(mid) < 0 else (lo, mid)
-        g = hi
-        slope = lam * sum(p * s * math.exp(min(g * s, 700.0)) for p, s in self.points) - 1.0
-        return min(self.rho, (1.0 - self.rho) / slope) if slope > 0 else self.rho, g
-
-    def prob_exceeds(self, t: float) -> float:
-        if t < 0:
-            return 1.0
-        if self.rho <= 0:
-            return 0.0
-        if self.rho >= 1:
-            return 1.0
-        weight, rate = self.tail
-        return weight * math.exp(-rate * t)
-
-
 #: A P queue's admitted classes: "mix" takes every class in the scenario's proportions,
 #: "light" only the light classes (see :func:`light_classes`).
 MIX, LIGHT = "mix", "light"
@@ -313,7 +254,7 @@ def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
     return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
 
 
-def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> QueueWait:
+def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
     """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
 
     A "mix" queue takes the classes in the scenario's proportions (the MILP's rows (C13)
@@ -323,16 +264,16 @@ def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) ->
     """
     times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
     if mix == MIX:
-        return QueueWait(rho, tuple(times))
+        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
     longest = max(times[k][1] for k in light_classes(problem, im))
-    return QueueWait(rho, ((1.0, longest),))
+    return WaitModel(rho, longest, longest * longest)
 
 
 #: Damped fixed-point iterations of :func:`packed_wait_law`.
 _PACKING_ITERATIONS = 60
 
 
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> QueueWait:
+def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
     """M/G/1 wait at one P queue whose short prompts may share a forward.
 
     ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
@@ -353,7 +294,8 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
     lam_total = sum(r for r, _, _ in items)
     frac = [r / lam_total for r, _, _ in items]
     if instances <= 0:  # load on a queue without instances: overloaded
-        return QueueWait(1.0, tuple((f, t) for f, (_, t, _) in zip(frac, items)))
+        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
+                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
     lam = lam_total / instances
     chunk = im.prefill_chunk_tokens
     short = [n < chunk for _, _, n in items]
@@ -367,8 +309,10 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
     law = None
     for _ in range(_PACKING_ITERATIONS):
         times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
-        rho = lam * sum(f * t for f, t in zip(frac, times))
-        law = QueueWait(min(rho, 1.0), tuple(zip(frac, times)))
+        mean = sum(f * t for f, t in zip(frac, times))
+        second = sum(f * t * t for f, t in zip(frac, times))
+        rho = lam * mean
+        law = WaitModel(min(rho, 1.0), mean, second)
         if rho >= 1.0 or f_short == 0.0 or room == 0.0:
             break
         lq = lam * law.mean_wait_s
@@ -387,7 +331,7 @@ class TtftLaw(Protocol):
 
     rps: float
     det_s: float
-    wait: QueueWait | TtftTail
+    wait: WaitModel
 
 
 def _mixture_cdf(flows: Sequence[TtftLaw], total_rps: float, t: float) -> float:

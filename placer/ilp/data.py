@@ -15,11 +15,11 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from placer.flows import (
-    D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, QueueWait, decode_context_tokens,
+    D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
     decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
-from placer.perfmodel import InstanceModel
+from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
 
 
@@ -137,7 +137,7 @@ def _decode_roles(arch: Architecture) -> list[str]:
             if any(p in arch.pipelines for p in pipes)]
 
 
-def _lateness(problem: Problem, law: QueueWait, rho: float, fastest_s: list[float], admitted: list[int]) -> float:
+def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[float], admitted: list[int]) -> float:
     """Share of the queue's admitted traffic late at utilisation ``rho`` (service moments of
     ``law``), each class on its fastest pipeline."""
     at = replace(law, rho=rho)
