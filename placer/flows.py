@@ -5,8 +5,9 @@ in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.
 out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
      with its defaults, the token-ID handoff rule with its default, and the physics of a
      flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens, the decode
-     context, the light-class rule, the P queues' waiting-time laws and the TTFT mixture
-     quantile.
+     context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
+     is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
+     TTFT mixture quantile.
 
 This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
 executor's routing and handoff and the request log import it, and it imports none of
