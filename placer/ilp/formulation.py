@@ -16,17 +16,17 @@ Sets
   (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
   the fastest, e.g. a WAN move before the first token), and the utilisations where the
   pool's late share (each class at its fastest TTFT without queueing, M/G/1 tail) rises
-  2, 6 and 15 points above its zero-load floor; tiers within 8 % merge. Why a generated grid rather than
-  utilisation as a variable: lateness is a nonlinear (exponential-tail) function of ρ,
-  and mixing tiers (C0) already gives the MILP any utilisation between two of them —
-  the chord between grid points, which overstates lateness (ρ·e^{aρ} is convex in ρ),
-  so the MILP errs on the safe side; a grid placed by lateness puts
-  points where the curve bends (a pool whose prefill nearly fills the SLA gets tiers
-  down to a few per cent, a fast pool only the cap, where the SLA never binds), so
+  2, 6 and 15 points above its zero-load floor; tiers within 8 % merge.
+  Why a generated grid rather than utilisation as a variable: lateness is a nonlinear
+  (exponential-tail) function of ρ, and mixing tiers (C0) already gives the MILP any
+  utilisation between two of them — the chord between grid points, which overstates
+  lateness (ρ·e^{aρ} is convex in ρ), so the MILP errs on the safe side. A grid placed
+  by lateness puts points where the curve bends (a pool whose prefill nearly fills the
+  SLA gets tiers down to a few per cent, a fast pool no more than the fixed three), so
   the model stays near the size of the old fixed u·{1, .7, .45} alone (which could
   never run a pool below 0.45·u, so a prefill near the SLA looked infeasible at any
-  load) while reaching any load the tail needs. A piecewise-linear lateness row would need
-  per-flow breakpoints (lateness depends on each flow's TTFT), many more rows.
+  load) while reaching any load the tail needs. A piecewise-linear lateness row would
+  need per-flow breakpoints (lateness depends on each flow's TTFT): many more rows.
 * F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
   {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
@@ -38,10 +38,13 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   ttft[f] = pre + transfer to the decoder that streams the first token (RLD by RDMA on
   the relay pipelines; MD/D by RDMA, or over the WAN at the line's planned utilisation
   u_L): P samples t0 but that decoder streams it on importing the KV, before any decode
-  step (executor/roles; :func:`placer.flows.ttft_det_s`), so no TPOT is added;
-  late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at the queue's utilisation
-  u_t: a "mix" queue carries the class mix in proportion (C13), so its moments are the
-  mix's; a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
+  step (executor/roles; :func:`placer.flows.ttft_det_s`), so no TPOT is added. An RDMA
+  move runs at the slower NIC of P and the slowest candidate decoder at that site;
+  late[f] = P(wait at p + WAN slowdown > TTFT_SLA − ttft₀[f]) (:func:`placer.flows.
+  first_token_law`): ttft₀ takes the line unloaded, its slowdown at u_L (mean
+  b/C·u_L/(1−u_L)) is exponential, the wait M/G/1 at the queue's utilisation u_t: a
+  "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
+  a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
   context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
