@@ -149,8 +149,8 @@ def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[floa
 def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
                       admitted: list[int]) -> list[float]:
     """The utilisation tiers of one P queue, highest first: :data:`GEOMETRIC_TIERS` of the cap,
-    and for each level L of :data:`LATENESS_LEVELS` the utilisation ρ_L < cap at which the
-    queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
+    and below the lowest of those, for each level L of :data:`LATENESS_LEVELS`, the
+    utilisation ρ_L at which the queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
     queueing, ``fastest_s``) is L above its zero-load floor — found by bisection (lateness
     grows with ρ under the M/G/1 law); tiers within 8 % of a higher one merge into it. The
     MILP mixes tiers (C0), so a pool may run at any utilisation between two of them; every
@@ -168,7 +168,7 @@ def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: 
         for _ in range(30):
             mid = (lo + hi) / 2
             lo, hi = (mid, hi) if _lateness(problem, law, mid, fastest_s, admitted) < target else (lo, mid)
-        if lo > 1e-4:
+        if 1e-4 < lo < cap * GEOMETRIC_TIERS[-1]:  # above it, the fixed tiers' chords serve
             candidates.append(lo)
     tiers = [cap]
     for rho in sorted(candidates, reverse=True):

@@ -14,15 +14,16 @@ Sets
   so short prefills can be kept from waiting behind long ones.
   The mix tiers of a pool are generated from the SLA and the pool's service-time law
   (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
-  the fastest, e.g. a WAN move before the first token), and the utilisations where the
-  pool's late share (each class at its fastest TTFT without queueing, M/G/1 tail) rises
-  2, 6 and 15 points above its zero-load floor; tiers within 8 % merge.
+  the fastest, e.g. a WAN move before the first token), and below 0.45·u the
+  utilisations where the pool's late share (each class at its fastest TTFT without
+  queueing, M/G/1 tail) rises 2, 6 and 15 points above its zero-load floor; tiers
+  within 8 % merge.
   Why a generated grid rather than utilisation as a variable: lateness is a nonlinear
   (exponential-tail) function of ρ, and mixing tiers (C0) already gives the MILP any
   utilisation between two of them — the chord between grid points, which overstates
   lateness (ρ·e^{aρ} is convex in ρ), so the MILP errs on the safe side. A grid placed
   by lateness puts points where the curve bends (a pool whose prefill nearly fills the
-  SLA gets tiers down to a few per cent, a fast pool no more than the fixed three), so
+  SLA gets tiers down to a few per cent, a fast pool just the fixed three), so
   the model stays near the size of the old fixed u·{1, .7, .45} alone (which could
   never run a pool below 0.45·u, so a prefill near the SLA looked infeasible at any
   load) while reaching any load the tail needs. A piecewise-linear lateness row would
