@@ -19,8 +19,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, eager_tokens, first_kv_s, instance, mixture_quantile,
-    packed_wait_law, wan_bytes, wan_s,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
+    first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
@@ -42,7 +42,7 @@ class DecodeState:
 
 @dataclass
 class FlowLaw:
-    """TTFT of one flow = deterministic part + the P pool's waiting time."""
+    """TTFT of one flow = deterministic part + the P pool's waiting time (+ a WAN transfer's slowdown)."""
 
     request_class: str
     pipeline: str
@@ -50,7 +50,7 @@ class FlowLaw:
     dst: str
     rps: float
     det_s: float
-    wait: WaitModel
+    wait: TtftTail
     meets_tpot: bool
 
     def prob_late(self, budget_s: float) -> float:
@@ -97,15 +97,17 @@ def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: st
     return min(link_util.get((src, dst), 0.0), 0.999)
 
 
-def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict) -> tuple[float, float]:
-    """Tokens one request of ``a`` decodes on its pool, and its mean resident context."""
+def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict,
+                   im: InstanceModel) -> tuple[float, float]:
+    """Tokens one request of ``a`` decodes on its pool ``im``, and its mean resident context
+    (RLD on P-RLD-MD: one per step of its design batch while the KV crosses)."""
     if a.role == RLD:
         if a.pipeline == P_RLD:
             tokens = float(c.output_tokens)
         else:
             src, dst = a.datacenter, a.dst or a.datacenter
             wan = wan_s(problem, c, P_RLD_MD, src, dst, problem.options.drc, _line_utilization(link_util, src, dst))
-            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            tokens = eager_tokens(wan, c.output_tokens, decode_design(problem, im)[1])
         return tokens, c.input_tokens + tokens / 2
     return float(c.output_tokens), c.input_tokens + c.output_tokens / 2
 
@@ -120,7 +122,7 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
         if _key(a) not in decode:  # solver noise on a pool that got no instances
             notes.append(_ignored(a))
             continue
-        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util)
+        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util, decode[_key(a)].im)
         if a.role == RLD:
             rld_tokens += a.rps * tokens
         st = decode[_key(a)]
@@ -149,32 +151,29 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
 
 
-def _first_step(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> tuple[float, bool]:
-    """Mean step of ``role``'s busy pools in ``dc`` (weighted by tokens), and whether all meet TPOT."""
-    states = [s for k, s in decode.items() if k[0] == role and k[1] == dc and s.tokens_per_s > 0]
-    if not states:
-        return problem.tpot_s, True
-    w = sum(s.tokens_per_s * s.count for s in states)
-    step = sum(s.step_s * s.tokens_per_s * s.count for s in states) / w
-    return step, all(s.step_s <= problem.tpot_s * 1.0001 for s in states)
+def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
+    """Whether every busy ``role`` pool in ``dc`` steps within the TPOT SLA."""
+    return all(s.step_s <= problem.tpot_s * 1.0001 for k, s in decode.items()
+               if k[0] == role and k[1] == dc and s.tokens_per_s > 0)
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
-    """The TTFT law of one P assignment: prefill + KV to the first decoder + its first step + the queue's wait."""
+    """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
+    decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
     key = _key(a)
     dst = a.dst or a.datacenter
-    pre = im.prefill_s(c.input_tokens, c.hit_rate)
-    move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, dst, problem.options.drc,
-                      _line_utilization(link_util, a.datacenter, dst))
+    site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
+    peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
+    det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
+                                _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")])
     if a.pipeline in RELAY_PIPELINES:
-        step, ok = _first_step(problem, decode, RLD, a.datacenter)
+        ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
-        step, ok = _first_step(problem, decode, MD if a.pipeline == P_MD else D, dst)
+        ok = _meets_tpot(problem, decode, MD if a.pipeline == P_MD else D, dst)
     if a.pipeline == P_RLD_MD:
-        _, ok_md = _first_step(problem, decode, MD, dst)
-        ok = ok and ok_md
-    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, pre + move + step, waits[(*key, a.queue or "")], ok)
+        ok = ok and _meets_tpot(problem, decode, MD, dst)
+    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
 
 
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],

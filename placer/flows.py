@@ -5,8 +5,9 @@ in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.
 out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
      with its defaults, the token-ID handoff rule with its default, and the physics of a
      flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens, the decode
-     context, the light-class rule, the P queues' waiting-time laws and the TTFT mixture
-     quantile.
+     context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
+     is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
+     TTFT mixture quantile.
 
 This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
 executor's routing and handoff and the request log import it, and it imports none of
@@ -22,7 +23,7 @@ P-D (the PD baselines).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
@@ -112,11 +113,21 @@ def decode_context_tokens(classes: Sequence[Class]) -> float:
     return sum(c.share * c.output_tokens * (c.input_tokens + c.output_tokens / 2) for c in classes) / weight
 
 
-def eager_tokens(wan_s: float, output_tokens: int, tpot_s: float) -> float:
-    """Tokens RLD emits while the KV crawls to MD (at least the first one, at most the output)."""
+def eager_tokens(wan_s: float, output_tokens: int, step_s: float) -> float:
+    """Tokens RLD streams while the KV crawls to MD (at least t0, at most the output): one per
+    step of RLD's own batch, ``step_s`` (its design step, :func:`decode_design`) — not one
+    per TPOT: RLD holds the request for the whole transfer whatever its step."""
     if not math.isfinite(wan_s):
         return float(output_tokens)
-    return float(min(output_tokens, max(1, math.ceil(wan_s / tpot_s))))
+    return float(min(output_tokens, max(1, math.ceil(wan_s / step_s))))
+
+
+def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:
+    """(design batch B, step seconds at B) of a decode instance: the largest batch meeting the
+    TPOT SLA and KV memory at the mix's decode context (B = 0: not even one request meets it)."""
+    ctx = decode_context_tokens(problem.classes)
+    batch = im.max_batch(ctx, problem.tpot_s)
+    return batch, im.step_s(max(batch, 1), ctx)
 
 
 def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
@@ -138,22 +149,99 @@ def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bo
 
 
 def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-               utilization: float) -> float:
+               utilization: float, peer: InstanceModel | None = None) -> float:
     """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
     RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
-    WAN when it is remote and by RDMA when it is local."""
+    WAN when it is remote and by RDMA when it is local. An RDMA copy runs at the slower NIC
+    side of P and the receiving instance ``peer`` (None: P's own)."""
     if pipeline in RELAY_PIPELINES:
-        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token)
+        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token, peer)
     if src != dst:
         return wan_s(problem, c, pipeline, src, dst, drc, utilization)
-    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D))
+    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D), peer)
+
+
+def streamer_site(pipeline: str, src: str, dst: str) -> tuple[str, str]:
+    """(role, datacenter) of the decoder that streams a flow's first token (:data:`FIRST_TOKEN_STREAMER`)."""
+    role = FIRST_TOKEN_STREAMER[pipeline]
+    return role, src if role == RLD else dst
+
+
+def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
+    """The receiving instance model with the least RDMA bandwidth (None without any): where a
+    flow's decoder is one of several pools, its RDMA time is priced at the slowest (conservative)."""
+    return min(models, key=lambda m: m.rdma_bytes_per_s, default=None)
+
+
+#: Who streams the first token, per pipeline (executor/roles): P samples t0 but does not
+#: stream it — t0 travels with the KV, and the first decoder streams it the moment it has
+#: imported that KV (`on_kv` → `_advance`), before its first decode step. That decoder is
+#: RLD on the relay pipelines and MD (or D) otherwise.
+FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D}
+
+
+def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
+    """TTFT without queueing, as the executor streams it: prefill + the KV's move to the
+    decoder that streams t0 (:data:`FIRST_TOKEN_STREAMER`, :func:`first_kv_s`). No decode
+    step is added — that decoder streams t0 on import. The P queue's wait comes on top,
+    and in the simulator also any wait for KV room at that decoder (admission)."""
+    return prefill_s + kv_move_s
+
+
+@dataclass(frozen=True)
+class TtftTail:
+    """The random part of a flow's TTFT: its P queue's wait plus, when the first token's KV
+    crosses a WAN line, the transfer's slowdown beyond its unloaded time.
+
+    A line shares its rate among concurrent transfers (processor sharing; the simulator's
+    :class:`placer.sim.links.WanLink`), so a transfer of b bytes at utilisation ρ takes
+    b/C + rtt unloaded and b/(C(1−ρ)) + rtt on average: the excess, mean b/C·ρ/(1−ρ), is
+    taken exponential (the M/M/1-PS sojourn's spread), independent of the P wait W. With
+    P(W > t) = ρ_w·e^{−t/θ₁} and the excess E ~ Exp(θ₂):
+    P(W + E > t) = (1 − ρ_w)·e^{−t/θ₂} + ρ_w·(θ₁e^{−t/θ₁} − θ₂e^{−t/θ₂})/(θ₁ − θ₂)
+    (the hypoexponential tail; (1 + t/θ)e^{−t/θ} when θ₁ = θ₂).
+    """
+
+    wait: WaitModel
+    wan_excess_mean_s: float = 0.0
+
+    def prob_exceeds(self, t: float) -> float:
+        theta2 = self.wan_excess_mean_s
+        if theta2 <= 0.0 or t < 0.0:
+            return self.wait.prob_exceeds(t)
+        rho = self.wait.rho
+        if rho >= 1.0:
+            return 1.0
+        e2 = math.exp(-t / theta2)
+        if rho <= 0.0:
+            return e2
+        theta1 = self.wait.mean_wait_s / rho
+        if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
+            both = (1.0 + t / theta2) * e2
+        else:
+            both = (theta1 * math.exp(-t / theta1) - theta2 * e2) / (theta1 - theta2)
+        return (1.0 - rho) * e2 + rho * both
+
+
+def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
+                    utilization: float, peer: InstanceModel | None, wait: WaitModel) -> tuple[float, TtftTail]:
+    """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
+    (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
+    the line's slowdown at ``utilization`` (:class:`TtftTail`). Mean TTFT = det + E[W] + the
+    excess's mean, as :func:`first_kv_s` at ``utilization`` gives."""
+    pre = im.prefill_s(c.input_tokens, c.hit_rate)
+    loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
+    if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
+        return ttft_det_s(pre, loaded), TtftTail(wait)
+    unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
+    return ttft_det_s(pre, unloaded), TtftTail(wait, loaded - unloaded)
 
 
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                utilization: float) -> float:
+                utilization: float, peer: InstanceModel | None = None) -> float:
     """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
     (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
-    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization)
+    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
     if pipeline == P_RLD_MD:
         return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
     return first

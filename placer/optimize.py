@@ -37,13 +37,15 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     """Turn solver values into a Plan (pools, routes, assignments) with metrics."""
     prob, v = form.problem, outcome.values
     counts = {key: int(round(v[var])) for key, var in form.n.items()}
-    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c) for k, c in counts.items() if c > 0]
+    batch = {q.key: d.batch for q, d in form.decode.items()}
+    busy: dict[tuple, float] = defaultdict(float)  # P pool: prefill seconds per second
     routes: dict[tuple, float] = defaultdict(float)
     assignments = []
     for f, i in form.x.items():
         # Solver tolerance leaves ~1e-6 req/s on pools rounded to zero instances: noise.
         if v[i] <= RPS_EPS or counts[f.p.key] == 0 or v[form.tier[f.p]] <= RPS_EPS:
             continue
+        busy[f.p.key] += v[i] * form.prefill_s[(f.k, f.p)]
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
         assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=P, datacenter=f.p.dc,
@@ -55,6 +57,9 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
                                       datacenter=q.dc, chip=q.chip, tp=q.tp,
                                       dst=d if q.role == RLD else None, rps=v[i]))
+    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c, design_batch=batch.get(k),
+                     planned_utilization=round(busy[k] / c, 4) if k[0] == P else None)
+             for k, c in counts.items() if c > 0]
     plan = Plan(
         scenario=prob.name,
         objective=objective,

@@ -4,7 +4,8 @@ in:  the solver's extraction, or a user's hand-written JSON file
 out: :class:`Plan` (pydantic); ``load_plan`` maps bad files to InputError.
 
 Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
-``metrics.offered_rps``, ``metrics.sla_attainment``, ``metrics.bcr_gap``, ``assignments``
+``metrics.offered_rps``, ``metrics.sla_attainment``, ``metrics.bcr_gap``, ``pools[].design_batch``
+and ``pools[].planned_utilization``, ``assignments``
 (per-pool split of each class, which `validate` re-checks) and ``notes``.
 """
 
@@ -46,6 +47,10 @@ class PoolOut(_M):
     chip: str
     tp: int = Field(ge=1)
     count: int = Field(ge=0)
+    design_batch: int | None = Field(None, ge=1, description=(
+        "Decode pools: the batch the plan sizes them at (largest meeting TPOT and KV memory at the mix's context)."))
+    planned_utilization: float | None = Field(None, ge=0, description=(
+        "P pools: planned busy fraction of each instance, Σ prefill seconds × req/s ÷ instances."))
 
 
 class Route(_M):

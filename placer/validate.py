@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_context_tokens, eager_tokens, first_kv_s,
-    instance, staged_kv_s, wan_bytes, wan_s,
+    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_token_law,
+    instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
@@ -123,6 +123,12 @@ def _unknown_pools(s: _Checked) -> list[str]:
             for a in s.plan.assignments if (a.role, a.datacenter, a.chip, a.tp) not in s.counts]
 
 
+def _peer(s: _Checked, a) -> InstanceModel | None:
+    """The slowest-NIC decoder of the plan where ``a``'s first token is streamed (its RDMA copy's peer)."""
+    site = streamer_site(a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter)
+    return slowest_rdma_peer(s.models[k] for k in s.counts if (k[0], k[1]) == site)
+
+
 def _prefill(s: _Checked) -> list[str]:
     """P capacity (busy seconds ≤ cap × instances) and memory (KV staged by Little's law)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
@@ -135,7 +141,7 @@ def _prefill(s: _Checked) -> list[str]:
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         p_work[key] += a.rps * pre
         staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                             opts.link_utilization_cap)
+                             opts.link_utilization_cap, _peer(s, a))
         p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
     issues = []
     u = opts.utilization_cap
@@ -152,21 +158,19 @@ def _decode(s: _Checked) -> list[str]:
     """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
     issues = []
-    ctx = decode_context_tokens(problem.classes)
     slots, dmem = defaultdict(float), defaultdict(float)
     for a in s.plan.assignments:
         key = (a.role, a.datacenter, a.chip, a.tp)
         if a.role == P:
             continue
         c, im = s.classes[a.request_class], s.models[key]
-        batch = im.max_batch(ctx, problem.tpot_s)
+        batch, step = decode_design(problem, im)
         if batch < 1:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
-        step = im.step_s(batch, ctx)
         if a.role == RLD and a.pipeline == P_RLD_MD:
             wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, opts.link_utilization_cap)
-            tokens = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            tokens = eager_tokens(wan, c.output_tokens, step)
             resident = c.input_tokens + tokens / 2
         else:
             tokens = c.output_tokens
@@ -236,11 +240,10 @@ def _sla(s: _Checked, served: float) -> list[str]:
             continue
         key = (a.role, a.datacenter, a.chip, a.tp)
         c, im = s.classes[a.request_class], s.models[key]
-        move = first_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                          opts.link_utilization_cap)
-        det = im.prefill_s(c.input_tokens, c.hit_rate) + move + problem.tpot_s
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
-        late += a.rps * law.prob_exceeds(problem.ttft_p90_s - det)
+        det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter,
+                                    opts.drc, opts.link_utilization_cap, _peer(s, a), law)
+        late += a.rps * tail.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
         return [f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
                 f"(P90 allows {100 * (1 - SLA_QUANTILE):.0f} %)"]

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from placer.flows import (
     D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
-    eager_tokens, first_kv_s, instance, light_classes, queue_wait_law, staged_kv_s, wan_bytes, wan_s,
+    decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
+    streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
-from placer.perfmodel import InstanceModel
+from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
 
 
@@ -38,7 +39,7 @@ class Pool:
     @property
     def queue(self) -> str:
         """The P queue this tier is: utilisation and admitted classes, e.g. 'u0.56/light'."""
-        return f"u{self.util:.2f}/{self.mix}" if self.role == P else ""
+        return f"u{self.util:.3f}/{self.mix}" if self.role == P else ""
 
     @property
     def label(self) -> str:
@@ -46,11 +47,18 @@ class Pool:
         return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
 
 
-#: P pools come in utilisation tiers (fractions of the cap): a busier tier is cheaper
-#: per request but queues longer, and the SLA row (C11) prices that in. Light queues
-#: (see :data:`placer.flows.HEAVY_PREFILL_SHARE`) are short-service queues: they come at
-#: the top utilisation tier only (their waits are short there already).
-P_UTILIZATION_TIERS = (1.0, 0.7, 0.45)
+#: P queues are planned at the utilisations where their share of late requests (above the
+#: share that is late even at zero load) reaches these levels, plus the cap: a tier where
+#: lateness changes little is not worth a variable, and a pool whose prefill is close to
+#: the TTFT SLA gets tiers down to whatever light load its tail needs (see
+#: :func:`tier_utilizations`).
+LATENESS_LEVELS = (0.02, 0.06, 0.15)
+#: ... and at these fractions of the cap: flows slower than a class's fastest (a WAN
+#: transfer before the first token) have less slack, so the grid placed by the fastest
+#: flows alone would be too coarse for them.
+GEOMETRIC_TIERS = (1.0, 0.7, 0.45)
+#: Tiers closer than this (relative) collapse into one.
+_TIER_MERGE = 0.08
 
 
 @dataclass(frozen=True)
@@ -112,7 +120,7 @@ class Prepared:
     ttft: dict[Flow, float]  # ttft[f] without queueing (every admitted flow, dropped ones too)
     late: dict[Flow, float]  # late[f]
     hold: dict[Flow, float]  # hold[f]
-    eager: dict[Flow, float]  # RLD tokens of a relayed flow
+    eager: dict[Flow, float]  # relayed flow: seconds RLD relays it (the WAN transfer; inf: P-RLD, to the end)
     wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> KV bytes over the WAN
     by_class: dict[int, list[Flow]]
     by_pool: dict[Pool, list[Flow]]
@@ -129,15 +137,63 @@ def _decode_roles(arch: Architecture) -> list[str]:
             if any(p in arch.pipelines for p in pipes)]
 
 
+def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[float], admitted: list[int]) -> float:
+    """Share of the queue's admitted traffic late at utilisation ``rho`` (service moments of
+    ``law``), each class on its fastest pipeline."""
+    at = replace(law, rho=rho)
+    total = sum(problem.classes[k].share for k in admitted)
+    return sum(problem.classes[k].share * at.prob_exceeds(problem.ttft_p90_s - fastest_s[k])
+               for k in admitted) / total
+
+
+def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
+                      admitted: list[int]) -> list[float]:
+    """The utilisation tiers of one P queue, highest first: :data:`GEOMETRIC_TIERS` of the cap,
+    and below the lowest of those, for each level L of :data:`LATENESS_LEVELS`, the
+    utilisation ρ_L at which the queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
+    queueing, ``fastest_s``) is L above its zero-load floor — found by bisection (lateness
+    grows with ρ under the M/G/1 law); tiers within 8 % of a higher one merge into it. The
+    MILP mixes tiers (C0), so a pool may run at any utilisation between two of them; every
+    flow is priced exactly at each tier (late[f])."""
+    cap = problem.options.utilization_cap
+    law = queue_wait_law(problem, im, cap, mix)
+    floor = _lateness(problem, law, 0.0, fastest_s, admitted)
+    top = _lateness(problem, law, cap, fastest_s, admitted)
+    candidates = [cap * share for share in GEOMETRIC_TIERS]
+    for level in LATENESS_LEVELS:
+        target = floor + level
+        if target >= top:
+            continue
+        lo, hi = 0.0, cap
+        for _ in range(30):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if _lateness(problem, law, mid, fastest_s, admitted) < target else (lo, mid)
+        if 1e-4 < lo < cap * GEOMETRIC_TIERS[-1]:  # above it, the fixed tiers' chords serve
+            candidates.append(lo)
+    tiers = [cap]
+    for rho in sorted(candidates, reverse=True):
+        if rho < tiers[-1] * (1 - _TIER_MERGE):
+            tiers.append(round(rho, 4))
+    return tiers
+
+
+def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
+    """Each class's fastest TTFT without queueing from a P instance ``im``: prefill + the whole
+    prompt's KV by RDMA (to RLD, or a local MD) — the grid's reference; WAN flows are slower."""
+    return [ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), im.rdma_s(c.input_tokens * problem.kv_bytes_per_token))
+            for c in problem.classes]
+
+
 def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
-    """The P queues of one physical pool: a "mix" queue at every utilisation tier, and a
-    "light" one at the top tier when some classes, but not all, are light."""
+    """The P queues of one physical pool: a "mix" queue at each of its utilisation tiers, and
+    a "light" one at the cap when some classes, but not all, are light (short services wait
+    little even there; a light tier grid grew the model without changing the plans)."""
     light = light_classes(problem, im)
-    mixes = [MIX, LIGHT] if light and len(light) < len(problem.classes) else [MIX]
-    queues = []
-    for tier in P_UTILIZATION_TIERS:
-        for mix in mixes if tier == P_UTILIZATION_TIERS[0] else [MIX]:
-            queues.append(Pool(P, dc, chip, tp, round(problem.options.utilization_cap * tier, 4), mix))
+    everyone = list(range(len(problem.classes)))
+    queues = [Pool(P, dc, chip, tp, rho, MIX)
+              for rho in tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)]
+    if light and len(light) < len(problem.classes):
+        queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
     return queues
 
 
@@ -172,7 +228,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                 for role in decode_roles:
                     if not _decodes_in(arch, role, dc.name):
                         continue
-                    batch = im.max_batch(ctx, problem.tpot_s)
+                    batch, step = decode_design(problem, im)
                     if batch < 1:
                         notes.append(
                             f"{chip} tp{tp}: one decode step takes {im.step_s(1, ctx):.4f} s > TPOT {problem.tpot_s} s"
@@ -181,7 +237,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     pool = Pool(role, dc.name, chip, tp)
                     pools.append(pool)
                     instances[pool] = im
-                    decode[pool] = DecodeDesign(im, batch, im.step_s(batch, ctx), ctx)
+                    decode[pool] = DecodeDesign(im, batch, step, ctx)
     return pools, instances, decode, sorted(set(notes))
 
 
@@ -246,22 +302,27 @@ def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances:
 
 def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
                prefill: dict) -> tuple[dict, dict, dict, dict]:
-    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps."""
+    """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps; an RDMA
+    copy priced at the slowest candidate decoder of the flow's first-token site (the flow may
+    land on any of them)."""
     u_link = problem.options.link_utilization_cap
     waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    sites = _grouped([q for q in pools if q.role != P], lambda q: (q.role, q.dc))
+    peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}
     ttft, late, hold, eager = {}, {}, {}, {}
     for f in flows:
         c = problem.classes[f.k]
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
-        ttft[f] = pre + first_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link) + problem.tpot_s
-        late[f] = waits[f.p].prob_exceeds(problem.ttft_p90_s - ttft[f])
-        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+        peer = peers.get(streamer_site(f.pipeline, f.src, f.dst))
+        det, tail = first_token_law(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer, waits[f.p])
+        ttft[f] = det + tail.wan_excess_mean_s  # mean without queueing
+        late[f] = tail.prob_exceeds(problem.ttft_p90_s - det)
+        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer)
         if f.pipeline == P_RLD_MD:
-            wan = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
-            eager[f] = eager_tokens(wan, c.output_tokens, problem.tpot_s)
+            eager[f] = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
         elif f.pipeline == P_RLD:
-            eager[f] = float(c.output_tokens)
+            eager[f] = math.inf
     return ttft, late, hold, eager
 
 

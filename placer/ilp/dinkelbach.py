@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolveTimeoutError
-from placer.flows import P
+from placer.flows import P, SLA_QUANTILE
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
+from placer.ilp.data import Flow
 from placer.ilp.formulation import Formulation
 
 EPS = 1e-6
@@ -76,20 +77,59 @@ def diagnose(form: Formulation) -> str:
     required = form.model.vars[form.g].lb
     carry = _max_carry(form)
     if carry < required * (1 - 1e-6):
+        binds = "inventory, power or WAN bandwidth" if form.problem.links else "inventory or power"
         return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
-                "the TTFT SLA: inventory, power or WAN bandwidth binds (or lower options.min_served_fraction)")
-    best = min(form.ttft_s.values())
-    if best > prob.ttft_p90_s:
-        return (f"the TTFT SLA of {prob.ttft_p90_s} s cannot be met: the fastest pipeline needs "
-                f"{best:.2f} s even with no queueing")
-    return (f"the TTFT P90 SLA of {prob.ttft_p90_s} s cannot be met at {required:.3g} req/s: queueing at prefill "
-            "and WAN transfers make more than 10 % of requests late")
+                f"the TTFT SLA: {binds} binds (or lower options.min_served_fraction)")
+    return _sla_cause(form, required)
 
 
-def _max_carry(form: Formulation) -> float:
-    """Most req/s the pools could carry with the SLA row dropped (LP relaxation)."""
+def _fastest(form: Formulation) -> dict[int, tuple[float, Flow]]:
+    """Each class's fastest TTFT without queueing over every flow the model had, with that flow."""
+    best: dict[int, tuple[float, Flow]] = {}
+    for f, t in form.ttft_s.items():
+        if f.k not in best or t < best[f.k][0]:
+            best[f.k] = (t, f)
+    return best
+
+
+def _where(f: Flow) -> str:
+    """Where a flow runs, in the user's words: its P pool, pipeline and (if it crosses) the line."""
+    over = f" over the line {f.src}->{f.dst}" if f.crosses else ""
+    return f"P {f.p.dc} {f.p.chip} tp{f.p.tp}, {f.pipeline}{over}"
+
+
+def _sla_cause(form: Formulation, required: float) -> str:
+    """Why the TTFT SLA binds: the classes that are late even with no queueing (their share beyond
+    the 10 % the P90 allows), or else the class with the least slack and the load the SLA allows."""
+    prob = form.problem
+    sla = prob.ttft_p90_s
+    fastest = _fastest(form)
+    hopeless = sorted((k for k, (t, _) in fastest.items() if t > sla), key=lambda k: -fastest[k][0])
+    share = sum(prob.classes[k].share for k in hopeless)
+    if share > 1 - SLA_QUANTILE + 1e-9:
+        t, f = fastest[hopeless[0]]
+        names = ", ".join(prob.classes[k].name for k in hopeless)
+        return (f"the TTFT SLA of {sla} s cannot be met: class {prob.classes[hopeless[0]].name} needs "
+                f"{t:.3f} s even with no queueing at its fastest ({_where(f)}); classes {names} "
+                f"({100 * share:.0f} % of requests) are late on every pool, more than the "
+                f"{100 * (1 - SLA_QUANTILE):.0f} % a P90 SLA allows")
+    k = min((k for k in fastest if k not in hopeless), key=lambda k: sla - fastest[k][0])
+    t, f = fastest[k]
+    waits = ("queueing at prefill and WAN transfers make" if any(g.crosses for g in form.flows)
+             else "queueing at prefill makes")
+    most = _max_carry(form, with_sla=True)
+    within = f" (at most {most:.3g} req/s can meet it)" if most < required * (1 - 1e-6) else ""
+    return (f"the TTFT P90 SLA of {sla} s cannot be met at {required:.3g} req/s{within}: {waits} more than "
+            f"{100 * (1 - SLA_QUANTILE):.0f} % of requests late; the "
+            f"tightest class, {prob.classes[k].name}, needs {t:.3f} s with no queueing at its fastest "
+            f"({_where(f)}), leaving {sla - t:.3f} s for the queue")
+
+
+def _max_carry(form: Formulation, with_sla: bool = False) -> float:
+    """Most req/s the pools could carry (LP relaxation), with the SLA row dropped unless ``with_sla``."""
     m = form.model.relaxed()
-    m.rows = [r for r in m.rows if r.family != "sla"]
+    if not with_sla:
+        m.rows = [r for r in m.rows if r.family != "sla"]
     m.set_bounds(form.g, 0.0, m.vars[form.g].ub)
     m.maximize, m.objective = True, {form.g: 1.0}
     res = solve(m, "ortools", 30.0)

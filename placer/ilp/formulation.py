@@ -7,11 +7,27 @@ Sets
 * Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD} (PDD) or {P, D}
   (PD baselines); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
-  meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier
-  u_t ∈ u·{1, .7, .45}, admitted classes ∈ {mix, light (top tier only)}): a busier queue is cheaper
-  per request but waits longer; a "mix" queue takes every class in the scenario's
-  proportions, a "light" one only classes whose prefill is at most 25 % of the TTFT
-  budget, so short prefills can be kept from waiting behind long ones.
+  meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier u_t,
+  admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
+  longer; a "mix" queue takes every class in the scenario's proportions, a "light" one
+  (at the cap u only) just the classes whose prefill is at most 25 % of the TTFT budget,
+  so short prefills can be kept from waiting behind long ones.
+  The mix tiers of a pool are generated from the SLA and the pool's service-time law
+  (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
+  the fastest, e.g. a WAN move before the first token), and below 0.45·u the
+  utilisations where the pool's late share (each class at its fastest TTFT without
+  queueing, M/G/1 tail) rises 2, 6 and 15 points above its zero-load floor; tiers
+  within 8 % merge.
+  Why a generated grid rather than utilisation as a variable: lateness is a nonlinear
+  (exponential-tail) function of ρ, and mixing tiers (C0) already gives the MILP any
+  utilisation between two of them — the chord between grid points, which overstates
+  lateness (ρ·e^{aρ} is convex in ρ), so the MILP errs on the safe side. A grid placed
+  by lateness puts points where the curve bends (a pool whose prefill nearly fills the
+  SLA gets tiers down to a few per cent, a fast pool just the fixed three), so
+  the model stays near the size of the old fixed u·{1, .7, .45} alone (which could
+  never run a pool below 0.45·u, so a prefill near the SLA looked infeasible at any
+  load) while reaching any load the tail needs. A piecewise-linear lateness row would
+  need per-flow breakpoints (lateness depends on each flow's TTFT): many more rows.
 * F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
   {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
@@ -20,14 +36,21 @@ Sets
 Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows` at the planning caps)
 ----------
 * pre[k,p] prefill seconds; wan_bytes[k] = (1−h_k)·I_k·kv (DRC) or I_k·kv;
-  ttft[f] = pre + transfer (RDMA, or WAN at the line's planned utilisation u_L) + TPOT;
-  late[f] = P(wait at p > TTFT_SLA − ttft[f]) under M/G/1 at the queue's utilisation
-  u_t: a "mix" queue carries the class mix in proportion (C13), so its moments are the
-  mix's; a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
+  ttft[f] = pre + transfer to the decoder that streams the first token (RLD by RDMA on
+  the relay pipelines; MD/D by RDMA, or over the WAN at the line's planned utilisation
+  u_L): P samples t0 but that decoder streams it on importing the KV, before any decode
+  step (executor/roles; :func:`placer.flows.ttft_det_s`), so no TPOT is added. An RDMA
+  move runs at the slower NIC of P and the slowest candidate decoder at that site;
+  late[f] = P(wait at p + WAN slowdown > TTFT_SLA − ttft₀[f]) (:func:`placer.flows.
+  first_token_law`): ttft₀ takes the line unloaded, its slowdown at u_L (mean
+  b/C·u_L/(1−u_L)) is exponential, the wait M/G/1 at the queue's utilisation u_t: a
+  "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
+  a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
   context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
-  tokens min(O_k, ⌈T_wan/TPOT⌉) (P-RLD-MD) or O_k (P-RLD, filtered).
+  tokens min(O_k, ⌈T_wan/t_q⌉) (P-RLD-MD: RLD holds the request, KV and slot, for the
+  whole transfer T_wan, one token per step of its own batch) or O_k (P-RLD, filtered).
 * price_q = tp·price_chip (USD/h), power_q = tp·TDP (kW), K_q KV bytes per instance.
 
 Variables
@@ -76,7 +99,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placer.flows import D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, instance
+from placer.flows import D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, eager_tokens, instance
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
@@ -106,6 +129,8 @@ class Formulation:
     instances: dict[Pool, InstanceModel]
     ttft_s: dict[Flow, float]  # without queueing: diagnose() names the fastest when the SLA binds
     notes: list[str] = field(default_factory=list)
+    decode: dict[Pool, DecodeDesign] = field(default_factory=dict)  # design batch B_q of each decode pool
+    prefill_s: dict[tuple[int, Pool], float] = field(default_factory=dict)  # pre[k,p]
 
 
 # --- model: variables and one adder per constraint family ------------------------------
@@ -195,11 +220,12 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load
                 feeding = [f for f in data.by_route[(k, pipe, d)] if f.src == src]
                 if not feeding or not targets:
                     continue
-                tokens = data.eager[feeding[0]]
+                relay_s = data.eager[feeding[0]]
                 coeffs = {x[f]: 1.0 for f in feeding}
                 for q in targets:
                     var = load.z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
                     coeffs[var] = -1.0
+                    tokens = eager_tokens(relay_s, c.output_tokens, data.decode[q].step_s)
                     busy = tokens * data.decode[q].step_s
                     load.slots[q][var] = busy
                     load.memory[q][var] = busy * (c.input_tokens + tokens / 2) * kv / GB
@@ -299,4 +325,4 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
     return Formulation(problem, arch, m, data.pools, n, tier, data.flows, x, load.z, g, goodput, cost,
-                       data.instances, data.ttft, data.notes)
+                       data.instances, data.ttft, data.notes, data.decode, data.prefill)

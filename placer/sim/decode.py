@@ -18,6 +18,9 @@ output), as the planner does. An extend-decode pass (handoff) pauses the batch f
 duration — the "hiccup" the report measures on MD.
 KV room: a request reserves prompt + output tokens when admitted; the batch is also
 capped at :data:`placer.perfmodel.MAX_BATCH`.
+First token: the first decoder of a request streams t0 (sampled by P, carried with the
+KV) when it admits the request — holds its KV — as the executor does on import; no
+decode step first (:func:`placer.flows.ttft_det_s`).
 """
 
 from __future__ import annotations
@@ -151,10 +154,9 @@ class DecodeInstance:
         if self.B > self.batch_max:
             self.batch_max = self.B
         self.mem_used += req.n_in + req.n_out
-        self.step = step = self._step_s()
-        if req.t_first is None:
-            start = self.pause_until if self.pause_until > t else t
-            req.t_first = start + step
+        self.step = self._step_s()
+        if req.t_first is None:  # the decoder that streams t0 does so on import (flows.ttft_det_s)
+            req.t_first = self.pause_until if self.pause_until > t else t
         req.vjoin = self.v
         req.dec = self
         heappush(self.heap, (self.v + req.dec_tokens, req.rid, req))

@@ -16,6 +16,9 @@ workload so that only requests in flight exist. A request's life:
    handoff (:mod:`placer.sim.handoff`) moves the request to MD (unless RLD finished
    it first; the KV still lands, so MD's radix cache holds it for the session's next
    turn). P-RLD — the filter: all on RLD, nothing crosses.
+   The first decoder (RLD on the relay pipelines, else MD/D) streams t0 — sampled by P,
+   carried with the KV — when it admits the request, and decodes the other n_out − 1
+   tokens (:func:`placer.flows.ttft_det_s`); ``rld_tokens`` counts what RLD streamed, t0 included.
 4. **finish** — TTFT, TPOT, SLA, per-route figures go into streamed sketches; the
    request object is dropped.
 """
@@ -374,16 +377,16 @@ class Simulation:
         if req.ids is not None and md.cache is not None:
             md.cache.insert(req.ids)
         req.stage = ON_MD
-        md.join(req, t, req.n_out)
+        md.join(req, t, req.n_out - 1)
 
     def _ev_rld_arrive(self, t: float, req) -> None:
         if req.kv_md:  # the line beat RDMA to RLD: MD decodes it all
             self.handoffs["none"] += 1
             req.stage = ON_MD
-            req.md.join(req, t, req.n_out)
+            req.md.join(req, t, req.n_out - 1)
             return
         req.stage = ON_RLD
-        req.rld.join(req, t, req.n_out)
+        req.rld.join(req, t, req.n_out - 1)
 
     def _ev_kv_at_md(self, t: float, req) -> None:
         md = req.md
@@ -401,11 +404,11 @@ class Simulation:
             if rld.unwait(req):
                 self.handoffs["none"] += 1
                 req.stage = ON_MD
-                md.join(req, t, req.n_out)
+                md.join(req, t, req.n_out - 1)
             return
         rld.advance(t)
-        pending = rld.produced(req)
-        if req.n_out - pending <= 1:
+        pending = rld.produced(req)  # decoded here; MD already has t0 (it came with the KV)
+        if req.n_out - 1 - pending <= 1:
             return  # RLD is about to finish it anyway
         mode = handoff_mode(self.handoff_policy, pending, self.handoff_threshold)
         link = req.path.link
@@ -420,7 +423,7 @@ class Simulation:
         req.stage = HANDOFF
         req.md_pause = plan.md_extend_s
         if plan.mode == ONE_SHOT:
-            req.rld_tokens = rld.remove(req, t)
+            req.rld_tokens = 1 + rld.remove(req, t)
             heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_md_takeover, req))
         else:
             heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_catch_up_done, req))
@@ -428,7 +431,7 @@ class Simulation:
     def _ev_catch_up_done(self, t: float, req) -> None:
         if req.stage == DONE:
             return
-        req.rld_tokens = req.rld.remove(req, t)
+        req.rld_tokens = 1 + req.rld.remove(req, t)
         self._ev_md_takeover(t, req)
 
     def _ev_md_takeover(self, t: float, req) -> None:
@@ -441,7 +444,8 @@ class Simulation:
 
     def decode_done(self, req, t: float, inst) -> None:
         if inst.role == RLD:
-            req.rld_tokens = req.dec_tokens  # its KV still lands on MD: the DRC keeps it for the next turn
+            # t0 and the tokens decoded here; its KV still lands on MD: the DRC keeps it for the next turn
+            req.rld_tokens = 1 + req.dec_tokens
         self._finish(req, t)
 
     def _finish(self, req, t: float) -> None:

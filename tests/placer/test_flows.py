@@ -43,10 +43,10 @@ def test_adaptive_handoff_catches_up_above_the_threshold_only():
 
 
 def test_eager_tokens_are_at_least_one_and_at_most_the_output():
-    assert eager_tokens(0.001, 500, tpot_s=0.05) == 1.0
-    assert eager_tokens(1.0, 500, tpot_s=0.05) == 20.0
-    assert eager_tokens(100.0, 500, tpot_s=0.05) == 500.0
-    assert eager_tokens(math.inf, 500, tpot_s=0.05) == 500.0  # no line: RLD decodes it all
+    assert eager_tokens(0.001, 500, step_s=0.05) == 1.0
+    assert eager_tokens(1.0, 500, step_s=0.05) == 20.0
+    assert eager_tokens(100.0, 500, step_s=0.05) == 500.0
+    assert eager_tokens(math.inf, 500, step_s=0.05) == 500.0  # no line: RLD decodes it all
 
 
 def test_the_decode_side_cache_sends_only_the_uncached_kv(micro_problem):
@@ -91,3 +91,24 @@ def test_the_mixture_quantile_weighs_flows_by_their_rates():
     assert mixture_quantile([fast, slow], 0.5) == pytest.approx(1.0)
     assert mixture_quantile([fast, slow], 0.95) == pytest.approx(5.0)
     assert mixture_quantile([], 0.9) == 0.0
+
+
+def test_rld_relays_one_token_per_step_of_its_own_batch_for_the_whole_transfer():
+    """A faster RLD step emits more tokens over the same transfer: RLD holds the request until
+    the KV lands, whatever its step (not one token per TPOT)."""
+    assert eager_tokens(1.0, 500, step_s=0.01) == 5 * eager_tokens(1.0, 500, step_s=0.05)
+
+
+def test_a_wan_transfer_spreads_the_ttft_tail_beyond_its_mean():
+    """TTFT over a loaded line has a tail: P(late) is higher than with the transfer at its mean."""
+    from placer.flows import TtftTail
+    from placer.perfmodel import WaitModel
+
+    wait = WaitModel(0.5, 0.1, 0.02)
+    excess = 0.2  # mean slowdown of the transfer
+    with_spread = TtftTail(wait, excess)
+    at_mean = TtftTail(wait)
+    budget = 0.6
+    assert with_spread.prob_exceeds(budget) > at_mean.prob_exceeds(budget - excess)
+    assert with_spread.prob_exceeds(0.0) == pytest.approx(1.0)
+    assert TtftTail(WaitModel(0.0, 0.1, 0.02), excess).prob_exceeds(budget) == pytest.approx(math.exp(-budget / excess))

@@ -11,10 +11,12 @@ from placer.problem import resolve
 from placer.specs import load_scenario, parse_scenario
 from tests.placer.conftest import EXAMPLES
 
-#: Two datacenters: H100 for P and RelayDecode, cheaper bandwidth-rich H20 for MainDecode,
-#: a 10 Gbit/s line. Low-hit prompts cannot cross it within the SLA, so the plan relays them.
+#: Two datacenters: H100 for P and RelayDecode, cheap bandwidth-rich H20 for MainDecode
+#: (0.80 USD/h: remote decode is the cheap place to decode), a 10 Gbit/s line. Low-hit
+#: prompts cannot cross it within the SLA, so the plan relays them.
 SMALL_PDD = {
     "name": "small-pdd", "model": "llama-3.1-8b", "kv_dtype": "bf16",
+    "chips": [{"name": "H20", "base": "H20", "price_usd_per_h": 0.80}],
     "datacenters": [{"name": "dc-a", "inventory": {"H100-SXM": 8}}, {"name": "dc-b", "inventory": {"H20": 32}}],
     "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 10, "rtt_ms": 30, "jitter_ms": 3}],
     "workload": {"arrival_rps": 24.0, "classes": [
