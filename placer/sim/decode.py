@@ -10,14 +10,15 @@ second; a request that joins at v₀ with n tokens to emit finishes at v₀ + n.
 finishes and removals are events (a heap of finish counters per instance), which is
 what lets a run replay 10⁵ requests of 10³ tokens each in seconds.
 
-Step time (the roofline of :meth:`placer.perfmodel.InstanceModel.step_s`, summed over
-the batch so requests of different contexts mix): bytes = weights × experts touched by B
-tokens + Σ KV read per request; FLOPs = 2·active·B + Σ attention; plus collectives and a
-1 ms overhead. Each request is costed at its mid-decode context (prompt + half its
-output), as the planner does. An extend-decode pass (handoff) pauses the batch for its
-duration — the "hiccup" the report measures on MD.
+Step time: the performance model's own, :meth:`placer.perfmodel.InstanceModel.step_s`
+(or a measured table's, through the same method) at the batch size B and the batch's mean
+context — each request costed at its mid-decode context (prompt + half its output), as
+the planner does. KV reads and attention work grow linearly with context (dense
+attention), so the mean context gives the batch's summed cost exactly; with sparse
+attention it is the planner's approximation too. An extend-decode pass (handoff) pauses
+the batch for its duration — the "hiccup" the report measures on MD.
 KV room: a request reserves prompt + output tokens when admitted; the batch is also
-capped at :data:`placer.perfmodel.MAX_BATCH`.
+capped at the instance's :attr:`~placer.perfmodel.InstanceModel.batch_cap`.
 First token: the first decoder of a request streams t0 (sampled by P, carried with the
 KV) when it admits the request — holds its KV — as the executor does on import; no
 decode step first (:func:`placer.flows.ttft_det_s`).
@@ -28,16 +29,16 @@ from __future__ import annotations
 from collections import deque
 from heapq import heappop, heappush
 
-from placer.perfmodel import DECODE_STEP_OVERHEAD_S, MAX_BATCH, InstanceModel
+from placer.perfmodel import DECODE_STEP_OVERHEAD_S, InstanceModel
 
 _EPS = 1e-7
 INF = float("inf")
 
 
 class DecodeInstance:
-    __slots__ = ("engine", "im", "role", "pool", "B", "sum_kv", "sum_attn", "step", "v", "t_last", "pause_until",
+    __slots__ = ("engine", "im", "role", "pool", "B", "sum_ctx", "cap", "step", "v", "t_last", "pause_until",
                  "heap", "next_t", "mem_used", "mem_cap", "waiting", "busy_s", "batch_area", "q_area", "q_max",
-                 "tokens", "series", "_touched", "_comm", "_ctx", "_F", "_M", "_two_active", "_moe", "_on_event",
+                 "tokens", "series", "_steps", "_on_event",
                  "batch_max", "extends", "extend_s_total", "cache")
 
     def __init__(self, engine, im: InstanceModel, role: str, pool, series):
@@ -47,8 +48,8 @@ class DecodeInstance:
         self.pool = pool
         self.series = series
         self.B = 0
-        self.sum_kv = 0.0
-        self.sum_attn = 0.0
+        self.sum_ctx = 0.0  # Σ costed context of the requests in the batch
+        self.cap = im.batch_cap
         self.step = DECODE_STEP_OVERHEAD_S
         self.v = 0.0
         self.t_last = 0.0
@@ -66,37 +67,20 @@ class DecodeInstance:
         self.batch_max = 0
         self.extends = 0
         self.extend_s_total = 0.0
-        self._F = im.flops_per_s
-        self._M = im.mem_bw_bytes_per_s
-        self._two_active = 2 * im.model.params_active_b * 1e9
-        self._moe = im.is_moe
-        frac = 1.0 - im.model.active_fraction
-        w = im.weight_bytes
-        self._touched = [w * (1.0 - frac ** max(b, 1)) for b in range(MAX_BATCH + 1)]
-        self._comm = [im.comm_s(max(b, 1)) for b in range(MAX_BATCH + 1)]
-        self._ctx: dict = {}
+        self._steps: dict = {}  # (B, mean context) → step seconds, memoised
         self._on_event = self.on_event
         self.cache = None  # decode-side radix cache (hash_ids workloads)
 
     # ---- costs -------------------------------------------------------------
-    def ctx_costs(self, ctx: int) -> tuple[float, float]:
-        """(KV bytes read per step, attention FLOPs per step) of one request at context ``ctx``."""
-        c = self._ctx.get(ctx)
-        if c is None:
-            if len(self._ctx) > 100_000:
-                self._ctx.clear()
-            c = self._ctx[ctx] = (self.im.kv_read_bytes(ctx), self.im._attn_flops(ctx, ctx + 1))
-        return c
-
     def _step_s(self) -> float:
         b = self.B
-        c = (self._two_active * b + self.sum_attn) / self._F
-        m = (self._touched[b] + self.sum_kv) / self._M
-        comm = self._comm[b]
-        if self._moe:
-            t = c if c > m else m
-            return (t if t > comm else comm) + DECODE_STEP_OVERHEAD_S
-        return (c if c > m else m) + comm + DECODE_STEP_OVERHEAD_S
+        key = (b, round(self.sum_ctx / b))
+        step = self._steps.get(key)
+        if step is None:
+            if len(self._steps) > 100_000:
+                self._steps.clear()
+            step = self._steps[key] = self.im.step_s(b, key[1])
+        return step
 
     # ---- time --------------------------------------------------------------
     def advance(self, t: float) -> None:
@@ -125,7 +109,7 @@ class DecodeInstance:
         req.dec_tokens = tokens
         req.dec_pause = pause_s
         need = req.n_in + req.n_out
-        if self.waiting or self.B >= MAX_BATCH or self.mem_used + need > self.mem_cap:
+        if self.waiting or self.B >= self.cap or self.mem_used + need > self.mem_cap:
             if self.B == 0 and not self.waiting:  # alone it never fits: admit anyway (never deadlock)
                 self._admit(req, t)
                 self._schedule(t)
@@ -145,11 +129,8 @@ class DecodeInstance:
             self.pause_until = base + pause
             self.extends += 1
             self.extend_s_total += pause
-        kv, attn = self.ctx_costs(req.n_in + (req.n_out >> 1))
-        req.kvb = kv
-        req.attn = attn
-        self.sum_kv += kv
-        self.sum_attn += attn
+        req.ctx = req.n_in + (req.n_out >> 1)
+        self.sum_ctx += req.ctx
         self.B += 1
         if self.B > self.batch_max:
             self.batch_max = self.B
@@ -178,11 +159,10 @@ class DecodeInstance:
         self.B -= 1
         self.mem_used -= req.n_in + req.n_out
         if self.B:
-            self.sum_kv -= req.kvb
-            self.sum_attn -= req.attn
+            self.sum_ctx -= req.ctx
             self.step = self._step_s()
         else:
-            self.sum_kv = self.sum_attn = 0.0
+            self.sum_ctx = 0.0
 
     def unwait(self, req) -> bool:
         """Drop ``req`` from the admission queue; False if it was not waiting."""
@@ -194,7 +174,7 @@ class DecodeInstance:
 
     def _admit_waiting(self, t: float) -> None:
         w = self.waiting
-        while w and self.B < MAX_BATCH and (self.mem_used + w[0].n_in + w[0].n_out <= self.mem_cap or self.B == 0):
+        while w and self.B < self.cap and (self.mem_used + w[0].n_in + w[0].n_out <= self.mem_cap or self.B == 0):
             self._admit(w.popleft(), t)
 
     # ---- events ------------------------------------------------------------

@@ -53,8 +53,8 @@ PMD, PRLDMD, PRLD, PD = 0, 1, 2, 3
 
 class Req:
     __slots__ = ("rid", "t_arr", "n_in", "n_out", "hit", "new", "left", "pos", "path", "p", "rld", "md",
-                 "xfer", "t_first", "stage", "rld_tokens", "dec", "vjoin", "dec_tokens", "dec_pause", "kvb",
-                 "attn", "flow", "kv_md", "ids", "md_pause", "drc_hit")
+                 "xfer", "t_first", "stage", "rld_tokens", "dec", "vjoin", "dec_tokens", "dec_pause", "ctx",
+                 "flow", "kv_md", "ids", "md_pause", "drc_hit")
 
 
 class Pool:

@@ -42,8 +42,8 @@ def micro(arrival_rps: float = 6.0) -> dict:
 
 
 def solve_micro_pair():
-    """(plan at 6 req/s with marginals, plan at 4 req/s): the second drops the dc-a MD tp1
-    pool and halves the dc-b L40S tp2 MD pool (2 → 1)."""
+    """(plan at 6 req/s with marginals, plan at 4 req/s): the lighter load needs fewer decode
+    instances, so some pools shrink or go (:func:`pool_changes` says which)."""
     from placer.optimize import SolveConfig, optimize
     from placer.specs import parse_scenario
 
@@ -57,6 +57,22 @@ class Seeded:
     plan_b: int
     job_id: int
     run_ids: list[int]
+    changes: dict[tuple[str, str, str, str, str], str]  # (dc, chip, tp, from, to) -> changed|removed|added
+
+
+def pool_changes(plan_a, plan_b) -> dict[tuple[str, str, str, str, str], str]:
+    """What a reader of the diff page should see, worked out from the two plans' pools."""
+    def counts(plan):
+        return {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+
+    a, b = counts(plan_a), counts(plan_b)
+    out = {}
+    for key in sorted(set(a) | set(b)):
+        before, after = a.get(key, 0), b.get(key, 0)
+        if before != after:
+            kind = "removed" if after == 0 else "added" if before == 0 else "changed"
+            out[(key[1], key[2], str(key[3]), str(before), str(after))] = kind
+    return out
 
 
 def seed(url: str, plan_a, plan_b) -> Seeded:
@@ -96,7 +112,7 @@ def seed(url: str, plan_a, plan_b) -> Seeded:
             second.reason = f"BCR {gain:+.1f} % clears the 0 % threshold: proposed"
             second.started_at, second.finished_at = now - timedelta(seconds=2), now
             s.flush()
-            return Seeded(url, a.id, b.id, job.id, [first.id, second.id])
+            return Seeded(url, a.id, b.id, job.id, [first.id, second.id], pool_changes(plan_a, plan_b))
     finally:
         engine.dispose()
 

@@ -76,9 +76,10 @@ def test_the_diff_page_shows_the_changed_pool_counts(client, seeded):
     assert page.status_code == 200
     rows = re.findall(r"<tr class=\"(\w+)\">(.*?)</tr>", page.text, re.DOTALL)
     cells = {tuple(re.findall(r">([^<>]+)</td>", body)[:5]): kind for kind, body in rows}
-    assert cells[("dc-b", "L40S", "2", "2", "1")] == "changed"
-    assert cells[("dc-a", "H100-SXM", "1", "1", "0")] == "removed"
-    assert "2 pools changed" in _text(page.text)
+    assert seeded.changes, "the two seeded plans must differ for this page to show anything"
+    for row, kind in seeded.changes.items():
+        assert cells[row] == kind
+    assert f"{len(seeded.changes)} pools changed" in _text(page.text)
     assert client.get(f"/ui/diff?a={seeded.plan_a}&b={seeded.plan_b}", follow_redirects=False).headers[
         "location"] == f"/ui/plans/{seeded.plan_a}/diff/{seeded.plan_b}"
 
