@@ -22,7 +22,7 @@ from placer.flows import (
     D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
     first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
 )
-from placer.perfmodel import MAX_BATCH, InstanceModel, WaitModel
+from placer.perfmodel import InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Class, Problem
 
@@ -138,8 +138,8 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     batch = 1.0
     for _ in range(200):
         nxt = st.tokens_per_s * st.im.step_s(batch, ctx)
-        if nxt > MAX_BATCH:
-            st.overloaded, batch = True, float(MAX_BATCH)
+        if nxt > st.im.batch_cap:
+            st.overloaded, batch = True, float(st.im.batch_cap)
             break
         if abs(nxt - batch) < 1e-6:
             break

@@ -96,9 +96,6 @@ FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 values
 #: engines' ceiling on running sequences, per chip (vLLM max_num_seqs 1024, TensorRT-LLM
 #: max_batch_size 2048): memory and the TPOT bind first in practice.
 MAX_BATCH_PER_CHIP = 1024
-#: per-instance cap still read by placer.sim.decode and placer.evaluate (one chip's worth);
-#: :meth:`InstanceModel.batch_cap` is the per-chip cap × tp.
-MAX_BATCH = MAX_BATCH_PER_CHIP
 MOE_ROUTED_EXPERTS = 8  # routed experts per token when the catalog does not say
 #: rows of one tensor-core MMA tile (Hopper wgmma m64): small-M GEMMs pad to it.
 GEMM_TILE_M = 64
