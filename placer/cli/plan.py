@@ -22,18 +22,20 @@ import typer
 from placer.baselines import compare as compare_baselines
 from placer.cli.output import choices, err, fail, out
 from placer.cli.render import compare_view, plan_view
-from placer.errors import InputError, PlacerError
+from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from
+from placer.sim.config import SimConfig
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
 
 
 Objective = choices("Objective", OBJECTIVES)
 Solver = choices("Solver", BACKENDS)
+VerifyArrivals = choices("VerifyArrivals", ("poisson", "bursty"))
 
 
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)]
@@ -55,9 +57,15 @@ def optimize(
         "--profiles", help="Measured chip profiles to calibrate with: 'latest' (database), a profile JSON "
         "or a directory of them. Chips without one keep their datasheet figures.")] = None,
     verify: Annotated[bool, typer.Option(
-        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
-        "tighter utilisation cap (each round printed to stderr).")] = False,
+        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, cut the planned load "
+        "of the pools and lines that made the late requests and re-solve (each round printed to stderr); "
+        "exit 3 if no round meets the SLA.")] = False,
     verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
+    verify_arrivals: Annotated[VerifyArrivals, typer.Option(
+        "--verify-arrivals", help="Arrival process --verify simulates (the plan assumes Poisson).")
+    ] = VerifyArrivals.poisson,
+    verify_requests: Annotated[int, typer.Option("--verify-requests", help="Requests per --verify simulation.")
+                               ] = 20_000,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
@@ -66,8 +74,8 @@ def optimize(
         config = SolveConfig(objective.value, solver.value, time_limit, marginals)
         plan = solve(loaded, config, measured=measured)
         if verify:
-            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, solve=config,
-                               log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
+            plan = _verified(as_problem(loaded, measured), plan, verify_rounds, config,
+                             SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
     except PlacerError as e:
         fail(e)
     text = plan.to_json()
@@ -118,6 +126,15 @@ def compare(
                           "baselines": {k: dump(v) for k, v in result["baselines"].items()}}, indent=2))
     else:
         out.print(compare_view(result))
+
+
+def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:
+    """The plan after ``--verify``; InfeasiblePlanError (exit 3) when no round meets the SLA in simulation."""
+    outcome = verify_plan(problem, plan, rounds, config=sim, solve=config,
+                          log=lambda msg: err.print(msg, highlight=False, markup=False, soft_wrap=True))
+    if not outcome.holds:
+        raise InfeasiblePlanError(f"--verify could not make the simulated P90 TTFT meet the SLA: {outcome.reason}")
+    return outcome.plan
 
 
 def _write(path: Path | None, text: str) -> None:

@@ -99,7 +99,7 @@ def simulate(
         if bar is not None:
             bar.stop()
     for line in result.data.get("warnings", []):
-        err.print(f"warning: {line}", highlight=False, markup=False)
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if json_out:
         print(result.to_json())
     else:
