@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from placer.baselines import solve_baseline
+from placer.baselines import compare, solve_baseline
 from placer.errors import InputError, PlacerError
 from placer.flows import MD
 from placer.optimize import SolveConfig, optimize
@@ -112,8 +112,8 @@ class _Search:
 
 def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool) -> str:
     if at is None:
-        side = "ahead" if ahead else "behind"
-        return f"PDD stays {side} of same-dc-pd for {what} from {now:.3g} to {farthest:.3g} {unit} (no break-even)"
+        side = "ahead of" if ahead else "behind"
+        return f"none: PDD stays {side} same-dc-pd for {what} from {now:.3g} to {farthest:.3g} {unit}"
     return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead' if ahead else 'behind'})"
 
 
@@ -126,8 +126,6 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
     d0 = pdd_now - base_now
     out = {}
     chip = price_chip or price_chip_of(pdd)
-    if price_chip and price_chip not in problem.chips:
-        raise InputError(f"--price-chip: unknown chip {price_chip!r}; scenario knows {', '.join(sorted(problem.chips))}")
     if chip is not None:
         start = time.perf_counter()
 
@@ -155,6 +153,21 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         name = f"{line[0]}<->{line[1]}"
         out["bandwidth"] = {"line": name, "now_gbit_per_s": now, "break_even_gbit_per_s": at,
                             "question": f"line {name} bandwidth at which PDD's BCR equals same-dc-pd's",
-                            "answer": _sentence(f"line {name} at", "Gbit/s", now, at, far, d0 > 0),
+                            "answer": _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0),
                             "resolves": search.resolves, "seconds": time.perf_counter() - start}
     return out
+
+
+def compare_with_break_even(problem: Problem, config: SolveConfig = SolveConfig(), price_chip: str | None = None,
+                            per_solve_s: float = PER_SOLVE_S) -> dict:
+    """:func:`placer.baselines.compare` plus ``"break_even"``: the answers against same-dc-pd
+    (``{"error": ...}`` when that baseline has no plan)."""
+    if price_chip is not None and price_chip not in problem.chips:
+        raise InputError(f"--price-chip: unknown chip {price_chip!r}; scenario knows {', '.join(sorted(problem.chips))}")
+    result = compare(problem, config)
+    same_dc = result["baselines"].get("same-dc-pd")
+    if not isinstance(same_dc, Plan):
+        result["break_even"] = {"error": "same-dc-pd has no plan to break even with"}
+        return result
+    result["break_even"] = break_even(problem, result["pdd"], same_dc, config, price_chip, per_solve_s)
+    return result

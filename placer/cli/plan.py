@@ -4,7 +4,9 @@
   :func:`placer.sim.verify.verify_plan`; ``--profiles``: measured chips through
   :func:`placer.profiles.records.measured_from`)
 * ``evaluate SCENARIO PLAN.json`` → :func:`placer.optimize.evaluate_plan`
-* ``compare SCENARIO`` → :func:`placer.baselines.compare`
+* ``compare SCENARIO`` → :func:`placer.breakeven.compare_with_break_even` (the baselines of
+  :func:`placer.baselines.compare` and the break-even GPU-B price and line bandwidth;
+  ``--no-break-even``: the baselines only)
 
 Each prints the plan as tables (:mod:`placer.cli.render`) or, with ``--json``, the
 contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
@@ -20,6 +22,7 @@ from typing import Annotated
 import typer
 
 from placer.baselines import compare as compare_baselines
+from placer.breakeven import compare_with_break_even
 from placer.cli.output import choices, err, fail, out
 from placer.cli.render import compare_view, plan_view
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
@@ -111,19 +114,31 @@ def compare(
     solver: SolverOpt = Solver.ortools,
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
+    break_even: Annotated[bool, typer.Option(
+        "--break-even/--no-break-even", help="Also find the GPU-B price and the line bandwidth at which PDD's BCR "
+        "equals same-dc-pd's (bisection over re-solves, each bounded by --time-limit and 20 s).")] = True,
+    price_chip: Annotated[str | None, typer.Option(
+        "--price-chip", help="The chip whose price the break-even varies (default: the chip of the PDD plan's "
+        "MD pools, GPU-B in the report).")] = None,
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     try:
-        result = compare_baselines(as_problem(load_scenario(scenario)),
-                                   SolveConfig(objective.value, solver.value, time_limit))
+        problem = as_problem(load_scenario(scenario))
+        config = SolveConfig(objective.value, solver.value, time_limit)
+        if break_even:
+            result = compare_with_break_even(problem, config, price_chip)
+        else:
+            result = compare_baselines(problem, config)
     except PlacerError as e:
         fail(e)
     if json_out:
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
 
-        print(json.dumps({"pdd": dump(result["pdd"]),
-                          "baselines": {k: dump(v) for k, v in result["baselines"].items()}}, indent=2))
+        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()}}
+        if "break_even" in result:
+            body["break_even"] = result["break_even"]
+        print(json.dumps(body, indent=2))
     else:
         out.print(compare_view(result))
 
