@@ -137,7 +137,8 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     if config.objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
     lam, from_above, least_cost = _first_ratio(form, warm_ratio)
-    state = _iterate(form, config, mip_gap, lam, from_above, deadline, least_cost)
+    upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
+    state = _iterate(form, config, mip_gap, lam, from_above, deadline, least_cost, upper)
     return _most_goodput_at_ratio(form, config, mip_gap, state, start, deadline)
 
 
@@ -172,15 +173,17 @@ class _Dinkelbach:
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
-             deadline: float, least_cost: float) -> _Dinkelbach:
+             deadline: float, least_cost: float, upper: float | None = None) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error: every plan x has
     goodput(x)/cost(x) − λ = F(x)/cost(x) ≤ bound(F)/least_cost, so the gap is
     bound(F) / (λ · least_cost), with least_cost the LP relaxation's least cost — a lower
-    bound on any feasible plan's cost, and far tighter than one P plus one decode instance."""
+    bound on any feasible plan's cost, and far tighter than one P plus one decode instance.
+    When the time limit ends a MILP before it finds a plan, the last plan stands, with
+    status "feasible" and gap (upper − λ)/λ, ``upper`` being the LP relaxation's ratio bound."""
     model = form.model
-    hint, status, gap = None, "optimal", 0.0
+    hint, status, gap, last = None, "optimal", 0.0, None
     model.maximize = True
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
@@ -194,7 +197,14 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
         res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        if hint is not None and last is not None and res.status is Status.NO_SOLUTION:
+            # out of time before this MILP found a plan: keep the last one, whose ratio is
+            # within (LP bound − λ)/λ of the optimum when λ0 came from the LP relaxation
+            status, res = "feasible", last
+            gap = (upper - lam) / lam if upper and lam > 0 else math.inf
+            break
         _check(res, form, config.time_limit_s)
+        last = res
         if res.status is Status.FEASIBLE:
             status = "feasible"
         good, cost = _goodput(form, res.values), _cost(form, res.values)
