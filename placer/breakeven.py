@@ -6,9 +6,10 @@ out: ``{"price": {...}, "bandwidth": {...}}``, each with the figure today, the b
      figure (None when there is no crossing within the searched range) and a sentence.
 
 Method: d(v) = BCR_PDD(v) − BCR_same-dc-pd(v), where v is the price of the chip named
-GPU-B (USD/h per chip; both plans are re-solved, since the baseline may use that chip
-too) or the bandwidth of one line (Gbit/s, both directions; only PDD uses lines, so the
-baseline is solved once). The search brackets a sign change of d by doubling (or halving)
+GPU-B (USD/h per chip) or the bandwidth of one line (Gbit/s, both directions). The
+baseline is the same-dc-pd plan of today's figures — the buyer's question is "when does
+PDD match the PD cluster I would otherwise run" — so it is re-solved at v only when that
+plan itself runs on the priced chip (a line never changes it). The search brackets a sign change of d by doubling (or halving)
 v from today's value at most :data:`BRACKET_STEPS` times, then bisects it until the
 bracket is within :data:`REL_TOL` of v or :data:`MAX_BISECTIONS` re-solves are spent.
 Each re-solve gets ``per_solve_s`` seconds (a plan found within that limit counts; a
@@ -129,9 +130,12 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
     if chip is not None:
         start = time.perf_counter()
 
+        baseline_uses_chip = same_dc is not None and any(p.chip == chip for p in same_dc.pools)
+
         def price_diff(v: float) -> float:
             p = _with_price(problem, chip, v)
-            return _bcr(lambda: optimize(p, solve)) - _bcr(lambda: solve_baseline(p, "same-dc-pd", solve))
+            base = _bcr(lambda: solve_baseline(p, "same-dc-pd", solve)) if baseline_uses_chip else base_now
+            return _bcr(lambda: optimize(p, solve)) - base
 
         now = problem.chips[chip].price_usd_per_h
         search = _Search(price_diff, now, d0, up_when_ahead=True)
