@@ -30,7 +30,6 @@ EPS = 1e-6
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
 REL_GAP = 5e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
 SEED_GAP = 0.02  # relative gap of the first MILP, whose plan only seeds λ
-SEED_TIME_SHARE = 1 / 3  # of the time left, given to the seeding MILP first
 MAX_ITERATIONS = 30
 
 
@@ -197,10 +196,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
-        if from_above:
-            res = _seed(model, config, gap_rel, abs_gap, deadline)
-        else:
-            res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
         if hint is not None and last is not None and res.status is Status.NO_SOLUTION:
             # out of time before this MILP found a plan: keep the last one, whose ratio is
             # within (LP bound − λ)/λ of the optimum when λ0 came from the LP relaxation
@@ -229,17 +225,6 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             status, gap = "feasible", res.gap
             break
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
-
-
-def _seed(model, config: SolveConfig, gap_rel: float, abs_gap: float, deadline: float) -> SolveResult:
-    """The seeding MILP: a third of the time left, enough for a good plan on every bundled
-    example; its incumbent at that limit (status feasible) seeds λ as well as an optimal
-    one would, since the exact iterations follow. No incumbent by then: the rest of the time."""
-    res = solve(model, config.backend, max(1.0, _left_s(deadline) * SEED_TIME_SHARE), mip_gap=gap_rel,
-                abs_gap=abs_gap)
-    if res.status is Status.NO_SOLUTION and _left_s(deadline) > 1.0:
-        res = solve(model, config.backend, _left_s(deadline), mip_gap=gap_rel, abs_gap=abs_gap)
-    return res
 
 
 def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: float, state: _Dinkelbach,
