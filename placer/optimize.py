@@ -186,8 +186,12 @@ def _relaxed(problem: Problem, row: str, plan: Plan) -> tuple[Problem, str] | No
 def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome, plan: Plan,
                            config: SolveConfig) -> list[Binding]:
     """Binding rows with what one more unit of the resource would add to BCR (by re-solving
-    within ``config.time_limit_s`` in all)."""
+    within ``config.time_limit_s`` in all).
+
+    Each re-solve starts Dinkelbach from the plan's own ratio: loosening a row keeps the
+    plan feasible, so its ratio is a valid start from below and the LP-bound solves are skipped."""
     base = plan.metrics.bcr_requests_per_usd
+    warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
     out = []
     deadline = time.perf_counter() + config.time_limit_s
     for row in binding_rows(form, outcome):
@@ -198,7 +202,8 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
             continue
         other, unit = relaxed
         try:
-            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr", time_limit_s=left))
+            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr", time_limit_s=left),
+                                              warm_ratio=warm)
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue

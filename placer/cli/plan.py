@@ -1,10 +1,12 @@
 """``placer optimize``, ``placer evaluate`` and ``placer compare``: thin faces over the planner.
 
 * ``optimize SCENARIO`` → :func:`placer.optimize.optimize` (``--verify``: then
-  :func:`placer.sim.verify.verify_plan`; ``--profiles``: measured chips through
-  :func:`placer.profiles.records.measured_from`)
+  :func:`placer.sim.verify.verify_plan`; ``--profiles``: measured chips and tables through
+  :func:`measured_for`)
 * ``evaluate SCENARIO PLAN.json`` → :func:`placer.optimize.evaluate_plan`
-* ``compare SCENARIO`` → :func:`placer.baselines.compare`
+* ``compare SCENARIO`` → :func:`placer.breakeven.compare_with_break_even` (the baselines of
+  :func:`placer.baselines.compare` and the break-even GPU-B price and line bandwidth;
+  ``--no-break-even``: the baselines only)
 
 ``--profiles`` (all three, and ``simulate``): measured figures and latency tables through
 :func:`measured_for` (it replaces the scenario's ``profiles:`` key).
@@ -22,20 +24,23 @@ from typing import Annotated
 import typer
 
 from placer.baselines import compare as compare_baselines
+from placer.breakeven import compare_with_break_even
 from placer.cli.output import choices, err, fail, latest_from_database, out
 from placer.cli.render import compare_view, plan_view
-from placer.errors import InputError, PlacerError
+from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from_all
+from placer.sim.config import SimConfig
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
 
 
 Objective = choices("Objective", OBJECTIVES)
 Solver = choices("Solver", BACKENDS)
+VerifyArrivals = choices("VerifyArrivals", ("poisson", "bursty"))
 
 
 ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)]
@@ -59,9 +64,15 @@ def optimize(
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
     profiles: ProfilesOpt = None,
     verify: Annotated[bool, typer.Option(
-        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, re-solve with a "
-        "tighter utilisation cap (each round printed to stderr).")] = False,
+        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, cut the planned load "
+        "of the pools and lines that made the late requests and re-solve (each round printed to stderr); "
+        "exit 3 if no round meets the SLA.")] = False,
     verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
+    verify_arrivals: Annotated[VerifyArrivals, typer.Option(
+        "--verify-arrivals", help="Arrival process --verify simulates (the plan assumes Poisson).")
+    ] = VerifyArrivals.poisson,
+    verify_requests: Annotated[int, typer.Option("--verify-requests", help="Requests per --verify simulation.")
+                               ] = 20_000,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
@@ -70,8 +81,8 @@ def optimize(
         config = SolveConfig(objective.value, solver.value, time_limit, marginals)
         plan = solve(loaded, config, measured=measured)
         if verify:
-            plan = verify_plan(as_problem(loaded, measured), plan, verify_rounds, solve=config,
-                               log=lambda msg: err.print(msg, highlight=False, markup=False)).plan
+            plan = _verified(as_problem(loaded, measured), plan, verify_rounds, config,
+                             SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
     except PlacerError as e:
         fail(e)
     text = plan.to_json()
@@ -110,22 +121,43 @@ def compare(
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
     profiles: ProfilesOpt = None,
+    break_even: Annotated[bool, typer.Option(
+        "--break-even/--no-break-even", help="Also find the GPU-B price and the line bandwidth at which PDD's BCR "
+        "equals same-dc-pd's (bisection over re-solves, each bounded by --time-limit and 20 s).")] = True,
+    price_chip: Annotated[str | None, typer.Option(
+        "--price-chip", help="The chip whose price the break-even varies (default: the chip of the PDD plan's "
+        "MD pools, GPU-B in the report).")] = None,
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     try:
         loaded = load_scenario(scenario)
-        result = compare_baselines(as_problem(loaded, measured_for(loaded, profiles)),
-                                   SolveConfig(objective.value, solver.value, time_limit))
+        problem = as_problem(loaded, measured_for(loaded, profiles))
+        config = SolveConfig(objective.value, solver.value, time_limit)
+        if break_even:
+            result = compare_with_break_even(problem, config, price_chip)
+        else:
+            result = compare_baselines(problem, config)
     except PlacerError as e:
         fail(e)
     if json_out:
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
 
-        print(json.dumps({"pdd": dump(result["pdd"]),
-                          "baselines": {k: dump(v) for k, v in result["baselines"].items()}}, indent=2))
+        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()}}
+        if "break_even" in result:
+            body["break_even"] = result["break_even"]
+        print(json.dumps(body, indent=2))
     else:
         out.print(compare_view(result))
+
+
+def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:
+    """The plan after ``--verify``; InfeasiblePlanError (exit 3) when no round meets the SLA in simulation."""
+    outcome = verify_plan(problem, plan, rounds, config=sim, solve=config,
+                          log=lambda msg: err.print(msg, highlight=False, markup=False, soft_wrap=True))
+    if not outcome.holds:
+        raise InfeasiblePlanError(f"--verify could not make the simulated P90 TTFT meet the SLA: {outcome.reason}")
+    return outcome.plan
 
 
 def _write(path: Path | None, text: str) -> None:

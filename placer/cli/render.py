@@ -114,7 +114,17 @@ def compare_view(result: dict) -> Group:
         else:
             t.add_row(name, "-", *["-"] * 8)
             notes.append(Text(f"{name}: {plan['error']}", style="red"))
-    return Group(t, *notes)
+    return Group(t, *notes, *_break_even_lines(result.get("break_even")))
+
+
+def _break_even_lines(answers: dict | None) -> list[Text]:
+    """The break-even answers of `placer compare` (placer.breakeven), one line each."""
+    if not answers:
+        return []
+    if "error" in answers:
+        return [Text(f"break-even: {answers['error']}", style="red")]
+    return [Text(f"break-even: {a['question']}: {a['answer']} ({a['resolves']} re-solves, {a['seconds']:.1f} s)")
+            for a in answers.values()]
 
 
 def simulate_view(result: SimResult, plan: Plan) -> Group:

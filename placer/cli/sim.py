@@ -1,7 +1,8 @@
 """``placer simulate``, ``placer sweep`` and ``placer workload fit``: thin faces over the simulator.
 
 * ``simulate SCENARIO PLAN.json`` → :func:`placer.sim.engine.simulate` (tables, or the
-  Simulation JSON with ``--json``; ``--profiles`` as ``optimize``'s)
+  Simulation JSON with ``--json``; ``--profiles`` as ``optimize``'s); any plan replays, an
+  overloaded one too, with what went wrong as warnings on stderr
 * ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
   (variants on Ray; sweep.csv and sweep.png)
 * ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
@@ -100,6 +101,8 @@ def simulate(
     finally:
         if bar is not None:
             bar.stop()
+    for line in result.data.get("warnings", []):
+        err.print(f"warning: {line}", highlight=False, markup=False, soft_wrap=True)
     if json_out:
         print(result.to_json())
     else:

@@ -139,6 +139,8 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
         pywraplp.Solver.NOT_SOLVED: Status.NO_SOLUTION,
         pywraplp.Solver.ABNORMAL: Status.ERROR,
     }.get(code, Status.ERROR)
+    if status is Status.ERROR and seconds >= 0.95 * time_limit_s:
+        status = Status.NO_SOLUTION  # HiGHS through pywraplp reports ABNORMAL when its time limit ends the search
     name = f"ortools-{engine.lower()}"
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, name)

@@ -176,24 +176,28 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         return _solve_once(form, config, mip_gap, start, deadline)
     if config.objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
-    state = _iterate(form, config, mip_gap, *_first_ratio(form, warm_ratio), deadline)
+    lam, from_above, least_cost = _first_ratio(form, warm_ratio)
+    upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
+    state = _iterate(form, config, mip_gap, lam, from_above, deadline, least_cost, upper)
     return _most_goodput_at_ratio(form, config, mip_gap, state, start, deadline)
 
 
-def _first_ratio(form: Formulation, warm_ratio: float | None) -> tuple[float, bool]:
-    """λ0 and whether it may lie above the optimum.
+def _first_ratio(form: Formulation, warm_ratio: float | None) -> tuple[float, bool, float]:
+    """λ0, whether it may lie above the optimum, and a lower bound on any plan's cost (USD/h).
 
     λ0 is the caller's warm start (the ratio of the plan deployed now, on the new
     workload) or the LP relaxation's ratio, an upper bound. The first MILP at λ0 returns
     a good feasible plan whatever side of the optimum λ0 lies on; its ratio is the first
-    λ from below, where Dinkelbach's iterations are exact.
+    λ from below, where Dinkelbach's iterations are exact. The cost bound is the LP
+    relaxation's least cost (or, with a warm start, one P and one decode instance).
     """
     if warm_ratio is not None and warm_ratio > 0:
-        return warm_ratio, True
-    bound = _lp_ratio_bound(form)
+        return warm_ratio, True, _min_cost(form)
+    bound, least_cost = _lp_ratio_bound(form)
     if bound is None:
         raise InfeasiblePlanError(diagnose(form))
-    return (bound, True) if bound > 0 else (0.0, False)
+    least_cost = max(least_cost, _min_cost(form))
+    return (bound, True, least_cost) if bound > 0 else (0.0, False, least_cost)
 
 
 @dataclass
@@ -209,10 +213,17 @@ class _Dinkelbach:
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
-             deadline: float) -> _Dinkelbach:
-    """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0."""
+             deadline: float, least_cost: float, upper: float | None = None) -> _Dinkelbach:
+    """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
+
+    The reported gap bounds the ratio's relative error: every plan x has
+    goodput(x)/cost(x) − λ = F(x)/cost(x) ≤ bound(F)/least_cost, so the gap is
+    bound(F) / (λ · least_cost), with least_cost the LP relaxation's least cost — a lower
+    bound on any feasible plan's cost, and far tighter than one P plus one decode instance.
+    When the time limit ends a MILP before it finds a plan, the last plan stands, with
+    status "feasible" and gap (upper − λ)/λ, ``upper`` being the LP relaxation's ratio bound."""
     model = form.model
-    hint, status, gap = None, "optimal", 0.0
+    hint, status, gap, last = None, "optimal", 0.0, None
     model.maximize = True
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
@@ -226,8 +237,15 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
         res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        if hint is not None and last is not None and res.status is Status.NO_SOLUTION:
+            # out of time before this MILP found a plan: keep the last one, whose ratio is
+            # within (LP bound − λ)/λ of the optimum when λ0 came from the LP relaxation
+            status, res = "feasible", last
+            gap = (upper - lam) / lam if upper and lam > 0 else math.inf
+            break
         _check(res, form, config.time_limit_s)
-        if res.status is Status.FEASIBLE:
+        last = res
+        if res.status is Status.FEASIBLE and not from_above:  # a seed stopped early is fine: exact steps follow
             status = "feasible"
         good, cost = _goodput(form, res.values), _cost(form, res.values)
         if good <= EPS or cost <= 0:
@@ -240,7 +258,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         f_value = good - lam * cost
         if f_value <= abs_gap or f_value <= EPS * lam * cost:
             # F(λ) ≤ bound: every plan has goodput/cost ≤ λ + bound/cost_min.
-            gap = max(0.0, res.bound) / max(lam * _min_cost(form), 1e-12)
+            gap = max(0.0, res.bound) / max(lam * least_cost, 1e-12)
             break
         lam, hint = good / cost, res.values
         if time.perf_counter() > deadline:
@@ -271,21 +289,22 @@ def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: floa
                    (final if final.status.has_solution else res).backend, state.iterations, best_ratio)
 
 
-def _lp_ratio_bound(form: Formulation) -> float | None:
-    """An upper bound on goodput/cost: most goodput over the LP relaxation's least cost."""
+def _lp_ratio_bound(form: Formulation) -> tuple[float | None, float]:
+    """An upper bound on goodput/cost (most goodput over the LP relaxation's least cost; None:
+    infeasible), and that least cost (0 when unknown)."""
     m = form.model.relaxed()
     m.maximize, m.objective = False, dict(form.cost)
     cheapest = solve(m, "ortools", 30.0)
     if cheapest.status is Status.INFEASIBLE:
-        return None
+        return None, 0.0
     m.maximize, m.objective = True, dict(form.goodput)
     most = solve(m, "ortools", 30.0)
     if not (cheapest.status.has_solution and most.status.has_solution):
-        return 0.0  # the LP solver gave up: start from λ = 0, which is always valid
+        return 0.0, 0.0  # the LP solver gave up: start from λ = 0, which is always valid
     cost = _cost(form, cheapest.values)
     if cost <= 0:  # no load is required: start from λ = 0 instead
-        return 0.0
-    return _goodput(form, most.values) / cost
+        return 0.0, 0.0
+    return _goodput(form, most.values) / cost, cost
 
 
 def _min_cost(form: Formulation) -> float:

@@ -485,11 +485,25 @@ def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
     """Replay ``plan`` for ``scenario`` (a Scenario or a resolved Problem) in the simulator.
 
     Plans without per-pool ``assignments`` are first routed by
-    :func:`placer.optimize.evaluate_plan` (pools fixed).
+    :func:`placer.optimize.evaluate_plan` (pools fixed). A plan whose pools cannot carry
+    its load (evaluate finds no routing) is replayed anyway, its routes split over its
+    pools by :func:`placer.sim.assign.replayable`: the result's ``warnings`` say so and
+    what the run measured going wrong (:func:`placer.sim.assign.overload_signs`). A plan
+    naming a chip, datacenter or class the scenario lacks is an InputError.
     """
+    from placer.errors import InfeasiblePlanError
     from placer.optimize import as_problem, evaluate_plan
+    from placer.sim.assign import check_names, overload_signs, replayable
 
     problem = as_problem(scenario)
+    check_names(problem, plan)
+    warnings = []
     if not plan.assignments:
-        plan = evaluate_plan(problem, plan)
-    return Simulation(problem, plan, config, progress).run()
+        try:
+            plan = evaluate_plan(problem, plan)
+        except InfeasiblePlanError as err:
+            warnings.append(f"the plan cannot carry its load ({err.reason}); replaying it as given")
+            plan = replayable(problem, plan)
+    result = Simulation(problem, plan, config, progress).run()
+    result.data["warnings"] = [*warnings, *overload_signs(result, problem.ttft_p90_s)]
+    return result

@@ -53,7 +53,7 @@ def test_optimize_json_follows_the_contract(tmp_path):
 def test_optimize_prints_a_readable_plan():
     r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--no-marginals")
     assert r.returncode == 0, r.stderr
-    for words in ("BCR", "pools", "routes", "H800-SXM", "TTFT P50 / P90 / P99"):
+    for words in ("BCR", "pools", "routes", "Ascend-910B", "TTFT P50 / P90 / P99"):
         assert words in r.stdout
 
 
