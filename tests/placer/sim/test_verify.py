@@ -24,9 +24,10 @@ ROOMY = small_pdd_dict(
 def test_bursty_traffic_misses_the_sla_until_verify_cuts_what_made_it_late(seed):
     problem = resolve(parse_scenario(ROOMY))
     lines: list[str] = []
-    # the planner assumes Poisson arrivals; bursts of 2x the mean break its plan's P90
-    config = SimConfig(requests=10_000, seed=seed, arrivals="bursty", burstiness=Burstiness(2.0, 0.2, 3.0))
-    outcome = verify_plan(problem, None, rounds=5, config=config, log=lines.append)
+    # the planner assumes Poisson arrivals; bursts of 1.5x the mean break its plan's P90 (at 2x,
+    # eight rounds of cuts are not always enough: verify then exits 3 saying so, tested below)
+    config = SimConfig(requests=10_000, seed=seed, arrivals="bursty", burstiness=Burstiness(1.5, 0.2, 3.0))
+    outcome = verify_plan(problem, None, rounds=6, config=config, log=lines.append)
     first, last = outcome.rounds[0], outcome.rounds[-1]
     assert not first["holds"] and first["sim_ttft_p90_s"] > problem.ttft_p90_s
     assert outcome.holds and last["sim_ttft_p90_s"] <= problem.ttft_p90_s and not outcome.reason
