@@ -7,8 +7,11 @@ out: an :class:`Estimate` with the keys of docs/contracts.md "Estimate JSON".
 
 Definitions (every figure from :class:`placer.perfmodel.InstanceModel`):
 
-* ``prefill_s`` — one prompt alone: ``InstanceModel.prefill_s(I, h)``; ``ttft_s`` adds
-  the first decode step (the first token is sampled after the last prefill forward).
+* ``prefill_s`` — one prompt alone: ``InstanceModel.prefill_s(I, h)``. ``ttft_s`` — the same
+  for one instance: it samples the first token at the end of its last prefill forward and
+  streams it, no decode step first (docs/contracts.md "TTFT"); in a disaggregated plan the
+  KV's move to the first decoder adds on (``placer.flows.ttft_det_s``), which is the plan's,
+  not the instance's.
 * ``prefill_tokens_per_s`` — input tokens/s (cached ones included) at saturation, prompts
   packed into forwards as the simulator packs them (placer.sim.prefill): a prompt of
   n = (1−h)·I new tokens shorter than the chunk shares a forward with ⌊chunk/n⌋ − 1 others
@@ -147,7 +150,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         decode_tokens_per_s=decode_batch * mtp_accept / step,
         max_batch=int(cap),
         kv_bytes_per_token=im.kv_bytes_per_token,
-        ttft_s=prefill + im.step_s(1, input_tokens),
+        ttft_s=prefill,
         bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
                "decode": _bound(im.terms("decode", decode_batch, context))},
         source=_source(im, input_tokens, hit_rate, int(decode_batch), context),

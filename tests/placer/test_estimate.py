@@ -25,7 +25,7 @@ def test_json_has_every_contract_key_and_names_the_bounds():
     assert set(data) == KEYS
     assert set(data["bound"]) == {"prefill", "decode"} and set(data["bound"].values()) <= BOUNDS
     assert data["source"] == "roofline"
-    assert data["ttft_s"] > data["prefill_s"] > 0
+    assert data["ttft_s"] == data["prefill_s"] > 0  # one instance streams its first token after prefill
 
 
 def test_the_table_shows_every_figure():
