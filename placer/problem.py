@@ -81,6 +81,10 @@ class Problem:
     profiles_used: tuple[str, ...] = ()
     tables: dict[tuple[str, int], MeasuredTable] = field(default_factory=dict)  # (chip, tp) → table
     tables_ignored: tuple[str, ...] = ()  # tables read but not for this model / dtypes, and why
+    #: factors in (0, 1] on a pool's or a line's planned capacity (``optimize --verify``'s cuts,
+    #: placer.cuts): (role, dc, chip, tp) → factor, (src, dst) → factor; absent means 1
+    pool_capacity: dict[tuple, float] = field(default_factory=dict)
+    line_capacity: dict[tuple[str, str], float] = field(default_factory=dict)
 
     @cached_property
     def kv_bytes_per_token(self) -> float:

@@ -67,13 +67,15 @@ Constraints (each cited in the code as (C0)…(C13))
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
                  min_served_fraction, 1 by default); G = arrival (min-cost)
-(C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_t · c_{p,t}      ∀ P pools p, tiers t
-(C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · c_{p,t} (Little's law)
+(C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ κ_p · u_t · c_{p,t}  ∀ P pools p, tiers t
+(C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ κ_p · K_p · c_{p,t} (Little's law)
 (C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
                   (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
-(C6) decode slots Σ z · tokens · t_q ≤ u · B_q · n_q              ∀ decode pools q
-(C7) decode memory Σ z · tokens · t_q · resident_k · kv ≤ K_q · n_q (Little's law)
-(C8) link        Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ u_L · Gbit/s(s→d)
+(C6) decode slots Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q         ∀ decode pools q
+(C7) decode memory Σ z · tokens · t_q · resident_k · kv ≤ κ_q · K_q · n_q (Little's law)
+(C8) link        Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)
+     κ_q, κ_L ∈ (0, 1]: a pool's or a line's capacity factor, 1 unless ``optimize --verify``
+     cut it (Problem.pool_capacity / line_capacity, placer.cuts)
 (C9) inventory   Σ_{q of chip c in dc} tp_q · n_q ≤ inventory[dc][c]
 (C10) power      Σ_{q in dc} power_q · n_q ≤ power_kw[dc]
 (C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
@@ -167,18 +169,20 @@ def _add_mix(m: LinearModel, problem: Problem, data: Prepared, x: dict, p: Pool)
               {**{x[f]: 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share}, "==", 0.0)
 
 
-def _add_p_capacity(m: LinearModel, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
-    """(C3) P capacity: Σ_{f: p(f)=p} pre[k,p] · x_f ≤ u_t · c_{p,t}."""
+def _add_p_capacity(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
+    """(C3) P capacity: Σ_{f: p(f)=p} pre[k,p] · x_f ≤ κ_p · u_t · c_{p,t}."""
+    cap = p.util * problem.pool_capacity.get(p.key, 1.0)
     m.add(f"p_capacity[{p.label}]", "p_capacity",
-          {**{x[f]: data.prefill[(f.k, p)] for f in data.by_pool[p]}, tier[p]: -p.util}, "<=", 0.0)
+          {**{x[f]: data.prefill[(f.k, p)] for f in data.by_pool[p]}, tier[p]: -cap}, "<=", 0.0)
 
 
 def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
-    """(C4) P memory: Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ K_p · c_{p,t} (Little's law), in GB."""
+    """(C4) P memory: Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ κ_p · K_p · c_{p,t} (Little's law), in GB."""
     kv = problem.kv_bytes_per_token
+    capacity = data.instances[p].kv_capacity_bytes / GB * problem.pool_capacity.get(p.key, 1.0)
     m.add(f"p_memory[{p.label}]", "p_memory",
           {**{x[f]: data.hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in data.by_pool[p]},
-           tier[p]: -data.instances[p].kv_capacity_bytes / GB}, "<=", 0.0)
+           tier[p]: -capacity}, "<=", 0.0)
 
 
 @dataclass
@@ -234,25 +238,27 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load
 
 def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
                       design: DecodeDesign) -> None:
-    """(C6) decode slots: Σ z · tokens · t_q ≤ u · B_q · n_q."""
-    u = problem.options.utilization_cap
-    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -u * design.batch}, "<=", 0.0)
+    """(C6) decode slots: Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q."""
+    slots = problem.options.utilization_cap * design.batch * problem.pool_capacity.get(q.key, 1.0)
+    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -slots}, "<=", 0.0)
 
 
-def _add_decode_memory(m: LinearModel, load: _DecodeLoad, n: dict, q: Pool, design: DecodeDesign) -> None:
-    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ K_q · n_q (Little's law), in GB."""
-    m.add(f"decode_memory[{q.label}]", "decode_memory",
-          {**load.memory[q], n[q.key]: -design.im.kv_capacity_bytes / GB}, "<=", 0.0)
+def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
+                       design: DecodeDesign) -> None:
+    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ κ_q · K_q · n_q (Little's law), in GB."""
+    capacity = design.im.kv_capacity_bytes / GB * problem.pool_capacity.get(q.key, 1.0)
+    m.add(f"decode_memory[{q.label}]", "decode_memory", {**load.memory[q], n[q.key]: -capacity}, "<=", 0.0)
 
 
 def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, x: dict) -> None:
-    """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ u_L · Gbit/s(s→d)."""
+    """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)."""
     for (s, d), link in sorted(problem.links.items()):
         over = data.by_link[(s, d)]
         if not over:
             continue
         coeffs = {x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
-        m.add(f"link[{s}->{d}]", "link", coeffs, "<=", problem.options.link_utilization_cap * link.gbit_per_s)
+        limit = problem.options.link_utilization_cap * link.gbit_per_s * problem.line_capacity.get((s, d), 1.0)
+        m.add(f"link[{s}->{d}]", "link", coeffs, "<=", limit)
 
 
 def _add_inventory(m: LinearModel, dc: Datacenter, n: dict) -> None:
@@ -303,7 +309,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
     for p in (q for q in data.pools if q.role == P):
         if p.mix == MIX:
             _add_mix(m, problem, data, x, p)
-        _add_p_capacity(m, data, x, tier, p)
+        _add_p_capacity(m, problem, data, x, tier, p)
         _add_p_memory(m, problem, data, x, tier, p)
     load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: {} for q in data.decode})
     for k in range(len(problem.classes)):
@@ -311,7 +317,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
         _split_relay(m, problem, data, x, load, k)
     for q, design in data.decode.items():
         _add_decode_slots(m, problem, load, n, q, design)
-        _add_decode_memory(m, load, n, q, design)
+        _add_decode_memory(m, problem, load, n, q, design)
     _add_links(m, problem, arch, data, x)
     for dc in problem.datacenters:
         _add_inventory(m, dc, n)
