@@ -190,6 +190,33 @@ def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | 
     return t.run_id, execute(factory, t.run_id, now)
 
 
+#: What a run left PENDING or RUNNING by a stopped service records as its error.
+INTERRUPTED = "interrupted by restart: the service stopped while this run was {status}; trigger it again"
+
+
+def recover_runs(factory: sessionmaker[Session]) -> list[int]:
+    """Runs a previous service process left PENDING or RUNNING become FAILED, their locks released.
+
+    Called once at service start-up (``placer.service.api.service.Service.start``), before
+    the scheduler starts. A run is not resumed: its workload window has moved on, and the
+    next scheduled fire (or a ``run-now``) makes a fresh run. Locks held by runs that no
+    longer run (finished, deleted) are released too, so the job accepts a run at once.
+    Assumes this process is the only one running replanning jobs on the database at the
+    moment it starts (as the solve-job recovery does). Returns the ids of the runs failed.
+    """
+    with session_scope(factory) as session:
+        failed = []
+        for run in repo.interrupted_runs(session):
+            _finish(session, run.id, run.job_id, status=RunStatus.FAILED,
+                    error=INTERRUPTED.format(status=run.status.value))
+            failed.append(run.id)
+        released = repo.release_stale_locks(session)
+    if failed or released:
+        log.warning("replanning: %d interrupted run(s) marked FAILED (%s); %d stale lock(s) released",
+                    len(failed), ", ".join(map(str, failed)) or "-", released)
+    return failed
+
+
 def adopt(factory: sessionmaker[Session], job_id: int, run_id: int) -> int:
     """Adopt a run's plan as the job's current plan (a user accepting a proposal);
     requests a deployment; returns the deployment id."""
