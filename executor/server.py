@@ -224,6 +224,7 @@ def models(served: ServedDep):
 
 
 @operations_api.get("/health")
+@operations_api.get("/healthz", include_in_schema=False)  # the service's path: one health path for both servers
 def health(served: ServedDep):
     by_role: dict[str, int] = {}
     for i in served.router.instances.values():

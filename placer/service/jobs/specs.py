@@ -38,7 +38,13 @@ class CronSchedule(_Spec):
         return value
 
 
-Schedule = Annotated[IntervalSchedule | CronSchedule, Field(discriminator="kind")]
+class ManualSchedule(_Spec):
+    """No schedule: the job runs only when triggered (``placer jobs run-now``, ``POST /jobs/{id}/runs``)."""
+
+    kind: Literal["manual"] = "manual"
+
+
+Schedule = Annotated[IntervalSchedule | CronSchedule | ManualSchedule, Field(discriminator="kind")]
 
 
 class TraceSource(_Spec):

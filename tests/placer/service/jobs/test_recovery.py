@@ -85,6 +85,7 @@ def test_sigkill_mid_run_leaves_no_stuck_run_after_a_restart(tmp_path):
         proc.wait(timeout=30)
 
         proc = _start(db_url, port)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=10).json()["status"] == "ok"  # the alias
         run = httpx.get(f"http://127.0.0.1:{port}/jobs/{job_id}/runs/{run_id}", headers=auth, timeout=10).json()
         assert run["status"] == "FAILED" and "interrupted by restart" in run["error"]
         again = httpx.post(f"http://127.0.0.1:{port}/jobs/{job_id}/runs", headers=auth, timeout=30)
