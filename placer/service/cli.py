@@ -222,7 +222,7 @@ def _workload_source(request_log: str | None, window: str | None) -> dict[str, A
 
 def _job_spec(every: str | None, cron: str | None, request_log: str | None, request_log_window: str | None,
               mode: str, min_gain: float, max_pool_changes: int | None, cooldown: str, deploy_url: str | None,
-              time_limit: float) -> dict[str, Any]:
+              time_limit: float, apply_timeout: str = "10m") -> dict[str, Any]:
     """The job's schedule, workload and policy mappings from the options (InputError naming the option)."""
     if every is not None and cron is not None:
         raise InputError("give at most one of --every and --cron (neither: the job runs only on run-now)")
@@ -236,7 +236,8 @@ def _job_spec(every: str | None, cron: str | None, request_log: str | None, requ
             "schedule": TypeAdapter(Schedule).validate_python(schedule).model_dump(),
             "workload": TypeAdapter(WorkloadSource).validate_python(workload).model_dump(),
             "policy": Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
-                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url).model_dump(),
+                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url,
+                             apply_timeout_s=parse_duration(apply_timeout, "--apply-timeout")).model_dump(),
         }
     except ValidationError as e:
         raise InputError(_validation_message(e)) from None
@@ -265,6 +266,9 @@ def add(
     deploy_url: Annotated[str | None, typer.Option(
         help="apply mode: the running deployment's server (placer deploy); adopted plans are applied "
         "to it live.")] = None,
+    apply_timeout: Annotated[str, typer.Option(
+        help="apply mode: how long applying a plan to the deployment may take, e.g. 10m (not the solver's "
+        "limit); past it the run is FAILED and the plan not adopted.")] = "10m",
     objective: Annotated[Objective, typer.Option(help="What the solve optimises.")] = Objective.bcr,
     solver: Annotated[Solver, typer.Option(help="MILP backend.")] = Solver.ortools,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")] = 30.0,
@@ -275,7 +279,7 @@ def add(
     """Add a replanning job (the running service picks it up within its sync interval)."""
     with _errors():
         spec = _job_spec(every, cron, request_log, request_log_window, mode.value, min_gain, max_pool_changes,
-                         cooldown, deploy_url, time_limit)
+                         cooldown, deploy_url, time_limit, apply_timeout)
         factory = _connect(database_url)
         with db.session_scope(factory) as session:
             row = repo.create_job(session, name=name, scenario_id=_scenario_id(session, scenario), **spec,
