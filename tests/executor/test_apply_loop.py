@@ -5,6 +5,8 @@ is recorded FAILED, the plan not adopted and the deployment left on its old plan
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
 import yaml
@@ -97,6 +99,12 @@ def test_serve_log_fit_replan_apply_and_the_next_run_is_unchanged(loop, tmp_path
     workload = yaml.safe_load(fitted.output.split("\n", 1)[1])["workload"]
     assert sum(c["share"] for c in workload["classes"]) == pytest.approx(1.0)
     assert all(c["output_tokens"] == 8 and 30 <= c["input_tokens"] <= 40 for c in workload["classes"])
+    (tmp_path / "two-dc.yaml").write_text(yaml.safe_dump(two_dc()))
+    (tmp_path / "old.json").write_text(old.to_json())
+    replayed = CliRunner().invoke(placer_app, ["simulate", str(tmp_path / "two-dc.yaml"), str(tmp_path / "old.json"),
+                                               "--trace", str(tmp_path / "reqlog.jsonl"), "--json"])
+    assert replayed.exit_code == 0, replayed.output  # the simulator replays the served requests too
+    assert json.loads(replayed.stdout)["requests"] == REQUESTS
 
     with session_scope(factory) as s:
         job_id = repo.create_job(
