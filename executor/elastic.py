@@ -257,8 +257,7 @@ class ApplyOperation:
     `start` returns at once; `status()` is what `GET /plan/status` serves: `state` (idle,
     applying, succeeded, failed), `strategy` and why, the `events` so far (each instance
     starting / joined / not ready / draining / drained / evacuated / stopped, with seconds since
-    the start), `error` when it failed, the final `report`, and `max_per_pool` (how the
-    deployment caps pools, for a caller comparing its plan with `GET /instances`).
+    the start), `error` when it failed, and the final `report`.
     """
 
     def __init__(self) -> None:
@@ -280,7 +279,6 @@ class ApplyOperation:
             self._status = {"state": "applying", "plan": getattr(plan, "scenario", None), "strategy": None,
                             "strategy_reason": None, "events": [], "error": None, "report": None,
                             "target": [s.name for s in specs], "timeout_s": timeout_s,
-                            "max_per_pool": getattr(deployment, "max_per_pool", None),
                             "started_unix_s": time.time(), "finished_unix_s": None}
             self._thread = threading.Thread(target=self._run, name="plan-apply", daemon=True,
                                             args=(deployment, plan, specs, grace_s, ready_timeout_s, timeout_s))

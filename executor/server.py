@@ -276,9 +276,10 @@ def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_
 
 
 @operations_api.get("/plan/status")
-def plan_status(request: Request):
-    """The last plan change: state (idle, applying, succeeded, failed), strategy, events, error."""
-    return _plan_apply(request).status()
+def plan_status(request: Request, served: ServedDep):
+    """The last plan change: state (idle, applying, succeeded, failed), strategy, events, error;
+    and `max_per_pool`, the deployment's cap on each pool (what `GET /instances` is compared with)."""
+    return {**_plan_apply(request).status(), "max_per_pool": getattr(served.deployment, "max_per_pool", None)}
 
 
 @operations_api.get("/instances")

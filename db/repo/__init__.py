@@ -73,6 +73,6 @@ __all__ = [
     "finish_solve_job", "get_chip", "get_job", "get_plan", "get_profile", "get_run", "get_scenario",
     "get_simulation", "get_solve_job", "interrupted_runs", "interrupted_solve_jobs", "latest_profiles",
     "list_chips", "list_deployments", "list_jobs", "list_plans", "list_profiles", "list_runs", "list_scenarios",
-    "list_simulations", "list_solve_jobs", "lock_job", "release_stale_locks", "request_window", "runs_by_outcome", "save_plan",
-    "save_simulation", "solve_jobs_by_status", "unlock_job", "update_chip", "update_job", "update_scenario",
+    "list_simulations", "list_solve_jobs", "lock_job", "release_stale_locks", "request_window", "runs_by_outcome",
+    "save_plan", "save_simulation", "solve_jobs_by_status", "unlock_job", "update_chip", "update_job", "update_scenario",
 ]

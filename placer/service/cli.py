@@ -283,7 +283,8 @@ def add(
         factory = _connect(database_url)
         with db.session_scope(factory) as session:
             row = repo.create_job(session, name=name, scenario_id=_scenario_id(session, scenario), **spec,
-                                  objective=objective.value, solver=solver.value, time_limit_s=time_limit, enabled=not disabled)
+                                  objective=objective.value, solver=solver.value, time_limit_s=time_limit,
+                                  enabled=not disabled)
             session.flush()
             session.refresh(row)
             job = _job_dict(row)
