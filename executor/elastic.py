@@ -204,6 +204,7 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     try:
         report.strategy, report.strategy_reason = choose_strategy(deployment, running, diff)
     except ApplyError as exc:
+        report.strategy, report.strategy_reason = "refused", "the cluster cannot hold the new plan"
         report.failed = str(exc)
         return report
     deadline = t0 + (timeout_s if timeout_s is not None else float("inf"))

@@ -6,6 +6,7 @@ is recorded FAILED, the plan not adopted and the deployment left on its old plan
 from __future__ import annotations
 
 import json
+import time
 
 import httpx
 import pytest
@@ -145,4 +146,14 @@ def test_serve_log_fit_replan_apply_and_the_next_run_is_unchanged(loop, tmp_path
     with factory() as s:
         [last], _ = repo.list_runs(s, job_id, limit=1)
         assert last.workload["requests"] == REQUESTS + 1  # the 30 and the one after the change
+    assert _running(cluster) == sorted(s.name for s in placement(new))
+
+    # someone puts the old plan back behind the job's back: the next run sees it and re-applies
+    assert httpx.post(f"{url}/plan", json=old.model_dump(mode="json"), params={"grace_s": 5}).status_code == 202
+    while httpx.get(f"{url}/plan/status").json()["state"] == "applying":
+        time.sleep(0.05)
+    assert _running(cluster) == sorted(s.name for s in placement(old))
+    outcome, status, reason, _, _, current = _run(factory, job_id)
+    assert outcome == RunOutcome.UNCHANGED and current == new_id
+    assert f"did not run the job's current plan {new_id}" in reason and "applied to the deployment" in reason
     assert _running(cluster) == sorted(s.name for s in placement(new))

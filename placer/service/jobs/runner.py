@@ -35,7 +35,7 @@ from placer.optimize import SolveConfig, evaluate_plan, optimize
 from placer.plan import Plan, parse_plan
 from placer.service.errors import ConflictError, user_error
 from placer.service.jobs import solve
-from placer.service.jobs.deployment import DeploymentError, apply_plan, running_differs
+from placer.service.jobs.deployment import Applied, DeploymentError, apply_plan, running_differs
 from placer.service.jobs.diff import plan_diff
 from placer.service.jobs.policy import decide
 from placer.service.jobs.specs import Policy, RequestLogSource, WorkloadSource
@@ -155,17 +155,7 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
     inputs = {"scenario": full, "objective": objective, "solver": solver, "time_limit_s": time_limit_s,
               "marginals": False, "measured": measured, "job_id": job_id, "run_id": run_id}
     adopt = decision.outcome in (RunOutcome.INITIAL, RunOutcome.ADOPTED)
-    reason, push = decision.reason, None
-    if policy.mode == "apply" and policy.deploy_url:
-        if adopt:
-            push = candidate
-        elif drift is not None:
-            push = current
-            reason += (f"; the deployment did not run the job's current plan {current_id} ({drift}), "
-                       "so it was applied again")
-    applied = apply_plan(policy.deploy_url, push, policy.apply_timeout_s) if push is not None else None  # no tx
-    if applied is not None:
-        reason += "; " + applied.words
+    reason, applied = _deploy(policy, decision.reason, candidate if adopt else None, current, current_id, drift)
     record = {"baseline_plan_id": current_id, "new_bcr": candidate.metrics.bcr_requests_per_usd, "diff": diff,
               "baseline_bcr": baseline.metrics.bcr_requests_per_usd if baseline else None,
               "gain_pct": decision.gain_pct, "workload": fitted.record()}
@@ -185,6 +175,22 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
         _finish(session, run_id, job_id, status=RunStatus.SUCCEEDED, outcome=decision.outcome,
                 reason=reason, plan_id=row.id, **record)
     return decision.outcome
+
+
+def _deploy(policy: Policy, reason: str, adopted: Plan | None, current: Plan | None, current_id: int | None,
+            drift: str | None) -> tuple[str, Applied | None]:
+    """Apply mode with a deployment URL: apply the adopted plan, or the current one again when the
+    deployment does not run it (``drift``); outside any transaction. The reason, and what happened."""
+    if policy.mode != "apply" or not policy.deploy_url:
+        return reason, None
+    push = adopted
+    if push is None and drift is not None:
+        push = current
+        reason += f"; the deployment did not run the job's current plan {current_id} ({drift}), so it was applied again"
+    if push is None:
+        return reason, None
+    applied = apply_plan(policy.deploy_url, push, policy.apply_timeout_s)
+    return f"{reason}; {applied.words}", applied
 
 
 def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | None = None,
