@@ -121,30 +121,25 @@ def serve(
     """Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."""
     settings = _settings(database_url=database_url, token=token or None, scheduler=scheduler,
                          solve_workers=workers, public_docs=public_docs)
-    origin = token_origin(token)
+    generated = None
     if settings.token is None:
-        origin = secrets.token_urlsafe(24)
-        settings = settings.model_copy(update={"token": origin})
-    err.print(sign_in_hint(host, port, origin), highlight=False, markup=False)
+        generated = secrets.token_urlsafe(24)
+        settings = settings.model_copy(update={"token": generated})
+    source = "--token" if token else "PLACER_API_TOKEN"
+    err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
 
 
-def token_origin(option: str | None) -> str:
-    """Where the token came from, in words (never the token itself)."""
-    return "the --token you gave" if option else "PLACER_API_TOKEN"
-
-
-def sign_in_hint(host: str, port: int, origin: str) -> str:
-    """The lines ``serve`` prints: its URL and how to sign in. ``origin`` names where the token
-    came from (`token_origin`), or is a generated token, which is printed (nobody else knows it)."""
-    shown = "[::1]" if host == "::1" else "127.0.0.1" if host in ("0.0.0.0", "::") else host
+def sign_in_hint(host: str, port: int, source: str, generated: str | None = None) -> str:
+    """What ``serve`` prints: its URL and how to sign in. A token given by ``source``
+    (``--token`` or ``PLACER_API_TOKEN``) is never printed; a ``generated`` one is (nobody else knows it)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{port}"
-    known = origin in ("the --token you gave", "PLACER_API_TOKEN")
-    token_line = (f"token: {origin}" if known else
-                  f"token: {origin}  (generated for this run: no --token or PLACER_API_TOKEN was given)")
+    token = (f"token: {generated}  (generated for this run: no --token or PLACER_API_TOKEN was given)"
+             if generated else f"token: the one in {source} (not printed)")
     return (f"placer service on {url}  (health: {url}/healthz, API docs: {url}/docs)\n"
             f"dashboard: {url}/ui/ - sign in with the service token; API clients send "
-            f"'Authorization: Bearer <token>'\n{token_line}")
+            f"'Authorization: Bearer <token>'\n{token}")
 
 
 # --- placer jobs --------------------------------------------------------------------
