@@ -27,7 +27,7 @@ from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 
 from db import repo
-from db.models import DeploymentStatus, RunOutcome, RunStatus
+from db.models import DeploymentStatus, JobRun, RunOutcome, RunStatus
 from db.session import session_scope
 from db.types import utcnow
 from placer.errors import InfeasiblePlanError
@@ -65,16 +65,27 @@ def trigger(factory: sessionmaker[Session], job_id: int, trigger: str = "manual"
     with session_scope(factory) as session:
         job = repo.get_job(session, job_id)
         ttl = 2 * job.time_limit_s + LOCK_MARGIN_S
+        previous = job.active_run_id
         run, created = repo.create_run(session, job_id, trigger, idempotency_key)
         if not created:
             return Trigger(run.id, False)
         if repo.lock_job(session, job_id, run.id, ttl):
+            if previous is not None:  # the lock had expired: its run's process stopped without finishing it
+                _abandon(session, previous)
             return Trigger(run.id, True)
         session.refresh(job)
         busy = job.active_run_id
         run.status, run.outcome, run.finished_at = RunStatus.SUCCEEDED, RunOutcome.SKIPPED, utcnow()
         run.reason = f"run {busy} of this job is in progress; this trigger did nothing"
         return Trigger(run.id, False, busy)
+
+
+def _abandon(session: Session, run_id: int) -> None:
+    """A run whose lock expired while it was still PENDING or RUNNING becomes FAILED."""
+    stale = session.get(JobRun, run_id)
+    if stale is not None and stale.status in (RunStatus.PENDING, RunStatus.RUNNING):
+        stale.status, stale.finished_at = RunStatus.FAILED, utcnow()
+        stale.error = "abandoned: its lock expired before it finished (the process running it stopped)"
 
 
 def _finish(session: Session, run_id: int, job_id: int, **fields: Any) -> None:

@@ -38,6 +38,24 @@ def test_recovery_fails_interrupted_runs_and_releases_their_locks(factory, trace
     assert runner.trigger(factory, job_id).created
 
 
+def test_a_run_whose_lock_expired_is_failed_by_the_next_trigger(factory, trace):
+    """Without a service restart (e.g. `placer jobs run-now` killed), the lock's expiry frees the job."""
+    from datetime import timedelta
+
+    from db.types import utcnow
+
+    job_id = add_job(factory, trace)
+    stuck = runner.trigger(factory, job_id).run_id
+    with session_scope(factory) as s:
+        repo.get_run(s, stuck).status = RunStatus.RUNNING
+        repo.get_job(s, job_id).lock_expires_at = utcnow() - timedelta(seconds=1)
+    fresh = runner.trigger(factory, job_id)
+    assert fresh.created and fresh.run_id != stuck
+    with factory() as s:
+        run = repo.get_run(s, stuck)
+        assert run.status == RunStatus.FAILED and "lock expired" in run.error
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
