@@ -3,7 +3,8 @@
 The emulated node carries exactly the old plan's chips (as in the issue: make-before-break
 would leave the new actors PENDING), so the change drains first (break-before-make) and
 `GET /plan/status` says so; a plan beyond the node's chips is refused by `placer deploy --apply`
-with exit 1 and the reason, and the deployment keeps running. Marked `ray`.
+with exit 1 and the reason, and the deployment keeps running. And the closed loop on Ray:
+serve, log, replan, apply (break-before-make), UNCHANGED next. Marked `ray`.
 """
 
 from __future__ import annotations
@@ -79,3 +80,64 @@ def test_a_plan_that_needs_the_old_plans_chips_drains_first_on_ray(tmp_path):
         if dep is not None:
             dep.close()
         ray.shutdown()
+
+
+def test_the_closed_loop_on_local_ray(tmp_path):
+    """serve on Ray → log (file and db) → replan → apply (the new plan needs chips the old one
+    holds: break-before-make) → the deployment runs the new plan → the next run is UNCHANGED."""
+    import db
+    from db import repo
+    from db.models import RunOutcome
+    from db.session import session_scope
+    from executor.request_log import BatchingRequestLog, DbSink, JsonlSink
+    from placer.optimize import optimize
+    from placer.service.jobs import runner
+    from placer.service.store import save_plan
+    from placer.specs import parse_scenario
+    from tests.db.support import two_dc
+    from tests.executor.test_apply_loop import Both
+
+    db_url = f"sqlite:///{tmp_path / 'placer.db'}"
+    engine, factory = db.connect(db_url)
+    old = optimize(parse_scenario(two_dc()))  # long prompts: 5 instances holding every chip of the node
+    with session_scope(factory) as s:
+        scenario_id = repo.create_scenario(s, two_dc()).id
+        old_id = save_plan(s, old, inputs={}, scenario_id=scenario_id, source="cli").id
+    log = BatchingRequestLog(Both(JsonlSink(tmp_path / "reqlog.jsonl"), DbSink(db_url)), batch_size=8)
+    start_local_ray(placement(old), num_cpus=2, object_store_bytes=100 * 1024 * 1024)
+    dep = None
+    try:
+        dep = RayDeployment(old, ModelConfig(), EngineConfig(backend="torch", block_size=4, num_blocks=256),
+                            ServingConfig.from_plan(old), request_log=log, start_timeout_s=90)
+        with live_server(create_app(dep.router, deployment=dep)) as url:
+            for k in range(24):
+                r = httpx.post(f"{url}/v1/completions", json={"prompt": f"request {k}: hello", "max_tokens": 4},
+                               timeout=120)
+                assert r.status_code == 200, r.text
+            log.flush()
+            with session_scope(factory) as s:
+                job_id = repo.create_job(
+                    s, name="ray-loop", scenario_id=scenario_id, schedule={"kind": "manual"},
+                    workload={"kind": "request_log", "window_s": 3600.0, "min_requests": 20},
+                    current_plan_id=old_id, objective="bcr", solver="ortools", time_limit_s=20.0,
+                    policy={"mode": "apply", "min_bcr_gain_pct": 0.0, "deploy_url": url, "apply_timeout_s": 240.0}).id
+            run_id, outcome = runner.run_now(factory, job_id)
+            with factory() as s:
+                run = repo.get_run(s, run_id)
+                assert outcome == RunOutcome.ADOPTED, run.error
+                assert "break-before-make" in run.reason
+                new = runner.parse_plan(repo.get_plan(s, run.plan_id).plan)
+            assert sorted(i["name"] for i in httpx.get(f"{url}/instances").json()) == \
+                sorted(sp.name for sp in placement(new))
+            assert httpx.post(f"{url}/v1/completions", json={"prompt": "after", "max_tokens": 4},
+                              timeout=120).status_code == 200
+            with session_scope(factory) as s:  # the next run reads the file the deployment wrote
+                repo.get_job(s, job_id).workload = {"kind": "trace", "path": str(tmp_path / "reqlog.jsonl")}
+            _, outcome = runner.run_now(factory, job_id)
+            assert outcome == RunOutcome.UNCHANGED
+    finally:
+        if dep is not None:
+            dep.close()
+        ray.shutdown()
+        log.close()
+        engine.dispose()
