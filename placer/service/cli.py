@@ -12,6 +12,7 @@ out: a running API (``serve``); replanning jobs stored, listed, run or removed t
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import secrets
@@ -19,8 +20,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
-
-import enum
 
 import typer
 import uvicorn
