@@ -169,3 +169,21 @@ def load_checkpoint(model_dir: str | Path, dtype: str = "float32") -> Checkpoint
         raise CheckpointError(f"{root}: the tokenizer has {tokenizer.vocab_size} tokens but the model's "
                               f"vocab_size is {config.vocab_size}")
     return Checkpoint(str(root), config, load_weights(root, config), tokenizer)
+
+
+def describe_model_dir(model_dir: str | Path) -> str:
+    """Check a directory without reading its weights (config, tokenizer, shards) → one line for `--dry-run`."""
+    root = Path(model_dir)
+    if not root.is_dir():
+        raise CheckpointError(f"--model-dir {str(root)!r} is not a directory")
+    c = model_config(root)
+    try:
+        tokenizer = HFTokenizer.from_dir(root)
+    except TokenizerError as exc:
+        raise CheckpointError(str(exc)) from None
+    shards = shard_files(root)
+    family = read_json(root / CONFIG_FILE)["model_type"]
+    chat = "chat template" if tokenizer.chat_template else "no chat template"
+    return (f"{root} ({family}: {c.num_layers} layers, hidden {c.hidden_size}, {c.num_q_heads}/{c.num_kv_heads} "
+            f"q/kv heads of {c.head_dim}, vocab {c.vocab_size}, rope {c.rope_type}; {len(shards)} shard(s), "
+            f"{tokenizer.vocab_size}-token tokenizer, {chat})")

@@ -112,12 +112,15 @@ def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
     return dirs
 
 
-def hf_greedy(model_dir: Path, prompt: list[int], max_new_tokens: int) -> list[int]:
-    """transformers' greedy `generate` (float32, CPU) on the checkpoint: the reference output tokens."""
+def hf_greedy(model_dir: Path, prompt: list[int], max_new_tokens: int, stop_at_eos: bool = True) -> list[int]:
+    """transformers' greedy `generate` (float32, CPU) on the checkpoint: the reference output tokens
+    (through EOS, or exactly `max_new_tokens` with `stop_at_eos=False`)."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+    if not stop_at_eos:
+        model.generation_config.eos_token_id = None
     with torch.no_grad():
         out = model.generate(torch.tensor([prompt]), max_new_tokens=max_new_tokens, do_sample=False,
-                             eos_token_id=1, pad_token_id=1)
+                             eos_token_id=1 if stop_at_eos else None, pad_token_id=1)
     return out[0, len(prompt):].tolist()
