@@ -202,6 +202,7 @@ class RayDeployment:
         self.actors = {s.name: InstanceActor.options(**self._actor_options(s)).remote(
             dataclasses.asdict(s), *self._actor_args) for s in self.specs}
         self.link_actors = {}
+        seed = self._actor_args[2]
         for k, (pair, shape) in enumerate(self.config.links.items()):
             a, b = sorted(pair)
             self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
