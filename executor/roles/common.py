@@ -48,7 +48,6 @@ class RoleWorker:
     """Base of P, RLD and MD: message dispatch and the worker thread."""
 
     ROLE: ClassVar[str] = "?"
-    URGENT: ClassVar[tuple[type, ...]] = ()  # message types handled first in a batch (stable order otherwise)
 
     def __init__(self, name: str, engine: Any, endpoint: Endpoint, *, kv_deadline_s: float = 60.0,
                  message_deadline_s: float = 30.0, kv_wait_s: float = 180.0) -> None:
@@ -118,8 +117,6 @@ class RoleWorker:
                 batch.append(self.inbox.get_nowait())
             except queue.Empty:
                 break
-        if self.URGENT:  # e.g. MD's handoff batches go before KV imports that arrived with them
-            batch.sort(key=lambda item: not isinstance(item[1], self.URGENT))
         for src, msg in batch:
             did = True
             self._dispatch(src, msg)

@@ -77,7 +77,6 @@ class _Main:
 
 class MainWorker(RoleWorker):
     ROLE = flows.MD
-    URGENT = (HandoffTokens,)  # the stream is paused until it is handled: ahead of KV imports and orders
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
