@@ -17,8 +17,8 @@ Floor: `transformers` generate on the same checkpoint (bf16 on CUDA, fp32 on CPU
 `load` prompts: TTFT = time of a 1-token generate, TPOT = (T(output) − T(1)) / (output − 1),
 throughput = load × output / T(output).
 
-Model: `placer estimate --model M --chip CHIP --tp 1 --input I --output O --batch LOAD --json`
-for each load: its `ttft_s` and `decode_step_s` beside the measured TTFT and TPOT of the Triton
+Model: `placer estimate --model M --chip CHIP --tp 1 --input I --output O --batch LOAD --json
+--profiles docs/profiles` (the profiled H200) for each load: its `ttft_s` and `decode_step_s` beside the measured TTFT and TPOT of the Triton
 backend (ratio predicted / measured). With --tiny (a CPU run of a model that is not in the
 catalog) the estimate is skipped.
 """
@@ -216,6 +216,8 @@ def estimates(args) -> list[dict]:
     for load in args.loads:
         cmd = [sys.executable, "-m", "placer.cli", "estimate", "--model", args.model, "--chip", args.chip, "--tp", "1",
                "--input", str(args.input), "--output", str(args.output), "--hit", "0", "--batch", str(load), "--json"]
+        if (ROOT / "docs" / "profiles").is_dir():  # the measured H200 profile calibrates the estimate
+            cmd += ["--profiles", str(ROOT / "docs" / "profiles")]
         r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
         est = json.loads(r.stdout) if r.returncode == 0 else {"error": r.stderr.strip()[-300:]}
         rows.append({"load": load, **{k: est.get(k) for k in ("ttft_s", "decode_step_s", "decode_tokens_per_s",

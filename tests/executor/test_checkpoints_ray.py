@@ -21,21 +21,12 @@ from executor.engine import EngineConfig, ModelConfig, SamplingParams
 from executor.handoff import HandoffPolicy
 from executor.placement import placement
 from executor.routing import Pipeline
-from executor.transport.shaping import LinkShape
-from placer.plan import Plan
 from tests.executor.engine.hf_support import CORPUS, hf_greedy, tiny_checkpoints
 from tests.executor.support import only
+from tests.executor.test_ray_deploy import LINE, PLAN  # P and RLD in dc-a, MD in dc-b; the shaped line
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 
-PLAN = Plan.model_validate({
-    "scenario": "two-dc",
-    "pools": [{"role": "P", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
-              {"role": "RLD", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
-              {"role": "MD", "datacenter": "dc-b", "chip": "B", "tp": 1, "count": 1}],
-    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s_capacity": 25.0}],
-})
-LINE = {frozenset(("dc-a", "dc-b")): LinkShape(gbit_per_s=0.01, rtt_ms=40, jitter_ms=4)}
 N = 96
 
 
