@@ -18,7 +18,8 @@ Floor: `transformers` generate on the same checkpoint (bf16 on CUDA, fp32 on CPU
 throughput = load × output / T(output).
 
 Model: `placer estimate --model M --chip CHIP --tp 1 --input I --output O --batch LOAD --json
---profiles docs/profiles` (the profiled H200) for each load: its `ttft_s` and `decode_step_s` beside the measured TTFT and TPOT of the Triton
+--profiles docs/profiles` (the profiled H200) for each load: its `ttft_s` and `decode_step_s`
+beside the measured TTFT and TPOT of the Triton
 backend (ratio predicted / measured). With --tiny (a CPU run of a model that is not in the
 catalog) the estimate is skipped.
 """
@@ -226,7 +227,8 @@ def estimates(args) -> list[dict]:
 
 
 def report(results: dict) -> None:
-    print(f"\n{'setup':<16} {'load':>4} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p90':>9} {'TPOT p50':>9} {'TPOT p90':>9}")
+    print(f"\n{'setup':<16} {'load':>4} {'out tok/s':>10} {'TTFT p50':>9} {'TTFT p90':>9} "
+          f"{'TPOT p50':>9} {'TPOT p90':>9}")
     for name, rows in results["measured"].items():
         for r in rows:
             print(f"{name:<16} {r['load']:>4} {r['output_tok_per_s']:>10.1f} {1e3 * r['ttft_p50_s']:>7.1f}ms "

@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(rows)} handoffs, {statistics.mean(r['tokens'] for r in rows):.0f} tokens each on average")
     for key in ("wire", "wait", "extend", "total"):
         xs = [1e3 * r[key] for r in rows]
-        print(f"  {key:<7} mean {statistics.mean(xs):7.1f} ms  max {max(xs):7.1f} ms  std {statistics.pstdev(xs):6.1f} ms")
+        print(f"  {key:<7} mean {statistics.mean(xs):7.1f} ms  max {max(xs):7.1f} ms  "
+              f"std {statistics.pstdev(xs):6.1f} ms")
     return 0
 
 

@@ -103,7 +103,9 @@ def deploy(
     if dry_run:
         return
     try:
-        engine_config = EngineConfig(backend=runtime.backend, block_size=block_size, num_blocks=num_blocks)
+        # a backend still "auto" (a remote cluster's GPUs are not known here) is decided by the deployment
+        engine_config = EngineConfig(backend="torch" if runtime.backend == "auto" else runtime.backend,
+                                     block_size=block_size, num_blocks=num_blocks)
         serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
               model_file=str(model_file) if model_file else None, model_dir=str(model_dir) if model_dir else None,
               runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo)

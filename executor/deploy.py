@@ -4,9 +4,9 @@ In: a plan, its `ServingConfig`, a Ray address (or none: start a local Ray that
 emulates the plan's datacenters as custom resources on this machine). Out: a
 `RayDeployment` — one `InstanceActor` per instance (engine + socket endpoint + role
 worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>` =
-tp, claiming `num_gpus` when it runs on CUDA: `executor.devices`), one `LinkActor` per datacenter pair (the shaped WAN line), and the router in
-this (the driver's) process, with every instance registered. `describe` renders the
-placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
+tp, claiming `num_gpus` when it runs on CUDA: `executor.devices`), one `LinkActor`
+per datacenter pair (the shaped WAN line), and the router in this (the driver's)
+process, with every instance registered. `describe` renders the placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
 interrupted (`placer deploy`); `post_plan` sends a new plan to a running one's server
 (`placer deploy --apply`).
 
@@ -159,8 +159,9 @@ class RayDeployment:
                  model_file: str | None = None, model_dir: str | None = None, runtime: Runtime | None = None,
                  start_timeout_s: float = 180.0) -> None:
         """`config`: how it serves (default: `ServingConfig.from_plan(plan)`). `model_dir`: a Hugging Face
-        checkpoint directory every node can read. `runtime`: backend, device, dtype (default: torch on the
-        CPU; device "auto" is decided here from the cluster's GPUs)."""
+        checkpoint directory every node can read. `runtime`: backend, device, dtype (default: the engine
+        config's backend on the CPU; device "auto" is decided here from the cluster's GPUs) — its backend
+        is the one the engines use."""
         import ray
 
         if not ray.is_initialized():
@@ -168,10 +169,12 @@ class RayDeployment:
         self.plan = plan
         self.config = config or ServingConfig.from_plan(plan)
         cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
-        runtime = runtime or Runtime()
+        # default: the engine config's backend on the CPU (as before devices were chosen)
+        runtime = runtime or Runtime(backend=engine_config.backend, interpret=engine_config.backend == "triton")
         if runtime.device == "auto":
             runtime = resolve_runtime(runtime.backend, "auto", int(cluster_gpus))
         self.runtime = runtime
+        engine_config = dataclasses.replace(engine_config, backend=runtime.backend)  # the runtime decides
         self.specs = place_on_devices(placement(plan, max_per_pool), runtime, cluster_gpus)
         self._gpu_claim = {s.name: s.num_gpus for s in self.specs}
         self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
@@ -217,7 +220,10 @@ class RayDeployment:
         claims what its pool's instances claim, else its tp), Triton's interpreter where asked for."""
         options: dict[str, Any] = {"resources": spec.resources}
         if self.runtime.device == "cuda":
-            options["num_gpus"] = self._gpu_claim.get(spec.name) or spec.num_gpus or float(spec.tp)
+            pool = (spec.role, spec.datacenter, spec.chip, spec.tp)
+            same_pool = [s.num_gpus for s in self.specs if (s.role, s.datacenter, s.chip, s.tp) == pool]
+            options["num_gpus"] = (self._gpu_claim.get(spec.name) or (same_pool[0] if same_pool else 0.0)
+                                   or spec.num_gpus or float(spec.tp))
         if self.runtime.interpret:
             options["runtime_env"] = {"env_vars": {"TRITON_INTERPRET": "1"}}
         return options

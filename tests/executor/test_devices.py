@@ -89,3 +89,11 @@ def hf_checkpoint_dir(tmp_path_factory):
     from tests.executor.engine.hf_support import tiny_checkpoints
 
     return tiny_checkpoints(tmp_path_factory)["qwen3"]
+
+
+def test_dry_run_against_a_cluster_leaves_the_device_to_the_cluster(plan_file):
+    result = _dry_run(plan_file, "--address", "auto")
+    assert result.exit_code == 0, result.output
+    assert "device decided on the cluster" in result.output
+    explicit = _dry_run(plan_file, "--address", "auto", "--device", "cuda")  # the cluster's GPUs, not this machine's
+    assert explicit.exit_code == 0 and "backend triton on cuda, bfloat16" in explicit.output
