@@ -103,7 +103,11 @@ def build_checkpoint(family: str, out: Path, seed: int = 0) -> Path:
 
 
 def tiny_checkpoints(tmp_path_factory) -> dict[str, Path]:
-    """{family: directory}, built once per session under its base temp dir."""
+    """{family: directory}, built once per session under its base temp dir (skips without the dev extra)."""
+    import pytest
+
+    pytest.importorskip("transformers", reason="the checkpoint tests need the dev extra (transformers)")
+    pytest.importorskip("tokenizers", reason="the checkpoint tests need tokenizers")
     root = tmp_path_factory.getbasetemp() / "hf-checkpoints"
     dirs = {f: root / f for f in FAMILIES}
     for family, path in dirs.items():
