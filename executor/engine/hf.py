@@ -16,7 +16,6 @@ then ignored); RoPE settings come from `rope_parameters` (transformers ≥ 5) or
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,10 +42,6 @@ class Checkpoint:
     config: ModelConfig
     weights: dict[str, Any]  # name → CPU tensor in `config.dtype`
     tokenizer: HFTokenizer
-
-    def with_dtype(self, dtype: str) -> Checkpoint:
-        """The same checkpoint served in another dtype (tensors cast on the engine's device)."""
-        return dataclasses.replace(self, config=dataclasses.replace(self.config, dtype=dtype))
 
 
 def read_json(path: Path) -> dict[str, Any]:
