@@ -19,6 +19,7 @@ from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
+from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
 from placer.profiles.measured import source_of_prompt, source_of_step
@@ -125,7 +126,8 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     warm_ratio = None
     if warm_start is not None and objective == "bcr":
         try:
-            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config)
+            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config,
+                                 other_scenario=True)
             warm_ratio = warm.metrics.goodput_rps / warm.metrics.cost_usd_per_h if warm.metrics.cost_usd_per_h else None
         except PlacerError:
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
@@ -217,15 +219,18 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
 
 
 def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
-                  measured: dict | None = None) -> Plan:
+                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
     """Metrics of a given plan without re-optimising its pools.
 
-    Pool counts are fixed. When the plan has routes, their rates are kept and only the
+    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
+    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
+    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
     split over pools is chosen; pools without routes get the routing that carries the
     most SLA goodput. A plan whose routes its pools cannot carry is infeasible
     (the message names the rows that break).
     """
     problem = as_problem(scenario, measured)
+    check_plan(problem, plan, other_scenario=other_scenario)
     roles = {p.role for p in plan.pools if p.count > 0}
     arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem)
     form = build(problem, arch, "bcr")

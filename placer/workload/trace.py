@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.readers import text_lines
 
 BLOCK_TOKENS = 512  # Mooncake traces hash prompts in 512-token blocks
 
@@ -78,13 +80,9 @@ def parse_record(obj: object, where: str) -> TraceRecord:
 def read_trace(path: str | Path, limit: int | None = None) -> Iterator[TraceRecord]:
     """Stream the records of a JSONL trace (blank lines skipped), at most ``limit`` of them."""
     path = Path(path)
-    try:
-        handle = path.open()
-    except OSError as err:
-        raise InputError(f"cannot read trace file {str(path)!r}: {err.strerror}") from None
     count = 0
-    with handle:
-        for lineno, line in enumerate(handle, 1):
+    with closing(text_lines(path, "trace file")) as lines:  # UTF-8 lines; bad bytes name the line
+        for lineno, line in lines:
             if limit is not None and count >= limit:
                 return
             line = line.strip()
@@ -95,6 +93,8 @@ def read_trace(path: str | Path, limit: int | None = None) -> Iterator[TraceReco
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InputError(f"{where}: not valid JSON ({err.msg})") from None
+            except RecursionError:
+                raise InputError(f"{where}: JSON nested too deeply") from None
             yield parse_record(obj, where)
             count += 1
 
