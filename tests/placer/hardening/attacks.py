@@ -141,3 +141,17 @@ def write(tmp: Path, attack: Attack) -> Path:
     path = tmp / f"s{attack.suffix}"
     path.write_bytes(attack.content)
     return path
+
+
+_LINE = b'{"timestamp": 0, "input_length": 1024, "output_length": 64, "hit_rate": 0.5}\n'
+
+TRACE_ATTACKS = [
+    Attack("trace-utf16", codecs.BOM_UTF16_LE + (_LINE * 3).decode().encode("utf-16-le"), 2, ("t.jsonl", "UTF-16"),
+           suffix=".jsonl", command="simulate"),
+    Attack("trace-binary", _LINE + bytes(range(256)), 2, ("t.jsonl", "line 2", "binary"), suffix=".jsonl",
+           command="simulate"),
+    Attack("trace-latin1", _LINE + _LINE.replace(b"timestamp", b"timest\xe9mp"), 2, ("t.jsonl", "line 2", "UTF-8"),
+           suffix=".jsonl", command="simulate"),
+    Attack("trace-deep", _LINE + b"[" * 100_000 + b"]" * 100_000 + b"\n", 2, ("line 2", "nested"),
+           suffix=".jsonl", command="simulate"),
+]
