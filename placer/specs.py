@@ -94,7 +94,7 @@ class ModelSpec(_Spec):
 class DatacenterSpec(_Spec):
     name: Name = Field(description="Datacenter name.")
     inventory: dict[Name, count(le=MAX_CHIPS)] = Field(
-        default_factory=dict, description=f"Chips available, by chip name (0..{MAX_CHIPS:,} each).")
+        default_factory=dict, description="Chips available, by chip name.")
     power_kw: real(gt=0, le=1e7) | None = Field(None, description="Power limit of the chips in this datacenter, kW.")
 
 
@@ -161,9 +161,9 @@ class OptionsSpec(_Spec):
         DEFAULT_FILTER.min_input_tokens, description="Filter: input at least this long, tokens."
     )
     utilization_cap: real(ge=0.01, lt=1) = Field(
-        0.8, description="Planned busy fraction of P, RLD and MD pools (0.01 up to, not including, 1).")
+        0.8, description="Planned busy fraction of P, RLD and MD pools.")
     link_utilization_cap: real(ge=0.01, le=1) = Field(
-        0.85, description="Planned fraction of each WAN line used (0.01..1).")
+        0.85, description="Planned fraction of each WAN line used.")
     catch_up_threshold_tokens: Tokens = Field(
         DEFAULT_CATCH_UP_THRESHOLD_TOKENS,
         description="Handoff: above this many pending RLD tokens use catch-up, else one-shot.",
