@@ -116,6 +116,13 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     ``measured``: chip name -> measured efficiency fields (see placer.problem.resolve).
     ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
     the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
+
+    ``config.time_limit_s`` bounds the whole call (started here unless the caller started
+    it): the warm start's evaluation, every Dinkelbach MILP and LP, and the marginal-value
+    re-solves share one deadline. Out of time with a plan, the best one so far comes back
+    (``solver.status`` "feasible", ``solver.mip_gap`` its ratio gap; marginals not yet
+    priced say "not computed (time limit)"); without one, SolveTimeoutError (exit 4).
+    Building the MILP is not interruptible: on very large scenarios it alone may pass the limit.
     """
     start = time.perf_counter()
     config = config.check().started()
