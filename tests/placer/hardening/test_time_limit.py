@@ -83,3 +83,53 @@ def test_every_stop_without_a_plan_is_a_typed_error(status, error):
     assert raised.value.exit_code in (1, 4)
     if error is SolverError:
         assert "ortools-highs" in str(raised.value) and status.value in str(raised.value)
+
+
+class _Clock:
+    """time.monotonic for placer.ilp.config, which a test can move forward."""
+
+    def __init__(self):
+        self.offset_s = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.offset_s
+
+
+def test_budget_spent_after_the_first_plan_returns_it_with_its_gap(micro_problem, monkeypatch):
+    """Dinkelbach keeps the plan it has when the shared deadline passes: no further MILP, status
+    "feasible", a finite gap from the LP bound."""
+    import placer.ilp.config as config_module
+    import placer.ilp.dinkelbach as dinkelbach
+    from placer.ilp.formulation import build, pdd_architecture
+
+    clock, real, milps = _Clock(), dinkelbach.solve, []
+    monkeypatch.setattr(config_module, "time", clock)
+
+    def first_milp_uses_the_budget(model, *args, **kwargs):
+        result = real(model, *args, **kwargs)
+        if any(v.integer for v in model.vars):
+            milps.append(result.status)
+            clock.offset_s += 3600.0
+        return result
+
+    monkeypatch.setattr(dinkelbach, "solve", first_milp_uses_the_budget)
+    form = build(micro_problem, pdd_architecture(micro_problem), "bcr")
+    outcome = dinkelbach.solve_objective(form, SolveConfig(time_limit_s=30))
+    assert len(milps) == 1
+    assert outcome.status == "feasible" and outcome.values and outcome.ratio > 0
+    assert 0 <= outcome.mip_gap < math.inf
+    assert form.model.violations(outcome.values) == []
+
+
+def test_verify_counts_the_plans_own_solve_against_the_limit(micro_problem):
+    """`optimize --verify`: a plan whose solve used the whole limit gets no re-solve; the reason says why."""
+    from placer.optimize import optimize
+    from placer.sim.config import SimConfig
+    from placer.sim.verify import verify_plan
+
+    plan = optimize(micro_problem, SolveConfig(marginals=False))
+    spent = plan.model_copy(update={"solver": plan.solver.model_copy(update={"seconds": 30.0})})
+    overload = SimConfig(requests=600, load_rps=3 * micro_problem.arrival_rps)
+    outcome = verify_plan(micro_problem, spent, rounds=3, config=overload, solve=SolveConfig(time_limit_s=30))
+    assert not outcome.holds and len(outcome.rounds) == 1
+    assert "time limit of 30 s ran out after 0 re-solve(s)" in outcome.reason
