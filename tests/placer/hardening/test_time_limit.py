@@ -19,11 +19,13 @@ from placer.ilp.dinkelbach import _check
 from tests.placer.hardening.generated import large_scenario
 
 LIMIT_S = 6.0
-#: What may run past the limit: HiGHS noticing its limit (~0.1-0.5 s), turning the last
-#: solution into a plan and its metrics (extract, analyze, validate: ~0.5 s here), and the
-#: hand-over of a model to a solve started just before the deadline (~0.5 s for this
-#: instance's 16k variables), doubled for a loaded CI machine.
-MARGIN_S = 3.0
+#: What may run past the limit, measured on this 2-core machine under load: HiGHS notices
+#: its limit only between iterations (0.1-0.5 s idle, seen up to ~2 s under CPU contention;
+#: pywraplp cannot interrupt HiGHS), turning the last solution into a plan with its metrics
+#: (extract, analyze, validate: ~0.5 s here), and handing a model to a solve started just
+#: before the deadline (~0.5 s for this instance's 16k variables). Python's start-up and
+#: imports (1-2 s) come before the budget and are not measured (the command runs in-process).
+MARGIN_S = 4.0
 
 
 def test_time_limit_bounds_the_whole_command_on_a_large_instance(tmp_path):
