@@ -45,7 +45,7 @@ def _type(annotation) -> str:
     if origin is Annotated:
         base, *metadata = args
         if base is str:
-            return "name"
+            return "name" if any(type(m).__name__ == "AfterValidator" for m in metadata) else "str"
         return f"{_type(base)}{_bounds(metadata)}"
     if origin in (Union, UnionType):
         return " | ".join(_type(a) for a in args)

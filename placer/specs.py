@@ -199,7 +199,7 @@ class Scenario(_Spec):
     workload: WorkloadSpec = Field(description="Offered load and its request classes (or a trace).")
     sla: SlaSpec = Field(description="Service-level objectives a request must meet to count as goodput.")
     options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
-    profiles: list[Name] = Field(
+    profiles: list[Annotated[str, Strict(), Field(min_length=1, max_length=4096)]] = Field(
         default_factory=list,
         description="Measured profiles to plan with: a profile JSON (`placer profile chip` / `placer profile "
         "model`), a CSV of measured latencies (docs/profiles.md), a directory of them, or 'latest' (the "
