@@ -18,6 +18,7 @@ from executor.handoff import HandoffPolicy
 from executor.placement import front_datacenter, link_shapes
 from executor.routing import RoutingPolicy
 from executor.transport.shaping import LinkShape
+from placer.plancheck import check_plan
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,11 @@ class ServingConfig:
                   link_rtt_ms: float | None = None, link_jitter_ms: float | None = None, link_loss: float = 0.0,
                   **overrides: Any) -> ServingConfig:
         """The config a plan implies: its pipelines and thresholds, its handoff block, its lines (the
-        `link_*` options override every line), the router in its front datacenter; `overrides` win."""
+        `link_*` options override every line), the router in its front datacenter; `overrides` win.
+        With a scenario, the plan must fit it first (`placer.plancheck.check_plan`: its names,
+        one row per pool, the inventory): InputError / InfeasiblePlanError otherwise."""
+        if scenario is not None:
+            check_plan(scenario, plan)
         built = {
             "routing": RoutingPolicy.from_plan(plan, scenario),
             "handoff": HandoffPolicy.from_plan(plan),

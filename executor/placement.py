@@ -19,6 +19,8 @@ from executor.transport.shaping import LinkShape
 from placer import flows
 
 DEFAULT_RTT_MS = 30.0
+#: Most instances one deployment may start (checked before any instance is named).
+MAX_INSTANCES = 100_000
 
 
 @dataclass(frozen=True)
@@ -52,9 +54,14 @@ def chip_resource(chip: str) -> str:
 
 
 def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
-    """Every pool's instances (at most `max_per_pool` of each, for a scaled-down emulation)."""
+    """Every pool's instances (at most `max_per_pool` of each, for a scaled-down emulation);
+    ValueError when that is more than :data:`MAX_INSTANCES` in all, checked before any loop."""
     if max_per_pool is not None and max_per_pool < 1:
         raise ValueError(f"max_per_pool must be >= 1, got {max_per_pool}")
+    total = sum(pool.count if max_per_pool is None else min(pool.count, max_per_pool) for pool in plan.pools)
+    if total > MAX_INSTANCES:
+        raise ValueError(f"pools: the plan asks for {total:,} instances, more than the {MAX_INSTANCES:,} a "
+                         "deployment may start (use --max-per-pool for a scaled-down emulation)")
     out = []
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)

@@ -56,3 +56,16 @@ class SolveTimeoutError(PlacerError):
             f"no feasible plan found within the time limit of {seconds:g} s; "
             "raise --time-limit or shrink the scenario (fewer tp_degrees or chips)"
         )
+
+
+class SolverError(PlacerError):
+    """The MILP solver stopped abnormally (not infeasible, not out of time); names the backend and status."""
+
+    exit_code = 1
+    http_status = 500
+
+    def __init__(self, backend: str, status: str, seconds: float, hint: str = ""):
+        self.backend, self.status, self.seconds = backend, status, seconds
+        super().__init__(
+            f"solver {backend} stopped abnormally ({status}) after {seconds:.1f} s"
+            + (f": {hint}" if hint else "; try --solver ortools-scip, or check the scenario for extreme numbers"))

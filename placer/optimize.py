@@ -19,6 +19,7 @@ from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
+from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
 from placer.profiles.measured import source_of_prompt, source_of_step
@@ -115,17 +116,25 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     ``measured``: chip name -> measured efficiency fields (see placer.problem.resolve).
     ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
     the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
+
+    ``config.time_limit_s`` bounds the whole call (started here unless the caller started
+    it): the warm start's evaluation, every Dinkelbach MILP and LP, and the marginal-value
+    re-solves share one deadline. Out of time with a plan, the best one so far comes back
+    (``solver.status`` "feasible", ``solver.mip_gap`` its ratio gap; marginals not yet
+    priced say "not computed (time limit)"); without one, SolveTimeoutError (exit 4).
+    Building the MILP is not interruptible: on very large scenarios it alone may pass the limit.
     """
-    config.check()
-    objective, time_limit_s = config.objective, config.time_limit_s
+    start = time.perf_counter()
+    config = config.check().started()
+    objective = config.objective
     problem = as_problem(scenario, measured)
     if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
         raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
-    start = time.perf_counter()
     warm_ratio = None
     if warm_start is not None and objective == "bcr":
         try:
-            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config)
+            warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config,
+                                 other_scenario=True)
             warm_ratio = warm.metrics.goodput_rps / warm.metrics.cost_usd_per_h if warm.metrics.cost_usd_per_h else None
         except PlacerError:
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
@@ -134,16 +143,19 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
     if config.marginals and objective == "bcr":
-        budget = max(1.0, time_limit_s - (time.perf_counter() - start))
-        plan = plan.model_copy(update={"binding": binding_with_marginals(problem, form, outcome, plan,
-                                                                          config.but(time_limit_s=budget))})
+        plan = plan.model_copy(update={"binding": binding_with_marginals(problem, form, outcome, plan, config)})
     else:
         plan = plan.model_copy(update={"binding": [Binding(constraint=r, marginal="not computed")
                                                    for r in binding_rows(form, outcome)]})
-    return plan
+    # solver.seconds: the whole budget this command used so far (build, solves, marginals), so a
+    # later --verify on the same budget (verify_plan) knows what is left
+    solver = plan.solver.model_copy(update={"seconds": time.perf_counter() - start})
+    return plan.model_copy(update={"solver": solver})
 
 
 BINDING_FAMILIES = ("link", "inventory", "power", "sla", "budget")
+#: Seconds of budget a marginal-value re-solve needs to be started (it rebuilds the model first).
+MARGINAL_MIN_S = 1.0
 
 
 def binding_rows(form: Formulation, outcome: Outcome) -> list[str]:
@@ -186,24 +198,23 @@ def _relaxed(problem: Problem, row: str, plan: Plan) -> tuple[Problem, str] | No
 def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome, plan: Plan,
                            config: SolveConfig) -> list[Binding]:
     """Binding rows with what one more unit of the resource would add to BCR (by re-solving
-    within ``config.time_limit_s`` in all).
+    within what is left of ``config``'s budget; a row reached with less than
+    :data:`MARGINAL_MIN_S` left is "not computed (time limit)").
 
     Each re-solve starts Dinkelbach from the plan's own ratio: loosening a row keeps the
     plan feasible, so its ratio is a valid start from below and the LP-bound solves are skipped."""
     base = plan.metrics.bcr_requests_per_usd
     warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
     out = []
-    deadline = time.perf_counter() + config.time_limit_s
+    config = config.started()
     for row in binding_rows(form, outcome):
         relaxed = _relaxed(problem, row, plan)
-        left = deadline - time.perf_counter()
-        if relaxed is None or left < 1.0:
+        if relaxed is None or config.left_s() < MARGINAL_MIN_S:
             out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
             continue
         other, unit = relaxed
         try:
-            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr", time_limit_s=left),
-                                              warm_ratio=warm)
+            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr"), warm_ratio=warm)
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
@@ -215,15 +226,18 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
 
 
 def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
-                  measured: dict | None = None) -> Plan:
+                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
     """Metrics of a given plan without re-optimising its pools.
 
-    Pool counts are fixed. When the plan has routes, their rates are kept and only the
+    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
+    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
+    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
     split over pools is chosen; pools without routes get the routing that carries the
     most SLA goodput. A plan whose routes its pools cannot carry is infeasible
     (the message names the rows that break).
     """
     problem = as_problem(scenario, measured)
+    check_plan(problem, plan, other_scenario=other_scenario)
     roles = {p.role for p in plan.pools if p.count > 0}
     arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem)
     form = build(problem, arch, "bcr")
@@ -258,7 +272,7 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)
-    res = solve(m, config.backend, config.time_limit_s)
+    res = solve(m, config.backend, max(0.001, config.started().left_s()))
     if not res.status.has_solution:
         raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
                                   "and SLA limits (rows: p_capacity, decode_slots, link, sla[ttft_p90])")

@@ -11,15 +11,20 @@ and ``pools[].planned_utilization``, ``assignments``
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from placer.errors import InputError
+from placer.fields import MAX_RPS, Name, real
+from placer.fields import count as bounded_int  # "count" is also a PoolOut field
+from placer.readers import load_data
 from placer.flows import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
 
 SCHEMA_VERSION = 1
+#: Most instances one pool row may ask for (the scenario's max_instances_per_pool is at most this).
+MAX_POOL_COUNT = 100_000
+Rps = real(ge=0, le=MAX_RPS)
 
 
 class _M(BaseModel):
@@ -43,10 +48,10 @@ class Metrics(_M):
 
 class PoolOut(_M):
     role: Role
-    datacenter: str
-    chip: str
-    tp: int = Field(ge=1)
-    count: int = Field(ge=0)
+    datacenter: Name
+    chip: Name
+    tp: bounded_int(ge=1, le=64)
+    count: bounded_int(le=MAX_POOL_COUNT) = Field(description=f"Instances in the pool (0..{MAX_POOL_COUNT:,}).")
     design_batch: int | None = Field(None, ge=1, description=(
         "Decode pools: the batch the plan sizes them at (largest meeting TPOT and KV memory at the mix's context)."))
     planned_utilization: float | None = Field(None, ge=0, description=(
@@ -58,7 +63,7 @@ class Route(_M):
     pipeline: PipelineName
     src: str
     dst: str
-    rps: float = Field(ge=0)
+    rps: Rps
 
 
 class LinkUse(_M):
@@ -74,9 +79,9 @@ class Assignment(_M):
     role: Role
     datacenter: str
     chip: str
-    tp: int
+    tp: bounded_int(ge=1, le=64)
     dst: str | None = None
-    rps: float = Field(ge=0)
+    rps: Rps
     queue: str | None = Field(None, description="P only: the queue (utilisation tier/admitted classes) it joins.")
     queue_instances: float | None = Field(None, ge=0, description="P only: instances that serve that queue.")
 
@@ -123,9 +128,11 @@ def parse_plan(data: object, source: str = "plan") -> Plan:
         plan = Plan.model_validate(data)
     except ValidationError as err:
         parts = []
-        for e in err.errors():
+        for e in err.errors()[:10]:
             loc = ".".join(str(p) for p in e["loc"])
-            parts.append(f"{loc}: {e['msg']}" + (f" (got {e['input']!r})" if not isinstance(e.get("input"), (dict, list)) else ""))
+            value = e.get("input")
+            shown = "" if isinstance(value, (dict, list)) else f" (got {repr(value)[:80]})"
+            parts.append(f"{loc}: {e['msg']}{shown}")
         raise InputError(f"{source}: invalid plan: {'; '.join(parts)}") from None
     if plan.schema_version != SCHEMA_VERSION:
         raise InputError(f"{source}: schema_version {plan.schema_version} is not supported (expected {SCHEMA_VERSION})")
@@ -133,11 +140,6 @@ def parse_plan(data: object, source: str = "plan") -> Plan:
 
 
 def load_plan(path: str | Path) -> Plan:
+    """Read and validate a plan JSON file (placer.readers' rules: UTF-8, no duplicate keys, bounded nesting)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise InputError(f"cannot read plan file {str(path)!r}: {err.strerror}") from None
-    except json.JSONDecodeError as err:
-        raise InputError(f"plan file {str(path)!r} is not valid JSON: {err}") from None
-    return parse_plan(data, str(path))
+    return parse_plan(load_data(path, "plan file", kind="json"), str(path))

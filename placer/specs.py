@@ -11,50 +11,47 @@ reference (docs/scenario.md) come from one place.
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, field_validator, model_validator
 
 from placer.errors import InputError
+from placer.fields import MAX_CHIPS, MAX_RPS, MAX_SECONDS, MAX_TOKENS, Name, count, real
 from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
+from placer.readers import load_data
+
+Share = real(gt=0, le=1)
+Fraction = real(ge=0, le=1)
+Efficiency = real(gt=0, le=1)
+Tokens = count(ge=1, le=MAX_TOKENS)
 
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-def _finite(value: float, name: str) -> float:
-    if value is not None and (math.isnan(value) or math.isinf(value)):
-        raise ValueError(f"{name} must be a finite number, got {value}")
-    return value
-
-
 class ChipSpec(_Spec):
     """A chip added to or overriding the bundled catalog."""
 
-    name: str = Field(description="Chip name used in inventories.")
-    base: str | None = Field(None, description="Catalog chip to start from; the other fields override it.")
-    bf16_tflops: float | None = Field(None, gt=0, description="Dense bf16 peak, TFLOP/s per chip.")
-    fp8_tflops: float | None = Field(None, gt=0, description="Dense fp8 peak, TFLOP/s per chip.")
-    mem_gb: float | None = Field(None, gt=0, description="HBM capacity per chip, GB.")
-    mem_bw_tbps: float | None = Field(None, gt=0, description="HBM bandwidth per chip, TB/s.")
-    scaleup_gbps_bidir: float | None = Field(None, gt=0, description="Scale-up (NVLink-class) GB/s, bidirectional.")
-    nic_gbit: float | None = Field(None, gt=0, description="RDMA NIC Gbit/s per chip.")
-    tdp_w: float | None = Field(None, gt=0, description="Power per chip, W.")
-    price_usd_per_h: float | None = Field(None, gt=0, description="Rental or amortised price, USD per chip-hour.")
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak compute.")
-    mem_bw_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak HBM bandwidth.")
-    interconnect_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak links.")
+    name: Name = Field(description="Chip name used in inventories.")
+    base: Name | None = Field(None, description="Catalog chip to start from; the other fields override it.")
+    bf16_tflops: real(gt=0, le=1e5) | None = Field(None, description="Dense bf16 peak, TFLOP/s per chip.")
+    fp8_tflops: real(gt=0, le=1e5) | None = Field(None, description="Dense fp8 peak, TFLOP/s per chip.")
+    mem_gb: real(gt=0, le=1e5) | None = Field(None, description="HBM capacity per chip, GB.")
+    mem_bw_tbps: real(gt=0, le=1e3) | None = Field(None, description="HBM bandwidth per chip, TB/s.")
+    scaleup_gbps_bidir: real(gt=0, le=1e5) | None = Field(
+        None, description="Scale-up (NVLink-class) GB/s, bidirectional.")
+    nic_gbit: real(gt=0, le=1e5) | None = Field(None, description="RDMA NIC Gbit/s per chip.")
+    tdp_w: real(gt=0, le=1e5) | None = Field(None, description="Power per chip, W.")
+    price_usd_per_h: real(gt=0, le=1e4) | None = Field(
+        None, description="Rental or amortised price, USD per chip-hour.")
+    compute_efficiency: Efficiency | None = Field(None, description="Sustained / peak compute.")
+    mem_bw_efficiency: Efficiency | None = Field(None, description="Sustained / peak HBM bandwidth.")
+    interconnect_efficiency: Efficiency | None = Field(None, description="Sustained / peak links.")
 
     @model_validator(mode="after")
     def _check(self) -> ChipSpec:
-        for name, value in self:
-            if isinstance(value, float):
-                _finite(value, name)
         if self.base is None:
             missing = [f for f in ("bf16_tflops", "mem_gb", "mem_bw_tbps", "price_usd_per_h") if getattr(self, f) is None]
             if missing:
@@ -65,21 +62,21 @@ class ChipSpec(_Spec):
 class ModelSpec(_Spec):
     """A model given inline instead of by catalog name."""
 
-    name: str
+    name: Name
     attn: Literal["gqa", "mla"]
-    layers: int = Field(gt=0)
-    hidden: int = Field(gt=0)
-    q_heads: int = Field(gt=0)
-    kv_heads: int = Field(0, ge=0)
-    head_dim: int = Field(128, gt=0)
-    kv_lora_rank: int = Field(0, ge=0)
-    rope_dim: int = Field(0, ge=0)
-    params_total_b: float = Field(gt=0, description="Total parameters, billions.")
-    params_active_b: float = Field(gt=0, description="Parameters active per token, billions (MoE < total).")
-    extra_kv_bytes_per_layer_fp8: int = Field(0, ge=0)
-    sparse_topk_tokens: int = Field(0, ge=0)
-    indexer_heads: int = Field(0, ge=0)
-    indexer_head_dim: int = Field(0, ge=0)
+    layers: count(ge=1, le=10_000)
+    hidden: count(ge=1, le=1_000_000)
+    q_heads: count(ge=1, le=100_000)
+    kv_heads: count(le=100_000) = 0
+    head_dim: count(ge=1, le=100_000) = 128
+    kv_lora_rank: count(le=1_000_000) = 0
+    rope_dim: count(le=100_000) = 0
+    params_total_b: real(gt=0, le=1e5) = Field(description="Total parameters, billions.")
+    params_active_b: real(gt=0, le=1e5) = Field(description="Parameters active per token, billions (MoE < total).")
+    extra_kv_bytes_per_layer_fp8: count(le=10**9) = 0
+    sparse_topk_tokens: count(le=MAX_TOKENS) = 0
+    indexer_heads: count(le=100_000) = 0
+    indexer_head_dim: count(le=100_000) = 0
 
     @model_validator(mode="after")
     def _check(self) -> ModelSpec:
@@ -95,57 +92,42 @@ class ModelSpec(_Spec):
 
 
 class DatacenterSpec(_Spec):
-    name: str = Field(description="Datacenter name.")
-    inventory: dict[str, int] = Field(default_factory=dict, description="Chips available, by chip name.")
-    power_kw: float | None = Field(None, gt=0, description="Power limit of the chips in this datacenter, kW.")
-
-    @field_validator("inventory")
-    @classmethod
-    def _non_negative(cls, value: dict[str, int]) -> dict[str, int]:
-        for chip, count in value.items():
-            if count < 0:
-                raise ValueError(f"inventory of {chip!r} must be >= 0, got {count}")
-        return value
+    name: Name = Field(description="Datacenter name.")
+    inventory: dict[Name, count(le=MAX_CHIPS)] = Field(
+        default_factory=dict, description="Chips available, by chip name.")
+    power_kw: real(gt=0, le=1e7) | None = Field(None, description="Power limit of the chips in this datacenter, kW.")
 
 
 class LinkSpec(_Spec):
-    src: str = Field(description="Datacenter at one end.")
-    dst: str = Field(description="Datacenter at the other end (both directions are usable).")
-    gbit_per_s: float = Field(ge=0, description="Line rate each way, Gbit/s.")
-    rtt_ms: float = Field(ge=0, description="Round-trip time, ms.")
-    jitter_ms: float = Field(0.0, ge=0, description="Standard deviation of one-way delay, ms (simulator, executor).")
+    src: Name = Field(description="Datacenter at one end.")
+    dst: Name = Field(description="Datacenter at the other end (both directions are usable).")
+    gbit_per_s: real(ge=0, le=1e6) = Field(description="Line rate each way, Gbit/s.")
+    rtt_ms: real(ge=0, le=10_000) = Field(description="Round-trip time, ms.")
+    jitter_ms: real(ge=0, le=10_000) = Field(
+        0.0, description="Standard deviation of one-way delay, ms (simulator, executor).")
 
     @model_validator(mode="after")
     def _check(self) -> LinkSpec:
-        _finite(self.gbit_per_s, "gbit_per_s")
-        _finite(self.rtt_ms, "rtt_ms")
         if self.src == self.dst:
             raise ValueError(f"link from {self.src!r} to itself: src and dst must differ")
         return self
 
 
 class RequestClass(_Spec):
-    name: str = Field(description="Class name, used in routes.")
-    share: float = Field(gt=0, le=1, description="Fraction of requests in this class.")
-    input_tokens: int = Field(gt=0, description="Prompt length including the cached prefix, tokens.")
-    output_tokens: int = Field(gt=0, description="Generated tokens.")
-    hit_rate: float = Field(ge=0, le=1, description="Fraction of the prompt found in the prefix cache.")
-
-    @model_validator(mode="after")
-    def _check(self) -> RequestClass:
-        _finite(self.share, "share")
-        _finite(self.hit_rate, "hit_rate")
-        return self
+    name: Name = Field(description="Class name, used in routes.")
+    share: Share = Field(description="Fraction of requests in this class.")
+    input_tokens: Tokens = Field(description="Prompt length including the cached prefix, tokens.")
+    output_tokens: Tokens = Field(description="Generated tokens.")
+    hit_rate: Fraction = Field(description="Fraction of the prompt found in the prefix cache.")
 
 
 class WorkloadSpec(_Spec):
-    arrival_rps: float = Field(gt=0, description="Offered load, requests per second.")
+    arrival_rps: real(gt=0, le=MAX_RPS) = Field(description="Offered load, requests per second.")
     classes: list[RequestClass] | None = Field(None, description="Request classes (shares sum to 1).")
     trace: str | None = Field(None, description="JSON Lines trace, bucketed into classes when classes are absent.")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:
-        _finite(self.arrival_rps, "arrival_rps")
         if not self.classes and not self.trace:
             raise ValueError("workload needs 'classes' or 'trace'")
         if self.classes:
@@ -160,56 +142,54 @@ class WorkloadSpec(_Spec):
 
 
 class SlaSpec(_Spec):
-    ttft_p90_s: float = Field(gt=0, description="90th-percentile time to first token, s.")
-    tpot_s: float = Field(gt=0, description="Time per output token (decode step), s.")
+    ttft_p90_s: real(gt=0, le=MAX_SECONDS) = Field(description="90th-percentile time to first token, s.")
+    tpot_s: real(gt=0, le=60) = Field(description="Time per output token (decode step), s.")
 
 
 class OptionsSpec(_Spec):
-    tp_degrees: list[int] = Field(
+    tp_degrees: list[count(ge=1, le=64)] = Field(
         default_factory=lambda: [1, 2, 4, 8, 16, 32],
         description="Chips per instance to consider (tensor/expert parallel).",
     )
-    drc: bool = Field(True, description="Decode-side radix cache: only uncached KV crosses the WAN.")
-    filter: bool = Field(True, description="Allow the anomalous-traffic filter (P-RLD) for qualifying classes.")
-    filter_max_output_tokens: int = Field(
-        DEFAULT_FILTER.max_output_tokens, gt=0, description="Filter: output shorter than this, tokens."
+    drc: Annotated[bool, Strict()] = Field(True, description="Decode-side radix cache: only uncached KV crosses the WAN.")
+    filter: Annotated[bool, Strict()] = Field(True, description="Allow the anomalous-traffic filter (P-RLD) for qualifying classes.")
+    filter_max_output_tokens: Tokens = Field(
+        DEFAULT_FILTER.max_output_tokens, description="Filter: output shorter than this, tokens."
     )
-    filter_max_hit_rate: float = Field(
-        DEFAULT_FILTER.max_hit_rate, ge=0, le=1, description="Filter: hit rate below this."
+    filter_max_hit_rate: Fraction = Field(DEFAULT_FILTER.max_hit_rate, description="Filter: hit rate below this.")
+    filter_min_input_tokens: Tokens = Field(
+        DEFAULT_FILTER.min_input_tokens, description="Filter: input at least this long, tokens."
     )
-    filter_min_input_tokens: int = Field(
-        DEFAULT_FILTER.min_input_tokens, gt=0, description="Filter: input at least this long, tokens."
-    )
-    utilization_cap: float = Field(0.8, gt=0, lt=1, description="Planned busy fraction of P, RLD and MD pools.")
-    link_utilization_cap: float = Field(0.85, gt=0, le=1, description="Planned fraction of each WAN line used.")
-    catch_up_threshold_tokens: int = Field(
-        DEFAULT_CATCH_UP_THRESHOLD_TOKENS, gt=0,
+    utilization_cap: real(ge=0.01, lt=1) = Field(
+        0.8, description="Planned busy fraction of P, RLD and MD pools.")
+    link_utilization_cap: real(ge=0.01, le=1) = Field(
+        0.85, description="Planned fraction of each WAN line used.")
+    catch_up_threshold_tokens: Tokens = Field(
+        DEFAULT_CATCH_UP_THRESHOLD_TOKENS,
         description="Handoff: above this many pending RLD tokens use catch-up, else one-shot.",
     )
-    budget_usd_per_h: float | None = Field(None, gt=0, description="Budget for --objective max-goodput, USD/h.")
-    min_served_fraction: float = Field(
-        1.0, ge=0, le=1,
+    budget_usd_per_h: real(gt=0, le=1e9) | None = Field(
+        None, description="Budget for --objective max-goodput, USD/h.")
+    min_served_fraction: Fraction = Field(
+        1.0,
         description="Fraction of the offered load a bcr/max-goodput plan must carry; below 1 lets the "
         "BCR objective leave load that does not pay unserved.",
     )
-    prefill_chunk_tokens: int = Field(8192, gt=0, description="Chunked-prefill chunk size, tokens.")
-    max_instances_per_pool: int = Field(256, gt=0, description="Upper bound on instances of one pool.")
+    prefill_chunk_tokens: Tokens = Field(8192, description="Chunked-prefill chunk size, tokens.")
+    max_instances_per_pool: count(ge=1, le=100_000) = Field(256, description="Upper bound on instances of one pool.")
 
     @field_validator("tp_degrees")
     @classmethod
     def _tp(cls, value: list[int]) -> list[int]:
         if not value:
             raise ValueError("tp_degrees must not be empty")
-        for tp in value:
-            if tp < 1 or tp > 64:
-                raise ValueError(f"tp degree must be in 1..64, got {tp}")
         return sorted(set(value))
 
 
 class Scenario(_Spec):
     """A whole planning problem: hardware, links, model, workload, SLA, options."""
 
-    name: str = Field(description="Scenario name, carried into plans.")
+    name: Name = Field(description="Scenario name, carried into plans.")
     model: str | ModelSpec = Field(description="Catalog model name, or an inline model config.")
     kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache element type.")
     weight_dtype: Literal["bf16", "fp8"] | None = Field(None, description="Weight type (model's native by default).")
@@ -219,7 +199,7 @@ class Scenario(_Spec):
     workload: WorkloadSpec = Field(description="Offered load and its request classes (or a trace).")
     sla: SlaSpec = Field(description="Service-level objectives a request must meet to count as goodput.")
     options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
-    profiles: list[str] = Field(
+    profiles: list[Annotated[str, Strict(), Field(min_length=1, max_length=4096)]] = Field(
         default_factory=list,
         description="Measured profiles to plan with: a profile JSON (`placer profile chip` / `placer profile "
         "model`), a CSV of measured latencies (docs/profiles.md), a directory of them, or 'latest' (the "
@@ -250,13 +230,19 @@ class Scenario(_Spec):
         return self
 
 
+def _shown(value: Any, limit: int = 80) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a 10 MB string must not become the message)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
 def _format_validation_error(err: ValidationError) -> str:
     parts = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"] if not str(x).startswith("function-"))
         msg = e["msg"].removeprefix("Value error, ")
         value = e.get("input")
-        shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {value!r})"
+        shown = "" if isinstance(value, (dict, list)) or value is None else f" (got {_shown(value)})"
         parts.append(f"{loc or 'scenario'}: {msg}{shown}")
     return "; ".join(parts)
 
@@ -274,16 +260,11 @@ def parse_scenario(data: Any) -> Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file (YAML, or JSON by extension)."""
     path = Path(path)
+    data = load_data(path, "scenario file")
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise InputError(f"cannot read scenario file {str(path)!r}: {err.strerror}") from None
-    try:
-        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as err:
-        kind = "JSON" if path.suffix == ".json" else "YAML"
-        raise InputError(f"scenario file {str(path)!r} is not valid {kind}: {err}") from None
-    scenario = parse_scenario(data)
+        scenario = parse_scenario(data)
+    except InputError as err:
+        raise InputError(f"{path}: {err}") from None
     if scenario.workload.trace and not Path(scenario.workload.trace).is_absolute():
         trace = (path.parent / scenario.workload.trace).resolve()
         workload = scenario.workload.model_copy(update={"trace": str(trace)})

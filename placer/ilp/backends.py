@@ -15,7 +15,7 @@ import warnings
 import time
 from dataclasses import dataclass
 
-from placer.errors import InputError
+from placer.errors import InputError, SolverError
 from placer.ilp.model import LinearModel
 
 
@@ -55,7 +55,12 @@ BACKENDS = ("ortools", "ortools-highs", "ortools-scip", "pulp")
 def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30.0,
           hint: list[float] | None = None, mip_gap: float = 1e-4, abs_gap: float = 1e-6) -> SolveResult:
     """Solve ``model`` with ``backend`` ("ortools" = HiGHS through pywraplp, which on these
-    models is 5-20× faster than SCIP; "ortools-scip" keeps SCIP)."""
+    models is 5-20× faster than SCIP; "ortools-scip" keeps SCIP).
+
+    ``time_limit_s`` covers handing the model to the solver as well as the search (on large
+    models the hand-over alone takes seconds); a limit used up by the hand-over returns
+    NO_SOLUTION without searching. Every solver outcome maps to a :class:`Status`; this
+    function raises only for an unknown backend or one missing from the build."""
     if backend == "ortools-scip":
         return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
     if backend in ("ortools", "ortools-highs"):
@@ -90,12 +95,14 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
                    abs_gap: float) -> SolveResult:
     from ortools.linear_solver import pywraplp
 
+    start = time.perf_counter()
     has_int = any(v.integer for v in model.vars)
     if not has_int:
         engine = "HIGHS"  # GLOP reports ABNORMAL on some of these LPs; HiGHS solves them
     solver = pywraplp.Solver.CreateSolver(engine)
     if solver is None:
-        raise RuntimeError(f"OR-Tools has no {engine} solver in this build")
+        raise SolverError(f"ortools-{engine.lower()}", "not in this OR-Tools build", 0.0,
+                          "choose another --solver")
     inf = solver.infinity()
     xs = [
         solver.IntVar(v.lb, v.ub if v.ub != math.inf else inf, v.name)
@@ -113,7 +120,11 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
         obj.SetCoefficient(xs[i], c)
     obj.SetMaximization() if model.maximize else obj.SetMinimization()
     solver.SuppressOutput()
-    solver.SetTimeLimit(max(1, int(time_limit_s * 1000)))
+    name = f"ortools-{engine.lower()}"
+    left_s = time_limit_s - (time.perf_counter() - start)  # building a large model counts against the limit
+    if left_s <= 0:
+        return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start, name)
+    solver.SetTimeLimit(max(1, int(left_s * 1000)))
     if hint is not None and has_int and engine == "SCIP":
         # Only SCIP takes the warm start: pywraplp's HiGHS interface in OR-Tools 9.15
         # crashes the process (SIGSEGV) when given a hint.
@@ -127,21 +138,11 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
             solver.SetSolverSpecificParametersAsString(f"limits/absgap = {abs_gap}\n")
         elif engine == "HIGHS":
             solver.SetSolverSpecificParametersAsString(f"mip_abs_gap = {abs_gap}\noutput_flag = false\n")
-    start = time.perf_counter()
+    solve_start = time.perf_counter()
     with _quiet_stdout():
         code = solver.Solve(params)
+    status = _ortools_status(pywraplp, code, time.perf_counter() - solve_start, left_s)
     seconds = time.perf_counter() - start
-    status = {
-        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
-        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
-        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
-        pywraplp.Solver.UNBOUNDED: Status.UNBOUNDED,
-        pywraplp.Solver.NOT_SOLVED: Status.NO_SOLUTION,
-        pywraplp.Solver.ABNORMAL: Status.ERROR,
-    }.get(code, Status.ERROR)
-    if status is Status.ERROR and seconds >= 0.95 * time_limit_s:
-        status = Status.NO_SOLUTION  # HiGHS through pywraplp reports ABNORMAL when its time limit ends the search
-    name = f"ortools-{engine.lower()}"
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, name)
     values = [x.solution_value() for x in xs]
@@ -151,6 +152,26 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
         # "optimal" within the relative gap asked for; keep the proven bound.
         pass
     return SolveResult(status, values, value, bound, seconds, name)
+
+
+#: An ABNORMAL stop this close to the time limit (share of it) is the limit's doing.
+TIME_LIMIT_SHARE = 0.9
+
+
+def _ortools_status(pywraplp, code: int, seconds: float, time_limit_s: float) -> Status:
+    """pywraplp's result code as a :class:`Status`. HiGHS through pywraplp reports ABNORMAL (not
+    NOT_SOLVED) when its time limit ends the search before an incumbent: within
+    :data:`TIME_LIMIT_SHARE` of the limit that is NO_SOLUTION (a time-out), else ERROR."""
+    status = {
+        pywraplp.Solver.OPTIMAL: Status.OPTIMAL,
+        pywraplp.Solver.FEASIBLE: Status.FEASIBLE,
+        pywraplp.Solver.INFEASIBLE: Status.INFEASIBLE,
+        pywraplp.Solver.UNBOUNDED: Status.UNBOUNDED,
+        pywraplp.Solver.NOT_SOLVED: Status.NO_SOLUTION,
+    }.get(code, Status.ERROR)
+    if status is Status.ERROR and seconds >= TIME_LIMIT_SHARE * time_limit_s:
+        return Status.NO_SOLUTION
+    return status
 
 
 def _solve_pulp(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap: float) -> SolveResult:
@@ -164,6 +185,7 @@ def _solve_pulp(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap
 def _solve_pulp_inner(model: LinearModel, time_limit_s: float, mip_gap: float, abs_gap: float) -> SolveResult:
     import pulp
 
+    start = time.perf_counter()
     prob = pulp.LpProblem("placer", pulp.LpMaximize if model.maximize else pulp.LpMinimize)
     xs = [
         pulp.LpVariable(
@@ -183,9 +205,11 @@ def _solve_pulp_inner(model: LinearModel, time_limit_s: float, mip_gap: float, a
             prob += (expr >= row.rhs, f"r{k}")
         else:
             prob += (expr == row.rhs, f"r{k}")
-    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(math.ceil(time_limit_s))),
-                               gapRel=mip_gap, gapAbs=abs_gap)
-    start = time.perf_counter()
+    left_s = time_limit_s - (time.perf_counter() - start)  # building a large model counts against the limit
+    if left_s <= 0:
+        return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start, "pulp-cbc")
+    # CBC takes whole seconds: round down (at least one), so the limit is not overrun by up to a second
+    solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=max(1, int(left_s)), gapRel=mip_gap, gapAbs=abs_gap)
     prob.solve(solver)
     seconds = time.perf_counter() - start
     code = pulp.LpStatus[prob.status]

@@ -3,18 +3,28 @@
 in:  what the user chose (objective, backend, time limit, marginals)
 out: :class:`SolveConfig`, read by `optimize`, `evaluate_plan`, the baselines, the
      Dinkelbach loop, `--verify` and the sweeps instead of loose keyword arguments.
+
+The time limit is a budget for the whole command, not for one MILP: the first library
+entry point that solves (``optimize``, ``verify_plan``, ``evaluate_plan``) calls
+:meth:`SolveConfig.started`, which fixes one ``deadline`` (a ``time.monotonic()``
+instant); every MILP after it (Dinkelbach rounds, the final most-goodput solve, the
+marginal-value re-solves, ``--verify`` re-solves) gets only :meth:`SolveConfig.left_s`.
+A config already started keeps its deadline, so a face that starts it once bounds
+everything it calls.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
+import time
 from dataclasses import dataclass
 
 from placer.errors import InputError
 
 #: Objectives a user may ask for; the baselines also use "max-served" internally.
 OBJECTIVES = ("bcr", "min-cost", "max-goodput")
+#: The most seconds a time limit may ask for (a day): a longer one is a typo, not a plan.
+MAX_TIME_LIMIT_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -25,15 +35,40 @@ class SolveConfig:
     backend: str = "ortools"  # ortools (HiGHS) | ortools-highs | ortools-scip | pulp
     time_limit_s: float = 30.0
     marginals: bool = True  # re-solve to price each binding row (bcr only)
+    deadline: float | None = None  # time.monotonic() when the budget ends; None: not started
 
     def check(self) -> SolveConfig:
         """Raise InputError naming the bad setting; return self."""
         if self.objective not in OBJECTIVES:
             raise InputError(f"objective: unknown {self.objective!r}; choose one of {', '.join(OBJECTIVES)}")
-        if not (self.time_limit_s > 0 and math.isfinite(self.time_limit_s)):
-            raise InputError(f"time-limit must be a positive number of seconds, got {self.time_limit_s}")
+        if isinstance(self.time_limit_s, bool) or not (
+                isinstance(self.time_limit_s, (int, float)) and 0 < self.time_limit_s <= MAX_TIME_LIMIT_S):
+            raise InputError(f"time-limit must be a number of seconds in (0, {MAX_TIME_LIMIT_S:g}], "
+                             f"got {self.time_limit_s}")
         return self
 
     def but(self, **changes) -> SolveConfig:
-        """A copy with ``changes`` (e.g. ``config.but(objective="min-cost", marginals=False)``)."""
-        return dataclasses.replace(self, **changes)
+        """A copy with ``changes`` (e.g. ``config.but(objective="min-cost", marginals=False)``).
+
+        A new ``time_limit_s`` on a started config is a sub-budget: its deadline becomes
+        the earlier of the old one and now + the new limit."""
+        out = dataclasses.replace(self, **changes)
+        if "time_limit_s" in changes and self.deadline is not None and "deadline" not in changes:
+            out = dataclasses.replace(out, deadline=min(self.deadline, time.monotonic() + out.time_limit_s))
+        return out
+
+    def started(self, spent_s: float = 0.0) -> SolveConfig:
+        """This config with its deadline fixed (now + time_limit_s − ``spent_s``), unless already fixed."""
+        if self.deadline is not None:
+            return self
+        return dataclasses.replace(self, deadline=time.monotonic() + self.time_limit_s - max(0.0, spent_s))
+
+    def left_s(self) -> float:
+        """Seconds left of the budget (the whole limit when not started; may be ≤ 0)."""
+        if self.deadline is None:
+            return self.time_limit_s
+        return self.deadline - time.monotonic()
+
+    def spent(self) -> bool:
+        """Whether the budget is used up."""
+        return self.left_s() <= 0.0

@@ -20,7 +20,7 @@ import math
 import time
 from dataclasses import dataclass
 
-from placer.errors import InfeasiblePlanError, SolveTimeoutError
+from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
 from placer.flows import P, SLA_QUANTILE
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
@@ -32,6 +32,7 @@ ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolut
 REL_GAP = 5e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
 SEED_GAP = 0.02  # relative gap of the first MILP, whose plan only seeds λ
 MAX_ITERATIONS = 30
+LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
 
 
 @dataclass
@@ -53,17 +54,25 @@ def _cost(form: Formulation, values: list[float]) -> float:
     return sum(c * values[i] for i, c in form.cost.items())
 
 
-def _check(result: SolveResult, form: Formulation, limit: float) -> None:
+def _check(result: SolveResult, form: Formulation, config: SolveConfig) -> None:
+    """Every status without a plan as its typed error: NO_SOLUTION → SolveTimeoutError (exit 4),
+    INFEASIBLE → InfeasiblePlanError naming the cause (exit 3), UNBOUNDED/ERROR → SolverError."""
     if result.status.has_solution:
         return
     if result.status is Status.NO_SOLUTION:
-        raise SolveTimeoutError(limit)
+        raise SolveTimeoutError(config.time_limit_s)
     if result.status is Status.INFEASIBLE:
-        raise InfeasiblePlanError(diagnose(form))
-    raise RuntimeError(f"solver {result.backend} failed with status {result.status.value}")
+        raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
+    raise SolverError(result.backend, result.status.value, result.seconds)
 
 
-def diagnose(form: Formulation) -> str:
+def _lp_limit_s(config: SolveConfig | None) -> float:
+    """Time for one LP relaxation: what is left of the budget, within [1, 30] s (an LP of these
+    models takes well under a second; the floor lets a diagnosis finish after a time-out)."""
+    return LP_LIMIT_S if config is None else min(LP_LIMIT_S, max(1.0, config.left_s()))
+
+
+def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
     """A user-facing reason why no plan exists."""
     prob = form.problem
     if not any(q.role == P for q in form.pools):
@@ -75,12 +84,12 @@ def diagnose(form: Formulation) -> str:
     if not form.flows:
         return "no pipeline connects a prefill pool to a decode pool (check links and inventories)"
     required = form.model.vars[form.g].lb
-    carry = _max_carry(form)
+    carry = _max_carry(form, lp_limit_s=lp_limit_s)
     if carry < required * (1 - 1e-6):
         binds = "inventory, power or WAN bandwidth" if form.problem.links else "inventory or power"
         return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
                 f"the TTFT SLA: {binds} binds (or lower options.min_served_fraction)")
-    return _sla_cause(form, required)
+    return _sla_cause(form, required, lp_limit_s)
 
 
 def _fastest(form: Formulation) -> dict[int, tuple[float, Flow]]:
@@ -98,7 +107,7 @@ def _where(f: Flow) -> str:
     return f"P {f.p.dc} {f.p.chip} tp{f.p.tp}, {f.pipeline}{over}"
 
 
-def _sla_cause(form: Formulation, required: float) -> str:
+def _sla_cause(form: Formulation, required: float, lp_limit_s: float = 30.0) -> str:
     """Why the TTFT SLA binds: the classes that are late even with no queueing (their share beyond
     the 10 % the P90 allows), or else the class with the least slack and the load the SLA allows."""
     prob = form.problem
@@ -117,7 +126,7 @@ def _sla_cause(form: Formulation, required: float) -> str:
     t, f = fastest[k]
     waits = ("queueing at prefill and WAN transfers make" if any(g.crosses for g in form.flows)
              else "queueing at prefill makes")
-    most = _max_carry(form, with_sla=True)
+    most = _max_carry(form, with_sla=True, lp_limit_s=lp_limit_s)
     within = f" (at most {most:.3g} req/s can meet it)" if most < required * (1 - 1e-6) else ""
     return (f"the TTFT P90 SLA of {sla} s cannot be met at {required:.3g} req/s{within}: {waits} more than "
             f"{100 * (1 - SLA_QUANTILE):.0f} % of requests late; the "
@@ -125,20 +134,15 @@ def _sla_cause(form: Formulation, required: float) -> str:
             f"({_where(f)}), leaving {sla - t:.3f} s for the queue")
 
 
-def _max_carry(form: Formulation, with_sla: bool = False) -> float:
+def _max_carry(form: Formulation, with_sla: bool = False, lp_limit_s: float = 30.0) -> float:
     """Most req/s the pools could carry (LP relaxation), with the SLA row dropped unless ``with_sla``."""
     m = form.model.relaxed()
     if not with_sla:
         m.rows = [r for r in m.rows if r.family != "sla"]
     m.set_bounds(form.g, 0.0, m.vars[form.g].ub)
     m.maximize, m.objective = True, {form.g: 1.0}
-    res = solve(m, "ortools", 30.0)
+    res = solve(m, "ortools", lp_limit_s)
     return res.objective if res.status.has_solution else 0.0
-
-
-def _left_s(deadline: float) -> float:
-    """Seconds left before ``deadline`` (at least one: every solve gets some time)."""
-    return max(1.0, deadline - time.perf_counter())
 
 
 def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int, float]]:
@@ -152,14 +156,23 @@ def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int
     return True, {form.g: 1.0, **{i: -1e-6 * c for i, c in form.cost.items()}}
 
 
-def _solve_once(form: Formulation, config: SolveConfig, mip_gap: float, start: float, deadline: float) -> Outcome:
+def _left_s(config: SolveConfig) -> float:
+    """Seconds the next MILP may take; SolveTimeoutError when the budget is spent (callers
+    that hold a plan check :meth:`SolveConfig.spent` first and keep it)."""
+    left = config.left_s()
+    if left <= 0:
+        raise SolveTimeoutError(config.time_limit_s)
+    return left
+
+
+def _solve_once(form: Formulation, config: SolveConfig, mip_gap: float, start: float) -> Outcome:
     """min-cost, max-goodput or max-served: one MILP."""
     model = form.model
     model.maximize, model.objective = _single_objective(form, config.objective)
-    res = solve(model, config.backend, _left_s(deadline), mip_gap=mip_gap)
-    _check(res, form, config.time_limit_s)
+    res = solve(model, config.backend, _left_s(config), mip_gap=mip_gap)
+    _check(res, form, config)
     if config.objective == "max-goodput" and _goodput(form, res.values) <= EPS:
-        raise InfeasiblePlanError(diagnose(form))
+        raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
     return Outcome(res.values, res.status.value, res.gap, time.perf_counter() - start, res.backend, 1, math.nan)
 
 
@@ -169,20 +182,24 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
 
     ``warm_ratio`` (bcr only): goodput per USD/h of a plan known to be feasible (e.g. the
     one deployed now, evaluated on the new workload); Dinkelbach starts from it.
+
+    Every MILP and LP gets only what is left of ``config``'s budget (started here if the
+    caller did not): out of time with a plan, the best plan so far comes back with status
+    "feasible" and its gap; out of time without one, SolveTimeoutError.
     """
     start = time.perf_counter()
-    deadline = start + config.time_limit_s
+    config = config.started()
     if config.objective in ("min-cost", "max-goodput", "max-served"):
-        return _solve_once(form, config, mip_gap, start, deadline)
+        return _solve_once(form, config, mip_gap, start)
     if config.objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
-    lam, from_above, least_cost = _first_ratio(form, warm_ratio)
+    lam, from_above, least_cost = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
-    state = _iterate(form, config, mip_gap, lam, from_above, deadline, least_cost, upper)
-    return _most_goodput_at_ratio(form, config, mip_gap, state, start, deadline)
+    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper)
+    return _most_goodput_at_ratio(form, config, mip_gap, state, start)
 
 
-def _first_ratio(form: Formulation, warm_ratio: float | None) -> tuple[float, bool, float]:
+def _first_ratio(form: Formulation, warm_ratio: float | None, config: SolveConfig) -> tuple[float, bool, float]:
     """λ0, whether it may lie above the optimum, and a lower bound on any plan's cost (USD/h).
 
     λ0 is the caller's warm start (the ratio of the plan deployed now, on the new
@@ -193,9 +210,9 @@ def _first_ratio(form: Formulation, warm_ratio: float | None) -> tuple[float, bo
     """
     if warm_ratio is not None and warm_ratio > 0:
         return warm_ratio, True, _min_cost(form)
-    bound, least_cost = _lp_ratio_bound(form)
+    bound, least_cost = _lp_ratio_bound(form, config)
     if bound is None:
-        raise InfeasiblePlanError(diagnose(form))
+        raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
     least_cost = max(least_cost, _min_cost(form))
     return (bound, True, least_cost) if bound > 0 else (0.0, False, least_cost)
 
@@ -213,20 +230,26 @@ class _Dinkelbach:
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
-             deadline: float, least_cost: float, upper: float | None = None) -> _Dinkelbach:
+             least_cost: float, upper: float | None = None) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
-    The reported gap bounds the ratio's relative error: every plan x has
-    goodput(x)/cost(x) − λ = F(x)/cost(x) ≤ bound(F)/least_cost, so the gap is
-    bound(F) / (λ · least_cost), with least_cost the LP relaxation's least cost — a lower
-    bound on any feasible plan's cost, and far tighter than one P plus one decode instance.
-    When the time limit ends a MILP before it finds a plan, the last plan stands, with
-    status "feasible" and gap (upper − λ)/λ, ``upper`` being the LP relaxation's ratio bound."""
+    The reported gap bounds the ratio's relative error. Every MILP at any λ proves
+    goodput(x) − λ·cost(x) ≤ bound(F) for every plan x, so every ratio is at most the
+    ceiling λ + max(0, bound(F))/least_cost, with least_cost the LP relaxation's least cost
+    — a lower bound on any feasible plan's cost, and far tighter than one P plus one decode
+    instance; ``upper`` (the LP relaxation's ratio bound) is a ceiling too. The gap is
+    (lowest ceiling − λ)/λ: at convergence bound(F)/(λ·least_cost). When the budget ends
+    before F(λ) ≈ 0, the last plan stands with status "feasible" and that gap; when it
+    ends before any plan, SolveTimeoutError."""
     model = form.model
-    hint, status, gap, last = None, "optimal", 0.0, None
+    hint, status, last, res = None, "optimal", None, None
+    ceiling = upper if upper else math.inf
     model.maximize = True
     iterations = 0
     for iterations in range(1, MAX_ITERATIONS + 1):
+        if last is not None and config.spent():
+            status = "feasible"
+            break
         model.objective = dict(form.goodput)
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
@@ -236,43 +259,39 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
-        res = solve(model, config.backend, _left_s(deadline), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
-        if hint is not None and last is not None and res.status is Status.NO_SOLUTION:
-            # out of time before this MILP found a plan: keep the last one, whose ratio is
-            # within (LP bound − λ)/λ of the optimum when λ0 came from the LP relaxation
-            status, res = "feasible", last
-            gap = (upper - lam) / lam if upper and lam > 0 else math.inf
+        res = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        if last is not None and res.status is Status.NO_SOLUTION:
+            status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
-        _check(res, form, config.time_limit_s)
+        _check(res, form, config)
+        if res.bound == res.bound and least_cost > 0:  # nan-safe: a proven bound on F(λ)
+            ceiling = min(ceiling, lam + max(0.0, res.bound) / least_cost)
         last = res
         if res.status is Status.FEASIBLE and not from_above:  # a seed stopped early is fine: exact steps follow
             status = "feasible"
         good, cost = _goodput(form, res.values), _cost(form, res.values)
         if good <= EPS or cost <= 0:
             if lam == 0.0 or from_above:
-                raise InfeasiblePlanError(diagnose(form))
+                raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
             break
         if from_above:  # the first plan: its ratio is the first λ from below
             lam, hint, from_above = good / cost, res.values, False
             continue
         f_value = good - lam * cost
         if f_value <= abs_gap or f_value <= EPS * lam * cost:
-            # F(λ) ≤ bound: every plan has goodput/cost ≤ λ + bound/cost_min.
-            gap = max(0.0, res.bound) / max(lam * least_cost, 1e-12)
-            break
+            break  # F(λ) ≤ bound: λ is optimal within the gap
         lam, hint = good / cost, res.values
-        if time.perf_counter() > deadline:
-            status, gap = "feasible", res.gap
-            break
+    gap = max(0.0, (ceiling - lam) / lam) if lam > 0 else math.inf
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
 
 
 def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: float, state: _Dinkelbach,
-                           start: float, deadline: float) -> Outcome:
-    """Among plans with the optimal ratio, the one with the most goodput (no arbitrarily small plans)."""
+                           start: float) -> Outcome:
+    """Among plans with the optimal ratio, the one with the most goodput (no arbitrarily small
+    plans); with the budget spent, the last Dinkelbach plan as it is."""
     model, res, best_ratio, status = form.model, state.res, state.lam, state.status
     g_var = model.vars[form.g]
-    if g_var.lb >= g_var.ub:  # the load is fixed: nothing left to choose
+    if g_var.lb >= g_var.ub or config.spent():  # the load is fixed (nothing left to choose), or no time
         return Outcome(res.values, status, state.gap, time.perf_counter() - start, res.backend, state.iterations,
                        best_ratio)
     coeffs = {**form.goodput}
@@ -280,25 +299,28 @@ def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: floa
         coeffs[i] = coeffs.get(i, 0.0) - best_ratio * (1 - 1e-7) * c
     model.add("ratio_floor", "ratio_floor", coeffs, ">=", 0.0)
     model.objective = {**dict(form.goodput), **{i: -1e-6 * c for i, c in form.cost.items()}}
-    final = solve(model, config.backend, _left_s(deadline), hint=state.hint, mip_gap=mip_gap)
-    model.rows.pop()  # leave the formulation as built
-    values = final.values if final.status.has_solution else (res.values if res else [])
+    try:
+        final = solve(model, config.backend, _left_s(config), hint=state.hint, mip_gap=mip_gap)
+    finally:
+        model.rows.pop()  # leave the formulation as built
+    values = final.values if final.status.has_solution else res.values
     if final.status is Status.FEASIBLE:
         status = "feasible"
     return Outcome(values, status, state.gap, time.perf_counter() - start,
                    (final if final.status.has_solution else res).backend, state.iterations, best_ratio)
 
 
-def _lp_ratio_bound(form: Formulation) -> tuple[float | None, float]:
+def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | None, float]:
     """An upper bound on goodput/cost (most goodput over the LP relaxation's least cost; None:
-    infeasible), and that least cost (0 when unknown)."""
+    infeasible), and that least cost (0 when unknown). Each LP gets what is left of the budget
+    (SolveTimeoutError when nothing is)."""
     m = form.model.relaxed()
     m.maximize, m.objective = False, dict(form.cost)
-    cheapest = solve(m, "ortools", 30.0)
+    cheapest = solve(m, "ortools", min(LP_LIMIT_S, _left_s(config)))
     if cheapest.status is Status.INFEASIBLE:
         return None, 0.0
     m.maximize, m.objective = True, dict(form.goodput)
-    most = solve(m, "ortools", 30.0)
+    most = solve(m, "ortools", min(LP_LIMIT_S, _left_s(config)))
     if not (cheapest.status.has_solution and most.status.has_solution):
         return 0.0, 0.0  # the LP solver gave up: start from λ = 0, which is always valid
     cost = _cost(form, cheapest.values)

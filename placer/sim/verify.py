@@ -192,10 +192,14 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
     cut what :func:`blame` names and re-solve, at most ``rounds`` times (see the module docstring).
 
     ``outcome.holds`` says whether the last plan meets the SLA in simulation; if not,
-    ``outcome.reason`` says why no further round could help."""
-    solve = solve.but(marginals=False)
+    ``outcome.reason`` says why no further round could help.
+
+    ``solve.time_limit_s`` bounds the whole loop with the first solve: a given ``plan``'s
+    ``solver.seconds`` count as spent (unless ``solve`` is already started), and no re-solve
+    starts once the budget is used up (the reason then says so)."""
     if rounds < 0:
         raise InputError(f"verify-rounds must be >= 0, got {rounds}")
+    solve = solve.but(marginals=False).started(spent_s=plan.solver.seconds if plan is not None else 0.0)
     problem = as_problem(scenario)
     config = config or SimConfig()
     say = log or (lambda _msg: None)
@@ -210,6 +214,10 @@ def verify_plan(scenario, plan=None, rounds: int = 3, config: SimConfig | None =
         if solves >= rounds:
             outcome.reason = (f"after {solves} re-solve(s) the simulated P90 TTFT is still {sim['ttft_p90_s']:.3f} s "
                               f"> SLA {sla:g} s (raise --verify-rounds, or add capacity)")
+            break
+        if solve.spent():
+            outcome.reason = (f"the time limit of {solve.time_limit_s:g} s ran out after {solves} re-solve(s); the "
+                              f"simulated P90 TTFT is {sim['ttft_p90_s']:.3f} s > SLA {sla:g} s (raise --time-limit)")
             break
         culprits = blame(sim, sla)
         if not culprits:

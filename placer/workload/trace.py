@@ -21,10 +21,12 @@ import heapq
 import itertools
 import json
 from collections.abc import Iterable, Iterator
+from contextlib import closing
 from pathlib import Path
 
 from placer.errors import InputError
 from placer.records import request_log_line  # noqa: F401  (the line format's one home; re-exported)
+from placer.readers import text_lines
 
 BLOCK_TOKENS = 512  # Mooncake traces hash prompts in 512-token blocks
 #: A line may arrive this much trace time before one read earlier (a request log is written
@@ -129,12 +131,8 @@ def in_arrival_order(records: Iterable[tuple[int, TraceRecord]], name: str,
 def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
     """``(line number, record)`` of every non-blank line, in file order."""
     path = Path(path)
-    try:
-        handle = path.open()
-    except OSError as err:
-        raise InputError(f"cannot read trace file {str(path)!r}: {err.strerror}") from None
-    with handle:
-        for lineno, line in enumerate(handle, 1):
+    with closing(text_lines(path, "trace file")) as lines:  # UTF-8 lines; bad bytes name the line
+        for lineno, line in lines:
             line = line.strip()
             if not line:
                 continue
@@ -143,6 +141,8 @@ def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InputError(f"{where}: not valid JSON ({err.msg})") from None
+            except RecursionError:
+                raise InputError(f"{where}: JSON nested too deeply") from None
             yield lineno, parse_record(obj, where)
 
 

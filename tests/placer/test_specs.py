@@ -26,8 +26,8 @@ def _workload(**changes):
          r"links\.0\.gbit_per_s.*-5"),
         (micro_dict(datacenters=[{"name": "dc-a", "inventory": {}}], links=[]), r"inventory is empty"),
         (micro_dict(datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": -2}}], links=[]),
-         r"must be >= 0, got -2"),
-        (micro_dict(options={"tp_degrees": [0]}), r"tp degree must be in 1..64, got 0"),
+         r"inventory\.H100-SXM.*greater than or equal to 0 \(got -2\)"),
+        (micro_dict(options={"tp_degrees": [0]}), r"tp_degrees\.0.*greater than or equal to 1 \(got 0\)"),
         (micro_dict(bogus=1), r"bogus.*Extra inputs"),
     ],
 )

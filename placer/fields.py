@@ -1,0 +1,51 @@
+"""Field types shared by every input model (scenario, plan): strict, finite, bounded.
+
+in:  nothing (type definitions)
+out: :func:`real` / :func:`count` (pydantic ``Annotated`` types) and :data:`Name`
+
+One validation layer for numbers: every numeric field of a scenario or plan is declared
+with these, so each is
+
+* strict — a YAML boolean (``on``, ``yes``, ``true``) or a quoted string is not a number;
+  an integer field takes no fraction (a float field takes an integer);
+* finite — ``.inf``, ``-.inf`` and ``.nan`` are rejected;
+* bounded — each field names bounds that make physical sense (docs/scenario.md lists
+  them), so nothing downstream overflows (e.g. ``arrival_rps: 1e308``).
+
+Pydantic's messages name the field path and the value ("less than or equal to 1000000").
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, AllowInfNan, Field, Strict
+
+
+def real(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
+         le: float | None = None) -> Any:
+    """A strict, finite float within the given bounds (give an upper bound: every quantity has one)."""
+    return Annotated[float, Strict(), AllowInfNan(False), Field(gt=gt, ge=ge, lt=lt, le=le)]
+
+
+def count(*, ge: int = 0, le: int) -> Any:
+    """A strict integer in [ge, le]."""
+    return Annotated[int, Strict(), Field(ge=ge, le=le)]
+
+
+def _name(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be empty or blank")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in value):
+        raise ValueError(f"must not contain control characters, got {value!r}")
+    return value
+
+
+#: A user-chosen name (scenario, datacenter, chip, class): 1..200 characters, not blank, no control characters.
+Name = Annotated[str, Strict(), Field(min_length=1, max_length=200), AfterValidator(_name)]
+
+# Bounds that make physical sense, shared where several fields measure the same thing.
+MAX_TOKENS = 10_000_000  # tokens in one prompt or answer
+MAX_CHIPS = 1_000_000  # chips of one kind in one datacenter
+MAX_RPS = 1_000_000.0  # requests per second offered to one deployment
+MAX_SECONDS = 3_600.0  # an SLA of more than an hour is not a latency SLA

@@ -1,0 +1,91 @@
+"""A plan checked against its scenario before anything trusts it (evaluate, deploy, report).
+
+in:  a scenario (``placer.specs.Scenario`` or a resolved ``placer.problem.Problem``: anything
+     with ``name``, ``datacenters`` [each ``name`` and ``inventory``], and ``workload.classes``
+     or ``classes``) and a :class:`~placer.plan.Plan`
+out: nothing, or the first problem as a typed error:
+
+* InputError (exit 2, HTTP 422) — the plan does not fit this scenario's names:
+  it was made for another scenario (``plan.scenario`` differs; callers that replay a
+  plan against another scenario on purpose pass ``other_scenario=True``); two pool rows
+  name the same pool (role, datacenter, chip, tp) — never merged silently; a pool in a
+  datacenter the scenario lacks, or of a chip that datacenter has none of; a route from or
+  to an unknown datacenter, or of an unknown request class; no P pool with instances.
+* InfeasiblePlanError (exit 3) naming the inventory — the pools need more chips of a kind
+  (Σ count × tp) than a datacenter holds.
+
+Pure data, no solver; cheap enough for a plan with many rows (it never loops over instances).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from placer.errors import InfeasiblePlanError, InputError
+from placer.flows import P
+from placer.plan import Plan
+
+
+def _classes(scenario: Any) -> set[str] | None:
+    """Names of the scenario's request classes (None when it has only a trace)."""
+    classes = getattr(scenario, "classes", None)
+    if classes is None and getattr(scenario, "workload", None) is not None:
+        classes = scenario.workload.classes
+    return None if classes is None else {c.name for c in classes}
+
+
+def check_plan(scenario: Any, plan: Plan, *, other_scenario: bool = False) -> None:
+    """Raise the first way ``plan`` does not fit ``scenario`` (see the module docstring)."""
+    if not other_scenario and plan.scenario != scenario.name:
+        raise InputError(f"plan.scenario: the plan was made for scenario {plan.scenario!r}, not {scenario.name!r}; "
+                         "plan this scenario, or set the plan's 'scenario' if it is meant for it")
+    _check_pools(scenario, plan)
+    _check_routes(scenario, plan)
+    _check_inventory(scenario, plan)
+
+
+def _check_pools(scenario: Any, plan: Plan) -> None:
+    inventory = {dc.name: dc.inventory for dc in scenario.datacenters}
+    seen: dict[tuple, int] = {}
+    for i, pool in enumerate(plan.pools):
+        key = (pool.role, pool.datacenter, pool.chip, pool.tp)
+        if key in seen:
+            raise InputError(f"pools[{i}] repeats pools[{seen[key]}] ({pool.role} {pool.datacenter} {pool.chip} "
+                             f"tp{pool.tp}): give each pool one row with its whole count")
+        seen[key] = i
+        if pool.datacenter not in inventory:
+            raise InputError(f"pools[{i}].datacenter: unknown datacenter {pool.datacenter!r}; scenario "
+                             f"{scenario.name!r} has {', '.join(inventory)}")
+        if pool.count > 0 and not inventory[pool.datacenter].get(pool.chip):
+            have = ", ".join(c for c, n in inventory[pool.datacenter].items() if n > 0) or "no chips"
+            raise InputError(f"pools[{i}].chip: datacenter {pool.datacenter!r} has no {pool.chip!r} in its "
+                             f"inventory (it has {have})")
+    if not any(pool.role == P and pool.count > 0 for pool in plan.pools):
+        raise InputError("pools: the plan has no P pool with instances: nothing can prefill")
+
+
+def _check_routes(scenario: Any, plan: Plan) -> None:
+    dcs = {dc.name for dc in scenario.datacenters}
+    classes = _classes(scenario)
+    for i, route in enumerate(plan.routes):
+        for end in ("src", "dst"):
+            if getattr(route, end) not in dcs:
+                raise InputError(f"routes[{i}].{end}: unknown datacenter {getattr(route, end)!r}")
+        if classes is not None and route.request_class not in classes:
+            raise InputError(f"routes[{i}].request_class: unknown class {route.request_class!r}; scenario "
+                             f"{scenario.name!r} has {', '.join(sorted(classes))}")
+
+
+def _check_inventory(scenario: Any, plan: Plan) -> None:
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for pool in plan.pools:
+        used[(pool.datacenter, pool.chip)] += pool.count * pool.tp
+    for dc in scenario.datacenters:
+        for chip, have in dc.inventory.items():
+            need = used.get((dc.name, chip), 0)
+            if need > have:
+                rows = " + ".join(f"{p.role} {p.count}×tp{p.tp}" for p in plan.pools
+                                  if p.datacenter == dc.name and p.chip == chip and p.count > 0)
+                raise InfeasiblePlanError(f"inventory[{dc.name},{chip}]: the plan's pools need {need} {chip} "
+                                          f"({rows}) but {dc.name} has {have}")
