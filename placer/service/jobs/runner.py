@@ -147,7 +147,8 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
     if current is not None:
         stripped = current.model_copy(update={"routes": [], "assignments": []})
         try:
-            baseline = evaluate_plan(scenario, stripped, config, measured=measured or None)
+            # the current plan was made for this job's scenario, perhaps under another name or workload
+            baseline = evaluate_plan(scenario, stripped, config, measured=measured or None, other_scenario=True)
         except InfeasiblePlanError:
             baseline = None
     diff = plan_diff(current, candidate) if current is not None else None
