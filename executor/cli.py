@@ -28,6 +28,7 @@ from executor.engine.config import EngineConfig
 from executor.placement import placement
 from placer.errors import InputError, PlacerError
 from placer.plan import load_plan
+from placer.settings import Settings
 from placer.specs import load_scenario
 
 
@@ -62,10 +63,18 @@ def deploy(
     link_loss: Annotated[float, typer.Option(help="Packet loss probability on every line.")] = 0.0,
     request_log: Annotated[str | None, typer.Option(
         help="Request log sink: a .jsonl path, or 'db' / 'db:URL' for the service database.")] = None,
+    token: Annotated[str | None, typer.Option(
+        help="Bearer token of the control plane (POST /plan, /instances), sent with --apply. Default: "
+        "PLACER_EXECUTOR_TOKEN (preferred: an option shows in the process list); none: control calls are "
+        "refused.", show_default=False)] = None,
 ) -> None:
     """Deploy a plan on Ray and serve it (OpenAI-style /v1/completions)."""
+    try:
+        settings = Settings.from_env(executor_token=token)
+    except ValueError as exc:
+        _fail(str(InputError(f"--token / PLACER_EXECUTOR_TOKEN: {exc}")), 2)
     if apply is not None:
-        _apply_remote(apply, url, grace_s)
+        _apply_remote(apply, url, grace_s, settings.executor_token)
         return
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
@@ -88,15 +97,16 @@ def deploy(
         engine_config = EngineConfig(backend="torch", block_size=block_size, num_blocks=num_blocks)
         serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
               model_file=str(model_file) if model_file else None, request_log=request_log, host=host, port=port,
-              echo=typer.echo)
+              echo=typer.echo, token=settings.executor_token,
+              protect_completions=settings.executor_protect_completions)
     except (RuntimeError, ValueError) as exc:
         _fail(f"deploy failed: {exc}", 1)
 
 
-def _apply_remote(plan_path: Path, url: str, grace_s: float) -> None:
+def _apply_remote(plan_path: Path, url: str, grace_s: float, token: str | None) -> None:
     """Validate NEW_PLAN.json here (exit 2 if bad), send it to the running server, print the report."""
     try:
-        report = post_plan(load_plan(plan_path), url, grace_s)
+        report = post_plan(load_plan(plan_path), url, grace_s, token)
     except PlacerError as exc:
         _fail(str(exc), exc.exit_code)
     typer.echo(json.dumps(report, indent=2))

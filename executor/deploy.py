@@ -165,7 +165,7 @@ class RayDeployment:
             self.directory.add_link(b, a, addr)
         ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()])
         self.router = Router(self.endpoint, self.config, block_size=engine_config.block_size,
-                             request_log=request_log, directory=self.directory)
+                             request_log=request_log, directory=self.directory, num_blocks=engine_config.num_blocks)
         for s in self.specs:
             self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
 
@@ -270,12 +270,14 @@ class RayDeployment:
 def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
           seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
           request_log: str | None = None, host: str = "127.0.0.1", port: int = 8000,
-          echo: Callable[[str], None] = print) -> None:
+          echo: Callable[[str], None] = print, token: str | None = None,
+          protect_completions: bool = False) -> None:
     """Deploy `plan` on Ray and serve its completions endpoint on `host:port` until interrupted.
 
     `address`: a running Ray cluster ('auto' or ADDR); None starts a local Ray that emulates the
     plan's datacenters. `request_log`: a sink (`executor.request_log.open_sink`). Ray is shut down
-    on the way out.
+    on the way out. `token`: the control plane's bearer token (None: locked); `protect_completions`:
+    completions need it too (`executor.server.create_app`).
     """
     import ray
     import uvicorn
@@ -292,24 +294,26 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
         dep = RayDeployment(plan, ModelConfig(), engine_config, config, seed=seed, max_per_pool=max_per_pool,
                             request_log=sink, model_file=model_file)
         echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
-        uvicorn.run(create_app(dep.router, deployment=dep), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(dep.router, deployment=dep, token=token, protect_completions=protect_completions),
+                    host=host, port=port, log_level="warning")
     finally:
         if dep is not None:
             dep.close()
         ray.shutdown()
 
 
-def post_plan(plan: Any, url: str, grace_s: float) -> dict[str, Any]:
+def post_plan(plan: Any, url: str, grace_s: float, token: str | None = None) -> dict[str, Any]:
     """Send `plan` to the server of a running deployment (`POST /plan`: applied live there); its report.
 
     Raises `PlacerError` when the server cannot be reached, `InputError` when it refuses the plan as
-    invalid (HTTP 422), `PlacerError` when it refuses it otherwise.
+    invalid (HTTP 422), `PlacerError` when it refuses it otherwise. `token` goes in the
+    Authorization header only.
     """
     import httpx
 
     try:
         r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"), params={"grace_s": grace_s},
-                       timeout=grace_s + 300)
+                       timeout=grace_s + 300, headers={"Authorization": f"Bearer {token}"} if token else None)
     except httpx.HTTPError as exc:
         raise PlacerError(f"cannot reach the deployment at {url}: {exc}") from None
     if r.status_code != 200:

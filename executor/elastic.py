@@ -11,6 +11,9 @@ heartbeat (`Router.register(..., joining=True)`); (2) leaving instances are drai
 what is left then is moved to other instances (`Router.evacuate`: a new attempt
 from the next undelivered token, so the client sees no gap and no duplicate);
 (3) then they stop. Adds go first, so capacity never dips below the smaller plan.
+An instance the deployment runs but the router no longer knows (unregistered, e.g. by
+`DELETE /instances/{name}`) is *missing*: it is stopped, and started afresh if the new plan
+has it (so re-posting the same plan restores it).
 No torch, no ray here.
 """
 
@@ -68,11 +71,16 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     """Apply `new` to a running deployment; returns what happened. Every wait has a deadline."""
     t0 = time.monotonic()
     router = deployment.router
-    diff = diff_specs(list(deployment.specs), new)
+    missing = [s.name for s in deployment.specs if s.name not in router.instances]
+    diff = diff_specs([s for s in deployment.specs if s.name not in missing], new)
+    wanted = {s.name for s in new}
+    diff = PlanDiff(diff.add, diff.remove + [n for n in missing if n not in wanted], diff.keep)
     report = ApplyReport(diff)
     for spec in diff.add:
         if spec.name in router.instances:  # replaced in place (role/dc/chip changed): drain the old one first
             _leave(deployment, router, spec.name, grace_s, poll_s, report)
+        elif spec.name in missing:  # unregistered behind the deployment's back: start it afresh
+            deployment.stop_instance(spec.name)
         deployment.start_instance(spec, joining=True)
     end = time.monotonic() + ready_timeout_s
     waiting = [s.name for s in diff.add]
@@ -90,6 +98,8 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     for name in diff.remove:
         if name in router.instances:
             _leave(deployment, router, name, grace_s, poll_s, report)
+        else:  # missing and not in the new plan: nothing to drain
+            deployment.stop_instance(name)
     report.seconds = time.monotonic() - t0
     return report
 

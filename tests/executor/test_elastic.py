@@ -115,7 +115,8 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
 
     c = LocalCluster(placement(plan(1, 1)), model_config, engine_config, transport="fake", threads=True)
     try:
-        client = TestClient(create_app(c.router, deployment=c))
+        client = TestClient(create_app(c.router, deployment=c, token="elastic-token"),
+                            headers={"Authorization": "Bearer elastic-token"})
         r = client.post("/plan", json=plan(2, 0).model_dump(mode="json"), params={"grace_s": 5})
         assert r.status_code == 200
         body = r.json()
@@ -125,7 +126,8 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
         out = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
         assert out.status_code == 200 and len(out.json()["choices"][0]["token_ids"]) == 3
         assert client.post("/plan", json={"pools": "nope"}).status_code == 422
-        assert TestClient(create_app(c.router)).post("/plan", json={}).status_code == 409
+        assert TestClient(create_app(c.router, token="elastic-token")).post(
+            "/plan", json={}, headers={"Authorization": "Bearer elastic-token"}).status_code == 409
     finally:
         c.close()
 
@@ -154,7 +156,7 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(c.router, deployment=c), host="127.0.0.1", port=port,
+    server = uvicorn.Server(uvicorn.Config(create_app(c.router, deployment=c, token="elastic-token"), host="127.0.0.1", port=port,
                                            log_level="error"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
@@ -165,7 +167,7 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
         new = tmp_path / "new.json"
         new.write_text(json.dumps({"scenario": "two-dc", "pools": [pools[0], {**pools[2], "count": 2}]}))
         result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
-                                             "--grace-s", "5"])
+                                             "--grace-s", "5"], env={"PLACER_EXECUTOR_TOKEN": "elastic-token"})
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
         assert len(report["joined"]) == 1 and len(report["remove"]) == 1 and report["remove"][0].startswith("rld")
