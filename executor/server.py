@@ -271,10 +271,11 @@ async def _collect(request: Request, router: Router, stream: RequestStream) -> l
         await asyncio.wait((reader, watcher), return_when=asyncio.FIRST_COMPLETED)
     finally:
         watcher.cancel()
-        if not reader.done():  # the client went away (or this handler was cancelled)
+        gone = not reader.done()  # the client went away (or this handler was cancelled)
+        if gone:
             reader.cancel()
             router.cancel(stream.request_id)
-    if reader.cancelled():
+    if gone:
         raise HTTPException(400, "the client disconnected; the request was cancelled")
     reader.result()
     return ids
