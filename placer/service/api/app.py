@@ -1,6 +1,7 @@
 """The app factory: ``create_app(settings)`` → a FastAPI app. Nothing connects before the
 app starts; at start the database is migrated, the worker pool and (optionally) the
-replanning scheduler are started; at shutdown they are stopped."""
+replanning scheduler are started, and the access log's credential filter is installed
+(``logs``); at shutdown they are stopped. Bodies over ``settings.max_body_bytes`` → 413."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
-from placer.service.api import errors
+from placer.service.api import errors, limits, logs
 from placer.service.api.deps import Authorized
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
@@ -29,6 +30,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        logs.install()  # after the server configured its loggers: no token in an access-log line
         service.start()
         try:
             yield
@@ -44,11 +46,12 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.state.service = service
-    errors.install(app)
+    errors.install(app, max_body_bytes=settings.max_body_bytes)
+    limits.install(app, settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(health.metrics_router)
     for router in DATA_ROUTERS:
-        app.include_router(router, dependencies=[Authorized])
+        app.include_router(router, dependencies=[Authorized], responses=errors.COMMON_RESPONSES)
 
     docs_deps = [] if settings.public_docs else [Authorized]
 
