@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
 
 from placer.service.api import errors, limits, logs
 from placer.service.api.deps import Authorized
@@ -21,6 +22,24 @@ from placer.settings import Settings
 
 DATA_ROUTERS = (chips.router, profiles.router, scenarios.router, plans.router, compare.router, simulate.router,
                 jobs.router)
+
+
+#: Routes that queue work on the bounded pool (503 when it is full).
+QUEUEING = {("POST", "/plans"), ("POST", "/compare"), ("POST", "/simulate"), ("POST", "/jobs/{job_id}/runs")}
+
+
+def document_refusals(router: APIRouter) -> None:
+    """Every status a route can answer is in its OpenAPI: 409 on every write (the database's
+    integrity errors map there), 503 where work is queued (the rest: ``errors.COMMON_RESPONSES``).
+    Idempotent: the routers are module-level, and each app built includes them again."""
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for method in route.methods:
+            if method in ("POST", "PUT", "PATCH", "DELETE"):
+                route.responses = {**errors.CONFLICT, **route.responses}
+            if (method, route.path) in QUEUEING:
+                route.responses = {**errors.OVERLOADED, **route.responses}
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -49,8 +68,9 @@ def create_app(settings: Settings) -> FastAPI:
     errors.install(app, max_body_bytes=settings.max_body_bytes)
     limits.install(app, settings.max_body_bytes)
     app.include_router(health.router)
-    app.include_router(health.metrics_router)
+    app.include_router(health.metrics_router, responses=errors.AUTH_RESPONSES)
     for router in DATA_ROUTERS:
+        document_refusals(router)
         app.include_router(router, dependencies=[Authorized], responses=errors.COMMON_RESPONSES)
 
     docs_deps = [] if settings.public_docs else [Authorized]

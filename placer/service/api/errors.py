@@ -71,13 +71,20 @@ def unknown_path_id(errors: list[dict]) -> str | None:
     return "; ".join(f"{e['loc'][1]} {str(e.get('input'))[:40]} not found (ids are 1..{MAX_ID})" for e in ids)
 
 
-#: Statuses every data route may answer (merged into each route's OpenAPI ``responses``).
-COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+#: Statuses every route behind the token may answer (merged into each route's OpenAPI ``responses``).
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
     401: {"description": "No bearer token."},
     403: {"description": "Wrong bearer token."},
+}
+#: ... and every data route.
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
     404: {"description": "No such id (or an id outside 1..2^31-1)."},
     413: {"description": "Request body over the service's limit (Settings.max_body_bytes)."},
 }
+CONFLICT = {409: {"description": "Conflicts with stored data (a duplicate name, a row still in use, "
+                                 "a run in progress)."}}
+OVERLOADED = {503: {"description": "Too many jobs queued; retry after Retry-After."}}
 
 
 def install(app: FastAPI, max_body_bytes: int | None = None) -> None:
