@@ -84,6 +84,7 @@ COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 CONFLICT = {409: {"description": "Conflicts with stored data (a duplicate name, a row still in use, "
                                  "a run in progress)."}}
+UNDECODABLE = {400: {"description": "The body cannot be decoded (not UTF-8 JSON)."}}
 OVERLOADED = {503: {"description": "Too many jobs queued; retry after Retry-After."}}
 
 
