@@ -165,7 +165,8 @@ def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: A
 
     `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`. `token`: the bearer
     token of the control plane (None: it is locked); `protect_completions`: completions and models
-    need it too (`/health` and `/metrics` stay open for probes and scrapers). `max_body_bytes`: larger request bodies are refused with 413.
+    need it too (`/health` and `/metrics` stay open for probes and scrapers). `max_body_bytes`:
+    larger request bodies are refused with 413.
     """
     if token is not None and (len(token) < 8 or token != token.strip() or " " in token):
         raise ValueError("token: at least 8 characters, no spaces")

@@ -156,7 +156,8 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(c.router, deployment=c, token="elastic-token"), host="127.0.0.1", port=port,
+    app = create_app(c.router, deployment=c, token="elastic-token")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
                                            log_level="error"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()

@@ -93,6 +93,12 @@ def test_reposting_the_plan_restores_deleted_instances(model_config, engine_conf
         c.close()
 
 
+def test_the_extreme_valid_seed_and_temperature_are_served(cluster):
+    client = TestClient(create_app(cluster.router))
+    r = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3, "temperature": 1e300, "seed": 2**64 - 1})
+    assert r.status_code == 200 and len(r.json()["choices"][0]["token_ids"]) == 3
+
+
 def test_a_prompt_beyond_an_instances_kv_is_413_before_any_work(cluster, engine_config):
     client = TestClient(create_app(cluster.router))
     capacity = engine_config.num_blocks * engine_config.block_size

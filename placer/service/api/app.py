@@ -30,7 +30,8 @@ QUEUEING = {("POST", "/plans"), ("POST", "/compare"), ("POST", "/simulate"), ("P
 
 def document_refusals(router: APIRouter) -> None:
     """Every status a route can answer is in its OpenAPI: 409 on every write (the database's
-    integrity errors map there), 400 where a body may not decode, 503 where work is queued (the rest: ``errors.COMMON_RESPONSES``).
+    integrity errors map there), 400 where a body may not decode, 503 where work is queued
+    (the rest: ``errors.COMMON_RESPONSES``).
     Idempotent: the routers are module-level, and each app built includes them again."""
     for route in router.routes:
         if not isinstance(route, APIRoute):

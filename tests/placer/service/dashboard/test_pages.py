@@ -54,7 +54,7 @@ def test_a_token_in_the_login_url_is_refused_not_used(anonymous):
 
 @pytest.mark.parametrize("path", ["/ui/plans/99999999999999999999", "/ui/plans/0",
                                   "/ui/plans/99999999999999999999/plan.json", "/ui/plans/1/diff/99999999999999999999",
-                                  "/ui/plans/99999999999999999999/diff/1"])
+                                  "/ui/plans/99999999999999999999/diff/1", "/ui/diff?a=99999999999999999999&b=1"])
 def test_an_id_no_row_can_have_is_a_404_page(client, path):
     response = client.get(path)
     assert response.status_code == 404 and "not found" in response.text
