@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from pydantic import ValidationError
 
 from executor.config import ServingConfig
 from executor.deploy import describe, post_plan, serve
@@ -71,8 +72,9 @@ def deploy(
     """Deploy a plan on Ray and serve it (OpenAI-style /v1/completions)."""
     try:
         settings = Settings.from_env(executor_token=token)
-    except ValueError as exc:
-        _fail(str(InputError(f"--token / PLACER_EXECUTOR_TOKEN: {exc}")), 2)
+    except ValidationError as exc:  # its messages name the field, never the value (a token)
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(str(InputError(f"settings (--token, PLACER_* environment): {reasons}")), 2)
     if apply is not None:
         _apply_remote(apply, url, grace_s, settings.executor_token)
         return

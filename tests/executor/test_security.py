@@ -8,8 +8,6 @@ disconnect test goes over real HTTP (uvicorn + httpx) because only a real socket
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 import warnings
 
@@ -23,6 +21,7 @@ from executor.placement import InstanceSpec, placement
 from executor.server import create_app
 from placer.plan import Plan
 from tests.executor.support import serving
+from tests.support import live_server as serve
 
 with warnings.catch_warnings():  # starlette's note about its httpx client is not ours to fix
     warnings.simplefilter("ignore")
@@ -131,27 +130,40 @@ def test_a_body_over_the_limit_is_413_and_not_parsed(cluster):
     assert cluster.router.stats()["live"] == 0
 
 
+def test_placer_deploy_apply_sends_the_token_and_never_prints_it(model_config, engine_config, tmp_path):
+    from typer.testing import CliRunner
+
+    from placer.cli.app import app as placer_app
+
+    c = LocalCluster(placement(PLAN), model_config, engine_config, serving(), transport="fake", threads=True)
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(PLAN.model_dump_json())
+    try:
+        with serve(create_app(c.router, deployment=c, token=TOKEN)) as url:
+            def apply(*extra, env=None):
+                return CliRunner().invoke(placer_app, ["deploy", "--apply", str(plan_file), "--url", url,
+                                                       "--grace-s", "1", *extra], env=env or {})
+            wrong = apply("--token", "not-the-token-1")
+            assert wrong.exit_code == 1 and "403" in wrong.output and "not-the-token-1" not in wrong.output
+            assert apply().exit_code == 1  # no token anywhere: refused (401)
+            short = apply("--token", "abc")
+            assert short.exit_code == 2 and "executor_token: String should have at least 8" in short.output
+            assert "abc" not in short.output
+            right = apply(env={"PLACER_EXECUTOR_TOKEN": TOKEN})
+            assert right.exit_code == 0 and json.loads(right.output)["add"] == [] and TOKEN not in right.output
+    finally:
+        c.close()
+
+
 @pytest.fixture
 def live_server(model_config):
     """A deployment with room for long outputs, served by uvicorn on a free port."""
-    import uvicorn
-
     ec = EngineConfig(backend="torch", block_size=4, num_blocks=2048)
     c = LocalCluster(SPECS, model_config, ec, serving(), transport="fake", threads=True)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(c.router), host="127.0.0.1", port=port, log_level="error"))
-    t = threading.Thread(target=server.run, daemon=True)
-    t.start()
-    end = time.monotonic() + 10
-    while not server.started and time.monotonic() < end:
-        time.sleep(0.02)
     try:
-        yield c, f"http://127.0.0.1:{port}"
+        with serve(create_app(c.router)) as url:
+            yield c, url
     finally:
-        server.should_exit = True
-        t.join(10)
         c.close()
 
 
