@@ -1,7 +1,7 @@
 """Property-based fuzzing of every operation in the OpenAPI schema: whatever the input,
 valid or not, the service answers with no 5xx (a quick pass in the default suite) and, in
 the slow suite, only with status codes its OpenAPI documents (positive and negative
-inputs; ``PLACER_FUZZ_EXAMPLES`` per operation, 100 by default: a few minutes).
+inputs; ``PLACER_FUZZ_EXAMPLES`` per operation, 50 by default: ~1,800 cases in ~9 min on 2 cores).
 
 The schema comes from an app built at import time (building connects nothing); the
 requests go over real HTTP to a uvicorn server with one module-wide database seeded with
@@ -34,7 +34,7 @@ def _schema():
 schema = _schema()
 strict_schema = _schema()
 strict_schema.config.generation.update(modes=list(schemathesis.GenerationMode))
-FUZZ_EXAMPLES = int(os.environ.get("PLACER_FUZZ_EXAMPLES", "100"))
+FUZZ_EXAMPLES = int(os.environ.get("PLACER_FUZZ_EXAMPLES", "50"))
 
 
 @pytest.fixture(scope="module")
