@@ -34,7 +34,7 @@ PLAN = Plan.model_validate({"scenario": "two-dc", "pools": [
     {"role": "P", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
     {"role": "MD", "datacenter": "dc-b", "chip": "B", "tp": 1, "count": 1}]})
 CONTROL = [("get", "/instances", None), ("post", "/instances", {"name": "x", "role": "P", "datacenter": "dc-a"}),
-           ("delete", "/instances/p0", None), ("post", "/plan", {"pools": []})]
+           ("delete", "/instances/p0", None), ("post", "/plan", {"pools": []}), ("get", "/plan/status", None)]
 
 
 @pytest.fixture
@@ -76,6 +76,16 @@ def test_completions_stay_open_unless_protected(cluster):
         create_app(cluster.router, token="short")
 
 
+def _apply(client, plan: Plan) -> dict:
+    """POST /plan (202), then follow /plan/status to the end; the change's report."""
+    assert client.post("/plan", json=plan.model_dump(mode="json"), params={"grace_s": 1}).status_code == 202
+    end = time.monotonic() + 30
+    while (status := client.get("/plan/status").json())["state"] == "applying" and time.monotonic() < end:
+        time.sleep(0.02)
+    assert status["state"] == "succeeded", status
+    return status["report"]
+
+
 def test_reposting_the_plan_restores_deleted_instances(model_config, engine_config):
     c = LocalCluster(placement(PLAN), model_config, engine_config, serving(), transport="fake", threads=True)
     try:
@@ -83,11 +93,10 @@ def test_reposting_the_plan_restores_deleted_instances(model_config, engine_conf
         p_name = next(i["name"] for i in client.get("/instances").json() if i["role"] == "P")
         assert client.delete(f"/instances/{p_name}").status_code == 204
         assert client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 503
-        r = client.post("/plan", json=PLAN.model_dump(mode="json"), params={"grace_s": 1})
-        assert r.status_code == 200 and r.json()["joined"] == [p_name], r.text
+        assert _apply(client, PLAN)["joined"] == [p_name]
         out = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
         assert out.status_code == 200 and len(out.json()["choices"][0]["token_ids"]) == 2
-        assert client.post("/plan", json=PLAN.model_dump(mode="json")).json()["add"] == []  # now in step
+        assert _apply(client, PLAN)["add"] == []  # now in step
     finally:
         c.close()
 
