@@ -158,8 +158,9 @@ def test_placer_deploy_apply_sends_the_token_and_never_prints_it(model_config, e
             short = apply("--token", "abc")
             assert short.exit_code == 2 and "executor_token: String should have at least 8" in short.output
             assert "abc" not in short.output
-            right = apply(env={"PLACER_EXECUTOR_TOKEN": TOKEN})
-            assert right.exit_code == 0 and json.loads(right.output)["add"] == [] and TOKEN not in right.output
+            right = apply("--json", env={"PLACER_EXECUTOR_TOKEN": TOKEN})
+            assert right.exit_code == 0, right.output
+            assert json.loads(right.stdout)["report"]["add"] == [] and TOKEN not in right.output
     finally:
         c.close()
 
