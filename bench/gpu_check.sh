@@ -13,8 +13,13 @@
 # point is then predicted by the roofline path of placer.perfmodel with the chip profile just
 # measured (efficiencies only, no tables) and summary.json["estimate_vs_measured"] lists
 # predicted / measured per point with the median and worst error (target: within 15 %).
+# Serving (issue 15 part 5): the gpu-marked checkpoint parity tests (bf16 Triton vs transformers
+# fp32) into check.log, then bench/bench_gpu_serve.py — `placer deploy --model-dir` of a random
+# SERVE_MODEL checkpoint with the Triton and the torch backend at SERVE_LOADS concurrent clients,
+# transformers generate as the floor, `placer estimate` beside the measured TTFT/TPOT — into
+# serve.json (SERVE=0 skips both; SERVE_TIMEOUT_S bounds the bench).
 # Files under $OUT: nvidia-smi.txt, profile.json, kernels.json, check.log, model-<M>.json per
-# model, summary.json (7 files: the device tool brings back at most 8).
+# model, serve.json, summary.json (8 files: the device tool brings back at most 8).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-$PWD/out/gpu_check}"
@@ -25,6 +30,10 @@ KERNEL_DEVICE="${KERNEL_DEVICE:-cuda}"
 PROFILE_ARGS="${PROFILE_ARGS:-}"           # e.g. --quick
 MODELS="${MODELS:-llama-3.1-8b llama-3.2-1b}"
 MODEL_TIMEOUT_S="${MODEL_TIMEOUT_S:-120}"
+SERVE="${SERVE:-1}"
+SERVE_MODEL="${SERVE_MODEL:-llama-3.2-1b}"
+SERVE_LOADS="${SERVE_LOADS:-1,8}"
+SERVE_TIMEOUT_S="${SERVE_TIMEOUT_S:-300}"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 T0=$(date +%s)
 
@@ -50,6 +59,19 @@ if "$PY" -m placer.cli profile model --help >/dev/null 2>&1; then
   done
 else
   echo "placer profile model is not available here: engine-vs-model comparison skipped" | tee -a "$OUT/check.log"
+fi
+
+SERVE_MISSING=$("$PY" bench/bench_gpu_serve.py --check-deps 2>&1)
+if [ "$SERVE" = "1" ] && [ -n "$SERVE_MISSING" ]; then
+  echo "serving bench and checkpoint parity skipped: $SERVE_MISSING" | tee -a "$OUT/check.log"
+elif [ "$SERVE" = "1" ]; then
+  echo "== checkpoint parity on the GPU (bf16 Triton vs transformers fp32) =="
+  timeout 180 "$PY" -m pytest -q -p no:cacheprovider -m gpu tests/executor/engine/test_hf_gpu.py 2>&1 \
+    | tail -5 | tee -a "$OUT/check.log"
+  echo "== serving: placer deploy --model-dir ($SERVE_MODEL, loads $SERVE_LOADS) =="
+  timeout "$SERVE_TIMEOUT_S" "$PY" bench/bench_gpu_serve.py --model "$SERVE_MODEL" --loads "$SERVE_LOADS" \
+    --requests 8 --input 512 --output 64 --json "$OUT/serve.json" 2>&1 | tail -20 | tee -a "$OUT/check.log"
+  echo "serve bench exit code: ${PIPESTATUS[0]}  ($(( $(date +%s) - T0 )) s so far)"
 fi
 
 "$PY" - "$OUT" "$PROFILE_RC" "$KERNELS_RC" "$T0" <<'PYEOF'
@@ -115,7 +137,7 @@ def load(name):
             return json.load(fh)
     except (OSError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
-profile, kernels = load("profile.json"), load("kernels.json")
+profile, kernels, serve = load("profile.json"), load("kernels.json"), load("serve.json")
 summary = {
     "profile_rc": profile_rc, "kernels_rc": kernels_rc, "wall_s": time.time() - t0,
     "provenance": profile.get("provenance"), "chip": profile.get("chip"),
@@ -132,6 +154,7 @@ summary = {
                                                  "ratio_to_baseline", "max_abs_err", "error")}
                          for r in kernels.get("rows", [])]},
     "estimate_vs_measured": estimate_vs_measured(os.path.join(out, "profile.json")),
+    "serve": serve,
 }
 with open(os.path.join(out, "summary.json"), "w") as fh:
     json.dump(summary, fh, indent=2)

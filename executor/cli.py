@@ -1,13 +1,17 @@
 """CLI command of the executor: `placer deploy PLAN`.
 
-`placer deploy PLAN.json [--dry-run] ...` builds the plan's `ServingConfig` once from
-the plan, its scenario and the options, prints the placement (`executor.deploy.describe`)
-and serves it (`executor.deploy.serve`). `placer deploy --apply NEW_PLAN.json [--url URL]
+`placer deploy PLAN.json [--dry-run] [--backend auto|triton|torch] [--device auto|cuda|cpu]
+[--model-dir DIR] ...` builds the plan's `ServingConfig` once from the plan, its scenario
+and the options, resolves where the engines run (`executor.devices`: Triton on CUDA in
+bfloat16 when a GPU is visible, else torch on the CPU in float32), checks the served model
+(a Hugging Face directory, an `Engine.save` file, or the tiny seeded model), prints the
+placement with each instance's device and GPUs (`executor.deploy.describe`) and serves it
+(`executor.deploy.serve`). `placer deploy --apply NEW_PLAN.json [--url URL]
 [--grace-s S] [--apply-timeout-s S]` changes a running deployment live: the plan goes to
-its server's `POST /plan`, which diffs it against the running instances and applies it in
-the background (`executor.elastic`); this command follows `GET /plan/status`, prints each
-instance starting, joining, draining and stopping, and exits 1 with the reason when the
-change failed (the deployment then keeps its old plan).
+its server's `POST /plan`, which diffs it against the running instances and applies it
+in the background (`executor.elastic`); this command follows `GET /plan/status`, prints
+each instance starting, joining, draining and stopping, and exits 1 with the reason when
+the change failed (the deployment then keeps its old plan).
 
 `deploy` is a plain function with Typer-annotated parameters; the `placer` app reaches
 it through the `placer.commands` entry point (`executor/commands.py`). This module imports neither torch nor ray nor the HTTP stack:
@@ -27,6 +31,7 @@ from pydantic import ValidationError
 
 from executor.config import ServingConfig
 from executor.deploy import describe, follow_apply, post_plan, serve
+from executor.devices import place_on_devices, resolve_runtime, visible_gpus
 from executor.engine.config import EngineConfig
 from executor.placement import placement
 from placer.errors import InputError, PlacerError
@@ -62,6 +67,14 @@ def deploy(
     seed: Annotated[int, typer.Option(help="Seed of the served model's weights.")] = 0,
     model_file: Annotated[Path | None, typer.Option(
         help="Model weights saved by Engine.save (default: the tiny seeded model).")] = None,
+    model_dir: Annotated[Path | None, typer.Option(
+        help="A local Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json): Llama-3, "
+             "Qwen2 or Qwen3 dense. Nothing is downloaded.")] = None,
+    backend: Annotated[str, typer.Option(
+        help="Kernels: auto (Triton on CUDA, torch on CPU), triton (on CPU: Triton's interpreter) or torch.")]
+        = "auto",
+    device: Annotated[str, typer.Option(
+        help="auto (CUDA when a GPU is visible), cuda or cpu. bfloat16 on CUDA, float32 on CPU.")] = "auto",
     num_blocks: Annotated[int, typer.Option(help="KV blocks per instance.")] = 1024,
     block_size: Annotated[int, typer.Option(help="Tokens per KV block.")] = 16,
     link_gbit_per_s: Annotated[float | None, typer.Option(help="Override every line's rate.")] = None,
@@ -92,23 +105,45 @@ def deploy(
         specs = placement(plan, max_per_pool)
         config = ServingConfig.from_plan(plan, scen, link_gbit_per_s=link_gbit_per_s, link_rtt_ms=link_rtt_ms,
                                          link_jitter_ms=link_jitter_ms, link_loss=link_loss)
+        gpus = visible_gpus() if address is None else None  # a cluster's GPUs are counted once connected
+        runtime = resolve_runtime(backend, device, gpus)
+        specs = place_on_devices(specs, runtime, gpus)
+        model_line = _check_model(model_dir, model_file)
     except PlacerError as exc:
         _fail(str(exc), exc.exit_code)
     except ValueError as exc:
         _fail(str(InputError(str(exc))), 2)
     if not specs:
         _fail(f"plan {str(plan_file)!r} has no instances to start", 2)
-    typer.echo(describe(plan, specs, config))
+    typer.echo(describe(plan, specs, config, runtime))
+    typer.echo(model_line)
     if dry_run:
         return
     try:
-        engine_config = EngineConfig(backend="torch", block_size=block_size, num_blocks=num_blocks)
+        # a backend still "auto" (a remote cluster's GPUs are not known here) is decided by the deployment
+        engine_config = EngineConfig(backend="torch" if runtime.backend == "auto" else runtime.backend,
+                                     block_size=block_size, num_blocks=num_blocks)
         serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
-              model_file=str(model_file) if model_file else None, request_log=request_log, host=host, port=port,
-              echo=typer.echo, token=settings.executor_token,
-              protect_completions=settings.executor_protect_completions)
+              model_file=str(model_file) if model_file else None, model_dir=str(model_dir) if model_dir else None,
+              runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo,
+              token=settings.executor_token, protect_completions=settings.executor_protect_completions)
     except (RuntimeError, ValueError) as exc:
         _fail(f"deploy failed: {exc}", 1)
+
+
+def _check_model(model_dir: Path | None, model_file: Path | None) -> str:
+    """What will be served, checked before anything starts (ValueError naming the option and the problem)."""
+    if model_dir is not None and model_file is not None:
+        raise ValueError("give --model-dir or --model-file, not both")
+    if model_dir is not None:
+        from executor.engine.hf import describe_model_dir  # the tokenizers library comes in only here
+
+        return f"model: {describe_model_dir(model_dir)}"
+    if model_file is not None:
+        if not model_file.is_file():
+            raise ValueError(f"--model-file {str(model_file)!r} does not exist")
+        return f"model: {model_file} (Engine.save weights)"
+    return "model: the tiny seeded model (--seed); --model-dir DIR serves a Hugging Face checkpoint"
 
 
 def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool,

@@ -4,9 +4,9 @@ In: a plan, its `ServingConfig`, a Ray address (or none: start a local Ray that
 emulates the plan's datacenters as custom resources on this machine). Out: a
 `RayDeployment` — one `InstanceActor` per instance (engine + socket endpoint + role
 worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>` =
-tp), one `LinkActor` per datacenter pair (the shaped WAN line), and the router in
-this (the driver's) process, with every instance registered. `describe` renders the
-placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
+tp, claiming `num_gpus` when it runs on CUDA: `executor.devices`), one `LinkActor`
+per datacenter pair (the shaped WAN line), and the router in this (the driver's)
+process, with every instance registered. `describe` renders the placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
 interrupted (`placer deploy`); `post_plan` sends a new plan to a running one's server
 (`placer deploy --apply`).
 
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from executor.config import ServingConfig
+from executor.devices import Runtime, place_on_devices, resolve_runtime
 from executor.elastic import ApplyReport, apply_specs
 from executor.engine.config import EngineConfig, ModelConfig
 from executor.placement import InstanceSpec, front_datacenter, node_resources, placement
@@ -43,16 +44,20 @@ from placer.errors import InputError, PlacerError
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 
 
-def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig) -> str:
-    """The placement as text: instances, per-datacenter resources, lines, routing."""
+def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig, runtime: Runtime | None = None) -> str:
+    """The placement as text: engines, instances (device, GPUs claimed), per-datacenter resources, lines, routing."""
     lines = [f"plan {plan.scenario!r}: {len(specs)} instances"]
     planned = sum(p.count for p in plan.pools)
     if planned != len(specs):
         lines[0] += f" (of {planned} planned; --max-per-pool caps each pool)"
-    lines.append(f"{'instance':<40} {'role':<4} {'datacenter':<12} {'chip':<14} {'tp':>3}  resources")
+    if runtime is not None:
+        lines.append(f"engines: {runtime.describe()}")
+    lines.append(f"{'instance':<40} {'role':<4} {'datacenter':<12} {'chip':<14} {'tp':>3} {'device':<6} {'gpus':>6}"
+                 "  resources")
     for s in specs:
         res = ", ".join(f"{k}={v:g}" for k, v in s.resources.items())
-        lines.append(f"{s.name:<40} {s.role:<4} {s.datacenter:<12} {s.chip:<14} {s.tp:>3}  {res}")
+        lines.append(f"{s.name:<40} {s.role:<4} {s.datacenter:<12} {s.chip:<14} {s.tp:>3} {s.device:<6} "
+                     f"{s.num_gpus:>6g}  {res}")
     lines.append("node resources (local emulation: one node holds them all):")
     for dc, res in node_resources(specs).items():
         lines.append(f"  {dc}: " + ", ".join(f"{k}={v:g}" for k, v in res.items()))
@@ -76,11 +81,10 @@ def _actor_classes():
     @ray.remote(num_cpus=0)
     class InstanceActor:
         def __init__(self, spec: dict, model_config: dict, engine_config: dict, seed: int,
-                     model_file: str | None = None) -> None:
+                     model_file: str | None = None, model_dir: str | None = None, runtime: dict | None = None) -> None:
             import torch  # engines run in the actors' processes only
 
             from executor.cluster import Instance, make_worker
-            from executor.engine import Engine
 
             torch.set_num_threads(1)
             self.spec = InstanceSpec(**spec)
@@ -88,12 +92,9 @@ def _actor_classes():
             host = ray.util.get_node_ip_address()
             ep = TcpEndpoint(self.spec.name, self.spec.datacenter, self.directory, host=host)
             ep.start()
-            ec = EngineConfig(**engine_config)
-            if model_file:
-                engine = Engine.from_file(model_file, ec, device="cpu")
-                self.instance = Instance(self.spec, make_worker(self.spec.role, self.spec.name, engine, ep))
-            else:
-                self.instance = Instance.build(self.spec, ep, ModelConfig(**model_config), ec, seed)
+            engine = _build_engine(model_config, EngineConfig(**engine_config), seed, model_file, model_dir,
+                                   Runtime(**runtime) if runtime else Runtime())
+            self.instance = Instance(self.spec, make_worker(self.spec.role, self.spec.name, engine, ep))
             self.instance.worker.start()
 
         def address(self) -> str:
@@ -123,6 +124,20 @@ def _actor_classes():
     return InstanceActor, LinkActor
 
 
+def _build_engine(model_config: dict, engine_config: EngineConfig, seed: int, model_file: str | None,
+                  model_dir: str | None, runtime: Runtime) -> Any:
+    """An actor's engine: a Hugging Face directory, an `Engine.save` file, or the seeded model, on the
+    runtime's device in its dtype (Ray has set CUDA_VISIBLE_DEVICES to the GPUs the actor claimed)."""
+    from executor.engine import Engine
+
+    if model_dir:
+        return Engine.from_pretrained(model_dir, engine_config, device=runtime.device, dtype=runtime.dtype)
+    if model_file:
+        return Engine.from_file(model_file, engine_config, device=runtime.device, dtype=runtime.dtype)
+    mc = dataclasses.replace(ModelConfig(**model_config), dtype=runtime.dtype)
+    return Engine.from_seed(mc, engine_config, seed=seed, device=runtime.device)
+
+
 def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
                     object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
     """A local Ray whose one node carries every datacenter's and chip's custom resources."""
@@ -141,17 +156,30 @@ class RayDeployment:
 
     def __init__(self, plan: Any, model_config: Any, engine_config: Any, config: ServingConfig | None = None, *,
                  seed: int = 0, max_per_pool: int | None = None, request_log: Any = None,
-                 model_file: str | None = None, start_timeout_s: float = 180.0) -> None:
-        """`config`: how it serves (default: `ServingConfig.from_plan(plan)`)."""
+                 model_file: str | None = None, model_dir: str | None = None, runtime: Runtime | None = None,
+                 start_timeout_s: float = 180.0) -> None:
+        """`config`: how it serves (default: `ServingConfig.from_plan(plan)`). `model_dir`: a Hugging Face
+        checkpoint directory every node can read. `runtime`: backend, device, dtype (default: the engine
+        config's backend on the CPU; device "auto" is decided here from the cluster's GPUs) — its backend
+        is the one the engines use."""
         import ray
 
         if not ray.is_initialized():
             raise RuntimeError("start Ray first (ray.init, or start_local_ray)")
         self.plan = plan
         self.config = config or ServingConfig.from_plan(plan)
-        self.specs = placement(plan, max_per_pool)
+        cluster_gpus = ray.cluster_resources().get("GPU", 0.0)
+        # default: the engine config's backend on the CPU (as before devices were chosen)
+        runtime = runtime or Runtime(backend=engine_config.backend, interpret=engine_config.backend == "triton")
+        if runtime.device == "auto":
+            runtime = resolve_runtime(runtime.backend, "auto", int(cluster_gpus))
+        self.runtime = runtime
+        engine_config = dataclasses.replace(engine_config, backend=runtime.backend)  # the runtime decides
+        self.specs = place_on_devices(placement(plan, max_per_pool), runtime, cluster_gpus)
+        self._gpu_claim = {s.name: s.num_gpus for s in self.specs}
         self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
-        self._actor_args = (dataclasses.asdict(model_config), dataclasses.asdict(engine_config), seed, model_file)
+        self._actor_args = (dataclasses.asdict(model_config), dataclasses.asdict(engine_config), seed, model_file,
+                            model_dir, dataclasses.asdict(runtime))
         addresses, link_addrs = self._start_actors()
         front = self.config.router_datacenter or front_datacenter(plan)
         self.directory = Directory()
@@ -174,10 +202,10 @@ class RayDeployment:
         import ray
 
         InstanceActor, LinkActor = _actor_classes()
-        mc, ec, seed, model_file = self._actor_args
-        self.actors = {s.name: InstanceActor.options(name=None, resources=s.resources).remote(
-            dataclasses.asdict(s), mc, ec, seed, model_file) for s in self.specs}
+        self.actors = {s.name: InstanceActor.options(**self._actor_options(s)).remote(
+            dataclasses.asdict(s), *self._actor_args) for s in self.specs}
         self.link_actors = {}
+        seed = self._actor_args[2]
         for k, (pair, shape) in enumerate(self.config.links.items()):
             a, b = sorted(pair)
             self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
@@ -187,6 +215,19 @@ class RayDeployment:
                                                         timeout=self.start_timeout_s)))
         return addresses, link_addrs
 
+    def _actor_options(self, spec: InstanceSpec) -> dict[str, Any]:
+        """Ray options of an instance's actor: its custom resources, its GPUs on CUDA (a spec of a new plan
+        claims what its pool's instances claim, else its tp), Triton's interpreter where asked for."""
+        options: dict[str, Any] = {"resources": spec.resources}
+        if self.runtime.device == "cuda":
+            pool = (spec.role, spec.datacenter, spec.chip, spec.tp)
+            same_pool = [s.num_gpus for s in self.specs if (s.role, s.datacenter, s.chip, s.tp) == pool]
+            options["num_gpus"] = (self._gpu_claim.get(spec.name) or (same_pool[0] if same_pool else 0.0)
+                                   or spec.num_gpus or float(spec.tp))
+        if self.runtime.interpret:
+            options["runtime_env"] = {"env_vars": {"TRITON_INTERPRET": "1"}}
+        return options
+
     # ---- faults and elastic changes (the same surface as `LocalCluster`) ---------------------
 
     def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> None:
@@ -195,9 +236,7 @@ class RayDeployment:
         import ray
 
         InstanceActor, _ = _actor_classes()
-        mc, ec, seed, model_file = self._actor_args
-        actor = InstanceActor.options(resources=spec.resources).remote(dataclasses.asdict(spec), mc, ec, seed,
-                                                                       model_file)
+        actor = InstanceActor.options(**self._actor_options(spec)).remote(dataclasses.asdict(spec), *self._actor_args)
         try:
             address = ray.get(actor.address.remote(), timeout=self.start_timeout_s)
         except Exception:  # e.g. GetTimeoutError: no free chips; a pending actor must not start later
@@ -281,15 +320,18 @@ class RayDeployment:
 
 def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
           seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
+          model_dir: str | None = None, runtime: Runtime | None = None,
           request_log: str | None = None, host: str = "127.0.0.1", port: int = 8000,
           echo: Callable[[str], None] = print, token: str | None = None,
           protect_completions: bool = False) -> None:
     """Deploy `plan` on Ray and serve its completions endpoint on `host:port` until interrupted.
 
     `address`: a running Ray cluster ('auto' or ADDR); None starts a local Ray that emulates the
-    plan's datacenters. `request_log`: a sink (`executor.request_log.open_sink`). Ray is shut down
-    on the way out. `token`: the control plane's bearer token (None: locked); `protect_completions`:
-    completions need it too (`executor.server.create_app`).
+    plan's datacenters. `model_dir` / `model_file`: the served weights (default: the tiny seeded
+    model); `runtime`: backend, device, dtype (`executor.devices`). `request_log`: a sink
+    (`executor.request_log.open_sink`). Ray is shut down on the way out. `token`: the control
+    plane's bearer token (None: locked); `protect_completions`: completions need it too
+    (`executor.server.create_app`).
     """
     import ray
     import uvicorn
@@ -304,7 +346,8 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
     try:
         sink = BatchingRequestLog(open_sink(request_log)) if request_log else None
         dep = RayDeployment(plan, ModelConfig(), engine_config, config, seed=seed, max_per_pool=max_per_pool,
-                            request_log=sink, model_file=model_file)
+                            request_log=sink, model_file=model_file, model_dir=model_dir, runtime=runtime)
+        echo(f"engines: {dep.runtime.describe()}")
         echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
         uvicorn.run(create_app(dep.router, deployment=dep, token=token, protect_completions=protect_completions),
                     host=host, port=port, log_level="warning")

@@ -4,7 +4,8 @@ In: a plan (`placer.plan.Plan`), optionally its scenario (for link RTT and jitte
 Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-<k>`), the Ray
 custom resources each needs (`dc:<name>`, `chip:<name>`), the resources a local
 emulation gives each datacenter's node, and the WAN lines (`LinkShape`) between
-datacenters. Pure data: the same placement drives `--dry-run`, the in-process
+datacenters. A spec's `device` and `num_gpus` are set by `executor.devices`. Pure data:
+the same placement drives `--dry-run`, the in-process
 cluster and the Ray deployment. No torch, no ray here.
 """
 
@@ -29,6 +30,8 @@ class InstanceSpec:
     datacenter: str
     chip: str
     tp: int = 1
+    device: str = "cpu"  # where its engine runs: "cpu" or "cuda" (`executor.devices.place_on_devices`)
+    num_gpus: float = 0.0  # GPUs its actor claims from Ray (0 on the CPU)
 
     @property
     def resources(self) -> dict[str, float]:

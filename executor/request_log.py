@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from placer.records import RequestRecord
-from placer.workload.trace import request_log_line
+from placer.records import request_log_line
 
 log = logging.getLogger("executor.request_log")
 
@@ -55,7 +55,7 @@ class MemorySink:
 
 class JsonlSink:
     """Appends one JSON object per record to a file: the request-log line of docs/contracts.md
-    (`placer.workload.trace.request_log_line`: the trace fields `timestamp` ms, `input_length`,
+    (`placer.records.request_log_line`: the trace fields `timestamp` ms, `input_length`,
     `output_length`, `hit_rate`, then the record's own), so `placer workload fit`, `placer simulate
     --trace` and a replanning job's `--request-log FILE` read the file as written."""
 

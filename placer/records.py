@@ -72,3 +72,12 @@ def _finite(value: Any) -> bool:
 
 _FIELDS = {f.name for f in fields(RequestRecord)}
 _REQUIRED = {f.name for f in fields(RequestRecord) if f.default is MISSING and f.default_factory is MISSING}
+
+
+def request_log_line(record: Any) -> dict[str, Any]:
+    """One request-log line for a served request (a :class:`RequestRecord`): the
+    trace fields of the contract first, then every field of the record."""
+    n_in = record.input_tokens
+    hit = min(record.prefix_hit_tokens, n_in) / n_in if n_in > 0 else 0.0
+    return {"timestamp": round(record.arrival_unix_s * 1000.0, 3), "input_length": n_in,
+            "output_length": record.output_tokens, "hit_rate": round(hit, 6), **record.to_dict()}

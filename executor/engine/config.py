@@ -13,6 +13,8 @@ from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 BACKENDS = ("torch", "triton")
+#: RoPE frequency schemes: plain, "linear" (positions / factor) and Llama-3's band-wise scaling
+ROPE_TYPES = ("default", "linear", "llama3")
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -27,7 +29,13 @@ class ModelConfig:
     """A Llama-architecture decoder (RMSNorm, RoPE, grouped-query attention, SwiGLU).
 
     The defaults are the tiny model the tests use; `vocab_size` 258 is the byte-level
-    tokenizer's 256 bytes plus BOS and EOS.
+    tokenizer's 256 bytes plus BOS and EOS. The family variants of real checkpoints
+    (`executor.engine.hf`): `attention_bias` (Qwen2: biases on q/k/v), `qk_norm`
+    (Qwen3: RMSNorm over each head of q and k before RoPE), `tie_word_embeddings`
+    (the LM head is the embedding matrix), and RoPE scaling (`rope_type` "linear":
+    inverse frequencies / `rope_factor`; "llama3": low frequencies / `rope_factor`,
+    high ones kept, the band between `rope_original_max_positions / rope_low_freq_factor`
+    and `/ rope_high_freq_factor` wavelengths blended).
     """
 
     vocab_size: int = 258
@@ -40,6 +48,14 @@ class ModelConfig:
     rope_theta: float = 10000.0
     rms_norm_eps: float = 1e-5
     dtype: str = "float32"
+    attention_bias: bool = False
+    qk_norm: bool = False
+    tie_word_embeddings: bool = False
+    rope_type: str = "default"
+    rope_factor: float = 1.0
+    rope_low_freq_factor: float = 1.0
+    rope_high_freq_factor: float = 4.0
+    rope_original_max_positions: int = 8192
 
     def __post_init__(self) -> None:
         _positive(
@@ -59,6 +75,16 @@ class ModelConfig:
             raise ValueError(f"rms_norm_eps must be >= 0, got {self.rms_norm_eps}")
         if self.dtype not in DTYPE_BYTES:
             raise ValueError(f"dtype must be one of {sorted(DTYPE_BYTES)}, got {self.dtype!r}")
+        if self.rope_type not in ROPE_TYPES:
+            raise ValueError(f"rope_type must be one of {ROPE_TYPES}, got {self.rope_type!r}")
+        if not self.rope_factor > 0:
+            raise ValueError(f"rope_factor must be > 0, got {self.rope_factor}")
+        if self.rope_type == "llama3" and not self.rope_high_freq_factor > self.rope_low_freq_factor > 0:
+            raise ValueError(
+                f"rope_high_freq_factor ({self.rope_high_freq_factor}) must exceed "
+                f"rope_low_freq_factor ({self.rope_low_freq_factor}) > 0"
+            )
+        _positive(self, "rope_original_max_positions")
 
     @property
     def kv_bytes_per_token(self) -> int:

@@ -20,10 +20,12 @@ cache (reusable by later requests with the same prefix) and the rest to the pool
 
 from __future__ import annotations
 
+import dataclasses
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -72,11 +74,13 @@ class Engine:
         engine_config: EngineConfig,
         weights: dict[str, Tensor],
         device: str | torch.device,
+        tokenizer: Any = None,
     ) -> None:
+        """`tokenizer`: text ↔ ids and the EOS ids (default: the byte tokenizer of the tiny model)."""
         self.model_config = model_config
         self.config = engine_config
         self.device = torch.device(device)
-        self.tokenizer = ByteTokenizer()
+        self.tokenizer = tokenizer or ByteTokenizer()
         self.model = LlamaModel(model_config, weights, get_ops(engine_config.backend), self.device)
         self.runner = ModelRunner(self.model, engine_config.num_blocks, engine_config.block_size)
         self.blocks = BlockManager(
@@ -97,10 +101,36 @@ class Engine:
         return cls(model_config, engine_config, init_weights(model_config, seed), device)
 
     @classmethod
-    def from_file(cls, path: str | Path, engine_config: EngineConfig, *, device: str | torch.device) -> Engine:
-        """An engine whose config and weights come from a `save` file (safetensors)."""
+    def from_file(
+        cls, path: str | Path, engine_config: EngineConfig, *, device: str | torch.device, dtype: str | None = None
+    ) -> Engine:
+        """An engine whose config and weights come from a `save` file (safetensors); `dtype` overrides its own."""
         model_config, weights = load_weights(path)
+        if dtype is not None:
+            model_config = dataclasses.replace(model_config, dtype=dtype)
         return cls(model_config, engine_config, weights, device)
+
+    @classmethod
+    def from_checkpoint(cls, checkpoint: Any, engine_config: EngineConfig, *, device: str | torch.device) -> Engine:
+        """An engine over a loaded Hugging Face checkpoint (`executor.engine.hf.Checkpoint`) and its tokenizer."""
+        return cls(checkpoint.config, engine_config, checkpoint.weights, device, tokenizer=checkpoint.tokenizer)
+
+    @classmethod
+    def from_pretrained(
+        cls, model_dir: str | Path, engine_config: EngineConfig, *, device: str | torch.device,
+        dtype: str = "float32",
+    ) -> Engine:
+        """An engine over a local Hugging Face-format directory (config.json, safetensors, tokenizer.json)."""
+        from executor.engine.hf import load_checkpoint
+
+        return cls.from_checkpoint(load_checkpoint(model_dir, dtype), engine_config, device=device)
+
+    @classmethod
+    def build(cls, model: Any, engine_config: EngineConfig, *, seed: int, device: str | torch.device) -> Engine:
+        """An engine over `model`: a `ModelConfig` (random weights from `seed`) or a loaded `Checkpoint`."""
+        if isinstance(model, ModelConfig):
+            return cls.from_seed(model, engine_config, seed=seed, device=device)
+        return cls.from_checkpoint(model, engine_config, device=device)
 
     def save(self, path: str | Path) -> None:
         """Write this engine's model config and weights to a safetensors file."""
@@ -268,7 +298,9 @@ class Engine:
         bad = [t for t in ids if not 0 <= t < self.model_config.vocab_size]
         if bad:
             raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {self.model_config.vocab_size})")
-        req = Request(ids, num_prompt, sampling or SamplingParams(), eos_token_id=self.tokenizer.eos_id)
+        eos = tuple(getattr(self.tokenizer, "eos_ids", ()))
+        req = Request(ids, num_prompt, sampling or SamplingParams(), eos_token_id=self.tokenizer.eos_id,
+                      extra_eos_token_ids=eos[1:])
         self._owned.add(req)
         return req
 

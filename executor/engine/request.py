@@ -53,6 +53,7 @@ class Request:
     num_prompt_tokens: int
     sampling: SamplingParams = field(default_factory=SamplingParams)
     eos_token_id: int | None = None
+    extra_eos_token_ids: tuple[int, ...] = ()  # further stop ids (Llama-3 instruct ends turns with <|eot_id|>)
     request_id: int = field(default_factory=lambda: next(_ids))
     status: RequestStatus = RequestStatus.WAITING
     num_kv_tokens: int = 0
@@ -92,9 +93,12 @@ class Request:
         """True once the last token is EOS (when honoured) or the budget is spent."""
         if self.num_generated >= self.sampling.max_new_tokens:
             return True
+        return self.ended_at_eos()
+
+    def ended_at_eos(self) -> bool:
+        """True when EOS is honoured and the last generated token is one of the EOS ids."""
         return (
             self.sampling.stop_at_eos
-            and self.eos_token_id is not None
             and self.num_generated > 0
-            and self.token_ids[-1] == self.eos_token_id
+            and (self.token_ids[-1] == self.eos_token_id or self.token_ids[-1] in self.extra_eos_token_ids)
         )

@@ -41,8 +41,7 @@ def stop_reason(req: Any) -> str | None:
     """"length" (budget spent), "stop" (EOS), or None while the request goes on."""
     if not req.reached_stop():
         return None
-    eos = req.sampling.stop_at_eos and req.eos_token_id is not None and req.token_ids[-1] == req.eos_token_id
-    return "stop" if eos else "length"
+    return "stop" if req.ended_at_eos() else "length"
 
 
 class RoleWorker:

@@ -4,7 +4,7 @@ in:  a ``.jsonl`` file, one request per line, with ``timestamp`` (ms), ``input_l
      ``output_length`` and either ``hit_rate`` or ``hash_ids`` (the public Mooncake
      traces: ids of 512-token prefix blocks; equal ids = reusable prefix KV). The
      executor's request log (``placer deploy --request-log FILE``) writes these fields
-     first on every line (:func:`request_log_line`) and its record's own after them;
+     first on every line (`placer.records.request_log_line`) and its record's own after them;
      a log written before it did (``arrival_unix_s``, ``input_tokens``, ``output_tokens``,
      ``prefix_hit_tokens``) is still read.
 out: :class:`TraceRecord` objects in arrival order, streamed (a trace is never held whole
@@ -22,9 +22,9 @@ import itertools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
 
 from placer.errors import InputError
+from placer.records import request_log_line  # noqa: F401  (the line format's one home; re-exported)
 
 BLOCK_TOKENS = 512  # Mooncake traces hash prompts in 512-token blocks
 #: A line may arrive this much trace time before one read earlier (a request log is written
@@ -59,15 +59,6 @@ def _number(obj: dict, key: str, where: str, integer: bool) -> float:
     if integer and value != int(value):
         raise InputError(f"{where}: field {key!r} must be a whole number, got {value!r}")
     return value
-
-
-def request_log_line(record: Any) -> dict[str, Any]:
-    """One request-log line for a served request (a ``placer.records.RequestRecord``): the
-    trace fields of the contract first, then every field of the record."""
-    n_in = record.input_tokens
-    hit = min(record.prefix_hit_tokens, n_in) / n_in if n_in > 0 else 0.0
-    return {"timestamp": round(record.arrival_unix_s * 1000.0, 3), "input_length": n_in,
-            "output_length": record.output_tokens, "hit_rate": round(hit, 6), **record.to_dict()}
 
 
 def _legacy_line(obj: dict) -> dict:

@@ -36,3 +36,11 @@ def make_engine(model_config, device, seed):
 def prompt() -> list[int]:
     """A 23-token prompt (BOS + bytes): not a multiple of the block size."""
     return [256, *b"the quick brown fox ju"]
+
+
+@pytest.fixture(scope="session")
+def hf_checkpoints(tmp_path_factory):
+    """{family: directory} of tiny random Llama-3 / Qwen2 / Qwen3 checkpoints (built once, locally)."""
+    from tests.executor.engine.hf_support import tiny_checkpoints
+
+    return tiny_checkpoints(tmp_path_factory)
