@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
+from pydantic import ValidationError
 
 from executor.config import ServingConfig
 from executor.deploy import describe, follow_apply, post_plan, serve
@@ -35,6 +36,7 @@ from executor.engine.config import EngineConfig
 from executor.placement import placement
 from placer.errors import InputError, PlacerError
 from placer.plan import load_plan
+from placer.settings import Settings
 from placer.specs import load_scenario
 
 
@@ -81,10 +83,19 @@ def deploy(
     link_loss: Annotated[float, typer.Option(help="Packet loss probability on every line.")] = 0.0,
     request_log: Annotated[str | None, typer.Option(
         help="Request log sink: a .jsonl path, or 'db' / 'db:URL' for the service database.")] = None,
+    token: Annotated[str | None, typer.Option(
+        help="Bearer token of the control plane (POST /plan, /instances), sent with --apply. Default: "
+        "PLACER_EXECUTOR_TOKEN (preferred: an option shows in the process list); none: control calls are "
+        "refused.", show_default=False)] = None,
 ) -> None:
     """Deploy a plan on Ray and serve it (OpenAI-style /v1/completions)."""
+    try:
+        settings = Settings.from_env(executor_token=token)
+    except ValidationError as exc:  # its messages name the field, never the value (a token)
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(str(InputError(f"settings (--token, PLACER_* environment): {reasons}")), 2)
     if apply is not None:
-        _apply_remote(apply, url, grace_s, apply_timeout_s, json_out)
+        _apply_remote(apply, url, grace_s, apply_timeout_s, json_out, settings.executor_token)
         return
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
@@ -114,7 +125,8 @@ def deploy(
                                      block_size=block_size, num_blocks=num_blocks)
         serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
               model_file=str(model_file) if model_file else None, model_dir=str(model_dir) if model_dir else None,
-              runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo)
+              runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo,
+              token=settings.executor_token, protect_completions=settings.executor_protect_completions)
     except (RuntimeError, ValueError) as exc:
         _fail(f"deploy failed: {exc}", 1)
 
@@ -134,13 +146,16 @@ def _check_model(model_dir: Path | None, model_file: Path | None) -> str:
     return "model: the tiny seeded model (--seed); --model-dir DIR serves a Hugging Face checkpoint"
 
 
-def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool) -> None:
+def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool,
+                  token: str | None) -> None:
     """Validate NEW_PLAN.json here (exit 2 if bad), start the change on the running server, print
-    each instance joining or draining as it happens; exit 1 with the reason when it failed."""
+    each instance joining or draining as it happens; exit 1 with the reason when it failed.
+    `token`: the control plane's bearer token (sent in a header, never printed)."""
     try:
-        post_plan(load_plan(plan_path), url, grace_s, timeout_s)
+        post_plan(load_plan(plan_path), url, grace_s, timeout_s, token=token)
         typer.echo(f"applying {plan_path} to {url} (progress: {url.rstrip('/')}/plan/status)", err=json_out)
-        status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out))
+        status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out),
+                              token=token)
     except PlacerError as exc:
         _fail(str(exc), exc.exit_code)
     if json_out:

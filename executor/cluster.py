@@ -95,7 +95,8 @@ class LocalCluster:
         try:
             router_dc = config.router_datacenter or next(s.datacenter for s in specs if s.role == flows.P)
             self.router = Router(self._endpoint(ROUTER_NAME, router_dc), config, block_size=engine_config.block_size,
-                                 request_log=request_log, directory=self.directory, health=health)
+                                 request_log=request_log, directory=self.directory, health=health,
+                                 num_blocks=engine_config.num_blocks)
             for spec in specs:
                 ep = self._endpoint(spec.name, spec.datacenter)
                 inst = Instance.build(spec, ep, model_config, engine_config, seed, device, kv_deadline_s=kv_deadline_s)

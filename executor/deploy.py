@@ -193,7 +193,7 @@ class RayDeployment:
             self.directory.add_link(b, a, addr)
         ray.get([a.set_directory.remote(self.directory.to_dict()) for a in self.actors.values()])
         self.router = Router(self.endpoint, self.config, block_size=engine_config.block_size,
-                             request_log=request_log, directory=self.directory)
+                             request_log=request_log, directory=self.directory, num_blocks=engine_config.num_blocks)
         for s in self.specs:
             self.router.register(InstanceInfo(s.name, s.role, s.datacenter, s.chip, s.tp, addresses[s.name]))
 
@@ -322,13 +322,16 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
           seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
           model_dir: str | None = None, runtime: Runtime | None = None,
           request_log: str | None = None, host: str = "127.0.0.1", port: int = 8000,
-          echo: Callable[[str], None] = print) -> None:
+          echo: Callable[[str], None] = print, token: str | None = None,
+          protect_completions: bool = False) -> None:
     """Deploy `plan` on Ray and serve its completions endpoint on `host:port` until interrupted.
 
     `address`: a running Ray cluster ('auto' or ADDR); None starts a local Ray that emulates the
     plan's datacenters. `model_dir` / `model_file`: the served weights (default: the tiny seeded
     model); `runtime`: backend, device, dtype (`executor.devices`). `request_log`: a sink
-    (`executor.request_log.open_sink`). Ray is shut down on the way out.
+    (`executor.request_log.open_sink`). Ray is shut down on the way out. `token`: the control
+    plane's bearer token (None: locked); `protect_completions`: completions need it too
+    (`executor.server.create_app`).
     """
     import ray
     import uvicorn
@@ -346,25 +349,34 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
                             request_log=sink, model_file=model_file, model_dir=model_dir, runtime=runtime)
         echo(f"engines: {dep.runtime.describe()}")
         echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
-        uvicorn.run(create_app(dep.router, deployment=dep), host=host, port=port, log_level="warning")
+        uvicorn.run(create_app(dep.router, deployment=dep, token=token, protect_completions=protect_completions),
+                    host=host, port=port, log_level="warning")
     finally:
         if dep is not None:
             dep.close()
         ray.shutdown()
 
 
-def post_plan(plan: Any, url: str, grace_s: float, timeout_s: float = 600.0) -> dict[str, Any]:
-    """Start applying `plan` on the server of a running deployment (`POST /plan`, 202); the
-    change's first status. Follow it with `follow_apply`.
+def bearer(token: str | None) -> dict[str, str]:
+    """The control plane's Authorization header (none without a token)."""
+    return {"Authorization": f"Bearer {token}"} if token else {}
 
-    Raises `PlacerError` when the server cannot be reached or refuses (409: another change runs),
-    `InputError` when it refuses the plan as invalid (HTTP 422).
+
+def post_plan(plan: Any, url: str, grace_s: float, timeout_s: float = 600.0, *,
+              token: str | None = None) -> dict[str, Any]:
+    """Start applying `plan` on the server of a running deployment (`POST /plan`, 202); the
+    change's first status. Follow it with `follow_apply`. `token`: the control plane's bearer
+    token, sent in the Authorization header only.
+
+    Raises `PlacerError` when the server cannot be reached or refuses (401/403: token; 409:
+    another change runs), `InputError` when it refuses the plan as invalid (HTTP 422).
     """
     import httpx
 
     try:
         r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"),
-                       params={"grace_s": grace_s, "timeout_s": timeout_s, "ready_timeout_s": timeout_s}, timeout=30)
+                       params={"grace_s": grace_s, "timeout_s": timeout_s, "ready_timeout_s": timeout_s}, timeout=30,
+                       headers=bearer(token))
     except httpx.HTTPError as exc:
         raise PlacerError(f"cannot reach the deployment at {url}: {exc}") from None
     if r.status_code not in (200, 202):
@@ -374,7 +386,7 @@ def post_plan(plan: Any, url: str, grace_s: float, timeout_s: float = 600.0) -> 
 
 
 def follow_apply(url: str, timeout_s: float, on_event: Callable[[dict[str, Any]], None] = lambda ev: None,
-                 poll_s: float = 0.5) -> dict[str, Any]:
+                 poll_s: float = 0.5, *, token: str | None = None) -> dict[str, Any]:
     """Poll `GET /plan/status` until the change ends, handing each new event to `on_event`; the
     final status (`state` succeeded or failed). PlacerError when it is still applying at `timeout_s`
     or the server stops answering."""
@@ -385,7 +397,7 @@ def follow_apply(url: str, timeout_s: float, on_event: Callable[[dict[str, Any]]
     seen, end = 0, time.monotonic() + timeout_s
     while True:
         try:
-            r = httpx.get(f"{url.rstrip('/')}/plan/status", timeout=30)
+            r = httpx.get(f"{url.rstrip('/')}/plan/status", timeout=30, headers=bearer(token))
             r.raise_for_status()
         except httpx.HTTPError as exc:
             raise PlacerError(f"lost the deployment at {url} while it applied the plan: {exc}") from None

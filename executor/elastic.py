@@ -13,8 +13,9 @@ from the next undelivered token, so the client sees no gap and no duplicate);
 (3) then they stop. Make-before-break (adds first, so capacity never dips below the
 smaller plan) when the free chips hold the new instances; break-before-make (leaving
 instances first) when they do not (`choose_strategy`); a change that fails puts the old
-instances back. `ApplyOperation` runs one change at a time in the background and reports
-its progress (`GET /plan/status`). No torch, no ray here.
+instances back. Instances the router no longer knows (unregistered) count as missing:
+stopped, and started again if the plan has them. `ApplyOperation` runs one change at a time
+in the background and reports its progress (`GET /plan/status`). No torch, no ray here.
 """
 
 from __future__ import annotations
@@ -195,9 +196,13 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     Break-before-make (they do not): leaving instances drain and stop, then new ones start. If
     a new instance never becomes ready, the started ones stop and the old instances that had left
     start again (`restored`): the deployment keeps running the old plan. `timeout_s` bounds the
-    whole change (grace and readiness waits end at it).
+    whole change (grace and readiness waits end at it). An instance the deployment runs but the
+    router no longer knows (unregistered, e.g. by `DELETE /instances/{name}`) is stopped first, so
+    a plan that has it starts it afresh: re-posting the same plan restores a deleted instance.
     """
     t0 = time.monotonic()
+    for name in [s.name for s in deployment.specs if s.name not in deployment.router.instances]:
+        deployment.stop_instance(name)  # missing (unregistered behind our back): started afresh if `new` has it
     running = list(deployment.specs)
     diff = diff_specs(running, new)
     report = ApplyReport(diff)

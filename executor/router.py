@@ -66,8 +66,10 @@ class Router:
 
     def __init__(self, endpoint: Endpoint, config: ServingConfig | None = None, *, block_size: int = 16,
                  request_log: BatchingRequestLog | None = None, directory: Any = None,
-                 health: HealthMonitor | None = None) -> None:
+                 health: HealthMonitor | None = None, num_blocks: int | None = None) -> None:
+        """`block_size`, `num_blocks`: each instance's KV pool (a request that cannot fit is refused)."""
         self.endpoint, self.name = endpoint, endpoint.name
+        self.block_size, self.num_blocks = block_size, num_blocks
         self.config = config or ServingConfig()
         self.request_log, self.directory = request_log, directory
         health = health or HealthMonitor(interval_s=self.config.heartbeat_s or 0.5)
@@ -159,12 +161,15 @@ class Router:
                loop: asyncio.AbstractEventLoop | None = None) -> RequestStream:
         """Route one request; returns its stream at once (tokens follow).
 
-        Raises `NoRouteError` (`NoCapacity`: nothing up can serve it) or `Overloaded`.
+        Raises `NoRouteError` (`NoCapacity`: nothing up can serve it), `Overloaded`, or (before any
+        work) `TooLong` / `TooLarge` for a request beyond the context or an instance's KV pool.
         """
         prompt = [int(t) for t in prompt]
         if not prompt:
             raise ValueError("prompt must not be empty")
         s = sampling_to_dict(sampling)
+        self.config.admission.check_size(len(prompt), int(s["max_new_tokens"]), block_size=self.block_size,
+                                         num_blocks=self.num_blocks)
         rid = request_id or f"req-{next(self._ids)}-{int(time.time() * 1000) % 100000}"
         with self._lock:
             try:
@@ -312,8 +317,18 @@ class Router:
             if change is PeerState.UP and was is PeerState.DOWN:
                 self.counters["peers_recovered"] += 1
 
+    def cancel(self, request_id: str, reason: str = "client disconnected") -> bool:
+        """The client went away: end the request now and tell its instances to drop it (they free its
+        KV blocks); False if it had already ended."""
+        with self._lock:
+            live = self.live.get(request_id)
+            if live is not None:
+                self._end(live, None, reason, counter="cancelled")
+        self._outbox.flush()
+        return live is not None
+
     def _end(self, live: LiveRequest, finish_reason: str | None, error: str | None, failed_at: str | None = None,
-             cancel: tuple[str, dict[str, str]] | None = None) -> None:
+             cancel: tuple[str, dict[str, str]] | None = None, counter: str | None = None) -> None:
         """The request is over: free its instances, record it, close the client's stream."""
         self.live.pop(live.request_id, None)
         self.attempts.pop(live.attempt_id, None)
@@ -331,7 +346,7 @@ class Router:
             self.registry.indexes[md].insert(live.prompt + live.assembler.delivered)
         if self.request_log is not None:
             self.request_log.add(record)
-        self.counters["completed" if error is None else "failed"] += 1
+        self.counters[counter or ("completed" if error is None else "failed")] += 1
         if error is None:
             live.stream.push(StreamEvent("end", finish_reason=finish_reason, record=record))
         else:

@@ -6,21 +6,33 @@ ids, `max_tokens`, `temperature`, `seed`, `stream`, `ignore_eos`. Out: with
 event with `finish_reason`, `usage` and our `placer` block (pipeline, prefix hit,
 TTFT), then `data: [DONE]`; without, one JSON completion. Also `GET /v1/models`,
 `GET /health`, `GET /metrics` (router counters: Prometheus text for a scraper —
-`Accept: text/plain` or `?format=prometheus` — else JSON), `GET /instances`,
-`POST /instances` and `DELETE /instances/{name}` (instances register and
-unregister), `POST /plan` (apply a new plan live: `executor.elastic`; needs the
-deployment handed to `create_app`).
+`Accept: text/plain` or `?format=prometheus` — else JSON), and the control plane:
+`GET /instances`, `POST /instances` and `DELETE /instances/{name}` (instances register
+and unregister), `POST /plan` (start applying a new plan live: `executor.elastic`; needs
+the deployment handed to `create_app`) and `GET /plan/status` (its progress).
+
+Who may call what (docs/security.md): the control plane needs `Authorization: Bearer
+<token>` (the `token` of `create_app`, compared in constant time: 401 without, 403
+wrong); a server built without a token refuses every control call (403: locked).
+The completions and models routes are open unless `protect_completions` (then they
+need the same token); `/health` and `/metrics` stay open for probes and scrapers.
+Bodies over `max_body_bytes` → 413 before they are parsed.
 
 A face only: routing, streaming and logging live in `executor.router`.
-Errors: a bad body → 422; no instance can serve → 503; every instance that could
-serve is full → 429 with `Retry-After` (admission, not a timeout); a request that
-fails mid-stream → an SSE `error` event, then `[DONE]` (never a silent cut).
+Errors: a bad body → 422 (a non-finite temperature, a seed outside [0, 2^64), prompt +
+max_tokens beyond the model's context); a request that needs more KV than an instance
+holds → 413; no instance can serve → 503; every instance that could serve is full →
+429 with `Retry-After` (admission, not a timeout — all of these before any work); a
+request that fails mid-stream → an SSE `error` event, then `[DONE]` (never a silent
+cut). A client that goes away mid-request cancels it (`Router.cancel`: its instances
+drop it and free its KV).
 """
 
 from __future__ import annotations
 
 import asyncio
 import codecs
+import hmac
 import json
 import threading
 import time
@@ -29,10 +41,12 @@ from dataclasses import dataclass
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, field_validator
 
-from executor.admission import Overloaded
+from executor.admission import Overloaded, TooLarge
 from executor.elastic import ApplyBusy, ApplyOperation
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import placement
@@ -44,14 +58,17 @@ from placer import flows
 from placer.plan import Plan
 
 MAX_TOKENS_LIMIT = 4096
+MAX_BODY_BYTES = 8 * 1024 * 1024  # default request-body limit: far above any context this engine serves
+MAX_SEED = 2**64 - 1  # what a torch generator takes
+DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connection is checked
 
 
 class CompletionRequest(BaseModel):
     model: str | None = Field(None, description="Model name (informational: one model is served).")
     prompt: str | list[int] = Field(description="Text (UTF-8 bytes, BOS prepended) or token ids.")
     max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT, description="Output token budget.")
-    temperature: float = Field(0.0, ge=0, description="0 = greedy.")
-    seed: int = Field(0, description="Sampling seed when temperature > 0.")
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="0 = greedy; finite.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Sampling seed when temperature > 0, in [0, 2^64).")
     stream: bool = Field(False, description="Stream tokens as server-sent events.")
     ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens.")
 
@@ -87,6 +104,7 @@ PROMETHEUS_COUNTERS = {  # router counter → (metric, help)
     "stalls": ("placer_stalls_total", "Attempts that made no progress within the stall deadline."),
     "rejected_overloaded": ("placer_rejected_overloaded_total", "Requests refused with 429."),
     "rejected_no_capacity": ("placer_rejected_no_capacity_total", "Requests refused with 503."),
+    "cancelled": ("placer_requests_cancelled_total", "Requests whose client went away before the end."),
     "peers_down": ("placer_peers_down_total", "Instances marked DOWN."),
     "peers_recovered": ("placer_peers_recovered_total", "DOWN instances that answered again."),
     "orders_undelivered": ("placer_orders_undelivered_total", "Orders that could not be delivered."),
@@ -114,6 +132,7 @@ class Served:
     router: Router
     model_name: str
     deployment: Any = None  # a `LocalCluster` or `RayDeployment`: enables `POST /plan`
+    token: str | None = None  # the control plane's bearer token; None: control calls are refused
 
 
 def _served(request: Request) -> Served:
@@ -122,21 +141,54 @@ def _served(request: Request) -> Served:
 
 ServedDep = Annotated[Served, Depends(_served)]
 TOKENIZER = ByteTokenizer()
+_bearer = HTTPBearer(auto_error=False, description="The deployment's token (placer deploy --token).")
 
+
+def require_token(served: ServedDep,
+                  credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]) -> None:
+    """401 without a bearer token, 403 with a wrong one or when the server has none (locked)."""
+    if served.token is None:
+        raise HTTPException(403, "the control plane is locked: this server was started without a token "
+                                 "(placer deploy --token, or PLACER_EXECUTOR_TOKEN)")
+    if credentials is None or not credentials.credentials:
+        raise HTTPException(401, "missing bearer token", headers={"WWW-Authenticate": "Bearer"})
+    if not hmac.compare_digest(credentials.credentials.encode(), served.token.encode()):
+        raise HTTPException(403, "wrong bearer token")
+
+
+Authorized = Depends(require_token)
 completions_api = APIRouter()  # the OpenAI-style face
-operations_api = APIRouter()  # health, metrics, instances, live plan changes
+operations_api = APIRouter()  # health and metrics (read-only)
+control_api = APIRouter(dependencies=[Authorized])  # instances and live plan changes: token only
 
 
-def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None) -> FastAPI:
+def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None, token: str | None = None,
+               protect_completions: bool = False, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
     """The app over a running router (nothing connects at import time).
 
-    `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`.
+    `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`. `token`: the bearer
+    token of the control plane (None: it is locked); `protect_completions`: completions and models
+    need it too (`/health` and `/metrics` stay open for probes and scrapers). `max_body_bytes`:
+    larger request bodies are refused with 413.
     """
-    app = FastAPI(title="placer executor", version="1")
-    app.state.served = Served(router, model_name, deployment)
-    app.include_router(completions_api)
+    if token is not None and (len(token) < 8 or token != token.strip() or " " in token):
+        raise ValueError("token: at least 8 characters, no spaces")
+    if protect_completions and token is None:
+        raise ValueError("protect_completions needs a token")
+    app = FastAPI(title="placer executor", version="1", max_body_size=max_body_bytes)
+    app.state.served = Served(router, model_name, deployment, token)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
     app.include_router(operations_api)
+    app.include_router(control_api)
     return app
+
+
+async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """422 naming each field and reason, without echoing the input (a NaN or a 10 MB prompt)."""
+    detail = [{"loc": [str(x) for x in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in exc.errors()]
+    return JSONResponse(status_code=422, content={"detail": detail})
 
 
 # ---- completions ----------------------------------------------------------------------------
@@ -175,43 +227,78 @@ def _submit(router: Router, tokens: list[int], body: CompletionRequest) -> Reque
             from None
     except NoRouteError as exc:
         raise HTTPException(503, str(exc)) from None
+    except TooLarge as exc:
+        raise HTTPException(413, str(exc)) from None
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
 
 
-async def _sse_events(stream: RequestStream, model: str, cid: str, created: int, prompt_tokens: int):
+async def _sse_events(router: Router, stream: RequestStream, model: str, cid: str, created: int,
+                      prompt_tokens: int):
     """One SSE event per token, the last with finish_reason, usage and our `placer` block (or an
-    `error` event), then `[DONE]`."""
+    `error` event), then `[DONE]`. Closed early (the client went away): the request is cancelled."""
     dec = codecs.getincrementaldecoder("utf-8")("replace")
     n = 0
-    async for ev in stream.aevents():
-        if ev.kind == "token":
-            n += 1
-            text = dec.decode(bytes([ev.token])) if ev.token < 256 else ""
-            yield _sse(_chunk(model, cid, created, text, [ev.token], None))
-        elif ev.kind == "end":
-            yield _sse(_chunk(model, cid, created, dec.decode(b"", final=True), [], ev.finish_reason,
-                              usage=_usage(prompt_tokens, n), placer=_placer(ev.record, stream.pipeline.value)))
-        else:
-            yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
-    yield "data: [DONE]\n\n"
+    try:
+        async for ev in stream.aevents():
+            if ev.kind == "token":
+                n += 1
+                text = dec.decode(bytes([ev.token])) if ev.token < 256 else ""
+                yield _sse(_chunk(model, cid, created, text, [ev.token], None))
+            elif ev.kind == "end":
+                yield _sse(_chunk(model, cid, created, dec.decode(b"", final=True), [], ev.finish_reason,
+                                  usage=_usage(prompt_tokens, n), placer=_placer(ev.record, stream.pipeline.value)))
+            else:
+                yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
+        yield "data: [DONE]\n\n"
+    finally:
+        router.cancel(stream.request_id)  # a no-op once the request has ended
 
 
-@completions_api.post("/v1/completions")
-async def completions(body: CompletionRequest, served: ServedDep):
+async def _collect(request: Request, router: Router, stream: RequestStream) -> list[int]:
+    """The tokens of a non-streamed request; the request is cancelled if the client goes away."""
+    ids: list[int] = []
+
+    async def read() -> None:
+        async for ev in stream.aevents():
+            if ev.kind == "token":
+                ids.append(ev.token)
+            elif ev.kind == "error":
+                raise HTTPException(502, f"request failed: {ev.error}")
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL_S)
+
+    reader, watcher = asyncio.create_task(read()), asyncio.create_task(watch())
+    try:
+        await asyncio.wait((reader, watcher), return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        gone = not reader.done()  # the client went away (or this handler was cancelled)
+        if gone:
+            reader.cancel()
+            router.cancel(stream.request_id)
+    if gone:
+        raise HTTPException(400, "the client disconnected; the request was cancelled")
+    reader.result()
+    return ids
+
+
+@completions_api.post("/v1/completions", responses={
+    413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
+    422: {"description": "A bad field (named), or prompt + max_tokens beyond the model's context."},
+    429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
+    503: {"description": "No instance that could serve it is up."}})
+async def completions(body: CompletionRequest, served: ServedDep, request: Request):
     tokens = TOKENIZER.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
     stream = _submit(served.router, tokens, body)
     cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
     if body.stream:
-        return StreamingResponse(_sse_events(stream, served.model_name, cid, created, len(tokens)),
+        return StreamingResponse(_sse_events(served.router, stream, served.model_name, cid, created, len(tokens)),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    ids: list[int] = []
-    async for ev in stream.aevents():
-        if ev.kind == "token":
-            ids.append(ev.token)
-        elif ev.kind == "error":
-            raise HTTPException(502, f"request failed: {ev.error}")
+    ids = await _collect(request, served.router, stream)
     return {"id": cid, "object": "text_completion", "created": created, "model": served.model_name,
             "choices": [{"index": 0, "text": TOKENIZER.decode(ids), "token_ids": ids, "logprobs": None,
                          "finish_reason": stream.finish_reason}],
@@ -256,7 +343,7 @@ def _plan_apply(request: Request) -> ApplyOperation:
 _APPLY_LOCK = threading.Lock()
 
 
-@operations_api.post("/plan", status_code=202)
+@control_api.post("/plan", status_code=202)
 def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_s: float = Query(30.0, ge=0),
                timeout_s: float = Query(600.0, gt=0, le=24 * 3600),
                ready_timeout_s: float = Query(300.0, gt=0, le=24 * 3600)):
@@ -275,19 +362,19 @@ def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_
         raise HTTPException(409, str(exc)) from None
 
 
-@operations_api.get("/plan/status")
+@control_api.get("/plan/status")
 def plan_status(request: Request, served: ServedDep):
     """The last plan change: state (idle, applying, succeeded, failed), strategy, events, error;
     and `max_per_pool`, the deployment's cap on each pool (what `GET /instances` is compared with)."""
     return {**_plan_apply(request).status(), "max_per_pool": getattr(served.deployment, "max_per_pool", None)}
 
 
-@operations_api.get("/instances")
+@control_api.get("/instances")
 def instances(served: ServedDep):
     return [vars(i) for i in served.router.instances.values()]
 
 
-@operations_api.post("/instances", status_code=201)
+@control_api.post("/instances", status_code=201)
 def register(body: InstanceBody, served: ServedDep):
     try:
         info = InstanceInfo(**body.model_dump())
@@ -297,7 +384,7 @@ def register(body: InstanceBody, served: ServedDep):
     return vars(info)
 
 
-@operations_api.delete("/instances/{name}", status_code=204)
+@control_api.delete("/instances/{name}", status_code=204)
 def unregister(name: str, served: ServedDep):
     if name not in served.router.instances:
         raise HTTPException(404, f"no instance named {name!r}")

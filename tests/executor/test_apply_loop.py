@@ -30,6 +30,8 @@ from tests.db.support import two_dc
 from tests.support import live_server
 
 REQUESTS = 30
+TOKEN = "apply-loop-token"  # the deployment's control plane; the job sends it from PLACER_EXECUTOR_TOKEN
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 class Both:
@@ -48,9 +50,11 @@ class Both:
 
 
 @pytest.fixture
-def loop(tmp_path, model_config, engine_config):
+def loop(tmp_path, model_config, engine_config, monkeypatch):
     """The job's database, the old plan (solved for long prompts) stored and running, its server's URL."""
     import db
+
+    monkeypatch.setenv("PLACER_EXECUTOR_TOKEN", TOKEN)
 
     db_url = f"sqlite:///{tmp_path / 'placer.db'}"
     engine, factory = db.connect(db_url)
@@ -63,7 +67,7 @@ def loop(tmp_path, model_config, engine_config):
     cluster = LocalCluster(placement(old), model_config, engine_config, transport="fake", threads=True,
                            request_log=log)
     try:
-        with live_server(create_app(cluster.router, deployment=cluster)) as url:
+        with live_server(create_app(cluster.router, deployment=cluster, token=TOKEN)) as url:
             yield factory, cluster, url, old, old_id, scenario_id
     finally:
         cluster.close()
@@ -119,7 +123,7 @@ def test_serve_log_fit_replan_apply_and_the_next_run_is_unchanged(loop, tmp_path
     assert (outcome, status) == (None, RunStatus.FAILED)
     assert "never became ready" in error and "Not adopted" in error and current == old_id and plan_id
     assert _running(cluster) == sorted(s.name for s in placement(old))
-    assert httpx.get(f"{url}/plan/status").json()["state"] == "failed"
+    assert httpx.get(f"{url}/plan/status", headers=AUTH).json()["state"] == "failed"
 
     with session_scope(factory) as s:
         job = repo.get_job(s, job_id)
@@ -149,8 +153,8 @@ def test_serve_log_fit_replan_apply_and_the_next_run_is_unchanged(loop, tmp_path
     assert _running(cluster) == sorted(s.name for s in placement(new))
 
     # someone puts the old plan back behind the job's back: the next run sees it and re-applies
-    assert httpx.post(f"{url}/plan", json=old.model_dump(mode="json"), params={"grace_s": 5}).status_code == 202
-    while httpx.get(f"{url}/plan/status").json()["state"] == "applying":
+    assert httpx.post(f"{url}/plan", json=old.model_dump(mode="json"), params={"grace_s": 5}, headers=AUTH).status_code == 202
+    while httpx.get(f"{url}/plan/status", headers=AUTH).json()["state"] == "applying":
         time.sleep(0.05)
     assert _running(cluster) == sorted(s.name for s in placement(old))
     outcome, status, reason, _, _, current = _run(factory, job_id)

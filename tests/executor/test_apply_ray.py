@@ -28,6 +28,8 @@ from placer.plan import Plan
 from tests.support import live_server
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+TOKEN = "apply-ray-token"  # the control plane's; `placer deploy --apply` and the job read PLACER_EXECUTOR_TOKEN
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _plan(pools) -> Plan:
@@ -42,7 +44,7 @@ TOO_BIG = _plan([("P", "dc-a", "A", 2, 2), ("MD", "dc-b", "B", 1, 1)])
 
 def _wait(url: str) -> dict:
     end = time.monotonic() + 240
-    while (status := httpx.get(f"{url}/plan/status", timeout=30).json())["state"] == "applying":
+    while (status := httpx.get(f"{url}/plan/status", timeout=30, headers=AUTH).json())["state"] == "applying":
         assert time.monotonic() < end, status
         time.sleep(0.2)
     return status
@@ -56,24 +58,25 @@ def test_a_plan_that_needs_the_old_plans_chips_drains_first_on_ray(tmp_path):
     try:
         dep = RayDeployment(OLD, ModelConfig(), EngineConfig(backend="torch", block_size=4, num_blocks=256),
                             ServingConfig.from_plan(OLD), start_timeout_s=60)
-        with live_server(create_app(dep.router, deployment=dep)) as url:
+        with live_server(create_app(dep.router, deployment=dep, token=TOKEN)) as url:
             assert httpx.post(f"{url}/plan", json=NEW.model_dump(mode="json"), params={"grace_s": 5},
-                              timeout=30).status_code == 202
+                              timeout=30, headers=AUTH).status_code == 202
             status = _wait(url)
             assert status["state"] == "succeeded", status
             assert status["strategy"] == "break-before-make" and "chip:A=2" in status["strategy_reason"]
             steps = [(e["instance"], e["event"]) for e in status["events"]]
             assert steps.index(("p-dc-a-A-tp1-0", "stopped")) < steps.index(("p-dc-a-A-tp2-0", "joined"))
-            assert sorted(i["name"] for i in httpx.get(f"{url}/instances").json()) == \
+            assert sorted(i["name"] for i in httpx.get(f"{url}/instances", headers=AUTH).json()) == \
                 sorted(s.name for s in placement(NEW))
             served = httpx.post(f"{url}/v1/completions", json={"prompt": "hello", "max_tokens": 4}, timeout=120)
             assert served.status_code == 200 and len(served.json()["choices"][0]["token_ids"]) == 4
 
             too_big = tmp_path / "too-big.json"
             too_big.write_text(json.dumps(TOO_BIG.model_dump(mode="json")))
-            result = CliRunner().invoke(placer_app, ["deploy", "--apply", str(too_big), "--url", url])
+            result = CliRunner(env={"PLACER_EXECUTOR_TOKEN": TOKEN}).invoke(
+                placer_app, ["deploy", "--apply", str(too_big), "--url", url])
             assert result.exit_code == 1 and "more than the cluster has" in result.output, result.output
-            assert sorted(i["name"] for i in httpx.get(f"{url}/instances").json()) == \
+            assert sorted(i["name"] for i in httpx.get(f"{url}/instances", headers=AUTH).json()) == \
                 sorted(s.name for s in placement(NEW))
             assert dep.plan is NEW or dep.plan.model_dump() == NEW.model_dump()
     finally:
@@ -82,9 +85,10 @@ def test_a_plan_that_needs_the_old_plans_chips_drains_first_on_ray(tmp_path):
         ray.shutdown()
 
 
-def test_the_closed_loop_on_local_ray(tmp_path):
+def test_the_closed_loop_on_local_ray(tmp_path, monkeypatch):
     """serve on Ray → log (file and db) → replan → apply (the new plan needs chips the old one
     holds: break-before-make) → the deployment runs the new plan → the next run is UNCHANGED."""
+    monkeypatch.setenv("PLACER_EXECUTOR_TOKEN", TOKEN)  # what the job's deployment client sends
     import db
     from db import repo
     from db.models import RunOutcome
@@ -109,7 +113,7 @@ def test_the_closed_loop_on_local_ray(tmp_path):
     try:
         dep = RayDeployment(old, ModelConfig(), EngineConfig(backend="torch", block_size=4, num_blocks=256),
                             ServingConfig.from_plan(old), request_log=log, start_timeout_s=90)
-        with live_server(create_app(dep.router, deployment=dep)) as url:
+        with live_server(create_app(dep.router, deployment=dep, token=TOKEN)) as url:
             for k in range(24):
                 r = httpx.post(f"{url}/v1/completions", json={"prompt": f"request {k}: hello", "max_tokens": 4},
                                timeout=120)
@@ -127,7 +131,7 @@ def test_the_closed_loop_on_local_ray(tmp_path):
                 assert outcome == RunOutcome.ADOPTED, run.error
                 assert "break-before-make" in run.reason
                 new = runner.parse_plan(repo.get_plan(s, run.plan_id).plan)
-            assert sorted(i["name"] for i in httpx.get(f"{url}/instances").json()) == \
+            assert sorted(i["name"] for i in httpx.get(f"{url}/instances", headers=AUTH).json()) == \
                 sorted(sp.name for sp in placement(new))
             assert httpx.post(f"{url}/v1/completions", json={"prompt": "after", "max_tokens": 4},
                               timeout=120).status_code == 200

@@ -21,7 +21,8 @@ MD0, MD1 = InstanceSpec("md0", "MD", "dc-b", "B"), InstanceSpec("md1", "MD", "dc
 PROMPTS = [[256, *f"request {k}: the quick brown fox".encode()] for k in range(24)]
 N = 12
 
-
+TOKEN = "elastic-control-token"  # the control plane needs one (docs/security.md)
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 def _sampling(n: int = N) -> SamplingParams:
@@ -115,7 +116,7 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
 
     c = LocalCluster(placement(plan(1, 1)), model_config, engine_config, transport="fake", threads=True)
     try:
-        client = TestClient(create_app(c.router, deployment=c))
+        client = TestClient(create_app(c.router, deployment=c, token=TOKEN), headers=AUTH)
         assert client.get("/plan/status").json()["state"] == "idle"
         r = client.post("/plan", json=plan(2, 0).model_dump(mode="json"), params={"grace_s": 5})
         assert r.status_code == 202 and r.json()["state"] == "applying"
@@ -130,7 +131,7 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
         out = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
         assert out.status_code == 200 and len(out.json()["choices"][0]["token_ids"]) == 3
         assert client.post("/plan", json={"pools": "nope"}).status_code == 422
-        assert TestClient(create_app(c.router)).post("/plan", json={}).status_code == 409
+        assert TestClient(create_app(c.router, token=TOKEN)).post("/plan", json={}, headers=AUTH).status_code == 409
     finally:
         c.close()
 
@@ -161,6 +162,8 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
     import uvicorn
     from typer.testing import CliRunner
 
+    cli = CliRunner(env={"PLACER_EXECUTOR_TOKEN": TOKEN})
+
     pools = [{"role": "P", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
              {"role": "RLD", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
              {"role": "MD", "datacenter": "dc-b", "chip": "B", "tp": 1, "count": 1}]
@@ -169,8 +172,8 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(create_app(c.router, deployment=c), host="127.0.0.1", port=port,
-                                           log_level="error"))
+    app = create_app(c.router, deployment=c, token=TOKEN)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
     t = threading.Thread(target=server.run, daemon=True)
     t.start()
     try:
@@ -179,27 +182,27 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
             time.sleep(0.02)
         new = tmp_path / "new.json"
         new.write_text(json.dumps({"scenario": "two-dc", "pools": [pools[0], {**pools[2], "count": 2}]}))
-        result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
-                                             "--grace-s", "5"])
+        result = cli.invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
+                                     "--grace-s", "5"])
         assert result.exit_code == 0, result.output
         assert "make-before-break" in result.output and "joined" in result.output and "draining" in result.output
         assert "applied (make-before-break)" in result.output
         back = tmp_path / "back.json"
         back.write_text(json.dumps({"scenario": "two-dc", "pools": pools}))
-        result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(back), "--url", f"http://127.0.0.1:{port}",
-                                             "--grace-s", "5", "--json"])
+        result = cli.invoke(_cli(), ["deploy", "--apply", str(back), "--url", f"http://127.0.0.1:{port}",
+                                     "--grace-s", "5", "--json"])
         assert result.exit_code == 0, result.output
         report = json.loads(result.stdout)["report"]
-        result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
-                                             "--grace-s", "5", "--json"])
+        result = cli.invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
+                                     "--grace-s", "5", "--json"])
         report = json.loads(result.stdout)["report"]
         assert len(report["joined"]) == 1 and len(report["remove"]) == 1 and report["remove"][0].startswith("rld")
         assert sorted(i.spec.role for i in c.instances.values()) == ["MD", "MD", "P"]
         bad = tmp_path / "bad.json"
         bad.write_text("{")
-        assert CliRunner().invoke(_cli(), ["deploy", "--apply", str(bad), "--url", f"http://127.0.0.1:{port}"]
-                                  ).exit_code == 2
-        assert CliRunner().invoke(_cli(), ["deploy"]).exit_code == 2
+        assert cli.invoke(_cli(), ["deploy", "--apply", str(bad), "--url", f"http://127.0.0.1:{port}"]
+                  ).exit_code == 2
+        assert cli.invoke(_cli(), ["deploy"]).exit_code == 2
     finally:
         server.should_exit = True
         t.join(10)

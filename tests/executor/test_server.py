@@ -17,6 +17,7 @@ from tests.executor.support import serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
+TOKEN = "control-token-for-tests"
 
 
 
@@ -28,7 +29,7 @@ def served(model_config, engine_config):
     with warnings.catch_warnings():  # starlette's note about its httpx client is not ours to fix
         warnings.simplefilter("ignore")
         from fastapi.testclient import TestClient
-    with TestClient(create_app(cluster.router)) as client:
+    with TestClient(create_app(cluster.router, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"}) as client:
         yield cluster, client
     cluster.close()
 
@@ -80,10 +81,18 @@ def test_token_id_prompt_without_streaming(served, reference):
     ({"prompt": [], "max_tokens": 4}, "must not be empty"),
     ({"prompt": "hi", "max_tokens": 0}, "max_tokens"),
     ({"prompt": "hi", "temperature": -1}, "temperature"),
+    ('{"prompt": "hi", "temperature": NaN}', "temperature"),
+    ('{"prompt": "hi", "temperature": Infinity}', "temperature"),
+    ('{"prompt": "hi", "temperature": 1e400}', "temperature"),
+    ({"prompt": "hi", "seed": 2**64}, "seed"),
+    ({"prompt": "hi", "seed": -1}, "seed"),
 ])
 def test_bad_bodies_are_422_naming_the_field(served, body, field):
     _, client = served
-    r = client.post("/v1/completions", json=body)
+    if isinstance(body, str):  # JSON that json.dumps would not write (NaN, Infinity)
+        r = client.post("/v1/completions", content=body, headers={"content-type": "application/json"})
+    else:
+        r = client.post("/v1/completions", json=body)
     assert r.status_code == 422 and field in r.text
 
 

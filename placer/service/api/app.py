@@ -1,17 +1,19 @@
 """The app factory: ``create_app(settings)`` → a FastAPI app. Nothing connects before the
 app starts; at start the database is migrated, the worker pool and (optionally) the
-replanning scheduler are started; at shutdown they are stopped."""
+replanning scheduler are started, and the access log's credential filter is installed
+(``logs``); at shutdown they are stopped. Bodies over ``settings.max_body_bytes`` → 413."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.routing import APIRoute
 
-from placer.service.api import errors
+from placer.service.api import errors, limits, logs
 from placer.service.api.deps import Authorized
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
@@ -22,6 +24,27 @@ DATA_ROUTERS = (chips.router, profiles.router, scenarios.router, plans.router, c
                 jobs.router)
 
 
+#: Routes that queue work on the bounded pool (503 when it is full).
+QUEUEING = {("POST", "/plans"), ("POST", "/compare"), ("POST", "/simulate"), ("POST", "/jobs/{job_id}/runs")}
+
+
+def document_refusals(router: APIRouter) -> None:
+    """Every status a route can answer is in its OpenAPI: 409 on every write (the database's
+    integrity errors map there), 400 where a body may not decode, 503 where work is queued
+    (the rest: ``errors.COMMON_RESPONSES``).
+    Idempotent: the routers are module-level, and each app built includes them again."""
+    for route in router.routes:
+        if not isinstance(route, APIRoute):
+            continue
+        for method in route.methods:
+            if method in ("POST", "PUT", "PATCH", "DELETE"):
+                route.responses = {**errors.CONFLICT, **route.responses}
+            if method in ("POST", "PUT", "PATCH") and route.body_field is not None:
+                route.responses = {**errors.UNDECODABLE, **route.responses}
+            if (method, route.path) in QUEUEING:
+                route.responses = {**errors.OVERLOADED, **route.responses}
+
+
 def create_app(settings: Settings) -> FastAPI:
     if settings.token is None:
         raise ValueError("token: the API needs a bearer token (Settings.token), got None")
@@ -29,6 +52,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        logs.install()  # after the server configured its loggers: no token in an access-log line
         service.start()
         try:
             yield
@@ -44,11 +68,13 @@ def create_app(settings: Settings) -> FastAPI:
         openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.state.service = service
-    errors.install(app)
+    errors.install(app, max_body_bytes=settings.max_body_bytes)
+    limits.install(app, settings.max_body_bytes)
     app.include_router(health.router)
-    app.include_router(health.metrics_router)
+    app.include_router(health.metrics_router, responses=errors.AUTH_RESPONSES)
     for router in DATA_ROUTERS:
-        app.include_router(router, dependencies=[Authorized])
+        document_refusals(router)
+        app.include_router(router, dependencies=[Authorized], responses=errors.COMMON_RESPONSES)
 
     docs_deps = [] if settings.public_docs else [Authorized]
 

@@ -1,6 +1,9 @@
 """Exception → HTTP response: typed placer errors keep their status (db's unknown ids and
 clashes become 404 and 409 through ``placer.service.errors``), validation errors name the
-field and the reason, integrity errors are 409, nothing leaks a traceback."""
+field and the reason, integrity errors are 409, nothing leaks a traceback.
+
+A path id outside 1..2^31-1 (``/plans/99999999999999999999``) names no row: 404, like any
+unknown id, not a 422 (nor the database's integer overflow)."""
 
 from __future__ import annotations
 
@@ -9,12 +12,16 @@ import math
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from sqlalchemy.exc import DataError, IntegrityError
 
 from db.errors import RepositoryError
 from placer.errors import PlacerError
+from placer.service.api.limits import too_large
+from placer.service.api.schemas import MAX_ID
 from placer.service.api.service import Overloaded
 from placer.service.errors import typed
 
@@ -52,9 +59,47 @@ def placer_error(exc: PlacerError) -> JSONResponse:
     return JSONResponse(status_code=exc.http_status, content={"detail": str(exc)})
 
 
-def install(app: FastAPI) -> None:
+_OUT_OF_RANGE = ("greater_than_equal", "less_than_equal", "greater_than", "less_than")
+
+
+def unknown_path_id(errors: list[dict]) -> str | None:
+    """The 404 message when a path id is out of the id range (whatever else is wrong: the
+    resource cannot exist), else None."""
+    ids = [e for e in errors if len(e.get("loc", ())) == 2 and e["loc"][0] == "path" and e.get("type") in _OUT_OF_RANGE]
+    if not ids:
+        return None
+    return "; ".join(f"{e['loc'][1]} {str(e.get('input'))[:40]} not found (ids are 1..{MAX_ID})" for e in ids)
+
+
+#: Statuses every route behind the token may answer (merged into each route's OpenAPI ``responses``).
+AUTH_RESPONSES: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No bearer token."},
+    403: {"description": "Wrong bearer token."},
+}
+#: ... and every data route.
+COMMON_RESPONSES: dict[int | str, dict[str, Any]] = {
+    **AUTH_RESPONSES,
+    404: {"description": "No such id (or an id outside 1..2^31-1)."},
+    413: {"description": "Request body over the service's limit (Settings.max_body_bytes)."},
+}
+CONFLICT = {409: {"description": "Conflicts with stored data (a duplicate name, a row still in use, "
+                                 "a run in progress)."}}
+UNDECODABLE = {400: {"description": "The body cannot be decoded (not UTF-8 JSON)."}}
+OVERLOADED = {503: {"description": "Too many jobs queued; retry after Retry-After."}}
+
+
+def install(app: FastAPI, max_body_bytes: int | None = None) -> None:
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 413 and max_body_bytes is not None:  # a chunked body counted past the limit
+            return too_large(max_body_bytes)
+        return await http_exception_handler(request, exc)
+
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        missing = unknown_path_id(exc.errors())
+        if missing is not None:
+            return JSONResponse(status_code=404, content={"detail": missing})
         return JSONResponse(status_code=422, content={"detail": validation_detail(exc.errors())})
 
     @app.exception_handler(PlacerError)

@@ -3,9 +3,11 @@
 The REST API takes ``Authorization: Bearer <token>``; a browser cannot send that header
 on a plain link, so:
 
-* ``GET /ui/login`` shows a form; posting the token (or opening
-  ``/ui/login?token=...&next=/ui/jobs`` once, e.g. from a script) checks it and sets the
-  cookie ``placer_ui``, then redirects to ``next`` (a local path only).
+* ``GET /ui/login`` shows a form; posting the token (``POST /ui/login``, form fields
+  ``token`` and ``next``) checks it and sets the cookie ``placer_ui``, then redirects to
+  ``next`` (a local path only). A token in the URL (``/ui/login?token=...``) is refused
+  with 400 and never used: URLs land in access logs (where ``placer.service.api.logs``
+  redacts it), browser history and Referer headers.
 * The cookie holds ``HMAC-SHA256(token, "placer-dashboard-v1")``, not the token: a
   leaked cookie opens the read-only pages but not the API. It is ``HttpOnly``,
   ``SameSite=Lax``, ``Secure`` over HTTPS, and lives 12 hours. Changing the service

@@ -31,6 +31,7 @@ from placer.optimize import OBJECTIVES
 from placer.plan import Plan, parse_plan
 from placer.report import inline_svg, plan_diagram, tables
 from placer.service.api.deps import SessionDep
+from placer.service.api.schemas import MAX_ID
 from placer.service.dashboard import auth
 from placer.service.dashboard.auth import Viewer
 from placer.service.jobs.diff import plan_diff
@@ -89,18 +90,30 @@ def _error(request: Request, code: int, message: str) -> HTMLResponse:
     return _page(request, "error.html", {"title": f"{code}", "message": message}, code)
 
 
+def _row(session, plan_id: int):
+    """The stored plan; NotFoundError also for an id no row can have (outside 1..2^31-1)."""
+    if not 1 <= plan_id <= MAX_ID:
+        raise NotFoundError("plan", plan_id)
+    return repo.get_plan(session, plan_id)
+
+
 def _load(session, plan_id: int) -> tuple[object, Plan]:
-    row = repo.get_plan(session, plan_id)
+    row = _row(session, plan_id)
     return row, stored_plan(row)
 
 
 # --- sign in -------------------------------------------------------------------------
 
 @router.get("/ui/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = "/", token: str | None = None):
+def login_form(request: Request, next: str = "/"):
+    """The sign-in form. A token in the URL is refused (400), never used: URLs end up in access
+    logs, browser history and Referer headers (uvicorn's access log redacts it: ``api.logs``)."""
     target = auth.safe_next(next)
-    if token is not None:
-        return _login(request, token, target)
+    if "token" in request.query_params:
+        return _page(request, "login.html", {"title": "Sign in", "next": target, "wrong": False,
+                                             "notice": "A token is not accepted in a URL (it would be written to "
+                                                       "logs and history): paste it here instead."},
+                     status.HTTP_400_BAD_REQUEST)
     if auth.signed_in(request):
         return RedirectResponse(target, status.HTTP_303_SEE_OTHER)
     return _page(request, "login.html", {"title": "Sign in", "next": target, "wrong": False})
@@ -180,14 +193,14 @@ def plan_view(plan_id: int, request: Request, session: SessionDep, _: Viewer):
 @router.get("/ui/plans/{plan_id}/plan.json")
 def plan_json(plan_id: int, request: Request, session: SessionDep, _: Viewer):
     try:
-        return JSONResponse(repo.get_plan(session, plan_id).plan)
+        return JSONResponse(_row(session, plan_id).plan)
     except NotFoundError as err:
         return _error(request, 404, str(err))
 
 
 @router.get("/ui/diff")
-def diff_form(a: Annotated[int, Query(ge=1, le=2_147_483_647)], b: Annotated[int, Query(ge=1, le=2_147_483_647)],
-              _: Viewer):
+def diff_form(a: int, b: int, _: Viewer):
+    """Any two integers: the diff page answers 404 for an id no plan has (out of range too)."""
     return RedirectResponse(f"/ui/plans/{a}/diff/{b}", status.HTTP_303_SEE_OTHER)
 
 

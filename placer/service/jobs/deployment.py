@@ -7,6 +7,8 @@ out: :func:`running_differs` — whether the deployment's ``GET /instances`` mat
 
 The job never imports the executor: this is its client. A failure is an :class:`Applied`
 with ``ok`` False and the reason, never an exception, so the run can be recorded FAILED.
+Every call carries the executor's control-plane token (``Settings.executor_token``, from
+``PLACER_EXECUTOR_TOKEN``) in its Authorization header (docs/security.md).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import httpx
 
 from placer.plan import Plan
+from placer.settings import Settings
 
 POLL_S = 0.5
 HTTP_TIMEOUT_S = 30.0
@@ -28,9 +31,15 @@ class DeploymentError(Exception):
     """The deployment could not be reached or answered nonsense."""
 
 
+def _auth() -> dict[str, str]:
+    """The executor's Authorization header (none without a token: its control plane then refuses)."""
+    token = Settings.from_env().executor_token
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
 def _get(url: str, path: str) -> Any:
     try:
-        reply = httpx.get(url.rstrip("/") + path, timeout=HTTP_TIMEOUT_S)
+        reply = httpx.get(url.rstrip("/") + path, timeout=HTTP_TIMEOUT_S, headers=_auth())
         reply.raise_for_status()
         return reply.json()
     except (httpx.HTTPError, ValueError) as err:
@@ -72,7 +81,7 @@ def apply_plan(url: str, plan: Plan, timeout_s: float, grace_s: float = 30.0) ->
     try:
         reply = httpx.post(base + "/plan", content=plan.to_json(), timeout=HTTP_TIMEOUT_S,
                            params={"grace_s": grace_s, "timeout_s": timeout_s, "ready_timeout_s": timeout_s},
-                           headers={"content-type": "application/json"})
+                           headers={"content-type": "application/json", **_auth()})
     except httpx.HTTPError as err:
         return Applied(False, f"applying it to {url} failed: {type(err).__name__}: {err}")
     if reply.status_code >= 400:

@@ -64,8 +64,9 @@ def test_unknown_ids_are_404(client):
     assert client.get("/plans/12345").status_code == 404
     assert client.get("/solve-jobs/12345").status_code == 404
     assert client.get("/plans/1/diff/2").status_code == 404
-    assert client.get("/plans/0").status_code == 422
-    assert client.get("/plans/99999999999999999999").status_code == 422
+    assert client.get("/plans/0").status_code == 404  # an id no row can have names nothing, like any unknown id
+    assert client.get("/plans/99999999999999999999").status_code == 404
+    assert client.get("/plans/abc").status_code == 422  # not an id at all
 
 
 def test_plan_list_filters_and_pages(client):

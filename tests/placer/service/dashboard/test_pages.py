@@ -39,10 +39,25 @@ def test_signing_in_sets_a_cookie_that_is_not_the_token_and_opens_the_pages(anon
     assert anonymous.get("/ui/jobs").status_code == 303
 
 
-def test_login_by_query_redirects_only_to_local_paths(anonymous):
-    response = anonymous.get("/ui/login", params={"token": TOKEN, "next": "//evil.example/x"})
+def test_login_redirects_only_to_local_paths(anonymous):
+    response = anonymous.post("/ui/login", data={"token": TOKEN, "next": "//evil.example/x"})
     assert response.status_code == 303 and response.headers["location"] == "/"
     assert safe_next("https://evil.example") == "/" and safe_next("/ui/plans/3") == "/ui/plans/3"
+
+
+def test_a_token_in_the_login_url_is_refused_not_used(anonymous):
+    response = anonymous.get("/ui/login", params={"token": TOKEN, "next": "/ui/jobs"})
+    assert response.status_code == 400 and "not accepted in a URL" in response.text
+    assert COOKIE not in response.cookies and TOKEN not in response.text
+    assert anonymous.get("/ui/jobs").status_code == 303  # still signed out
+
+
+@pytest.mark.parametrize("path", ["/ui/plans/99999999999999999999", "/ui/plans/0",
+                                  "/ui/plans/99999999999999999999/plan.json", "/ui/plans/1/diff/99999999999999999999",
+                                  "/ui/plans/99999999999999999999/diff/1", "/ui/diff?a=99999999999999999999&b=1"])
+def test_an_id_no_row_can_have_is_a_404_page(client, path):
+    response = client.get(path)
+    assert response.status_code == 404 and "not found" in response.text
 
 
 def test_the_plan_list_shows_both_plans_and_filters_them(client, seeded):

@@ -15,8 +15,10 @@ pytest.importorskip("torch")
 
 
 @pytest.fixture
-def deployment():
-    """A two-datacenter deployment (one P, one MD of a tiny seeded model) behind a real server."""
+def deployment(monkeypatch):
+    """A two-datacenter deployment (one P, one MD of a tiny seeded model) behind a real server;
+    its control plane's token is the one the service's jobs send (PLACER_EXECUTOR_TOKEN)."""
+    monkeypatch.setenv("PLACER_EXECUTOR_TOKEN", "apply-live-token")
     import torch
 
     from executor.cluster import LocalCluster
@@ -32,7 +34,7 @@ def deployment():
     cluster = LocalCluster(start, model, EngineConfig(backend="torch", block_size=4, num_blocks=256),
                            transport="fake", threads=True)
     try:
-        with live_server(create_app(cluster.router, deployment=cluster)) as url:
+        with live_server(create_app(cluster.router, deployment=cluster, token="apply-live-token")) as url:
             yield cluster, url
     finally:
         cluster.close()
