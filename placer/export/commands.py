@@ -53,7 +53,7 @@ class Command:
 
     def to_dict(self) -> dict:
         return {"datacenter": self.datacenter, "unit": self.unit, "instance": self.instance, "node": self.node,
-                "host": self.host, "argv": list(self.argv), "parser": self.parser}
+                "host": self.host, "program": list(self.program), "args": list(self.args), "parser": self.parser}
 
 
 def sglang_dtype_args(layout: Layout) -> list[str]:
