@@ -33,8 +33,10 @@ PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
 # torch at the project's pin, resolved as `make setup` resolves it (this machine's pip
 # configuration finds the CPU build)
 "${PIP[@]}" "torch==${TORCH_VERSION}"
+echo "  torch: $(( $(date +%s) - start )) s"
 # the engines themselves, without their dependency trees (they pin CUDA builds and torch 2.14)
 "${PIP[@]}" --no-deps "sglang==${SGLANG_VERSION}" "sglang-router==${ROUTER_VERSION}" "vllm==${VLLM_VERSION}"
+echo "  engines: $(( $(date +%s) - start )) s"
 # what their argument parsers import at module level (found by importing until nothing was
 # missing): sglang.srt.server_args, sglang_router.launch_router, vllm serve's parser; torch is
 # named again so that the resolver keeps the pin

@@ -6,7 +6,7 @@ in:  a Layout; out: :class:`Command` objects (argv, where it runs, which parser 
   the vendor's ``--disaggregation-transfer-backend`` and ``--device``, ``--tp-size``,
   ``--nnodes/--node-rank/--dist-init-addr`` when an instance spans nodes,
   ``--disaggregation-bootstrap-port`` on prefill, ``--disaggregation-decode-enable-radix-cache``
-  on decode when the plan counts on DRC, the dtypes of :func:`sglang_dtype_args`.
+  on decode when the plan counts on DRC, the dtypes of :func:`dtype_args`.
 * SGLang router (``python -m sglang_router.launch_router --pd-disaggregation``): one
   ``--prefill URL BOOTSTRAP_PORT`` per prefill instance, one ``--decode URL`` per decode
   instance.
@@ -56,19 +56,14 @@ class Command:
                 "host": self.host, "program": list(self.program), "args": list(self.args), "parser": self.parser}
 
 
-def sglang_dtype_args(layout: Layout) -> list[str]:
-    s = layout.settings
-    out = []
-    if s.weight_dtype == "fp8" and s.native_weight_dtype != "fp8":
-        out += ["--quantization", "fp8"]  # online fp8 of a bf16 checkpoint
-    elif s.weight_dtype == "bf16" and s.native_weight_dtype != "fp8":
-        out += ["--dtype", "bfloat16"]
-    if s.kv_dtype:
-        out += ["--kv-cache-dtype", {"fp8": "fp8_e4m3", "bf16": "bfloat16"}[s.kv_dtype]]
-    return out
+#: the plan's KV dtype in each engine's --kv-cache-dtype vocabulary
+KV_DTYPES = {"sglang": {"fp8": "fp8_e4m3", "bf16": "bfloat16"}, "vllm": {"fp8": "fp8", "bf16": "bfloat16"}}
 
 
-def vllm_dtype_args(layout: Layout) -> list[str]:
+def dtype_args(layout: Layout, engine: str) -> list[str]:
+    """The plan's dtypes as flags: fp8 weights of a bf16 checkpoint → online ``--quantization fp8``;
+    bf16 → ``--dtype bfloat16``; a native fp8 checkpoint keeps its own quantization; the KV dtype
+    → ``--kv-cache-dtype`` (absent: the engine's auto)."""
     s = layout.settings
     out = []
     if s.weight_dtype == "fp8" and s.native_weight_dtype != "fp8":
@@ -76,7 +71,7 @@ def vllm_dtype_args(layout: Layout) -> list[str]:
     elif s.weight_dtype == "bf16" and s.native_weight_dtype != "fp8":
         out += ["--dtype", "bfloat16"]
     if s.kv_dtype:
-        out += ["--kv-cache-dtype", {"fp8": "fp8", "bf16": "bfloat16"}[s.kv_dtype]]
+        out += ["--kv-cache-dtype", KV_DTYPES[engine][s.kv_dtype]]
     return out
 
 
@@ -95,7 +90,7 @@ def sglang_server_args(layout: Layout, pool: Pool, node: str | int = 0, leader: 
         args += ["--disaggregation-bootstrap-port", str(BOOTSTRAP_PORT)]
     elif s.drc:
         args += ["--disaggregation-decode-enable-radix-cache"]
-    args += sglang_dtype_args(layout)
+    args += dtype_args(layout, "sglang")
     if pool.nodes > 1 and leader is not None:
         args += ["--nnodes", str(pool.nodes), "--node-rank", str(node), "--dist-init-addr", f"{leader}:{DIST_PORT}"]
     return args
@@ -110,7 +105,7 @@ def vllm_server_args(layout: Layout, pool: Pool, node: str | int = 0, leader: st
             "--host", "0.0.0.0", "--port", str(VLLM_PORT), "--trust-remote-code", "--kv-transfer-config", kv]
     if pool.engine_role == DECODE:
         args += ["--enable-prefix-caching" if s.drc else "--no-enable-prefix-caching"]
-    args += vllm_dtype_args(layout)
+    args += dtype_args(layout, "vllm")
     if pool.nodes > 1:
         args += ["--nnodes", str(pool.nodes), "--node-rank", str(node), "--master-addr", str(leader)]
         if node != 0:

@@ -9,6 +9,8 @@ import json
 import pytest
 import yaml
 
+from placer.export import ExportSettings, export_plan
+from placer.plan import parse_plan
 from tests.placer.export.conftest import EXAMPLES, example_export
 
 FORMATS = ("sglang", "vllm", "dynamo", "k8s")
@@ -37,9 +39,24 @@ def _containers(doc: dict):
         yield from t["spec"]["containers"]
 
 
+#: the other branches of the flags: a bf16 checkpoint served with online fp8 weights, bf16 KV, no DRC
+OTHER_DTYPES = ExportSettings("meta-llama/Llama-3.1-8B", "llama-3.1-8b", kv_dtype="bf16", weight_dtype="fp8",
+                              native_weight_dtype="bf16", drc=False)
+OTHER_PLAN = {"scenario": "micro", "pools": [{"role": "P", "datacenter": "a", "chip": "H100-SXM", "tp": 2, "count": 1},
+                                             {"role": "D", "datacenter": "a", "chip": "L40S", "tp": 1, "count": 2}],
+              "routes": [{"request_class": "c", "pipeline": "P-D", "src": "a", "dst": "a", "rps": 1.0}]}
+CASES = (*EXAMPLES, "bf16-checkpoint")
+
+
+def _export(example: str, fmt: str) -> dict[str, str]:
+    if example == "bf16-checkpoint":
+        return export_plan(parse_plan(OTHER_PLAN), fmt, OTHER_DTYPES)
+    return example_export(example, fmt)
+
+
 def items_for(example: str, fmt: str) -> list[dict]:
     """(id, parser, args | manifest) of everything in one export that an engine or k8s checks."""
-    files = example_export(example, fmt)
+    files = _export(example, fmt)
     items = []
     if fmt in ("sglang", "vllm"):
         for n, c in enumerate(json.loads(files["commands.json"])):
@@ -80,12 +97,12 @@ NEGATIVE = [
 @pytest.fixture(scope="module")
 def verdicts(engine_checker):
     """One run of the checkers over both examples in every format, and the negative controls."""
-    items = [item for example in EXAMPLES for fmt in FORMATS for item in items_for(example, fmt)]
+    items = [item for example in CASES for fmt in FORMATS for item in items_for(example, fmt)]
     return engine_checker(items + NEGATIVE)
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", CASES)
 def test_every_generated_argument_is_known_to_the_engine(verdicts, example, fmt):
     items = items_for(example, fmt)
     parsers = {i["parser"] for i in items}
@@ -93,6 +110,9 @@ def test_every_generated_argument_is_known_to_the_engine(verdicts, example, fmt)
                        else {"sglang", "sglang-router"} if fmt == "sglang" else {"vllm"})
     failed = {i["id"]: verdicts[i["id"]]["error"] for i in items if not verdicts[i["id"]]["ok"]}
     assert not failed
+    if example == "bf16-checkpoint" and fmt in ("sglang", "vllm"):
+        args = [a for i in items for a in i["args"]]
+        assert "--quantization" in args and "bfloat16" in args
 
 
 def test_the_checkers_refuse_what_the_engines_refuse(verdicts):
