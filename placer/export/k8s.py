@@ -30,8 +30,7 @@ LABEL_POOL = "placer.io/pool"
 LABEL_ROLE = "placer.io/engine-role"
 LABEL_SERVES = "placer.io/serves"  # only on the pod that answers HTTP (the leader of a multi-node instance)
 LABELS = (LABEL_DC, LABEL_CHIP)  # the node labels operators set
-DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"
-ROUTER_IMAGE = "lmsysorg/sgl-model-gateway:v0.3.2"
+DEFAULT_IMAGE = "lmsysorg/sglang:v0.5.23"  # servers and routers: SGLang's image carries sglang_router
 
 
 def _pod_labels(pool: Pool, serves: bool) -> dict[str, str]:
@@ -106,7 +105,7 @@ def router_args(router: Router, namespace: str) -> list[str]:
             "--prefill-selector", *_selector(prefill), "--decode-selector", *_selector(decode)]
 
 
-def router_manifests(router: Router, namespace: str) -> list[dict]:
+def router_manifests(router: Router, namespace: str, image: str) -> list[dict]:
     name = router.name
     labels = {"app.kubernetes.io/name": name, LABEL_DC: slug(router.src)}
     meta = {"name": name, "namespace": namespace, "labels": labels}
@@ -122,7 +121,7 @@ def router_manifests(router: Router, namespace: str) -> list[dict]:
              "metadata": {"labels": labels},
              "spec": {"serviceAccountName": name,
                       "nodeSelector": {LABEL_DC: slug(router.src)},
-                      "containers": [{"name": "router", "image": ROUTER_IMAGE, "command": list(SGLANG_ROUTER),
+                      "containers": [{"name": "router", "image": image, "command": list(SGLANG_ROUTER),
                                       "args": router_args(router, namespace),
                                       "ports": [{"containerPort": ROUTER_PORT, "name": "http"}]}]}}}},
         {"apiVersion": "v1", "kind": "Service", "metadata": meta,
@@ -141,5 +140,5 @@ def render_k8s(layout: Layout, namespace: str, image: str | None) -> dict[str, s
         docs = pool_manifests(layout, pool, namespace, image or DEFAULT_IMAGE)
         files[f"{pool.datacenter}/{pool.name}.yaml"] = dump(docs, header)
     for router in layout.routers:
-        files[f"{router.src}/{router.name}.yaml"] = dump(router_manifests(router, namespace), header)
+        files[f"{router.src}/{router.name}.yaml"] = dump(router_manifests(router, namespace, image or DEFAULT_IMAGE), header)
     return files
