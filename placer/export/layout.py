@@ -249,6 +249,7 @@ def _wan_wait(problem, plan: Plan, route, settings: ExportSettings) -> str:
         return ""
     link = next((lk for lk in plan.links if (lk.src, lk.dst) in ((route.src, route.dst), (route.dst, route.src))), None)
     util = link.gbit_per_s_used / link.gbit_per_s_capacity if link and link.gbit_per_s_capacity else 0.0
+    # the line at the plan's own load (capped below 1, where the queueing factor of the WAN law diverges)
     seconds = wan_s(problem, cls, P_MD, route.src, route.dst, settings.drc, min(util, 0.95))
     return "" if math.isinf(seconds) else f" (first token now waits {seconds:.2f} s for the WAN transfer)"
 

@@ -22,7 +22,7 @@ FORMAT_CAVEATS = {
              "repository (`toy_proxy_server.py`), which sends each request to a prefill instance and then to a "
              "decode instance; use a production router (e.g. llm-d) for real traffic.",
              "Decode-side prefix caching (`--enable-prefix-caching` on decode) stands in for the decode-side "
-             "radix cache; the connector pulls the blocks the decoder's cache lacks."],
+             "radix cache: NixlConnector's decode side pulls only the tokens past its local prefix hit."],
     "dynamo": ["Each datacenter is one Dynamo graph: a decode pool in another datacenter joins the prefill "
                "pools' Frontend only when both datacenters share Dynamo's discovery plane (etcd and NATS)."],
     "k8s": ["Routers find their pools through the Kubernetes API of their own cluster: a router whose decode "
