@@ -221,7 +221,8 @@ def _relay_caveats(plan: Plan, settings: ExportSettings, problem) -> list[str]:
                    "cross the WAN instead of an RDMA copy to RLD, so the TTFT the relay bought is lost; MD no "
                    "longer rebuilds RLD's tokens with an extend-decode pass (the handoff policy "
                    f"`{plan.handoff.mode}`, catch-up above {plan.handoff.catch_up_threshold_tokens} tokens, is "
-                   "unused). Rerouted: " + "; ".join(lines) + ".")
+                   "unused). Rerouted: " + "; ".join(lines) + "."
+                   + (f" The SLA's P90 TTFT is {problem.ttft_p90_s:g} s." if problem is not None else ""))
     dropped = [p for p in plan.pools if p.role == RLD and p.count > 0
                and not any(r.pipeline == P_RLD and r.src == p.datacenter and r.rps > 0 for r in plan.routes)]
     if dropped:
