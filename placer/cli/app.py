@@ -63,6 +63,8 @@ COMMANDS: dict[str, Spec] = {
                      "Predict one instance's prefill, decode and memory figures (no ILP)."),
     "report": Spec("placer.cli.report:report",
                    "Draw a plan: a self-contained HTML report with its diagram, metrics and charts."),
+    "export": Spec("placer.cli.export:export",
+                   "Write what an operator runs for a plan on SGLang, vLLM, Dynamo or Kubernetes."),
     "workload": Spec("placer.cli.sim:workload_app", "Workload traces: fit request classes."),
     "jobs": Spec("placer.service.cli:jobs",
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),

@@ -1,0 +1,85 @@
+"""``placer export PLAN.json --format sglang|vllm|dynamo|k8s``: a thin face over :mod:`placer.export`.
+
+Reads the plan (and, with ``--scenario``, the scenario it was made for: dtypes, DRC, custom
+chips, and the flow physics that price each fallback), builds :class:`ExportSettings`, calls
+:func:`placer.export.export_plan` and writes the files under ``--out``. Bad input ends with
+exit 2 and a message naming the option or field.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from placer.cli.output import choices, fail, out
+from placer.errors import InputError, PlacerError
+from placer.export import FORMATS, ExportSettings, export_plan, write
+from placer.plan import Plan, load_plan
+from placer.problem import Problem, resolve
+from placer.specs import load_scenario
+
+Format = choices("Format", FORMATS)
+
+
+def settings_for(plan: Plan, problem: Problem | None, model: str | None, model_dir: Path | None,
+                 served_name: str | None, chips_per_node: int) -> ExportSettings:
+    """The engines' settings: the model from ``--model``/``--model-dir`` (else the scenario's
+    catalog name), dtypes, DRC and chip vendors from the scenario when one is given."""
+    if model and model_dir:
+        raise InputError("give either --model or --model-dir, not both")
+    if model_dir is not None:
+        if not model_dir.is_dir():
+            raise InputError(f"--model-dir: {str(model_dir)!r} is not a directory")
+        model = str(model_dir.resolve())
+    if problem is not None and problem.name != plan.scenario:
+        raise InputError(f"--scenario: the plan was made for scenario {plan.scenario!r}, this file is "
+                         f"{problem.name!r}")
+    if model is None:
+        if problem is None:
+            raise InputError("--model: give the model the engines load (--model NAME or --model-dir DIR), "
+                             "or --scenario to use the scenario's model name")
+        model = problem.model.name
+    served = served_name or (problem.model.name if problem is not None else Path(model).name)
+    if problem is None:
+        return ExportSettings(model, served, chips_per_node=chips_per_node)
+    return ExportSettings(model, served, kv_dtype=problem.kv_dtype, weight_dtype=problem.weight_dtype,
+                          native_weight_dtype=problem.model.native_weight_dtype, drc=bool(problem.options.drc),
+                          chips_per_node=chips_per_node,
+                          chip_vendors={name: chip.vendor for name, chip in problem.chips.items()})
+
+
+def export(
+    plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to export.", show_default=False)],
+    fmt: Annotated[Format, typer.Option("--format", help="Target: SGLang or vLLM launch scripts, a Dynamo graph, "
+                                        "Kubernetes manifests.", show_default=False)],
+    model: Annotated[str | None, typer.Option("--model", help="Model the engines load (a Hugging Face name).")] = None,
+    model_dir: Annotated[Path | None, typer.Option("--model-dir", help="Local checkpoint directory the engines "
+                                                   "load.")] = None,
+    scenario: Annotated[Path | None, typer.Option("--scenario", help="The plan's scenario: dtypes, DRC, custom "
+                                                  "chips, and what each fallback costs.")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: ./<scenario>-<format>).",
+                                                 show_default=False)] = None,
+    served_name: Annotated[str | None, typer.Option("--served-model-name", help="Name clients ask for "
+                                                    "(default: the model's).")] = None,
+    chips_per_node: Annotated[int, typer.Option("--chips-per-node", help="Accelerators per node; a larger tp "
+                                                "spans several nodes.")] = 8,
+    namespace: Annotated[str, typer.Option("--namespace", help="k8s: the namespace of the manifests.")] = "placer",
+    image: Annotated[str | None, typer.Option("--image", help="k8s/dynamo: the engine image (default: the "
+                                              "release the export was checked against).")] = None,
+) -> None:
+    """Write what an operator runs for a plan on SGLang, vLLM, Dynamo or Kubernetes."""
+    fmt_name = fmt.value if isinstance(fmt, Enum) else str(fmt)
+    try:
+        plan = load_plan(plan_file)
+        problem = resolve(load_scenario(scenario)) if scenario is not None else None
+        settings = settings_for(plan, problem, model, model_dir, served_name, chips_per_node)
+        files = export_plan(plan, fmt_name, settings, problem, namespace=namespace, image=image)
+        target = out_dir if out_dir is not None else Path(f"{plan.scenario}-{fmt_name}")
+        write(files, target)
+    except PlacerError as e:
+        fail(e)
+    out.print(f"wrote {len(files)} files to {target}/ (see {target}/README.md for what {fmt_name} cannot express)",
+              highlight=False, soft_wrap=True)
