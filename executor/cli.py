@@ -23,6 +23,7 @@ anything else.
 from __future__ import annotations
 
 import json
+import secrets
 from pathlib import Path
 from typing import Annotated, NoReturn
 
@@ -85,8 +86,8 @@ def deploy(
         help="Request log sink: a .jsonl path, or 'db' / 'db:URL' for the service database.")] = None,
     token: Annotated[str | None, typer.Option(
         help="Bearer token of the control plane (POST /plan, /instances), sent with --apply. Default: "
-        "PLACER_EXECUTOR_TOKEN (preferred: an option shows in the process list); none: control calls are "
-        "refused.", show_default=False)] = None,
+        "PLACER_EXECUTOR_TOKEN (preferred: an option shows in the process list); neither: deploy generates "
+        "one and prints it once.", show_default=False)] = None,
 ) -> None:
     """Deploy a plan on Ray and serve it (OpenAI-style /v1/completions)."""
     try:
@@ -119,6 +120,11 @@ def deploy(
     typer.echo(model_line)
     if dry_run:
         return
+    control_token = settings.executor_token
+    if control_token is None:  # as `placer serve`: a token nobody else knows, printed once, so --apply works
+        control_token = secrets.token_urlsafe(24)
+        typer.echo(f"control token: {control_token}  (generated for this run: no --token or PLACER_EXECUTOR_TOKEN; "
+                   "give it to `placer deploy --apply` as PLACER_EXECUTOR_TOKEN)")
     try:
         # a backend still "auto" (a remote cluster's GPUs are not known here) is decided by the deployment
         engine_config = EngineConfig(backend="torch" if runtime.backend == "auto" else runtime.backend,
@@ -126,7 +132,7 @@ def deploy(
         serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
               model_file=str(model_file) if model_file else None, model_dir=str(model_dir) if model_dir else None,
               runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo,
-              token=settings.executor_token, protect_completions=settings.executor_protect_completions)
+              token=control_token, protect_completions=settings.executor_protect_completions)
     except (RuntimeError, ValueError) as exc:
         _fail(f"deploy failed: {exc}", 1)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from executor.config import ServingConfig
@@ -345,11 +346,22 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
     dep = None
     try:
         sink = BatchingRequestLog(open_sink(request_log)) if request_log else None
+        tokenizer, model_name = None, "placer-tiny"
+        if model_dir:  # text in and out with the checkpoint's tokenizer; admission within its context
+            from executor.engine.hf import read_json
+            from executor.engine.hf_tokenizer import HFTokenizer
+
+            tokenizer, model_name = HFTokenizer.from_dir(model_dir), Path(model_dir).name
+            context = read_json(Path(model_dir) / "config.json").get("max_position_embeddings")
+            if isinstance(context, int) and context > 0:
+                config = dataclasses.replace(config, admission=dataclasses.replace(config.admission,
+                                                                                   max_context_tokens=context))
         dep = RayDeployment(plan, ModelConfig(), engine_config, config, seed=seed, max_per_pool=max_per_pool,
                             request_log=sink, model_file=model_file, model_dir=model_dir, runtime=runtime)
         echo(f"engines: {dep.runtime.describe()}")
         echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
-        uvicorn.run(create_app(dep.router, deployment=dep, token=token, protect_completions=protect_completions),
+        uvicorn.run(create_app(dep.router, model_name=model_name, deployment=dep, token=token,
+                               protect_completions=protect_completions, tokenizer=tokenizer),
                     host=host, port=port, log_level="warning")
     finally:
         if dep is not None:

@@ -31,13 +31,12 @@ drop it and free its KV).
 from __future__ import annotations
 
 import asyncio
-import codecs
 import hmac
 import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -65,7 +64,8 @@ DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connect
 
 class CompletionRequest(BaseModel):
     model: str | None = Field(None, description="Model name (informational: one model is served).")
-    prompt: str | list[int] = Field(description="Text (UTF-8 bytes, BOS prepended) or token ids.")
+    prompt: str | list[int] = Field(description="Text (the served model's tokenizer; BOS where it adds one) or "
+                                                "token ids (within its vocabulary).")
     max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT, description="Output token budget.")
     temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="0 = greedy; finite.")
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Sampling seed when temperature > 0, in [0, 2^64).")
@@ -78,9 +78,9 @@ class CompletionRequest(BaseModel):
         if isinstance(value, list):
             if not value:
                 raise ValueError("prompt token list must not be empty")
-            bad = [t for t in value if not 0 <= t < ByteTokenizer.vocab_size]
+            bad = [t for t in value if t < 0]
             if bad:
-                raise ValueError(f"token ids {bad[:5]} are outside the vocabulary [0, {ByteTokenizer.vocab_size})")
+                raise ValueError(f"token ids {bad[:5]} are negative")
         return value
 
 
@@ -133,6 +133,8 @@ class Served:
     model_name: str
     deployment: Any = None  # a `LocalCluster` or `RayDeployment`: enables `POST /plan`
     token: str | None = None  # the control plane's bearer token; None: control calls are refused
+    tokenizer: Any = field(default_factory=ByteTokenizer)  # text ↔ ids of the served model (`encode`, `decode`,
+    #                                                        `vocab_size`): a checkpoint's `HFTokenizer`, or bytes
 
 
 def _served(request: Request) -> Served:
@@ -140,7 +142,6 @@ def _served(request: Request) -> Served:
 
 
 ServedDep = Annotated[Served, Depends(_served)]
-TOKENIZER = ByteTokenizer()
 _bearer = HTTPBearer(auto_error=False, description="The deployment's token (placer deploy --token).")
 
 
@@ -163,20 +164,22 @@ control_api = APIRouter(dependencies=[Authorized])  # instances and live plan ch
 
 
 def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None, token: str | None = None,
-               protect_completions: bool = False, max_body_bytes: int = MAX_BODY_BYTES) -> FastAPI:
+               protect_completions: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
+               tokenizer: Any = None) -> FastAPI:
     """The app over a running router (nothing connects at import time).
 
     `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`. `token`: the bearer
     token of the control plane (None: it is locked); `protect_completions`: completions and models
     need it too (`/health` and `/metrics` stay open for probes and scrapers). `max_body_bytes`:
-    larger request bodies are refused with 413.
+    larger request bodies are refused with 413. `tokenizer`: the served model's (text prompts and
+    replies; token ids are checked against its vocabulary), the byte tokenizer by default.
     """
     if token is not None and (len(token) < 8 or token != token.strip() or " " in token):
         raise ValueError("token: at least 8 characters, no spaces")
     if protect_completions and token is None:
         raise ValueError("protect_completions needs a token")
     app = FastAPI(title="placer executor", version="1", max_body_size=max_body_bytes)
-    app.state.served = Served(router, model_name, deployment, token)
+    app.state.served = Served(router, model_name, deployment, token, tokenizer or ByteTokenizer())
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
     app.include_router(operations_api)
@@ -233,20 +236,41 @@ def _submit(router: Router, tokens: list[int], body: CompletionRequest) -> Reque
         raise HTTPException(422, str(exc)) from None
 
 
+class TextStream:
+    """Token ids arriving one at a time → the new text each adds (any tokenizer: the text of all ids
+    so far minus what was sent; held back while it ends in a cut-off character, U+FFFD)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer, self.ids, self.sent = tokenizer, [], ""
+
+    def push(self, token: int) -> str:
+        self.ids.append(token)
+        text = self.tokenizer.decode(self.ids)
+        if text.endswith("\ufffd") or not text.startswith(self.sent):
+            return ""
+        new, self.sent = text[len(self.sent):], text
+        return new
+
+    def flush(self) -> str:
+        text = self.tokenizer.decode(self.ids)
+        new = text[len(self.sent):] if text.startswith(self.sent) else ""
+        self.sent = text
+        return new
+
+
 async def _sse_events(router: Router, stream: RequestStream, model: str, cid: str, created: int,
-                      prompt_tokens: int):
+                      prompt_tokens: int, tokenizer: Any):
     """One SSE event per token, the last with finish_reason, usage and our `placer` block (or an
     `error` event), then `[DONE]`. Closed early (the client went away): the request is cancelled."""
-    dec = codecs.getincrementaldecoder("utf-8")("replace")
+    text = TextStream(tokenizer)
     n = 0
     try:
         async for ev in stream.aevents():
             if ev.kind == "token":
                 n += 1
-                text = dec.decode(bytes([ev.token])) if ev.token < 256 else ""
-                yield _sse(_chunk(model, cid, created, text, [ev.token], None))
+                yield _sse(_chunk(model, cid, created, text.push(ev.token), [ev.token], None))
             elif ev.kind == "end":
-                yield _sse(_chunk(model, cid, created, dec.decode(b"", final=True), [], ev.finish_reason,
+                yield _sse(_chunk(model, cid, created, text.flush(), [], ev.finish_reason,
                                   usage=_usage(prompt_tokens, n), placer=_placer(ev.record, stream.pipeline.value)))
             else:
                 yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
@@ -291,16 +315,20 @@ async def _collect(request: Request, router: Router, stream: RequestStream) -> l
     429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
     503: {"description": "No instance that could serve it is up."}})
 async def completions(body: CompletionRequest, served: ServedDep, request: Request):
-    tokens = TOKENIZER.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
+    tokenizer = served.tokenizer
+    tokens = tokenizer.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
+    if bad := [t for t in tokens if t >= tokenizer.vocab_size]:
+        raise HTTPException(422, f"prompt: token ids {bad[:5]} are outside the vocabulary [0, {tokenizer.vocab_size})")
     stream = _submit(served.router, tokens, body)
     cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
     if body.stream:
-        return StreamingResponse(_sse_events(served.router, stream, served.model_name, cid, created, len(tokens)),
+        return StreamingResponse(_sse_events(served.router, stream, served.model_name, cid, created, len(tokens),
+                                             tokenizer),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
     ids = await _collect(request, served.router, stream)
     return {"id": cid, "object": "text_completion", "created": created, "model": served.model_name,
-            "choices": [{"index": 0, "text": TOKENIZER.decode(ids), "token_ids": ids, "logprobs": None,
+            "choices": [{"index": 0, "text": tokenizer.decode(ids), "token_ids": ids, "logprobs": None,
                          "finish_reason": stream.finish_reason}],
             "usage": _usage(len(tokens), len(ids)), "placer": _placer(stream.record, stream.pipeline.value)}
 
