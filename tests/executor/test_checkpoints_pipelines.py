@@ -62,3 +62,32 @@ def test_every_pipeline_serves_transformers_greedy_output(checkpoints, reference
             # machine RLD may finish a request before MD holds its KV; not both of them)
             modes = [s.record.extra.get("handoff_mode") for s in streams if s.record.extra["relay_tokens"] < MAX_NEW]
             assert modes and set(modes) == {mode}
+
+
+def test_the_http_endpoint_speaks_the_checkpoints_text(tmp_path_factory, checkpoints):
+    """`placer deploy --model-dir`: a text prompt is encoded with the checkpoint's tokenizer, the reply
+    decoded with it (streamed text pieces add up to the whole), and ids outside its vocabulary are a 422."""
+    import json
+    import warnings
+
+    from executor.server import create_app
+
+    family = "qwen2"
+    ckpt, model_dir = checkpoints[family], tiny_checkpoints(tmp_path_factory)[family]
+    prompt = CORPUS[3]
+    expected = ckpt.tokenizer.decode(hf_greedy(model_dir, ckpt.tokenizer.encode(prompt), 16, stop_at_eos=False))
+    config = serving(routing=only(Pipeline.P_MD), links=LINE, request_timeout_s=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+    with LocalCluster(SPECS, ckpt, ENGINE, config, transport="tcp") as c, \
+            TestClient(create_app(c.router, model_name=family, tokenizer=ckpt.tokenizer)) as client:
+        body = {"prompt": prompt, "max_tokens": 16, "ignore_eos": True}
+        whole = client.post("/v1/completions", json=body)
+        assert whole.status_code == 200 and whole.json()["choices"][0]["text"] == expected
+        with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+            pieces = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: {")]
+        assert "".join(p["choices"][0]["text"] for p in pieces) == expected
+        vocab = ckpt.tokenizer.vocab_size
+        bad = client.post("/v1/completions", json={"prompt": [1, vocab], "max_tokens": 4})
+        assert bad.status_code == 422 and str(vocab) in bad.text
