@@ -48,7 +48,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         busy[f.p.key] += v[i] * form.prefill_s[(f.k, f.p)]
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
-        assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=P, datacenter=f.p.dc,
+        assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=f.p.role, datacenter=f.p.dc,
                                       chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i], queue=f.p.queue,
                                       queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():

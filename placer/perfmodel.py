@@ -389,6 +389,39 @@ class InstanceModel:
         batch = max(batch, 1.0)
         return self._combine(self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)) + DECODE_STEP_OVERHEAD_S
 
+    def mixed_terms(self, batch: float, context_tokens: float, chunk_tokens: float,
+                    chunk_start_tokens: float) -> dict[str, float]:
+        """Compute / memory / communication seconds of one aggregated step: ``batch`` decode
+        sequences at ``context_tokens`` (each 1 + :attr:`draft_tokens` positions) plus a prefill
+        chunk of ``chunk_tokens`` prompt tokens at positions [start, start + chunk) in the same
+        forward. The GEMMs run over all B(1 + d) + C rows at once (one weight read, g(M) at the
+        joint M); the chunk adds its linear FLOPs, its attention over its prompt's prefix
+        (prefill form) and the read of that prefix's KV; communication covers every row."""
+        rows = batch * (1 + self.draft_tokens)
+        if chunk_tokens <= 0:
+            return self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)
+        total = rows + chunk_tokens
+        work = (self._linear_work(total, rows, total)
+                + batch * self._attn_work(context_tokens, context_tokens + 1 + self.draft_tokens, prefill=False)
+                + self._attn_work(chunk_start_tokens, chunk_start_tokens + chunk_tokens, prefill=True))
+        mem = (self._weights_read_bytes(total) + batch * self.kv_read_bytes(context_tokens + 1 + self.draft_tokens)
+               + (chunk_start_tokens + chunk_tokens) * self.kv_bytes_per_token)
+        return {"compute": work / self.flops_per_s, "memory": mem / self.mem_bw_bytes_per_s,
+                "communication": self.comm_s(total)}
+
+    def mixed_step_s(self, batch: float, context_tokens: float, chunk_tokens: float = 0.0,
+                     chunk_start_tokens: float = 0.0) -> float:
+        """Seconds of one aggregated step (:meth:`mixed_terms`); equals :meth:`step_s` without a chunk.
+
+        The TPOT interference of chunked prefill, from first principles: a decode step at
+        moderate B is memory bound (weights + KV read once per step), so a small chunk's FLOPs
+        ride in the slack nearly free; once the chunk's GEMM work exceeds the memory time the
+        step turns compute bound and every decoding sequence's TPOT grows with the chunk."""
+        if chunk_tokens <= 0:
+            return self.step_s(batch, context_tokens)
+        terms = self.mixed_terms(max(batch, 1.0), context_tokens, chunk_tokens, chunk_start_tokens)
+        return self._combine(terms) + DECODE_STEP_OVERHEAD_S
+
     def extend_s(self, tokens: int, context_tokens: float) -> float:
         """Seconds for one extend-decode pass over ``tokens`` given tokens (MD after a handoff)."""
         terms = self.decode_terms(1, max(tokens, 1), context_tokens)
@@ -405,14 +438,18 @@ class InstanceModel:
         batch, context = args
         return self.decode_terms(max(batch, 1.0), 1 + self.draft_tokens, context)
 
-    def max_batch(self, context_tokens: float, tpot_s: float, resident_tokens: float | None = None) -> int:
-        """Largest batch whose time per token (step / accept) meets ``tpot_s`` and whose KV fits (0 if none)."""
+    def max_batch(self, context_tokens: float, tpot_s: float, resident_tokens: float | None = None,
+                  chunk_tokens: float = 0.0, chunk_start_tokens: float = 0.0) -> int:
+        """Largest batch whose time per token (step / accept) meets ``tpot_s`` and whose KV fits (0 if
+        none). With ``chunk_tokens`` (aggregated instances) every step also carries a prefill chunk at
+        ``chunk_start_tokens`` (:meth:`mixed_step_s`) and memory keeps room for that prompt's KV."""
         resident = resident_tokens if resident_tokens is not None else context_tokens
-        by_memory = int(self.kv_capacity_tokens // max(resident, 1.0))
+        prompt = chunk_start_tokens + chunk_tokens if chunk_tokens > 0 else 0.0
+        by_memory = int(max(0.0, self.kv_capacity_tokens - prompt) // max(resident, 1.0))
         hi = min(self.batch_cap, by_memory)
 
         def meets(b: int) -> bool:
-            return self.step_s(b, context_tokens) / self.mtp_accept <= tpot_s
+            return self.mixed_step_s(b, context_tokens, chunk_tokens, chunk_start_tokens) / self.mtp_accept <= tpot_s
 
         if hi < 1 or not meets(1):
             return 0

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from placer.aggregated import DEFAULT_AGG_CHUNK_TOKENS
 from placer.errors import InputError
 from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
 
@@ -194,6 +195,23 @@ class OptionsSpec(_Spec):
     )
     prefill_chunk_tokens: int = Field(8192, gt=0, description="Chunked-prefill chunk size, tokens.")
     max_instances_per_pool: int = Field(256, gt=0, description="Upper bound on instances of one pool.")
+    aggregated: bool = Field(
+        False, description="Also consider aggregated pools (role A: prefill chunks mixed into decode steps on one "
+        "instance) beside P/RLD/MD in the same MILP; the plan may mix them. `placer compare` shows the "
+        "all-aggregated baseline (`agg`) either way.")
+    agg_chunk_tokens: list[int] = Field(
+        default_factory=lambda: list(DEFAULT_AGG_CHUNK_TOKENS),
+        description="Aggregated pools: prompt tokens per step (chunked-prefill budget) to consider, 16..65536.")
+
+    @field_validator("agg_chunk_tokens")
+    @classmethod
+    def _chunks(cls, value: list[int]) -> list[int]:
+        if not value:
+            raise ValueError("agg_chunk_tokens must not be empty")
+        for chunk in value:
+            if chunk < 16 or chunk > 65536:
+                raise ValueError(f"agg_chunk_tokens: each chunk must be in 16..65536 tokens, got {chunk}")
+        return sorted(set(value))
 
     @field_validator("tp_degrees")
     @classmethod
