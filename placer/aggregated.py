@@ -40,9 +40,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from placer.flows import HEAVY_PREFILL_SHARE, LIGHT, MIX, TtftTail, decode_context_tokens
+from placer.flows import AGG, HEAVY_PREFILL_SHARE, LIGHT, MIX, TtftTail, decode_context_tokens
 from placer.perfmodel import InstanceModel, WaitModel
 
 if TYPE_CHECKING:
@@ -148,6 +148,49 @@ def agg_prefill_time_share(design: AggDesign, budget_utilization: float) -> floa
     alone = design.im.step_s(max(design.batch, 1), design.context_tokens)
     marginal = max(0.0, design.step_s - alone) / design.step_s
     return min(1.0, budget_utilization) * marginal
+
+
+def plan_designs(problem: Problem, plan: Any, models: dict) -> dict[tuple, AggDesign]:
+    """Each A pool's design in ``plan`` (``models``: pool key → instance model): at the largest
+    chunk its queues name (a step carries at most one chunk; conservative when queues
+    differ), else the largest of ``options.agg_chunk_tokens`` whose design meets the TPOT
+    (a hand-written plan without queues), else the smallest chunk."""
+    designs = {}
+    for key, im in models.items():
+        if key[0] != AGG:
+            continue
+        named = [queue_chunk_tokens(a.queue) for a in plan.assignments
+                 if (a.role, a.datacenter, a.chip, a.tp) == key]
+        chunks = [c for c in named if c] or [c for c in problem.options.agg_chunk_tokens
+                                             if agg_design(problem, im, c).batch >= 1]
+        designs[key] = agg_design(problem, im, max(chunks or problem.options.agg_chunk_tokens[:1]))
+    return designs
+
+
+@dataclass(frozen=True)
+class AggInstanceModel(InstanceModel):
+    """An A instance as the simulator runs it: a prefill server whose every forward is one
+    design step carrying up to ``prefill_chunk_tokens`` prompt tokens (prompts packed FCFS,
+    as placer.sim.prefill does), beside a decode server whose every step is a mixed step
+    (:meth:`~placer.perfmodel.InstanceModel.mixed_step_s`). The two halves keep their own
+    clocks; each step's time already includes the other half's share of the forward, so
+    together they replay the MILP's model of one instance doing both."""
+
+    agg_chunk_start_tokens: float = 0.0
+    agg_design_step_s: float = 0.0
+
+    def step_s(self, batch: float, context_tokens: float) -> float:
+        return self.mixed_step_s(batch, context_tokens, self.prefill_chunk_tokens, self.agg_chunk_start_tokens)
+
+    def forward_s(self, flops: float, mem_bytes: float, tokens: float) -> float:
+        return self.agg_design_step_s
+
+
+def sim_model(design: AggDesign) -> AggInstanceModel:
+    """The simulator's model of an A instance at ``design``."""
+    im = design.im
+    return AggInstanceModel(im.chip, im.tp, im.model, im.weight_dtype, im.kv_dtype, design.chunk_tokens,
+                            im.mtp_accept, design.chunk_start_tokens, design.step_s)
 
 
 _SEP = "/c"

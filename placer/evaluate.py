@@ -19,8 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.aggregated import (
-    AggDesign, agg_design, agg_first_token_law, agg_prefill_time_share, at_batch, queue_chunk_tokens,
-    served_wait_law,
+    AggDesign, agg_first_token_law, agg_prefill_time_share, at_batch, plan_designs, served_wait_law,
 )
 from placer.flows import (
     AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
@@ -226,7 +225,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     p_util = {key: law.rho for key, law in waits.items()}
 
     decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
-    for key, design in agg_designs(problem, plan, models).items():
+    for key, design in plan_designs(problem, plan, models).items():
         decode[key].agg = design
     rld_tokens = _load_decode(problem, plan, classes, decode, link_util, notes)
     total_tokens = 0.0
@@ -278,21 +277,6 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), new))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
-
-
-def agg_designs(problem: Problem, plan: Plan, models: dict) -> dict[PoolKey, AggDesign]:
-    """Each A pool's design: at the largest chunk its queues name (a step carries at most one
-    chunk; conservative when queues differ), else the largest of ``options.agg_chunk_tokens``
-    whose design meets the TPOT (a hand-written plan without queues)."""
-    designs = {}
-    for key, im in models.items():
-        if key[0] != AGG:
-            continue
-        named = [queue_chunk_tokens(a.queue) for a in plan.assignments if _key(a) == key]
-        chunks = [c for c in named if c] or [c for c in problem.options.agg_chunk_tokens
-                                             if agg_design(problem, im, c).batch >= 1]
-        designs[key] = agg_design(problem, im, max(chunks or problem.options.agg_chunk_tokens[:1]))
-    return designs
 
 
 def a_queue_laws(problem: Problem, plan: Plan, counts: dict,

@@ -16,8 +16,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.aggregated import AggDesign, agg_design, agg_first_token_law, queue_chunk_tokens, served_wait_law
-from placer.evaluate import agg_designs, p_queue_laws
+from placer.aggregated import (
+    AggDesign, agg_design, agg_first_token_law, plan_designs, queue_chunk_tokens, served_wait_law,
+)
+from placer.evaluate import p_queue_laws
 from placer.flows import (
     AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_token_law,
     instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
@@ -240,10 +242,10 @@ def _a_design(s: _Checked, a, designs: dict) -> AggDesign:
 
 
 def _aggregated(s: _Checked) -> list[str]:
-    """A pools (placer.aggregated): each queue's design meets TPOT; prefill budget ≤ u_t × its
-    instances... taken at the cap; decode slots ≤ cap × B × instances; KV by Little's law."""
+    """A pools (placer.aggregated): each queue's design meets TPOT; prefill budget and decode
+    slots within the utilisation cap × instances; resident KV within memory (Little's law)."""
     problem, u, kv = s.problem, s.problem.options.utilization_cap, s.problem.kv_bytes_per_token
-    designs = agg_designs(problem, s.plan, s.models)
+    designs = plan_designs(problem, s.plan, s.models)
     budget, slots, mem, issues = defaultdict(float), defaultdict(float), defaultdict(float), []
     for a in s.plan.assignments:
         if a.role != AGG or a.rps <= 0:
@@ -271,7 +273,7 @@ def _aggregated(s: _Checked) -> list[str]:
 
 def _agg_late(s: _Checked) -> float:
     """Req/s of A assignments late for the TTFT SLA, each queue at its own mix and utilisation."""
-    designs = agg_designs(s.problem, s.plan, s.models)
+    designs = plan_designs(s.problem, s.plan, s.models)
     queues: dict[tuple, list] = defaultdict(list)
     for a in s.plan.assignments:
         if a.role == AGG and a.rps > 0:
