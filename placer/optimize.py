@@ -17,7 +17,7 @@ from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.flows import ADAPTIVE, P_D, RLD, D, P, decode_context_tokens, instance
+from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import Problem, resolve
@@ -225,7 +225,7 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
     """
     problem = as_problem(scenario, measured)
     roles = {p.role for p in plan.pools if p.count > 0}
-    arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem)
+    arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem, AGG in roles or None)
     form = build(problem, arch, "bcr")
     m = form.model
     wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}

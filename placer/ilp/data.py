@@ -83,12 +83,13 @@ class Architecture:
     enforce_sla: bool = True  # False: drop (C11), to show what a baseline that cannot meet the SLA does
 
 
-def pdd_architecture(problem: Problem) -> Architecture:
-    """PDD's pipelines, and aggregated pools beside them unless ``options.aggregated`` is off."""
+def pdd_architecture(problem: Problem, aggregated: bool | None = None) -> Architecture:
+    """PDD's pipelines, and aggregated pools beside them when ``aggregated`` (None: as
+    ``options.aggregated`` says; `evaluate_plan` passes True for a plan that has A pools)."""
     pipes = [P_MD, P_RLD_MD]
     if problem.options.filter:
         pipes.append(P_RLD)
-    if problem.options.aggregated:
+    if problem.options.aggregated if aggregated is None else aggregated:
         pipes.append(P_A)
     return Architecture("pdd", tuple(pipes), drc=problem.options.drc)
 

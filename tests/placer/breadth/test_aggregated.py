@@ -111,3 +111,17 @@ def test_agg_baseline_and_simulator_run_aggregated_plans():
 def test_new_options_rejected_with_named_errors(options, field):
     with pytest.raises(InputError, match=field.replace(".", r"\.")):
         parse_scenario(_one_class(1024, 256, 5.0, 0.05, 1.0, **options))
+
+
+def test_evaluate_routes_a_hand_written_aggregated_plan():
+    """`placer evaluate` of pools only (A pools, aggregated off in the scenario) routes the load
+    on them and the result passes validate()."""
+    from placer.optimize import evaluate_plan
+
+    scenario = parse_scenario(_one_class(1024, 256, ttft_s=5.0, tpot_s=0.05, rps=5.0, aggregated=False))
+    problem = resolve(scenario)
+    pools_only = solve_baseline(problem, "agg").model_copy(update={"routes": [], "assignments": []})
+    plan = evaluate_plan(problem, pools_only)
+    assert _roles(plan) == {AGG}
+    assert plan.metrics.served_rps == pytest.approx(5.0, rel=1e-4)
+    assert validate(problem, plan) == []
