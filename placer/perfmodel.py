@@ -13,7 +13,9 @@ replicas do not fit, attention is tensor parallel and the non-expert weights hel
 rates are datasheet peak × the chip's efficiencies (measured profiles replace the defaults).
 
 Rates, per instance of ``tp`` chips (E = the chip's compute efficiency):
-* dense GEMM   F = tp × peak(fp8 if weights fp8 and the chip has fp8, else bf16) × E × g(M)
+* dense GEMM   F = tp × peak(the weights' compute type: fp8 if weights fp8 and the chip has fp8,
+  fp4 for NVFP4 weights (only on chips with an fp4 rate), else bf16 — int8/int4 are weight-only
+  and run bf16 GEMMs; :data:`placer.catalog.WEIGHT_PRECISIONS`) × E × g(M)
 * expert GEMM  F × :data:`EXPERT_LOAD_BALANCE` × (1 − :data:`EP_COMM_SM_FRACTION`) with
   expert parallelism (tp > 1), at g(tokens per expert)
 * attention    tp × peak(bf16) × E (FlashAttention / FlashMLA run the core in bf16)
@@ -74,7 +76,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from placer.catalog import Chip, ModelConfig
+from placer.catalog import FP4_DTYPES, KV_PRECISIONS, WEIGHT_PRECISIONS, Chip, ModelConfig
 
 USABLE_MEM_FRACTION = 0.90
 SCALEUP_DOMAIN_CHIPS = 8
@@ -129,7 +131,18 @@ class InstanceModel:
     # ---- resources -------------------------------------------------------
     @cached_property
     def compute_dtype(self) -> str:
-        return "fp8" if self.weight_dtype == "fp8" and self.chip.fp8_tflops else "bf16"
+        """The GEMMs' tensor-core type (:data:`placer.catalog.WEIGHT_PRECISIONS`): fp8 weights at the fp8
+        rate where the chip has one (else upcast to bf16), int8/int4 weight-only at bf16, fp4 at fp4."""
+        dtype = WEIGHT_PRECISIONS[self.weight_dtype].compute
+        return "bf16" if dtype == "fp8" and not self.chip.fp8_tflops else dtype
+
+    @cached_property
+    def unsupported(self) -> str | None:
+        """Why this chip cannot run the dtypes (fp4 weights or KV need the chip's fp4 rate), else None."""
+        for what, dtype in (("weights", self.weight_dtype), ("KV cache", self.kv_dtype)):
+            if dtype in FP4_DTYPES and not self.chip.has_rate(dtype):
+                return f"{self.chip.name}: {dtype} {what} need fp4 tensor cores, its datasheet has no fp4 rate"
+        return None
 
     @cached_property
     def flops_per_s(self) -> float:
@@ -138,7 +151,7 @@ class InstanceModel:
 
     @cached_property
     def attn_flops_per_s(self) -> float:
-        return self.tp * self.chip.flops_per_s("bf16")
+        return self.tp * self.chip.flops_per_s(KV_PRECISIONS[self.kv_dtype].compute)
 
     @cached_property
     def expert_rate_factor(self) -> float:
@@ -152,8 +165,8 @@ class InstanceModel:
         return self.tp * self.chip.mem_bw_bytes_per_s
 
     @cached_property
-    def bytes_per_param(self) -> int:
-        return 1 if self.weight_dtype == "fp8" else 2
+    def bytes_per_param(self) -> float:
+        return WEIGHT_PRECISIONS[self.weight_dtype].bytes_per_value
 
     @cached_property
     def _replicas(self) -> int:

@@ -41,6 +41,7 @@ class ChipSpec(_Spec):
     base: str | None = Field(None, description="Catalog chip to start from; the other fields override it.")
     bf16_tflops: float | None = Field(None, gt=0, description="Dense bf16 peak, TFLOP/s per chip.")
     fp8_tflops: float | None = Field(None, gt=0, description="Dense fp8 peak, TFLOP/s per chip.")
+    fp4_tflops: float | None = Field(None, gt=0, description="Dense fp4 (NVFP4) peak, TFLOP/s per chip; none: no fp4.")
     mem_gb: float | None = Field(None, gt=0, description="HBM capacity per chip, GB.")
     mem_bw_tbps: float | None = Field(None, gt=0, description="HBM bandwidth per chip, TB/s.")
     scaleup_gbps_bidir: float | None = Field(None, gt=0, description="Scale-up (NVLink-class) GB/s, bidirectional.")
@@ -229,8 +230,11 @@ class Scenario(_Spec):
 
     name: str = Field(description="Scenario name, carried into plans.")
     model: str | ModelSpec = Field(description="Catalog model name, or an inline model config.")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache element type.")
-    weight_dtype: Literal["bf16", "fp8"] | None = Field(None, description="Weight type (model's native by default).")
+    kv_dtype: Literal["bf16", "fp8", "int8", "fp4"] = Field(
+        "bf16", description="KV cache element type (fp4: NVFP4, only on chips with an fp4 rate).")
+    weight_dtype: Literal["bf16", "fp8", "int8", "int4", "fp4"] | None = Field(None, description=(
+        "Weight type (model's native by default): int8/int4 weight-only (bf16 GEMMs), fp4 NVFP4 "
+        "(only on chips with an fp4 rate)."))
     chips: list[ChipSpec] = Field(default_factory=list, description="Chip additions or overrides.")
     datacenters: list[DatacenterSpec] = Field(min_length=1, description="Datacenters with chip inventories.")
     links: list[LinkSpec] = Field(default_factory=list, description="WAN lines between datacenters.")

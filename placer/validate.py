@@ -60,10 +60,13 @@ def _unknown_names(problem: Problem, counts: dict[PoolKey, int]) -> list[str]:
 
 
 def _fits(s: _Checked) -> list[str]:
-    """Weights plus the longest request's context fit in every pool's instance."""
+    """Every pool's chip runs the dtypes (fp4 needs an fp4 rate); weights plus the longest request's
+    context fit in its instance."""
     longest = max(c.input_tokens + c.output_tokens for c in s.problem.classes)
-    return [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
-            for key, im in s.models.items() if not im.fits(longest)]
+    unsupported = [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: {im.unsupported}"
+                   for key, im in s.models.items() if im.unsupported]
+    return unsupported or [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
+                           for key, im in s.models.items() if not im.fits(longest)]
 
 
 def _inventory_power_cost(s: _Checked) -> list[str]:

@@ -231,6 +231,9 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                 if tp > count:
                     continue
                 im = instance(problem, chip, tp)
+                if im.unsupported:
+                    notes.append(im.unsupported)
+                    continue
                 if not im.fits(max_input):
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                     continue
