@@ -48,8 +48,10 @@ from placer.perfmodel import InstanceModel, WaitModel
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
 
-#: Chunk sizes (prompt tokens per aggregated step) the planner considers by default.
-DEFAULT_AGG_CHUNK_TOKENS = (512, 2048)
+#: Chunk sizes (prompt tokens per aggregated step) tried by default, largest first: per chip and tp
+#: the planner keeps the :data:`AUTO_CHUNKS_KEPT` largest whose design meets the TPOT.
+AUTO_CHUNK_TOKENS = (8192, 4096, 2048, 1024, 512, 256, 128, 64)
+AUTO_CHUNKS_KEPT = 2
 
 
 def new_tokens(c: Class) -> float:
@@ -104,6 +106,16 @@ def agg_design(problem: Problem, im: InstanceModel, chunk_tokens: int) -> AggDes
     return AggDesign(im, chunk_tokens, batch, step, ctx, start)
 
 
+def chunk_choices(problem: Problem, im: InstanceModel) -> list[int]:
+    """The chunk sizes to plan an A instance ``im`` at: ``options.agg_chunk_tokens`` when given, else
+    the :data:`AUTO_CHUNKS_KEPT` largest of :data:`AUTO_CHUNK_TOKENS` whose design has a batch
+    meeting the TPOT (a bigger chunk buys prefill budget and a shorter TTFT, a smaller one batch)."""
+    if problem.options.agg_chunk_tokens:
+        return list(problem.options.agg_chunk_tokens)
+    meeting = [c for c in AUTO_CHUNK_TOKENS if agg_design(problem, im, c).batch >= 1]
+    return meeting[:AUTO_CHUNKS_KEPT]
+
+
 def at_batch(design: AggDesign, batch: float) -> AggDesign:
     """The same design stepping at another batch (evaluate: the batch the plan's load settles at)."""
     step = design.im.mixed_step_s(max(batch, 1.0), design.context_tokens, design.chunk_tokens,
@@ -153,17 +165,17 @@ def agg_prefill_time_share(design: AggDesign, budget_utilization: float) -> floa
 def plan_designs(problem: Problem, plan: Any, models: dict) -> dict[tuple, AggDesign]:
     """Each A pool's design in ``plan`` (``models``: pool key → instance model): at the largest
     chunk its queues name (a step carries at most one chunk; conservative when queues
-    differ), else the largest of ``options.agg_chunk_tokens`` whose design meets the TPOT
-    (a hand-written plan without queues), else the smallest chunk."""
+    differ), else the largest of :func:`chunk_choices` whose design meets the TPOT (a
+    hand-written plan without queues), else the smallest chunk tried."""
     designs = {}
     for key, im in models.items():
         if key[0] != AGG:
             continue
         named = [queue_chunk_tokens(a.queue) for a in plan.assignments
                  if (a.role, a.datacenter, a.chip, a.tp) == key]
-        chunks = [c for c in named if c] or [c for c in problem.options.agg_chunk_tokens
-                                             if agg_design(problem, im, c).batch >= 1]
-        designs[key] = agg_design(problem, im, max(chunks or problem.options.agg_chunk_tokens[:1]))
+        tried = chunk_choices(problem, im)
+        chunks = [c for c in named if c] or [c for c in tried if agg_design(problem, im, c).batch >= 1]
+        designs[key] = agg_design(problem, im, max(chunks) if chunks else min(tried or AUTO_CHUNK_TOKENS))
     return designs
 
 

@@ -19,7 +19,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from placer.aggregated import DEFAULT_AGG_CHUNK_TOKENS
 from placer.errors import InputError
 from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
 
@@ -200,13 +199,16 @@ class OptionsSpec(_Spec):
         False, description="Also consider aggregated pools (role A: prefill chunks mixed into decode steps on one "
         "instance) beside P/RLD/MD in the same MILP; the plan may mix them. `placer compare` shows the "
         "all-aggregated baseline (`agg`) either way.")
-    agg_chunk_tokens: list[int] = Field(
-        default_factory=lambda: list(DEFAULT_AGG_CHUNK_TOKENS),
-        description="Aggregated pools: prompt tokens per step (chunked-prefill budget) to consider, 16..65536.")
+    agg_chunk_tokens: list[int] | None = Field(
+        None, description="Aggregated pools: prompt tokens per step (chunked-prefill budget) to consider, "
+        "16..65536 (default: per chip and tp, the two largest powers of two from 64 to 8192 whose design "
+        "meets the TPOT).")
 
     @field_validator("agg_chunk_tokens")
     @classmethod
-    def _chunks(cls, value: list[int]) -> list[int]:
+    def _chunks(cls, value: list[int] | None) -> list[int] | None:
+        if value is None:
+            return value
         if not value:
             raise ValueError("agg_chunk_tokens must not be empty")
         for chunk in value:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from placer.aggregated import (
-    AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, queue_label,
+    AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices, queue_label,
 )
 from placer.flows import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD,
@@ -265,12 +265,16 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
 
 def _a_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
               notes: list[str]) -> list[tuple[Pool, AggDesign]]:
-    """The A queues of one physical pool: per chunk size whose design meets the TPOT, a "mix"
+    """The A queues of one physical pool: per chunk size (:func:`placer.aggregated.chunk_choices`)
+    whose design meets the TPOT, a "mix"
     queue at each of :data:`GEOMETRIC_TIERS` of the cap and a "light" one at the cap when some
     classes, but not all, are light on it."""
     cap = problem.options.utilization_cap
     out = []
-    for chunk in problem.options.agg_chunk_tokens:
+    chunks = chunk_choices(problem, im)
+    if not chunks:
+        notes.append(f"{chip} tp{tp}: no aggregated design meets TPOT {problem.tpot_s} s with any chunk")
+    for chunk in chunks:
         design = agg_design(problem, im, chunk)
         if design.batch < 1:
             notes.append(f"{chip} tp{tp}: no aggregated batch meets TPOT {problem.tpot_s} s with {chunk}-token chunks")

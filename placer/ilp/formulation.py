@@ -30,7 +30,7 @@ Sets
   need per-flow breakpoints (lateness depends on each flow's TTFT): many more rows.
 * Aggregated pools A (:mod:`placer.aggregated`): one instance prefills and decodes, a
   prompt chunk of C tokens riding in each decode step. Each A pool is split into queues
-  t = (chunk C ∈ options.agg_chunk_tokens, tier u_t, mix|light) like a P pool: the
+  t = (chunk C ∈ placer.aggregated.chunk_choices, tier u_t, mix|light) like a P pool: the
   "mix" tiers u·{1, .7, .45}, a "light" queue at u. Design per chunk: B_a the largest
   batch whose mixed step t_a = t(B, C) meets TPOT (every step taken to carry a full
   chunk: the chunk's TPOT interference); prefill budget C/t_a tokens/s per instance.

@@ -53,14 +53,15 @@ def test_short_prompts_loose_ttft_choose_aggregated():
 def test_long_prompts_tight_tpot_choose_disaggregated():
     """32K-token prompts, 512 output tokens, TPOT 25 ms on the same model and chips.
 
-    First principles: a chunk's cost grows with its prefix (each of its tokens attends to up
-    to 32K cached ones) on top of ~140 GFLOP of GEMMs per token; a 512-token chunk alone
-    takes ~53 ms on two H100s and ~32 ms on four — over the 25 ms TPOT whatever the batch —
-    and on eight it leaves a batch of ~40 where decode alone would hold hundreds. A 32K
-    prompt then holds the prefill budget for 64 steps. A dedicated P instance prefills the
-    same prompt in four 8K-token forwards at full GEMM efficiency with no TPOT to honour, and
-    the decode pool keeps its whole batch; the KV copy over RDMA is tens of ms. So the BCR
-    optimum is disaggregated (P + decode, no A)."""
+    First principles (figures from the model): a chunk's cost grows with its prefix — each of its
+    tokens attends to up to 32K cached ones — on top of ~140 GFLOP of GEMMs per token, so only
+    small chunks fit a 25 ms step: 128 tokens on two H100s, 256 on four, 512 on eight. A 32K
+    prompt then holds the prefill budget for 64–256 steps (TTFT₀ 1.6–6 s) and the budget is
+    5–20K tokens/s per instance, while the chunk in every step cuts the decode batch (e.g. 42
+    instead of 69 on eight chips). A dedicated P instance prefills the same prompt in four
+    8K-token forwards at full GEMM efficiency — 28K tokens/s on eight chips — with no TPOT to
+    honour, and the decode pool keeps its whole batch; the KV copy over RDMA is tens of ms. So
+    the BCR optimum is disaggregated (P + decode, no A)."""
     scenario = parse_scenario(_one_class(32768, 512, ttft_s=10.0, tpot_s=0.025, rps=1.0))
     plan = optimize(scenario)
     assert P in _roles(plan)
