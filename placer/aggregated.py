@@ -110,6 +110,8 @@ def chunk_choices(problem: Problem, im: InstanceModel) -> list[int]:
     """The chunk sizes to plan an A instance ``im`` at: ``options.agg_chunk_tokens`` when given, else
     the :data:`AUTO_CHUNKS_KEPT` largest of :data:`AUTO_CHUNK_TOKENS` whose design has a batch
     meeting the TPOT (a bigger chunk buys prefill budget and a shorter TTFT, a smaller one batch)."""
+    if im.pp > 1:  # a mixed step through a pipeline is not modelled: no aggregated pipelines
+        return []
     if problem.options.agg_chunk_tokens:
         return list(problem.options.agg_chunk_tokens)
     meeting = [c for c in AUTO_CHUNK_TOKENS if agg_design(problem, im, c).batch >= 1]
@@ -202,7 +204,8 @@ def sim_model(design: AggDesign) -> AggInstanceModel:
     """The simulator's model of an A instance at ``design``."""
     im = design.im
     return AggInstanceModel(im.chip, im.tp, im.model, im.weight_dtype, im.kv_dtype, design.chunk_tokens,
-                            im.mtp_accept, design.chunk_start_tokens, design.step_s)
+                            im.mtp_accept, agg_chunk_start_tokens=design.chunk_start_tokens,
+                            agg_design_step_s=design.step_s)
 
 
 _SEP = "/c"

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.perfmodel import InstanceModel, WaitModel, pipeline_stages, wan_transfer_s
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -95,20 +95,22 @@ def handoff_mode(policy: str, pending_tokens: int,
 # --- instances and KV timing ----------------------------------------------------------
 
 def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model:
+    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model, in
+    :func:`~placer.perfmodel.pipeline_stages` stages (``options.pipeline_parallel``):
     a :class:`~placer.profiles.measured.MeasuredInstanceModel` when the problem carries a
     measured table for (chip, tp) (it answers from the table inside its grid, from the
     roofline outside), the roofline :class:`InstanceModel` otherwise."""
     args = (problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
             problem.options.prefill_chunk_tokens)
+    pp = pipeline_stages(problem.model, tp, problem.options.pipeline_parallel)
     table = problem.tables.get((chip, tp))
     if table is None:
-        return InstanceModel(*args)
+        return InstanceModel(*args, pp=pp)
     # Imported only when a table matches: the executor imports this module and, by
     # tests/executor/test_imports.py, loads no placer.profiles submodule.
     from placer.profiles.measured import MeasuredInstanceModel
 
-    return MeasuredInstanceModel(*args, table=table)
+    return MeasuredInstanceModel(*args, pp=pp, table=table)
 
 
 def decode_context_tokens(classes: Sequence[Class]) -> float:

@@ -57,7 +57,9 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
                                       datacenter=q.dc, chip=q.chip, tp=q.tp,
                                       dst=d if q.role == RLD else None, rps=v[i]))
+    stages = {k: instance(prob, k[2], k[3]).pp for k in counts}
     pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c, design_batch=batch.get(k),
+                     pp=stages[k] if stages[k] > 1 else None,
                      planned_utilization=round(busy[k] / c, 4) if k[0] == P else None)
              for k, c in counts.items() if c > 0]
     plan = Plan(

@@ -127,6 +127,12 @@ class InstanceModel:
     kv_dtype: str
     prefill_chunk_tokens: int = 8192
     mtp_accept: float = 1.0  # tokens emitted per decode step on average (1: no speculative decoding)
+    pp: int = 1  # pipeline stages, each of tp // pp chips holding layers/pp (1: no pipeline parallelism)
+
+    @cached_property
+    def stage_tp(self) -> int:
+        """Chips of one pipeline stage (the tensor-parallel group); ``tp`` when pp = 1."""
+        return self.tp // self.pp
 
     # ---- resources -------------------------------------------------------
     @cached_property
@@ -229,11 +235,12 @@ class InstanceModel:
 
     @cached_property
     def _nodes(self) -> int:
-        return math.ceil(self.tp / SCALEUP_DOMAIN_CHIPS)
+        return math.ceil(self.stage_tp / SCALEUP_DOMAIN_CHIPS)
 
     def allreduce_s(self, n_bytes: float) -> float:
-        """One ring all-reduce of ``n_bytes`` over the instance: α(tp) + 2(tp−1)/tp · bytes / S."""
-        tp, nodes = self.tp, self._nodes
+        """One ring all-reduce of ``n_bytes`` over a tensor-parallel group (the instance, or one
+        pipeline stage): α(tp) + 2(tp−1)/tp · bytes / S."""
+        tp, nodes = self.stage_tp, self._nodes
         inter_steps = 2 * (nodes - 1)
         alpha = KERNEL_LAUNCH_S + NCCL_RING_BASE_S + (2 * (tp - 1) - inter_steps) * NCCL_NVLINK_HOP_S \
             + inter_steps * NCCL_NET_HOP_S
@@ -243,10 +250,10 @@ class InstanceModel:
 
     def comm_s(self, tokens: float, prefill: bool = False) -> float:
         """Parallel-communication seconds for one forward over ``tokens`` tokens (see the module doc)."""
-        if self.tp == 1:
+        if self.stage_tp == 1:
             return 0.0
         m = self.model
-        if not self.is_moe:
+        if not self.is_moe:  # over all layers: with pp stages, each stage's group does layers/pp of them
             return 2 * m.layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
         k = m.experts_per_token or MOE_ROUTED_EXPERTS
         per_token = m.hidden * (1 + 4 / FP8_SCALE_GROUP) + m.hidden * ACT_BYTES  # fp8 dispatch + bf16 combine
@@ -320,13 +327,28 @@ class InstanceModel:
         new = max(1.0, input_tokens - cached)
         start = input_tokens - new
         chunk = self.prefill_chunk_tokens
-        total = 0.0
+        total = last = 0.0
+        t = 0.0
         while new > 1e-9:
             t = min(new, chunk)
-            total += self.prefill_chunk_s(input_tokens, start, t)
+            last = self.prefill_chunk_s(input_tokens, start, t)
+            total += last
             start += t
             new -= t
-        return total
+        return total + self.pipeline_fill_s(last, t)
+
+    def pipeline_fill_s(self, stage_s: float, tokens: float) -> float:
+        """The pipeline bubble of one prompt or step: its last chunk (or micro-batch) still crosses the
+        other pp − 1 stages after the first stage is done, each a stage time plus the activations' hop."""
+        if self.pp == 1:
+            return 0.0
+        return (self.pp - 1) * (stage_s + self.stage_hop_s(tokens))
+
+    def stage_hop_s(self, tokens: float) -> float:
+        """Seconds to pass ``tokens`` tokens' activations (hidden × bf16) from one stage to the next, over
+        the stage's NICs (the stages sit on different nodes)."""
+        n_bytes = tokens * self.model.hidden * ACT_BYTES
+        return CROSS_NODE_COLLECTIVE_LATENCY_S + n_bytes / (self.stage_tp * self.chip.nic_bytes_per_s)
 
     def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
         """(work, memory bytes besides the weight read) of one prefill chunk of ``tokens`` new
@@ -352,8 +374,11 @@ class InstanceModel:
         return self._combine(terms) + PREFILL_CHUNK_OVERHEAD_S
 
     def _forward_terms(self, flops: float, mem_bytes: float, tokens: float) -> dict[str, float]:
+        """Seconds of one forward — with pp stages, of one stage: each does 1/pp of the work and reads
+        1/pp of the bytes on 1/pp of the chips, so compute and memory are the instance's; its group
+        all-reduces for layers/pp only."""
         return {"compute": flops / self.flops_per_s, "memory": mem_bytes / self.mem_bw_bytes_per_s,
-                "communication": self.comm_s(tokens, prefill=True)}
+                "communication": self.comm_s(tokens, prefill=True) / self.pp}
 
     def _combine(self, terms: dict[str, float]) -> float:
         """MoE all-to-all overlaps compute (two micro-batches); TP all-reduce does not."""
@@ -400,6 +425,11 @@ class InstanceModel:
         """Seconds for one decode step of ``batch`` sequences of ``context_tokens`` each
         (each verifying 1 + :attr:`draft_tokens` positions)."""
         batch = max(batch, 1.0)
+        if self.pp > 1:  # pp micro-batches of B/pp in flight; a token crosses every stage
+            micro = batch / self.pp
+            terms = self.decode_terms(micro, 1 + self.draft_tokens, context_tokens)
+            stage = self._combine({**terms, "communication": terms["communication"] / self.pp})
+            return stage + self.pipeline_fill_s(stage, micro * (1 + self.draft_tokens)) + DECODE_STEP_OVERHEAD_S
         return self._combine(self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)) + DECODE_STEP_OVERHEAD_S
 
     def mixed_terms(self, batch: float, context_tokens: float, chunk_tokens: float,
@@ -479,6 +509,17 @@ class InstanceModel:
         """Seconds to move ``n_bytes`` of KV to a peer in the same datacenter."""
         bw = self.rdma_bytes_per_s if peer is None else min(self.rdma_bytes_per_s, peer.rdma_bytes_per_s)
         return n_bytes / bw + RDMA_LATENCY_S
+
+
+def pipeline_stages(model: ModelConfig, chips: int, enabled: bool) -> int:
+    """Pipeline stages of an instance of ``chips`` chips: with pipeline parallelism ``enabled``, a dense
+    model on more chips than one scale-up domain runs one stage per domain (tensor parallel inside the
+    node over NVLink, activations between nodes) instead of tensor parallel across nodes; else 1.
+    MoE models keep one stage (expert parallel spans nodes)."""
+    dense = model.params_active_b >= model.params_total_b
+    if enabled and dense and chips > SCALEUP_DOMAIN_CHIPS and chips % SCALEUP_DOMAIN_CHIPS == 0:
+        return chips // SCALEUP_DOMAIN_CHIPS
+    return 1
 
 
 def wan_transfer_s(n_bytes: float, link_bytes_per_s: float, rtt_s: float, utilization: float) -> float:

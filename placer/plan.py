@@ -57,6 +57,9 @@ class PoolOut(_M):
     count: int = Field(ge=0)
     design_batch: int | None = Field(None, ge=1, description=(
         "Decode pools: the batch the plan sizes them at (largest meeting TPOT and KV memory at the mix's context)."))
+    pp: int | None = Field(None, ge=2, description=(
+        "Pipeline stages of each instance when more than one (options.pipeline_parallel): tp/pp chips per "
+        "stage, tensor parallel inside it."))
     planned_utilization: float | None = Field(None, ge=0, description=(
         "P pools: planned busy fraction of each instance, Σ prefill seconds × req/s ÷ instances."))
 

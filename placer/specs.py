@@ -195,6 +195,10 @@ class OptionsSpec(_Spec):
     )
     prefill_chunk_tokens: int = Field(8192, gt=0, description="Chunked-prefill chunk size, tokens.")
     max_instances_per_pool: int = Field(256, gt=0, description="Upper bound on instances of one pool.")
+    pipeline_parallel: bool = Field(
+        False, description="Instances larger than one 8-chip node of a dense model run one pipeline stage per "
+        "node (tp 8 × pp tp/8: the pipeline bubble and the activations' hop between nodes modelled) instead "
+        "of tensor parallel across nodes; plan pools carry `pp`.")
     aggregated: bool = Field(
         False, description="Also consider aggregated pools (role A: prefill chunks mixed into decode steps on one "
         "instance) beside P/RLD/MD in the same MILP; the plan may mix them. `placer compare` shows the "
