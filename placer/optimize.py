@@ -227,7 +227,8 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
     """
     problem = as_problem(scenario, measured)
     roles = {p.role for p in plan.pools if p.count > 0}
-    arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem, AGG in roles or None)
+    arch = (Architecture("evaluate", (P_D,), drc=False) if D in roles
+            else pdd_architecture(problem, AGG in roles or None))
     form = build(problem, arch, "bcr")
     m = form.model
     wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}

@@ -21,7 +21,8 @@ from placer.aggregated import (
 )
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_token_law,
+    AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens,
+    first_token_law,
     instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
@@ -184,13 +185,19 @@ def _decode(s: _Checked) -> list[str]:
             resident = c.input_tokens + c.output_tokens / 2
         slots[key] += a.rps * tokens * step / batch
         dmem[key] += a.rps * tokens * step * resident * kv
-    u = opts.utilization_cap
     for key in slots:
-        if _over(slots[key], u * s.counts[key]):
-            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: needs {slots[key]:.3f} instances "
-                          f"of batch slots at utilisation {u}, has {s.counts[key]}")
-        if _over(dmem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
-            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: resident KV exceeds memory")
+        issues += _slots_and_memory(s, key, f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}", slots[key],
+                                    dmem[key])
+    return issues
+
+
+def _slots_and_memory(s: _Checked, key: PoolKey, label: str, slots: float, kv_byte_s: float) -> list[str]:
+    """A decoding pool's batch slots within the utilisation cap and its resident KV within memory."""
+    u, issues = s.problem.options.utilization_cap, []
+    if _over(slots, u * s.counts[key]):
+        issues.append(f"{label}: needs {slots:.3f} instances of batch slots at utilisation {u}, has {s.counts[key]}")
+    if _over(kv_byte_s, s.models[key].kv_capacity_bytes * s.counts[key]):
+        issues.append(f"{label}: resident KV exceeds memory")
     return issues
 
 
@@ -232,7 +239,8 @@ def _queue_shares(s: _Checked) -> list[str]:
         shares = {a.queue: a.queue_instances for a in s.plan.assignments
                   if (a.role, a.datacenter, a.chip, a.tp) == key and a.queue_instances is not None}
         if _over(sum(shares.values()), s.counts[key]):
-            issues.append(f"{'prefill' if key[0] == P else 'aggregated'} pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
+            kind = "prefill" if key[0] == P else "aggregated"
+            issues.append(f"{kind} pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
                           f"instances, the pool has {s.counts[key]}")
     return issues
 
@@ -266,11 +274,7 @@ def _aggregated(s: _Checked) -> list[str]:
         label = f"aggregated pool {key[1]} {key[2]} tp{key[3]}"
         if _over(budget[key], u * s.counts[key]):
             issues.append(f"{label}: prefill budget {budget[key]:.3f} busy-seconds/s exceed {u} × {s.counts[key]}")
-        if _over(slots[key], u * s.counts[key]):
-            issues.append(f"{label}: needs {slots[key]:.3f} instances of batch slots at utilisation {u}, "
-                          f"has {s.counts[key]}")
-        if _over(mem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
-            issues.append(f"{label}: resident KV exceeds memory")
+        issues += _slots_and_memory(s, key, label, slots[key], mem[key])
     return issues
 
 

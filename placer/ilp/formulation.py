@@ -5,7 +5,8 @@ Sets
 * K: request classes k (share s_k, input I_k, output O_k, hit rate h_k).
 * D: datacenters; L ⊆ D×D: directed WAN lines (both directions of each link).
 * Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD, A} (PDD; A unless
-  ``options.aggregated`` is off) or {P, D} (PD baselines) or {A} (the agg baseline); a candidate exists when the dc has ≥ tp chips of that kind, the
+  ``options.aggregated`` is on) or {P, D} (PD baselines) or {A} (the agg
+  baseline); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
   meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier u_t,
   admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
@@ -295,7 +296,8 @@ def _add_power(m: LinearModel, problem: Problem, dc: Datacenter, n: dict) -> Non
 def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, a: Pool) -> None:
     """(C14) A prefill budget: Σ_{f: p(f)=a} n_k·t_a/C_a · x_f ≤ κ_a · u_t · c_{a,t};
     (C15) A decode slots: Σ O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t};
-    (C16) A memory: Σ (ttft₀[f]·I_k + O_k·t_a·(I_k + O_k/2)) · kv · x_f ≤ κ_a · K_a · c_{a,t} (Little's law), in GB."""
+    (C16) A memory: Σ (ttft₀[f]·I_k + O_k·t_a·(I_k + O_k/2)) · kv · x_f ≤ κ_a · K_a · c_{a,t}
+    (Little's law), in GB."""
     design, kappa = data.agg[a], problem.pool_capacity.get(a.key, 1.0)
     kv, flows = problem.kv_bytes_per_token, data.by_pool[a]
     classes = problem.classes
