@@ -4,7 +4,7 @@ Sets
 ----
 * K: request classes k (share s_k, input I_k, output O_k, hit rate h_k).
 * D: datacenters; L ⊆ D×D: directed WAN lines (both directions of each link).
-* Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD, A} (PDD; A unless
+* Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD, A} (PDD; A when
   ``options.aggregated`` is on) or {P, D} (PD baselines) or {A} (the agg
   baseline); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
