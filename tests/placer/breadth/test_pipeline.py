@@ -73,3 +73,16 @@ def test_decode_through_a_pipeline_reads_the_weights_once_per_micro_batch():
 def test_pipeline_parallel_option_is_named_when_invalid():
     with pytest.raises(InputError, match=r"options\.pipeline_parallel"):
         parse_scenario(_scenario(pipeline_parallel="maybe"))
+
+
+def test_the_simulator_replays_a_pipeline_plan_near_its_prediction():
+    """The simulated P instance lets the last chunk cross the other stages after the first is free,
+    so its TTFT is at most the plan's (which charges the bubble as busy time) and close to it."""
+    from placer.sim import SimConfig, simulate
+
+    problem = resolve(parse_scenario(_scenario()))
+    plan = optimize(problem)
+    sim = simulate(problem, plan, SimConfig(requests=1500, seed=5))
+    assert sim["requests"] > 0
+    assert sim["ttft_p50_s"] == pytest.approx(plan.metrics.ttft_p50_s, rel=0.25)
+    assert sim["tpot_p50_s"] == pytest.approx(plan.metrics.tpot_s, rel=0.25)
