@@ -246,10 +246,9 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
-    share = {key[:4]: agg_prefill_time_share(law[0], law[1].rho) for key, law in agg_laws.items()}
-    prices = token_prices(problem, plan, models, share)
+    prices = token_prices(problem, plan, models, _agg_prefill_shares(counts, agg_laws))
     metrics = _metrics(problem, flows, cost, decode, link_gbit, rld_tokens, total_tokens, prices)
-    for key, (_, law) in agg_laws.items():
+    for key, (_, law, _) in agg_laws.items():
         p_util[key] = law.rho
     for key, rho in p_util.items():
         if rho >= 1.0:
@@ -280,8 +279,8 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
 
 
 def a_queue_laws(problem: Problem, plan: Plan, counts: dict,
-                 decode: dict[PoolKey, DecodeState]) -> dict[tuple, tuple[AggDesign, WaitModel]]:
-    """(design at the settled batch, M/G/1 law of the prefill budget) of every A queue, keyed
+                 decode: dict[PoolKey, DecodeState]) -> dict[tuple, tuple[AggDesign, WaitModel, float]]:
+    """(design at the settled batch, M/G/1 law of the prefill budget, instances) of every A queue, keyed
     (role, dc, chip, tp, queue), from the plan's own mix (:func:`placer.aggregated.served_wait_law`)."""
     classes = {c.name: c for c in problem.classes}
     items: dict[tuple, list] = defaultdict(list)
@@ -296,8 +295,19 @@ def a_queue_laws(problem: Problem, plan: Plan, counts: dict,
     for key, its in items.items():
         st = decode[key[:4]]
         design = at_batch(st.agg, st.batch) if st.tokens_per_s > 0 else st.agg
-        out[key] = (design, served_wait_law(design, its, share[key]))
+        out[key] = (design, served_wait_law(design, its, share[key]), share[key])
     return out
+
+
+def _agg_prefill_shares(counts: dict, laws: dict) -> dict[PoolKey, float]:
+    """Each A pool's share of its time spent on prefill chunks: its queues' busy budget (ρ × the
+    queue's instances, summed) over its instances, priced at its design's marginal chunk time."""
+    busy: dict[PoolKey, float] = defaultdict(float)
+    design: dict[PoolKey, AggDesign] = {}
+    for key, (d, law, instances) in laws.items():
+        busy[key[:4]] += law.rho * instances
+        design[key[:4]] = d
+    return {key: agg_prefill_time_share(design[key], busy[key] / counts[key]) for key in busy}
 
 
 def _agg_flows(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
@@ -308,7 +318,7 @@ def _agg_flows(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
         key = (*_key(a), a.queue or "")
         if a.role != AGG or key not in laws:
             continue
-        design, law = laws[key]
+        design, law, _ = laws[key]
         det, tail = agg_first_token_law(design, classes[a.request_class], law)
         ok = decode[_key(a)].step_s <= problem.tpot_s * 1.0001
         flows.append(FlowLaw(a.request_class, P_A, _key(a), a.datacenter, a.rps, det, tail, ok))

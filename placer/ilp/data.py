@@ -266,13 +266,15 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
 def _a_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
               notes: list[str]) -> list[tuple[Pool, AggDesign]]:
     """The A queues of one physical pool: per chunk size (:func:`placer.aggregated.chunk_choices`)
-    whose design meets the TPOT, a "mix"
-    queue at each of :data:`GEOMETRIC_TIERS` of the cap and a "light" one at the cap when some
-    classes, but not all, are light on it."""
+    whose design meets the TPOT, a "mix" queue at each of :data:`GEOMETRIC_TIERS` of the cap and
+    a "light" one at the cap when some classes, but not all, are light on it."""
     cap = problem.options.utilization_cap
     out = []
     chunks = chunk_choices(problem, im)
-    if not chunks:
+    if im.pp > 1:
+        notes.append(f"{chip} tp{tp}: no aggregated pools in {im.pp} pipeline stages (a mixed step through a "
+                     "pipeline is not modelled)")
+    elif not chunks:
         notes.append(f"{chip} tp{tp}: no aggregated design meets TPOT {problem.tpot_s} s with any chunk")
     for chunk in chunks:
         design = agg_design(problem, im, chunk)

@@ -126,3 +126,28 @@ def test_evaluate_routes_a_hand_written_aggregated_plan():
     assert _roles(plan) == {AGG}
     assert plan.metrics.served_rps == pytest.approx(5.0, rel=1e-4)
     assert validate(problem, plan) == []
+
+
+def _billed_usd_per_h(problem, plan) -> float:
+    """What the three token prices bill in an hour for the tokens the plan serves."""
+    classes = {c.name: c for c in problem.classes}
+    new = cached = out = 0.0
+    for r in plan.routes:
+        c = classes[r.request_class]
+        n = max(1.0, (1 - c.hit_rate) * c.input_tokens)
+        new, cached, out = new + r.rps * n, cached + r.rps * (c.input_tokens - n), out + r.rps * c.output_tokens
+    m = plan.metrics
+    prices = [(m.usd_per_million_input_tokens, new), (m.usd_per_million_cached_input_tokens, cached),
+              (m.usd_per_million_output_tokens, out)]
+    return sum((p or 0.0) * tokens * 3600 / 1e6 for p, tokens in prices)
+
+
+@pytest.mark.parametrize("aggregated", [True, False])
+def test_token_prices_bill_the_whole_cost_on_aggregated_and_disaggregated_plans(aggregated):
+    """Every pool's cost goes to some token kind (an A pool's split by its prefill share of step time)."""
+    scenario = parse_scenario(micro_dict(options={**micro_dict()["options"], "aggregated": aggregated}))
+    problem = resolve(scenario)
+    plan = optimize(problem)
+    assert (AGG in _roles(plan)) == aggregated
+    assert _billed_usd_per_h(problem, plan) == pytest.approx(plan.metrics.cost_usd_per_h, rel=1e-6)
+    assert plan.metrics.usd_per_million_input_tokens > 0 and plan.metrics.usd_per_million_output_tokens > 0
