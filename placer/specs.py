@@ -211,14 +211,10 @@ class OptionsSpec(_Spec):
     @field_validator("agg_chunk_tokens")
     @classmethod
     def _chunks(cls, value: list[int] | None) -> list[int] | None:
-        if value is None:
-            return value
-        if not value:
-            raise ValueError("agg_chunk_tokens must not be empty")
-        for chunk in value:
-            if chunk < 16 or chunk > 65536:
-                raise ValueError(f"agg_chunk_tokens: each chunk must be in 16..65536 tokens, got {chunk}")
-        return sorted(set(value))
+        bad = [c for c in value or () if not 16 <= c <= 65536]
+        if value is not None and (bad or not value):
+            raise ValueError(f"give chunks of 16..65536 tokens, got {bad or 'none'}")
+        return None if value is None else sorted(set(value))
 
     @field_validator("tp_degrees")
     @classmethod
