@@ -11,7 +11,7 @@ serves — served, not only goodput, as a provider bills every token):
 
 * A pool's cost goes to the phase whose work it does: P pools to input, decode pools (RLD,
   MD, D) to output, an aggregated pool (A) split by the share of its step time its prefill
-  chunks take (:func:`placer.flows.agg_prefill_time_share`).
+  chunks take (:func:`placer.aggregated.agg_prefill_time_share`).
 * Input cost is split between cached and uncached prompt tokens by the prefill seconds each
   causes, from the performance model: a prompt of I tokens at hit h takes prefill_s(I, h);
   its n = (1 − h)·I new tokens alone, as a fresh prompt, take prefill_s(n, 0); the

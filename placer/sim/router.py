@@ -59,7 +59,8 @@ class Router:
         #: every decode instance of a role in a datacenter (cache-aware choice looks at all of them)
         self.decoders = {rd: [i for pool in ps for i in pool.instances] for rd, ps in by_role_dc.items()
                          if rd[0] != P}
-        p_rows = [a for a in plan.assignments if a.role in PREFILL_ROLES and a.rps > 0 and a.request_class in self.index]
+        p_rows = [a for a in plan.assignments
+                  if a.role in PREFILL_ROLES and a.rps > 0 and a.request_class in self.index]
         #: where prompts are prefilled: P pools, and the prefill halves of A pools
         prefillers = {k: (pool.prefill if k[0] == AGG else pool) for k, pool in pools.items()}
         slots = queue_slots(p_rows, prefillers)
