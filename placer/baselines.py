@@ -9,6 +9,9 @@ out: one Plan per baseline (or the reason it has none):
   (no RelayDecode, no decode-side radix cache).
 * ``hetero-same-dc-pd``: Splitwise-style, different chips for P and D allowed, one
   datacenter (each datacenter is solved; the best wins).
+* ``agg``: aggregated serving only (role A, :mod:`placer.aggregated`: chunked prefill
+  mixed into decode batches), any chips in any datacenters — no KV crosses anything, so
+  each request is served where it lands; the answer to "is disaggregation worth it here?".
 """
 
 from __future__ import annotations
@@ -16,13 +19,13 @@ from __future__ import annotations
 import dataclasses
 
 from placer.errors import InfeasiblePlanError, PlacerError
-from placer.flows import P_D
+from placer.flows import P_A, P_D
 from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem
 
-BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd")
+BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg")
 
 
 def architectures(problem: Problem, name: str) -> list[Architecture]:
@@ -40,7 +43,14 @@ def architectures(problem: Problem, name: str) -> list[Architecture]:
                          same_dc=True)
             for dc in problem.datacenters
         ]
+    if name == "agg":
+        return [agg_architecture()]
     raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
+
+
+def agg_architecture() -> Architecture:
+    """The all-aggregated baseline: pipeline A only, every datacenter and chip."""
+    return Architecture("agg", (P_A,), drc=False)
 
 
 def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfig()) -> Plan:

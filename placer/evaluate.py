@@ -18,13 +18,17 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from placer.aggregated import (
+    AggDesign, agg_first_token_law, agg_prefill_time_share, at_batch, plan_designs, served_wait_law,
+)
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
+    AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
     first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Class, Problem
+from placer.token_cost import token_prices
 
 PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
 
@@ -38,6 +42,13 @@ class DecodeState:
     batch: float = 0.0
     step_s: float = 0.0
     overloaded: bool = False
+    agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
+
+    def step_at(self, batch: float, context_tokens: float) -> float:
+        """Seconds of one step at ``batch``: a decode step, or (A) a mixed step with a full chunk."""
+        if self.agg is None:
+            return self.im.step_s(batch, context_tokens)
+        return self.im.mixed_step_s(batch, context_tokens, self.agg.chunk_tokens, self.agg.chunk_start_tokens)
 
 
 @dataclass
@@ -137,7 +148,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     ctx = st.context_weighted / st.tokens_per_s
     batch = 1.0
     for _ in range(200):
-        nxt = st.tokens_per_s * st.im.step_s(batch, ctx)
+        nxt = st.tokens_per_s * st.step_at(batch, ctx)
         if nxt > st.im.batch_cap:
             st.overloaded, batch = True, float(st.im.batch_cap)
             break
@@ -145,7 +156,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
             break
         batch = nxt
     st.batch = max(batch, 1.0)
-    st.step_s = st.im.step_s(st.batch, ctx)
+    st.step_s = st.step_at(st.batch, ctx)
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
@@ -177,7 +188,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
 
 
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],
-             link_gbit: dict, rld_tokens: float, total_tokens: float) -> Metrics:
+             link_gbit: dict, rld_tokens: float, total_tokens: float, prices) -> Metrics:
     served = sum(f.rps for f in flows)
     late = sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
     goodput = served - late
@@ -196,6 +207,9 @@ def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[P
         served_rps=served,
         offered_rps=problem.arrival_rps,
         sla_attainment=goodput / served if served > 0 else 0.0,
+        usd_per_million_input_tokens=prices.usd_per_million_input_tokens,
+        usd_per_million_cached_input_tokens=prices.usd_per_million_cached_input_tokens,
+        usd_per_million_output_tokens=prices.usd_per_million_output_tokens,
     )
 
 
@@ -211,6 +225,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     p_util = {key: law.rho for key, law in waits.items()}
 
     decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key[0] != P}
+    for key, design in plan_designs(problem, plan, models).items():
+        decode[key].agg = design
     rld_tokens = _load_decode(problem, plan, classes, decode, link_util, notes)
     total_tokens = 0.0
     for r in plan.routes:
@@ -219,7 +235,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         if st.tokens_per_s > 0:
             _settle_batch(problem, key, st, notes)
 
-    flows = []
+    agg_laws = a_queue_laws(problem, plan, counts, decode)
+    flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
             continue
@@ -229,7 +246,10 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
-    metrics = _metrics(problem, flows, cost, decode, link_gbit, rld_tokens, total_tokens)
+    prices = token_prices(problem, plan, models, _agg_prefill_shares(counts, agg_laws))
+    metrics = _metrics(problem, flows, cost, decode, link_gbit, rld_tokens, total_tokens, prices)
+    for key, (_, law, _) in agg_laws.items():
+        p_util[key] = law.rho
     for key, rho in p_util.items():
         if rho >= 1.0:
             notes.append(f"prefill pool {_label(key[:4])} queue {key[4] or 'all'} is overloaded "
@@ -256,6 +276,53 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), new))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
+
+
+def a_queue_laws(problem: Problem, plan: Plan, counts: dict,
+                 decode: dict[PoolKey, DecodeState]) -> dict[tuple, tuple[AggDesign, WaitModel, float]]:
+    """(design at the settled batch, M/G/1 law of the prefill budget, instances) of every A queue, keyed
+    (role, dc, chip, tp, queue), from the plan's own mix (:func:`placer.aggregated.served_wait_law`)."""
+    classes = {c.name: c for c in problem.classes}
+    items: dict[tuple, list] = defaultdict(list)
+    share: dict[tuple, float] = {}
+    for a in plan.assignments:
+        if a.role != AGG or a.rps <= 0 or _key(a) not in decode:
+            continue
+        key = (*_key(a), a.queue or "")
+        items[key].append((a.rps, classes[a.request_class]))
+        share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
+    out = {}
+    for key, its in items.items():
+        st = decode[key[:4]]
+        design = at_batch(st.agg, st.batch) if st.tokens_per_s > 0 else st.agg
+        out[key] = (design, served_wait_law(design, its, share[key]), share[key])
+    return out
+
+
+def _agg_prefill_shares(counts: dict, laws: dict) -> dict[PoolKey, float]:
+    """Each A pool's share of its time spent on prefill chunks: its queues' busy budget (ρ × the
+    queue's instances, summed) over its instances, priced at its design's marginal chunk time."""
+    busy: dict[PoolKey, float] = defaultdict(float)
+    design: dict[PoolKey, AggDesign] = {}
+    for key, (d, law, instances) in laws.items():
+        busy[key[:4]] += law.rho * instances
+        design[key[:4]] = d
+    return {key: agg_prefill_time_share(design[key], busy[key] / counts[key]) for key in busy}
+
+
+def _agg_flows(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
+               laws: dict) -> list[FlowLaw]:
+    """The TTFT law of every A assignment: ⌈n/C⌉ steps at the settled batch, the budget's wait."""
+    flows = []
+    for a in plan.assignments:
+        key = (*_key(a), a.queue or "")
+        if a.role != AGG or key not in laws:
+            continue
+        design, law, _ = laws[key]
+        det, tail = agg_first_token_law(design, classes[a.request_class], law)
+        ok = decode[_key(a)].step_s <= problem.tpot_s * 1.0001
+        flows.append(FlowLaw(a.request_class, P_A, _key(a), a.datacenter, a.rps, det, tail, ok))
+    return flows
 
 
 def _label(key: PoolKey) -> str:

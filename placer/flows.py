@@ -17,7 +17,9 @@ Roles: P (prefill), RLD (RelayDecode, next to P over RDMA), MD (MainDecode, acro
 WAN), D (plain decode of the PD baselines). Pipelines: P-MD (high hit: go straight),
 P-RLD-MD (low hit: RLD decodes while the KV crawls to MD, then hands over token IDs),
 P-RLD (filtered traffic only: long input, low hit, short output finishes on RLD),
-P-D (the PD baselines).
+P-D (the PD baselines). Role A / pipeline A: an aggregated instance prefills and decodes
+the request itself, its prompt in chunks mixed into its decode steps (see
+:mod:`placer.aggregated` for that physics).
 """
 
 from __future__ import annotations
@@ -27,19 +29,21 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.perfmodel import InstanceModel, WaitModel, pipeline_stages, wan_transfer_s
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
 
-Role = Literal["P", "RLD", "MD", "D"]
+Role = Literal["P", "RLD", "MD", "D", "A"]
 ROLES: tuple[str, ...] = get_args(Role)
-P, RLD, MD, D = ROLES
+P, RLD, MD, D, AGG = ROLES
 DECODE_ROLES = (RLD, MD, D)
+#: Roles that prefill prompts: P, and A (aggregated: prefill chunks ride in its decode steps).
+PREFILL_ROLES = (P, AGG)
 
-PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D"]
+PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D", "A"]
 PIPELINES: tuple[str, ...] = get_args(PipelineName)
-P_MD, P_RLD_MD, P_RLD, P_D = PIPELINES
+P_MD, P_RLD_MD, P_RLD, P_D, P_A = PIPELINES
 RELAY_PIPELINES = (P_RLD_MD, P_RLD)  # the ones that decode on RLD first
 
 #: The SLA's TTFT quantile: a plan meets it when at most 10 % of requests are late (P90).
@@ -91,20 +95,22 @@ def handoff_mode(policy: str, pending_tokens: int,
 # --- instances and KV timing ----------------------------------------------------------
 
 def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model:
+    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model, in
+    :func:`~placer.perfmodel.pipeline_stages` stages (``options.pipeline_parallel``):
     a :class:`~placer.profiles.measured.MeasuredInstanceModel` when the problem carries a
     measured table for (chip, tp) (it answers from the table inside its grid, from the
     roofline outside), the roofline :class:`InstanceModel` otherwise."""
     args = (problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
             problem.options.prefill_chunk_tokens)
+    pp = pipeline_stages(problem.model, tp, problem.options.pipeline_parallel)
     table = problem.tables.get((chip, tp))
     if table is None:
-        return InstanceModel(*args)
+        return InstanceModel(*args, pp=pp)
     # Imported only when a table matches: the executor imports this module and, by
     # tests/executor/test_imports.py, loads no placer.profiles submodule.
     from placer.profiles.measured import MeasuredInstanceModel
 
-    return MeasuredInstanceModel(*args, table=table)
+    return MeasuredInstanceModel(*args, pp=pp, table=table)
 
 
 def decode_context_tokens(classes: Sequence[Class]) -> float:
@@ -177,7 +183,7 @@ def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
 #: stream it — t0 travels with the KV, and the first decoder streams it the moment it has
 #: imported that KV (`on_kv` → `_advance`), before its first decode step. That decoder is
 #: RLD on the relay pipelines and MD (or D) otherwise.
-FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D}
+FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D, P_A: AGG}
 
 
 def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:

@@ -17,7 +17,7 @@ from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.flows import ADAPTIVE, P_D, RLD, D, P, decode_context_tokens, instance
+from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
@@ -49,7 +49,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         busy[f.p.key] += v[i] * form.prefill_s[(f.k, f.p)]
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
-        assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=P, datacenter=f.p.dc,
+        assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=f.p.role, datacenter=f.p.dc,
                                       chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i], queue=f.p.queue,
                                       queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():
@@ -58,7 +58,9 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
                                       datacenter=q.dc, chip=q.chip, tp=q.tp,
                                       dst=d if q.role == RLD else None, rps=v[i]))
+    stages = {k: instance(prob, k[2], k[3]).pp for k in counts}
     pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c, design_batch=batch.get(k),
+                     pp=stages[k] if stages[k] > 1 else None,
                      planned_utilization=round(busy[k] / c, 4) if k[0] == P else None)
              for k, c in counts.items() if c > 0]
     plan = Plan(
@@ -239,7 +241,8 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
     problem = as_problem(scenario, measured)
     check_plan(problem, plan, other_scenario=other_scenario)
     roles = {p.role for p in plan.pools if p.count > 0}
-    arch = Architecture("evaluate", (P_D,), drc=False) if D in roles else pdd_architecture(problem)
+    arch = (Architecture("evaluate", (P_D,), drc=False) if D in roles
+            else pdd_architecture(problem, AGG in roles or None))
     form = build(problem, arch, "bcr")
     m = form.model
     wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}

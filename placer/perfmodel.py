@@ -13,7 +13,9 @@ replicas do not fit, attention is tensor parallel and the non-expert weights hel
 rates are datasheet peak × the chip's efficiencies (measured profiles replace the defaults).
 
 Rates, per instance of ``tp`` chips (E = the chip's compute efficiency):
-* dense GEMM   F = tp × peak(fp8 if weights fp8 and the chip has fp8, else bf16) × E × g(M)
+* dense GEMM   F = tp × peak(the weights' compute type: fp8 if weights fp8 and the chip has fp8,
+  fp4 for NVFP4 weights (only on chips with an fp4 rate), else bf16 — int8/int4 are weight-only
+  and run bf16 GEMMs; :data:`placer.catalog.WEIGHT_PRECISIONS`) × E × g(M)
 * expert GEMM  F × :data:`EXPERT_LOAD_BALANCE` × (1 − :data:`EP_COMM_SM_FRACTION`) with
   expert parallelism (tp > 1), at g(tokens per expert)
 * attention    tp × peak(bf16) × E (FlashAttention / FlashMLA run the core in bf16)
@@ -74,7 +76,7 @@ import math
 from dataclasses import dataclass
 from functools import cached_property
 
-from placer.catalog import Chip, ModelConfig
+from placer.catalog import FP4_DTYPES, KV_PRECISIONS, WEIGHT_PRECISIONS, Chip, ModelConfig
 
 USABLE_MEM_FRACTION = 0.90
 SCALEUP_DOMAIN_CHIPS = 8
@@ -125,11 +127,28 @@ class InstanceModel:
     kv_dtype: str
     prefill_chunk_tokens: int = 8192
     mtp_accept: float = 1.0  # tokens emitted per decode step on average (1: no speculative decoding)
+    pp: int = 1  # pipeline stages, each of tp // pp chips holding layers/pp (1: no pipeline parallelism)
+
+    @cached_property
+    def stage_tp(self) -> int:
+        """Chips of one pipeline stage (the tensor-parallel group); ``tp`` when pp = 1."""
+        return self.tp // self.pp
 
     # ---- resources -------------------------------------------------------
     @cached_property
     def compute_dtype(self) -> str:
-        return "fp8" if self.weight_dtype == "fp8" and self.chip.fp8_tflops else "bf16"
+        """The GEMMs' tensor-core type (:data:`placer.catalog.WEIGHT_PRECISIONS`): fp8 weights at the fp8
+        rate where the chip has one (else upcast to bf16), int8/int4 weight-only at bf16, fp4 at fp4."""
+        dtype = WEIGHT_PRECISIONS[self.weight_dtype].compute
+        return "bf16" if dtype == "fp8" and not self.chip.fp8_tflops else dtype
+
+    @cached_property
+    def unsupported(self) -> str | None:
+        """Why this chip cannot run the dtypes (fp4 weights or KV need the chip's fp4 rate), else None."""
+        for what, dtype in (("weights", self.weight_dtype), ("KV cache", self.kv_dtype)):
+            if dtype in FP4_DTYPES and not self.chip.has_rate(dtype):
+                return f"{self.chip.name}: {dtype} {what} need fp4 tensor cores, its datasheet has no fp4 rate"
+        return None
 
     @cached_property
     def flops_per_s(self) -> float:
@@ -138,7 +157,7 @@ class InstanceModel:
 
     @cached_property
     def attn_flops_per_s(self) -> float:
-        return self.tp * self.chip.flops_per_s("bf16")
+        return self.tp * self.chip.flops_per_s(KV_PRECISIONS[self.kv_dtype].compute)
 
     @cached_property
     def expert_rate_factor(self) -> float:
@@ -152,8 +171,8 @@ class InstanceModel:
         return self.tp * self.chip.mem_bw_bytes_per_s
 
     @cached_property
-    def bytes_per_param(self) -> int:
-        return 1 if self.weight_dtype == "fp8" else 2
+    def bytes_per_param(self) -> float:
+        return WEIGHT_PRECISIONS[self.weight_dtype].bytes_per_value
 
     @cached_property
     def _replicas(self) -> int:
@@ -216,11 +235,12 @@ class InstanceModel:
 
     @cached_property
     def _nodes(self) -> int:
-        return math.ceil(self.tp / SCALEUP_DOMAIN_CHIPS)
+        return math.ceil(self.stage_tp / SCALEUP_DOMAIN_CHIPS)
 
     def allreduce_s(self, n_bytes: float) -> float:
-        """One ring all-reduce of ``n_bytes`` over the instance: α(tp) + 2(tp−1)/tp · bytes / S."""
-        tp, nodes = self.tp, self._nodes
+        """One ring all-reduce of ``n_bytes`` over a tensor-parallel group (the instance, or one
+        pipeline stage): α(tp) + 2(tp−1)/tp · bytes / S."""
+        tp, nodes = self.stage_tp, self._nodes
         inter_steps = 2 * (nodes - 1)
         alpha = KERNEL_LAUNCH_S + NCCL_RING_BASE_S + (2 * (tp - 1) - inter_steps) * NCCL_NVLINK_HOP_S \
             + inter_steps * NCCL_NET_HOP_S
@@ -230,10 +250,10 @@ class InstanceModel:
 
     def comm_s(self, tokens: float, prefill: bool = False) -> float:
         """Parallel-communication seconds for one forward over ``tokens`` tokens (see the module doc)."""
-        if self.tp == 1:
+        if self.stage_tp == 1:
             return 0.0
         m = self.model
-        if not self.is_moe:
+        if not self.is_moe:  # over all layers: with pp stages, each stage's group does layers/pp of them
             return 2 * m.layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
         k = m.experts_per_token or MOE_ROUTED_EXPERTS
         per_token = m.hidden * (1 + 4 / FP8_SCALE_GROUP) + m.hidden * ACT_BYTES  # fp8 dispatch + bf16 combine
@@ -307,13 +327,28 @@ class InstanceModel:
         new = max(1.0, input_tokens - cached)
         start = input_tokens - new
         chunk = self.prefill_chunk_tokens
-        total = 0.0
+        total = last = 0.0
+        t = 0.0
         while new > 1e-9:
             t = min(new, chunk)
-            total += self.prefill_chunk_s(input_tokens, start, t)
+            last = self.prefill_chunk_s(input_tokens, start, t)
+            total += last
             start += t
             new -= t
-        return total
+        return total + self.pipeline_fill_s(last, t)
+
+    def pipeline_fill_s(self, stage_s: float, tokens: float) -> float:
+        """The pipeline bubble of one prompt or step: its last chunk (or micro-batch) still crosses the
+        other pp − 1 stages after the first stage is done, each a stage time plus the activations' hop."""
+        if self.pp == 1:
+            return 0.0
+        return (self.pp - 1) * (stage_s + self.stage_hop_s(tokens))
+
+    def stage_hop_s(self, tokens: float) -> float:
+        """Seconds to pass ``tokens`` tokens' activations (hidden × bf16) from one stage to the next, over
+        the stage's NICs (the stages sit on different nodes)."""
+        n_bytes = tokens * self.model.hidden * ACT_BYTES
+        return CROSS_NODE_COLLECTIVE_LATENCY_S + n_bytes / (self.stage_tp * self.chip.nic_bytes_per_s)
 
     def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
         """(work, memory bytes besides the weight read) of one prefill chunk of ``tokens`` new
@@ -339,8 +374,11 @@ class InstanceModel:
         return self._combine(terms) + PREFILL_CHUNK_OVERHEAD_S
 
     def _forward_terms(self, flops: float, mem_bytes: float, tokens: float) -> dict[str, float]:
+        """Seconds of one forward — with pp stages, of one stage: each does 1/pp of the work and reads
+        1/pp of the bytes on 1/pp of the chips, so compute and memory are the instance's; its group
+        all-reduces for layers/pp only."""
         return {"compute": flops / self.flops_per_s, "memory": mem_bytes / self.mem_bw_bytes_per_s,
-                "communication": self.comm_s(tokens, prefill=True)}
+                "communication": self.comm_s(tokens, prefill=True) / self.pp}
 
     def _combine(self, terms: dict[str, float]) -> float:
         """MoE all-to-all overlaps compute (two micro-batches); TP all-reduce does not."""
@@ -387,7 +425,45 @@ class InstanceModel:
         """Seconds for one decode step of ``batch`` sequences of ``context_tokens`` each
         (each verifying 1 + :attr:`draft_tokens` positions)."""
         batch = max(batch, 1.0)
+        if self.pp > 1:  # pp micro-batches of B/pp in flight; a token crosses every stage
+            micro = batch / self.pp
+            terms = self.decode_terms(micro, 1 + self.draft_tokens, context_tokens)
+            stage = self._combine({**terms, "communication": terms["communication"] / self.pp})
+            return stage + self.pipeline_fill_s(stage, micro * (1 + self.draft_tokens)) + DECODE_STEP_OVERHEAD_S
         return self._combine(self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)) + DECODE_STEP_OVERHEAD_S
+
+    def mixed_terms(self, batch: float, context_tokens: float, chunk_tokens: float,
+                    chunk_start_tokens: float) -> dict[str, float]:
+        """Compute / memory / communication seconds of one aggregated step: ``batch`` decode
+        sequences at ``context_tokens`` (each 1 + :attr:`draft_tokens` positions) plus a prefill
+        chunk of ``chunk_tokens`` prompt tokens at positions [start, start + chunk) in the same
+        forward. The GEMMs run over all B(1 + d) + C rows at once (one weight read, g(M) at the
+        joint M); the chunk adds its linear FLOPs, its attention over its prompt's prefix
+        (prefill form) and the read of that prefix's KV; communication covers every row."""
+        rows = batch * (1 + self.draft_tokens)
+        if chunk_tokens <= 0:
+            return self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)
+        total = rows + chunk_tokens
+        work = (self._linear_work(total, rows, total)
+                + batch * self._attn_work(context_tokens, context_tokens + 1 + self.draft_tokens, prefill=False)
+                + self._attn_work(chunk_start_tokens, chunk_start_tokens + chunk_tokens, prefill=True))
+        mem = (self._weights_read_bytes(total) + batch * self.kv_read_bytes(context_tokens + 1 + self.draft_tokens)
+               + (chunk_start_tokens + chunk_tokens) * self.kv_bytes_per_token)
+        return {"compute": work / self.flops_per_s, "memory": mem / self.mem_bw_bytes_per_s,
+                "communication": self.comm_s(total)}
+
+    def mixed_step_s(self, batch: float, context_tokens: float, chunk_tokens: float = 0.0,
+                     chunk_start_tokens: float = 0.0) -> float:
+        """Seconds of one aggregated step (:meth:`mixed_terms`); equals :meth:`step_s` without a chunk.
+
+        The TPOT interference of chunked prefill, from first principles: a decode step at
+        moderate B is memory bound (weights + KV read once per step), so a small chunk's FLOPs
+        ride in the slack nearly free; once the chunk's GEMM work exceeds the memory time the
+        step turns compute bound and every decoding sequence's TPOT grows with the chunk."""
+        if chunk_tokens <= 0:
+            return self.step_s(batch, context_tokens)
+        terms = self.mixed_terms(max(batch, 1.0), context_tokens, chunk_tokens, chunk_start_tokens)
+        return self._combine(terms) + DECODE_STEP_OVERHEAD_S
 
     def extend_s(self, tokens: int, context_tokens: float) -> float:
         """Seconds for one extend-decode pass over ``tokens`` given tokens (MD after a handoff)."""
@@ -405,14 +481,18 @@ class InstanceModel:
         batch, context = args
         return self.decode_terms(max(batch, 1.0), 1 + self.draft_tokens, context)
 
-    def max_batch(self, context_tokens: float, tpot_s: float, resident_tokens: float | None = None) -> int:
-        """Largest batch whose time per token (step / accept) meets ``tpot_s`` and whose KV fits (0 if none)."""
+    def max_batch(self, context_tokens: float, tpot_s: float, resident_tokens: float | None = None,
+                  chunk_tokens: float = 0.0, chunk_start_tokens: float = 0.0) -> int:
+        """Largest batch whose time per token (step / accept) meets ``tpot_s`` and whose KV fits (0 if
+        none). With ``chunk_tokens`` (aggregated instances) every step also carries a prefill chunk at
+        ``chunk_start_tokens`` (:meth:`mixed_step_s`) and memory keeps room for that prompt's KV."""
         resident = resident_tokens if resident_tokens is not None else context_tokens
-        by_memory = int(self.kv_capacity_tokens // max(resident, 1.0))
+        prompt = chunk_start_tokens + chunk_tokens if chunk_tokens > 0 else 0.0
+        by_memory = int(max(0.0, self.kv_capacity_tokens - prompt) // max(resident, 1.0))
         hi = min(self.batch_cap, by_memory)
 
         def meets(b: int) -> bool:
-            return self.step_s(b, context_tokens) / self.mtp_accept <= tpot_s
+            return self.mixed_step_s(b, context_tokens, chunk_tokens, chunk_start_tokens) / self.mtp_accept <= tpot_s
 
         if hi < 1 or not meets(1):
             return 0
@@ -429,6 +509,17 @@ class InstanceModel:
         """Seconds to move ``n_bytes`` of KV to a peer in the same datacenter."""
         bw = self.rdma_bytes_per_s if peer is None else min(self.rdma_bytes_per_s, peer.rdma_bytes_per_s)
         return n_bytes / bw + RDMA_LATENCY_S
+
+
+def pipeline_stages(model: ModelConfig, chips: int, enabled: bool) -> int:
+    """Pipeline stages of an instance of ``chips`` chips: with pipeline parallelism ``enabled``, a dense
+    model on more chips than one scale-up domain runs one stage per domain (tensor parallel inside the
+    node over NVLink, activations between nodes) instead of tensor parallel across nodes; else 1.
+    MoE models keep one stage (expert parallel spans nodes)."""
+    dense = model.params_active_b >= model.params_total_b
+    if enabled and dense and chips > SCALEUP_DOMAIN_CHIPS and chips % SCALEUP_DOMAIN_CHIPS == 0:
+        return chips // SCALEUP_DOMAIN_CHIPS
+    return 1
 
 
 def wan_transfer_s(n_bytes: float, link_bytes_per_s: float, rtt_s: float, utilization: float) -> float:

@@ -4,7 +4,9 @@ in:  the solver's extraction, or a user's hand-written JSON file
 out: :class:`Plan` (pydantic); ``load_plan`` maps bad files to InputError.
 
 Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
-``metrics.offered_rps``, ``metrics.sla_attainment``, ``metrics.bcr_gap``, ``pools[].design_batch``
+``metrics.offered_rps``, ``metrics.sla_attainment``, ``metrics.bcr_gap``,
+``metrics.usd_per_million_input_tokens``, ``metrics.usd_per_million_cached_input_tokens``,
+``metrics.usd_per_million_output_tokens`` (absent when the plan serves no such token), ``pools[].design_batch``
 and ``pools[].planned_utilization``, ``assignments``
 (per-pool split of each class, which `validate` re-checks) and ``notes``.
 """
@@ -44,6 +46,12 @@ class Metrics(_M):
     served_rps: float = Field(0.0, description="Requests per second the plan carries (meeting the SLA or not).")
     offered_rps: float = Field(0.0, description="The scenario's arrival rate.")
     sla_attainment: float = Field(0.0, description="Fraction of served requests meeting TTFT and TPOT.")
+    usd_per_million_input_tokens: float | None = Field(None, description=(
+        "USD per million uncached prompt tokens served (placer.token_cost: prefill cost over its tokens)."))
+    usd_per_million_cached_input_tokens: float | None = Field(None, description=(
+        "USD per million prompt tokens found in the prefix cache (the prefill seconds their reuse costs)."))
+    usd_per_million_output_tokens: float | None = Field(None, description=(
+        "USD per million output tokens served (decode cost over its tokens)."))
 
 
 class PoolOut(_M):
@@ -54,6 +62,9 @@ class PoolOut(_M):
     count: bounded_int(le=MAX_POOL_COUNT) = Field(description=f"Instances in the pool (0..{MAX_POOL_COUNT:,}).")
     design_batch: int | None = Field(None, ge=1, description=(
         "Decode pools: the batch the plan sizes them at (largest meeting TPOT and KV memory at the mix's context)."))
+    pp: int | None = Field(None, ge=2, description=(
+        "Pipeline stages of each instance when more than one (options.pipeline_parallel): tp/pp chips per "
+        "stage, tensor parallel inside it."))
     planned_utilization: float | None = Field(None, ge=0, description=(
         "P pools: planned busy fraction of each instance, Σ prefill seconds × req/s ÷ instances."))
 
@@ -82,8 +93,9 @@ class Assignment(_M):
     tp: bounded_int(ge=1, le=64)
     dst: str | None = None
     rps: Rps
-    queue: str | None = Field(None, description="P only: the queue (utilisation tier/admitted classes) it joins.")
-    queue_instances: float | None = Field(None, ge=0, description="P only: instances that serve that queue.")
+    queue: str | None = Field(None, description=(
+        "P and A: the queue (utilisation tier/admitted classes; A: /c<chunk tokens>) it joins."))
+    queue_instances: float | None = Field(None, ge=0, description="P and A: instances that serve that queue.")
 
 
 class Handoff(_M):

@@ -38,6 +38,8 @@ class ChipSpec(_Spec):
     base: Name | None = Field(None, description="Catalog chip to start from; the other fields override it.")
     bf16_tflops: real(gt=0, le=1e5) | None = Field(None, description="Dense bf16 peak, TFLOP/s per chip.")
     fp8_tflops: real(gt=0, le=1e5) | None = Field(None, description="Dense fp8 peak, TFLOP/s per chip.")
+    fp4_tflops: real(gt=0, le=1e5) | None = Field(
+        None, description="Dense fp4 (NVFP4) peak, TFLOP/s per chip; none: no fp4.")
     mem_gb: real(gt=0, le=1e5) | None = Field(None, description="HBM capacity per chip, GB.")
     mem_bw_tbps: real(gt=0, le=1e3) | None = Field(None, description="HBM bandwidth per chip, TB/s.")
     scaleup_gbps_bidir: real(gt=0, le=1e5) | None = Field(
@@ -177,6 +179,26 @@ class OptionsSpec(_Spec):
     )
     prefill_chunk_tokens: Tokens = Field(8192, description="Chunked-prefill chunk size, tokens.")
     max_instances_per_pool: count(ge=1, le=100_000) = Field(256, description="Upper bound on instances of one pool.")
+    pipeline_parallel: Annotated[bool, Strict()] = Field(
+        False, description="Instances larger than one 8-chip node of a dense model run one pipeline stage per "
+        "node (tp 8 × pp tp/8: the pipeline bubble and the activations' hop between nodes modelled) instead "
+        "of tensor parallel across nodes; plan pools carry `pp`.")
+    aggregated: Annotated[bool, Strict()] = Field(
+        False, description="Also consider aggregated pools (role A: prefill chunks mixed into decode steps on one "
+        "instance) beside P/RLD/MD in the same MILP; the plan may mix them. `placer compare` shows the "
+        "all-aggregated baseline (`agg`) either way.")
+    agg_chunk_tokens: list[count(ge=1, le=MAX_TOKENS)] | None = Field(
+        None, description="Aggregated pools: prompt tokens per step (chunked-prefill budget) to consider, "
+        "16..65536 (default: per chip and tp, the two largest powers of two from 64 to 8192 whose design "
+        "meets the TPOT).")
+
+    @field_validator("agg_chunk_tokens")
+    @classmethod
+    def _chunks(cls, value: list[int] | None) -> list[int] | None:
+        bad = [c for c in value or () if not 16 <= c <= 65536]
+        if value is not None and (bad or not value):
+            raise ValueError(f"give chunks of 16..65536 tokens, got {bad or 'none'}")
+        return None if value is None else sorted(set(value))
 
     @field_validator("tp_degrees")
     @classmethod
@@ -191,8 +213,11 @@ class Scenario(_Spec):
 
     name: Name = Field(description="Scenario name, carried into plans.")
     model: str | ModelSpec = Field(description="Catalog model name, or an inline model config.")
-    kv_dtype: Literal["bf16", "fp8"] = Field("bf16", description="KV cache element type.")
-    weight_dtype: Literal["bf16", "fp8"] | None = Field(None, description="Weight type (model's native by default).")
+    kv_dtype: Literal["bf16", "fp8", "int8", "fp4"] = Field(
+        "bf16", description="KV cache element type (fp4: NVFP4, only on chips with an fp4 rate).")
+    weight_dtype: Literal["bf16", "fp8", "int8", "int4", "fp4"] | None = Field(None, description=(
+        "Weight type (model's native by default): int8/int4 weight-only (bf16 GEMMs), fp4 NVFP4 "
+        "(only on chips with an fp4 rate)."))
     chips: list[ChipSpec] = Field(default_factory=list, description="Chip additions or overrides.")
     datacenters: list[DatacenterSpec] = Field(min_length=1, description="Datacenters with chip inventories.")
     links: list[LinkSpec] = Field(default_factory=list, description="WAN lines between datacenters.")

@@ -6,8 +6,9 @@ out: a list of human-readable violations (empty = valid)
 Checks, each from the performance model and :mod:`placer.flows` directly (not from the
 MILP's rows), one function per family: names known, weights fit, inventory and power
 per datacenter, cost = Σ count·tp·price, routes carry the class mix and agree with the
-per-pool assignments, P capacity and memory, decode slots and memory, every pipeline's
-roles present, link bandwidth, P queue shares, and the P90 TTFT attainment.
+per-pool assignments, P capacity and memory, decode slots and memory, aggregated (A)
+pools' prefill budget, slots and memory (placer.aggregated), every pipeline's roles
+present, link bandwidth, P and A queue shares, and the P90 TTFT attainment.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
+from placer.aggregated import (
+    AggDesign, agg_design, agg_first_token_law, plan_designs, queue_chunk_tokens, served_wait_law,
+)
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens, first_token_law,
+    AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens,
+    first_token_law,
     instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
@@ -56,10 +61,13 @@ def _unknown_names(problem: Problem, counts: dict[PoolKey, int]) -> list[str]:
 
 
 def _fits(s: _Checked) -> list[str]:
-    """Weights plus the longest request's context fit in every pool's instance."""
+    """Every pool's chip runs the dtypes (fp4 needs an fp4 rate); weights plus the longest request's
+    context fit in its instance."""
     longest = max(c.input_tokens + c.output_tokens for c in s.problem.classes)
-    return [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
-            for key, im in s.models.items() if not im.fits(longest)]
+    unsupported = [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: {im.unsupported}"
+                   for key, im in s.models.items() if im.unsupported]
+    return unsupported or [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
+                           for key, im in s.models.items() if not im.fits(longest)]
 
 
 def _inventory_power_cost(s: _Checked) -> list[str]:
@@ -107,7 +115,7 @@ def _routes(s: _Checked) -> tuple[list[str], float]:
         issues.append(f"routes carry {served:.4f} rps, more than the offered {problem.arrival_rps}")
     p_by_route = defaultdict(float)
     for a in s.plan.assignments:
-        if a.role == P:
+        if a.role in PREFILL_ROLES:
             p_by_route[(a.request_class, a.pipeline, a.datacenter, a.dst or a.datacenter)] += a.rps
     for r in s.plan.routes:
         got = p_by_route.get((r.request_class, r.pipeline, r.src, r.dst), 0.0)
@@ -161,7 +169,7 @@ def _decode(s: _Checked) -> list[str]:
     slots, dmem = defaultdict(float), defaultdict(float)
     for a in s.plan.assignments:
         key = (a.role, a.datacenter, a.chip, a.tp)
-        if a.role == P:
+        if a.role in PREFILL_ROLES:
             continue
         c, im = s.classes[a.request_class], s.models[key]
         batch, step = decode_design(problem, im)
@@ -177,13 +185,19 @@ def _decode(s: _Checked) -> list[str]:
             resident = c.input_tokens + c.output_tokens / 2
         slots[key] += a.rps * tokens * step / batch
         dmem[key] += a.rps * tokens * step * resident * kv
-    u = opts.utilization_cap
     for key in slots:
-        if _over(slots[key], u * s.counts[key]):
-            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: needs {slots[key]:.3f} instances "
-                          f"of batch slots at utilisation {u}, has {s.counts[key]}")
-        if _over(dmem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
-            issues.append(f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}: resident KV exceeds memory")
+        issues += _slots_and_memory(s, key, f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}", slots[key],
+                                    dmem[key])
+    return issues
+
+
+def _slots_and_memory(s: _Checked, key: PoolKey, label: str, slots: float, kv_byte_s: float) -> list[str]:
+    """A decoding pool's batch slots within the utilisation cap and its resident KV within memory."""
+    u, issues = s.problem.options.utilization_cap, []
+    if _over(slots, u * s.counts[key]):
+        issues.append(f"{label}: needs {slots:.3f} instances of batch slots at utilisation {u}, has {s.counts[key]}")
+    if _over(kv_byte_s, s.models[key].kv_capacity_bytes * s.counts[key]):
+        issues.append(f"{label}: resident KV exceeds memory")
     return issues
 
 
@@ -220,21 +234,73 @@ def _queue_shares(s: _Checked) -> list[str]:
     """A P pool's queues use no more instances than the pool has."""
     issues = []
     for key in s.counts:
-        if key[0] != P:
+        if key[0] not in PREFILL_ROLES:
             continue
         shares = {a.queue: a.queue_instances for a in s.plan.assignments
                   if (a.role, a.datacenter, a.chip, a.tp) == key and a.queue_instances is not None}
         if _over(sum(shares.values()), s.counts[key]):
-            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
+            kind = "prefill" if key[0] == P else "aggregated"
+            issues.append(f"{kind} pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
                           f"instances, the pool has {s.counts[key]}")
     return issues
+
+
+def _a_design(s: _Checked, a, designs: dict) -> AggDesign:
+    """The design of ``a``'s A queue: its named chunk, else the pool's (:func:`placer.evaluate.agg_designs`)."""
+    chunk = queue_chunk_tokens(a.queue)
+    key = (a.role, a.datacenter, a.chip, a.tp)
+    return agg_design(s.problem, s.models[key], chunk) if chunk else designs[key]
+
+
+def _aggregated(s: _Checked) -> list[str]:
+    """A pools (placer.aggregated): each queue's design meets TPOT; prefill budget and decode
+    slots within the utilisation cap × instances; resident KV within memory (Little's law)."""
+    problem, u, kv = s.problem, s.problem.options.utilization_cap, s.problem.kv_bytes_per_token
+    designs = plan_designs(problem, s.plan, s.models)
+    budget, slots, mem, issues = defaultdict(float), defaultdict(float), defaultdict(float), []
+    for a in s.plan.assignments:
+        if a.role != AGG or a.rps <= 0:
+            continue
+        key, c = (a.role, a.datacenter, a.chip, a.tp), s.classes[a.request_class]
+        design = _a_design(s, a, designs)
+        if design.batch < 1:
+            issues.append(f"aggregated pool {a.datacenter} {a.chip} tp{a.tp}: no batch meets TPOT "
+                          f"{problem.tpot_s} s with {design.chunk_tokens}-token chunks")
+            continue
+        budget[key] += a.rps * design.service_s(c)
+        slots[key] += a.rps * design.decode_s(c) / design.batch
+        mem[key] += a.rps * design.resident_byte_s(c, kv)
+    for key in budget:
+        label = f"aggregated pool {key[1]} {key[2]} tp{key[3]}"
+        if _over(budget[key], u * s.counts[key]):
+            issues.append(f"{label}: prefill budget {budget[key]:.3f} busy-seconds/s exceed {u} × {s.counts[key]}")
+        issues += _slots_and_memory(s, key, label, slots[key], mem[key])
+    return issues
+
+
+def _agg_late(s: _Checked) -> float:
+    """Req/s of A assignments late for the TTFT SLA, each queue at its own mix and utilisation."""
+    designs = plan_designs(s.problem, s.plan, s.models)
+    queues: dict[tuple, list] = defaultdict(list)
+    for a in s.plan.assignments:
+        if a.role == AGG and a.rps > 0:
+            queues[((a.role, a.datacenter, a.chip, a.tp), a.queue or "")].append(a)
+    late = 0.0
+    for (key, _), members in queues.items():
+        design = _a_design(s, members[0], designs)
+        share = members[0].queue_instances if members[0].queue_instances is not None else s.counts[key]
+        law = served_wait_law(design, [(a.rps, s.classes[a.request_class]) for a in members], share)
+        for a in members:
+            det, tail = agg_first_token_law(design, s.classes[a.request_class], law)
+            late += a.rps * tail.prob_exceeds(s.problem.ttft_p90_s - det)
+    return late
 
 
 def _sla(s: _Checked, served: float) -> list[str]:
     """At most 1 − SLA_QUANTILE of served requests late, each P queue at its own mix and utilisation."""
     problem, opts = s.problem, s.problem.options
     laws = p_queue_laws(problem, s.plan, s.counts, s.models)
-    late = 0.0
+    late = _agg_late(s)
     for a in s.plan.assignments:
         if a.role != P:
             continue
@@ -266,7 +332,7 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     issues += _unknown_pools(s)
     if issues:
         return issues
-    for family in (_prefill, _decode, _roles_present, _links, _queue_shares):
+    for family in (_prefill, _decode, _aggregated, _roles_present, _links, _queue_shares):
         issues += family(s)
     issues += _sla(s, served)
     return issues

@@ -28,6 +28,44 @@ DEFAULT_INTERCONNECT_EFFICIENCY = 0.75
 
 
 @dataclass(frozen=True)
+class Precision:
+    """What a weight or KV element type costs: bytes per value (scales included) and the tensor-core
+    rate its GEMMs run at (``compute``: the chip's peak of that dtype; "fp4" needs a chip with it)."""
+
+    bytes_per_value: float
+    compute: str
+
+
+#: Weight element types. fp8: E4M3 (block scales negligible, as before). int8 / int4: weight-only
+#: (W8A16 / W4A16, GPTQ/AWQ-style, one fp16 scale per group of 128: +2/128 B per value); the GEMMs
+#: dequantize to bf16 in registers (Marlin-style kernels) and run at the bf16 rate — the bytes shrink,
+#: the FLOP rate does not. fp4: NVFP4 (E2M1 values, one FP8 E4M3 scale per 16: +1/16 B), W4A4 at the
+#: chip's fp4 tensor-core rate — only on chips whose datasheet has one (``Chip.fp4_tflops``).
+WEIGHT_PRECISIONS = {
+    "bf16": Precision(2.0, "bf16"),
+    "fp8": Precision(1.0, "fp8"),
+    "int8": Precision(1.0 + 2 / 128, "bf16"),
+    "int4": Precision(0.5 + 2 / 128, "bf16"),
+    "fp4": Precision(0.5 + 1 / 16, "fp4"),
+}
+#: KV-cache element types. fp8: E4M3, per-tensor scale. int8: per-token, per-head scale and zero
+#: point (two fp16 per head_dim values, as LMDeploy's / vLLM's int8 KV). fp4: NVFP4 (one FP8 scale per
+#: 16 values; Blackwell's fp4 KV cache, so only on chips with an fp4 rate). Attention itself runs its
+#: core in bf16 after dequantization whatever the KV type (``compute`` = bf16), so a smaller KV buys
+#: memory and bandwidth, not attention FLOPs.
+KV_PRECISIONS = {
+    "bf16": Precision(2.0, "bf16"),
+    "fp8": Precision(1.0, "bf16"),
+    "int8": Precision(1.0, "bf16"),  # + the per-head scale and zero, added per head in kv_bytes
+    "fp4": Precision(0.5 + 1 / 16, "bf16"),
+}
+WEIGHT_DTYPES = tuple(WEIGHT_PRECISIONS)
+KV_DTYPES = tuple(KV_PRECISIONS)
+#: dtypes that need fp4 tensor cores on the chip (weights, or the KV cache)
+FP4_DTYPES = ("fp4",)
+
+
+@dataclass(frozen=True)
 class Chip:
     """One accelerator: datasheet peaks (per chip) and the measured efficiencies."""
 
@@ -46,12 +84,23 @@ class Chip:
     interconnect_efficiency: float = DEFAULT_INTERCONNECT_EFFICIENCY
     confidence: str = "medium"
     profile: str | None = None  # provenance of measured efficiencies, e.g. "profile 12 (2026-11-29)"
+    fp4_tflops: float | None = None  # dense fp4 (NVFP4) peak; None: no fp4 tensor cores
 
     def peak_flops_per_s(self, dtype: str) -> float:
-        """Datasheet dense peak FLOP/s for ``dtype`` ('bf16' or 'fp8')."""
+        """Datasheet dense peak FLOP/s for ``dtype`` ('bf16', 'fp8' or 'fp4'): fp8 without fp8 tensor
+        cores runs at the bf16 rate (upcast); fp4 has no fallback (ValueError: plan it only where
+        :meth:`has_rate` says so)."""
+        if dtype == "fp4":
+            if not self.fp4_tflops:
+                raise ValueError(f"chip {self.name} has no fp4 rate in its datasheet")
+            return self.fp4_tflops * 1e12
         if dtype == "fp8" and self.fp8_tflops:
             return self.fp8_tflops * 1e12
         return self.bf16_tflops * 1e12
+
+    def has_rate(self, dtype: str) -> bool:
+        """Whether the datasheet gives a tensor-core rate for ``dtype`` (bf16 always; fp8 falls back to bf16)."""
+        return bool(self.fp4_tflops) if dtype == "fp4" else True
 
     def flops_per_s(self, dtype: str) -> float:
         """Sustained FLOP/s: peak × measured (or default) compute efficiency."""
@@ -123,13 +172,18 @@ class ModelConfig:
         return self.layers * self.kv_bytes_per_token_per_layer(kv_dtype)
 
     def kv_bytes_per_token_per_layer(self, kv_dtype: str) -> float:
-        if kv_dtype not in ("bf16", "fp8"):
-            raise ValueError(f"kv_dtype must be 'bf16' or 'fp8', got {kv_dtype!r}")
+        """One token's KV bytes in one layer (:data:`KV_PRECISIONS`): int8 adds an fp16 scale and zero
+        per head; MLA in fp8/int8 packs as FlashMLA does, in fp4 the latent is NVFP4 and the rope bf16."""
+        if kv_dtype not in KV_PRECISIONS:
+            raise ValueError(f"kv_dtype must be one of {', '.join(KV_DTYPES)}, got {kv_dtype!r}")
+        per_value = KV_PRECISIONS[kv_dtype].bytes_per_value
         if self.attn == "gqa":
-            per_value = 2 if kv_dtype == "bf16" else 1
-            return 2 * self.kv_heads * self.head_dim * per_value
+            scales = 2 * 2 if kv_dtype == "int8" else 0  # fp16 scale + zero per head, for K and for V
+            return 2 * self.kv_heads * (self.head_dim * per_value + scales)
         if kv_dtype == "bf16":
             main = (self.kv_lora_rank + self.rope_dim) * 2
+        elif kv_dtype == "fp4":
+            main = self.kv_lora_rank * per_value + self.rope_dim * 2
         else:
             main = self.kv_lora_rank + 4 * math.ceil(self.kv_lora_rank / 128) + self.rope_dim * 2
         indexer = self.extra_kv_bytes_per_layer_fp8  # stored in fp8 whatever the KV dtype
@@ -164,7 +218,7 @@ class ModelConfig:
         return 2 * self.layers * self.indexer_heads * self.indexer_head_dim
 
     def weight_bytes(self, weight_dtype: str) -> float:
-        return self.params_total_b * 1e9 * (1 if weight_dtype == "fp8" else 2)
+        return self.params_total_b * 1e9 * WEIGHT_PRECISIONS[weight_dtype].bytes_per_value
 
     @property
     def lm_head_params(self) -> float:
@@ -214,6 +268,7 @@ def chip_catalog() -> dict[str, Chip]:
             tdp_w=float(row["tdp_w"]),
             price_usd_per_h=float(row["price_usd_h"]),
             confidence=row["confidence"],
+            fp4_tflops=_float(row.get("fp4_tflops") or ""),
         )
     return chips
 

@@ -57,6 +57,8 @@ COMMANDS: dict[str, Spec] = {
                      "Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."),
     "sweep": Spec("placer.cli.sim:sweep",
                   "Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."),
+    "frontier": Spec("placer.cli.frontier:frontier",
+                     "Solve the BCR optimum at each TTFT or TPOT SLA beside the baselines; table, CSV and PNG."),
     "serve": Spec("placer.service.cli:serve",
                   "Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."),
     "estimate": Spec("placer.cli.estimate:estimate",

@@ -1,7 +1,8 @@
 """The MILP's data: its sets and parameters, prepared before any variable exists.
 
 in:  a :class:`~placer.problem.Problem` and an :class:`Architecture` (PDD or a PD baseline)
-out: :class:`Prepared` — candidate pools (P pools split into queues), decode designs,
+out: :class:`Prepared` — candidate pools (P and A pools split into queues), decode and
+     aggregated designs,
      count bounds, flows and every flow's parameters (prefill and TTFT seconds, lateness
      under its queue's waiting law, KV hold time, eager tokens, WAN bytes), from
      :mod:`placer.flows` and :mod:`placer.perfmodel` — the sets and parameters of the
@@ -14,8 +15,12 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
+from placer.aggregated import (
+    AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices, queue_label,
+)
 from placer.flows import (
-    D, LIGHT, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, decode_context_tokens,
+    AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD,
+    decode_context_tokens,
     decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
@@ -29,8 +34,9 @@ class Pool:
     dc: str
     chip: str
     tp: int
-    util: float = 0.0  # P pools: the planned utilisation tier (its queueing law); 0 for decode
-    mix: str = ""  # P pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
+    util: float = 0.0  # P and A pools: the planned utilisation tier (its queueing law); 0 for decode
+    mix: str = ""  # P and A pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
+    chunk: int = 0  # A pools: prompt tokens per step (placer.aggregated)
 
     @property
     def key(self) -> tuple[str, str, str, int]:
@@ -38,12 +44,14 @@ class Pool:
 
     @property
     def queue(self) -> str:
-        """The P queue this tier is: utilisation and admitted classes, e.g. 'u0.56/light'."""
+        """The P or A queue this tier is: utilisation and admitted classes (A: and chunk), e.g. 'u0.56/light'."""
+        if self.role == AGG:
+            return queue_label(self.util, self.mix, self.chunk)
         return f"u{self.util:.3f}/{self.mix}" if self.role == P else ""
 
     @property
     def label(self) -> str:
-        tier = f",{self.queue}" if self.role == P else ""
+        tier = f",{self.queue}" if self.role in PREFILL_ROLES else ""
         return f"{self.role},{self.dc},{self.chip},tp{self.tp}{tier}"
 
 
@@ -75,10 +83,14 @@ class Architecture:
     enforce_sla: bool = True  # False: drop (C11), to show what a baseline that cannot meet the SLA does
 
 
-def pdd_architecture(problem: Problem) -> Architecture:
+def pdd_architecture(problem: Problem, aggregated: bool | None = None) -> Architecture:
+    """PDD's pipelines, and aggregated pools beside them when ``aggregated`` (None: as
+    ``options.aggregated`` says; `evaluate_plan` passes True for a plan that has A pools)."""
     pipes = [P_MD, P_RLD_MD]
     if problem.options.filter:
         pipes.append(P_RLD)
+    if problem.options.aggregated if aggregated is None else aggregated:
+        pipes.append(P_A)
     return Architecture("pdd", tuple(pipes), drc=problem.options.drc)
 
 
@@ -113,6 +125,7 @@ class Prepared:
     pools: list[Pool]  # Q: P queues and decode pools
     instances: dict[Pool, InstanceModel]
     decode: dict[Pool, DecodeDesign]  # decode pool -> design batch B_q and step t_q
+    agg: dict[Pool, AggDesign]  # A queue -> its design (chunk C, batch B, step t)
     notes: list[str]  # candidates left out, and why
     bounds: dict[tuple, int]  # physical pool key -> upper bound on n_q
     flows: list[Flow]  # F: admitted by their P queue, dominated relayed flows dropped
@@ -209,7 +222,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
-    pools, instances, decode, notes = [], {}, {}, []
+    pools, instances, decode, agg, notes = [], {}, {}, {}, []
     for dc in problem.datacenters:
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
@@ -218,10 +231,14 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                 if tp > count:
                     continue
                 im = instance(problem, chip, tp)
+                if im.unsupported:
+                    notes.append(im.unsupported)
+                    continue
                 if not im.fits(max_input):
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                     continue
-                if arch.p_dcs is None or dc.name in arch.p_dcs:
+                disaggregated = any(pipe != P_A for pipe in arch.pipelines)
+                if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
                     for pool in _p_queues(problem, dc.name, chip, tp, im):
                         pools.append(pool)
                         instances[pool] = im
@@ -238,13 +255,50 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     pools.append(pool)
                     instances[pool] = im
                     decode[pool] = DecodeDesign(im, batch, step, ctx)
-    return pools, instances, decode, sorted(set(notes))
+                if P_A in arch.pipelines and (arch.p_dcs is None or dc.name in arch.p_dcs):
+                    for pool, design in _a_queues(problem, dc.name, chip, tp, im, notes):
+                        pools.append(pool)
+                        instances[pool] = im
+                        agg[pool] = design
+    return pools, instances, decode, agg, sorted(set(notes))
 
 
-def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict) -> int:
+def _a_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
+              notes: list[str]) -> list[tuple[Pool, AggDesign]]:
+    """The A queues of one physical pool: per chunk size (:func:`placer.aggregated.chunk_choices`)
+    whose design meets the TPOT, a "mix" queue at each of :data:`GEOMETRIC_TIERS` of the cap and
+    a "light" one at the cap when some classes, but not all, are light on it."""
+    cap = problem.options.utilization_cap
+    out = []
+    chunks = chunk_choices(problem, im)
+    if im.pp > 1:
+        notes.append(f"{chip} tp{tp}: no aggregated pools in {im.pp} pipeline stages (a mixed step through a "
+                     "pipeline is not modelled)")
+    elif not chunks:
+        notes.append(f"{chip} tp{tp}: no aggregated design meets TPOT {problem.tpot_s} s with any chunk")
+    for chunk in chunks:
+        design = agg_design(problem, im, chunk)
+        if design.batch < 1:
+            notes.append(f"{chip} tp{tp}: no aggregated batch meets TPOT {problem.tpot_s} s with {chunk}-token chunks")
+            continue
+        out += [(Pool(AGG, dc, chip, tp, round(cap * share, 4), MIX, chunk), design) for share in GEOMETRIC_TIERS]
+        light = agg_light_classes(problem, design)
+        if light and len(light) < len(problem.classes):
+            out.append((Pool(AGG, dc, chip, tp, cap, LIGHT, chunk), design))
+    return out
+
+
+def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dict) -> int:
     """Instances of ``q`` that would carry the whole offered load alone: a valid upper
     bound (more can only add cost) that narrows the branch-and-bound search."""
     a = problem.arrival_rps
+    if q.role == AGG:
+        design, kv = agg[q], problem.kv_bytes_per_token
+        budget = sum(c.share * a * design.service_s(c) for c in problem.classes) / q.util
+        slots = sum(c.share * a * design.decode_s(c) for c in problem.classes) / (
+            problem.options.utilization_cap * design.batch)
+        memory = sum(c.share * a * design.resident_byte_s(c, kv) for c in problem.classes) / im.kv_capacity_bytes
+        return math.ceil(max(budget, slots, memory) + 1e-9)
     if q.role == P:
         work = sum(c.share * a * im.prefill_s(c.input_tokens, c.hit_rate) for c in problem.classes)
         return math.ceil(work / q.util + 1e-9)
@@ -256,7 +310,7 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict) -> int:
                math.ceil(kv / im.kv_capacity_bytes + 1e-9))
 
 
-def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict) -> dict[tuple, int]:
+def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict, agg: dict) -> dict[tuple, int]:
     """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone."""
     bounds: dict[tuple, int] = {}
     for q in pools:
@@ -264,7 +318,7 @@ def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: 
             continue
         dc = problem.dc(q.dc)
         bounds[q.key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
-                            max(_enough(problem, t, instances[t], decode) for t in pools if t.key == q.key))
+                            max(_enough(problem, t, instances[t], decode, agg) for t in pools if t.key == q.key))
     return bounds
 
 
@@ -290,28 +344,39 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
                     options = {True: [src], False: reachable, None: [src, *reachable]}[arch.same_dc]
                     dsts = [d for d in options if (D, d) in decode_dcs]
                 flows.extend(Flow(k, pipe, p, d) for d in dsts)
+        if P_A in arch.pipelines:
+            flows.extend(Flow(k, P_A, a, a.dc) for a in pools if a.role == AGG)
     return flows
 
 
-def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances: dict) -> list[Flow]:
-    """The flows whose class the P queue admits (a light queue takes light classes only)."""
-    admitted = {p: (light_classes(problem, instances[p]) if p.mix == LIGHT else set(range(len(problem.classes))))
+def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances: dict,
+              agg: dict) -> list[Flow]:
+    """The flows whose class the P or A queue admits (a light queue takes light classes only)."""
+    everyone = set(range(len(problem.classes)))
+    admitted = {p: (light_classes(problem, instances[p]) if p.mix == LIGHT else everyone)
                 for p in pools if p.role == P}
+    admitted.update({a: (agg_light_classes(problem, agg[a]) if a.mix == LIGHT else everyone)
+                     for a in pools if a.role == AGG})
     return [f for f in flows if f.k in admitted[f.p]]
 
 
 def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
-               prefill: dict) -> tuple[dict, dict, dict, dict]:
+               prefill: dict, agg: dict) -> tuple[dict, dict, dict, dict]:
     """ttft[f], late[f], hold[f] and (relayed flows) RLD's tokens, at the planning caps; an RDMA
     copy priced at the slowest candidate decoder of the flow's first-token site (the flow may
     land on any of them)."""
     u_link = problem.options.link_utilization_cap
     waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
-    sites = _grouped([q for q in pools if q.role != P], lambda q: (q.role, q.dc))
+    waits.update({a: agg_wait_law(problem, agg[a], a.util, a.mix) for a in pools if a.role == AGG})
+    sites = _grouped([q for q in pools if q.role not in PREFILL_ROLES], lambda q: (q.role, q.dc))
     peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}
     ttft, late, hold, eager = {}, {}, {}, {}
     for f in flows:
         c = problem.classes[f.k]
+        if f.pipeline == P_A:  # aggregated: no KV moves; the budget's wait (placer.aggregated)
+            det, tail = agg_first_token_law(agg[f.p], c, waits[f.p])
+            ttft[f], late[f], hold[f] = det, tail.prob_exceeds(problem.ttft_p90_s - det), det
+            continue
         pre = prefill[(f.k, f.p)]
         im = instances[f.p]
         peer = peers.get(streamer_site(f.pipeline, f.src, f.dst))
@@ -342,16 +407,18 @@ def _grouped(flows: list[Flow], key) -> dict:
 
 def prepare(problem: Problem, arch: Architecture) -> Prepared:
     """The sets and parameters of the formulation for ``arch`` (data only: no model yet)."""
-    pools, instances, decode, notes = candidate_pools(problem, arch)
-    bounds = _count_bounds(problem, pools, instances, decode)
+    pools, instances, decode, agg, notes = candidate_pools(problem, arch)
+    bounds = _count_bounds(problem, pools, instances, decode, agg)
     prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
                for k, c in enumerate(problem.classes) for p in pools if p.role == P}
-    flows = _admitted(problem, _flows(problem, arch, pools), pools, instances)
-    ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill)
+    prefill.update({(k, a): agg[a].service_s(c) for k, c in enumerate(problem.classes) for a in pools
+                    if a.role == AGG})  # A: seconds of the prefill budget (the busy of its C14 row)
+    flows = _admitted(problem, _flows(problem, arch, pools), pools, instances, agg)
+    ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill, agg)
     flows = _undominated(flows, late)
     wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
     return Prepared(
-        pools, instances, decode, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
+        pools, instances, decode, agg, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
         by_class=_grouped(flows, lambda f: f.k), by_pool=_grouped(flows, lambda f: f.p),
         by_route=_grouped(flows, lambda f: (f.k, f.pipeline, f.dst)), by_link=_grouped(flows, lambda f: (f.src, f.dst)),
     )

@@ -4,8 +4,9 @@ Sets
 ----
 * K: request classes k (share s_k, input I_k, output O_k, hit rate h_k).
 * D: datacenters; L ⊆ D×D: directed WAN lines (both directions of each link).
-* Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD} (PDD) or {P, D}
-  (PD baselines); a candidate exists when the dc has ≥ tp chips of that kind, the
+* Q: candidate pools q = (role, dc, chip, tp), role ∈ {P, RLD, MD, A} (PDD; A when
+  ``options.aggregated`` is on) or {P, D} (PD baselines) or {A} (the agg
+  baseline); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
   meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier u_t,
   admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
@@ -28,8 +29,14 @@ Sets
   never run a pool below 0.45·u, so a prefill near the SLA looked infeasible at any
   load) while reaching any load the tail needs. A piecewise-linear lateness row would
   need per-flow breakpoints (lateness depends on each flow's TTFT): many more rows.
-* F: flows f = (k, pipeline, P pool p, destination dc d) with pipeline ∈
-  {P-MD, P-RLD-MD, P-RLD, P-D}: P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
+* Aggregated pools A (:mod:`placer.aggregated`): one instance prefills and decodes, a
+  prompt chunk of C tokens riding in each decode step. Each A pool is split into queues
+  t = (chunk C ∈ placer.aggregated.chunk_choices, tier u_t, mix|light) like a P pool: the
+  "mix" tiers u·{1, .7, .45}, a "light" queue at u. Design per chunk: B_a the largest
+  batch whose mixed step t_a = t(B, C) meets TPOT (every step taken to carry a full
+  chunk: the chunk's TPOT interference); prefill budget C/t_a tokens/s per instance.
+* F: flows f = (k, pipeline, P or A pool p, destination dc d) with pipeline ∈
+  {P-MD, P-RLD-MD, P-RLD, P-D, A} (A: d = dc(p), no KV moves): P-MD to d = dc(p) (RDMA) or over a line dc(p)→d;
   P-RLD-MD over a line (RLD in dc(p)); P-RLD only for filterable k, d = dc(p);
   P-D as the architecture allows (same dc, or over a line).
 
@@ -51,14 +58,17 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
   tokens min(O_k, ⌈T_wan/t_q⌉) (P-RLD-MD: RLD holds the request, KV and slot, for the
   whole transfer T_wan, one token per step of its own batch) or O_k (P-RLD, filtered).
+* A queue a: ttft[f] = ⌈n_k/C⌉·t_a (n_k = (1−h_k)·I_k new tokens; streamed by the
+  instance itself); late[f] = P(budget wait > TTFT_SLA − ttft[f]), M/G/1 with service
+  n_k·t_a/C at u_t (mix moments, or the longest light service).
 * price_q = tp·price_chip (USD/h), power_q = tp·TDP (kW), K_q KV bytes per instance.
 
 Variables
 ---------
 * n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋, what carries the whole load
   alone): instances of physical pool q = (role, dc, chip, tp).
-* c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P pool's instances split over its
-  utilisation tiers (continuous: instances may serve tiers part-time).
+* c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P or A pool's instances split over its
+  queues (continuous: instances may serve queues part-time).
 * x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
@@ -80,7 +90,10 @@ Constraints (each cited in the code as (C0)…(C13))
 (C10) power      Σ_{q in dc} power_q · n_q ≤ power_kw[dc]
 (C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
 (C12) budget     Σ price_q n_q ≤ budget (max-goodput only)
-(C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t and class k
+(C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t (P or A) and class k
+(C14) A budget   Σ_{f: p(f)=a} n_k·t_a/C · x_f ≤ κ_a · u_t · c_{a,t}      ∀ A queues
+(C15) A slots    Σ_{f: p(f)=a} O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t}
+(C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
 
 Objective
 ---------
@@ -101,7 +114,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placer.flows import D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, eager_tokens, instance
+from placer.flows import (
+    AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE, eager_tokens, instance,
+)
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
@@ -138,16 +153,16 @@ class Formulation:
 # --- model: variables and one adder per constraint family ------------------------------
 
 def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[Pool, int]]:
-    """n_q per physical pool (integer) and c_{p,t} per P queue, with (C0) Σ_t c_{p,t} = n_p."""
+    """n_q per physical pool (integer) and c_{p,t} per P or A queue, with (C0) Σ_t c_{p,t} = n_p."""
     n: dict[tuple, int] = {}
     for key, ub in data.bounds.items():
         n[key] = m.var(f"n[{','.join(map(str, key[:3]))},tp{key[3]}]", 0, ub, integer=True)
     tier: dict[Pool, int] = {}
     for q in data.pools:
-        if q.role == P:
+        if q.role in PREFILL_ROLES:
             tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
     for key, var in n.items():
-        if key[0] == P:
+        if key[0] in PREFILL_ROLES:
             parts = {tier[q]: 1.0 for q in data.pools if q.key == key}
             m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
     return n, tier
@@ -278,6 +293,24 @@ def _add_power(m: LinearModel, problem: Problem, dc: Datacenter, n: dict) -> Non
         m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
 
 
+def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, a: Pool) -> None:
+    """(C14) A prefill budget: Σ_{f: p(f)=a} n_k·t_a/C_a · x_f ≤ κ_a · u_t · c_{a,t};
+    (C15) A decode slots: Σ O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t};
+    (C16) A memory: Σ (ttft₀[f]·I_k + O_k·t_a·(I_k + O_k/2)) · kv · x_f ≤ κ_a · K_a · c_{a,t}
+    (Little's law), in GB."""
+    design, kappa = data.agg[a], problem.pool_capacity.get(a.key, 1.0)
+    kv, flows = problem.kv_bytes_per_token, data.by_pool[a]
+    classes = problem.classes
+    m.add(f"a_budget[{a.label}]", "a_budget",
+          {**{x[f]: data.prefill[(f.k, a)] for f in flows}, tier[a]: -kappa * a.util}, "<=", 0.0)
+    slots = problem.options.utilization_cap * design.batch * kappa
+    m.add(f"a_slots[{a.label}]", "a_slots",
+          {**{x[f]: design.decode_s(classes[f.k]) for f in flows}, tier[a]: -slots}, "<=", 0.0)
+    m.add(f"a_memory[{a.label}]", "a_memory",
+          {**{x[f]: design.resident_byte_s(classes[f.k], kv) / GB for f in flows},
+           tier[a]: -design.im.kv_capacity_bytes / GB * kappa}, "<=", 0.0)
+
+
 def _add_sla(m: LinearModel, data: Prepared, x: dict, g: int) -> None:
     """(C11) SLA: Σ_f late[f] · x_f ≤ (1 − 0.90) · G (at most 10 % of served requests late)."""
     m.add("sla[ttft_p90]", "sla", {**{x[f]: data.late[f] for f in data.flows}, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
@@ -311,6 +344,10 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formu
             _add_mix(m, problem, data, x, p)
         _add_p_capacity(m, problem, data, x, tier, p)
         _add_p_memory(m, problem, data, x, tier, p)
+    for a in (q for q in data.pools if q.role == AGG):
+        if a.mix == MIX:
+            _add_mix(m, problem, data, x, a)
+        _add_agg(m, problem, data, x, tier, a)
     load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: {} for q in data.decode})
     for k in range(len(problem.classes)):
         _split_direct(m, problem, data, x, load, k)

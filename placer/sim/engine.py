@@ -32,7 +32,8 @@ from bisect import bisect_right
 from heapq import heappop, heappush
 
 from placer.errors import InputError
-from placer.flows import CATCH_UP, D, MD, ONE_SHOT, P, RLD, decode_context_tokens, handoff_mode, instance
+from placer.aggregated import plan_designs, sim_model
+from placer.flows import AGG, CATCH_UP, D, MD, ONE_SHOT, P, RLD, decode_context_tokens, handoff_mode, instance
 from placer.perfmodel import RDMA_LATENCY_S
 from placer.sim.config import SimConfig
 from placer.sim.decode import DecodeInstance
@@ -48,7 +49,7 @@ from placer.workload.trace import BLOCK_TOKENS
 # request stages
 PREFILL, ON_RLD, HANDOFF, ON_MD, DONE = range(5)
 # pipeline codes (router.PIPE_CODE)
-PMD, PRLDMD, PRLD, PD = 0, 1, 2, 3
+PMD, PRLDMD, PRLD, PD, PA = 0, 1, 2, 3, 4
 
 
 class Req:
@@ -58,7 +59,7 @@ class Req:
 
 
 class Pool:
-    __slots__ = ("key", "role", "dc", "chip", "tp", "count", "im", "instances", "series", "design_batch")
+    __slots__ = ("key", "role", "dc", "chip", "tp", "count", "im", "instances", "series", "design_batch", "prefill")
 
     def __init__(self, key, count, im, series):
         self.key = key
@@ -68,6 +69,7 @@ class Pool:
         self.instances: list = []
         self.series = series
         self.design_batch = 0
+        self.prefill = None  # A pools: the Pool of their prefill halves (placer.aggregated.AggInstanceModel)
 
     @property
     def label(self) -> str:
@@ -118,7 +120,12 @@ class Simulation:
         bins = cfg.series_bins
         ctx = decode_context_tokens(problem.classes)
         self.pools: dict = {}
+        self.agg_pair: dict = {}  # A: prefill half -> decode half of the same instance
+        designs = plan_designs(problem, plan, {k: instance(problem, k[2], k[3]) for k in counts if k[0] == AGG})
         for key, count in counts.items():
+            if key[0] == AGG:
+                self.pools[key] = self._agg_pool(key, count, sim_model(designs[key]), horizon, bins)
+                continue
             im = instance(problem, key[2], key[3])
             pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
             if key[0] == P:
@@ -139,6 +146,19 @@ class Simulation:
         for (s, d), wl in self.links.items():
             if wl.rate <= 0 and any(p.link is wl for ps in self.router.paths for p in ps):
                 raise InputError(f"plan routes traffic over line {s}->{d}, which has 0 Gbit/s")
+
+    def _agg_pool(self, key, count, im, horizon: float, bins: int) -> Pool:
+        """An A pool: each instance a decode half (mixed steps) and a prefill half (one design
+        step per chunk), paired so that a request decodes where it was prefilled."""
+        pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
+        pool.instances = [DecodeInstance(self, im, AGG, pool, pool.series) for _ in range(count)]
+        pool.design_batch = im.max_batch(decode_context_tokens(self.problem.classes), self.problem.tpot_s)
+        half = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
+        half.instances = [PrefillInstance(self, im, half, half.series, self.config.batch_tail_chunks)
+                          for _ in range(count)]
+        pool.prefill = half
+        self.agg_pair.update(zip(half.instances, pool.instances))
+        return pool
 
     def _horizon_guess(self) -> float:
         cfg = self.config
@@ -355,6 +375,10 @@ class Simulation:
         path = req.path
         pipe = path.pipe
         heap, seq = self.heap, self.seq
+        if pipe == PA:  # aggregated: the same instance decodes, nothing moves
+            req.md = self.agg_pair[req.p]
+            heappush(heap, (t, next(seq), self._ev_decode_arrive, req))
+            return
         if pipe == PMD or pipe == PD:
             if path.link is not None:
                 path.link.add(req, req.xfer, t)

@@ -13,6 +13,10 @@ the weights are read once). The *tail chunk* of a chunked prompt — the remaind
 its full chunks — runs alone (``batch_tail`` False): a small tail still pays a whole
 weight read, which is the throughput the BCR curve's dips lose. The analytic model
 prices each request alone (no packing), so at P the simulator is never slower than it.
+With pipeline stages (``im.pp`` > 1) a forward's time is one stage's; a finished prompt's
+last chunk still crosses the other stages (:meth:`~placer.perfmodel.InstanceModel.pipeline_fill_s`)
+before the engine takes over, while the first stage already starts the next forward (the
+analytic model charges that fill as busy time: conservative).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ _MEMO_LIMIT = 200_000
 
 class PrefillInstance:
     __slots__ = ("engine", "im", "chunk", "queue", "busy", "busy_s", "backlog", "q_area", "q_t", "q_max",
-                 "series", "batch_tail", "_memo", "_w", "forwards", "pool")
+                 "series", "batch_tail", "_memo", "_w", "forwards", "pool", "last_dt")
 
     def __init__(self, engine, im: InstanceModel, pool, series, batch_tail: bool = False):
         self.engine = engine
@@ -46,6 +50,7 @@ class PrefillInstance:
         self.forwards = 0
         self._memo: dict = {}
         self._w = im.weight_bytes
+        self.last_dt = 0.0  # seconds of the forward in flight (a pipeline's fill follows its last chunk)
 
     # ---- costs -------------------------------------------------------------
     def _parts(self, n_in: int, pos: int, tokens: int) -> tuple[float, float, float]:
@@ -114,6 +119,7 @@ class PrefillInstance:
                 batch.append(nxt)
             dt = self.im.forward_s(flops, self._w + mem, tokens)
         self.busy = True
+        self.last_dt = dt
         self.busy_s += dt
         self.forwards += 1
         eng = self.engine
@@ -131,11 +137,17 @@ class PrefillInstance:
                 self.q_area += len(self.queue) * (t - self.q_t)
                 self.q_t = t
                 self.queue.appendleft(req)  # keeps chunking: FCFS, head of the line
+            elif self.im.pp > 1:  # the last chunk still crosses the other stages; the first takes the next
+                fill = self.im.pipeline_fill_s(self.last_dt, used)
+                heappush(eng.heap, (t + fill, next(eng.seq), self._filled, req))
             else:
                 eng.prefill_done(req, t)
         self.busy = False
         if self.queue:
             self._start(t)
+
+    def _filled(self, t: float, req) -> None:
+        self.engine.prefill_done(req, t)
 
     def finish_stats(self, t: float) -> None:
         self.q_area += len(self.queue) * (t - self.q_t)

@@ -20,9 +20,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.flows import D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD
+from placer.flows import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD
 
-PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3}
+PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3, P_A: 4}
 
 
 @dataclass(frozen=True)
@@ -59,17 +59,20 @@ class Router:
         #: every decode instance of a role in a datacenter (cache-aware choice looks at all of them)
         self.decoders = {rd: [i for pool in ps for i in pool.instances] for rd, ps in by_role_dc.items()
                          if rd[0] != P}
-        p_rows = [a for a in plan.assignments if a.role == P and a.rps > 0 and a.request_class in self.index]
-        slots = queue_slots(p_rows, pools)
+        p_rows = [a for a in plan.assignments
+                  if a.role in PREFILL_ROLES and a.rps > 0 and a.request_class in self.index]
+        #: where prompts are prefilled: P pools, and the prefill halves of A pools
+        prefillers = {k: (pool.prefill if k[0] == AGG else pool) for k, pool in pools.items()}
+        slots = queue_slots(p_rows, prefillers)
         if not p_rows:  # a hand-written plan: split each route evenly over the P pools of its source
             p_rows = _rows_from_routes(plan, by_role_dc)
-        dec_rows = [a for a in plan.assignments if a.role != P and a.rps > 0]
+        dec_rows = [a for a in plan.assignments if a.role not in PREFILL_ROLES and a.rps > 0]
         self.paths: list[list[Path]] = [[] for _ in self.classes]
         self.cum: list[list[float]] = [[] for _ in self.classes]
         self.class_rps = [0.0] * len(self.classes)
         decoders = _Decoders(dec_rows, pools, by_role_dc)
         for a in p_rows:
-            self._add_paths(a, pools, links, slots, decoders, drc_on)
+            self._add_paths(a, prefillers, links, slots, decoders, drc_on, pools)
         for k, ws in enumerate(self.cum):
             total = sum(ws)
             cum = [x / total for x in _accumulate(ws)] if total > 0 else []
@@ -90,8 +93,10 @@ class Router:
             self.routes.append(rk)
         return self._route_idx[rk]
 
-    def _add_paths(self, a, pools: dict, links: dict, slots: dict, decoders: _Decoders, drc_on: bool) -> None:
-        """The paths of one P assignment: one per (RLD pool, decode pool) it may use, weighted by the plan."""
+    def _add_paths(self, a, pools: dict, links: dict, slots: dict, decoders: _Decoders, drc_on: bool,
+                   whole: dict) -> None:
+        """The paths of one P (or A) assignment: one per (RLD pool, decode pool) it may use, weighted by
+        the plan (``pools``: the prefilling pools; ``whole``: every pool, an A path decodes on its own)."""
         k = self.index.get(a.request_class)
         pool = pools.get(_key(a)) if not isinstance(a, _Row) else pools.get(a.key)
         if k is None or pool is None:
@@ -101,6 +106,8 @@ class Router:
         rlds = decoders.weights(RLD, src, a.request_class, pipe, dst) if pipe in (P_RLD_MD, P_RLD) else [(None, 1.0)]
         if pipe == P_RLD:
             decs = [(None, 1.0)]
+        elif pipe == P_A:
+            decs = [(whole[pool.key], 1.0)]
         else:
             decs = decoders.weights(D if pipe == P_D else MD, dst, a.request_class, None, None)
         if not rlds or not decs:

@@ -175,3 +175,40 @@ def test_warm_start_reaches_the_same_optimum(micro_problem):
     again = optimize(drifted, SolveConfig(marginals=False), warm_start=cold)
     fresh = optimize(drifted, SolveConfig(marginals=False))
     assert again.metrics.bcr_requests_per_usd == pytest.approx(fresh.metrics.bcr_requests_per_usd, rel=5e-3)
+
+
+def test_aggregated_rows_exist_and_hold_on_a_plan_with_a_pools():
+    """(C14)–(C16) are built for every A queue, and an A plan keeps its budget, slots and memory
+    within the caps (validate re-checks them from the performance model)."""
+    problem = _problem(options={**micro_dict()["options"], "aggregated": True})
+    form = build(problem, pdd_architecture(problem))
+    a_queues = [q for q in form.pools if q.role == "A"]
+    assert a_queues
+    for family in ("a_budget", "a_slots", "a_memory"):
+        assert sum(r.family == family for r in form.model.rows) == len(a_queues)
+    plan = _plan(problem)
+    assert any(p.role == "A" for p in plan.pools)
+    assert validate(problem, plan) == []
+
+
+def test_token_prices_split_the_plan_cost_by_phase(micro_problem):
+    """Output tokens carry the decode pools' cost, input tokens the P pools'; a cached prompt
+    token costs less than an uncached one (only the new tokens' attention over it)."""
+    plan = _plan(micro_problem)
+    m = plan.metrics
+    decode_usd_per_h = sum(p.count * p.tp * micro_problem.chips[p.chip].price_usd_per_h
+                           for p in plan.pools if p.role != "P")
+    out_tokens_per_s = sum(r.rps * next(c.output_tokens for c in micro_problem.classes if c.name == r.request_class)
+                           for r in plan.routes)
+    assert m.usd_per_million_output_tokens == pytest.approx(decode_usd_per_h / (out_tokens_per_s * 3600) * 1e6)
+    assert 0 < m.usd_per_million_cached_input_tokens < m.usd_per_million_input_tokens
+    prices = [m.usd_per_million_input_tokens, m.usd_per_million_cached_input_tokens, m.usd_per_million_output_tokens]
+    assert all(p is not None and p > 0 for p in prices)
+
+
+def test_no_cached_tokens_no_cached_price():
+    classes = [{"name": "cold", "share": 1.0, "input_tokens": 4096, "output_tokens": 256, "hit_rate": 0.0}]
+    problem = _problem(workload={"arrival_rps": 2.0, "classes": classes})
+    plan = _plan(problem)
+    assert plan.metrics.usd_per_million_cached_input_tokens is None
+    assert "usd_per_million_cached_input_tokens" not in plan.to_json()

@@ -167,3 +167,23 @@ def test_mtp_verifies_draft_positions_and_emits_accepted_tokens():
     assert mtp.step_s(64, 4096) > plain.step_s(64, 4096)
     # memory-bound decode: verifying a second position costs far less than a second step
     assert 64 * 1.8 / mtp.step_s(64, 4096) > 1.3 * 64 / plain.step_s(64, 4096)
+
+
+def test_mixed_step_without_a_chunk_is_the_decode_step_and_a_chunk_lengthens_it(h100x2):
+    """The aggregated step's TPOT interference: no chunk, no change; the longer the chunk (and
+    the deeper its prefix), the longer every decoding sequence's step."""
+    assert h100x2.mixed_step_s(16, 8192, 0, 0) == h100x2.step_s(16, 8192)
+    steps = [h100x2.mixed_step_s(16, 8192, c, 4096) for c in (64, 512, 4096)]
+    assert h100x2.step_s(16, 8192) < steps[0] < steps[1] < steps[2]
+    assert h100x2.mixed_step_s(16, 8192, 512, 32768) > steps[1]
+
+
+def test_max_batch_with_a_chunk_meets_tpot_with_the_chunk_in_every_step():
+    im = InstanceModel(get_chip("H100-SXM"), 4, get_model("llama-3.1-70b"), "bf16", "bf16")
+    plain = im.max_batch(4096, 0.05)
+    mixed = im.max_batch(4096, 0.05, chunk_tokens=512, chunk_start_tokens=2048)
+    assert 1 <= mixed < plain
+    assert im.mixed_step_s(mixed, 4096, 512, 2048) <= 0.05
+    by_memory = (mixed + 1) * 4096 > im.kv_capacity_tokens - (2048 + 512)  # room kept for the chunk's prompt
+    assert by_memory or im.mixed_step_s(mixed + 1, 4096, 512, 2048) > 0.05
+    assert im.max_batch(4096, 0.05, chunk_tokens=8192, chunk_start_tokens=2048) == 0  # the chunk alone is over

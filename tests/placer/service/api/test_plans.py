@@ -120,11 +120,12 @@ def test_compare_returns_pdd_beside_the_three_baselines(client):
     assert response.status_code == 200
     body = response.json()
     assert body["pdd"]["scenario"] == "micro"
-    assert set(body["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd"}
+    assert set(body["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg"}
     assert {p["role"] for p in body["pdd"]["pools"]} <= {"P", "RLD", "MD"}
     for name, plan in body["baselines"].items():
+        roles = {"A"} if name == "agg" else {"P", "D"}
         assert "error" in plan or (f"baseline {name}" in plan["notes"]
-                                   and {p["role"] for p in plan["pools"]} <= {"P", "D"}), name
+                                   and {p["role"] for p in plan["pools"]} <= roles), name
     assert client.post("/compare", json={"scenario_id": 777}).status_code == 404
 
 

@@ -1,0 +1,44 @@
+"""The peers' problems posed to placer with aggregated pools allowed: which way the optimum goes.
+
+The scenarios (peers/*.yaml) are built from the peers' public papers and READMEs (each file says
+from what). Published answers: DistServe (OPT-13B, A100) — disaggregation wins; AIConfigurator
+(Qwen3-32B, H200, TTFT 300 ms, TPOT 10 ms) — disaggregated, 2.39x the tokens/s/GPU; Mélange
+(Llama-2-7B, L4/A10G/A100/H100, TPOT 120 ms) — aggregated serving on a GPU mix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from placer.flows import AGG, P
+from placer.optimize import optimize
+from placer.problem import resolve
+from placer.specs import load_scenario
+from placer.validate import validate
+
+PEERS = Path(__file__).parent / "peers"
+
+
+@pytest.mark.parametrize(("name", "aggregated"), [
+    ("distserve-opt13b", False),
+    ("aiconfigurator-qwen3-32b-h200", False),
+    ("melange-llama2-7b", True),
+])
+def test_peer_problems_choose_as_the_peers_did(name, aggregated):
+    problem = resolve(load_scenario(PEERS / f"{name}.yaml"))
+    plan = optimize(problem)
+    roles = {p.role for p in plan.pools if p.count > 0}
+    if aggregated:
+        assert roles == {AGG}
+    else:
+        assert P in roles and AGG not in roles
+    assert validate(problem, plan) == []
+
+
+def test_melange_like_mix_uses_more_than_one_chip():
+    """Mélange's point: short requests on cheap small GPUs, long ones on big GPUs."""
+    problem = resolve(load_scenario(PEERS / "melange-llama2-7b.yaml"))
+    plan = optimize(problem)
+    assert len({p.chip for p in plan.pools if p.count > 0}) >= 2
