@@ -10,7 +10,8 @@ out: nothing, or the first problem as a typed error:
   plan against another scenario on purpose pass ``other_scenario=True``); two pool rows
   name the same pool (role, datacenter, chip, tp) — never merged silently; a pool in a
   datacenter the scenario lacks, or of a chip that datacenter has none of; a route from or
-  to an unknown datacenter, or of an unknown request class; no P pool with instances.
+  to an unknown datacenter, or of an unknown request class; no pool that prefills (P or A)
+  with instances.
 * InfeasiblePlanError (exit 3) naming the inventory — the pools need more chips of a kind
   (Σ count × tp) than a datacenter holds.
 
@@ -23,7 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from placer.errors import InfeasiblePlanError, InputError
-from placer.flows import P
+from placer.flows import PREFILL_ROLES
 from placer.plan import Plan
 
 
@@ -61,8 +62,8 @@ def _check_pools(scenario: Any, plan: Plan) -> None:
             have = ", ".join(c for c, n in inventory[pool.datacenter].items() if n > 0) or "no chips"
             raise InputError(f"pools[{i}].chip: datacenter {pool.datacenter!r} has no {pool.chip!r} in its "
                              f"inventory (it has {have})")
-    if not any(pool.role == P and pool.count > 0 for pool in plan.pools):
-        raise InputError("pools: the plan has no P pool with instances: nothing can prefill")
+    if not any(pool.role in PREFILL_ROLES and pool.count > 0 for pool in plan.pools):
+        raise InputError("pools: the plan has no P (or aggregated A) pool with instances: nothing can prefill")
 
 
 def _check_routes(scenario: Any, plan: Plan) -> None:

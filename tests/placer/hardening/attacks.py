@@ -125,7 +125,7 @@ PLAN_ATTACKS = [
                                                                 ("MD", "dc-b", "L40S", 1, 2)))).encode(),
            2, ("pools[1] repeats pools[0]",), suffix=".json"),
     Attack("plan-no-p-pool", json.dumps(_plan(pools=_pools(("MD", "dc-b", "L40S", 1, 2)))).encode(),
-           2, ("no P pool",), suffix=".json"),
+           2, ("no P (or aggregated A) pool",), suffix=".json"),
     Attack("plan-count-1e9", json.dumps(_plan(pools=_pools(("P", "dc-a", "H100-SXM", 1, 10**9),
                                                            ("MD", "dc-b", "L40S", 1, 2)))).encode(),
            2, ("pools.0.count", "1000000000"), suffix=".json"),
