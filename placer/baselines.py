@@ -15,8 +15,9 @@ an extension of the plan JSON; read by the CLI, the report and the API):
 
 * a baseline that carries less than the offered load is solved again **at equal
   load** with its datacenters' inventories scaled up (``SCALE_MAX`` × at most, the
-  chips priced as the catalog prices them), added as ``"<name>, scaled"`` with the
-  chips it took; when even that has no plan the baseline is marked ``cannot carry``
+  chips priced as the catalog prices them), given with the
+  chips it took (under the result's ``"scaled"`` key: ``baselines`` keeps one plan per
+  baseline, as docs/contracts.md has it); when even that has no plan the baseline is marked ``cannot carry``
   with the solver's reason;
 * a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
   a class over the line it crosses against the TTFT budget);
@@ -37,7 +38,6 @@ from placer.plan import Plan
 from placer.problem import Problem
 
 BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd")
-SCALED = ", scaled"  # suffix of the equal-load row of a baseline that carries less than the offered load
 SCALE_MAX = 64  # most times a datacenter's inventory is multiplied to carry the offered load
 
 
@@ -121,14 +121,15 @@ def _score(plan: Plan, objective: str) -> float:
 
 
 def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | None = None) -> dict:
-    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}}``.
+    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}, "scaled": {name: plan}}``.
 
-    A baseline carrying less than the offered load is followed by ``"<name>, scaled"``
-    (equal load, inventories scaled) or marked ``cannot carry``; each plan's
-    ``baseline`` object holds its verdict (see the module docstring).
+    A baseline carrying less than the offered load gets a ``scaled`` plan (equal load,
+    inventories scaled) or is marked ``cannot carry``; each plan's ``baseline`` object
+    holds its verdict (see the module docstring).
     """
     pdd = pdd or optimize(problem, config.but(marginals=False))
     out: dict = {}
+    scaled_out: dict = {}
     for name in BASELINES:
         try:
             plan = solve_baseline(problem, name, config)
@@ -139,11 +140,11 @@ def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | N
         if carries_less(plan):
             scaled = scale_to_load(problem, name, config)
             if isinstance(scaled, Plan):
-                out[name + SCALED] = scaled
+                scaled_out[name] = scaled
             else:
                 out[name] = _marked(out[name], cannot_carry=scaled)
-    _mark_same_as(problem, out)
-    return {"pdd": pdd, "baselines": out}
+    _mark_same_as(problem, out, scaled_out)
+    return {"pdd": pdd, "baselines": out, "scaled": scaled_out}
 
 
 def carries_less(plan: Plan) -> bool:
@@ -216,20 +217,20 @@ def _fmt_s(seconds: float) -> str:
     return "inf s" if math.isinf(seconds) else f"{seconds:.1f} s"
 
 
-def _mark_same_as(problem: Problem, out: dict) -> None:
-    """Mark ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s, with the reason."""
-    for suffix in ("", SCALED):
-        same, hetero = out.get("same-dc-pd" + suffix), out.get("hetero-same-dc-pd" + suffix)
-        if not (isinstance(same, Plan) and isinstance(hetero, Plan)) or _pools(same) != _pools(hetero):
-            continue
-        if suffix:  # the scaled twin of a row already marked adds nothing
-            del out["hetero-same-dc-pd" + suffix]
-            continue
-        dcs = sorted({p.datacenter for p in hetero.pools if p.count > 0})
-        single = [dc for dc in dcs if len(problem.dc(dc).inventory) < 2]
-        why = (f"no second chip type in {', '.join(single)}" if single else
-               "its best mix uses one chip type for P and D")
-        out["hetero-same-dc-pd" + suffix] = _marked(hetero, same_as=f"same as same-dc-pd{suffix}: {why}")
+def _mark_same_as(problem: Problem, out: dict, scaled: dict) -> None:
+    """Mark ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s, with the reason (its
+    scaled twin, then the same as same-dc-pd's, is dropped)."""
+    same, hetero = out.get("same-dc-pd"), out.get("hetero-same-dc-pd")
+    if not (isinstance(same, Plan) and isinstance(hetero, Plan)) or _pools(same) != _pools(hetero):
+        return
+    twin = scaled.get("hetero-same-dc-pd")
+    if isinstance(twin, Plan) and _pools(twin) == _pools(scaled.get("same-dc-pd", twin)):
+        del scaled["hetero-same-dc-pd"]
+    dcs = sorted({p.datacenter for p in hetero.pools if p.count > 0})
+    single = [dc for dc in dcs if len(problem.dc(dc).inventory) < 2]
+    why = (f"no second chip type in {', '.join(single)}" if single else
+           "its best mix uses one chip type for P and D")
+    out["hetero-same-dc-pd"] = _marked(hetero, same_as=f"same as same-dc-pd: {why}")
 
 
 def _pools(plan: Plan) -> set[tuple]:

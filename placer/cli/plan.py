@@ -146,7 +146,8 @@ def compare(
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
 
-        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()}}
+        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()},
+                "scaled": {k: dump(v) for k, v in result.get("scaled", {}).items()}}
         if "break_even" in result:
             body["break_even"] = result["break_even"]
         print(json.dumps(body, indent=2))

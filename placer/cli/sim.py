@@ -162,8 +162,8 @@ def sweep(
         if r["status"] == "ok":
             out.print(f"{vary.value} = {r['value']:g}: BCR ILP {r['ilp_bcr_requests_per_usd']:.2f}, "
                       f"simulated {r['sim_bcr_requests_per_usd']:.2f} req/USD; P90 TTFT simulated "
-                      f"{r['sim_ttft_p90_s']:.3f} s", highlight=False)
+                      f"{r['sim_ttft_p90_s']:.3f} s", highlight=False, markup=False)
         else:
             out.print(f"{vary.value} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
                       markup=False)
-    out.print(f"wrote {csv_path} and {png_path}", highlight=False)
+    out.print(f"wrote {csv_path} and {png_path}", highlight=False, markup=False)

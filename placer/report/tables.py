@@ -109,13 +109,25 @@ def verdict(plan: Plan) -> str:
     return "; ".join(parts)
 
 
+def compared(comparison: dict) -> list[tuple[str, object]]:
+    """(name, plan or {"error"}) of a ``compare`` result in display order: PDD, then each
+    baseline followed by its equal-load twin ``"<name>, scaled"`` when it has one."""
+    out: list[tuple[str, object]] = [("pdd", comparison["pdd"])]
+    scaled = comparison.get("scaled", {})
+    for name, plan in comparison["baselines"].items():
+        out.append((name, plan))
+        if name in scaled:
+            out.append((f"{name}, scaled", scaled[name]))
+    return out
+
+
 def baseline_rows(comparison: dict) -> list[dict]:
     """One row per plan in a ``compare`` result (PDD first): served / offered, the figures,
     the busiest WAN direction, PDD's ratios ("n/a" where a ratio has no meaning, never nan)
     and how to read the row (:func:`verdict`), or why a baseline has no plan."""
     pdd: Plan = comparison["pdd"]
     rows = []
-    for name, plan in [("pdd", pdd), *comparison["baselines"].items()]:
+    for name, plan in compared(comparison):
         if not isinstance(plan, Plan):
             rows.append({"name": name, "error": plan.get("error", "no plan")})
             continue
@@ -133,7 +145,7 @@ def headline(comparison: dict) -> str:
     """PDD's BCR against the best baseline, with the load each holds at: a baseline that
     carries the whole load (scaled or not) is preferred, so the percentage is at equal load."""
     pdd: Plan = comparison["pdd"]
-    plans = [(n, p) for n, p in comparison["baselines"].items()
+    plans = [(n, p) for n, p in compared(comparison)[1:]
              if isinstance(p, Plan) and p.metrics.bcr_requests_per_usd > 0]
     if not plans:
         return "no baseline meets the SLA for any request: no BCR to compare against"
