@@ -48,10 +48,20 @@ def solver_line(plan: Plan) -> str:
     return f"{so.backend} {so.status}, MIP gap {100 * so.mip_gap:.2f} %, {so.seconds:.2f} s"
 
 
-def pool_rows(plan: Plan) -> list[dict]:
+def pool_rows(plan: Plan, usage: list | None = None) -> list[dict]:
+    """Pools with instances; with ``usage`` (:func:`placer.evaluate.pool_usage`) their
+    utilisation and KV GiB used / capacity per instance ("" without)."""
+    by_key = {(u.role, u.datacenter, u.chip, u.tp): u for u in usage or []}
     pools = sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp))
-    return [{"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": p.tp, "count": p.count,
-             "chips": p.count * p.tp} for p in pools if p.count > 0]
+    rows = []
+    for p in pools:
+        if p.count <= 0:
+            continue
+        u = by_key.get((p.role, p.datacenter, p.chip, p.tp))
+        rows.append({"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": p.tp, "count": p.count,
+                     "chips": p.count * p.tp, "utilisation": f"{100 * u.utilization:.0f} %" if u else "",
+                     "kv": f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}" if u else ""})
+    return rows
 
 
 def route_rows(plan: Plan) -> list[dict]:
@@ -121,10 +131,14 @@ def compared(comparison: dict) -> list[tuple[str, object]]:
     return out
 
 
-def baseline_rows(comparison: dict) -> list[dict]:
+def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) -> list[dict]:
     """One row per plan in a ``compare`` result (PDD first): served / offered, the figures,
     the busiest WAN direction, PDD's ratios ("n/a" where a ratio has no meaning, never nan)
-    and how to read the row (:func:`verdict`), or why a baseline has no plan."""
+    and how to read the row (:func:`verdict`), or why a baseline has no plan.
+
+    ``simulated``: plan name → its Simulation JSON; adds ``sim_p90``, the simulated TTFT P90
+    (the figure the report's CDF legend shows), beside the planned ``ttft_p90``."""
+    simulated = simulated or {}
     pdd: Plan = comparison["pdd"]
     rows = []
     for name, plan in compared(comparison):
@@ -137,6 +151,7 @@ def baseline_rows(comparison: dict) -> list[dict]:
                      "wan": busiest_line(plan), "chips": sum(p.count * p.tp for p in plan.pools),
                      "bcr_x": _ratio(pdd.metrics.bcr_requests_per_usd, m.bcr_requests_per_usd),
                      "p90_x": _ratio(pdd.metrics.ttft_p90_s, m.ttft_p90_s),
+                     "sim_p90": _f(simulated[name]["ttft_p90_s"]) if name in simulated else "",
                      "note": verdict(plan) if name != "pdd" else ""})
     return rows
 
