@@ -20,7 +20,7 @@ def test_the_report_renders_offline_with_every_figure(full_report):
         page.wait_for_load_state("load")
         assert all(url.startswith(("file:", "data:")) for url in requested), requested
         images = page.locator("img.figure")
-        assert images.count() == 4
+        assert images.count() == 7
         widths = images.evaluate_all("els => els.map(e => e.complete ? e.naturalWidth : 0)")
         assert all(w > 500 for w in widths), widths
         diagram = page.locator("#plan-diagram + figure svg")
