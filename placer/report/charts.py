@@ -191,11 +191,13 @@ def read_sweep(path: str | Path) -> list[dict]:
         missing = sorted(needed - set(rows[0])) if rows else sorted(needed)
         raise InputError(f"--sweep: {str(path)!r} is not `placer sweep` output (missing columns: "
                          f"{', '.join(missing)})")
+    from placer.sim.sweep import TEXT_COLUMNS
+
     out = []
     for i, row in enumerate(rows, start=2):
         parsed = dict(row)
         for key, text in row.items():
-            if key in ("status", "error") or key is None:
+            if key in TEXT_COLUMNS or key is None:
                 continue
             try:
                 parsed[key] = float(text) if text not in ("", None) else math.nan
@@ -221,9 +223,16 @@ def bathtub(rows: list[dict]):
             label="simulated", ms=4, lw=1.8)
     failed = [i for i in order if rows[i]["status"] != "ok"]
     if failed:
-        ax.plot([xs[i] for i in failed], [0] * len(failed), "x", color="#c0392b", ms=7, label="no plan")
+        ax.plot([xs[i] for i in failed], [0] * len(failed), "x", color="#c0392b", ms=9, mew=2, clip_on=False,
+                label="no plan")
+    for i in ok:
+        if rows[i].get("plan_changed") == 1:
+            ax.axvline(xs[i], color="#999999", ls=":", lw=1)
     ax.set_ylim(bottom=0)
     if by_hit:
+        lo, hi = min(xs), max(xs)
+        pad = max(2.0, 0.05 * (hi - lo))
+        ax.set_xlim(max(0.0, lo - pad), min(100.0, hi + pad))  # a hit rate lives in [0, 100] %
         ax.set_xlabel("mean prefix hit rate (%)")
         ax.set_title("BCR against prefix hit rate (the bathtub)", fontsize=11)
     else:
