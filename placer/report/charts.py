@@ -84,6 +84,14 @@ def _tick(name: str) -> str:
     return TICKS.get(base, base) + ("\nscaled" if base != name else "")
 
 
+def cdf_style(name: str, label: str, per_request: bool) -> tuple[str, dict]:
+    """(legend label, line style) of one plan's CDF: steps from per-request data, else a dashed
+    line through the percentiles, said in the label."""
+    if not per_request:
+        return label + " (percentiles only)", {"ls": "--", "marker": "o", "lw": 1.4}
+    return label, {"drawstyle": "steps-post", "lw": 2.2 if name == "pdd" else 1.6}
+
+
 def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
     """Cumulative distribution of simulated TTFT, one curve per plan, with the SLA marked."""
     fig = new_figure(8.0, 5.0, layout="constrained")
@@ -97,10 +105,7 @@ def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
         d = run.data
         label = (f"{LABELS.get(run.name, run.name)} at {run.load_rps:.2f} req/s: "
                  f"simulated P50 {d['ttft_p50_s']:.2f} s, P90 {d['ttft_p90_s']:.2f} s")
-        style = {"drawstyle": "steps-post", "lw": 2.2 if run.name == "pdd" else 1.6}
-        if not run.per_request:
-            style = {"ls": "--", "marker": "o", "lw": 1.4}
-            label += " (percentiles only)"
+        label, style = cdf_style(run.name, label, run.per_request)
         ax.plot(xs, ys, color=_color(run.name), label=label, **style)
     if sla_ttft_p90_s:
         ax.axvline(sla_ttft_p90_s, color="#555555", ls="--", lw=1)

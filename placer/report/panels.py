@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from placer.plan import Plan
-from placer.report.charts import LABELS, _color
+from placer.report.charts import LABELS, _color, cdf_style
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points
 from placer.report.tables import compared
@@ -24,10 +24,7 @@ def tpot_cdf(runs: list[SimRun], sla_tpot_s: float | None = None):
         d = run.data
         label = (f"{LABELS.get(run.name, run.name)} at {run.load_rps:.2f} req/s: simulated "
                  f"P50 {1000 * d['tpot_p50_s']:.1f} ms, P90 {1000 * d['tpot_p90_s']:.1f} ms")
-        style = {"drawstyle": "steps-post", "lw": 2.2 if run.name == "pdd" else 1.6}
-        if not run.tpot_s:
-            style = {"ls": "--", "marker": "o", "lw": 1.4}
-            label += " (percentiles only)"
+        label, style = cdf_style(run.name, label, bool(run.tpot_s))
         ax.plot([1000 * x for x in xs], ys, color=_color(run.name), label=label, **style)
     if sla_tpot_s:
         ax.axvline(1000 * sla_tpot_s, color="#555555", ls="--", lw=1)
