@@ -330,3 +330,10 @@ def test_optimize_says_why_the_plan_looks_so():
     plan = json.loads(run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--no-marginals").stdout)
     relayed = sum(r["rps"] for r in plan["routes"] if r["pipeline"] == "P-RLD-MD")
     assert f"{relayed:.2f}" in text and f"{relayed:.4f}" not in text  # one grouped row, 2 decimals
+
+
+def test_a_min_cost_plan_says_why_its_marginals_are_missing(tmp_path):
+    r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--objective", "min-cost", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "inventory[dc-a,Ascend-910B]" in r.stdout  # the flagship's min-cost plan has binding rows
+    assert "re-solved for --objective bcr only" in " ".join(r.stdout.split())

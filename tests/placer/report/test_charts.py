@@ -120,3 +120,13 @@ def test_a_bad_sweep_file_is_an_input_error_naming_the_option(tmp_path, content,
         path.write_text(content)
     with pytest.raises(InputError, match=f"--sweep: .*{message}"):
         charts.read_sweep(path)
+
+
+def test_a_baseline_meeting_the_sla_for_nobody_reads_n_a_never_nan():
+    from placer.report.tables import baseline_rows
+
+    zero = _plan(0.0, 12).model_copy(update={"baseline": {"verdict": "cannot meet the SLA: the line is too thin"}})
+    rows = baseline_rows({"pdd": _plan(1300, 16), "baselines": {"cross-dc-pd": zero}})
+    cross = rows[1]
+    assert cross["bcr_x"] == "n/a" and "nan" not in str(cross)
+    assert cross["note"] == "cannot meet the SLA: the line is too thin"
