@@ -3,9 +3,11 @@
 `placer deploy PLAN.json [--dry-run] ...` builds the plan's `ServingConfig` once from
 the plan, its scenario and the options, prints the placement (`executor.deploy.describe`)
 and serves it (`executor.deploy.serve`). `placer deploy --apply NEW_PLAN.json [--url URL]
-[--grace-s S]` changes a running deployment live: the plan goes to its server's
-`POST /plan`, which diffs it against the running instances and applies it
-(`executor.elastic`); the report is printed.
+[--grace-s S] [--apply-timeout-s S]` changes a running deployment live: the plan goes to
+its server's `POST /plan`, which diffs it against the running instances and applies it in
+the background (`executor.elastic`); this command follows `GET /plan/status`, prints each
+instance starting, joining, draining and stopping, and exits 1 with the reason when the
+change failed (the deployment then keeps its old plan).
 
 `deploy` is a plain function with Typer-annotated parameters; the `placer` app reaches
 it through the `placer.commands` entry point (`executor/commands.py`). This module imports neither torch nor ray nor the HTTP stack:
@@ -23,7 +25,7 @@ from typing import Annotated, NoReturn
 import typer
 
 from executor.config import ServingConfig
-from executor.deploy import describe, post_plan, serve
+from executor.deploy import describe, follow_apply, post_plan, serve
 from executor.engine.config import EngineConfig
 from executor.placement import placement
 from placer.errors import InputError, PlacerError
@@ -41,6 +43,10 @@ def deploy(
         "http://127.0.0.1:8000",
     grace_s: Annotated[float, typer.Option(help="With --apply: how long leaving instances may finish "
                                                 "what they hold before it is moved.")] = 30.0,
+    apply_timeout_s: Annotated[float, typer.Option(
+        "--apply-timeout-s", help="With --apply: the whole change's time limit (new instances that are not "
+        "ready by then are stopped and the old plan kept).", min=1)] = 600.0,
+    json_out: Annotated[bool, typer.Option("--json", help="With --apply: print the final status as JSON.")] = False,
     address: Annotated[str | None, typer.Option(
         "--address", help="Ray cluster: 'auto' or ADDR. Default: start a local Ray that emulates the "
         "plan's datacenters as custom resources on this machine.")] = None,
@@ -65,7 +71,7 @@ def deploy(
 ) -> None:
     """Deploy a plan on Ray and serve it (OpenAI-style /v1/completions)."""
     if apply is not None:
-        _apply_remote(apply, url, grace_s)
+        _apply_remote(apply, url, grace_s, apply_timeout_s, json_out)
         return
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
@@ -93,13 +99,31 @@ def deploy(
         _fail(f"deploy failed: {exc}", 1)
 
 
-def _apply_remote(plan_path: Path, url: str, grace_s: float) -> None:
-    """Validate NEW_PLAN.json here (exit 2 if bad), send it to the running server, print the report."""
+def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool) -> None:
+    """Validate NEW_PLAN.json here (exit 2 if bad), start the change on the running server, print
+    each instance joining or draining as it happens; exit 1 with the reason when it failed."""
     try:
-        report = post_plan(load_plan(plan_path), url, grace_s)
+        post_plan(load_plan(plan_path), url, grace_s, timeout_s)
+        typer.echo(f"applying {plan_path} to {url} (progress: {url.rstrip('/')}/plan/status)", err=json_out)
+        status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out))
     except PlacerError as exc:
         _fail(str(exc), exc.exit_code)
-    typer.echo(json.dumps(report, indent=2))
+    if json_out:
+        typer.echo(json.dumps(status, indent=2))
+    if status["state"] != "succeeded":
+        _fail(f"the plan was not applied: {status['error']}", 1)
+    report = status["report"]
+    if not json_out:
+        typer.echo(f"applied ({report['strategy']}) in {report['seconds']:.1f} s: {len(report['joined'])} joined, "
+                   f"{len(report['drained'])} drained, {len(report['evacuated'])} evacuated, "
+                   f"{len(report['keep'])} kept")
+
+
+def _event_line(ev: dict) -> str:
+    if ev["event"] == "strategy":
+        return f"  {ev['strategy']}: {ev.get('detail', '')}"
+    detail = f"  ({ev['detail']})" if ev.get("detail") else ""
+    return f"  {ev['t_s']:7.1f} s  {ev['instance']:<36} {ev['event']}{detail}"
 
 
 def _fail(message: str, code: int) -> NoReturn:

@@ -198,7 +198,11 @@ class RayDeployment:
         mc, ec, seed, model_file = self._actor_args
         actor = InstanceActor.options(resources=spec.resources).remote(dataclasses.asdict(spec), mc, ec, seed,
                                                                        model_file)
-        address = ray.get(actor.address.remote(), timeout=self.start_timeout_s)
+        try:
+            address = ray.get(actor.address.remote(), timeout=self.start_timeout_s)
+        except Exception:  # e.g. GetTimeoutError: no free chips; a pending actor must not start later
+            ray.kill(actor)
+            raise
         self.actors[spec.name] = actor
         if spec not in self.specs:
             self.specs = [s for s in self.specs if s.name != spec.name] + [spec]
@@ -234,11 +238,19 @@ class RayDeployment:
                 pass
         self.specs = [s for s in self.specs if s.name != name]
 
-    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0) -> ApplyReport:
-        """Diff against a plan (or specs) and apply it live (`executor.elastic`)."""
+    def free_resources(self) -> dict[str, float]:
+        """The datacenter and chip resources no actor holds now (`executor.elastic.choose_strategy`)."""
+        import ray
+
+        return {k: v for k, v in ray.available_resources().items() if k.startswith(("dc:", "chip:"))}
+
+    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0,
+                   timeout_s: float | None = None) -> ApplyReport:
+        """Diff against a plan (or specs) and apply it live (`executor.elastic`); the plan is
+        recorded as running only when the change succeeded."""
         specs = new if isinstance(new, list) else placement(new, self.max_per_pool)
-        report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
-        if not isinstance(new, list):
+        report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s, timeout_s=timeout_s)
+        if not isinstance(new, list) and report.failed is None:
             self.plan = new
         return report
 
@@ -299,20 +311,49 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
         ray.shutdown()
 
 
-def post_plan(plan: Any, url: str, grace_s: float) -> dict[str, Any]:
-    """Send `plan` to the server of a running deployment (`POST /plan`: applied live there); its report.
+def post_plan(plan: Any, url: str, grace_s: float, timeout_s: float = 600.0) -> dict[str, Any]:
+    """Start applying `plan` on the server of a running deployment (`POST /plan`, 202); the
+    change's first status. Follow it with `follow_apply`.
 
-    Raises `PlacerError` when the server cannot be reached, `InputError` when it refuses the plan as
-    invalid (HTTP 422), `PlacerError` when it refuses it otherwise.
+    Raises `PlacerError` when the server cannot be reached or refuses (409: another change runs),
+    `InputError` when it refuses the plan as invalid (HTTP 422).
     """
     import httpx
 
     try:
-        r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"), params={"grace_s": grace_s},
-                       timeout=grace_s + 300)
+        r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"),
+                       params={"grace_s": grace_s, "timeout_s": timeout_s, "ready_timeout_s": timeout_s}, timeout=30)
     except httpx.HTTPError as exc:
         raise PlacerError(f"cannot reach the deployment at {url}: {exc}") from None
-    if r.status_code != 200:
+    if r.status_code not in (200, 202):
         error = InputError if r.status_code == 422 else PlacerError
-        raise error(f"the deployment refused the plan ({r.status_code}): {r.text}")
+        raise error(f"the deployment refused the plan ({r.status_code}): {r.text[:500]}")
     return r.json()
+
+
+def follow_apply(url: str, timeout_s: float, on_event: Callable[[dict[str, Any]], None] = lambda ev: None,
+                 poll_s: float = 0.5) -> dict[str, Any]:
+    """Poll `GET /plan/status` until the change ends, handing each new event to `on_event`; the
+    final status (`state` succeeded or failed). PlacerError when it is still applying at `timeout_s`
+    or the server stops answering."""
+    import time
+
+    import httpx
+
+    seen, end = 0, time.monotonic() + timeout_s
+    while True:
+        try:
+            r = httpx.get(f"{url.rstrip('/')}/plan/status", timeout=30)
+            r.raise_for_status()
+        except httpx.HTTPError as exc:
+            raise PlacerError(f"lost the deployment at {url} while it applied the plan: {exc}") from None
+        status = r.json()
+        for ev in status["events"][seen:]:
+            on_event(ev)
+        seen = len(status["events"])
+        if status["state"] != "applying":
+            return status
+        if time.monotonic() > end:
+            raise PlacerError(f"the deployment at {url} is still applying the plan after {timeout_s:g} s; "
+                              f"see {url.rstrip('/')}/plan/status")
+        time.sleep(poll_s)

@@ -10,13 +10,18 @@ heartbeat (`Router.register(..., joining=True)`); (2) leaving instances are drai
 — no new requests — and keep what they hold until it finishes or `grace_s` passes;
 what is left then is moved to other instances (`Router.evacuate`: a new attempt
 from the next undelivered token, so the client sees no gap and no duplicate);
-(3) then they stop. Adds go first, so capacity never dips below the smaller plan.
-No torch, no ray here.
+(3) then they stop. Make-before-break (adds first, so capacity never dips below the
+smaller plan) when the free chips hold the new instances; break-before-make (leaving
+instances first) when they do not (`choose_strategy`); a change that fails puts the old
+instances back. `ApplyOperation` runs one change at a time in the background and reports
+its progress (`GET /plan/status`). No torch, no ray here.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +39,14 @@ class PlanDiff:
         return not self.add and not self.remove
 
 
+MAKE_BEFORE_BREAK = "make-before-break"
+BREAK_BEFORE_MAKE = "break-before-make"
+
+
+class ApplyError(Exception):
+    """The new plan cannot be applied at all (its chips exceed what the cluster has)."""
+
+
 @dataclass
 class ApplyReport:
     diff: PlanDiff
@@ -41,12 +54,19 @@ class ApplyReport:
     not_ready: list[str] = field(default_factory=list)  # started but never answered: stopped again
     drained: list[str] = field(default_factory=list)  # left with nothing in flight
     evacuated: dict[str, int] = field(default_factory=dict)  # left at the grace deadline: requests moved
+    restored: list[str] = field(default_factory=list)  # a failed change: old instances started again
+    strategy: str = MAKE_BEFORE_BREAK
+    strategy_reason: str = ""
+    failed: str | None = None  # why the change did not happen (None: it did)
+    events: list[dict[str, Any]] = field(default_factory=list)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {"add": [s.name for s in self.diff.add], "remove": self.diff.remove, "keep": self.diff.keep,
                 "joined": self.joined, "not_ready": self.not_ready, "drained": self.drained,
-                "evacuated": self.evacuated, "seconds": round(self.seconds, 3)}
+                "evacuated": self.evacuated, "restored": self.restored, "strategy": self.strategy,
+                "strategy_reason": self.strategy_reason, "failed": self.failed, "events": self.events,
+                "seconds": round(self.seconds, 3)}
 
 
 def _same(a: InstanceSpec, b: InstanceSpec) -> bool:
@@ -63,47 +83,238 @@ def diff_specs(running: list[InstanceSpec], new: list[InstanceSpec]) -> PlanDiff
     return PlanDiff(add, remove, keep)
 
 
-def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30.0,
-                ready_timeout_s: float = 30.0, poll_s: float = 0.02) -> ApplyReport:
-    """Apply `new` to a running deployment; returns what happened. Every wait has a deadline."""
-    t0 = time.monotonic()
-    router = deployment.router
-    diff = diff_specs(list(deployment.specs), new)
-    report = ApplyReport(diff)
-    for spec in diff.add:
-        if spec.name in router.instances:  # replaced in place (role/dc/chip changed): drain the old one first
-            _leave(deployment, router, spec.name, grace_s, poll_s, report)
-        deployment.start_instance(spec, joining=True)
-    end = time.monotonic() + ready_timeout_s
-    waiting = [s.name for s in diff.add]
-    while waiting and time.monotonic() < end:
-        waiting = [n for n in waiting if n in router.joining]
-        if waiting:
-            router.ping(waiting)
-            time.sleep(poll_s)
-    for spec in diff.add:
-        if spec.name in waiting:
-            report.not_ready.append(spec.name)
-            deployment.stop_instance(spec.name)
+def _resources(specs: list[InstanceSpec]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for spec in specs:
+        for key, value in spec.resources.items():
+            total[key] = total.get(key, 0.0) + value
+    return total
+
+
+def _short(need: dict[str, float], have: dict[str, float]) -> dict[str, float]:
+    return {k: v - have.get(k, 0.0) for k, v in need.items() if v > have.get(k, 0.0) + 1e-9}
+
+
+def _words(res: dict[str, float]) -> str:
+    return ", ".join(f"{k}={v:g}" for k, v in sorted(res.items()))
+
+
+def choose_strategy(deployment: Any, running: list[InstanceSpec], diff: PlanDiff) -> tuple[str, str]:
+    """Make-before-break when the free chips hold the new instances, else break-before-make
+    (the leaving instances drain and stop first). A deployment that does not account chips
+    (no `free_resources`, e.g. `LocalCluster`) always makes before it breaks. ApplyError when
+    even the chips of the leaving instances would not be enough."""
+    free_of = getattr(deployment, "free_resources", None)
+    free = free_of() if callable(free_of) else None
+    if free is None:
+        return MAKE_BEFORE_BREAK, "the deployment does not account chips: new instances start before old ones leave"
+    short = _short(_resources(diff.add), free)
+    if not short:
+        return MAKE_BEFORE_BREAK, "the free chips hold the new instances: they start before the old ones leave"
+    leaving = [s for s in running if s.name in diff.remove]
+    still = _short(short, _resources(leaving))
+    if still:
+        raise ApplyError(f"the new plan needs {_words(still)} more than the cluster has, even with the chips of "
+                         f"the {len(leaving)} leaving instance(s); nothing was changed")
+    return BREAK_BEFORE_MAKE, (f"{_words(short)} short while the old plan runs: the {len(leaving)} leaving "
+                               "instance(s) drain and stop first (capacity dips during the change)")
+
+
+class _Change:
+    """One application of a diff: every wait has a deadline, every step is an event."""
+
+    def __init__(self, deployment: Any, report: ApplyReport, *, grace_s: float, ready_timeout_s: float,
+                 poll_s: float, deadline: float, on_event: Callable[[dict[str, Any]], None] | None) -> None:
+        self.deployment, self.router, self.report = deployment, deployment.router, report
+        self.grace_s, self.ready_timeout_s, self.poll_s, self.deadline = grace_s, ready_timeout_s, poll_s, deadline
+        self.on_event, self.t0 = on_event, time.monotonic()
+
+    def event(self, instance: str, what: str, detail: str = "", **extra: Any) -> None:
+        ev = {"t_s": round(time.monotonic() - self.t0, 3), "instance": instance, "event": what, **extra}
+        if detail:
+            ev["detail"] = detail
+        self.report.events.append(ev)
+        if self.on_event is not None:
+            self.on_event(ev)
+
+    def _until(self, own_s: float) -> float:
+        return min(time.monotonic() + own_s, self.deadline)
+
+    def leave(self, name: str) -> None:
+        """Drain `name`; what it still holds at the grace deadline moves to other instances; stop it."""
+        if name not in self.router.instances:
+            return
+        self.event(name, "draining")
+        self.router.drain(name)
+        end = self._until(self.grace_s)
+        while self.router.holding(name) and time.monotonic() < end:
+            time.sleep(self.poll_s)
+        if self.router.holding(name):
+            self.report.evacuated[name] = self.router.evacuate(name)
+            self.event(name, "evacuated", f"{self.report.evacuated[name]} request(s) moved")
         else:
-            report.joined.append(spec.name)
-    for name in diff.remove:
-        if name in router.instances:
-            _leave(deployment, router, name, grace_s, poll_s, report)
+            self.report.drained.append(name)
+            self.event(name, "drained")
+        self.deployment.stop_instance(name)
+        self.event(name, "stopped")
+
+    def start(self, specs: list[InstanceSpec]) -> list[str]:
+        """Start `specs`, wait until each answered; the names that never did (stopped again)."""
+        started, failed = [], []
+        for spec in specs:
+            self.event(spec.name, "starting", f"{spec.role} in {spec.datacenter} on {spec.tp}x {spec.chip}")
+            try:
+                self.deployment.start_instance(spec, joining=True)
+                started.append(spec.name)
+            except Exception as exc:  # noqa: BLE001 - an instance that cannot start is reported, not raised
+                failed.append(spec.name)
+                self.event(spec.name, "not ready", f"{type(exc).__name__}: {exc}"[:300])
+        end = self._until(self.ready_timeout_s)
+        waiting = list(started)
+        while waiting and time.monotonic() < end:
+            waiting = [n for n in waiting if n in self.router.joining]
+            if waiting:
+                self.router.ping(waiting)
+                time.sleep(self.poll_s)
+        for name in started:
+            if name in waiting:
+                failed.append(name)
+                self.event(name, "not ready", "no heartbeat answer before the deadline")
+                self.deployment.stop_instance(name)
+            else:
+                self.event(name, "joined")
+        return failed
+
+
+def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30.0,
+                ready_timeout_s: float = 30.0, poll_s: float = 0.02, timeout_s: float | None = None,
+                on_event: Callable[[dict[str, Any]], None] | None = None) -> ApplyReport:
+    """Apply `new` to a running deployment; returns what happened (`failed` says why it did not).
+
+    Make-before-break (free chips allow): new instances start and join, then leaving ones drain.
+    Break-before-make (they do not): leaving instances drain and stop, then new ones start. If
+    a new instance never becomes ready, the started ones stop and the old instances that had left
+    start again (`restored`): the deployment keeps running the old plan. `timeout_s` bounds the
+    whole change (grace and readiness waits end at it).
+    """
+    t0 = time.monotonic()
+    running = list(deployment.specs)
+    diff = diff_specs(running, new)
+    report = ApplyReport(diff)
+    try:
+        report.strategy, report.strategy_reason = choose_strategy(deployment, running, diff)
+    except ApplyError as exc:
+        report.strategy, report.strategy_reason = "refused", "the cluster cannot hold the new plan"
+        report.failed = str(exc)
+        return report
+    deadline = t0 + (timeout_s if timeout_s is not None else float("inf"))
+    saved = getattr(deployment, "start_timeout_s", None)  # a Ray start blocks until the actor is placed
+    if saved is not None:
+        deployment.start_timeout_s = min(saved, ready_timeout_s)
+    try:
+        _change(deployment, running, diff, report, deadline, grace_s=grace_s, ready_timeout_s=ready_timeout_s,
+                poll_s=poll_s, on_event=on_event)
+    finally:
+        if saved is not None:
+            deployment.start_timeout_s = saved
     report.seconds = time.monotonic() - t0
     return report
 
 
-def _leave(deployment: Any, router: Any, name: str, grace_s: float, poll_s: float, report: ApplyReport) -> None:
-    router.drain(name)
-    end = time.monotonic() + grace_s
-    while router.holding(name) and time.monotonic() < end:
-        time.sleep(poll_s)
-    if router.holding(name):
-        report.evacuated[name] = router.evacuate(name)
+def _change(deployment: Any, running: list[InstanceSpec], diff: PlanDiff, report: ApplyReport, deadline: float, *,
+            grace_s: float, ready_timeout_s: float, poll_s: float,
+            on_event: Callable[[dict[str, Any]], None] | None) -> None:
+    change = _Change(deployment, report, grace_s=grace_s, ready_timeout_s=ready_timeout_s, poll_s=poll_s,
+                     deadline=deadline, on_event=on_event)
+    change.event("", "strategy", report.strategy_reason, strategy=report.strategy)
+    new_names = {s.name for s in diff.add}
+    first = diff.remove if report.strategy == BREAK_BEFORE_MAKE else [n for n in diff.remove if n in new_names]
+    for name in first:  # break-before-make; or a name replaced in place (its old instance goes first)
+        change.leave(name)
+    report.not_ready = change.start(diff.add)
+    report.joined = [s.name for s in diff.add if s.name not in report.not_ready]
+    if report.not_ready:
+        report.failed = (f"{len(report.not_ready)} new instance(s) never became ready: "
+                         f"{', '.join(report.not_ready)}; the old plan keeps running")
+        for name in report.joined:
+            change.leave(name)
+        change.deadline = time.monotonic() + ready_timeout_s  # putting the old plan back gets its own time
+        left = [s for s in running if s.name in first]
+        change.start(left)
+        report.restored = [s.name for s in left if s.name in deployment.router.instances]
     else:
-        report.drained.append(name)
-    deployment.stop_instance(name)
+        for name in diff.remove:
+            if name not in first:
+                change.leave(name)
+
+
+class ApplyBusy(Exception):
+    """A plan change is already in progress."""
+
+
+class ApplyOperation:
+    """One live plan change at a time, in a background thread, observable while it runs.
+
+    `start` returns at once; `status()` is what `GET /plan/status` serves: `state` (idle,
+    applying, succeeded, failed), `strategy` and why, the `events` so far (each instance
+    starting / joined / not ready / draining / drained / evacuated / stopped, with seconds since
+    the start), `error` when it failed, and the final `report`.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._status: dict[str, Any] = {"state": "idle", "events": []}
+        self._thread: threading.Thread | None = None
+
+    def status(self) -> dict[str, Any]:
+        with self._lock:
+            return {**self._status, "events": list(self._status["events"])}
+
+    def start(self, deployment: Any, plan: Any, specs: list[InstanceSpec], *, grace_s: float,
+              ready_timeout_s: float, timeout_s: float) -> dict[str, Any]:
+        """Begin applying `plan` (placed as `specs`); ApplyBusy while another change runs."""
+        with self._lock:
+            if self._status["state"] == "applying":
+                raise ApplyBusy(f"a plan change started {time.time() - self._status['started_unix_s']:.0f} s ago "
+                                "is in progress; see GET /plan/status")
+            self._status = {"state": "applying", "plan": getattr(plan, "scenario", None), "strategy": None,
+                            "strategy_reason": None, "events": [], "error": None, "report": None,
+                            "target": [s.name for s in specs], "timeout_s": timeout_s,
+                            "started_unix_s": time.time(), "finished_unix_s": None}
+            self._thread = threading.Thread(target=self._run, name="plan-apply", daemon=True,
+                                            args=(deployment, plan, specs, grace_s, ready_timeout_s, timeout_s))
+            self._thread.start()
+            return {**self._status, "events": []}
+
+    def _event(self, ev: dict[str, Any]) -> None:
+        with self._lock:
+            self._status["events"].append(ev)
+            if ev["event"] == "strategy":
+                self._status.update(strategy=ev["strategy"], strategy_reason=ev.get("detail"))
+
+    def _run(self, deployment: Any, plan: Any, specs: list[InstanceSpec], grace_s: float, ready_timeout_s: float,
+             timeout_s: float) -> None:
+        try:
+            report = apply_specs(deployment, specs, grace_s=grace_s, ready_timeout_s=min(ready_timeout_s, timeout_s),
+                                 timeout_s=timeout_s, on_event=self._event)
+            error = report.failed
+            if error is None and hasattr(deployment, "plan"):
+                deployment.plan = plan
+            result = report.to_dict()
+        except Exception as exc:  # noqa: BLE001 - a bug or a dead cluster: the status says so
+            error, result, report = f"{type(exc).__name__}: {exc}", None, None
+        with self._lock:
+            self._status.update(state="failed" if error else "succeeded", error=error, report=result,
+                                finished_unix_s=time.time())
+            if report is not None:
+                self._status.update(strategy=report.strategy, strategy_reason=report.strategy_reason)
+
+    def wait(self, timeout_s: float | None = None) -> dict[str, Any]:
+        """Block until the change in progress ends (tests, scripts); its status."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout_s)
+        return self.status()
 
 
 def apply_hook(deployment: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 60.0):

@@ -1,7 +1,8 @@
 """The request log: one record per served request, written in batches to a sink.
 
 In: `RequestRecord`s (`placer.records`, the one definition) from the router as
-requests end. Out: batches handed to a `RequestLogSink` — a JSON Lines file (`JsonlSink`), memory (`MemorySink`, tests), or
+requests end. Out: batches handed to a `RequestLogSink` — a JSON Lines file (`JsonlSink`, the
+request-log format of docs/contracts.md, which every trace reader reads), memory (`MemorySink`, tests), or
 the service's database table through `DbSink` when `db.request_log` is installed —
 so scheduled replanning can fit the workload the system actually saw.
 
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from placer.records import RequestRecord
+from placer.workload.trace import request_log_line
 
 log = logging.getLogger("executor.request_log")
 
@@ -52,7 +54,10 @@ class MemorySink:
 
 
 class JsonlSink:
-    """Appends one JSON object per record to a file."""
+    """Appends one JSON object per record to a file: the request-log line of docs/contracts.md
+    (`placer.workload.trace.request_log_line`: the trace fields `timestamp` ms, `input_length`,
+    `output_length`, `hit_rate`, then the record's own), so `placer workload fit`, `placer simulate
+    --trace` and a replanning job's `--request-log FILE` read the file as written."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
@@ -61,7 +66,7 @@ class JsonlSink:
     def write(self, records: Sequence[RequestRecord]) -> None:
         with self.path.open("a") as f:
             for r in records:
-                f.write(json.dumps(r.to_dict(), separators=(",", ":")) + "\n")
+                f.write(json.dumps(request_log_line(r), separators=(",", ":")) + "\n")
 
     def close(self) -> None:
         pass

@@ -22,17 +22,20 @@ from __future__ import annotations
 import asyncio
 import codecs
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, Field, field_validator
 
 from executor.admission import Overloaded
+from executor.elastic import ApplyBusy, ApplyOperation
 from executor.engine.tokenizer import ByteTokenizer
+from executor.placement import placement
 from executor.registry import InstanceInfo
 from executor.router import Router
 from executor.routing import NoRouteError
@@ -224,6 +227,7 @@ def models(served: ServedDep):
 
 
 @operations_api.get("/health")
+@operations_api.get("/healthz", include_in_schema=False)  # the service's path: one health path for both servers
 def health(served: ServedDep):
     by_role: dict[str, int] = {}
     for i in served.router.instances.values():
@@ -240,15 +244,42 @@ def metrics(request: Request, served: ServedDep, format: str | None = None):
     return served.router.stats()
 
 
-@operations_api.post("/plan")
-def apply_plan(body: dict[str, Any], served: ServedDep, grace_s: float = 30.0):
+def _plan_apply(request: Request) -> ApplyOperation:
+    """The app's one plan-change operation (made on first use)."""
+    state = request.app.state
+    with _APPLY_LOCK:
+        if getattr(state, "plan_apply", None) is None:
+            state.plan_apply = ApplyOperation()
+        return state.plan_apply
+
+
+_APPLY_LOCK = threading.Lock()
+
+
+@operations_api.post("/plan", status_code=202)
+def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_s: float = Query(30.0, ge=0),
+               timeout_s: float = Query(600.0, gt=0, le=24 * 3600),
+               ready_timeout_s: float = Query(300.0, gt=0, le=24 * 3600)):
+    """Start applying a new plan live (202); follow it at `GET /plan/status`. 409 while another runs."""
     if served.deployment is None:
         raise HTTPException(409, "this server was started without a deployment to change")
     try:
         plan = Plan.model_validate(body)
+        specs = placement(plan, getattr(served.deployment, "max_per_pool", None))
     except ValueError as exc:
         raise HTTPException(422, f"not a plan: {exc}") from None
-    return served.deployment.apply_plan(plan, grace_s=grace_s).to_dict()
+    try:
+        return _plan_apply(request).start(served.deployment, plan, specs, grace_s=grace_s,
+                                          ready_timeout_s=ready_timeout_s, timeout_s=timeout_s)
+    except ApplyBusy as exc:
+        raise HTTPException(409, str(exc)) from None
+
+
+@operations_api.get("/plan/status")
+def plan_status(request: Request, served: ServedDep):
+    """The last plan change: state (idle, applying, succeeded, failed), strategy, events, error;
+    and `max_per_pool`, the deployment's cap on each pool (what `GET /instances` is compared with)."""
+    return {**_plan_apply(request).status(), "max_per_pool": getattr(served.deployment, "max_per_pool", None)}
 
 
 @operations_api.get("/instances")

@@ -14,8 +14,10 @@ from db.repo.base import page
 from db.types import utcnow
 
 
-def create_deployment(session: Session, plan_id: int, job_id: int | None = None, note: str = "") -> Deployment:
-    """Ask for ``plan_id`` to be deployed; earlier live deployments of the job are superseded."""
+def create_deployment(session: Session, plan_id: int, job_id: int | None = None, note: str = "",
+                      status: DeploymentStatus = DeploymentStatus.REQUESTED) -> Deployment:
+    """Ask for ``plan_id`` to be deployed (``status`` ACTIVE: it already runs); earlier live
+    deployments of the job are superseded."""
     if job_id is not None:
         session.execute(
             update(Deployment).where(Deployment.job_id == job_id, Deployment.status.in_(
@@ -23,7 +25,7 @@ def create_deployment(session: Session, plan_id: int, job_id: int | None = None,
             .values(status=DeploymentStatus.SUPERSEDED, updated_at=utcnow())
             .execution_options(synchronize_session=False)
         )
-    row = Deployment(plan_id=plan_id, job_id=job_id, note=note, status=DeploymentStatus.REQUESTED)
+    row = Deployment(plan_id=plan_id, job_id=job_id, note=note, status=status)
     session.add(row)
     session.flush()
     return row

@@ -91,6 +91,16 @@ def unlock_job(session: Session, job_id: int, run_id: int) -> None:
     )
 
 
+def release_stale_locks(session: Session) -> int:
+    """Release every job lock whose run is not PENDING or RUNNING (start-up recovery); the count."""
+    live = select(JobRun.id).where(JobRun.status.in_([RunStatus.PENDING, RunStatus.RUNNING]))
+    result = session.execute(
+        update(Job).where(Job.active_run_id.is_not(None), Job.active_run_id.not_in(live))
+        .values(active_run_id=None, lock_expires_at=None).execution_options(synchronize_session=False)
+    )
+    return result.rowcount
+
+
 # --- job runs -----------------------------------------------------------------------
 
 def find_run_by_key(session: Session, key: str) -> JobRun | None:
@@ -130,6 +140,12 @@ def list_runs(session: Session, job_id: int, outcome: RunOutcome | None = None, 
     if outcome is not None:
         query = query.where(JobRun.outcome == outcome)
     return page(session, query, limit, offset)
+
+
+def interrupted_runs(session: Session) -> list[JobRun]:
+    """Runs a previous service process left PENDING or RUNNING, oldest first."""
+    return list(session.scalars(select(JobRun).where(
+        JobRun.status.in_([RunStatus.PENDING, RunStatus.RUNNING])).order_by(JobRun.id)))
 
 
 def runs_by_outcome(session: Session) -> dict[str, int]:

@@ -66,6 +66,8 @@ COMMANDS: dict[str, Spec] = {
     "workload": Spec("placer.cli.sim:workload_app", "Workload traces: fit request classes."),
     "jobs": Spec("placer.service.cli:jobs",
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
+    "plans": Spec("placer.service.cli:plans",
+                  "Stored plans: bring a plan made by placer optimize into the service and its dashboard."),
 }
 ENTRY_POINTS = "placer.commands"
 

@@ -12,6 +12,7 @@ out: a running API (``serve``); replanning jobs stored, listed, run or removed t
 
 from __future__ import annotations
 
+import enum
 import json
 import re
 import secrets
@@ -23,6 +24,7 @@ from typing import Annotated, Any
 import typer
 import uvicorn
 from pydantic import TypeAdapter, ValidationError
+from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -35,11 +37,13 @@ from placer.cli.output import err, fail
 from placer.cli.output import out as console
 from placer.errors import InputError, PlacerError
 from placer.optimize import OBJECTIVES
+from placer.plan import load_plan
 from placer.service.api import create_app
 from placer.service.errors import ConflictError, NotFoundError, typed
 from placer.service.jobs import runner
 from placer.service.jobs.solve import prepare
 from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
+from placer.service.store import save_plan
 from placer.settings import Settings
 from placer.specs import load_scenario
 
@@ -47,6 +51,12 @@ DatabaseOpt = Annotated[str | None, typer.Option(
     "--database-url", help="SQLAlchemy URL (default: PLACER_DATABASE_URL, else a SQLite file in the user's data dir).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 JobRef = Annotated[str, typer.Argument(help="Job name or id.", show_default=False)]
+
+#: Default ports: the service (``placer serve``) 8080, a deployment's server (``placer deploy``) 8000.
+SERVE_PORT = 8080
+Mode = enum.Enum("Mode", {m: m for m in ("propose", "apply")}, type=str)
+Objective = enum.Enum("Objective", {o: o for o in OBJECTIVES}, type=str)
+Solver = enum.Enum("Solver", {s: s for s in ("ortools", "ortools-highs", "ortools-scip", "pulp")}, type=str)
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
 _UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -98,7 +108,8 @@ def _connect(database_url: str | None) -> sessionmaker[Session]:
 
 def serve(
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)] = 8000,
+    port: Annotated[int, typer.Option(help="Port to listen on (a deployment's server, placer deploy, "
+                                            "defaults to 8000).", min=1, max=65535)] = SERVE_PORT,
     database_url: DatabaseOpt = None,
     token: Annotated[str | None, typer.Option(
         help="Bearer token clients must send (default: PLACER_API_TOKEN, else a random one, printed).")] = None,
@@ -109,11 +120,25 @@ def serve(
     """Run the REST API (FastAPI + uvicorn); migrations create the schema on first start."""
     settings = _settings(database_url=database_url, token=token or None, scheduler=scheduler,
                          solve_workers=workers, public_docs=public_docs)
+    generated = None
     if settings.token is None:
         generated = secrets.token_urlsafe(24)
-        err.print(f"no --token or PLACER_API_TOKEN given; this run's token: {generated}", highlight=False)
         settings = settings.model_copy(update={"token": generated})
+    source = "--token" if token else "PLACER_API_TOKEN"
+    err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def sign_in_hint(host: str, port: int, source: str, generated: str | None = None) -> str:
+    """What ``serve`` prints: its URL and how to sign in. A token given by ``source``
+    (``--token`` or ``PLACER_API_TOKEN``) is never printed; a ``generated`` one is (nobody else knows it)."""
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{port}"
+    token = (f"token: {generated}  (generated for this run: no --token or PLACER_API_TOKEN was given)"
+             if generated else f"token: the one in {source} (not printed)")
+    return (f"placer service on {url}  (health: {url}/healthz, API docs: {url}/docs)\n"
+            f"dashboard: {url}/ui/ - sign in with the service token; API clients send "
+            f"'Authorization: Bearer <token>'\n{token}")
 
 
 # --- placer jobs --------------------------------------------------------------------
@@ -169,22 +194,35 @@ def _scenario_id(session: Session, ref: str) -> int:
     return row.id
 
 
-def _job_spec(every: str | None, cron: str | None, trace: Path | None, request_log_window: str | None,
+def _workload_source(request_log: str | None, window: str | None) -> dict[str, Any]:
+    """``--request-log FILE|db`` (and ``--request-log-window``) → the job's workload source.
+
+    A file (the request log ``placer deploy --request-log FILE`` writes, or any trace of the
+    docs/contracts.md format) is read whole at each run; ``db`` reads the service database's
+    request log over the window (default 1 h). A window alone means ``db``.
+    """
+    if request_log is None and window is None:
+        raise InputError("give --request-log FILE (a request log or trace) or --request-log db "
+                         "(the service database; --request-log-window sets how far back)")
+    if request_log is None or request_log == "db":
+        return {"kind": "request_log", "window_s": parse_duration(window or "1h", "--request-log-window")}
+    if window is not None:
+        raise InputError("--request-log-window applies to --request-log db; a file is read whole")
+    path = Path(request_log)
+    if not path.is_file():
+        raise InputError(f"--request-log: no file {request_log!r} (or give 'db')")
+    return {"kind": "trace", "path": str(path.resolve())}
+
+
+def _job_spec(every: str | None, cron: str | None, request_log: str | None, request_log_window: str | None,
               mode: str, min_gain: float, max_pool_changes: int | None, cooldown: str, deploy_url: str | None,
-              objective: str, time_limit: float) -> dict[str, Any]:
+              time_limit: float, apply_timeout: str = "10m") -> dict[str, Any]:
     """The job's schedule, workload and policy mappings from the options (InputError naming the option)."""
-    if (every is None) == (cron is None):
-        raise InputError("give exactly one of --every and --cron")
-    if (trace is None) == (request_log_window is None):
-        raise InputError("give exactly one of --trace and --request-log-window")
+    if every is not None and cron is not None:
+        raise InputError("give at most one of --every and --cron (neither: the job runs only on run-now)")
     schedule = ({"kind": "interval", "seconds": parse_duration(every, "--every")} if every is not None
-                else {"kind": "cron", "expr": cron})
-    workload = ({"kind": "trace", "path": str(trace.resolve())} if trace is not None else
-                {"kind": "request_log", "window_s": parse_duration(request_log_window, "--request-log-window")})
-    if trace is not None and not trace.is_file():
-        raise InputError(f"--trace: no file {str(trace)!r}")
-    if objective not in OBJECTIVES:
-        raise InputError(f"--objective: unknown {objective!r}; choose bcr, min-cost or max-goodput")
+                else {"kind": "cron", "expr": cron} if cron is not None else {"kind": "manual"})
+    workload = _workload_source(request_log, request_log_window)
     if not 0 < time_limit <= 600:
         raise InputError(f"--time-limit must be in (0, 600] seconds, got {time_limit}")
     try:
@@ -192,7 +230,8 @@ def _job_spec(every: str | None, cron: str | None, trace: Path | None, request_l
             "schedule": TypeAdapter(Schedule).validate_python(schedule).model_dump(),
             "workload": TypeAdapter(WorkloadSource).validate_python(workload).model_dump(),
             "policy": Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
-                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url).model_dump(),
+                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url,
+                             apply_timeout_s=parse_duration(apply_timeout, "--apply-timeout")).model_dump(),
         }
     except ValidationError as e:
         raise InputError(_validation_message(e)) from None
@@ -203,20 +242,29 @@ def add(
     name: Annotated[str, typer.Argument(help="Job name (unique).", show_default=False)],
     scenario: Annotated[str, typer.Option(
         help="Stored scenario (name or id), or a scenario file to store.", show_default=False)],
-    every: Annotated[str | None, typer.Option(help="Interval schedule, e.g. 15m, 1h, 1d.")] = None,
+    every: Annotated[str | None, typer.Option(
+        help="Interval schedule, e.g. 15m, 1h, 1d (no --every or --cron: it runs only on run-now).")] = None,
     cron: Annotated[str | None, typer.Option(help="Cron schedule (5 fields, UTC), e.g. '0 * * * *'.")] = None,
-    trace: Annotated[Path | None, typer.Option(help="Fit the workload from this JSONL trace.")] = None,
+    request_log: Annotated[str | None, typer.Option(
+        "--request-log", "--trace", metavar="FILE|db",
+        help="Fit the workload from a request log: a JSONL file (what placer deploy --request-log FILE "
+        "writes, or a trace of the same format) or 'db' (the service database).")] = None,
     request_log_window: Annotated[str | None, typer.Option(
-        "--request-log-window", help="Fit the workload from the request log over this window, e.g. 1h.")] = None,
-    mode: Annotated[str, typer.Option(help="propose (store for review) or apply (adopt and deploy).")] = "propose",
+        "--request-log-window", help="With --request-log db: fit the requests of this window, e.g. 1h "
+        "(default 1h).")] = None,
+    mode: Annotated[Mode, typer.Option(help="propose (store for review) or apply (adopt and deploy).")] =
+        Mode.propose,
     min_gain: Annotated[float, typer.Option("--min-gain", help="Minimum BCR gain, percent.")] = 5.0,
     max_pool_changes: Annotated[int | None, typer.Option(help="Hold back plans changing more pools.")] = None,
     cooldown: Annotated[str, typer.Option(help="Minimum time between adoptions, e.g. 6h.")] = "0",
     deploy_url: Annotated[str | None, typer.Option(
         help="apply mode: the running deployment's server (placer deploy); adopted plans are applied "
         "to it live.")] = None,
-    objective: Annotated[str, typer.Option(help="bcr, min-cost or max-goodput.")] = "bcr",
-    solver: Annotated[str, typer.Option(help="ortools, ortools-highs, ortools-scip or pulp.")] = "ortools",
+    apply_timeout: Annotated[str, typer.Option(
+        help="apply mode: how long applying a plan to the deployment may take, e.g. 10m (not the solver's "
+        "limit); past it the run is FAILED and the plan not adopted.")] = "10m",
+    objective: Annotated[Objective, typer.Option(help="What the solve optimises.")] = Objective.bcr,
+    solver: Annotated[Solver, typer.Option(help="MILP backend.")] = Solver.ortools,
     time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")] = 30.0,
     disabled: Annotated[bool, typer.Option("--disabled", help="Store it without scheduling it.")] = False,
     database_url: DatabaseOpt = None,
@@ -224,12 +272,13 @@ def add(
 ) -> None:
     """Add a replanning job (the running service picks it up within its sync interval)."""
     with _errors():
-        spec = _job_spec(every, cron, trace, request_log_window, mode, min_gain, max_pool_changes, cooldown,
-                         deploy_url, objective, time_limit)
+        spec = _job_spec(every, cron, request_log, request_log_window, mode.value, min_gain, max_pool_changes,
+                         cooldown, deploy_url, time_limit, apply_timeout)
         factory = _connect(database_url)
         with db.session_scope(factory) as session:
             row = repo.create_job(session, name=name, scenario_id=_scenario_id(session, scenario), **spec,
-                                  objective=objective, solver=solver, time_limit_s=time_limit, enabled=not disabled)
+                                  objective=objective.value, solver=solver.value, time_limit_s=time_limit,
+                                  enabled=not disabled)
             session.flush()
             session.refresh(row)
             job = _job_dict(row)
@@ -242,16 +291,18 @@ def add(
 def _jobs_table(listed: list[dict]) -> Table:
     table = Table("id", "name", "scenario", "schedule", "workload", "policy", "current plan", "last run")
     for j in listed:
-        sched = (f"every {j['schedule']['seconds']:g} s" if j["schedule"]["kind"] == "interval"
-                 else f"cron {j['schedule']['expr']}")
-        work = (f"trace {Path(j['workload']['path']).name}" if j["workload"]["kind"] == "trace"
-                else f"request log {j['workload']['window_s']:g} s")
+        kind = j["schedule"]["kind"]
+        sched = (f"every {j['schedule']['seconds']:g} s" if kind == "interval"
+                 else f"cron {j['schedule']['expr']}" if kind == "cron" else "run-now only")
+        work = (f"file {Path(j['workload']['path']).name}" if j["workload"]["kind"] == "trace"
+                else f"request log db, {j['workload']['window_s']:g} s")
         pol = j["policy"]
         policy = f"{pol['mode']} ≥{pol['min_bcr_gain_pct']:g} %"
         last = j["last_run"]
         last_text = "-" if last is None else f"{last['id']}: {last['outcome'] or last['status']}"
-        table.add_row(str(j["id"]), j["name"] + ("" if j["enabled"] else " (disabled)"), j["scenario"], sched,
-                      work, policy, str(j["current_plan_id"] or "-"), last_text)
+        cells = (str(j["id"]), j["name"] + ("" if j["enabled"] else " (disabled)"), j["scenario"], sched,
+                 work, policy, str(j["current_plan_id"] or "-"), last_text)
+        table.add_row(*(escape(c) for c in cells))  # names are user strings: never Rich markup
     return table
 
 
@@ -310,3 +361,35 @@ def remove(job: JobRef, database_url: DatabaseOpt = None) -> None:
             repo.delete_job(session, job_id)
     print(f"removed job {job_id} {job_name!r}")
 
+
+
+# --- placer plans -------------------------------------------------------------------
+
+plans = typer.Typer(name="plans", no_args_is_help=True,
+                    help="Stored plans: bring a plan made by placer optimize into the service and its dashboard.")
+
+
+@plans.command("import")
+def import_plan(
+    plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="A plan (placer optimize --json --out).",
+                                              show_default=False)],
+    scenario: Annotated[str | None, typer.Option(
+        help="Its scenario: stored (name or id), or a scenario file to store; links the plan to it.")] = None,
+    database_url: DatabaseOpt = None,
+    json_out: JsonOpt = False,
+) -> None:
+    """Store a plan file in the service database (it shows on the dashboard's plans page)."""
+    with _errors():
+        plan = load_plan(plan_file)
+        factory = _connect(database_url)
+        with db.session_scope(factory) as session:
+            scenario_id = _scenario_id(session, scenario) if scenario is not None else None
+            row = save_plan(session, plan, inputs={"imported_from": str(plan_file.resolve())},
+                            scenario_id=scenario_id, source="cli")
+            session.flush()
+            stored = {"id": row.id, "scenario": plan.scenario, "scenario_id": scenario_id,
+                      "path": f"/ui/plans/{row.id}"}
+    if json_out:
+        print(json.dumps(stored, indent=2))
+    else:
+        print(f"stored plan {stored['id']} ({plan.scenario!r}); on the dashboard at {stored['path']}")

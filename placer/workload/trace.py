@@ -1,23 +1,35 @@
-"""JSON Lines request traces (docs/contracts.md): reading, validating, deriving prefix hits.
+"""JSON Lines request traces and request logs (docs/contracts.md): one format, read and written here.
 
 in:  a ``.jsonl`` file, one request per line, with ``timestamp`` (ms), ``input_length``,
      ``output_length`` and either ``hit_rate`` or ``hash_ids`` (the public Mooncake
-     traces: ids of 512-token prefix blocks; equal ids = reusable prefix KV)
-out: :class:`TraceRecord` objects, streamed (a trace is never held whole in memory);
-     for ``hash_ids`` records the hit rate an unbounded prefix cache would see.
+     traces: ids of 512-token prefix blocks; equal ids = reusable prefix KV). The
+     executor's request log (``placer deploy --request-log FILE``) writes these fields
+     first on every line (:func:`request_log_line`) and its record's own after them;
+     a log written before it did (``arrival_unix_s``, ``input_tokens``, ``output_tokens``,
+     ``prefix_hit_tokens``) is still read.
+out: :class:`TraceRecord` objects in arrival order, streamed (a trace is never held whole
+     in memory: a request log, written as requests *end*, is put back in arrival order
+     through a buffer of ``REORDER_HORIZON_S`` of trace time); for ``hash_ids`` records
+     the hit rate an unbounded prefix cache would see.
 
 Errors name the file, the line and the field, as :class:`~placer.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import json
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from placer.errors import InputError
 
 BLOCK_TOKENS = 512  # Mooncake traces hash prompts in 512-token blocks
+#: A line may arrive this much trace time before one read earlier (a request log is written
+#: as requests end, so a long request's line comes after shorter, later ones).
+REORDER_HORIZON_S = 600.0
 
 
 class TraceRecord:
@@ -49,10 +61,32 @@ def _number(obj: dict, key: str, where: str, integer: bool) -> float:
     return value
 
 
+def request_log_line(record: Any) -> dict[str, Any]:
+    """One request-log line for a served request (a ``placer.records.RequestRecord``): the
+    trace fields of the contract first, then every field of the record."""
+    n_in = record.input_tokens
+    hit = min(record.prefix_hit_tokens, n_in) / n_in if n_in > 0 else 0.0
+    return {"timestamp": round(record.arrival_unix_s * 1000.0, 3), "input_length": n_in,
+            "output_length": record.output_tokens, "hit_rate": round(hit, 6), **record.to_dict()}
+
+
+def _legacy_line(obj: dict) -> dict:
+    """A request-log line from before the trace fields were written: the same request in them."""
+    if "timestamp" in obj or "arrival_unix_s" not in obj:
+        return obj
+    n_in, hit_tokens = obj.get("input_tokens"), obj.get("prefix_hit_tokens", 0)
+    hit = min(hit_tokens, n_in) / n_in if isinstance(n_in, int) and isinstance(hit_tokens, int) and n_in > 0 \
+        else 0.0
+    arrival = obj["arrival_unix_s"]
+    return {"timestamp": arrival * 1000.0 if isinstance(arrival, (int, float)) else arrival,
+            "input_length": n_in, "output_length": obj.get("output_tokens"), "hit_rate": hit}
+
+
 def parse_record(obj: object, where: str) -> TraceRecord:
     """One trace line (already JSON-decoded) → :class:`TraceRecord`, or InputError."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: each line must be a JSON object")
+    obj = _legacy_line(obj)
     ts = _number(obj, "timestamp", where, integer=False)
     n_in = int(_number(obj, "input_length", where, integer=True))
     n_out = int(_number(obj, "output_length", where, integer=True))
@@ -76,17 +110,40 @@ def parse_record(obj: object, where: str) -> TraceRecord:
 
 
 def read_trace(path: str | Path, limit: int | None = None) -> Iterator[TraceRecord]:
-    """Stream the records of a JSONL trace (blank lines skipped), at most ``limit`` of them."""
+    """Stream the records of a JSONL trace in arrival order (blank lines skipped), at most ``limit``."""
+    return itertools.islice(in_arrival_order(_file_records(path), str(Path(path).name)), limit)
+
+
+def in_arrival_order(records: Iterable[tuple[int, TraceRecord]], name: str,
+                     horizon_s: float = REORDER_HORIZON_S) -> Iterator[TraceRecord]:
+    """``(line, record)`` pairs in file order → records by timestamp (stable for equal ones).
+
+    Holds the records of the last ``horizon_s`` of trace time; a line more than that
+    before one already passed on is an InputError naming it.
+    """
+    heap: list[tuple[float, int, TraceRecord]] = []
+    emitted = -float("inf")
+    for lineno, rec in records:
+        if rec.timestamp_s < emitted:
+            raise InputError(f"trace {name} line {lineno}: timestamp {rec.timestamp_s * 1000:.0f} ms is more than "
+                             f"{horizon_s:g} s before a request on an earlier line; sort the file by timestamp")
+        heapq.heappush(heap, (rec.timestamp_s, lineno, rec))
+        while heap and heap[0][0] < rec.timestamp_s - horizon_s:
+            emitted = heap[0][0]
+            yield heapq.heappop(heap)[2]
+    while heap:
+        yield heapq.heappop(heap)[2]
+
+
+def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
+    """``(line number, record)`` of every non-blank line, in file order."""
     path = Path(path)
     try:
         handle = path.open()
     except OSError as err:
         raise InputError(f"cannot read trace file {str(path)!r}: {err.strerror}") from None
-    count = 0
     with handle:
         for lineno, line in enumerate(handle, 1):
-            if limit is not None and count >= limit:
-                return
             line = line.strip()
             if not line:
                 continue
@@ -95,8 +152,7 @@ def read_trace(path: str | Path, limit: int | None = None) -> Iterator[TraceReco
                 obj = json.loads(line)
             except json.JSONDecodeError as err:
                 raise InputError(f"{where}: not valid JSON ({err.msg})") from None
-            yield parse_record(obj, where)
-            count += 1
+            yield lineno, parse_record(obj, where)
 
 
 def cached_tokens(hash_ids: tuple[int, ...], input_tokens: int, present) -> int:

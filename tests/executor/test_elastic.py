@@ -116,10 +116,15 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
     c = LocalCluster(placement(plan(1, 1)), model_config, engine_config, transport="fake", threads=True)
     try:
         client = TestClient(create_app(c.router, deployment=c))
+        assert client.get("/plan/status").json()["state"] == "idle"
         r = client.post("/plan", json=plan(2, 0).model_dump(mode="json"), params={"grace_s": 5})
-        assert r.status_code == 200
-        body = r.json()
+        assert r.status_code == 202 and r.json()["state"] == "applying"
+        status = _wait_applied(client)
+        assert status["state"] == "succeeded" and status["strategy"] == "make-before-break"
+        body = status["report"]
         assert [n.split("-")[0] for n in body["joined"]] == ["md"] and len(body["remove"]) == 1
+        events = [(e["instance"].split("-")[0], e["event"]) for e in status["events"] if e["instance"]]
+        assert events.index(("md", "joined")) < events.index(("rld", "draining"))  # made before it broke
         roles = sorted(i["role"] for i in client.get("/instances").json())
         assert roles == ["MD", "MD", "P"]
         out = client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 3})
@@ -128,6 +133,16 @@ def test_post_plan_applies_a_plan_over_http(model_config, engine_config):
         assert TestClient(create_app(c.router)).post("/plan", json={}).status_code == 409
     finally:
         c.close()
+
+
+def _wait_applied(client, timeout_s: float = 60.0) -> dict:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while (status := client.get("/plan/status").json())["state"] == "applying":
+        assert time.monotonic() < end, status
+        time.sleep(0.05)
+    return status
 
 
 def _cli():
@@ -167,7 +182,17 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
         result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
                                              "--grace-s", "5"])
         assert result.exit_code == 0, result.output
-        report = json.loads(result.output)
+        assert "make-before-break" in result.output and "joined" in result.output and "draining" in result.output
+        assert "applied (make-before-break)" in result.output
+        back = tmp_path / "back.json"
+        back.write_text(json.dumps({"scenario": "two-dc", "pools": pools}))
+        result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(back), "--url", f"http://127.0.0.1:{port}",
+                                             "--grace-s", "5", "--json"])
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.stdout)["report"]
+        result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(new), "--url", f"http://127.0.0.1:{port}",
+                                             "--grace-s", "5", "--json"])
+        report = json.loads(result.stdout)["report"]
         assert len(report["joined"]) == 1 and len(report["remove"]) == 1 and report["remove"][0].startswith("rld")
         assert sorted(i.spec.role for i in c.instances.values()) == ["MD", "MD", "P"]
         bad = tmp_path / "bad.json"

@@ -94,3 +94,43 @@ def test_db_sink_writes_rows_the_replanner_reads(tmp_path):
                                  "order by id")).fetchall()
     assert [tuple(r) for r in rows] == [("P-MD", 1000, 900, 0.2), ("P-RLD-MD", 1000, 900, 0.2),
                                         ("P-RLD", 1000, 900, 0.2)]
+
+
+def test_the_jsonl_log_is_the_trace_format_every_reader_reads(tmp_path):
+    """One request-log format (docs/contracts.md): the trace fields first, in arrival order when read."""
+    from placer.workload import classes_from_trace, read_trace, trace_arrival_rps
+
+    path = tmp_path / "requests.jsonl"
+    log = BatchingRequestLog(open_sink(str(path)), batch_size=100)
+    for k in (2, 0, 1, 3):  # written as requests end, not as they arrived
+        log.add(rec(k))
+    log.close()
+    first = json.loads(path.read_text().splitlines()[0])
+    assert first["timestamp"] == (1.7e9 + 2) * 1000 and first["input_length"] == 1000
+    assert first["output_length"] == 50 and first["hit_rate"] == 0.9 and first["request_id"] == "r2"
+    records = list(read_trace(path))
+    assert [r.timestamp_s for r in records] == [1.7e9 + k for k in range(4)]
+    assert trace_arrival_rps(path) == pytest.approx(1.0)
+    [cls] = classes_from_trace(path)
+    assert (cls.input_tokens, cls.output_tokens, cls.hit_rate) == (1000, 50, 0.9)
+
+
+def test_a_log_written_before_the_trace_fields_is_still_read(tmp_path):
+    from placer.workload import read_trace
+
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join(json.dumps(rec(k).to_dict()) for k in range(3)) + "\n")
+    records = list(read_trace(path))
+    assert [(r.input_tokens, r.output_tokens, r.hit_rate) for r in records] == [(1000, 50, 0.9)] * 3
+    assert records[1].timestamp_s == pytest.approx(1.7e9 + 1)
+
+
+def test_a_line_far_out_of_order_is_named(tmp_path):
+    from placer.errors import InputError
+    from placer.workload import read_trace
+
+    path = tmp_path / "shuffled.jsonl"
+    lines = [{"timestamp": t, "input_length": 10, "output_length": 1, "hit_rate": 0.5} for t in (10_000, 700_000, 5)]
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    with pytest.raises(InputError, match="line 3: timestamp 5 ms"):
+        list(read_trace(path))

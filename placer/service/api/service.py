@@ -46,6 +46,7 @@ class Service:
         self.factory = session_factory(self.engine)
         self.pool = ThreadPoolExecutor(self.settings.solve_workers, thread_name_prefix="placer-solve")
         self._recover_solve_jobs()
+        runner.recover_runs(self.factory)  # replanning runs left PENDING/RUNNING by a crash: FAILED, unlocked
         if self.settings.scheduler:
             self.scheduler = ReplanScheduler(self.factory, max_workers=self.settings.solve_workers,
                                              sync_interval_s=self.settings.scheduler_sync_s)

@@ -13,6 +13,7 @@ from placer.service.jobs.scheduler import ReplanScheduler
 from placer.service.jobs.specs import (
            CronSchedule,
            IntervalSchedule,
+           ManualSchedule,
            Policy,
            RequestLogSource,
            Schedule,
@@ -20,5 +21,5 @@ from placer.service.jobs.specs import (
            WorkloadSource,
 )
 
-__all__ = ["CronSchedule", "IntervalSchedule", "Policy", "ReplanScheduler", "RequestLogSource", "Schedule",
-           "TraceSource", "WorkloadSource", "plan_diff"]
+__all__ = ["CronSchedule", "IntervalSchedule", "ManualSchedule", "Policy", "ReplanScheduler", "RequestLogSource",
+           "Schedule", "TraceSource", "WorkloadSource", "plan_diff"]

@@ -23,12 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-import httpx
 from pydantic import TypeAdapter
 from sqlalchemy.orm import Session, sessionmaker
 
 from db import repo
-from db.models import RunOutcome, RunStatus
+from db.models import DeploymentStatus, JobRun, RunOutcome, RunStatus
 from db.session import session_scope
 from db.types import utcnow
 from placer.errors import InfeasiblePlanError
@@ -36,6 +35,7 @@ from placer.optimize import SolveConfig, evaluate_plan, optimize
 from placer.plan import Plan, parse_plan
 from placer.service.errors import ConflictError, user_error
 from placer.service.jobs import solve
+from placer.service.jobs.deployment import Applied, DeploymentError, apply_plan, running_differs
 from placer.service.jobs.diff import plan_diff
 from placer.service.jobs.policy import decide
 from placer.service.jobs.specs import Policy, RequestLogSource, WorkloadSource
@@ -65,16 +65,27 @@ def trigger(factory: sessionmaker[Session], job_id: int, trigger: str = "manual"
     with session_scope(factory) as session:
         job = repo.get_job(session, job_id)
         ttl = 2 * job.time_limit_s + LOCK_MARGIN_S
+        previous = job.active_run_id
         run, created = repo.create_run(session, job_id, trigger, idempotency_key)
         if not created:
             return Trigger(run.id, False)
         if repo.lock_job(session, job_id, run.id, ttl):
+            if previous is not None:  # the lock had expired: its run's process stopped without finishing it
+                _abandon(session, previous)
             return Trigger(run.id, True)
         session.refresh(job)
         busy = job.active_run_id
         run.status, run.outcome, run.finished_at = RunStatus.SUCCEEDED, RunOutcome.SKIPPED, utcnow()
         run.reason = f"run {busy} of this job is in progress; this trigger did nothing"
         return Trigger(run.id, False, busy)
+
+
+def _abandon(session: Session, run_id: int) -> None:
+    """A run whose lock expired while it was still PENDING or RUNNING becomes FAILED."""
+    stale = session.get(JobRun, run_id)
+    if stale is not None and stale.status in (RunStatus.PENDING, RunStatus.RUNNING):
+        stale.status, stale.finished_at = RunStatus.FAILED, utcnow()
+        stale.error = "abandoned: its lock expired before it finished (the process running it stopped)"
 
 
 def _finish(session: Session, run_id: int, job_id: int, **fields: Any) -> None:
@@ -116,7 +127,7 @@ def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = 
 
 
 def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, source, objective, solver,
-             time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome:
+             time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome | None:
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
     else:
@@ -140,44 +151,57 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
         except InfeasiblePlanError:
             baseline = None
     diff = plan_diff(current, candidate) if current is not None else None
+    drift = None
+    if policy.mode == "apply" and policy.deploy_url and current is not None:
+        try:  # the job's idea of the running plan, checked before deciding
+            drift = running_differs(policy.deploy_url, current)
+        except DeploymentError as err:
+            with session_scope(factory) as session:
+                _finish(session, run_id, job_id, status=RunStatus.FAILED,
+                        error=f"cannot compare the job's current plan {current_id} with the deployment: {err}")
+            return None
     decision = decide(policy, has_current=current is not None, baseline=baseline, candidate=candidate,
                       pool_changes=diff["pool_changes"] if diff else 0, offered_rps=fitted.workload["arrival_rps"],
                       last_adopted_at=last_adopted_at, now=now)
     inputs = {"scenario": full, "objective": objective, "solver": solver, "time_limit_s": time_limit_s,
               "marginals": False, "measured": measured, "job_id": job_id, "run_id": run_id}
     adopt = decision.outcome in (RunOutcome.INITIAL, RunOutcome.ADOPTED)
-    reason = decision.reason
-    if adopt and policy.mode == "apply" and policy.deploy_url:  # outside any transaction
-        reason += "; " + push_plan(policy.deploy_url, candidate, time_limit_s)
+    reason, applied = _deploy(policy, decision.reason, candidate if adopt else None, current, current_id, drift)
+    record = {"baseline_plan_id": current_id, "new_bcr": candidate.metrics.bcr_requests_per_usd, "diff": diff,
+              "baseline_bcr": baseline.metrics.bcr_requests_per_usd if baseline else None,
+              "gain_pct": decision.gain_pct, "workload": fitted.record()}
     with session_scope(factory) as session:
         row = save_plan(session, candidate, inputs=inputs, scenario_id=scenario_id, source=f"job:{job_id}")
+        if applied is not None and not applied.ok:
+            _finish(session, run_id, job_id, status=RunStatus.FAILED, plan_id=row.id, **record,
+                    error=f"{reason}. Not adopted: the job's current plan stays "
+                          f"{current_id if current_id is not None else '(none)'}")
+            return None
         if adopt:
             job = repo.get_job(session, job_id)
             job.current_plan_id, job.last_adopted_at = row.id, now
             if policy.mode == "apply":
-                repo.create_deployment(session, row.id, job_id, note=f"run {run_id}: {decision.reason}")
+                repo.create_deployment(session, row.id, job_id, note=f"run {run_id}: {decision.reason}",
+                                       status=DeploymentStatus.ACTIVE if applied else DeploymentStatus.REQUESTED)
         _finish(session, run_id, job_id, status=RunStatus.SUCCEEDED, outcome=decision.outcome,
-                reason=reason, plan_id=row.id, baseline_plan_id=current_id,
-                baseline_bcr=baseline.metrics.bcr_requests_per_usd if baseline else None,
-                new_bcr=candidate.metrics.bcr_requests_per_usd, gain_pct=decision.gain_pct, diff=diff,
-                workload=fitted.record())
+                reason=reason, plan_id=row.id, **record)
     return decision.outcome
 
 
-def push_plan(url: str, plan: Plan, timeout_s: float) -> str:
-    """POST an adopted plan to a running deployment's /plan; returns what happened, in words.
-
-    The deployment applies it live (new instances join when ready, leaving ones drain);
-    a failure is recorded on the run, never raised: the plan stays adopted and stored.
-    """
-    try:
-        reply = httpx.post(url.rstrip("/") + "/plan", content=plan.to_json(), timeout=max(5.0, timeout_s),
-                           headers={"content-type": "application/json"})
-    except httpx.HTTPError as err:
-        return f"applying it to {url} failed: {type(err).__name__}: {err}"
-    if reply.status_code >= 400:
-        return f"applying it to {url} failed: HTTP {reply.status_code} {reply.text[:200]}"
-    return f"applied to the deployment at {url}"
+def _deploy(policy: Policy, reason: str, adopted: Plan | None, current: Plan | None, current_id: int | None,
+            drift: str | None) -> tuple[str, Applied | None]:
+    """Apply mode with a deployment URL: apply the adopted plan, or the current one again when the
+    deployment does not run it (``drift``); outside any transaction. The reason, and what happened."""
+    if policy.mode != "apply" or not policy.deploy_url:
+        return reason, None
+    push = adopted
+    if push is None and drift is not None:
+        push = current
+        reason += f"; the deployment did not run the job's current plan {current_id} ({drift}), so it was applied again"
+    if push is None:
+        return reason, None
+    applied = apply_plan(policy.deploy_url, push, policy.apply_timeout_s)
+    return f"{reason}; {applied.words}", applied
 
 
 def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | None = None,
@@ -188,6 +212,33 @@ def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | 
         with factory() as session:
             return t.run_id, repo.get_run(session, t.run_id).outcome
     return t.run_id, execute(factory, t.run_id, now)
+
+
+#: What a run left PENDING or RUNNING by a stopped service records as its error.
+INTERRUPTED = "interrupted by restart: the service stopped while this run was {status}; trigger it again"
+
+
+def recover_runs(factory: sessionmaker[Session]) -> list[int]:
+    """Runs a previous service process left PENDING or RUNNING become FAILED, their locks released.
+
+    Called once at service start-up (``placer.service.api.service.Service.start``), before
+    the scheduler starts. A run is not resumed: its workload window has moved on, and the
+    next scheduled fire (or a ``run-now``) makes a fresh run. Locks held by runs that no
+    longer run (finished, deleted) are released too, so the job accepts a run at once.
+    Assumes this process is the only one running replanning jobs on the database at the
+    moment it starts (as the solve-job recovery does). Returns the ids of the runs failed.
+    """
+    with session_scope(factory) as session:
+        failed = []
+        for run in repo.interrupted_runs(session):
+            _finish(session, run.id, run.job_id, status=RunStatus.FAILED,
+                    error=INTERRUPTED.format(status=run.status.value))
+            failed.append(run.id)
+        released = repo.release_stale_locks(session)
+    if failed or released:
+        log.warning("replanning: %d interrupted run(s) marked FAILED (%s); %d stale lock(s) released",
+                    len(failed), ", ".join(map(str, failed)) or "-", released)
+    return failed
 
 
 def adopt(factory: sessionmaker[Session], job_id: int, run_id: int) -> int:

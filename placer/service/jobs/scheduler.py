@@ -101,7 +101,8 @@ class ReplanScheduler:
         try:
             with self.factory() as session:
                 jobs, _ = repo.list_jobs(session, enabled=True, limit=100_000)
-                wanted = {_job_id(j.id): (j.id, dict(j.schedule), j.created_at) for j in jobs}
+                wanted = {_job_id(j.id): (j.id, dict(j.schedule), j.created_at) for j in jobs
+                          if j.schedule.get("kind") != "manual"}  # manual jobs run only when triggered
         except Exception:  # the database is away: keep what is scheduled, try again next tick
             log.exception("replanning scheduler: cannot read jobs")
             return

@@ -38,7 +38,13 @@ class CronSchedule(_Spec):
         return value
 
 
-Schedule = Annotated[IntervalSchedule | CronSchedule, Field(discriminator="kind")]
+class ManualSchedule(_Spec):
+    """No schedule: the job runs only when triggered (``placer jobs run-now``, ``POST /jobs/{id}/runs``)."""
+
+    kind: Literal["manual"] = "manual"
+
+
+Schedule = Annotated[IntervalSchedule | CronSchedule | ManualSchedule, Field(discriminator="kind")]
 
 
 class TraceSource(_Spec):
@@ -74,3 +80,6 @@ class Policy(_Spec):
         None, pattern=r"^https?://", max_length=500,
         description="apply mode: the running deployment's server (`placer deploy`); an adopted plan is "
         "POSTed to its /plan and applied live (new instances join, leaving ones drain).")
+    apply_timeout_s: float = Field(
+        600.0, gt=0, le=24 * 3600, description="apply mode: how long applying a plan to the deployment may take "
+        "(its own limit, not the solver's); past it the run is FAILED and the plan not adopted.")

@@ -1,4 +1,4 @@
-"""``/healthz`` (no token) and ``/metrics`` (Prometheus text; token required)."""
+"""``/healthz`` (no token; ``/health`` is an alias, as on a deployment's server) and ``/metrics`` (Prometheus text; token required)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz", response_model=Health, responses={503: {"model": Health}})
+@router.get("/health", response_model=Health, responses={503: {"model": Health}}, include_in_schema=False)
 def healthz(service: ServiceDep):
     """Liveness and database reachability; 503 when the database does not answer."""
     scheduler = "running" if service.scheduler is not None and service.scheduler.running else "off"

@@ -26,7 +26,7 @@ def test_run_propose_adopt_over_the_api(client, tmp_path):
     trace = write_trace(tmp_path / "t.jsonl", 0.99)
     job = _job(client, trace)
     assert job["policy"] == {"mode": "propose", "min_bcr_gain_pct": 5.0, "max_pool_changes": None, "cooldown_s": 0.0,
-                             "deploy_url": None}
+                             "deploy_url": None, "apply_timeout_s": 600.0}
     first = _run(client, job["id"])
     assert first["outcome"] == "INITIAL"
     assert client.get(f"/jobs/{job['id']}").json()["current_plan_id"] == first["plan_id"]

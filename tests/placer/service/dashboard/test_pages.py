@@ -92,6 +92,25 @@ def test_the_jobs_page_lists_runs_with_their_decisions(client, seeded):
     assert f'href="/ui/plans/{seeded.plan_a}/diff/{seeded.plan_b}"' in page.text
 
 
+def test_a_job_without_a_schedule_reads_as_on_demand(client, seeded):
+    import db
+    from db import repo
+
+    engine, factory = db.connect(seeded.url)
+    try:
+        with db.session_scope(factory) as s:
+            scenario_id = repo.get_job(s, seeded.job_id).scenario_id
+            repo.create_job(s, name="by-hand", scenario_id=scenario_id, schedule={"kind": "manual"},
+                            workload={"kind": "request_log", "window_s": 3600.0, "min_requests": 20},
+                            policy={"mode": "propose", "min_bcr_gain_pct": 0.0, "cooldown_s": 0.0},
+                            objective="bcr", solver="ortools", time_limit_s=30.0, enabled=True)
+    finally:
+        engine.dispose()
+    text = _text(client.get("/ui/jobs").text)
+    assert "by-hand" in text and "on demand (run-now)" in text
+    assert "cron ·" not in text
+
+
 @pytest.mark.parametrize("path", ["/ui/plans/999", "/ui/plans/1/diff/999"])
 def test_an_unknown_plan_is_an_html_404(client, path):
     page = client.get(path)

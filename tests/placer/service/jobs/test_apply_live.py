@@ -55,11 +55,13 @@ def test_an_apply_job_moves_the_running_deployment_to_the_adopted_plan(factory, 
     assert sorted(cluster.router.instances) == wanted
 
 
-def test_an_unreachable_deployment_is_recorded_and_the_plan_still_adopted(factory, trace):
+def test_an_unreachable_deployment_fails_the_run_and_the_plan_is_not_adopted(factory, trace):
     job_id = add_job(factory, trace, mode="apply", deploy_url="http://127.0.0.1:9", min_bcr_gain_pct=0.0)
     run_id, outcome = runner.run_now(factory, job_id)
-    assert outcome == RunOutcome.INITIAL
+    assert outcome is None
     with factory() as s:
         run = repo.get_run(s, run_id)
-        assert "applying it to http://127.0.0.1:9 failed" in run.reason
-        assert repo.get_job(s, job_id).current_plan_id == run.plan_id
+        assert run.status.value == "FAILED" and "applying it to http://127.0.0.1:9 failed" in run.error
+        assert "Not adopted" in run.error and run.plan_id is not None  # the plan is kept for a look
+        assert repo.get_job(s, job_id).current_plan_id is None
+        assert repo.list_deployments(s, job_id)[1] == 0

@@ -53,10 +53,17 @@ def test_mistakes_exit_2_with_a_message_and_no_traceback(tmp_path):
     cases = [
         (["jobs", "add", "x", "--scenario", "nowhere", "--every", "1h", "--trace", trace],
          "scenario 'nowhere' not found"),
-        (["jobs", "add", "x", "--scenario", "s", "--trace", trace], "exactly one of --every and --cron"),
+        (["jobs", "add", "x", "--scenario", "s", "--every", "1h", "--cron", "0 * * * *", "--trace", trace],
+         "at most one of --every and --cron"),
+        (["jobs", "add", "x", "--scenario", "s", "--every", "1h"], "--request-log FILE"),
+        (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--request-log-window", "1h"],
+         "a file is read whole"),
+        (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--mode", "auto"], "'auto' is not one of"),
+        (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--objective", "speed"],
+         "'speed' is not one of"),
         (["jobs", "add", "x", "--scenario", "s", "--cron", "61 * * * *", "--trace", trace], "crontab"),
         (["jobs", "add", "x", "--scenario", "s", "--every", "soon", "--trace", trace], "--every"),
-        (["jobs", "add", "x", "--scenario", "s", "--every", "1h", "--trace", tmp_path / "no.jsonl"], "--trace"),
+        (["jobs", "add", "x", "--scenario", "s", "--every", "1h", "--trace", tmp_path / "no.jsonl"], "--request-log"),
         (["jobs", "run-now", "ghost"], "job 'ghost' not found"),
         (["jobs", "remove", "ghost"], "job 'ghost' not found"),
     ]
@@ -76,3 +83,74 @@ def test_a_failed_run_exits_1_and_says_why(tmp_path):
     trace.write_text("not json\n")
     result = _invoke("jobs", "run-now", "j", "--database-url", url)
     assert result.exit_code == 1 and "FAILED" in result.output and "not valid JSON" in result.output
+
+
+def test_first_run_a_job_without_a_schedule_runs_on_run_now_and_choices_are_listed(tmp_path):
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    scenario = tmp_path / "two-dc.yaml"
+    scenario.write_text(yaml.safe_dump(two_dc()))
+    log = write_trace(tmp_path / "reqlog.jsonl", 0.99)
+    help_text = runner.invoke(app, ["jobs", "add", "--help"], env={"COLUMNS": "200"}).output
+    assert "propose|apply" in help_text and "bcr|min-cost|max-goodput" in help_text
+    assert "FILE|db" in help_text
+
+    added = _invoke("jobs", "add", "adhoc", "--scenario", scenario, "--request-log", log, "--database-url", url,
+                    "--json")
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["schedule"] == {"kind": "manual"}
+    assert "run-now only" in runner.invoke(app, ["jobs", "list", "--database-url", url], env={"COLUMNS": "200"}).output
+    ran = _invoke("jobs", "run-now", "adhoc", "--database-url", url, "--json")
+    assert ran.exit_code == 0 and json.loads(ran.output)["outcome"] == "INITIAL"
+
+
+def test_names_with_rich_markup_do_not_break_jobs_list(tmp_path):
+    """A job or scenario named like Rich markup ([/], [bold]) is printed as written (issue 18 item 2)."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    scenario = tmp_path / "s.yaml"
+    scenario.write_text(yaml.safe_dump({**two_dc(), "name": "[bold]x[/]"}))
+    log = write_trace(tmp_path / "reqlog.jsonl", 0.99)
+    for name in ("[/]", "[red]job"):
+        assert _invoke("jobs", "add", name, "--scenario", scenario, "--request-log", log,
+                       "--database-url", url).exit_code == 0
+    listed = runner.invoke(app, ["jobs", "list", "--database-url", url], env={"COLUMNS": "200"})
+    assert listed.exit_code == 0, listed.output
+    assert "[/]" in listed.output and "[red]job" in listed.output and "[bold]x[/]" in listed.output
+
+
+def test_plans_import_stores_a_cli_plan_for_the_service(tmp_path):
+    from placer.optimize import optimize
+    from placer.specs import parse_scenario
+
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    plan_file = tmp_path / "plan.json"
+    plan_file.write_text(optimize(parse_scenario(two_dc())).to_json())
+    stored = _invoke("plans", "import", plan_file, "--database-url", url, "--json")
+    assert stored.exit_code == 0, stored.output
+    plan_id = json.loads(stored.output)["id"]
+    import db
+    from db import repo
+
+    engine, factory = db.connect(url)
+    with factory() as s:
+        row = repo.get_plan(s, plan_id)
+        assert row.source == "cli" and row.plan["scenario"] == "two-dc"
+    engine.dispose()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    refused = _invoke("plans", "import", bad, "--database-url", url)
+    assert refused.exit_code == 2 and "Traceback" not in refused.output
+
+
+def test_serve_prints_its_url_and_how_to_sign_in_but_not_a_token_from_the_environment(monkeypatch):
+    import placer.service.cli as service_cli
+
+    monkeypatch.setattr(service_cli.uvicorn, "run", lambda *a, **k: None)
+    monkeypatch.setenv("PLACER_API_TOKEN", "environment-secret-token")
+    monkeypatch.setenv("PLACER_DATABASE_URL", "sqlite://")
+    result = runner.invoke(app, ["serve"])
+    assert result.exit_code == 0, result.output
+    assert "http://127.0.0.1:8080" in result.output and "/ui/" in result.output
+    assert "PLACER_API_TOKEN" in result.output and "environment-secret-token" not in result.output
+    monkeypatch.delenv("PLACER_API_TOKEN")
+    generated = runner.invoke(app, ["serve", "--port", "9001"])
+    assert "http://127.0.0.1:9001" in generated.output and "generated for this run" in generated.output
