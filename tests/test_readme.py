@@ -8,8 +8,11 @@ earlier command writes (``plan.json``) get it from that earlier command, run fir
 
 Not run here, and why (each is a skipped case with that reason):
 ``make setup`` / ``make test`` install a virtualenv and run the whole suite (CI runs them,
-.ci/run). ``bench/bench_planner.py`` solves the sixteen-datacenter example for minutes:
-it runs under ``-m slow``.
+.ci/run); commands that act on a live deployment or read what its traffic wrote
+(``jobs run-now``, ``deploy --apply``, ``workload fit reqlog.jsonl``) — the closed-loop test
+on local Ray (tests/executor/test_apply_ray.py) runs that sequence. ``bench/bench_planner.py``
+solves the sixteen-datacenter example for minutes: it runs under ``-m slow``; a serving
+``placer deploy`` starts Ray: under ``-m ray``.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_HERE = {"make setup": "installs a virtualenv and the packages (CI runs it: .ci/run)",
             "make test": "runs the whole suite, which includes this test (CI runs it: .ci/run)"}
 SLOW = ("bench/bench_planner.py",)
+LIVE = {r"placer jobs run-now\b": "replans from a deployment's served requests (needs one, and its traffic)",
+        r"placer deploy --apply\b": "changes a running deployment (needs one)"}
+LOOP_TEST = "tests/executor/test_apply_ray.py runs the closed loop"
 SERVER_START_S = 25.0
 
 
@@ -47,7 +53,7 @@ COMMANDS = readme_commands()
 
 def _is_server(line: str) -> bool:
     return bool(re.search(r"placer serve\b", line)) or (bool(re.search(r"placer deploy\b", line))
-                                                        and "--dry-run" not in line)
+                                                        and not re.search(r"--dry-run|--apply", line))
 
 
 def _params():
@@ -57,8 +63,17 @@ def _params():
         for prefix, why in NOT_HERE.items():
             if line.startswith(prefix):
                 marks.append(pytest.mark.skip(reason=f"not run here: {why}"))
+        for pattern, why in LIVE.items():
+            if re.search(pattern, line):
+                marks.append(pytest.mark.skip(reason=f"not run here: {why}; {LOOP_TEST}"))
+        served = _served_files(line)
+        if served:
+            marks.append(pytest.mark.skip(reason=f"not run here: reads {', '.join(served)}, which a serving "
+                                                 f"deployment writes; {LOOP_TEST}"))
         if any(s in line for s in SLOW):
             marks.append(pytest.mark.slow)
+        if _is_server(line) and "placer deploy" in line:
+            marks.append(pytest.mark.ray)
         out.append(pytest.param(i, line, id=f"{i:02d}-{line.split('#')[0].strip()[:60]}", marks=marks))
     return out
 
@@ -79,6 +94,13 @@ def _workdir(tmp: Path) -> Path:
 def _env(tmp: Path) -> dict:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
             "PLACER_DATABASE_URL": f"sqlite:///{tmp / 'placer.sqlite'}", "COLUMNS": "100", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+
+
+def _served_files(line: str) -> list[str]:
+    """Files this line reads that only an earlier serving command writes (``--request-log F``)."""
+    earlier = COMMANDS[:COMMANDS.index(line)]
+    return [f for f in re.findall(r"\b[\w.-]+\.jsonl\b", line)
+            if f"--request-log {f}" not in line and any(f"--request-log {f}" in c and _is_server(c) for c in earlier)]
 
 
 def _needs(line: str) -> list[str]:
