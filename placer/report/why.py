@@ -89,11 +89,12 @@ def pipeline_reasons(problem: Problem, plan: Plan) -> list[str]:
         why = (f"{len(late)} of them ({', '.join(late[:3])}{'…' if len(late) > 3 else ''}) would miss the "
                f"{budget:g} s TTFT budget on P-MD (prefill + WAN transfer ≥ "
                f"{min(known[k][0] for k in late):.2f} s)"
-               + (f"; the other {len(relayed) - len(late)} would fit it and are relayed because that costs less"
+               + (f"; the other {len(relayed) - len(late)} would fit it and are relayed because that gives the "
+                  "plan a higher BCR"
                   if len(relayed) > len(late) else "") if late else
-               f"P-MD would also meet the {budget:g} s budget for them (fastest "
-               f"{min((known[k][0] for k in relayed if k in known), default=0.0):.2f} s): relaying is the cheaper "
-               "choice here (RLD frees the P pool's wait for the KV move)")
+               f"P-MD would meet the {budget:g} s budget for them before queueing (prefill + transfer from "
+               f"{min((known[k][0] for k in relayed if k in known), default=0.0):.2f} s): relaying them gives the "
+               "plan a higher BCR")
         lines.append(f"{P_RLD_MD} carries {rps[P_RLD_MD]:.2f} req/s of {len(relayed)} classes: {why}")
     elif not known:
         lines.append("RLD unused: no line joins a P datacenter to an MD datacenter in this plan")
