@@ -15,10 +15,10 @@ an extension of the plan JSON; read by the CLI, the report and the API):
 
 * a baseline that carries less than the offered load is solved again **at equal
   load** with its datacenters' inventories scaled up (``SCALE_MAX`` × at most, the
-  chips priced as the catalog prices them), given with the
-  chips it took (under the result's ``"scaled"`` key: ``baselines`` keeps one plan per
-  baseline, as docs/contracts.md has it); when even that has no plan the baseline is marked ``cannot carry``
-  with the solver's reason;
+  chips priced as the catalog prices them), given with the chips it took under the
+  result's ``"scaled"`` key (``baselines`` keeps one plan per baseline, as
+  docs/contracts.md has it); when even that has no plan the baseline is marked
+  ``cannot carry`` with the solver's reason;
 * a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
   a class over the line it crosses against the TTFT budget);
 * ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s says so and why (no second

@@ -272,7 +272,6 @@ def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:
     return out
 
 
-
 @dataclass
 class PoolUsage:
     """One pool's load at the plan's rates: ``utilization`` is P's busy fraction (its

@@ -93,7 +93,7 @@ def _workdir(tmp: Path) -> Path:
 
 def _env(tmp: Path) -> dict:
     return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-            "PLACER_DATABASE_URL": f"sqlite:///{tmp / 'placer.sqlite'}", "COLUMNS": "100", "RAY_DISABLE_DOCKER_CPU_WARNING": "1"}
+            "PLACER_DATABASE_URL": f"sqlite:///{tmp / 'placer.sqlite'}", "COLUMNS": "100"}
 
 
 def _served_files(line: str) -> list[str]:

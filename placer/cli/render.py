@@ -53,7 +53,8 @@ def pools_table(plan: Plan, why: Why | None = None) -> Fold:
         row = [p.role, p.datacenter, p.chip, str(p.tp), str(p.count), str(p.count * p.tp)]
         u = usage.get((p.role, p.datacenter, p.chip, p.tp))
         if why:
-            row += [f"{100 * u.utilization:.0f} %", f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}"] if u else ["-", "-"]
+            row += ([f"{100 * u.utilization:.0f} %", f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}"]
+                    if u else ["-", "-"])
         rows.append(row)
     return Fold("pools", headers, rows, right=("tp", "instances", "chips", "utilisation", "KV GiB used / capacity"))
 

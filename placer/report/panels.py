@@ -47,7 +47,8 @@ def pool_utilisation(usage: list, sim: dict | None = None):
     fig = new_figure(9.0, 4.4)
     ax1, ax2 = fig.subplots(1, 2)
     labels = [f"{u.role} {u.datacenter}\n{u.chip} tp{u.tp} ×{u.count}" for u in usage]
-    simulated = {(p["role"], p["datacenter"], p["chip"], p["tp"]): p["utilization"] for p in (sim or {}).get("pools", [])}
+    simulated = {(p["role"], p["datacenter"], p["chip"], p["tp"]): p["utilization"]
+                 for p in (sim or {}).get("pools", [])}
     ys = list(range(len(usage)))
     h = 0.38 if simulated else 0.6
     ax1.barh([y - (h / 2 if simulated else 0) for y in ys], [100 * u.utilization for u in usage], height=h,
