@@ -36,11 +36,20 @@ def metric_rows(plan: Plan, sim: dict | None = None) -> list[tuple[str, str, str
          f"{_f(s['ttft_p50_s'])} / {_f(s['ttft_p90_s'])} / {_f(s['ttft_p99_s'])}" if "ttft_p50_s" in s else ""),
         ("TPOT (s)", _f(m.tpot_s, 4), f"P50 {_f(s['tpot_p50_s'], 4)}, P90 {_f(s['tpot_p90_s'], 4)}"
          if "tpot_p50_s" in s else ""),
-        ("WAN (Gbit/s)", _f(m.wan_gbit_per_s, 2),
-         _f(sum(l.get("mean_gbit_per_s", 0.0) for l in s.get("links", [])), 2) if "links" in s else ""),
+        ("WAN, busiest direction", busiest_line(plan), _sim_busiest(s) if "links" in s else ""),
         ("RLD share of output tokens", f"{100 * m.rld_token_share:.1f} %",
          _sim_value(s, "rld_token_share", lambda v: f"{100 * v:.1f} %")),
     ]
+
+
+def _sim_busiest(sim: dict) -> str:
+    """The simulated mean Gbit/s of the busiest direction of any line, against its capacity."""
+    used = [l for l in sim.get("links", []) if l.get("mean_gbit_per_s", 0.0) > 0]
+    if not used:
+        return "none"
+    top = max(used, key=lambda l: l["mean_gbit_per_s"] / l["gbit_per_s_capacity"] if l.get("gbit_per_s_capacity")
+              else 0.0)
+    return f"{top['mean_gbit_per_s']:.2f} of {top['gbit_per_s_capacity']:g} Gbit/s {top['src']}->{top['dst']} (mean)"
 
 
 def solver_line(plan: Plan) -> str:
