@@ -73,51 +73,56 @@ def pipeline_reasons(problem: Problem, plan: Plan) -> list[str]:
     if any(r.pipeline == "P-D" for r in plan.routes):
         return ["P-D only: a PD baseline (no RelayDecode, no MainDecode)"]
     rps = _rps_by_pipeline(plan)
-    budget = problem.ttft_p90_s
     per_class = {c.name: _p_md_ttft_s(problem, plan, c) for c in problem.classes}
     known = {k: v for k, v in per_class.items() if v is not None}
-    lines = []
-    if rps.get(P_MD, 0.0) > 0:
-        local = sum(r.rps for r in plan.routes if r.pipeline == P_MD and r.src == r.dst)
-        where = f" ({local:.2f} req/s decoded where they were prefilled)" if local > 0 else ""
-        lines.append(f"{P_MD} carries {rps[P_MD]:.2f} req/s{where}: their KV reaches MD within the TTFT budget")
-    else:
-        lines.append(f"{P_MD} unused: every request the plan serves is relayed or filtered")
+    return [_p_md_line(plan, rps), _relay_line(problem, plan, rps, known), _filter_line(problem, rps)]
+
+
+def _p_md_line(plan: Plan, rps: dict[str, float]) -> str:
+    if rps.get(P_MD, 0.0) <= 0:
+        return f"{P_MD} unused: every request the plan serves is relayed or filtered"
+    local = sum(r.rps for r in plan.routes if r.pipeline == P_MD and r.src == r.dst)
+    where = f" ({local:.2f} req/s decoded where they were prefilled)" if local > 0 else ""
+    return f"{P_MD} carries {rps[P_MD]:.2f} req/s{where}: their KV reaches MD within the TTFT budget"
+
+
+def _relay_line(problem: Problem, plan: Plan, rps: dict[str, float], known: dict[str, tuple[float, str]]) -> str:
+    """P-RLD-MD: the relayed classes whose P-MD prefill + transfer would miss the budget
+    (and those relayed though they would fit), or why nothing is relayed."""
+    budget = problem.ttft_p90_s
     if rps.get(P_RLD_MD, 0.0) > 0:
         relayed = sorted({r.request_class for r in plan.routes if r.pipeline == P_RLD_MD and r.rps > 0})
         late = [k for k in relayed if k in known and known[k][0] > budget]
-        why = (f"{len(late)} of them ({', '.join(late[:3])}{'…' if len(late) > 3 else ''}) would miss the "
-               f"{budget:g} s TTFT budget on P-MD (prefill + WAN transfer ≥ "
-               f"{min(known[k][0] for k in late):.2f} s)"
-               + (f"; the other {len(relayed) - len(late)} would fit it and are relayed because that gives the "
-                  "plan a higher BCR"
-                  if len(relayed) > len(late) else "") if late else
-               f"P-MD would meet the {budget:g} s budget for them before queueing (prefill + transfer from "
-               f"{min((known[k][0] for k in relayed if k in known), default=0.0):.2f} s): relaying them gives the "
-               "plan a higher BCR")
-        lines.append(f"{P_RLD_MD} carries {rps[P_RLD_MD]:.2f} req/s of {len(relayed)} classes: {why}")
-    elif not known:
-        lines.append("RLD unused: no line joins a P datacenter to an MD datacenter in this plan")
-    else:
-        slowest = max(known.items(), key=lambda kv: kv[1][0], default=None)
-        if slowest is not None and slowest[1][0] <= budget:
-            lines.append(f"RLD unused: every class's WAN transfer fits its TTFT budget on P-MD (slowest "
-                         f"{slowest[0]}: prefill + transfer {slowest[1][0]:.2f} s over {slowest[1][1]} "
-                         f"≤ {budget:g} s)")
-        else:
-            lines.append(f"{P_RLD_MD} unused: an RLD pool costs more than the goodput it would add")
+        head = f"{P_RLD_MD} carries {rps[P_RLD_MD]:.2f} req/s of {len(relayed)} classes: "
+        if not late:
+            fastest = min((known[k][0] for k in relayed if k in known), default=0.0)
+            return (head + f"P-MD would meet the {budget:g} s budget for them before queueing (prefill + transfer "
+                    f"from {fastest:.2f} s): relaying them gives the plan a higher BCR")
+        names = ", ".join(late[:3]) + ("…" if len(late) > 3 else "")
+        rest = (f"; the other {len(relayed) - len(late)} would fit it and are relayed because that gives the plan "
+                "a higher BCR") if len(relayed) > len(late) else ""
+        return (head + f"{len(late)} of them ({names}) would miss the {budget:g} s TTFT budget on P-MD (prefill + "
+                f"WAN transfer ≥ {min(known[k][0] for k in late):.2f} s){rest}")
+    if not known:
+        return "RLD unused: no line joins a P datacenter to an MD datacenter in this plan"
+    slowest, (seconds, line) = max(known.items(), key=lambda kv: kv[1][0])
+    if seconds <= budget:
+        return (f"RLD unused: every class's WAN transfer fits its TTFT budget on P-MD (slowest {slowest}: prefill + "
+                f"transfer {seconds:.2f} s over {line} ≤ {budget:g} s)")
+    return (f"RLD unused: {slowest} would miss the {budget:g} s budget on P-MD ({seconds:.2f} s over {line}), but an "
+            "RLD pool would cost more than the goodput it adds")
+
+
+def _filter_line(problem: Problem, rps: dict[str, float]) -> str:
     filterable = [c.name for c in problem.classes if c.filterable]
     if rps.get(P_RLD, 0.0) > 0:
-        lines.append(f"{P_RLD} (filter) finishes {rps[P_RLD]:.2f} req/s on RLD without crossing the WAN "
-                     f"(long input, low hit, short output: {', '.join(filterable)})")
-    elif not problem.options.filter:
-        lines.append(f"{P_RLD} (filter) off: options.filter is false")
-    elif not filterable:
-        lines.append(f"{P_RLD} (filter) unused: no class has a long input, a low hit and a short output")
-    else:
-        lines.append(f"{P_RLD} (filter) unused: relaying {', '.join(filterable)} to MD costs less than "
-                     "finishing them on RLD")
-    return lines
+        return (f"{P_RLD} (filter) finishes {rps[P_RLD]:.2f} req/s on RLD without crossing the WAN "
+                f"(long input, low hit, short output: {', '.join(filterable)})")
+    if not problem.options.filter:
+        return f"{P_RLD} (filter) off: options.filter is false"
+    if not filterable:
+        return f"{P_RLD} (filter) unused: no class has a long input, a low hit and a short output"
+    return f"{P_RLD} (filter) unused: relaying {', '.join(filterable)} to MD costs less than finishing them on RLD"
 
 
 def binding_sorted(plan: Plan) -> list[dict]:
