@@ -11,8 +11,9 @@
 ``--profiles`` (all three, and ``simulate``): measured figures and latency tables through
 :func:`measured_for` (it replaces the scenario's ``profiles:`` key).
 
-Each prints the plan as tables (:mod:`placer.cli.render`) or, with ``--json``, the
-contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
+Each prints the plan as tables (:mod:`placer.cli.render`) with why it looks so
+(:func:`placer.report.why.explain`), or, with ``--json``, the contract JSON; a typed
+error ends in :func:`placer.cli.output.fail`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from_all
+from placer.report.why import explain
 from placer.sim.config import SimConfig
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
@@ -79,9 +81,10 @@ def optimize(
         loaded = load_scenario(scenario)
         measured = measured_for(loaded, profiles)
         config = SolveConfig(objective.value, solver.value, time_limit, marginals)
-        plan = solve(loaded, config, measured=measured)
+        problem = as_problem(loaded, measured)
+        plan = solve(problem, config)
         if verify:
-            plan = _verified(as_problem(loaded, measured), plan, verify_rounds, config,
+            plan = _verified(problem, plan, verify_rounds, config,
                              SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
     except PlacerError as e:
         fail(e)
@@ -90,7 +93,7 @@ def optimize(
     if json_out:
         print(text)
     else:
-        out.print(plan_view(plan))
+        out.print(plan_view(plan, explain(problem, plan)))
 
 
 def evaluate(
@@ -104,14 +107,14 @@ def evaluate(
     """Metrics of a given plan without re-optimising its pools."""
     try:
         loaded = load_scenario(scenario)
-        plan = evaluate_plan(loaded, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit),
-                             measured=measured_for(loaded, profiles))
+        problem = as_problem(loaded, measured_for(loaded, profiles))
+        plan = evaluate_plan(problem, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
     except PlacerError as e:
         fail(e)
     if json_out:
         print(plan.to_json())
     else:
-        out.print(plan_view(plan))
+        out.print(plan_view(plan, explain(problem, plan)))
 
 
 def compare(
@@ -143,7 +146,8 @@ def compare(
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
 
-        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()}}
+        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()},
+                "scaled": {k: dump(v) for k, v in result.get("scaled", {}).items()}}
         if "break_even" in result:
             body["break_even"] = result["break_even"]
         print(json.dumps(body, indent=2))
