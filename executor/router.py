@@ -12,12 +12,13 @@ and the instances among the routable ones (`executor.registry`); the orders
 (`PrefillOrder`, `RelayOrder`, `MainOrder`) go out after the lock is released
 (`executor.outbox`); what RLD and MD stream is fed to the client gap- and
 duplicate-free (`executor.live`). On pipeline A the one order is a `PrefillOrder`
-with no consumers to an A instance, which prefills, decodes and streams itself. Heartbeats (`executor.health`) mark instances
-SUSPECT or DOWN; a request whose instance goes DOWN, whose order cannot be delivered,
-or that makes no progress for `stall_s` is retried, migrated, failed or left alone by
-one rule (`executor.faults`), each attempt under its own id (`rid`, `rid~1`, ...) so
-messages of an abandoned attempt are ignored; one with no progress for
-`request_timeout_s` ends with an error — nothing hangs.
+with no consumers to an A instance, which prefills, decodes and streams itself.
+Heartbeats (`executor.health`) mark instances SUSPECT or DOWN; a request whose
+instance goes DOWN, whose order cannot be delivered, or that makes no progress for
+`stall_s` is retried, migrated, failed or left alone by one rule (`executor.faults`),
+each attempt under its own id (`rid`, `rid~1`, ...) so messages of an abandoned
+attempt are ignored; one with no progress for `request_timeout_s` ends with an error —
+nothing hangs.
 """
 
 from __future__ import annotations
