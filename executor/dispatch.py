@@ -10,7 +10,9 @@ pipeline, P (or A), RLD and MD (or D), and the prefiller's predicted prefix hit 
 Pipeline A first: an attempt goes to an A instance when the policy's share says so
 (`RoutingPolicy.wants_aggregated`, the hit predicted on the best-matching prefiller),
 or when A instances are up but no P (or no decoder for it) is; the A instance is
-picked as P is. Its assignment holds only that instance (under `p`, role A).
+picked as P is. Its assignment holds only that instance (under `p`, role A). When
+every A instance is full, a request the share sent to A spills to the
+disaggregated side (if it can run).
 
 Per attempt: P is the one whose prefix index predicts the longest hit, then the least
 loaded; the pipeline comes from the `RoutingPolicy` among those the live instances can
@@ -65,11 +67,9 @@ class Assignment:
 def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy, prompt: Sequence[int],
            max_new_tokens: int, *, exclude: set[str], prefer_relay: bool, draw: float = 1.0) -> Assignment:
     """Pick the pipeline and instances of one attempt (see the module doc)."""
-    aggs = registry.by_role(flows.AGG, exclude=exclude)
-    if aggs and _aggregated(registry, routing, prompt, max_new_tokens, exclude, draw):
-        a = pick(registry, admission, aggs, prompt, role=flows.AGG)
-        return Assignment(Pipeline.P_A, a, None, None, registry.indexes[a.name].match(prompt),
-                          degraded=Pipeline.P_A not in routing.allowed)
+    aggregated = _assign_aggregated(registry, routing, admission, prompt, max_new_tokens, exclude, draw)
+    if aggregated is not None:
+        return aggregated
     p = pick(registry, admission, registry.by_role(flows.P, exclude=exclude), prompt, role=flows.P)
     est_hit = registry.indexes[p.name].match(prompt)
     avail = available_pipelines(registry, p, exclude)
@@ -91,14 +91,34 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
     return Assignment(pipeline, p, rld, md, est_hit, degraded)
 
 
-def _aggregated(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Sequence[int], max_new_tokens: int,
-                exclude: set[str], draw: float) -> bool:
-    """Whether an attempt goes to pipeline A (A instances are up): the policy's share says so, or the
-    disaggregated side has no P, or no decoder for any P, up."""
-    ps = registry.by_role(flows.P, exclude=exclude)
-    if not any(available_pipelines(registry, p, exclude) for p in ps):
-        return True
-    prefillers = ps + registry.by_role(flows.AGG, exclude=exclude)
+def _assign_aggregated(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy,
+                       prompt: Sequence[int], max_new_tokens: int, exclude: set[str], draw: float) -> Assignment | None:
+    """The attempt on pipeline A, or None when it goes disaggregated (see the module doc)."""
+    aggs = registry.by_role(flows.AGG, exclude=exclude)
+    if not aggs:
+        return None
+    must = not _disaggregated_up(registry, exclude)  # nothing else can serve it
+    if not must and not _share_says_a(registry, routing, prompt, max_new_tokens, exclude, draw):
+        return None
+    try:
+        a = pick(registry, admission, aggs, prompt, role=flows.AGG)
+    except Overloaded:
+        if must:
+            raise
+        return None  # every A is full: spill to the disaggregated side
+    return Assignment(Pipeline.P_A, a, None, None, registry.indexes[a.name].match(prompt),
+                      degraded=Pipeline.P_A not in routing.allowed)
+
+
+def _disaggregated_up(registry: InstanceRegistry, exclude: set[str]) -> bool:
+    """Whether some P is up with a decoder to serve its prefills."""
+    return any(available_pipelines(registry, p, exclude) for p in registry.by_role(flows.P, exclude=exclude))
+
+
+def _share_says_a(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Sequence[int], max_new_tokens: int,
+                  exclude: set[str], draw: float) -> bool:
+    """The policy's aggregated split for this request, at the hit predicted on the best-matching prefiller."""
+    prefillers = registry.by_role(flows.P, exclude=exclude) + registry.by_role(flows.AGG, exclude=exclude)
     hit = max(registry.indexes[i.name].match(prompt) for i in prefillers)
     return routing.wants_aggregated(len(prompt), hit, max_new_tokens, draw)
 

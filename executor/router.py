@@ -402,7 +402,8 @@ class Router:
             elif idle > stall_s and now - live.stalled_at > stall_s:
                 live.stalled_at = now
                 self.counters["stalls"] += 1
-                suspect = live.instances.get(flows.MD) or live.instances.get(flows.RLD) or live.instances.get(flows.AGG)
+                streamers = (flows.MD, flows.RLD, flows.AGG)
+                suspect = next((live.instances[r] for r in streamers if r in live.instances), None)
                 self._fault(live, suspect, f"no progress for {stall_s:g} s")
 
     def stats(self) -> dict[str, Any]:

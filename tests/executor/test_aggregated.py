@@ -107,6 +107,32 @@ def test_mixed_plan_with_no_p_left_serves_everything_aggregated(model_config, en
         assert [r.pipeline for r in cluster.router.records] == ["A"] * 3
 
 
+def test_a_full_spills_to_the_disaggregated_side_but_an_a_only_plan_says_overloaded(model_config, engine_config,
+                                                                                    reference):
+    """At `max_per_instance` a request the share sends to A goes P → MD instead (it can run there);
+    with only A pools there is nowhere to spill, so the client gets 429 (`Overloaded`)."""
+    import dataclasses
+
+    from executor.admission import AdmissionPolicy, Overloaded
+
+    one_each = AdmissionPolicy(max_per_instance=1)
+    with cluster_for(MIXED, model_config, engine_config, transport="fake", threads=False) as cluster:
+        cluster.router.config = dataclasses.replace(cluster.router.config, admission=one_each)
+        cluster.router.registry.load["a-dc-a-X-tp1-0"] += 1  # the one A instance is busy
+        first = cluster.router.submit(PROMPTS[0], greedy())  # draw 0.618: P-MD by the share
+        cluster.run_until(lambda: not cluster.router.live)
+        second = cluster.router.submit(PROMPTS[1], greedy())  # draw 0.236: A by the share, but A is full
+        assert (first.pipeline, second.pipeline) == (Pipeline.P_MD, Pipeline.P_MD)
+        cluster.run_until(lambda: not cluster.router.live)
+        assert second.result(timeout_s=1) == reference(PROMPTS[1])
+    with cluster_for(A_ONLY, model_config, engine_config, transport="fake", threads=False) as cluster:
+        cluster.router.config = dataclasses.replace(cluster.router.config, admission=one_each)
+        for prompt in PROMPTS[:2]:
+            cluster.router.submit(prompt, greedy())
+        with pytest.raises(Overloaded, match="A instance is at its limit"):
+            cluster.router.submit(PROMPTS[2], greedy())
+
+
 def test_a_killed_mid_stream_migrates_to_another_a_without_a_gap(model_config, engine_config, reference):
     """The A instance dies after some tokens reached the client: another A prefills prompt + what
     was delivered and streams on from the next index (the same greedy chain)."""
