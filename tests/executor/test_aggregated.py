@@ -99,6 +99,28 @@ def test_mixed_plan_splits_as_its_routes_say_and_every_output_is_the_engines(mod
         assert cluster.router.stats()["pipeline_A"] == 3
 
 
+def test_with_its_scenario_a_mixed_plan_sends_each_class_where_its_routes_go(model_config, engine_config,
+                                                                             reference):
+    """The plan serves short prompts aggregated and long ones P → MD; given the scenario, the router
+    matches each request to its nearest class and follows that class's route, every time."""
+    pools = [{"role": r, "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1} for r in ("A", "P", "MD")]
+    plan = _plan(pools, [{"request_class": "short", "pipeline": "A", "src": "dc-a", "dst": "dc-a", "rps": 1.0},
+                         {"request_class": "long", "pipeline": "P-MD", "src": "dc-a", "dst": "dc-a", "rps": 1.0}])
+    scenario = parse_scenario({
+        "name": "agg", "model": "llama-3.1-8b", "datacenters": [{"name": "dc-a", "inventory": {"H100-SXM": 8}}],
+        "workload": {"arrival_rps": 2.0, "classes": [
+            {"name": "short", "share": 0.5, "input_tokens": 24, "output_tokens": N, "hit_rate": 0.0},
+            {"name": "long", "share": 0.5, "input_tokens": 240, "output_tokens": N, "hit_rate": 0.0}]},
+        "sla": {"ttft_p90_s": 5.0, "tpot_s": 0.05}})
+    config = ServingConfig.from_plan(plan, scenario, heartbeat_s=None)
+    long_prompts = [p * 6 for p in PROMPTS[:3]]
+    with LocalCluster(placement(plan), model_config, engine_config, config, transport="fake") as cluster:
+        streams = [cluster.router.submit(p, greedy()) for pair in zip(PROMPTS[:3], long_prompts) for p in pair]
+        want = [reference(p) for pair in zip(PROMPTS[:3], long_prompts) for p in pair]
+        assert [s.result(timeout_s=60) for s in streams] == want
+        assert [s.pipeline.value for s in streams] == ["A", "P-MD"] * 3
+
+
 def test_mixed_plan_with_no_p_left_serves_everything_aggregated(model_config, engine_config, reference):
     with cluster_for(MIXED, model_config, engine_config, transport="fake") as cluster:
         cluster.router.unregister("p-dc-a-X-tp1-0")
