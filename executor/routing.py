@@ -10,9 +10,10 @@ Rules, in order (the pipeline names and the filter rule are PDD's, from
    moves): a plan with A pools sends the share of requests its routes give A there —
    per request class when the scenario is known (the request's nearest class by
    input, output budget and predicted hit, like the simulator's classifier), else
-   over the whole plan; each request draws a number in [0, 1) (`agg_draw`: a low-discrepancy sequence,
-   so the realised share follows the plan's from the first requests on) and goes to A
-   when it is below the share, or whenever the disaggregated side cannot serve it;
+   over the whole plan; each request draws a number in [0, 1) (`agg_draw`: a
+   low-discrepancy sequence, so the realised share follows the plan's from the first
+   requests on) and goes to A when it is below the share, or whenever the
+   disaggregated side cannot serve it;
 1. a baseline plan (pipeline P-D only) sends everything P → D;
 2. **filtered** — long input, low hit, short output (all three: `flows.FilterRule`) —
    finishes on RLD (P-RLD) and never crosses the WAN;
