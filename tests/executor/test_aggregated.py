@@ -249,3 +249,18 @@ class _FakeEndpoint:
 
     def set_handler(self, handler) -> None:
         pass
+
+
+def test_an_aggregated_deployment_reports_healthy(model_config, engine_config):
+    """/health says ok when requests can be served end to end: an A instance alone suffices."""
+    import warnings
+
+    from executor.server import create_app
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+    with cluster_for(A_ONLY, model_config, engine_config, transport="fake") as cluster, \
+            TestClient(create_app(cluster.router)) as client:
+        body = client.get("/health").json()
+    assert body == {"status": "ok", "instances": {"A": 2}}
