@@ -78,9 +78,10 @@ def optimize(
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
+        # the clock starts here: reading the scenario and profiles counts against --time-limit too
+        config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
         loaded = load_scenario(scenario)
         measured = measured_for(loaded, profiles)
-        config = SolveConfig(objective.value, solver.value, time_limit, marginals)
         problem = as_problem(loaded, measured)
         plan = solve(problem, config)
         if verify:
