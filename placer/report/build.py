@@ -30,6 +30,7 @@ from pathlib import Path
 from placer.errors import InputError, PlacerError
 from placer.flows import RLD
 from placer.plan import Plan
+from placer.plancheck import check_plan
 from placer.report import charts, figures, panels, tables
 from placer.report.diagram import plan_diagram
 
@@ -81,7 +82,10 @@ def _problem_for(plan: Plan, scenario, notes: list[str]):
     from placer.optimize import as_problem
 
     problem = as_problem(scenario)
-    _check_fits(plan, problem)
+    try:  # names, rows and inventory (another scenario name is noted below, not refused)
+        check_plan(problem, plan, other_scenario=True)
+    except InputError as err:
+        raise InputError(f"--scenario: the plan does not fit scenario {problem.name!r}: {err}") from None
     if problem.name != plan.scenario:
         notes.append(f"the plan was made for scenario {plan.scenario!r}; it is drawn against "
                      f"{problem.name!r} as given")
@@ -189,17 +193,6 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
         raise InputError(f"--out: cannot write {str(html_path)!r}: {err.strerror}") from None
     files = [html_path] + [p for f in gallery.figs for p in f.files]
     return Report(html_path, files, notes)
-
-
-def _check_fits(plan: Plan, problem) -> None:
-    """InputError (naming --scenario) when the plan uses a datacenter or chip the scenario lacks."""
-    for p in plan.pools:
-        if p.datacenter not in problem.dc_names:
-            raise InputError(f"--scenario: the plan has a pool in datacenter {p.datacenter!r}, which scenario "
-                             f"{problem.name!r} does not have (it has {', '.join(problem.dc_names)})")
-        if p.chip not in problem.chips:
-            raise InputError(f"--scenario: the plan uses chip {p.chip!r}, which scenario {problem.name!r} does "
-                             f"not know")
 
 
 def _environment():
