@@ -187,6 +187,13 @@ def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int 
     data = scenario.model_dump(mode="json", exclude_none=True)
     if not use_ray:
         return mark_changes([sweep_point(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values])
+    return mark_changes(on_ray(sweep_point, [(data, vary, v, requests, seed, chip, solver, time_limit_s)
+                                             for v in values], address))
+
+
+def on_ray(fn, args: list[tuple], address: str | None = None) -> list:
+    """``fn(*a)`` for each argument tuple as one Ray task (one CPU each), results in order; a local
+    Ray is started (and shut down after) unless one is running or ``address`` names a cluster."""
     try:
         import ray
     except ImportError:
@@ -199,9 +206,8 @@ def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int 
             raise InputError(f"--address: cannot reach a Ray cluster at {address!r}: {err}") from None
         started = True
     try:
-        task = ray.remote(num_cpus=1)(sweep_point)
-        refs = [task.remote(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values]
-        return mark_changes(ray.get(refs))
+        task = ray.remote(num_cpus=1)(fn)
+        return ray.get([task.remote(*a) for a in args])
     finally:
         if started:
             ray.shutdown()
