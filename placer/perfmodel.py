@@ -48,7 +48,10 @@ Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
   (its experts' load, :data:`EXPERT_LOAD_BALANCE`). Overlapped with compute (two
   micro-batches): time = max(compute, memory, comm).
 Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (decode 1 ms:
-scheduling, sampling and the host launch of one step; prefill 2 ms per chunk).
+scheduling, sampling and the host launch of one step; prefill 2 ms per chunk). A decode or
+aggregated step takes a roofline per kind of kernel and sums them (the GEMMs: max(linear FLOPs,
+weight read); the attention: max(attention FLOPs, KV read)) — they run one after the other, so
+a compute-bound GEMM cannot hide the attention's KV read (LLM-Viewer's per-operator roofline).
 * Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after h·I cached, in
   ⌈n/chunk⌉ forwards, each its own roofline (work above; memory = one weight read + the
   prompt's KV). A small tail chunk pays a whole weight read (memory bound) — the throughput
