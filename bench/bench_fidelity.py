@@ -46,6 +46,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS, get_chip, get_model
 from placer.errors import PlacerError
 from placer.estimate import estimate
 
@@ -103,8 +104,6 @@ def trtllm_bench_limits(model: str, chip: str, chips: int, kv_dtype: str, weight
     below 4096, min 2048; 512 below 8192; else 1024; at most 32768), and at least I + batch because
     chunked prefill is off by default. NVML reports the datasheet size in GiB (80 GB H100: 79.6 GiB).
     """
-    from placer.catalog import get_chip, get_model, KV_PRECISIONS, WEIGHT_PRECISIONS
-
     m, c = get_model(model), get_chip(chip)
     kv_heads, head = (m.q_heads, m.hidden // m.q_heads) if m.attn == "mla" else (m.kv_heads, m.head_dim)
     per_token = 2 * m.layers * max(chips, kv_heads) * head * KV_PRECISIONS[kv_dtype].bytes_per_value
