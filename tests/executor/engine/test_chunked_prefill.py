@@ -136,3 +136,16 @@ def _fake_step(sched: Scheduler) -> None:
 def test_chunk_size_is_validated():
     with pytest.raises(ValueError, match="chunked_prefill_tokens must be a positive int"):
         EngineConfig(backend="torch", chunked_prefill_tokens=0)
+
+
+def test_triton_backend_serves_mixed_chunk_steps_like_torch(make_engine):
+    """Decode rows and a prompt chunk in one EXTEND forward through the triton kernels (Triton's
+    interpreter on a CPU-only machine): the torch backend's greedy tokens."""
+    import torch
+
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    arrivals = {0: [_long_prompt(5, 1)], 1: [_long_prompt(14, 2)]}
+    want, _ = _serve(make_engine(backend="torch", dev=dev, chunked_prefill_tokens=4), arrivals)
+    got, batches = _serve(make_engine(backend="triton", dev=dev, chunked_prefill_tokens=4), arrivals)
+    assert any(b.kind is BatchKind.EXTEND and decodes for b, decodes in batches)
+    assert [r.output_ids for r in got] == [r.output_ids for r in want]
