@@ -127,7 +127,7 @@ class Scheduler:
             return ScheduledBatch(BatchKind.DECODE, tuple(decoding))
         return None
 
-    def postprocess(self, batch: ScheduledBatch, next_tokens: list[int]) -> list[Request]:
+    def postprocess(self, batch: ScheduledBatch, next_tokens: list[int | None]) -> list[Request]:
         """Record each request's new token (None: mid-prefill, no token yet); finish the ones that stop."""
         finished = []
         for req, token in zip(batch.requests, next_tokens, strict=True):
@@ -173,14 +173,15 @@ class Scheduler:
     def _schedule_mixed(self, chunk_tokens: int) -> ScheduledBatch | None:
         """Decodes first, then up to `chunk_tokens` prompt tokens (see the module docstring)."""
         work = [(r, 1) for r in self._reserve_decode()]
-        budget = chunk_tokens
-        for req in [r for r in self.running if r.num_pending > 1]:  # mid-prefill (at most one)
+        budget, stuck = chunk_tokens, False
+        for req in [r for r in self.running if r.num_pending > 1]:  # mid-prefill: continues first
             n = self._chunk_fits(req, budget)
             if n:
                 self.blocks.grow(req, req.num_kv_tokens + n)
                 work.append((req, n))
                 budget -= n
-        while budget and self.waiting and len(self.running) < self.max_running_requests:
+            stuck = stuck or req.num_pending > n  # FIFO: nothing new is admitted past it
+        while not stuck and budget and self.waiting and len(self.running) < self.max_running_requests:
             req = self.waiting[0]
             # Always compute at least the last token: its logits give the next token.
             self.blocks.acquire_prefix(req, req.num_tokens - 1)

@@ -20,8 +20,9 @@ Lifecycle of one request on A
   too): its tokens stay, its whole blocks with KV go to the radix cache, and
   re-admission re-matches them.
 - STREAMING: after the step that sampled t0, A tells the router its prefix hit and the
-  seconds of the steps that carried its chunks (`PrefillDone`) and streams `Tokens` from index 0 itself — nothing moves to another
-  instance, so TTFT is A's queue and prefill. Each later step streams the new token.
+  seconds of the steps that carried its chunks (`PrefillDone`) and streams `Tokens` from
+  index 0 itself — nothing moves to another instance, so TTFT is A's queue and prefill.
+  Each later step streams the new token.
 - FINISHED: at EOS or the budget the scheduler releases the request: its whole blocks
   (prompt and output) stay in the radix cache for the next turn, the rest go back to
   the pool; the last `Tokens` carries the finish reason.
