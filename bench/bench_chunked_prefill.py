@@ -82,7 +82,8 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     rows = [run(c, args.prompt_tokens, args.decodes, args.device, args.backend)
             for c in [None, *(int(c) for c in args.chunks.split(","))]]
-    print(f"{args.decodes} running decodes, a {args.prompt_tokens}-token prompt arrives ({args.device}, {args.backend})")
+    print(f"{args.decodes} running decodes, a {args.prompt_tokens}-token prompt arrives "
+          f"({args.device}, {args.backend})")
     print(f"{'chunk':>8} {'TPOT p50 ms':>12} {'TPOT p90 ms':>12} {'TPOT max ms':>12} {'req TPOT p90':>13} "
           f"{'long TTFT s':>12} {'steps':>6}")
     for r in rows:
