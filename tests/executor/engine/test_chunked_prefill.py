@@ -149,3 +149,19 @@ def test_triton_backend_serves_mixed_chunk_steps_like_torch(make_engine):
     got, batches = _serve(make_engine(backend="triton", dev=dev, chunked_prefill_tokens=4), arrivals)
     assert any(b.kind is BatchKind.EXTEND and decodes for b, decodes in batches)
     assert [r.output_ids for r in got] == [r.output_ids for r in want]
+
+
+def test_cancelling_a_request_mid_prefill_frees_its_blocks_and_keeps_its_computed_prefix(make_engine):
+    engine = make_engine(num_blocks=64, chunked_prefill_tokens=CHUNK)
+    prompt = _long_prompt(40, 8)
+    req = engine.submit(prompt, NO_EOS)
+    engine.step(), engine.step()  # 16 of its 40 tokens have KV
+    assert req.num_kv_tokens == 2 * CHUNK and not req.output_ids
+    engine.finish(req)  # the client went away
+    assert not engine.scheduler.has_work()
+    assert engine.blocks.pool.num_used == engine.blocks.radix.num_blocks  # only the cache holds blocks
+    again = engine.submit(prompt, NO_EOS)
+    while engine.scheduler.has_work():
+        engine.step()
+    assert again.num_cached_tokens == 2 * CHUNK  # the chunks it computed were kept for the next one
+    assert again.output_ids == make_engine().generate(prompt, NO_EOS.max_new_tokens, NO_EOS)
