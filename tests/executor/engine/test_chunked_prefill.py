@@ -8,6 +8,8 @@ while a long prompt is being prefilled (TPOT bounded by the chunk, not by the pr
 import random
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from executor.engine import EngineConfig, SamplingParams
 from executor.engine.kv_manager import BlockManager
@@ -123,7 +125,11 @@ def test_preempted_mid_prefill_request_releases_its_blocks_and_finishes():
 
 
 def _fake_step(sched: Scheduler) -> None:
-    batch = sched.schedule()
+    _fake_step_batch(sched, sched.schedule())
+
+
+def _fake_step_batch(sched: Scheduler, batch) -> None:
+    """What the engine does with a batch, without a model: KV for the new tokens, a token when done."""
     counts = batch.new_tokens()
     tokens = []
     for r, n in zip(batch.requests, counts):
@@ -165,3 +171,37 @@ def test_cancelling_a_request_mid_prefill_frees_its_blocks_and_keeps_its_compute
         engine.step()
     assert again.num_cached_tokens == 2 * CHUNK  # the chunks it computed were kept for the next one
     assert again.output_ids == make_engine().generate(prompt, NO_EOS.max_new_tokens, NO_EOS)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 30), st.integers(1, 8), st.integers(0, 3), st.integers(0, 6)),
+             min_size=1, max_size=10),
+    st.integers(8, 24),
+    st.integers(1, 9),
+)
+def test_random_chunked_workloads_drain_within_the_chunk_and_the_pool(specs, num_blocks, chunk):
+    """Any mix of prompts (sharing prefixes), budgets and arrivals on a small pool: every request
+    ends with its budget of tokens, no step carries more than `chunk` prompt tokens, nothing leaks."""
+    blocks = BlockManager(num_blocks=num_blocks, block_size=4)
+    sched = Scheduler(blocks, max_running_requests=4, max_prefill_tokens=64, chunk_tokens=chunk)
+    arrivals: dict[int, list[Request]] = {}
+    for prompt_len, max_new, family, arrival in specs:
+        if blocks.blocks_for(prompt_len + max_new) <= num_blocks:
+            req = Request([family] * prompt_len, prompt_len, SamplingParams(max_new_tokens=max_new), eos_token_id=None)
+            arrivals.setdefault(arrival, []).append(req)
+    reqs = [r for batch in arrivals.values() for r in batch]
+    for step in range(3000):
+        for req in arrivals.get(step, []):
+            sched.add(req)
+        if not sched.has_work() and step > max(arrivals, default=0):
+            break
+        batch = sched.schedule()
+        if batch is not None:
+            assert batch.num_prompt_tokens <= chunk
+            _fake_step_batch(sched, batch)
+    else:
+        raise AssertionError("the scheduler did not drain")
+    assert all(r.num_generated == r.sampling.max_new_tokens for r in reqs)
+    blocks.radix.evict(num_blocks)
+    assert blocks.pool.num_free == num_blocks
