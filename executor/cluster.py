@@ -60,6 +60,7 @@ class Instance:
     @classmethod
     def build(cls, spec: InstanceSpec, endpoint: Any, model_config: Any, engine_config: Any, seed: int,
               device: str = "cpu", **kw: Any) -> Instance:
+        engine_config = spec.engine_config(engine_config)  # an A instance chunks its prefill
         engine = Engine.build(model_config, engine_config, seed=seed, device=device)  # a ModelConfig or a Checkpoint
         return cls(spec, make_worker(spec.role, spec.name, engine, endpoint, **kw))
 

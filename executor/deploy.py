@@ -93,7 +93,8 @@ def _actor_classes():
             host = ray.util.get_node_ip_address()
             ep = TcpEndpoint(self.spec.name, self.spec.datacenter, self.directory, host=host)
             ep.start()
-            engine = _build_engine(model_config, EngineConfig(**engine_config), seed, model_file, model_dir,
+            settings = self.spec.engine_config(EngineConfig(**engine_config))  # A: chunked prefill
+            engine = _build_engine(model_config, settings, seed, model_file, model_dir,
                                    Runtime(**runtime) if runtime else Runtime())
             self.instance = Instance(self.spec, make_worker(self.spec.role, self.spec.name, engine, ep))
             self.instance.worker.start()

@@ -4,13 +4,18 @@ In: a plan (`placer.plan.Plan`), optionally its scenario (for link RTT and jitte
 Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-<k>`), the Ray
 custom resources each needs (`dc:<name>`, `chip:<name>`), the resources a local
 emulation gives each datacenter's node, and the WAN lines (`LinkShape`) between
-datacenters. A spec's `device` and `num_gpus` are set by `executor.devices`. Pure data:
+datacenters. An A instance's spec carries its chunked-prefill size: the chunk its pool's
+queues name in the plan (`assignments[].queue` ending in `/c<tokens>`; the largest when
+they differ, as `placer.aggregated.plan_designs` plans the pool), else
+:data:`DEFAULT_AGG_CHUNK_TOKENS`; `engine_config` applies it to the engine settings.
+A spec's `device` and `num_gpus` are set by `executor.devices`. Pure data:
 the same placement drives `--dry-run`, the in-process
 cluster and the Ray deployment. No torch, no ray here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +26,9 @@ from placer import flows
 DEFAULT_RTT_MS = 30.0
 #: Most instances one deployment may start (checked before any instance is named).
 MAX_INSTANCES = 100_000
+#: Chunked-prefill size of an A instance whose plan names no chunk (prompt tokens per step;
+#: SGLang's default on small GPUs, and the middle of the planner's AUTO_CHUNK_TOKENS).
+DEFAULT_AGG_CHUNK_TOKENS = 2048
 
 
 @dataclass(frozen=True)
@@ -34,6 +42,16 @@ class InstanceSpec:
     tp: int = 1
     device: str = "cpu"  # where its engine runs: "cpu" or "cuda" (`executor.devices.place_on_devices`)
     num_gpus: float = 0.0  # GPUs its actor claims from Ray (0 on the CPU)
+    chunked_prefill_tokens: int | None = None  # A: prompt tokens per mixed step (None: the default)
+
+    def engine_config(self, base: Any) -> Any:
+        """The engine settings this instance runs (`base`: the deployment's `EngineConfig`): an A
+        instance prefills in chunks mixed into its decode steps — its spec's chunk, else one
+        already set in `base`, else :data:`DEFAULT_AGG_CHUNK_TOKENS`; other roles run `base` as is."""
+        if self.role != flows.AGG:
+            return base
+        chunk = self.chunked_prefill_tokens or base.chunked_prefill_tokens or DEFAULT_AGG_CHUNK_TOKENS
+        return dataclasses.replace(base, chunked_prefill_tokens=chunk)
 
     @property
     def resources(self) -> dict[str, float]:
@@ -65,10 +83,24 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     out = []
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
+        chunk = pool_chunk_tokens(plan, pool) if pool.role == flows.AGG else None
         for k in range(count):
             name = f"{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
-            out.append(InstanceSpec(name, pool.role, pool.datacenter, pool.chip, pool.tp))
+            out.append(InstanceSpec(name, pool.role, pool.datacenter, pool.chip, pool.tp,
+                                    chunked_prefill_tokens=chunk))
     return out
+
+
+def pool_chunk_tokens(plan: Any, pool: Any) -> int | None:
+    """The chunk an A pool's queues name in the plan (the largest when they differ), else None."""
+    # placer.aggregated is base layer (docs/architecture.md); imported here, where a plan's A queues
+    # are read, until tests/executor/test_imports.py lists it in PLACER_BASE.
+    from placer.aggregated import queue_chunk_tokens
+
+    key = (pool.role, pool.datacenter, pool.chip, pool.tp)
+    named = [queue_chunk_tokens(a.queue) for a in getattr(plan, "assignments", ())
+             if (a.role, a.datacenter, a.chip, a.tp) == key]
+    return max((c for c in named if c), default=None)
 
 
 def node_resources(specs: list[InstanceSpec]) -> dict[str, dict[str, float]]:

@@ -106,7 +106,14 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """How one engine instance runs: ops backend, KV pool, batching limits."""
+    """How one engine instance runs: ops backend, KV pool, batching limits.
+
+    `chunked_prefill_tokens` None: the serving loop runs a new prompt whole in a forward of
+    its own between decode steps (up to `max_prefill_tokens` per forward). An int C:
+    chunked prefill — every step carries the running decodes plus at most C prompt tokens
+    (a long prompt spans several steps, each chunk an extend over the KV of the ones
+    before), and `prefill` computes a prompt in forwards of at most C tokens.
+    """
 
     backend: str  # "torch" (reference, CPU or GPU) or "triton" (GPU, or TRITON_INTERPRET=1)
     block_size: int = 8
@@ -114,8 +121,11 @@ class EngineConfig:
     max_running_requests: int = 16
     max_prefill_tokens: int = 1024
     enable_prefix_cache: bool = True
+    chunked_prefill_tokens: int | None = None
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be one of {BACKENDS}, got {self.backend!r}")
         _positive(self, "block_size", "num_blocks", "max_running_requests", "max_prefill_tokens")
+        if self.chunked_prefill_tokens is not None:
+            _positive(self, "chunked_prefill_tokens")

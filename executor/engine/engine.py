@@ -87,7 +87,8 @@ class Engine:
             engine_config.num_blocks, engine_config.block_size, engine_config.enable_prefix_cache
         )
         self.scheduler = Scheduler(
-            self.blocks, engine_config.max_running_requests, engine_config.max_prefill_tokens
+            self.blocks, engine_config.max_running_requests, engine_config.max_prefill_tokens,
+            engine_config.chunked_prefill_tokens,
         )
         self._owned: weakref.WeakSet[Request] = weakref.WeakSet()  # requests made here
 
@@ -142,10 +143,14 @@ class Engine:
         """Compute a prompt's KV, reusing its cached prefix, and sample the first token.
 
         Only the uncached suffix is forwarded (extend attention over the cached
-        prefix). The prompt's whole blocks are published to the radix cache at once.
+        prefix), in forwards of at most `chunked_prefill_tokens` when that is set. The
+        prompt's whole blocks are published to the radix cache as their KV is computed.
         """
         req = self._new_request(tokens, len(tokens), sampling)
         self._admit(req, limit_tokens=len(tokens) - 1, kv_tokens=len(tokens))
+        chunk = self.config.chunked_prefill_tokens
+        while chunk is not None and req.num_pending > chunk:
+            self._forward([req], num_new=(chunk,))
         (token,), _ = self._forward([req])
         req.token_ids.append(token)
         return PrefillResult(req, token, tuple(req.block_ids), req.num_cached_tokens)
@@ -264,9 +269,9 @@ class Engine:
         batch = self.scheduler.schedule()
         if batch is None:
             return []
-        tokens, _ = self._forward(list(batch.requests), kind=batch.kind)
+        tokens, _ = self._forward(list(batch.requests), kind=batch.kind, num_new=batch.num_new_tokens)
         self.scheduler.postprocess(batch, tokens)
-        return list(zip(batch.requests, tokens))
+        return [(r, t) for r, t in zip(batch.requests, tokens) if t is not None]
 
     def generate_batch(
         self, prompts: Sequence[Sequence[int]], sampling: SamplingParams | None = None
@@ -320,23 +325,35 @@ class Engine:
             raise ValueError(f"request {req.request_id} is {req.status.value}, not running")
 
     def _forward(
-        self, requests: list[Request], all_logits: bool = False, kind: BatchKind | None = None
-    ) -> tuple[list[int], Tensor]:
-        """Forward the pending tokens of `requests`; sample one token each (not appended)."""
+        self, requests: list[Request], all_logits: bool = False, kind: BatchKind | None = None,
+        num_new: tuple[int, ...] = (),
+    ) -> tuple[list[int | None], Tensor]:
+        """Forward `num_new` pending tokens of each request (default: all); sample one token for
+        each request whose pending tokens are all computed (not appended), None for one mid-prefill.
+
+        Decode rows (one token over KV) are not published to the radix cache; every other row is.
+        """
         if all_logits and len(requests) != 1:
             raise ValueError("all_logits is for a single request")
-        kind = kind or batch_kind_for(requests)
+        counts = num_new or tuple(r.num_pending for r in requests)
+        kind = kind or batch_kind_for(requests, counts)
         seqs = [
-            SeqInput(tuple(r.token_ids[r.num_kv_tokens :]), r.num_kv_tokens, tuple(r.block_ids))
-            for r in requests
+            SeqInput(tuple(r.token_ids[r.num_kv_tokens : r.num_kv_tokens + n]), r.num_kv_tokens, tuple(r.block_ids))
+            for r, n in zip(requests, counts, strict=True)
         ]
         logits = self.runner.forward(kind, seqs, all_logits=all_logits)
-        for r in requests:
-            r.num_kv_tokens = r.num_tokens
-            if kind is not BatchKind.DECODE:
+        publish = [n > 1 or r.num_kv_tokens == 0 for r, n in zip(requests, counts)]
+        for r, n, pub in zip(requests, counts, publish):
+            r.num_kv_tokens += n
+            if pub:
                 self.blocks.publish(r)
-        last = logits[-1:] if all_logits else logits
-        tokens = sample(last, [r.sampling.temperature for r in requests], [self._generator(r) for r in requests])
+        done = [i for i, r in enumerate(requests) if r.num_pending == 0]
+        last = logits[-1:] if all_logits else logits[done]
+        sampled = sample(last, [requests[i].sampling.temperature for i in done],
+                         [self._generator(requests[i]) for i in done])
+        tokens: list[int | None] = [None] * len(requests)
+        for i, t in zip(done, sampled):
+            tokens[i] = t
         return tokens, logits
 
     def _generator(self, req: Request) -> torch.Generator | None:

@@ -9,14 +9,20 @@ Lifecycle of one request on A
 - WAITING: a `PrefillOrder` with no consumers arrived (pipeline A: the router's one
   order); the request is queued in the engine's continuous-batching scheduler
   (`engine.submit`), which refuses at once a request its KV pool could never hold.
-- RUNNING: the scheduler admitted it between decode steps: its cached prefix is reused
-  from A's radix cache (the prefix hit it reports), blocks are allocated for the rest,
-  and the worker's `step` (one `engine.step`: a batch the scheduler picked) computes
-  its prompt's KV and samples t0. A running request may be preempted back to WAITING
-  when the pool runs short; its tokens stay, its KV is recomputed on re-admission.
-- STREAMING: after the step that sampled t0, A tells the router its prefix hit
-  (`PrefillDone`) and streams `Tokens` from index 0 itself — nothing moves to another
-  instance, so TTFT is A's queue and prefill. Each later step streams the new token.
+- RUNNING: the scheduler admitted it: its cached prefix is reused from A's radix cache
+  (the prefix hit it reports), and the worker's `step`s (each one `engine.step`: a batch
+  the scheduler picked) compute its prompt's KV in chunks of at most the engine's
+  `chunked_prefill_tokens` (the plan's A queue chunk, `InstanceSpec.engine_config`),
+  each chunk riding in the same forward as the decode step of every streaming request
+  (chunked prefill: their TPOT grows by a chunk's work, not by a whole prompt's);
+  blocks are allocated chunk by chunk, and the step of the last chunk samples t0. A
+  running request may be preempted back to WAITING when the pool runs short (mid-prefill
+  too): its tokens stay, its whole blocks with KV go to the radix cache, and
+  re-admission re-matches them.
+- STREAMING: after the step that sampled t0, A tells the router its prefix hit and the
+  seconds of the steps that carried its chunks (`PrefillDone`) and streams `Tokens` from
+  index 0 itself — nothing moves to another instance, so TTFT is A's queue and prefill.
+  Each later step streams the new token.
 - FINISHED: at EOS or the budget the scheduler releases the request: its whole blocks
   (prompt and output) stay in the radix cache for the next turn, the rest go back to
   the pool; the last `Tokens` carries the finish reason.
@@ -41,6 +47,7 @@ class _Agg:
     order: PrefillOrder
     request: Any  # the engine's Request, held by its scheduler
     streamed: int = 0  # next output index to stream
+    prefill_s: float = 0.0  # seconds of the steps that computed its prompt's chunks
     arrived_at: float = field(default_factory=time.monotonic)
 
 
@@ -80,14 +87,19 @@ class AggregatedWorker(RoleWorker):
         return self.engine.scheduler.has_work()
 
     def step(self) -> None:
+        prefilling = {id(a.request): a.request.num_kv_tokens for a in self.aggs.values() if not a.request.output_ids}
         t0 = time.perf_counter()
         stepped = {id(req) for req, _ in self.engine.step()}
         step_s = time.perf_counter() - t0
         self.counters["steps"] += 1
+        for agg in self.aggs.values():
+            kv_before = prefilling.get(id(agg.request))
+            if kv_before is not None and (id(agg.request) in stepped or agg.request.num_kv_tokens > kv_before):
+                agg.prefill_s += step_s  # a chunk of its prompt rode in this step
         for agg in [a for a in self.aggs.values() if id(a.request) in stepped]:
-            self._advance(agg, step_s)
+            self._advance(agg)
 
-    def _advance(self, agg: _Agg, step_s: float) -> None:
+    def _advance(self, agg: _Agg) -> None:
         """Stream the tokens the router has not seen; report the prefill with t0; forget it at the end."""
         req, order = agg.request, agg.order
         outputs = req.output_ids
@@ -95,7 +107,7 @@ class AggregatedWorker(RoleWorker):
             self.counters["prefills"] += 1
             self.counters["prefill_tokens"] += len(order.prompt) - req.num_cached_tokens
             self.counters["prefix_hit_tokens"] += req.num_cached_tokens
-            self.send(order.reply_to, PrefillDone(order.request_id, req.num_cached_tokens, step_s, self.name))
+            self.send(order.reply_to, PrefillDone(order.request_id, req.num_cached_tokens, agg.prefill_s, self.name))
         reason = stop_reason(req)
         new = outputs[agg.streamed :]
         if new or reason:
@@ -122,4 +134,5 @@ class AggregatedWorker(RoleWorker):
 
     def stats(self) -> dict[str, Any]:
         return {**super().stats(), "live": len(self.aggs), "waiting": len(self.engine.scheduler.waiting),
-                "running": len(self.engine.scheduler.running)}
+                "running": len(self.engine.scheduler.running),
+                "chunked_prefill_tokens": self.engine.config.chunked_prefill_tokens}

@@ -264,3 +264,54 @@ def test_an_aggregated_deployment_reports_healthy(model_config, engine_config):
             TestClient(create_app(cluster.router)) as client:
         body = client.get("/health").json()
     assert body == {"status": "ok", "instances": {"A": 2}}
+
+
+# ---- chunked prefill on A (the plan's queue chunk → the engine's chunked_prefill_tokens) ---------------
+
+def _chunked_plan(*chunks: int) -> Plan:
+    """A_ONLY whose A pool's queues name `chunks` (`u<tier>/<mix|light>/c<tokens>`)."""
+    data = A_ONLY.model_dump()
+    data["assignments"] = [{"request_class": f"c{k}", "pipeline": "A", "role": "A", "datacenter": "dc-a",
+                            "chip": "X", "tp": 1, "rps": 1.0, "queue": f"u0.800/mix/c{c}", "queue_instances": 1.0}
+                           for k, c in enumerate(chunks)]
+    return Plan.model_validate(data)
+
+
+def test_a_instances_take_their_chunk_from_the_plans_queue_else_the_default(engine_config):
+    from executor.placement import DEFAULT_AGG_CHUNK_TOKENS
+
+    named = placement(_chunked_plan(256, 512))
+    assert {s.chunked_prefill_tokens for s in named} == {512}  # the largest, as the planner plans the pool
+    assert {s.engine_config(engine_config).chunked_prefill_tokens for s in named} == {512}
+    unnamed = placement(A_ONLY)[0]
+    assert unnamed.engine_config(engine_config).chunked_prefill_tokens == DEFAULT_AGG_CHUNK_TOKENS
+    p_spec = next(s for s in placement(MIXED) if s.role == "P")
+    assert p_spec.engine_config(engine_config) == engine_config  # P/RLD/MD unchanged
+
+
+def test_a_serves_long_prompts_in_the_plans_chunks_with_the_engines_output(model_config, engine_config, reference):
+    """Prompts of 40-60 tokens on an A pool planned at 8-token chunks: each A engine chunks its
+    prefill at 8, steps mix chunks into decodes, and the tokens are the single engine's."""
+    plan = _chunked_plan(8)
+    prompts = [p + p[1:] for p in PROMPTS[1:4]]  # 60-70 tokens: 8+ chunks each
+    with cluster_for(plan, model_config, engine_config, transport="fake") as cluster:
+        workers = cluster.workers("A")
+        assert {w.engine.config.chunked_prefill_tokens for w in workers} == {8}
+        prompt_tokens: list[int] = []  # per step, counted as the scheduler builds the batch
+        for w in workers:
+            w.engine.scheduler.schedule = _recording(w.engine.scheduler.schedule, prompt_tokens)
+        streams = [cluster.router.submit(p, greedy()) for p in prompts]
+        assert [s.result(timeout_s=60) for s in streams] == [reference(p) for p in prompts]
+        assert max(prompt_tokens) == 8  # no step computed more prompt tokens than the plan's chunk
+        assert sum(prompt_tokens) == sum(len(p) for p in prompts)  # every prompt token once (no cache hits)
+        records = list(cluster.router.records)
+        assert all(r.pipeline == "A" and r.output_tokens == N for r in records)
+
+
+def _recording(schedule, prompt_tokens: list[int]):
+    def wrapped():
+        batch = schedule()
+        if batch is not None:
+            prompt_tokens.append(batch.num_prompt_tokens)
+        return batch
+    return wrapped
