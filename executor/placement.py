@@ -22,6 +22,7 @@ from typing import Any
 
 from executor.transport.shaping import LinkShape
 from placer import flows
+from placer.aggregated import queue_chunk_tokens
 
 DEFAULT_RTT_MS = 30.0
 #: Most instances one deployment may start (checked before any instance is named).
@@ -93,10 +94,6 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
 
 def pool_chunk_tokens(plan: Any, pool: Any) -> int | None:
     """The chunk an A pool's queues name in the plan (the largest when they differ), else None."""
-    # placer.aggregated is base layer (docs/architecture.md); imported here, where a plan's A queues
-    # are read, until tests/executor/test_imports.py lists it in PLACER_BASE.
-    from placer.aggregated import queue_chunk_tokens
-
     key = (pool.role, pool.datacenter, pool.chip, pool.tp)
     named = [queue_chunk_tokens(a.queue) for a in getattr(plan, "assignments", ())
              if (a.role, a.datacenter, a.chip, a.tp) == key]
