@@ -76,8 +76,8 @@ class TraceConfig:
     think_s: float = 2.0  # between turns of one conversation
 
 
-QUICK = TraceConfig(conversations=3, turns=4, anomalous=1, new_output_tokens=80, turn_output_tokens=8,
-                    stagger_s=0.8, think_s=0.8)
+QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
+                    stagger_s=0.8, think_s=0.8)  # 27 requests
 FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
 
 
@@ -241,10 +241,12 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
     raw = json.loads(profile.read_text())
     table = raw["tables"][0]
     model = table["model_shape"]["scenario_model"]
-    roof = raw.get("rooflines") or {}
-    # the CPU as a chip: its measured rooflines as peaks (outside the table's grid only)
-    chip = {"name": table["chip"], "bf16_tflops": max(roof.get("bf16_tflops") or 0.0, 1e-3), "mem_gb": 8.0,
-            "mem_bw_tbps": max(roof.get("mem_bw_tbps") or 0.0, 1e-3), "price_usd_per_h": 1.0, "nic_gbit": 2.0}
+    roof = raw["rooflines"]
+    # the CPU as a chip: the profiler's (generous) rooflines as its peaks — used outside the
+    # table's grid only, and to refuse a table faster than the hardware
+    flops = max(roof["flop_per_s"].values())
+    chip = {"name": table["chip"], "bf16_tflops": flops / 1e12, "mem_gb": 8.0,
+            "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": 2.0}
     seen = [a for a in arrivals if not math.isnan(a)]
     span = max(seen) - min(seen)
     classes = []
@@ -449,7 +451,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runtime", type=Path, help="runtime figures (default: measure them now, "
                     "bench/measure_runtime.py)")
     ap.add_argument("--reps", type=int, default=5, help="timed runs per profile grid point")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each runtime measurement")
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
+    ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
+                    "as X.served.json) instead of serving again; needs --profile and --runtime")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     return run(args)
@@ -476,15 +481,17 @@ def run(args: argparse.Namespace) -> int:
             if args.runtime is not None:
                 runtime = json.loads(args.runtime.read_text())
             else:
-                runtime = measure_runtime(rounds=3)
+                runtime = measure_runtime(rounds=args.rounds)
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
-        results = {}
-        for name in setups():
+        results = json.loads(args.served.read_text()) if args.served else {}
+        for name in [] if args.served else setups():
             before = probe_slowdown()
             results[name] = serve(name, trace, line, ec, args.seed)
             results[name]["slowdown"] = (before + probe_slowdown()) / 2  # the machine's other work, then
             print(f"[{name}: {len(trace)} requests in {results[name]['wall_s']:.1f} s; one thread's slowdown "
                   f"{results[name]['slowdown']:.2f}]", file=sys.stderr)
+        if args.json and not args.served:
+            args.json.with_suffix(".served.json").write_text(json.dumps(results, default=str))
         pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed)
     out = report(results, pred, trace, line, runtime)
     out["runtime"] = runtime
