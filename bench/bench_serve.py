@@ -20,10 +20,16 @@ The same trace (same prompts, same arrival times) is served by:
   low-hit ones P → RLD → MD (token-ID handoff), anomalous ones P → RLD only.
 
 Prints TTFT P50/P90/P99 of each (client side, at the router), the PDD / naive P90
-ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latency,
-and the planner's (`placer.optimize.evaluate_plan`) and simulator's (`placer.sim`)
-predicted TTFT for the same setting with their error. `--quick` is a smaller run
-of the same comparison (under a minute).
+ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latency, and
+measured vs predicted TTFT P50/P90/P99 and TPOT P50/P90 per setup with the error: the
+simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and the planner
+(`placer.optimize.evaluate_plan`, TTFT), both from the CPU profile of the bench model
+(`placer profile model --device cpu --grid serve`, measured first unless `--profile`)
+and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
+trace: same prompts, the arrival times each setup saw. The machine may be shared: the
+profile is in CPU seconds and each setup's simulation takes the one-thread slowdown
+measured just before and after serving it. `--quick` is a smaller run of the same
+comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 """
 
 from __future__ import annotations

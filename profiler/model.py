@@ -17,7 +17,11 @@ stand-in model, as bench_serve's does); ``engine`` and ``model_shape.dtype`` say
 fresh suffix each run, so nothing of the timed part is cached). A decode point (B, L)
 prefills B distinct L-token prompts, then times ``Engine.decode_step`` over all B. The
 times are the engine's whole call (scheduling, KV bookkeeping, sampling included), as a
-serving engine pays them.
+serving engine pays them. On the CPU they are, by default, the timing thread's CPU time
+with torch on one thread (``clock="thread"``): the seconds of one core, which other work
+on a shared machine does not inflate as it does wall time (memory-bandwidth contention
+still shows); ``placer.sim.runtime.Host`` turns them back into wall seconds for the cores
+a deployment shares. The ``serve`` grid covers ``bench/bench_serve.py``'s trace.
 
 The shape: a catalog model gives layers, hidden, heads and head dim; the catalog has no
 FFN width or vocabulary, so ``intermediate`` defaults to 3.5 × hidden (Llama-3's ratio,
