@@ -182,8 +182,9 @@ def replay(router, trace: list[TraceRequest]) -> tuple[list, list[float]]:
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
     specs, policy = setups()[name]
     links = {frozenset(("dc-a", "dc-b")): line}
+    # a latency bench, not a fault drill: a request queued behind others (a loaded machine) is slow, not stalled
     config = ServingConfig(routing=policy, handoff=HandoffPolicy("adaptive", 64), links=links, heartbeat_s=None,
-                           request_timeout_s=300)
+                           request_timeout_s=600, stall_s=600, lease_s=600)
     with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
         t0 = time.monotonic()
         streams, arrivals = replay(cluster.router, trace)
