@@ -18,6 +18,9 @@ the executor's code, every number is measured:
 * **Decoders step every decoding request** (``executor/roles/md.py`` / ``rld.py``:
   ``step`` runs ``Engine.decode_step`` over all requests in DECODING): no batch cap
   besides the KV pool (continuous batching; a request joins between two steps).
+* **Admission**: ``executor.admission.AdmissionPolicy`` limits nothing by default (no
+  ``max_live``, no ``max_per_instance``), so every request is admitted and queues at P;
+  the simulator admits every request too (a plan with limits is not replayed here).
 * **KV serialisation on the workers' threads**: P's worker exports and serialises the KV
   for each consumer's pull (``export_kv`` + ``KVPayload.to_bytes``) right after the
   prefill, before its next one; the decoder's worker deserialises and imports it
