@@ -10,6 +10,10 @@ of repeated measurements; how much of the machine is left to us is measured apar
 the time it matters (:func:`probe_slowdown`, which bench_serve runs around each setup):
 
 - ``cores``: the CPUs this process may run on (``os.sched_getaffinity``).
+- ``speedup``: aggregate forwards/s of k engines prefilling at once on k threads of this
+  process ÷ one thread's, k = 1…3 (median of ``rounds``): what the instances of one
+  process really get from the cores, the GIL included (below 2 on two cores; below 1
+  when the threads fight over the GIL).
 - ``slowdown``: wall ÷ thread CPU time of a 256-token prefill on one thread, median of 7
   (1 on an idle machine; 3 when other work leaves a third of a core).
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
@@ -77,6 +81,45 @@ def probe_slowdown(reps: int = 7) -> float:
         if i and c > 0:
             ratios.append(w / c)
     return max(1.0, statistics.median(ratios))
+
+
+def forwards_per_s(k: int, window_s: float = 1.0) -> float:
+    """Aggregate forwards/s of k engines prefilling PROBE_TOKENS-token prompts at once, one thread each."""
+    import threading
+
+    engines = [_engine(i) for i in range(k)]
+    counts = [0] * k
+    start, stop = threading.Barrier(k + 1), threading.Event()
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        start.wait()
+        while not stop.is_set():
+            engines[i].finish(engines[i].prefill(_prompt(rng, PROBE_TOKENS)).request)
+            counts[i] += 1
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(k)]
+    for th in threads:
+        th.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(window_s)
+    done, elapsed = sum(counts), time.perf_counter() - t0
+    stop.set()
+    for th in threads:
+        th.join()
+    return done / elapsed
+
+
+def measure_speedup(rounds: int, most: int = 3) -> list[float]:
+    """Aggregate throughput of k concurrent engine threads in this process ÷ one thread's, k = 1…most
+    (medians over rounds): the cores AND the GIL the instances of one process share."""
+    per_k: dict[int, list[float]] = {k: [] for k in range(1, most + 1)}
+    for _ in range(rounds):
+        one = forwards_per_s(1)
+        for k in range(1, most + 1):
+            per_k[k].append(forwards_per_s(k) / one if k > 1 else 1.0)
+    return [round(statistics.median(v), 3) for v in per_k.values()]
 
 
 def measure_kv(reps: int = 9) -> tuple[float, float, int]:
@@ -150,6 +193,7 @@ def measure_runtime(rounds: int = 3) -> dict:
     sys.setswitchinterval(0.001)
     started = time.perf_counter()
     slowdown = probe_slowdown()
+    speedup = measure_speedup(rounds)
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
     short, long = LONE_OUTPUTS
@@ -162,6 +206,7 @@ def measure_runtime(rounds: int = 3) -> dict:
     return {
         "cores": len(os.sched_getaffinity(0)),
         "slowdown": round(slowdown, 3),
+        "speedup": speedup,
         "request_overhead_s": round(max(0.0, overhead), 5),
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),

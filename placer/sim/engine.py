@@ -119,7 +119,7 @@ class Simulation:
         bins = cfg.series_bins
         ctx = decode_context_tokens(problem.classes)
         self.runtime = rt = cfg.runtime
-        self.host = Host(rt.cores, rt.slowdown) if rt is not None else None  # LocalCluster: one process, one host
+        self.host = Host(rt) if rt is not None else None  # LocalCluster: one process, one host
         self.pools: dict = {}
         for key, count in counts.items():
             im = instance(problem, key[2], key[3])

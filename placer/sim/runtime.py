@@ -48,13 +48,13 @@ the executor's code, every number is measured:
   datacenter another.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
-  ``cores`` CPUs — with each other and with whatever else the machine runs, which the
-  measured ``slowdown`` of one thread gives (see :class:`Host`). The measured tables and
+  ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
+  says — and the machine with its other work, as the measured ``slowdown`` of one
+  thread says (see :class:`Host`). The measured tables and
   the overheads here are CPU seconds of one thread (``placer profile model --clock
   thread``), which other work does not inflate; the host turns them into wall seconds.
   A prefill's factor is fixed when it starts; a decode batch is re-timed whenever the
-  number of busy instances changes. Python's GIL is not modelled apart: the engine's
-  torch ops release it, and what holds it is in the measured CPU seconds.
+  number of busy instances changes.
 """
 
 from __future__ import annotations
@@ -83,12 +83,15 @@ class ExecutorRuntime:
     """KV deserialisation + import on the decoder's worker thread (stalls its batch)."""
     token_stream_s: float
     """Per request per decode step: sending one Tokens message to the router."""
+    speedup: tuple[float, ...] = ()
+    """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
+    empty: the cores alone (k / max(1, k / cores))."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name == "source":
+            if f.name in ("source", "speedup"):
                 continue
             value = getattr(self, f.name)
             if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -96,6 +99,14 @@ class ExecutorRuntime:
             positive = f.name in ("cores", "slowdown", "kv_export_bytes_per_s", "kv_import_bytes_per_s")
             if (positive and value <= 0) or value < 0:
                 raise InputError(f"runtime.{f.name}: must be {'> 0' if positive else '>= 0'}, got {value!r}")
+
+    def speedup_at(self, k: int) -> float:
+        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value)."""
+        if k <= 1:
+            return 1.0
+        if not self.speedup:
+            return min(float(k), self.cores)
+        return self.speedup[min(k, len(self.speedup)) - 1]
 
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
@@ -111,10 +122,13 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source"} if n not in data]
+        missing = [n for n in names - {"source", "speedup"} if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
-        return cls(**{k: v for k, v in data.items() if k in names})
+        speedup = data.get("speedup", ())
+        if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
+            raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup)})
 
     @classmethod
     def from_json(cls, path: str | Path) -> ExecutorRuntime:
@@ -128,26 +142,25 @@ class ExecutorRuntime:
 
 
 class Host:
-    """The cores a run's instances share with each other and with the machine's other work.
+    """The cores a run's instances share with each other, the GIL, and the machine's other work.
 
-    Each running thread gets an equal share of the cores (the kernel's fair scheduler):
-    with L other runnable threads on C cores and n of our instances computing, each
-    forward takes max(1, (L + n) / C) times its CPU time. L comes from the measured
-    ``slowdown`` s of one thread: s = (L + 1) / C, so L = s·C − 1 (L = 0 when s ≈ 1).
+    With n of our instances computing, each forward takes n / speedup(n) times its CPU
+    time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
+    cores and GIL together), times the measured one-thread ``slowdown`` that the
+    machine's other work causes.
     """
 
-    __slots__ = ("cores", "others", "busy", "decoders")
+    __slots__ = ("runtime", "busy", "decoders")
 
-    def __init__(self, cores: float, slowdown: float = 1.0):
-        self.cores = cores
-        self.others = slowdown * cores - 1.0 if slowdown > 1.05 else 0.0
+    def __init__(self, runtime: ExecutorRuntime):
+        self.runtime = runtime
         self.busy = 0
         self.decoders: list = []  # re-timed when the busy count changes
 
     def factor(self) -> float:
         """Wall seconds per CPU second of each running forward now."""
-        f = (self.others + max(self.busy, 1)) / self.cores
-        return f if f > 1.0 else 1.0
+        n = self.busy if self.busy > 1 else 1
+        return self.runtime.slowdown * n / self.runtime.speedup_at(n)
 
     def change(self, t: float, delta: int) -> None:
         self.busy += delta

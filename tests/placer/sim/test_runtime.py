@@ -38,18 +38,21 @@ def test_bad_runtime_figures_name_the_field(tmp_path):
     assert ExecutorRuntime.from_json(good).cores == 2
 
 
-def test_instances_share_the_cores_and_what_other_work_leaves():
-    idle = Host(cores=2, slowdown=1.0)
-    factors = []
-    for _ in range(3):
-        idle.busy += 1
-        factors.append(idle.factor())
-    assert factors == [1.0, 1.0, 1.5]  # two forwards on two cores run at full speed; a third shares
-    loaded = Host(cores=2, slowdown=3.0)  # one thread gets a third of a core: 5 other runnable threads
-    loaded.busy = 1
-    assert loaded.factor() == pytest.approx(3.0)
-    loaded.busy = 2
-    assert loaded.factor() == pytest.approx(3.5)
+def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
+    def factors(**changes):
+        host = Host(_runtime(**changes))
+        out = []
+        for _ in range(3):
+            host.busy += 1
+            out.append(host.factor())
+        return out
+
+    assert factors() == [1.0, 1.0, 1.5]  # no speedup measured: two forwards on two cores run at full speed
+    # measured: two engine threads get 1.6x one's throughput, three 1.5x (the GIL); other work halves a thread
+    assert factors(speedup=[1.0, 1.6, 1.5], slowdown=2.0) == pytest.approx([2.0, 2.0 * 2 / 1.6, 2.0 * 3 / 1.5])
+    assert factors(speedup=[1.0, 1.6])[2] == pytest.approx(3 / 1.6)  # past the table: its last value
+    with pytest.raises(InputError, match="runtime.speedup"):
+        _runtime(speedup=[1.0, -2])
 
 
 def _trace(tmp_path, rows) -> str:
