@@ -13,6 +13,14 @@ the weights are read once). The *tail chunk* of a chunked prompt — the remaind
 its full chunks — runs alone (``batch_tail`` False): a small tail still pays a whole
 weight read, which is the throughput the BCR curve's dips lose. The analytic model
 prices each request alone (no packing), so at P the simulator is never slower than it.
+A measured table (:class:`~placer.profiles.measured.MeasuredInstanceModel`) answers a
+prompt's forward through ``prefill_chunk_s``; a pack is the roofline pack scaled by
+measured ÷ roofline of its prompts alone.
+
+On the executor's runtime (``SimConfig.runtime``, :mod:`placer.sim.runtime`) P is the
+executor's: one request per forward (all its uncached tokens, no chunking, no packing),
+then the KV exported for its consumers on the same thread, the whole slowed by the cores
+it shares (:class:`~placer.sim.runtime.Host`).
 """
 
 from __future__ import annotations
