@@ -228,7 +228,7 @@ PROFILE_NAME = "bench-tiny"  # the measured table's model name = the scenario's 
 
 def measure_profile(path: Path, reps: int) -> Path:
     """`placer profile model --device cpu --grid serve` with the bench model's shape, written to `path`."""
-    from placer.profiles import ChipProfile
+    from placer.profiles.records import ChipProfile
     from profiler.model import profile_model
 
     shape = {"num_layers": MODEL.num_layers, "hidden_size": MODEL.hidden_size, "num_q_heads": MODEL.num_q_heads,
