@@ -20,10 +20,16 @@ The same trace (same prompts, same arrival times) is served by:
   low-hit ones P → RLD → MD (token-ID handoff), anomalous ones P → RLD only.
 
 Prints TTFT P50/P90/P99 of each (client side, at the router), the PDD / naive P90
-ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latency,
-and the planner's (`placer.optimize.evaluate_plan`) and simulator's (`placer.sim`)
-predicted TTFT for the same setting with their error. `--quick` is a smaller run
-of the same comparison (under a minute).
+ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latency, and
+measured vs predicted TTFT P50/P90/P99 and TPOT P50/P90 per setup with the error: the
+simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and the planner
+(`placer.optimize.evaluate_plan`, TTFT), both from the CPU profile of the bench model
+(`placer profile model --device cpu --grid serve`, measured first unless `--profile`)
+and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
+trace: same prompts, the arrival times each setup saw. The machine may be shared: the
+profile is in CPU seconds and each setup's simulation takes the one-thread slowdown
+measured just before and after serving it. `--quick` is a smaller run of the same
+comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.cluster import LocalCluster
 from executor.config import ServingConfig
-from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
+from executor.engine import EngineConfig, ModelConfig, SamplingParams
 from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
@@ -76,9 +82,9 @@ class TraceConfig:
     think_s: float = 2.0  # between turns of one conversation
 
 
-QUICK = TraceConfig(conversations=3, turns=4, anomalous=1, new_output_tokens=80, turn_output_tokens=8,
-                    stagger_s=0.8, think_s=0.8)
-FULL = TraceConfig(conversations=6, turns=7, anomalous=3)
+QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
+                    stagger_s=0.8, think_s=0.8)  # 27 requests
+FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
 
 
 @dataclass(frozen=True)
@@ -176,8 +182,9 @@ def replay(router, trace: list[TraceRequest]) -> tuple[list, list[float]]:
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
     specs, policy = setups()[name]
     links = {frozenset(("dc-a", "dc-b")): line}
+    # a latency bench, not a fault drill: a request queued behind others (a loaded machine) is slow, not stalled
     config = ServingConfig(routing=policy, handoff=HandoffPolicy("adaptive", 64), links=links, heartbeat_s=None,
-                           request_timeout_s=300)
+                           request_timeout_s=600, stall_s=600, lease_s=600)
     with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
         t0 = time.monotonic()
         streams, arrivals = replay(cluster.router, trace)
@@ -186,6 +193,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     errors = [s.error for s in streams if s is None or s.error]
     records = [s.record if s is not None else None for s in streams]
     ttft = [r.ttft_s for r in records if r is not None and r.ttft_s is not None]
+    tpot = [r.tpot_s for r in records if r is not None and r.tpot_s is not None]
     by_kind: dict[str, list[float]] = {}
     for req, r in zip(trace, records):
         if r is not None and r.ttft_s is not None:
@@ -194,7 +202,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     link = stats["links"].get("dc-a<->dc-b", {}).get("dc-a->dc-b", {})
     return {
         "setup": name, "requests": len(trace), "errors": errors, "wall_s": wall_s, "arrivals": arrivals,
-        "ttft_s": ttft, "ttft_by_kind": by_kind,
+        "ttft_s": ttft, "tpot_s": tpot, "ttft_by_kind": by_kind,
         "outputs": [s.tokens if s is not None else None for s in streams],
         "pipelines": {p: sum(1 for r in records if r is not None and r.pipeline == p)
                       for p in sorted({r.pipeline for r in records if r is not None})},
@@ -215,68 +223,37 @@ def pct(values: list[float], q: float) -> float:
 
 # ---- predictions -----------------------------------------------------------------------------------
 
-
-def calibrate(ec: EngineConfig) -> dict[str, float]:
-    """Measured engine timings (cold prefill, warm extend, decode step) at the trace's sizes."""
-    eng = Engine.from_seed(MODEL, ec, seed=0, device="cpu")
-    rng = random.Random(1)
-    sp = SamplingParams(max_new_tokens=64, stop_at_eos=False)
-    cold_n = 1200
-    times = []
-    for _ in range(2):
-        prompt = [rng.randrange(256) for _ in range(cold_n)]
-        t0 = time.perf_counter()
-        res = eng.prefill(prompt, sp)
-        times.append(time.perf_counter() - t0)
-    t_cold = min(times)
-    t0 = time.perf_counter()
-    for _ in range(10):
-        eng.decode_step([res.request])
-    t_dec = (time.perf_counter() - t0) / 10
-    eng.finish(res.request)
-    return {"prefill_tokens": cold_n, "prefill_s": t_cold, "decode_context": cold_n + 5, "decode_step_s": t_dec}
+PROFILE_NAME = "bench-tiny"  # the measured table's model name = the scenario's inline model
 
 
-def _bisect(f, lo: float, hi: float, target: float) -> float:
-    """x in [lo, hi] (log scale) with f(x) ≈ target, f decreasing."""
-    for _ in range(60):
-        mid = math.sqrt(lo * hi)
-        if f(mid) > target:
-            lo = mid
-        else:
-            hi = mid
-    return math.sqrt(lo * hi)
+def measure_profile(path: Path, reps: int) -> Path:
+    """`placer profile model --device cpu --grid serve` with the bench model's shape, written to `path`."""
+    from placer.profiles.records import ChipProfile
+    from profiler.model import profile_model
+
+    shape = {"num_layers": MODEL.num_layers, "hidden_size": MODEL.hidden_size, "num_q_heads": MODEL.num_q_heads,
+             "num_kv_heads": MODEL.num_kv_heads, "head_dim": MODEL.head_dim,
+             "intermediate_size": MODEL.intermediate_size, "vocab_size": MODEL.vocab_size}
+    raw = profile_model("cpu", "llama-3.1-8b", 1, "serve", None, reps, shape, dtype="float32", name=PROFILE_NAME)
+    ChipProfile.model_validate(raw).save(path)
+    return path
 
 
-def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, cal: dict[str, float]):
-    """The bench setting as a placer scenario (a 'CPU' chip fitted to the measured engine) and the three plans."""
-    from placer.catalog import Chip
-    from placer.catalog import ModelConfig as PModel
-    from placer.perfmodel import InstanceModel
+def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, profile: Path):
+    """The bench setting as a placer scenario (its chip and model from the CPU profile, the
+    profile's measured table as the performance model) and the three plans."""
     from placer.plan import Plan
     from placer.specs import parse_scenario
 
-    n_params = sum(math.prod(s) for s in _weight_shapes())
-    # fp32 KV in the engine = bf16 KV of twice the head_dim in the planner's model (same bytes per token)
-    model = {"name": "bench-tiny", "attn": "gqa", "layers": MODEL.num_layers, "hidden": MODEL.hidden_size,
-             "q_heads": MODEL.num_q_heads, "kv_heads": MODEL.num_kv_heads, "head_dim": 2 * MODEL.head_dim,
-             "params_total_b": n_params / 1e9, "params_active_b": n_params / 1e9}
-    pm = PModel(**model)
-    base = Chip("CPU", "custom", 1.0, None, 8.0, 0.01, 400.0, 2.0, 100.0, 1.0, 1.0, 1.0, 1.0)
-
-    def prefill_s(tflops: float) -> float:
-        return InstanceModel(base.with_changes(bf16_tflops=tflops), 1, pm, "bf16", "bf16").prefill_s(
-            cal["prefill_tokens"], 0.0)
-
-    tflops = _bisect(prefill_s, 1e-6, 1e3, cal["prefill_s"])
-
-    def step_s(tbps: float) -> float:
-        return InstanceModel(base.with_changes(bf16_tflops=tflops, mem_bw_tbps=tbps), 1, pm, "bf16",
-                             "bf16").step_s(1, cal["decode_context"])
-
-    tbps = _bisect(step_s, 1e-6, 1e3, cal["decode_step_s"])
-    chip = {"name": "CPU", "bf16_tflops": tflops, "mem_gb": 8.0, "mem_bw_tbps": tbps, "price_usd_per_h": 1.0,
-            "nic_gbit": 2.0, "compute_efficiency": 1.0, "mem_bw_efficiency": 1.0}
+    raw = json.loads(profile.read_text())
+    table = raw["tables"][0]
+    model = table["model_shape"]["scenario_model"]
+    roof = raw["rooflines"]
+    # the CPU as a chip: the profiler's (generous) rooflines as its peaks — used outside the
+    # table's grid only, and to refuse a table faster than the hardware
+    flops = max(roof["flop_per_s"].values())
+    chip = {"name": table["chip"], "bf16_tflops": flops / 1e12, "mem_gb": 8.0,
+            "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": 2.0}
     seen = [a for a in arrivals if not math.isnan(a)]
     span = max(seen) - min(seen)
     classes = []
@@ -289,9 +266,11 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
                             "hit_rate": statistics.mean(r.hit_estimate for r in group)})
     shares = sum(c["share"] for c in classes)
     classes[-1]["share"] += 1.0 - shares
+    cpu = chip["name"]
     scenario = parse_scenario({
         "name": "bench-serve", "model": model, "kv_dtype": "bf16", "weight_dtype": "bf16", "chips": [chip],
-        "datacenters": [{"name": "dc-a", "inventory": {"CPU": 4}}, {"name": "dc-b", "inventory": {"CPU": 4}}],
+        "profiles": [str(profile)],
+        "datacenters": [{"name": "dc-a", "inventory": {cpu: 4}}, {"name": "dc-b", "inventory": {cpu: 4}}],
         "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": line.gbit_per_s, "rtt_ms": line.rtt_ms,
                    "jitter_ms": line.jitter_ms}],
         "workload": {"arrival_rps": len(trace) / max(span, 1e-3), "classes": classes},
@@ -299,7 +278,7 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
         "options": {"tp_degrees": [1], "utilization_cap": 0.95, "link_utilization_cap": 0.95,
                     "catch_up_threshold_tokens": 64, **FILTER},
     })
-    pool = lambda role, dc: {"role": role, "datacenter": dc, "chip": "CPU", "tp": 1, "count": 1}
+    pool = lambda role, dc: {"role": role, "datacenter": dc, "chip": cpu, "tp": 1, "count": 1}
     route = lambda cls, pipe, dst: {"request_class": cls, "pipeline": pipe, "src": "dc-a", "dst": dst,
                                     "rps": scenario.workload.arrival_rps * next(c["share"] for c in classes
                                                                                 if c["name"] == cls)}
@@ -317,60 +296,100 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
                                     "routes": [route(n, *pdd_pipe[n]) for n in names],
                                     "handoff": {"mode": "adaptive", "catch_up_threshold_tokens": 64}}),
     }
-    return scenario, plans, {"bf16_tflops": tflops, "mem_bw_tbps": tbps}
+    return scenario, plans
 
 
-def _weight_shapes():
-    from executor.engine.model import weight_shapes
+def trace_file(path: Path, trace: list[TraceRequest], arrivals: list[float]) -> int:
+    """The trace as served (same prompts, the arrival times it had) as placer's JSONL trace."""
+    rows = sorted((a, r) for a, r in zip(arrivals, trace) if not math.isnan(a))
+    path.write_text("".join(json.dumps({"timestamp": a * 1000, "input_length": len(r.prompt),
+                                        "output_length": r.max_tokens, "hit_rate": r.hit_estimate}) + "\n"
+                            for a, r in rows))
+    return len(rows)
 
-    return weight_shapes(MODEL).values()
 
-
-def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, cal: dict[str, float],
+def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
             seed: int) -> dict:
-    """Each setup's TTFT P50/P90/P99 by the planner and by the simulator, at the arrivals it saw."""
+    """Each setup's TTFT P50/P90/P99 and TPOT P50/P90 by the simulator on the executor's runtime
+    (and TTFT by the planner), at the arrivals it saw, from the CPU profile."""
+    from placer.optimize import SolveConfig, evaluate_plan
+    from placer.sim import SimConfig, simulate
+    from dataclasses import replace
+
+    from placer.sim.runtime import ExecutorRuntime
+
+    base = ExecutorRuntime.from_dict(runtime)
     out: dict = {"planner": {}, "simulator": {}, "notes": []}
-    try:
-        from placer.optimize import SolveConfig, evaluate_plan
-    except ImportError as exc:
-        out["notes"].append(f"planner unavailable: {exc}")
-        return out
-    try:
-        from placer.sim import SimConfig, simulate
-    except ImportError:
-        simulate = None
-        out["notes"].append("simulator unavailable (placer.sim is not installed)")
     for name, res in results.items():
-        try:
-            scenario, plans, fitted = scenario_and_plans(trace, res["arrivals"], line, cal)
-            out["chip_fit"] = fitted
-        except Exception as exc:  # the prediction is advisory: report, never fail the bench
-            out["notes"].append(f"scenario for {name} could not be built: {type(exc).__name__}: {exc}")
-            continue
+        rt = replace(base, slowdown=res.get("slowdown", base.slowdown))
+        scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
         plan = plans[name]
         try:
             m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
-            out["planner"][name] = (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)
-        except Exception as exc:
+            out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
+        except Exception as exc:  # the planner's figure is advisory here: report it
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
-        if simulate is None:
-            continue
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "trace.jsonl"
-            rows = sorted((a, r) for a, r in zip(res["arrivals"], trace) if not math.isnan(a))
-            path.write_text("".join(json.dumps({"timestamp": round(a * 1000), "input_length": len(r.prompt),
-                                                "output_length": r.max_tokens, "hit_rate": r.hit_estimate}) + "\n"
-                                    for a, r in rows))
-            try:
-                sim = simulate(scenario, plan, SimConfig(requests=len(rows), seed=seed, workload="trace",
-                                                         trace=str(path), warmup_fraction=0.0))
-                out["simulator"][name] = (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"])
-            except Exception as exc:
-                out["notes"].append(f"simulator, {name}: {type(exc).__name__}: {exc}")
+            n = trace_file(path, trace, res["arrivals"])
+            sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                                     warmup_fraction=0.0, runtime=rt))
+        out["simulator"][name] = {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
+                                  "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"])}
     return out
 
 
+def p90_spread(values: list[float], rng: random.Random, draws: int = 400) -> float:
+    """Relative half-width of the 90 % bootstrap interval of the P90: how stable the run's P90 is."""
+    if len(values) < 10:
+        return math.nan
+    p90 = pct(values, 90)
+    boot = sorted(pct(rng.choices(values, k=len(values)), 90) for _ in range(draws))
+    return (boot[int(0.95 * draws) - 1] - boot[int(0.05 * draws)]) / 2 / p90
+
+
 # ---- report ------------------------------------------------------------------------------------------
+
+
+METRICS = (("TTFT P50", "ttft", 0, 50), ("TTFT P90", "ttft", 1, 90), ("TTFT P99", "ttft", 2, 99),
+           ("TPOT P50", "tpot", 0, 50), ("TPOT P90", "tpot", 1, 90))
+GATED = ("TTFT P50", "TTFT P90", "TPOT P50")  # issue 19: within 15 % on the full run
+
+
+def compare(results: dict[str, dict], pred: dict) -> dict:
+    """Print measured vs simulated (and the planner's TTFT) per setup with the error; return them."""
+    rows: dict = {}
+    spread_rng = random.Random(0)
+    print("\nmeasured vs predicted (s; error = predicted / measured - 1):")
+    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'planner':>8} {'error':>7}")
+    for name, res in results.items():
+        sim = pred.get("simulator", {}).get(name)
+        plan = pred.get("planner", {}).get(name)
+        rows[name] = {}
+        for label, kind, i, q in METRICS:
+            meas = pct(res[f"{kind}_s"], q)
+            got = sim[kind][i] if sim else math.nan
+            err = got / meas - 1 if meas > 0 else math.nan
+            p_got = plan[kind][i] if plan and kind in plan else math.nan
+            p_err = p_got / meas - 1 if meas > 0 else math.nan
+            rows[name][label] = {"measured": meas, "simulated": got, "error": err, "planner": p_got,
+                                 "planner_error": p_err}
+            flag = " *" if label in GATED and not abs(err) <= 0.15 else ""
+            p_txt = f"{p_got:>8.3f} {100 * p_err:>+6.0f}%" if not math.isnan(p_got) else f"{'-':>8} {'':>7}"
+            print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {p_txt}")
+        spread = p90_spread(res["ttft_s"], spread_rng)
+        rows[name]["ttft_p90_spread"] = spread
+        print(f"  {name:<12} (TTFT P90 of {len(res['ttft_s'])} requests: bootstrap 90 % interval "
+              f"±{100 * spread:.0f} %)")
+    order = lambda source: sorted(rows, key=lambda n: rows[n]["TTFT P90"][source])
+    same = order("measured") == order("simulated")
+    worst = max((abs(r[m]["error"]) for r in rows.values() for m in GATED), default=math.nan)
+    print(f"  ordering of the setups by TTFT P90: measured {order('measured')}, simulated "
+          f"{order('simulated')} ({'same' if same else 'DIFFERENT'}); worst error on {', '.join(GATED)}: "
+          f"{100 * worst:.0f} % (* = outside 15 %)")
+    for note in pred.get("notes", []):
+        print(f"  note: {note}")
+    return {"rows": rows, "same_order": same, "worst_gated_error": worst}
 
 
 def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line: LinkShape, cal: dict) -> dict:
@@ -379,8 +398,13 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
           f"and {kinds['anomalous']} anomalous, low hit); KV {MODEL.kv_bytes_per_token // 1024} KiB/token")
     print(f"line dc-a<->dc-b: {line.gbit_per_s * 1000:g} Mbit/s, RTT {line.rtt_ms:g} ms, jitter {line.jitter_ms:g} ms;"
           f" a 1000-token uncached KV takes {line.transfer_estimate_s(1000 * MODEL.kv_bytes_per_token):.2f} s")
-    print(f"engine (measured): prefill {cal['prefill_tokens']} tokens {cal['prefill_s'] * 1000:.0f} ms, "
-          f"decode step {cal['decode_step_s'] * 1000:.1f} ms")
+    if cal:
+        print(f"runtime (measured, {cal.get('source', '')}): cores {cal['cores']:g}, per-request overhead "
+              f"{1000 * cal['request_overhead_s']:.1f} ms CPU, KV export "
+              f"{cal['kv_export_bytes_per_s'] / 1e6:.0f} MB/s, "
+              f"import {cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
+              f"{1e6 * cal['token_stream_s']:.0f} us CPU; one thread's slowdown by other work: "
+              + ", ".join(f"{n} {r.get('slowdown', math.nan):.2f}" for n, r in results.items()))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")
     summary: dict = {}
@@ -417,37 +441,36 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     pdd = results["pdd"]
     if pdd["output_tokens"]:
         print(f"RLD share of output tokens (PDD): {100 * pdd['rld_tokens'] / pdd['output_tokens']:.1f} %")
-    print("\npredicted TTFT P50 / P90 / P99 (s) and error vs measured:")
-    for source in ("planner", "simulator"):
-        for name in results:
-            got = pred.get(source, {}).get(name)
-            if got is None:
-                continue
-            meas = summary[name]
-            err = "  ".join(f"{100 * (g - m) / m:+.0f}%" if m > 0 else "n/a" for g, m in zip(got, meas))
-            print(f"  {source:<9} {name:<12} {got[0]:>6.3f} {got[1]:>6.3f} {got[2]:>6.3f}   error {err}")
-    if pred.get("chip_fit"):
-        f = pred["chip_fit"]
-        print(f"  (the 'CPU' chip fitted to the engine: {f['bf16_tflops'] * 1000:.3f} GFLOP/s-eq, "
-              f"{f['mem_bw_tbps'] * 1000:.2f} GB/s)")
-    for note in pred.get("notes", []):
-        print(f"  note: {note}")
+    out["comparison"] = compare(results, pred)
     out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator")}
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller trace (under a minute)")
+    ap.add_argument("--quick", action="store_true", help="smaller trace (a few minutes)")
     ap.add_argument("--gbit-per-s", type=float, default=0.2, help="line rate (default 200 Mbit/s)")
     ap.add_argument("--rtt-ms", type=float, default=30.0)
     ap.add_argument("--jitter-ms", type=float, default=5.0)
     ap.add_argument("--loss", type=float, default=0.0, help="packet loss probability on the line")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile", type=Path, help="CPU profile of the bench model (default: measure it now, "
+                    "placer profile model --device cpu --grid serve)")
+    ap.add_argument("--runtime", type=Path, help="runtime figures (default: measure them now, "
+                    "bench/measure_runtime.py)")
+    ap.add_argument("--reps", type=int, default=5, help="timed runs per profile grid point")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds of each runtime measurement")
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
+    ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
+                    "as X.served.json) instead of serving again; needs --profile and --runtime")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    return run(args)
 
+
+def run(args: argparse.Namespace) -> int:
+    """Measure (profile, runtime), serve the three setups, predict, report."""
+    from bench.measure_runtime import measure_runtime, probe_slowdown
     import torch
 
     torch.set_num_threads(1)
@@ -456,13 +479,30 @@ def main(argv: list[str] | None = None) -> int:
     line = LinkShape(args.gbit_per_s, args.rtt_ms, args.jitter_ms, args.loss)
     ec = engine_config(trace)
     t0 = time.monotonic()
-    cal = calibrate(ec)
-    results = {}
-    for name in setups():
-        results[name] = serve(name, trace, line, ec, args.seed)
-        print(f"[{name}: {len(trace)} requests in {results[name]['wall_s']:.1f} s]", file=sys.stderr)
-    pred = {} if args.no_predict else predict(trace, results, line, cal, args.seed)
-    out = report(results, pred, trace, line, cal)
+    runtime: dict = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = args.profile
+        if not args.no_predict:
+            if profile is None:
+                profile = measure_profile(Path(tmp) / "cpu-profile.json", args.reps)
+                print(f"[profile: measured the serve grid in {time.monotonic() - t0:.0f} s]", file=sys.stderr)
+            if args.runtime is not None:
+                runtime = json.loads(args.runtime.read_text())
+            else:
+                runtime = measure_runtime(rounds=args.rounds)
+                print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
+        results = json.loads(args.served.read_text()) if args.served else {}
+        for name in [] if args.served else setups():
+            before = probe_slowdown()
+            results[name] = serve(name, trace, line, ec, args.seed)
+            results[name]["slowdown"] = (before + probe_slowdown()) / 2  # the machine's other work, then
+            print(f"[{name}: {len(trace)} requests in {results[name]['wall_s']:.1f} s; one thread's slowdown "
+                  f"{results[name]['slowdown']:.2f}]", file=sys.stderr)
+        if args.json and not args.served:
+            args.json.with_suffix(".served.json").write_text(json.dumps(results, default=str))
+        pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed)
+    out = report(results, pred, trace, line, runtime)
+    out["runtime"] = runtime
     print(f"\n(bench wall time {time.monotonic() - t0:.1f} s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))

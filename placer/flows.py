@@ -295,7 +295,9 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
     ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
     served by ``instances`` instances (arrivals split evenly). A P instance packs queued
     prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
-    ``chunk`` tokens (as the executor's scheduler and the simulator do), so a prompt that
+    ``chunk`` tokens (as GPU serving engines' schedulers and the simulator do — the
+    executor's engine scheduler too, but its P role prefills ONE order per loop turn,
+    ``executor/roles/p.py``, which the simulator replays with ``SimConfig.runtime``), so a prompt that
     *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
     + overhead. Approximation (checked against the simulator, tests/placer/sim):
 

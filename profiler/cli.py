@@ -167,7 +167,8 @@ def model_command(
     device: Annotated[str, typer.Option(help="torch device: cpu (torch ops) or cuda / cuda:N (Triton kernels).")] = "cpu",
     model: Annotated[str, typer.Option(help="Catalog model whose shape is built (random weights).")] = "llama-3.1-8b",
     tp: Annotated[int, typer.Option(help="Chips per instance (the engine runs one: 1).")] = 1,
-    grid: Annotated[str, typer.Option(help="tiny (smoke check), quick (CPU: under a minute for a tiny shape) or full.")] = "quick",
+    grid: Annotated[str, typer.Option(help="tiny (smoke check), quick (CPU: under a minute for a tiny shape), serve "
+                                         "(bench_serve's sizes: prompts to 2K, batches to 16) or full.")] = "quick",
     chip: Annotated[str | None, typer.Option(help="Catalog chip the table is for (default: from the device; "
                                              "'cpu' on the CPU).")] = None,
     reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 5,
@@ -183,6 +184,9 @@ def model_command(
     name: Annotated[str | None, typer.Option(help="The table's model name, as the scenario's model is named "
                                              "(default: the catalog name, or llama-tiny-<hash> for a changed "
                                              "shape).")] = None,
+    clock: Annotated[str | None, typer.Option(help="wall, or thread: the timing thread's CPU time (CPU only; "
+                                              "its default there: one core's seconds, robust on a shared "
+                                              "machine).")] = None,
     out_path: Annotated[Path | None, typer.Option("--out", help="Write the profile JSON here.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON.")] = False,
 ) -> None:
@@ -196,7 +200,7 @@ def model_command(
             task = progress.add_task("grid points", total=1)
             raw = profile_model(device, model, tp, grid, chip, reps, overrides,
                                 on_point=lambda done, total: progress.update(task, completed=done, total=total),
-                                dtype=dtype, name=name)
+                                dtype=dtype, name=name, clock=clock)
         record = ChipProfile.model_validate(raw)
         if out_path is not None:
             try:

@@ -17,7 +17,11 @@ stand-in model, as bench_serve's does); ``engine`` and ``model_shape.dtype`` say
 fresh suffix each run, so nothing of the timed part is cached). A decode point (B, L)
 prefills B distinct L-token prompts, then times ``Engine.decode_step`` over all B. The
 times are the engine's whole call (scheduling, KV bookkeeping, sampling included), as a
-serving engine pays them.
+serving engine pays them. On the CPU they are, by default, the timing thread's CPU time
+with torch on one thread (``clock="thread"``): the seconds of one core, which other work
+on a shared machine does not inflate as it does wall time (memory-bandwidth contention
+still shows); ``placer.sim.runtime.Host`` turns them back into wall seconds for the cores
+a deployment shares. The ``serve`` grid covers ``bench/bench_serve.py``'s trace.
 
 The shape: a catalog model gives layers, hidden, heads and head dim; the catalog has no
 FFN width or vocabulary, so ``intermediate`` defaults to 3.5 × hidden (Llama-3's ratio,
@@ -46,6 +50,9 @@ GRIDS = {
     # (prefill new tokens, prefill cached context), (decode batch, decode context)
     "quick": ((16, 64, 256), (0, 256), (1, 4, 16), (64, 512)),
     "full": ((128, 512, 2048, 8192), (0, 2048, 8192), (1, 8, 32, 128), (512, 2048, 8192)),
+    # bench/bench_serve.py's trace on the CPU: prompts up to ~1.6K tokens (cold, or a few dozen new
+    # over a cached context), decode batches up to ~10 at contexts up to ~1.9K
+    "serve": ((16, 64, 256, 1024, 2048), (0, 512, 2048), (1, 2, 4, 8, 16), (256, 1024, 2048)),
 }
 BLOCK = 16
 
@@ -95,15 +102,29 @@ def shape_for(model: str, overrides: dict) -> tuple[str, Shape]:
     return name, shape
 
 
-def scenario_model(name: str, shape: Shape) -> dict:
-    """The inline model of a scenario (placer.specs.ModelSpec) that this shape is."""
+def scenario_model(name: str, shape: Shape, dtype: str = "bfloat16") -> dict:
+    """The inline model of a scenario (placer.specs.ModelSpec) that this shape is.
+
+    The planner's KV is bf16; a float32 engine's KV is twice as large per token, so its
+    stand-in model has twice the head dimension (same KV bytes per token — what the
+    transfers and memory rows use)."""
     billions = shape.params() / 1e9
+    head_dim = shape.head_dim * (2 if dtype == "float32" else 1)
     return {"name": name, "attn": "gqa", "layers": shape.num_layers, "hidden": shape.hidden_size,
-            "q_heads": shape.num_q_heads, "kv_heads": shape.num_kv_heads, "head_dim": shape.head_dim,
+            "q_heads": shape.num_q_heads, "kv_heads": shape.num_kv_heads, "head_dim": head_dim,
             "params_total_b": billions, "params_active_b": billions}
 
 
-def _timed(torch, device, run) -> float:
+CLOCKS = ("wall", "thread")
+
+
+def _timed(torch, device, run, clock: str = "wall") -> float:
+    """Seconds of ``run()``: wall-clock (CUDA synchronised), or this thread's CPU time
+    (``clock="thread"``, CPU only: what the call costs one core, whatever else the machine runs)."""
+    if clock == "thread":
+        start = time.thread_time()
+        run()
+        return time.thread_time() - start
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     start = time.perf_counter()
@@ -128,7 +149,7 @@ def _engine(torch, device, shape: Shape, grid, dtype: str):
     return Engine.from_seed(model, config, seed=0, device=device), config
 
 
-def _prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int) -> float:
+def _prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int, clock: str) -> float:
     prefix = [rng.randrange(256) for _ in range(context)]
     if context:
         eng.finish(eng.prefill(prefix + [rng.randrange(256)]).request)  # cache the prefix
@@ -136,17 +157,17 @@ def _prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int
     for i in range(reps + 1):  # the first run warms up
         prompt = prefix + [rng.randrange(256) for _ in range(tokens)]
         box = []
-        seconds = _timed(torch, device, lambda: box.append(eng.prefill(prompt)))
+        seconds = _timed(torch, device, lambda: box.append(eng.prefill(prompt)), clock)
         eng.finish(box[0].request)
         if i:
             times.append(seconds)
     return statistics.median(times)
 
 
-def _decode_point(torch, device, eng, rng, batch: int, context: int, reps: int) -> float:
+def _decode_point(torch, device, eng, rng, batch: int, context: int, reps: int, clock: str) -> float:
     reqs = [eng.prefill([rng.randrange(256) for _ in range(context)]).request for _ in range(batch)]
     eng.decode_step(reqs)  # warm-up
-    times = [_timed(torch, device, lambda: eng.decode_step(reqs)) for _ in range(reps)]
+    times = [_timed(torch, device, lambda: eng.decode_step(reqs), clock) for _ in range(reps)]
     for req in reqs:
         eng.finish(req)
     return statistics.median(times)
@@ -154,12 +175,14 @@ def _decode_point(torch, device, eng, rng, batch: int, context: int, reps: int) 
 
 def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1, grid: str = "quick",
                   chip: str | None = None, reps: int = 3, overrides: dict | None = None, on_point=None,
-                  dtype: str | None = None, name: str | None = None) -> dict:
+                  dtype: str | None = None, name: str | None = None, clock: str | None = None) -> dict:
     """Measure the grids; return the chip-profile dict (schema 2) with one table.
 
     ``dtype``: the engine's dtype (default bfloat16 on CUDA, float32 on the CPU); ``name``:
     the table's model name (default: the catalog name, or ``llama-tiny-<hash>`` for an
-    overridden shape)."""
+    overridden shape); ``clock``: ``wall`` or ``thread`` (the timing thread's CPU time: the
+    seconds of one uncontended core, robust on a shared machine; CPU only, and its default
+    there, with torch on one thread as the executor serves)."""
     import torch
 
     from profiler.run import provenance, resolve_rooflines
@@ -174,6 +197,11 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
     dtype = dtype or ("bfloat16" if dev.type == "cuda" else "float32")
     if dtype not in ENGINE_DTYPES:
         raise InputError(f"--dtype must be one of {', '.join(ENGINE_DTYPES)}, got {dtype!r}")
+    clock = clock or ("wall" if dev.type == "cuda" else "thread")
+    if clock not in CLOCKS:
+        raise InputError(f"--clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    if clock == "thread" and dev.type != "cpu":
+        raise InputError(f"--clock thread measures CPU time: only with --device cpu, got {device!r}")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise InputError(f"--device: {device!r} asked for, but torch sees no CUDA device")
     chip_name, roof, device_model = resolve_rooflines(torch, dev, chip)
@@ -181,19 +209,23 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
     started = time.perf_counter()
     eng, config = _engine(torch, dev, shape, GRIDS[grid], dtype)
     rng = random.Random(0)
+    threads = torch.get_num_threads()
+    if clock == "thread":
+        torch.set_num_threads(1)  # the op runs on the timed thread (as the bench's executor serves)
     total, done = len(tokens) * len(contexts) + len(batches) * len(decode_contexts), 0
     prefill, decode = [], []
     with torch.inference_mode():
         for t in tokens:
-            prefill.append([_prefill_point(torch, dev, eng, rng, t, c, reps) for c in contexts])
+            prefill.append([_prefill_point(torch, dev, eng, rng, t, c, reps, clock) for c in contexts])
             done += len(contexts)
             if on_point:
                 on_point(done, total)
         for b in batches:
-            decode.append([_decode_point(torch, dev, eng, rng, b, c, reps) for c in decode_contexts])
+            decode.append([_decode_point(torch, dev, eng, rng, b, c, reps, clock) for c in decode_contexts])
             done += len(decode_contexts)
             if on_point:
                 on_point(done, total)
+    torch.set_num_threads(threads)
     prov = provenance(torch, dev, device_model)
     table = {
         "chip": chip_name, "tp": tp, "model": name, "weight_dtype": "bf16", "kv_dtype": "bf16",
@@ -202,10 +234,11 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
                    "repeats": reps},
         "measured_by": prov["measured_by"],
         "measured_at": prov["measured_at"],
-        "engine": f"executor.engine ({config.backend}, {dtype}, block {BLOCK})",
+        "engine": f"executor.engine ({config.backend}, {dtype}, block {BLOCK}, "
+                  f"{'thread CPU time, 1 torch thread' if clock == 'thread' else 'wall clock'})",
         "device": device_model,
         "model_shape": {**asdict(shape), "dtype": dtype, "params": shape.params(),
-                        "scenario_model": scenario_model(name, shape)},
+                        "scenario_model": scenario_model(name, shape, dtype)},
     }
     return {"schema_version": 2, "kind": "chip", "chip": chip_name, "quick": grid == "quick",
             "provenance": prov, "rooflines": roof.as_dict(), "tables": [table],

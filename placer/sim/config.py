@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from placer.errors import InputError
 from placer.flows import HANDOFF_MODES
+from placer.sim.runtime import ExecutorRuntime
 from placer.workload.arrivals import Burstiness
 
 WORKLOADS = ("classes", "agentic", "trace")
@@ -56,6 +57,8 @@ class SimConfig:
     batch_tail_chunks: bool = False
     """Whether P may batch the tail chunk of a chunked request with other requests."""
     series_bins: int = 60
+    runtime: ExecutorRuntime | None = None
+    """Replay the executor as it serves on one host (placer.sim.runtime); None = the planner's deployment."""
 
     def __post_init__(self) -> None:
         if self.requests < 1:
@@ -86,5 +89,7 @@ class SimConfig:
             raise InputError(f"handoff_mode: unknown {self.handoff_mode!r}; choose one of {', '.join(HANDOFF_MODES)}")
         if self.catch_up_threshold_tokens is not None and self.catch_up_threshold_tokens < 0:
             raise InputError(f"catch_up_threshold_tokens must be >= 0, got {self.catch_up_threshold_tokens}")
+        if self.runtime is not None and not isinstance(self.runtime, ExecutorRuntime):
+            raise InputError(f"runtime: expected an ExecutorRuntime, got {type(self.runtime).__name__}")
         if self.series_bins < 4:
             raise InputError(f"series_bins must be >= 4, got {self.series_bins}")

@@ -39,9 +39,9 @@ class DecodeInstance:
     __slots__ = ("engine", "im", "role", "pool", "B", "sum_ctx", "cap", "step", "v", "t_last", "pause_until",
                  "heap", "next_t", "mem_used", "mem_cap", "waiting", "busy_s", "batch_area", "q_area", "q_max",
                  "tokens", "series", "_steps", "_on_event",
-                 "batch_max", "extends", "extend_s_total", "cache")
+                 "batch_max", "extends", "extend_s_total", "cache", "runtime", "host")
 
-    def __init__(self, engine, im: InstanceModel, role: str, pool, series):
+    def __init__(self, engine, im: InstanceModel, role: str, pool, series, runtime=None, host=None):
         self.engine = engine
         self.im = im
         self.role = role
@@ -70,6 +70,11 @@ class DecodeInstance:
         self._steps: dict = {}  # (B, mean context) → step seconds, memoised
         self._on_event = self.on_event
         self.cache = None  # decode-side radix cache (hash_ids workloads)
+        self.runtime = runtime  # ExecutorRuntime: no batch cap, a Tokens message per request per step
+        self.host = host  # the cores this instance shares (runtime only)
+        if runtime is not None:
+            self.cap = 1 << 30  # the executor's decoders step every decoding request
+            host.decoders.append(self)
 
     # ---- costs -------------------------------------------------------------
     def _step_s(self) -> float:
@@ -80,7 +85,23 @@ class DecodeInstance:
             if len(self._steps) > 100_000:
                 self._steps.clear()
             step = self._steps[key] = self.im.step_s(b, key[1])
+        rt = self.runtime
+        if rt is not None:
+            return (step + b * rt.token_stream_s) * self.host.factor()
         return step
+
+    def retime(self, t: float) -> None:
+        """The cores' share changed: steps from ``t`` on take the new time."""
+        self.advance(t)
+        self.step = self._step_s()
+        self._schedule(t)
+
+    def stall(self, t: float, seconds: float) -> None:
+        """The worker thread is busy for ``seconds`` from ``t`` (a KV import): the batch waits."""
+        self.advance(t)
+        base = self.pause_until if self.pause_until > t else t
+        self.pause_until = base + seconds
+        self._schedule(t)
 
     # ---- time --------------------------------------------------------------
     def advance(self, t: float) -> None:
@@ -132,6 +153,8 @@ class DecodeInstance:
         req.ctx = req.n_in + (req.n_out >> 1)
         self.sum_ctx += req.ctx
         self.B += 1
+        if self.B == 1 and self.host is not None:
+            self.host.change(t, +1)
         if self.B > self.batch_max:
             self.batch_max = self.B
         self.mem_used += req.n_in + req.n_out
@@ -146,7 +169,7 @@ class DecodeInstance:
         """Take ``req`` out of the batch (handoff); returns the tokens it emitted here."""
         self.advance(t)
         made = self.produced(req)
-        self._leave(req)
+        self._leave(req, t)
         if req.t_first is not None and req.t_first > t:
             req.t_first = None  # removed before its first token: the next decoder emits it
         self.tokens += made
@@ -154,9 +177,11 @@ class DecodeInstance:
         self._schedule(t)
         return made
 
-    def _leave(self, req) -> None:
+    def _leave(self, req, t: float) -> None:
         req.dec = None
         self.B -= 1
+        if self.B == 0 and self.host is not None:
+            self.host.change(t, -1)
         self.mem_used -= req.n_in + req.n_out
         if self.B:
             self.sum_ctx -= req.ctx
@@ -204,7 +229,7 @@ class DecodeInstance:
         while heap and heap[0][0] <= v:
             _, _, req = heappop(heap)
             if req.dec is self:
-                self._leave(req)
+                self._leave(req, t)
                 done.append(req)
         if done:
             eng = self.engine

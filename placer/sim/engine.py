@@ -43,6 +43,7 @@ from placer.sim.links import WanLink
 from placer.sim.metrics import QuantileSketch, TimeSeries
 from placer.sim.prefill import PrefillInstance
 from placer.sim.router import Router
+from placer.sim.runtime import Host
 from placer.sim.sources import count_lines, sub_seed, work_items
 from placer.workload.trace import BLOCK_TOKENS
 
@@ -119,6 +120,8 @@ class Simulation:
         self.horizon = horizon
         bins = cfg.series_bins
         ctx = decode_context_tokens(problem.classes)
+        self.runtime = rt = cfg.runtime
+        self.host = Host(rt) if rt is not None else None  # LocalCluster: one process, one host
         self.pools: dict = {}
         self.agg_pair: dict = {}  # A: prefill half -> decode half of the same instance
         designs = plan_designs(problem, plan, {k: instance(problem, k[2], k[3]) for k in counts if k[0] == AGG})
@@ -129,10 +132,11 @@ class Simulation:
             im = instance(problem, key[2], key[3])
             pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
             if key[0] == P:
-                pool.instances = [PrefillInstance(self, im, pool, pool.series, cfg.batch_tail_chunks)
+                pool.instances = [PrefillInstance(self, im, pool, pool.series, cfg.batch_tail_chunks, rt, self.host)
                                   for _ in range(count)]
             else:
-                pool.instances = [DecodeInstance(self, im, key[0], pool, pool.series) for _ in range(count)]
+                pool.instances = [DecodeInstance(self, im, key[0], pool, pool.series, rt, self.host)
+                                  for _ in range(count)]
                 pool.design_batch = im.max_batch(ctx, problem.tpot_s)
             self.pools[key] = pool
         self.links: dict = {}
@@ -264,7 +268,23 @@ class Simulation:
             self.input_tokens += n_in
         self.last_arrival_t = t
         req.p = self._pick_prefill(path, rand)
+        if self.runtime is not None and self.runtime.request_overhead_s > 0:
+            delay = self.runtime.request_overhead_s * self.host.factor()
+            heappush(self.heap, (t + delay, next(self.seq), self._ev_at_p, req))
+        else:
+            req.p.enqueue(req, t)
+
+    def _ev_at_p(self, t: float, req) -> None:
         req.p.enqueue(req, t)
+
+    def exported_bytes(self, req) -> float:
+        """KV bytes P serialises for ``req``'s consumers: what MD/D lacks, and the whole prompt for RLD."""
+        pipe = req.path.pipe
+        if pipe == PRLD:
+            return req.n_in * self.kv
+        if pipe == PRLDMD:
+            return req.n_in * self.kv + req.xfer
+        return req.xfer
 
     def _arrival_hits(self, ids, n_in: int, hit: float) -> tuple[float, float]:
         """(P-side hit, decode-side hit): from the prefix store for hash_ids, else the drawn hit less the DRC lag."""
@@ -375,31 +395,55 @@ class Simulation:
         path = req.path
         pipe = path.pipe
         heap, seq = self.heap, self.seq
+        rt = self.runtime
         if pipe == PA:  # aggregated: the same instance decodes, nothing moves
             req.md = self.agg_pair[req.p]
             heappush(heap, (t, next(seq), self._ev_decode_arrive, req))
             return
         if pipe == PMD or pipe == PD:
             if path.link is not None:
-                path.link.add(req, req.xfer, t)
+                self._wan_send(req, t)
             else:
-                dt = req.xfer / _rdma_rate(req.p, req.md) + RDMA_LATENCY_S
+                dt = 0.0 if rt is not None else req.xfer / _rdma_rate(req.p, req.md) + RDMA_LATENCY_S
                 heappush(heap, (t + dt, next(seq), self._ev_decode_arrive, req))
             return
-        dt = req.n_in * self.kv / _rdma_rate(req.p, req.rld) + RDMA_LATENCY_S
+        dt = 0.0 if rt is not None else req.n_in * self.kv / _rdma_rate(req.p, req.rld) + RDMA_LATENCY_S
         heappush(heap, (t + dt, next(seq), self._ev_rld_arrive, req))
         if pipe == PRLDMD:
-            path.link.add(req, req.xfer, t)
+            self._wan_send(req, t)
+
+    def _wan_send(self, req, t: float) -> None:
+        """Start ``req``'s KV over its line; on the executor's runtime, not before MD's pull has
+        come back to P (the order's and the pull's one-way delays after the request arrived)."""
+        link = req.path.link
+        if self.runtime is None:
+            link.add(req, req.xfer, t)
+            return
+        rt = self.runtime
+        pulled = req.t_arr + rt.request_overhead_s * self.host.factor() + link.one_way_s() + link.one_way_s()
+        if pulled > t:
+            heappush(self.heap, (pulled, next(self.seq), self._ev_wan_start, req))
+        else:
+            link.add(req, req.xfer, t)
+
+    def _ev_wan_start(self, t: float, req) -> None:
+        req.path.link.add(req, req.xfer, t)
 
     def kv_landed(self, req, t: float) -> None:
         """The WAN line delivered ``req``'s KV; it is usable at MD at ``t``."""
         fn = self._ev_kv_at_md if req.path.pipe == PRLDMD else self._ev_decode_arrive
         heappush(self.heap, (t, next(self.seq), fn, req))
 
+    def _import(self, inst, t: float, n_bytes: float) -> None:
+        """The executor's decoder deserialises and imports the KV on its worker thread."""
+        if self.runtime is not None:
+            inst.stall(t, self.runtime.import_s(n_bytes) * self.host.factor())
+
     def _ev_decode_arrive(self, t: float, req) -> None:
         md = req.md
         if req.ids is not None and md.cache is not None:
             md.cache.insert(req.ids)
+        self._import(md, t, req.xfer)
         req.stage = ON_MD
         md.join(req, t, req.n_out - 1)
 
@@ -410,12 +454,14 @@ class Simulation:
             req.md.join(req, t, req.n_out - 1)
             return
         req.stage = ON_RLD
+        self._import(req.rld, t, req.n_in * self.kv)
         req.rld.join(req, t, req.n_out - 1)
 
     def _ev_kv_at_md(self, t: float, req) -> None:
         md = req.md
         if req.ids is not None and md.cache is not None:
             md.cache.insert(req.ids)
+        self._import(md, t, req.xfer)  # the executor's MD imports the KV even when RLD finished
         stage = req.stage
         if stage == DONE:
             return
@@ -440,6 +486,8 @@ class Simulation:
         im = md.im
 
         def extend_s(k: int) -> float:
+            if self.runtime is not None:  # Engine.extend: one forward of k tokens over the cached context
+                return im.prefill_chunk_s(ctx + k, ctx, k) * self.host.factor()
             return im.extend_s(k, ctx)
 
         plan = plan_handoff(mode, pending, link.one_way_s(), link.rate, rld.step, extend_s)

@@ -8,7 +8,9 @@
   and acknowledgement of the transfer protocol) plus Gaussian jitter (``jitter_ms`` is
   the standard deviation of the one-way delay). Time-average M/G/1-PS sojourn is
   b/(C(1−ρ)), the mean :func:`placer.perfmodel.wan_transfer_s` predicts; the
-  simulator adds its spread.
+  simulator adds its spread. On the executor's runtime (:mod:`placer.sim.runtime`) the
+  delay after the last byte is the LinkEmulator's: one way (RTT/2 + jitter, clamped at
+  0) for the KV, and on P-MD one way more for the first token back to the router.
 * RDMA inside a datacenter: bytes over the slower NIC + a fixed latency
   (:meth:`placer.perfmodel.InstanceModel.rdma_s`), uncontended — at 400 Gbit/s per
   chip a 64K-token prompt moves in milliseconds.
@@ -18,7 +20,11 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
+from placer.flows import P_RLD_MD
+from placer.sim.router import PIPE_CODE
+
 INF = float("inf")
+_RELAYED = PIPE_CODE[P_RLD_MD]
 
 
 class WanLink:
@@ -52,7 +58,12 @@ class WanLink:
             d += self.rand_gauss(0.0, self.jitter_s)
         return d if d > 0 else 0.0
 
-    def _delay(self) -> float:
+    def _delay(self, req) -> float:
+        if getattr(self.engine, "runtime", None) is not None:
+            # LinkEmulator: the KV's last frame one way (RTT/2 + jitter, clamped at 0); on P-MD the
+            # first token then crosses back to the router, one way more (placer.sim.runtime)
+            d = self.one_way_s()
+            return d if req.path.pipe == _RELAYED else d + self.one_way_s()
         d = self.rtt_s
         if self.jitter_s > 0:
             j = self.rand_gauss(0.0, self.jitter_s)
@@ -105,7 +116,7 @@ class WanLink:
             if req.flow is self:
                 req.flow = None
                 self.n -= 1
-                eng.kv_landed(req, t + self._delay())
+                eng.kv_landed(req, t + self._delay(req))
         self._schedule(t)
 
     def finish_stats(self, t: float) -> None:

@@ -17,6 +17,14 @@ With pipeline stages (``im.pp`` > 1) a forward's time is one stage's; a finished
 last chunk still crosses the other stages (:meth:`~placer.perfmodel.InstanceModel.pipeline_fill_s`)
 before the engine takes over, while the first stage already starts the next forward (the
 analytic model charges that fill as busy time: conservative).
+A measured table (:class:`~placer.profiles.measured.MeasuredInstanceModel`) answers a
+prompt's forward through ``prefill_chunk_s``; a pack is the roofline pack scaled by
+measured ÷ roofline of its prompts alone.
+
+On the executor's runtime (``SimConfig.runtime``, :mod:`placer.sim.runtime`) P is the
+executor's: one request per forward (all its uncached tokens, no chunking, no packing),
+then the KV exported for its consumers on the same thread, the whole slowed by the cores
+it shares (:class:`~placer.sim.runtime.Host`).
 """
 
 from __future__ import annotations
@@ -31,9 +39,9 @@ _MEMO_LIMIT = 200_000
 
 class PrefillInstance:
     __slots__ = ("engine", "im", "chunk", "queue", "busy", "busy_s", "backlog", "q_area", "q_t", "q_max",
-                 "series", "batch_tail", "_memo", "_w", "forwards", "pool", "last_dt")
+                 "series", "batch_tail", "_memo", "_w", "forwards", "pool", "last_dt", "runtime", "host")
 
-    def __init__(self, engine, im: InstanceModel, pool, series, batch_tail: bool = False):
+    def __init__(self, engine, im: InstanceModel, pool, series, batch_tail: bool = False, runtime=None, host=None):
         self.engine = engine
         self.im = im
         self.pool = pool
@@ -51,6 +59,10 @@ class PrefillInstance:
         self._memo: dict = {}
         self._w = im.weight_bytes
         self.last_dt = 0.0  # seconds of the forward in flight (a pipeline's fill follows its last chunk)
+        self.runtime = runtime  # ExecutorRuntime: one request per forward, KV export on this thread
+        self.host = host  # the cores this instance shares (runtime only)
+        if runtime is not None:
+            self.chunk = float("inf")  # Engine.prefill forwards all uncached tokens at once
 
     # ---- costs -------------------------------------------------------------
     def _parts(self, n_in: int, pos: int, tokens: int) -> tuple[float, float, float]:
@@ -61,7 +73,8 @@ class PrefillInstance:
             if len(self._memo) > _MEMO_LIMIT:
                 self._memo.clear()
             flops, mem = self.im.prefill_chunk_parts(n_in, pos, tokens)
-            p = self._memo[key] = (flops, mem, self.im.forward_s(flops, self._w + mem, tokens))
+            # prefill_chunk_s: a measured table's time where it covers the chunk, else this roofline
+            p = self._memo[key] = (flops, mem, self.im.prefill_chunk_s(n_in, pos, tokens))
         return p
 
     def alone_s(self, n_in: int, new_tokens: int) -> float:
@@ -94,6 +107,9 @@ class PrefillInstance:
         self.q_t = t
         head = q.popleft()
         left, chunk = head.left, self.chunk
+        if self.runtime is not None:
+            self._start_alone(t, head)
+            return
         if left >= chunk:
             dt = self._parts(head.n_in, head.pos, chunk)[2]
             batch = (head,)
@@ -102,7 +118,8 @@ class PrefillInstance:
             dt = self._parts(head.n_in, head.pos, left)[2]
             batch = (head,)
         else:
-            flops, mem, _ = self._parts(head.n_in, head.pos, left)
+            flops, mem, alone = self._parts(head.n_in, head.pos, left)
+            roof = self.im.forward_s(flops, self._w + mem, left)
             batch = [head]
             budget = chunk - left
             tokens = left
@@ -111,13 +128,16 @@ class PrefillInstance:
                 if nxt.left > budget:
                     break
                 q.popleft()
-                f, m, _ = self._parts(nxt.n_in, nxt.pos, nxt.left)
+                f, m, a = self._parts(nxt.n_in, nxt.pos, nxt.left)
                 flops += f
                 mem += m
+                alone += a
+                roof += self.im.forward_s(f, self._w + m, nxt.left)
                 budget -= nxt.left
                 tokens += nxt.left
                 batch.append(nxt)
-            dt = self.im.forward_s(flops, self._w + mem, tokens)
+            # the pack on the roofline, scaled by measured / roofline of its prompts alone
+            dt = self.im.forward_s(flops, self._w + mem, tokens) * (alone / roof)
         self.busy = True
         self.last_dt = dt
         self.busy_s += dt
@@ -125,9 +145,24 @@ class PrefillInstance:
         eng = self.engine
         heappush(eng.heap, (t + dt, next(eng.seq), self._done, batch))
 
+    def _start_alone(self, t: float, req) -> None:
+        """The executor's P: this prompt's uncached tokens in one forward (slowed by the cores
+        it shares), then the KV exported and serialised for each consumer's pull."""
+        host = self.host
+        host.change(t, +1)
+        cpu_s = self._parts(req.n_in, req.pos, req.left)[2] + self.runtime.export_s(self.engine.exported_bytes(req))
+        dt = cpu_s * host.factor()
+        self.busy = True
+        self.busy_s += dt
+        self.forwards += 1
+        eng = self.engine
+        heappush(eng.heap, (t + dt, next(eng.seq), self._done, (req,)))
+
     def _done(self, t: float, batch) -> None:
         chunk = self.chunk
         eng = self.engine
+        if self.runtime is not None:
+            self.host.change(t, -1)
         for req in batch:
             used = req.left if req.left <= chunk else chunk
             req.left -= used

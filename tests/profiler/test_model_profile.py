@@ -47,3 +47,17 @@ def test_profile_model_refuses_a_bad_shape(tmp_path):
     assert r.returncode == 2 and "gqa" in r.stderr
     r = run("profile", "model", "--device", "cpu", "--tp", "2")
     assert r.returncode == 2 and "--tp 2" in r.stderr
+    r = run("profile", "model", "--device", "cpu", "--clock", "sundial", *TINY)
+    assert r.returncode == 2 and "--clock" in r.stderr and "sundial" in r.stderr
+
+
+def test_profile_model_on_cpu_times_one_core_by_default(tmp_path):
+    """The CPU default is the timing thread's CPU time (robust on a shared machine), and the engine says so;
+    a float32 run's stand-in model carries the float32 KV bytes per token."""
+    out = tmp_path / "tiny.json"
+    r = run("profile", "model", "--device", "cpu", "--grid", "tiny", "--reps", "1", *TINY, "--out", out,
+            timeout=300)
+    assert r.returncode == 0, r.stderr
+    table = ChipProfile.load(out).tables[0]
+    assert "thread CPU time" in table.engine and table.model_shape["dtype"] == "float32"
+    assert table.model_shape["scenario_model"]["head_dim"] == 2 * table.model_shape["head_dim"]

@@ -1,0 +1,238 @@
+"""Measure what the executor's serving runtime adds to the engine's forwards, on this machine.
+
+    python bench/measure_runtime.py [--rounds 3] [--out runtime.json]
+
+Writes the figures of :class:`placer.sim.runtime.ExecutorRuntime` for the bench model
+(bench/bench_serve.py's ``MODEL``). The machine may be shared, so work is measured in
+CPU seconds (``time.thread_time`` of the thread that does it, ``time.process_time`` of
+the whole process), which other processes do not inflate, and each figure is the median
+of repeated measurements; how much of the machine is left to us is measured apart, at
+the time it matters (:func:`probe_slowdown`, which bench_serve runs around each setup):
+
+- ``cores``: the CPUs this process may run on (``os.sched_getaffinity``).
+- ``speedup``: aggregate forwards/s of k engines prefilling at once on k threads of this
+  process ÷ one thread's, k = 1…3 (median of ``rounds``): what the instances of one
+  process really get from the cores, the GIL included (below 2 on two cores; below 1
+  when the threads fight over the GIL).
+- ``slowdown``: wall ÷ thread CPU time of a 256-token prefill on one thread, median of 7
+  (1 on an idle machine; 3 when other work leaves a third of a core).
+- ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
+  1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
+  thread CPU time (median of 9 each).
+- ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
+  same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
+  output tokens: the process CPU time of each request less the engine's own CPU time for
+  its prefill, export, import and decode steps (measured on one thread). The difference
+  between the two output lengths, per token, is ``token_stream_s`` (the ``Tokens`` message,
+  the worker loop); the rest is ``request_overhead_s`` (router, orders, control messages).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from executor.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
+from executor.engine.kv_payload import KVPayload  # noqa: E402
+
+from bench.bench_serve import BLOCK, MODEL  # noqa: E402
+
+PROBE_TOKENS = 256
+KV_TOKENS = 1024
+LONE_PROMPT_TOKENS = 64
+LONE_OUTPUTS = (8, 40)
+LONE_REQUESTS = 8
+
+
+def _config() -> EngineConfig:
+    # 160 blocks = 2560 tokens = 80 MiB of KV: room for the largest prompt measured here
+    return EngineConfig(backend="torch", block_size=BLOCK, num_blocks=160, max_prefill_tokens=4096)
+
+
+def _engine(seed: int = 0) -> Engine:
+    return Engine.from_seed(MODEL, _config(), seed=seed, device="cpu")
+
+
+def _prompt(rng: random.Random, n: int) -> list[int]:
+    return [rng.randrange(256) for _ in range(n)]
+
+
+def probe_slowdown(reps: int = 7) -> float:
+    """Wall ÷ thread CPU time of one prefill forward now (≥ 1): how much of a core other work leaves us."""
+    eng = _engine(9)
+    rng = random.Random(9)
+    ratios = []
+    for i in range(reps + 1):
+        prompt = _prompt(rng, PROBE_TOKENS)
+        w0, c0 = time.perf_counter(), time.thread_time()
+        res = eng.prefill(prompt)
+        w, c = time.perf_counter() - w0, time.thread_time() - c0
+        eng.finish(res.request)
+        if i and c > 0:
+            ratios.append(w / c)
+    return max(1.0, statistics.median(ratios))
+
+
+def forwards_per_s(k: int, window_s: float = 1.0) -> float:
+    """Aggregate forwards/s of k engines prefilling PROBE_TOKENS-token prompts at once, one thread each."""
+    import threading
+
+    engines = [_engine(i) for i in range(k)]
+    counts = [0] * k
+    start, stop = threading.Barrier(k + 1), threading.Event()
+
+    def work(i: int) -> None:
+        rng = random.Random(i)
+        start.wait()
+        while not stop.is_set():
+            engines[i].finish(engines[i].prefill(_prompt(rng, PROBE_TOKENS)).request)
+            counts[i] += 1
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(k)]
+    for th in threads:
+        th.start()
+    start.wait()
+    t0 = time.perf_counter()
+    time.sleep(window_s)
+    done, elapsed = sum(counts), time.perf_counter() - t0
+    stop.set()
+    for th in threads:
+        th.join()
+    return done / elapsed
+
+
+def measure_speedup(rounds: int, most: int = 3) -> list[float]:
+    """Aggregate throughput of k concurrent engine threads in this process ÷ one thread's, k = 1…most
+    (medians over rounds): the cores AND the GIL the instances of one process share."""
+    per_k: dict[int, list[float]] = {k: [] for k in range(1, most + 1)}
+    for _ in range(rounds):
+        one = forwards_per_s(1)
+        for k in range(1, most + 1):
+            per_k[k].append(forwards_per_s(k) / one if k > 1 else 1.0)
+    return [round(statistics.median(v), 3) for v in per_k.values()]
+
+
+def measure_kv(reps: int = 9) -> tuple[float, float, int]:
+    """(export bytes/s, import bytes/s, bytes) for one KV_TOKENS-token prompt."""
+    src, dst = _engine(0), _engine(1)
+    rng = random.Random(3)
+    export_s, import_s, size = [], [], 0
+    for _ in range(reps):
+        prompt = _prompt(rng, KV_TOKENS)
+        res = src.prefill(prompt)
+        t0 = time.thread_time()
+        data = src.export_kv(res.request, 0, len(prompt)).to_bytes()
+        export_s.append(time.thread_time() - t0)
+        size = len(data)
+        t0 = time.thread_time()
+        req = dst.import_kv([*prompt, res.first_token], KVPayload.from_bytes(data),
+                            SamplingParams(max_new_tokens=4, stop_at_eos=False), num_prompt_tokens=len(prompt))
+        import_s.append(time.thread_time() - t0)
+        dst.finish(req)
+        src.finish(res.request)
+    return size / statistics.median(export_s), size / statistics.median(import_s), size
+
+
+def engine_times(reps: int = 9) -> tuple[float, float]:
+    """Thread CPU seconds of (a LONE_PROMPT_TOKENS-token prefill, a decode step at batch 1), medians."""
+    eng = _engine(0)
+    rng = random.Random(4)
+    pre, step = [], []
+    for _ in range(reps):
+        t0 = time.thread_time()
+        res = eng.prefill(_prompt(rng, LONE_PROMPT_TOKENS))
+        pre.append(time.thread_time() - t0)
+        for _ in range(5):
+            t0 = time.thread_time()
+            eng.decode_step([res.request])
+            step.append(time.thread_time() - t0)
+        eng.finish(res.request)
+    return statistics.median(pre), statistics.median(step)
+
+
+def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> float:
+    """Median process CPU seconds of one lone request through a same-datacenter P-D cluster."""
+    from executor.cluster import LocalCluster
+    from executor.config import ServingConfig
+    from executor.placement import InstanceSpec
+    from executor.routing import Pipeline, RoutingPolicy
+
+    specs = [InstanceSpec("p0", "P", "dc-a", "CPU"), InstanceSpec("d0", "D", "dc-a", "CPU")]
+    config = ServingConfig(routing=RoutingPolicy(allowed=frozenset({Pipeline.P_D})), heartbeat_s=None,
+                           request_timeout_s=120)
+    rng = random.Random(5)
+    cpu = []
+    with LocalCluster(specs, MODEL, _config(), config, transport="tcp") as cluster:
+        for i in range(n + 1):  # the first warms up
+            time.sleep(0.1)  # idle loops settle
+            c0 = time.process_time()
+            stream = cluster.router.submit(_prompt(rng, LONE_PROMPT_TOKENS),
+                                           SamplingParams(max_new_tokens=outputs, stop_at_eos=False))
+            if not stream.closed.wait(120) or stream.error:
+                raise RuntimeError(f"lone request {i} failed: {stream.error}")
+            if i:
+                cpu.append(time.process_time() - c0)
+    return statistics.median(cpu)
+
+
+def measure_runtime(rounds: int = 3) -> dict:
+    """The ExecutorRuntime figures (and the raw measurements behind them)."""
+    import torch
+
+    torch.set_num_threads(1)  # as bench_serve serves
+    sys.setswitchinterval(0.001)
+    started = time.perf_counter()
+    slowdown = probe_slowdown()
+    speedup = measure_speedup(rounds)
+    export_bps, import_bps, kv_bytes = measure_kv()
+    prefill_s, step_s = engine_times()
+    short, long = LONE_OUTPUTS
+    c_short = statistics.median(lone_request_cpu_s(short) for _ in range(rounds))
+    c_long = statistics.median(lone_request_cpu_s(long) for _ in range(rounds))
+    per_token = (c_long - c_short) / (long - short)
+    stream = per_token - step_s
+    lone_kv = LONE_PROMPT_TOKENS * MODEL.kv_bytes_per_token
+    overhead = c_short - prefill_s - lone_kv / export_bps - lone_kv / import_bps - (short - 1) * per_token
+    return {
+        "cores": len(os.sched_getaffinity(0)),
+        "slowdown": round(slowdown, 3),
+        "speedup": speedup,
+        "request_overhead_s": round(max(0.0, overhead), 5),
+        "kv_export_bytes_per_s": round(export_bps),
+        "kv_import_bytes_per_s": round(import_bps),
+        "token_stream_s": round(max(0.0, stream), 6),
+        "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
+                  f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
+        "measurements": {
+            "kv_bytes": kv_bytes, "engine_prefill_64_cpu_s": prefill_s, "engine_decode_step_b1_cpu_s": step_s,
+            f"lone_request_cpu_s_{short}_tokens": c_short, f"lone_request_cpu_s_{long}_tokens": c_long,
+            "seconds": round(time.perf_counter() - started, 1),
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args(argv)
+    figures = measure_runtime(args.rounds)
+    text = json.dumps(figures, indent=2)
+    if args.out:
+        args.out.write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,169 @@
+"""What the executor's serving runtime adds to the engine's forwards, as the simulator replays it.
+
+in:  figures measured on the machine that serves (``bench/measure_runtime.py`` writes them
+     as JSON; :meth:`ExecutorRuntime.from_json` reads them, errors name the field)
+out: :class:`ExecutorRuntime` (a :class:`~placer.sim.config.SimConfig` field: ``runtime``)
+     and :class:`Host`, the cores the instances of one process share.
+
+Without a runtime the simulator replays the planner's idealised deployment (one chip per
+instance, RDMA between P and decoders, packed prefills). With one, it replays the
+executor as ``executor.cluster.LocalCluster`` runs it — every rule below is read from
+the executor's code, every number is measured:
+
+* **One prefill per loop turn** (``executor/roles/p.py``: ``PrefillWorker.step`` pops one
+  order and calls ``Engine.prefill``, which forwards all of the prompt's uncached tokens
+  in ONE forward — no chunking, no packing of several prompts). So P is FCFS, one request
+  per forward, costed by the measured table at (new tokens, cached context)
+  (:meth:`~placer.perfmodel.InstanceModel.prefill_chunk_s`).
+* **Decoders step every decoding request** (``executor/roles/md.py`` / ``rld.py``:
+  ``step`` runs ``Engine.decode_step`` over all requests in DECODING): no batch cap
+  besides the KV pool (continuous batching; a request joins between two steps).
+* **Admission**: ``executor.admission.AdmissionPolicy`` limits nothing by default (no
+  ``max_live``, no ``max_per_instance``), so every request is admitted and queues at P;
+  the simulator admits every request too (a plan with limits is not replayed here).
+* **KV serialisation on the workers' threads**: P's worker exports and serialises the KV
+  for each consumer's pull (``export_kv`` + ``KVPayload.to_bytes``) right after the
+  prefill, before its next one; the decoder's worker deserialises and imports it
+  (``from_bytes`` + ``import_kv``), stalling its batch meanwhile. ``kv_export_bytes_per_s``
+  and ``kv_import_bytes_per_s`` are those rates (measured: median of repeated
+  export/import of the bench model's KV at the trace's sizes). Inside a datacenter the
+  payload then goes by the in-process fast path (an object handed over: no bytes on a
+  wire), so no RDMA time is added.
+* **Per request overhead** ``request_overhead_s``: the router's dispatch (admission,
+  routing, orders through the outbox), the control messages and the worker loops — CPU
+  seconds, paid before the prefill (measured: process CPU time of lone same-datacenter
+  requests less the engine's own CPU time for their prefill, export, import and steps).
+* **Per streamed token** ``token_stream_s``: each decode step sends one ``Tokens``
+  message per request to the router (encode, endpoint, I/O loop) — CPU seconds added
+  per request to the step (measured: the growth of a lone request's process CPU time
+  per output token, less the engine's decode step).
+* **The pull's round trip over the WAN**: the router sends the decoder its order and the
+  decoder sends ``KVPull`` to P, so a cross-datacenter KV transfer cannot start before
+  one round trip after the request arrived (``executor/roles/md.py: _pull``).
+* **The line** (``executor/transport/link.py``, ``LinkEmulator``): one token bucket per
+  direction shared round-robin by every transfer (processor sharing, as
+  :class:`~placer.sim.links.WanLink` does), then each frame one way RTT/2 plus normal
+  jitter of standard deviation ``jitter_ms``, clamped at 0 (``LinkShape.arrival_delay_s``);
+  the KV pays that one way, and the first token streamed back to the router from the far
+  datacenter another.
+* **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
+  ``torch.set_num_threads(1)``), so forwards running at the same time share the
+  ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
+  says — and the machine with its other work, as the measured ``slowdown`` of one
+  thread says (see :class:`Host`). The measured tables and
+  the overheads here are CPU seconds of one thread (``placer profile model --clock
+  thread``), which other work does not inflate; the host turns them into wall seconds.
+  A prefill's factor is fixed when it starts; a decode batch is re-timed whenever the
+  number of busy instances changes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from placer.errors import InputError
+
+
+@dataclass(frozen=True)
+class ExecutorRuntime:
+    """The executor's serving runtime on one host (see the module docstring for each rule)."""
+
+    cores: float
+    """CPUs the serving process may run on (its instances' threads share them)."""
+    slowdown: float
+    """Wall ÷ CPU time of one thread's forward when the run happened (>= 1: other work on the machine)."""
+    request_overhead_s: float
+    """Router dispatch, control messages and worker wake-ups on a request's critical path."""
+    kv_export_bytes_per_s: float
+    """KV export + serialisation on P's worker thread, per consumer pull."""
+    kv_import_bytes_per_s: float
+    """KV deserialisation + import on the decoder's worker thread (stalls its batch)."""
+    token_stream_s: float
+    """Per request per decode step: sending one Tokens message to the router."""
+    speedup: tuple[float, ...] = ()
+    """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
+    empty: the cores alone (k / max(1, k / cores))."""
+    source: str = ""
+    """Who measured these figures, where and when (bench/measure_runtime.py)."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if f.name in ("source", "speedup"):
+                continue
+            value = getattr(self, f.name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise InputError(f"runtime.{f.name}: must be a number, got {value!r}")
+            positive = f.name in ("cores", "slowdown", "kv_export_bytes_per_s", "kv_import_bytes_per_s")
+            if (positive and value <= 0) or value < 0:
+                raise InputError(f"runtime.{f.name}: must be {'> 0' if positive else '>= 0'}, got {value!r}")
+
+    def speedup_at(self, k: int) -> float:
+        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value)."""
+        if k <= 1:
+            return 1.0
+        if not self.speedup:
+            return min(float(k), self.cores)
+        return self.speedup[min(k, len(self.speedup)) - 1]
+
+    def export_s(self, n_bytes: float) -> float:
+        return n_bytes / self.kv_export_bytes_per_s
+
+    def import_s(self, n_bytes: float) -> float:
+        return n_bytes / self.kv_import_bytes_per_s
+
+    @classmethod
+    def from_dict(cls, data: dict) -> ExecutorRuntime:
+        if not isinstance(data, dict):
+            raise InputError(f"runtime: expected an object, got {type(data).__name__}")
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names - {"measurements"})
+        if unknown:
+            raise InputError(f"runtime: unknown field {unknown[0]!r}")
+        missing = [n for n in names - {"source", "speedup"} if n not in data]
+        if missing:
+            raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
+        speedup = data.get("speedup", ())
+        if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
+            raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup)})
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> ExecutorRuntime:
+        try:
+            data = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise InputError(f"runtime: cannot read {str(path)!r}: {e.strerror}") from None
+        except json.JSONDecodeError as e:
+            raise InputError(f"runtime: {str(path)!r} is not JSON: {e}") from None
+        return cls.from_dict(data)
+
+
+class Host:
+    """The cores a run's instances share with each other, the GIL, and the machine's other work.
+
+    With n of our instances computing, each forward takes n / speedup(n) times its CPU
+    time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
+    cores and GIL together), times the measured one-thread ``slowdown`` that the
+    machine's other work causes.
+    """
+
+    __slots__ = ("runtime", "busy", "decoders")
+
+    def __init__(self, runtime: ExecutorRuntime):
+        self.runtime = runtime
+        self.busy = 0
+        self.decoders: list = []  # re-timed when the busy count changes
+
+    def factor(self) -> float:
+        """Wall seconds per CPU second of each running forward now."""
+        n = self.busy if self.busy > 1 else 1
+        return self.runtime.slowdown * n / self.runtime.speedup_at(n)
+
+    def change(self, t: float, delta: int) -> None:
+        self.busy += delta
+        for inst in self.decoders:
+            if inst.B:
+                inst.retime(t)

@@ -1,0 +1,34 @@
+"""The simulator predicts our own executor: bench_serve --quick end to end, simulated vs measured.
+
+Slow (minutes on a CPU): it measures the CPU profile and the runtime figures, serves the
+quick trace three ways through the real executor, and replays the same trace (same
+prompts, same arrival times) in the simulator on the executor's runtime. The bound is
+looser than the full run's 15 % (issue 19): the quick trace has 27 requests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+BOUND = 0.30
+
+
+@pytest.mark.slow
+def test_bench_serve_quick_is_predicted_within_30_per_cent(tmp_path):
+    out = tmp_path / "serve.json"
+    r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_serve.py"), "--quick", "--reps", "2",
+                        "--rounds", "1", "--json", str(out)], cwd=ROOT, capture_output=True, text=True,
+                       timeout=1800)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    comparison = json.loads(out.read_text())["comparison"]
+    misses = {f"{setup} {metric}": round(rows[metric]["error"], 3)
+              for setup, rows in comparison["rows"].items()
+              for metric in ("TTFT P50", "TTFT P90", "TPOT P50") if not abs(rows[metric]["error"]) <= BOUND}
+    assert not misses, f"simulated vs measured beyond {BOUND:.0%}: {misses}\n{r.stdout[-3000:]}"
+    assert comparison["same_order"], r.stdout[-3000:]

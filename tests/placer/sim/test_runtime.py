@@ -1,0 +1,112 @@
+"""The simulator on the executor's runtime (placer.sim.runtime): the executor's rules, not the planner's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from placer.errors import InputError
+from placer.sim import SimConfig, simulate
+from placer.sim.runtime import ExecutorRuntime, Host
+from placer.specs import parse_scenario
+from tests.placer.sim.conftest import small_pdd_dict
+
+FIGURES = {"cores": 2, "slowdown": 1.0, "request_overhead_s": 0.002, "kv_export_bytes_per_s": 2e9,
+           "kv_import_bytes_per_s": 4e9, "token_stream_s": 0.0005}
+
+
+def _runtime(**changes) -> ExecutorRuntime:
+    return ExecutorRuntime.from_dict({**FIGURES, **changes})
+
+
+def test_bad_runtime_figures_name_the_field(tmp_path):
+    with pytest.raises(InputError, match="runtime.cores"):
+        _runtime(cores=0)
+    with pytest.raises(InputError, match="runtime.token_stream_s"):
+        _runtime(token_stream_s=-1)
+    with pytest.raises(InputError, match="missing field 'slowdown'"):
+        ExecutorRuntime.from_dict({k: v for k, v in FIGURES.items() if k != "slowdown"})
+    with pytest.raises(InputError, match="unknown field 'cpus'"):
+        ExecutorRuntime.from_dict({**FIGURES, "cpus": 4})
+    bad = tmp_path / "rt.json"
+    bad.write_text("{")
+    with pytest.raises(InputError, match="not JSON"):
+        ExecutorRuntime.from_json(bad)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(FIGURES))
+    assert ExecutorRuntime.from_json(good).cores == 2
+
+
+def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
+    def factors(**changes):
+        host = Host(_runtime(**changes))
+        out = []
+        for _ in range(3):
+            host.busy += 1
+            out.append(host.factor())
+        return out
+
+    assert factors() == [1.0, 1.0, 1.5]  # no speedup measured: two forwards on two cores run at full speed
+    # measured: two engine threads get 1.6x one's throughput, three 1.5x (the GIL); other work halves a thread
+    assert factors(speedup=[1.0, 1.6, 1.5], slowdown=2.0) == pytest.approx([2.0, 2.0 * 2 / 1.6, 2.0 * 3 / 1.5])
+    assert factors(speedup=[1.0, 1.6])[2] == pytest.approx(3 / 1.6)  # past the table: its last value
+    with pytest.raises(InputError, match="runtime.speedup"):
+        _runtime(speedup=[1.0, -2])
+
+
+def _trace(tmp_path, rows) -> str:
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": o,
+                                        "hit_rate": h}) + "\n" for t, n, o, h in rows))
+    return str(path)
+
+
+def _same_dc_problem_and_plan():
+    from placer.optimize import as_problem
+    from placer.plan import Plan
+
+    data = small_pdd_dict()
+    problem = as_problem(parse_scenario(data))
+    cls = [c.name for c in problem.classes]
+    plan = Plan.model_validate({
+        "scenario": "small-pdd",
+        "pools": [{"role": "P", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1},
+                  {"role": "MD", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1}],
+        "routes": [{"request_class": c, "pipeline": "P-MD", "src": "dc-a", "dst": "dc-a", "rps": 1.0}
+                   for c in cls]})
+    return problem, plan
+
+
+def test_the_executor_prefills_one_request_per_forward(tmp_path):
+    """Short prompts arriving together are packed into one forward by the planner's P, one each by the executor's."""
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(0.0, 512, 8, 0.0)] * 6)
+    cfg = dict(requests=6, workload="trace", trace=trace, warmup_fraction=0.0)
+    packed = simulate(problem, plan, SimConfig(**cfg))
+    executor = simulate(problem, plan, SimConfig(**cfg, runtime=_runtime()))
+    forwards = lambda r: next(p["forwards"] for p in r["pools"] if p["role"] == "P")
+    assert forwards(packed) < 6
+    assert forwards(executor) == 6
+    assert executor["ttft_p90_s"] > packed["ttft_p90_s"]
+
+
+def test_fewer_cores_and_a_busier_machine_slow_the_same_trace(tmp_path):
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(0.01 * k, 4096, 64, 0.0) for k in range(8)])
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=8, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    roomy, tight, shared = run(cores=8), run(cores=1), run(cores=1, slowdown=2.0)
+    assert roomy["ttft_p50_s"] < tight["ttft_p50_s"] < shared["ttft_p50_s"]
+    assert roomy["tpot_p50_s"] < tight["tpot_p50_s"] < shared["tpot_p50_s"]
+
+
+def test_serialising_the_kv_shows_in_ttft(tmp_path):
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 10.0, 8192, 8, 0.0) for k in range(4)])  # lone requests
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=4, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    fast = run(kv_export_bytes_per_s=1e13, kv_import_bytes_per_s=1e13)
+    slow = run(kv_export_bytes_per_s=1e9, kv_import_bytes_per_s=2e9)
+    kv_s = 8192 * problem.kv_bytes_per_token * (1 / 1e9 + 1 / 2e9)  # export on P + import on MD
+    assert slow["ttft_p50_s"] - fast["ttft_p50_s"] == pytest.approx(kv_s, rel=0.1)
