@@ -96,7 +96,7 @@ def test_sweep_without_ray_writes_a_csv_and_a_plot(tmp_path):
                             "--out", str(out), "--requests", "1500", "--no-ray"])
     assert r.exit_code == 0, r.output
     assert (out / "sweep.csv").read_text().count("\n") == 3 and (out / "sweep.png").stat().st_size > 1000
-    assert "hit-mean = 0.85" in r.stdout
+    assert "mean prefix hit rate = 0.85" in r.stdout  # the varied quantity named, not the flag
     bad = runner.invoke(app, ["sweep", str(scenario), "--vary", "load", "--values", "x", "--out", str(out)])
     assert bad.exit_code == 2 and "--values" in bad.stderr
 
