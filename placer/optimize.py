@@ -13,20 +13,23 @@ import time
 from collections import defaultdict
 
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
-from placer.evaluate import analyze, link_uses
+from placer.evaluate import analyze, fleet_metrics, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
+from placer.ilp.fleet import build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
+from placer.fleetplan import join_rows, reject_models, split_plan
 from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
-from placer.problem import Problem, resolve
+from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.specs import Scenario
-from placer.validate import validate
+from placer.validate import validate, validate_fleet
 
-__all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "solve_architecture"]
+__all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "optimize_fleet",
+           "solve_architecture"]
 RPS_EPS = 1e-6  # below solver tolerance: noise, not traffic
 
 
@@ -125,13 +128,16 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     (``solver.status`` "feasible", ``solver.mip_gap`` its ratio gap; marginals not yet
     priced say "not computed (time limit)"); without one, SolveTimeoutError (exit 4).
     Building the MILP is not interruptible: on very large scenarios it alone may pass the limit.
+
+    A fleet scenario (``models:``) is planned jointly by :func:`optimize_fleet` (no warm start).
     """
+    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
+        return optimize_fleet(scenario, config, measured)
     start = time.perf_counter()
     config = config.check().started()
     objective = config.objective
     problem = as_problem(scenario, measured)
-    if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
-        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
+    _needs_budget(problem, objective)
     warm_ratio = None
     if warm_start is not None and objective == "bcr":
         try:
@@ -227,6 +233,65 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
     return out
 
 
+def _needs_budget(problem: Problem, objective: str) -> None:
+    if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
+        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
+
+
+def as_fleet(scenario: Scenario | FleetProblem, measured: dict | None = None) -> FleetProblem:
+    return scenario if isinstance(scenario, FleetProblem) else resolve_fleet(scenario, measured)
+
+
+def fleet_plan(fleet: FleetProblem, parts: dict[str, Plan], objective: str, solver: SolverInfo) -> Plan:
+    """The fleet's plan from each model's own plan: rows tagged with their model, lines summed, the
+    fleet's metrics and each model's (``models``), and :func:`validate_fleet`'s findings as notes."""
+    rows = join_rows(parts)
+    metrics = fleet_metrics([(fleet.member(name), part) for name, part in parts.items()])
+    plan = Plan(scenario=fleet.name, objective=objective, metrics=metrics,
+                models={name: part.metrics for name, part in parts.items()},
+                handoff=next(iter(parts.values())).handoff, solver=solver, **rows)
+    issues = validate_fleet(fleet, plan)
+    return plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
+
+
+def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = SolveConfig(),
+                   measured: dict | None = None) -> Plan:
+    """The joint plan of every model of a fleet (placer.ilp.fleet): the models share the
+    datacenters' chips and power and the WAN lines; ``config.objective`` is the fleet's (bcr:
+    the fleet's goodput per dollar). Binding rows are listed without marginal values."""
+    start = time.perf_counter()
+    config = config.check().started()
+    fleet = as_fleet(scenario, measured)
+    _needs_budget(fleet.shared, config.objective)
+    form = build_fleet(fleet, config.objective)
+    outcome = solve_objective(form, config)
+    parts = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(outcome.values)),
+                               config.objective) for mem in form.members}
+    solver = SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
+                        seconds=time.perf_counter() - start, iterations=outcome.iterations)
+    plan = fleet_plan(fleet, parts, config.objective, solver)
+    return plan.model_copy(update={"binding": [
+        Binding(constraint=r, marginal="not computed (fleet)") for r in binding_rows(form, outcome)]})
+
+
+def evaluate_fleet(scenario: Scenario | FleetProblem, plan: Plan, config: SolveConfig = SolveConfig(),
+                   measured: dict | None = None, other_scenario: bool = False) -> Plan:
+    """Metrics of a given fleet plan: each model's rows evaluated by :func:`evaluate_plan` (routing
+    chosen per model where the plan has none), then the shared capacities checked together
+    (InfeasiblePlanError naming the datacenter or line the models exceed between them)."""
+    config = config.started()
+    fleet = as_fleet(scenario, measured)
+    if not other_scenario and plan.scenario != fleet.name:
+        raise InputError(f"plan.scenario: the plan was made for scenario {plan.scenario!r}, not {fleet.name!r}")
+    parts = {name: evaluate_plan(fleet.member(name), part, config, other_scenario=True)
+             for name, part in split_plan(plan, fleet.names).items()}
+    out = fleet_plan(fleet, parts, plan.objective, next(iter(parts.values())).solver)
+    shared = [n.removeprefix("validate: fleet: ") for n in out.notes if n.startswith("validate: fleet: ")]
+    if shared:
+        raise InfeasiblePlanError(f"the models together exceed what they share: {'; '.join(shared)}")
+    return out
+
+
 def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
                   measured: dict | None = None, other_scenario: bool = False) -> Plan:
     """Metrics of a given plan without re-optimising its pools.
@@ -236,9 +301,12 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
     another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
     split over pools is chosen; pools without routes get the routing that carries the
     most SLA goodput. A plan whose routes its pools cannot carry is infeasible
-    (the message names the rows that break).
+    (the message names the rows that break). A fleet scenario's plan goes to :func:`evaluate_fleet`.
     """
+    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
+        return evaluate_fleet(scenario, plan, config, measured, other_scenario)
     problem = as_problem(scenario, measured)
+    reject_models(plan, problem.name)
     check_plan(problem, plan, other_scenario=other_scenario)
     roles = {p.role for p in plan.pools if p.count > 0}
     arch = (Architecture("evaluate", (P_D,), drc=False) if D in roles
