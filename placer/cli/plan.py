@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Group
+from rich.table import Table
 
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
@@ -80,6 +82,8 @@ def optimize(
         measured = measured_for(loaded, profiles)
         config = SolveConfig(objective.value, solver.value, time_limit, marginals)
         plan = solve(loaded, config, measured=measured)
+        if verify and loaded.is_fleet:
+            raise InputError("--verify: simulating a fleet plan is not supported; plan without --verify")
         if verify:
             plan = _verified(as_problem(loaded, measured), plan, verify_rounds, config,
                              SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
@@ -90,7 +94,7 @@ def optimize(
     if json_out:
         print(text)
     else:
-        out.print(plan_view(plan))
+        out.print(_with_models(plan))
 
 
 def evaluate(
@@ -111,7 +115,7 @@ def evaluate(
     if json_out:
         print(plan.to_json())
     else:
-        out.print(plan_view(plan))
+        out.print(_with_models(plan))
 
 
 def compare(
@@ -149,6 +153,23 @@ def compare(
         print(json.dumps(body, indent=2))
     else:
         out.print(compare_view(result))
+
+
+def _with_models(plan: Plan):
+    """The plan's tables and, for a fleet plan, each model's metrics and pools (the plan's
+    ``metrics`` are then the fleet's)."""
+    if not plan.models:
+        return plan_view(plan)
+    t = Table(title="per model (the plan's metrics above are the fleet's)")
+    for col in ("model", "BCR (req/USD)", "cost (USD/h)", "goodput (req/s)", "TTFT P90 (s)", "TPOT (s)",
+                "WAN (Gbit/s)", "pools"):
+        t.add_column(col, justify="left" if col in ("model", "pools") else "right")
+    for name, m in plan.models.items():
+        pools = "\n".join(f"{p.role} {p.datacenter} {p.count}×{p.chip} tp{p.tp}" for p in plan.pools
+                          if p.model == name and p.count > 0)
+        t.add_row(name, f"{m.bcr_requests_per_usd:.2f}", f"{m.cost_usd_per_h:.2f}", f"{m.goodput_rps:.3f}",
+                  f"{m.ttft_p90_s:.3f}", f"{m.tpot_s:.4f}", f"{m.wan_gbit_per_s:.2f}", pools)
+    return Group(plan_view(plan), t)
 
 
 def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:

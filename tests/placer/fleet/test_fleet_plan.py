@@ -1,0 +1,120 @@
+"""Two models planned jointly on one set of datacenters, chips and WAN line (issue 17, part 4).
+
+Each shared capacity is constructed to bind only jointly: the models are first planned one
+at a time, and the shared limit is then set between the larger model's own use and the
+sum of both, so each model alone would fit but together they must share.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from placer.errors import InfeasiblePlanError
+from placer.optimize import SolveConfig, evaluate_plan, optimize
+from placer.problem import resolve_fleet
+from placer.specs import parse_scenario
+from placer.validate import validate_fleet
+
+CONFIG = SolveConfig(time_limit_s=60, marginals=False)
+LINE = ("dc-a", "dc-b")
+
+
+def _alone(scenario) -> dict:
+    """Each model's plan with the hardware to itself."""
+    return {m.name: optimize(scenario.member(i), CONFIG) for i, m in enumerate(scenario.models)}
+
+
+def _line_used(plan, line=LINE) -> float:
+    return next(u.gbit_per_s_used for u in plan.links if (u.src, u.dst) == line)
+
+
+def _chips(plan) -> dict[tuple[str, str], int]:
+    used: dict[tuple[str, str], int] = defaultdict(int)
+    for p in plan.pools:
+        used[(p.datacenter, p.chip)] += p.count * p.tp
+    return used
+
+
+def test_a_line_each_model_fits_alone_is_shared_when_both_need_more_than_it_carries(fleet_data):
+    fleet_data["links"][0]["gbit_per_s"] = 100.0
+    roomy = parse_scenario(fleet_data)
+    alone = {name: _line_used(plan) for name, plan in _alone(roomy).items()}
+    assert min(alone.values()) > 0.1, alone  # both models ship KV over the line when it is free
+    cap = roomy.options.link_utilization_cap
+    # between the larger model's use and both together: each fits alone, both do not
+    line_gbit = (max(alone.values()) + sum(alone.values())) / 2 / cap
+    fleet_data["links"][0]["gbit_per_s"] = line_gbit
+    scenario = parse_scenario(fleet_data)
+    assert all(_line_used(p) <= cap * line_gbit * (1 + 1e-4) for p in _alone(scenario).values())
+
+    plan = optimize(scenario, CONFIG)
+    fleet = resolve_fleet(scenario)
+    assert validate_fleet(fleet, plan) == []
+    total = _line_used(plan)
+    per_model = {name: m.wan_gbit_per_s for name, m in plan.models.items()}
+    assert total <= cap * line_gbit * (1 + 1e-4)
+    assert total < sum(alone.values()) * (1 - 1e-3)  # they had to share
+    assert sum(per_model.values()) == pytest.approx(total, rel=1e-4)
+    # every row of the plan belongs to one of the two models, and each still carries its load
+    assert {p.model for p in plan.pools} == {r.model for r in plan.routes} == {"chat", "code"}
+    for name, m in plan.models.items():
+        assert m.served_rps == pytest.approx(fleet.member(name).arrival_rps, rel=1e-3)
+
+
+def test_the_shared_inventory_holds_both_models_pools(fleet_data):
+    roomy = parse_scenario(fleet_data)
+    alone = [_chips(plan)[("dc-b", "H20")] for plan in _alone(roomy).values()]
+    assert min(alone) > 0
+    h20 = max(alone) + (sum(alone) - max(alone)) // 2  # each model's own H20 fit; both do not
+    assert max(alone) <= h20 < sum(alone)
+    fleet_data["datacenters"][1]["inventory"]["H20"] = h20
+    scenario = parse_scenario(fleet_data)
+    plan = optimize(scenario, CONFIG)
+    assert _chips(plan)[("dc-b", "H20")] <= h20
+    assert validate_fleet(resolve_fleet(scenario), plan) == []
+
+
+def test_bcr_is_reported_per_model_and_for_the_fleet(fleet_data):
+    plan = optimize(parse_scenario(fleet_data), CONFIG)
+    models = plan.models
+    assert set(models) == {"chat", "code"}
+    cost = sum(m.cost_usd_per_h for m in models.values())
+    goodput = sum(m.goodput_rps for m in models.values())
+    assert plan.metrics.cost_usd_per_h == pytest.approx(cost)
+    assert plan.metrics.bcr_requests_per_usd == pytest.approx(goodput * 3600 / cost)
+    # the fleet's ratio of sums lies between the models' own ratios
+    bcrs = [m.bcr_requests_per_usd for m in models.values()]
+    assert min(bcrs) <= plan.metrics.bcr_requests_per_usd <= max(bcrs)
+    # each model's metrics are its own pools' cost
+    for name, m in models.items():
+        own = [p for p in plan.pools if p.model == name]
+        assert own and m.cost_usd_per_h > 0
+
+
+def test_evaluate_accepts_the_fleet_plan_and_rejects_one_that_overfills_the_shared_inventory(fleet_data):
+    scenario = parse_scenario(fleet_data)
+    plan = optimize(scenario, CONFIG)
+    again = evaluate_plan(scenario, plan, CONFIG)
+    assert again.metrics.bcr_requests_per_usd == pytest.approx(plan.metrics.bcr_requests_per_usd, rel=1e-3)
+    assert set(again.models) == {"chat", "code"}
+    # the same plan where dc-b holds each model's H20s but not both models' together
+    own = [sum(p.count * p.tp for p in plan.pools if p.model == name and p.chip == "H20") for name in plan.models]
+    assert min(own) > 0
+    fleet_data["datacenters"][1]["inventory"]["H20"] = sum(own) - 1
+    with pytest.raises(InfeasiblePlanError, match=r"together exceed.*inventory dc-b H20"):
+        evaluate_plan(parse_scenario(fleet_data), plan, CONFIG)
+
+
+def test_validate_sums_every_models_use_of_a_shared_line(fleet_data):
+    scenario = parse_scenario(fleet_data)
+    plan = optimize(scenario, CONFIG)
+    used = {name: m.wan_gbit_per_s for name, m in plan.models.items()}
+    assert min(used.values()) > 0
+    # a line that carries either model's KV but not both
+    fleet_data["links"][0]["gbit_per_s"] = (max(used.values()) + sum(used.values())) / 2 \
+        / scenario.options.link_utilization_cap
+    issues = validate_fleet(resolve_fleet(parse_scenario(fleet_data)), plan)
+    assert [i for i in issues if i.startswith("fleet: link dc-a->dc-b")], issues
+    assert not [i for i in issues if "link" in i and not i.startswith("fleet:")], issues
