@@ -24,12 +24,16 @@ from typing import Annotated
 import typer
 from rich.console import Group
 from rich.table import Table
+from rich.text import Text
 
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
 from placer.cli.output import choices, err, fail, latest_from_database, out
-from placer.cli.render import compare_view, plan_view
+from placer.cli.render import (
+    binding_table, compare_view, links_table, metrics_table, plan_view, pools_table, routes_table,
+)
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
+from placer.fleetplan import split_plan
 from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
@@ -156,20 +160,25 @@ def compare(
 
 
 def _with_models(plan: Plan):
-    """The plan's tables and, for a fleet plan, each model's metrics and pools (the plan's
-    ``metrics`` are then the fleet's)."""
+    """The plan's tables; for a fleet plan the fleet's metrics and lines, each model's metrics side
+    by side, then each model's own plan (metrics, pools, routes) as a single-model plan prints."""
     if not plan.models:
         return plan_view(plan)
-    t = Table(title="per model (the plan's metrics above are the fleet's)")
-    for col in ("model", "BCR (req/USD)", "cost (USD/h)", "goodput (req/s)", "TTFT P90 (s)", "TPOT (s)",
-                "WAN (Gbit/s)", "pools"):
-        t.add_column(col, justify="left" if col in ("model", "pools") else "right")
+    t = Table(title="per model (BCR in SLA requests per USD)")
+    for col in ("model", "BCR", "cost USD/h", "goodput req/s", "TTFT P90 s", "TPOT s", "WAN Gbit/s"):
+        t.add_column(col, justify="left" if col == "model" else "right")
     for name, m in plan.models.items():
-        pools = "\n".join(f"{p.role} {p.datacenter} {p.count}×{p.chip} tp{p.tp}" for p in plan.pools
-                          if p.model == name and p.count > 0)
         t.add_row(name, f"{m.bcr_requests_per_usd:.2f}", f"{m.cost_usd_per_h:.2f}", f"{m.goodput_rps:.3f}",
-                  f"{m.ttft_p90_s:.3f}", f"{m.tpot_s:.4f}", f"{m.wan_gbit_per_s:.2f}", pools)
-    return Group(plan_view(plan), t)
+                  f"{m.ttft_p90_s:.3f}", f"{m.tpot_s:.4f}", f"{m.wan_gbit_per_s:.2f}")
+    parts = [metrics_table(plan, f"fleet plan for {plan.scenario} (objective {plan.objective})"), t]
+    if plan.links:
+        parts.append(links_table(plan))
+    for name, part in split_plan(plan, tuple(plan.models)).items():
+        parts += [metrics_table(part, f"model {name}"), pools_table(part), routes_table(part)]
+    if plan.binding:
+        parts.append(binding_table(plan))
+    parts += [Text(f"note: {note}", style="dim") for note in plan.notes]
+    return Group(*parts)
 
 
 def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:
