@@ -18,7 +18,7 @@ from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
-from placer.ilp.fleet import build_fleet
+from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.fleetplan import join_rows, reject_models, split_plan
 from placer.plancheck import check_plan
@@ -255,23 +255,73 @@ def fleet_plan(fleet: FleetProblem, parts: dict[str, Plan], objective: str, solv
 
 
 def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = SolveConfig(),
-                   measured: dict | None = None) -> Plan:
+                   measured: dict | None = None, warm_ratio: float | None = None) -> Plan:
     """The joint plan of every model of a fleet (placer.ilp.fleet): the models share the
     datacenters' chips and power and the WAN lines; ``config.objective`` is the fleet's (bcr:
-    the fleet's goodput per dollar). Binding rows are listed without marginal values."""
+    the fleet's goodput per dollar). Binding rows get their marginal value as in :func:`optimize`
+    (:func:`fleet_marginals`). ``warm_ratio``: a fleet ratio known feasible (bcr), as there."""
     start = time.perf_counter()
     config = config.check().started()
     fleet = as_fleet(scenario, measured)
     _needs_budget(fleet.shared, config.objective)
     form = build_fleet(fleet, config.objective)
-    outcome = solve_objective(form, config)
+    outcome = solve_objective(form, config, warm_ratio=warm_ratio)
     parts = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(outcome.values)),
                                config.objective) for mem in form.members}
     solver = SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
                         seconds=time.perf_counter() - start, iterations=outcome.iterations)
     plan = fleet_plan(fleet, parts, config.objective, solver)
-    return plan.model_copy(update={"binding": [
-        Binding(constraint=r, marginal="not computed (fleet)") for r in binding_rows(form, outcome)]})
+    if config.marginals and config.objective == "bcr":
+        binding = fleet_marginals(fleet, form, outcome, plan, config)
+    else:
+        binding = [Binding(constraint=r, marginal="not computed") for r in binding_rows(form, outcome)]
+    return plan.model_copy(update={"binding": binding})
+
+
+def _fleet_relaxed(fleet: FleetProblem, row: str, plan: Plan) -> tuple[FleetProblem, str] | None:
+    """The fleet with one binding resource loosened by one unit (:func:`_relaxed`'s units): a shared
+    row (a line, a datacenter's chips or power) for every model, a model's own row (``name/…``,
+    e.g. its SLA) for that model."""
+    owner, sep, own = row.partition(SEPARATOR)
+    if sep and owner in fleet.names:
+        relaxed = _relaxed(fleet.member(owner), own, split_plan(plan, fleet.names)[owner])
+        if relaxed is None:
+            return None
+        members = {**dict(fleet.members), owner: relaxed[0]}
+        return FleetProblem(fleet.name, tuple(members.items())), f"{owner}: {relaxed[1]}"
+    relaxed = _relaxed(fleet.shared, row, plan)
+    if relaxed is None:
+        return None
+    other = relaxed[0]
+    members = tuple((name, dataclasses.replace(p, links=other.links, datacenters=other.datacenters))
+                    for name, p in fleet.members)
+    return FleetProblem(fleet.name, members), relaxed[1]
+
+
+def fleet_marginals(fleet: FleetProblem, form: Formulation, outcome: Outcome, plan: Plan,
+                    config: SolveConfig) -> list[Binding]:
+    """:func:`binding_with_marginals` for a fleet: each binding row with what one more unit adds to
+    the fleet's BCR, by re-solving the fleet from the plan's own ratio within what is left of the budget."""
+    base = plan.metrics.bcr_requests_per_usd
+    warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
+    config = config.started()
+    out = []
+    for row in binding_rows(form, outcome):
+        relaxed = _fleet_relaxed(fleet, row, plan)
+        if relaxed is None or config.left_s() < MARGINAL_MIN_S:
+            out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
+            continue
+        other, unit = relaxed
+        try:
+            better = optimize_fleet(other, config.but(objective="bcr", marginals=False), warm_ratio=warm)
+        except Exception as err:  # a marginal is advisory: report, never fail the plan
+            out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
+            continue
+        delta = better.metrics.bcr_requests_per_usd - base
+        pct = 100 * delta / base if base > 0 else 0.0
+        out.append(Binding(constraint=row, marginal=f"{unit}: fleet BCR {delta:+.3f} req/USD ({pct:+.1f} %)",
+                           delta_bcr_requests_per_usd=delta))
+    return out
 
 
 def evaluate_fleet(scenario: Scenario | FleetProblem, plan: Plan, config: SolveConfig = SolveConfig(),

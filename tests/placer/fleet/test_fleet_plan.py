@@ -114,3 +114,12 @@ def test_validate_sums_every_models_use_of_a_shared_line(fleet_data):
     issues = validate_fleet(resolve_fleet(parse_scenario(fleet_data)), plan)
     assert [i for i in issues if i.startswith("fleet: link dc-a->dc-b")], issues
     assert not [i for i in issues if "link" in i and not i.startswith("fleet:")], issues
+
+
+def test_a_binding_shared_row_is_priced_for_the_whole_fleet(fleet_data):
+    fleet_data["datacenters"][1]["inventory"]["H20"] = 16  # fewer H20s than the two models would take
+    plan = optimize(parse_scenario(fleet_data), SolveConfig(time_limit_s=120))
+    (row,) = [b for b in plan.binding if b.constraint == "inventory[dc-b,H20]"]
+    assert "H20 chip" in row.marginal and "fleet BCR" in row.marginal
+    # one more chip never makes the fleet's optimum worse
+    assert row.delta_bcr_requests_per_usd >= -1e-3 * plan.metrics.bcr_requests_per_usd
