@@ -26,7 +26,7 @@ from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, Solv
 from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.specs import Scenario
-from placer.validate import validate, validate_fleet
+from placer.validate import shared_hardware_issues, validate, validate_fleet
 
 __all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "optimize_fleet",
            "solve_architecture"]
@@ -326,38 +326,43 @@ def fleet_marginals(fleet: FleetProblem, form: Formulation, outcome: Outcome, pl
 
 def evaluate_fleet(scenario: Scenario | FleetProblem, plan: Plan, config: SolveConfig = SolveConfig(),
                    measured: dict | None = None, other_scenario: bool = False) -> Plan:
-    """Metrics of a given fleet plan: each model's rows evaluated by :func:`evaluate_plan` (routing
-    chosen per model where the plan has none), then the shared capacities checked together
-    (InfeasiblePlanError naming the datacenter or line the models exceed between them)."""
+    """Metrics of a given fleet plan, as :func:`evaluate_plan` for each model's rows but in one
+    MILP (placer.ilp.fleet): every model's pool counts fixed, its routes kept (or, where it gives
+    none, the routing chosen jointly for the most fleet goodput), the shared lines summed. The
+    shared chips and power are checked first (InfeasiblePlanError naming the datacenter and chip)."""
     config = config.started()
     fleet = as_fleet(scenario, measured)
     if not other_scenario and plan.scenario != fleet.name:
         raise InputError(f"plan.scenario: the plan was made for scenario {plan.scenario!r}, not {fleet.name!r}")
-    parts = {name: evaluate_plan(fleet.member(name), part, config, other_scenario=True)
-             for name, part in split_plan(plan, fleet.names).items()}
-    out = fleet_plan(fleet, parts, plan.objective, next(iter(parts.values())).solver)
-    shared = [n.removeprefix("validate: fleet: ") for n in out.notes if n.startswith("validate: fleet: ")]
+    parts = split_plan(plan, fleet.names)
+    for name, part in parts.items():
+        try:
+            check_plan(fleet.member(name), part, other_scenario=True)
+        except InputError as err:
+            raise InputError(f"model {name}: {err}") from None
+        except InfeasiblePlanError as err:
+            raise InfeasiblePlanError(f"model {name}: {err}") from None
+    shared = shared_hardware_issues(fleet, plan)
     if shared:
         raise InfeasiblePlanError(f"the models together exceed what they share: {'; '.join(shared)}")
-    return out
+    form = build_fleet(fleet, "bcr", lambda name, problem: _pinned(problem, parts[name]))
+    form.model.set_bounds(form.g, 0.0, form.model.vars[form.g].ub)
+    form.model.maximize, form.model.objective = True, dict(form.goodput)
+    res = solve(form.model, config.backend, max(0.001, config.left_s()))
+    if not res.status.has_solution:
+        raise InfeasiblePlanError("the fleet plan's pools cannot carry its routes within capacity, memory, "
+                                  "the shared lines and each model's SLA (rows: p_capacity, decode_slots, link, "
+                                  "sla[ttft_p90])")
+    outcome = Outcome(res.values, res.status.value, res.gap, res.seconds, res.backend, 1, math.nan)
+    done = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(res.values)), plan.objective)
+            for mem in form.members}
+    out = fleet_plan(fleet, done, plan.objective, done[fleet.names[0]].solver)
+    return out.model_copy(update={"handoff": plan.handoff})
 
 
-def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
-                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
-    """Metrics of a given plan without re-optimising its pools.
-
-    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
-    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
-    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
-    split over pools is chosen; pools without routes get the routing that carries the
-    most SLA goodput. A plan whose routes its pools cannot carry is infeasible
-    (the message names the rows that break). A fleet scenario's plan goes to :func:`evaluate_fleet`.
-    """
-    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
-        return evaluate_fleet(scenario, plan, config, measured, other_scenario)
-    problem = as_problem(scenario, measured)
-    reject_models(plan, problem.name)
-    check_plan(problem, plan, other_scenario=other_scenario)
+def _pinned(problem: Problem, plan: Plan) -> Formulation:
+    """The MILP of ``problem`` with ``plan``'s pool counts fixed, its routes' rates kept (only their
+    split over pools free) or, without routes, every routing open; objective: SLA goodput."""
     roles = {p.role for p in plan.pools if p.count > 0}
     arch = (Architecture("evaluate", (P_D,), drc=False) if D in roles
             else pdd_architecture(problem, AGG in roles or None))
@@ -393,7 +398,27 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)
-    res = solve(m, config.backend, max(0.001, config.started().left_s()))
+    return form
+
+
+def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
+                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
+    """Metrics of a given plan without re-optimising its pools.
+
+    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
+    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
+    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
+    split over pools is chosen; pools without routes get the routing that carries the
+    most SLA goodput. A plan whose routes its pools cannot carry is infeasible
+    (the message names the rows that break). A fleet scenario's plan goes to :func:`evaluate_fleet`.
+    """
+    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
+        return evaluate_fleet(scenario, plan, config, measured, other_scenario)
+    problem = as_problem(scenario, measured)
+    reject_models(plan, problem.name)
+    check_plan(problem, plan, other_scenario=other_scenario)
+    form = _pinned(problem, plan)
+    res = solve(form.model, config.backend, max(0.001, config.started().left_s()))
     if not res.status.has_solution:
         raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
                                   "and SLA limits (rows: p_capacity, decode_slots, link, sla[ttft_p90])")

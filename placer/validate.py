@@ -73,6 +73,11 @@ def _fits(s: _Checked) -> list[str]:
 
 def _inventory_power_cost(s: _Checked) -> list[str]:
     """Chips and power per datacenter within their limits; the metrics' cost = Σ count·price."""
+    return _inventory_power(s) + _cost(s)
+
+
+def _inventory_power(s: _Checked) -> list[str]:
+    """Chips and power per datacenter within their limits."""
     issues = []
     chips_used: dict[tuple[str, str], int] = defaultdict(int)
     power: dict[str, float] = defaultdict(float)
@@ -87,6 +92,12 @@ def _inventory_power_cost(s: _Checked) -> list[str]:
         limit = s.problem.dc(dc).power_kw
         if limit is not None and _over(kw, limit):
             issues.append(f"power {dc}: plan draws {kw:.1f} kW, limit {limit:.1f} kW")
+    return issues
+
+
+def _cost(s: _Checked) -> list[str]:
+    """The metrics' cost = Σ count·price."""
+    issues = []
     cost = sum(s.models[k].price_usd_per_h * c for k, c in s.counts.items())
     if abs(cost - s.plan.metrics.cost_usd_per_h) > 1e-6 * max(1.0, cost):
         issues.append(f"cost: metrics say {s.plan.metrics.cost_usd_per_h:.4f} USD/h, pools cost {cost:.4f}")
@@ -230,6 +241,7 @@ def _links(s: _Checked) -> list[str]:
 
 
 def _lines_within(problem: Problem, gbit: dict[tuple[str, str], float]) -> list[str]:
+    """Lines whose Gbit/s exceed the planned cap (options.link_utilization_cap × line rate)."""
     u_link = problem.options.link_utilization_cap
     issues = []
     for (src, dst), used in gbit.items():
@@ -347,25 +359,38 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     return issues
 
 
-def validate_fleet(fleet: FleetProblem, plan: Plan) -> list[str]:
-    """The violations of a fleet plan: each model's own plan by :func:`validate` (prefixed with the
-    model's name), then the shared capacities — chips and power per datacenter summed over every
-    model's pools, each line's Gbit/s summed over every model's routes (each at its own KV bytes),
-    and the fleet's cost = Σ count·price over all pools."""
-    parts = split_plan(plan, fleet.names)
-    issues = [f"{name}: {issue}" for name, part in parts.items() for issue in validate(fleet.member(name), part)]
+def _fleet_checked(fleet: FleetProblem, plan: Plan) -> _Checked | None:
+    """The fleet plan with its pools' counts summed over the models (None: unknown names)."""
     shared = fleet.shared
     counts: dict[PoolKey, int] = defaultdict(int)
     for p in plan.pools:
         if p.count > 0:
             counts[(p.role, p.datacenter, p.chip, p.tp)] += p.count
     if _unknown_names(shared, counts):
+        return None
+    return _Checked(shared, plan, {}, dict(counts), {key: instance(shared, key[2], key[3]) for key in counts})
+
+
+def shared_hardware_issues(fleet: FleetProblem, plan: Plan) -> list[str]:
+    """Chips and power per datacenter, summed over every model's pools, within the datacenter's."""
+    s = _fleet_checked(fleet, plan)
+    return [] if s is None else _inventory_power(s)
+
+
+def validate_fleet(fleet: FleetProblem, plan: Plan) -> list[str]:
+    """The violations of a fleet plan: each model's own plan by :func:`validate` (prefixed with the
+    model's name), then the shared capacities (prefixed "fleet:") — chips and power per datacenter
+    summed over every model's pools, each line's Gbit/s summed over every model's routes (each at
+    its own KV bytes) — and the fleet's cost = Σ count·price over all pools."""
+    parts = split_plan(plan, fleet.names)
+    issues = [f"{name}: {issue}" for name, part in parts.items() for issue in validate(fleet.member(name), part)]
+    s = _fleet_checked(fleet, plan)
+    if s is None:
         return issues
-    s = _Checked(shared, plan, {}, dict(counts), {key: instance(shared, key[2], key[3]) for key in counts})
-    issues += [f"fleet: {issue}" for issue in _inventory_power_cost(s)]
+    issues += [f"fleet: {issue}" for issue in _inventory_power(s) + _cost(s)]
     gbit: dict[tuple[str, str], float] = defaultdict(float)
     for name, part in parts.items():
         for line, used in _line_gbit(fleet.member(name), part).items():
             gbit[line] += used
-    issues += [f"fleet: {issue}" for issue in _lines_within(shared, gbit)]
+    issues += [f"fleet: {issue}" for issue in _lines_within(fleet.shared, gbit)]
     return issues

@@ -29,11 +29,12 @@ within the budget. A model's own BCR then follows from its share of the plan.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placer.ilp.formulation import Formulation, build, pdd_architecture
 from placer.ilp.model import LinearModel
-from placer.problem import FleetProblem
+from placer.problem import FleetProblem, Problem
 
 __all__ = ["SHARED_FAMILIES", "FleetFormulation", "Member", "build_fleet"]
 
@@ -77,13 +78,16 @@ def _copy_rows(m: LinearModel, form: Formulation, name: str, offset: int, shared
             m.add(f"{name}{SEPARATOR}{row.name}", row.family, coeffs, row.sense, row.rhs)
 
 
-def build_fleet(fleet: FleetProblem, objective: str = "bcr") -> FleetFormulation:
-    """The joint MILP of every model of ``fleet`` (see the module docstring)."""
+def build_fleet(fleet: FleetProblem, objective: str = "bcr",
+                member: Callable[[str, Problem], Formulation] | None = None) -> FleetFormulation:
+    """The joint MILP of every model of ``fleet`` (see the module docstring). ``member`` builds one
+    model's formulation (default: PDD's, for ``objective``); `evaluate` passes one that pins the
+    model's pools and routes to a given plan's before the rows are joined."""
     m = LinearModel()
     shared: dict[str, list] = {}
     members: list[Member] = []
     for name, problem in fleet.members:
-        form = build(problem, pdd_architecture(problem), objective)
+        form = member(name, problem) if member else build(problem, pdd_architecture(problem), objective)
         offset = len(m.vars)
         _copy_rows(m, form, name, offset, shared)
         members.append(Member(name, form, offset))

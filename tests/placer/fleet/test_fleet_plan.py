@@ -123,3 +123,15 @@ def test_a_binding_shared_row_is_priced_for_the_whole_fleet(fleet_data):
     assert "H20 chip" in row.marginal and "fleet BCR" in row.marginal
     # one more chip never makes the fleet's optimum worse
     assert row.delta_bcr_requests_per_usd >= -1e-3 * plan.metrics.bcr_requests_per_usd
+
+
+def test_a_fleet_plan_without_routes_is_routed_jointly_within_the_shared_line(fleet_data):
+    scenario = parse_scenario(fleet_data)
+    plan = optimize(scenario, CONFIG)
+    bare = plan.model_copy(update={"routes": [], "assignments": []})
+    again = evaluate_plan(scenario, bare, CONFIG)
+    limit = scenario.options.link_utilization_cap * fleet_data["links"][0]["gbit_per_s"]
+    assert _line_used(again) <= limit * (1 + 1e-4)
+    assert validate_fleet(resolve_fleet(scenario), again) == []
+    # the same pools carry at least the goodput the optimizer planned for them
+    assert again.metrics.goodput_rps >= plan.metrics.goodput_rps * (1 - 1e-3)
