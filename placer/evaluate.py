@@ -187,6 +187,11 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
 
 
+def _ttft_quantiles(flows: list[FlowLaw]) -> dict[str, float]:
+    """TTFT P50, P90 and P99 over the flows' requests mixed by rate (the Metrics keys)."""
+    return {f"ttft_p{round(100 * q)}_s": mixture_quantile(flows, q) for q in (0.50, 0.90, 0.99)}
+
+
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],
              link_gbit: dict, rld_tokens: float, total_tokens: float, prices) -> Metrics:
     served = sum(f.rps for f in flows)
@@ -198,9 +203,7 @@ def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[P
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,
         goodput_rps=goodput,
-        ttft_p50_s=mixture_quantile(flows, 0.50),
-        ttft_p90_s=mixture_quantile(flows, 0.90),
-        ttft_p99_s=mixture_quantile(flows, 0.99),
+        **_ttft_quantiles(flows),
         tpot_s=tpot,
         wan_gbit_per_s=sum(link_gbit.values()),
         rld_token_share=rld_tokens / total_tokens if total_tokens > 0 else 0.0,
@@ -371,9 +374,7 @@ def fleet_metrics(parts: list[tuple[Problem, Plan]]) -> Metrics:
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,
         goodput_rps=goodput,
-        ttft_p50_s=mixture_quantile(flows, 0.50),
-        ttft_p90_s=mixture_quantile(flows, 0.90),
-        ttft_p99_s=mixture_quantile(flows, 0.99),
+        **_ttft_quantiles(flows),
         tpot_s=_weighted([(m.tpot_s, w) for m, w in zip(ms, out_tokens)]) or 0.0,
         wan_gbit_per_s=sum(m.wan_gbit_per_s for m in ms),
         rld_token_share=sum(a.rld_tokens_per_s for _, _, a in analyses) / sum(out_tokens) if sum(out_tokens) else 0.0,

@@ -211,24 +211,36 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
 
     Each re-solve starts Dinkelbach from the plan's own ratio: loosening a row keeps the
     plan feasible, so its ratio is a valid start from below and the LP-bound solves are skipped."""
+    warm = _warm_ratio(outcome)
+    return _priced(binding_rows(form, outcome), lambda row: _relaxed(problem, row, plan),
+                   lambda other, cfg: solve_architecture(other, form.arch, cfg, warm_ratio=warm)[0],
+                   plan, config, "BCR")
+
+
+def _warm_ratio(outcome: Outcome) -> float | None:
+    return outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
+
+
+def _priced(rows: list[str], relax, resolve, plan: Plan, config: SolveConfig, what: str) -> list[Binding]:
+    """Each row with the change in BCR when ``relax(row)`` (a loosened problem and the unit's
+    words, or None) is re-solved by ``resolve(problem, config)``; within ``config``'s budget."""
     base = plan.metrics.bcr_requests_per_usd
-    warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
     out = []
     config = config.started()
-    for row in binding_rows(form, outcome):
-        relaxed = _relaxed(problem, row, plan)
+    for row in rows:
+        relaxed = relax(row)
         if relaxed is None or config.left_s() < MARGINAL_MIN_S:
             out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
             continue
         other, unit = relaxed
         try:
-            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr"), warm_ratio=warm)
+            better = resolve(other, config.but(objective="bcr", marginals=False))
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
         delta = better.metrics.bcr_requests_per_usd - base
         pct = 100 * delta / base if base > 0 else 0.0
-        out.append(Binding(constraint=row, marginal=f"{unit}: BCR {delta:+.3f} req/USD ({pct:+.1f} %)",
+        out.append(Binding(constraint=row, marginal=f"{unit}: {what} {delta:+.3f} req/USD ({pct:+.1f} %)",
                            delta_bcr_requests_per_usd=delta))
     return out
 
@@ -302,26 +314,9 @@ def fleet_marginals(fleet: FleetProblem, form: Formulation, outcome: Outcome, pl
                     config: SolveConfig) -> list[Binding]:
     """:func:`binding_with_marginals` for a fleet: each binding row with what one more unit adds to
     the fleet's BCR, by re-solving the fleet from the plan's own ratio within what is left of the budget."""
-    base = plan.metrics.bcr_requests_per_usd
-    warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
-    config = config.started()
-    out = []
-    for row in binding_rows(form, outcome):
-        relaxed = _fleet_relaxed(fleet, row, plan)
-        if relaxed is None or config.left_s() < MARGINAL_MIN_S:
-            out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
-            continue
-        other, unit = relaxed
-        try:
-            better = optimize_fleet(other, config.but(objective="bcr", marginals=False), warm_ratio=warm)
-        except Exception as err:  # a marginal is advisory: report, never fail the plan
-            out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
-            continue
-        delta = better.metrics.bcr_requests_per_usd - base
-        pct = 100 * delta / base if base > 0 else 0.0
-        out.append(Binding(constraint=row, marginal=f"{unit}: fleet BCR {delta:+.3f} req/USD ({pct:+.1f} %)",
-                           delta_bcr_requests_per_usd=delta))
-    return out
+    warm = _warm_ratio(outcome)
+    return _priced(binding_rows(form, outcome), lambda row: _fleet_relaxed(fleet, row, plan),
+                   lambda other, cfg: optimize_fleet(other, cfg, warm_ratio=warm), plan, config, "fleet BCR")
 
 
 def evaluate_fleet(scenario: Scenario | FleetProblem, plan: Plan, config: SolveConfig = SolveConfig(),

@@ -135,3 +135,13 @@ def test_a_fleet_plan_without_routes_is_routed_jointly_within_the_shared_line(fl
     assert validate_fleet(resolve_fleet(scenario), again) == []
     # the same pools carry at least the goodput the optimizer planned for them
     assert again.metrics.goodput_rps >= plan.metrics.goodput_rps * (1 - 1e-3)
+
+
+def test_a_fleet_of_one_model_plans_as_that_models_own_scenario(fleet_data):
+    fleet_data["models"] = fleet_data["models"][:1]
+    scenario = parse_scenario(fleet_data)
+    single = optimize(scenario.member(0), CONFIG)
+    fleet = optimize(scenario, CONFIG)
+    bcr = single.metrics.bcr_requests_per_usd
+    assert fleet.metrics.bcr_requests_per_usd == pytest.approx(bcr, rel=5e-3)  # Dinkelbach's precision
+    assert fleet.models["chat"].bcr_requests_per_usd == pytest.approx(bcr, rel=5e-3)
