@@ -22,9 +22,10 @@ from typing import Any
 from executor.config import ServingConfig
 from executor.elastic import apply_specs
 from executor.engine import Engine
-from executor.placement import InstanceSpec, placement
+from executor.placement import InstanceSpec, front_datacenter, placement
 from executor.registry import InstanceInfo
 from executor.request_log import BatchingRequestLog
+from executor.roles.a import AggregatedWorker
 from executor.roles.common import RoleWorker
 from executor.roles.md import MainWorker
 from executor.roles.p import PrefillWorker
@@ -40,8 +41,10 @@ ROUTER_NAME = "router"
 
 
 def make_worker(role: str, name: str, engine: Any, endpoint: Any, **kw: Any) -> RoleWorker:
-    """The role worker for `role` (D, the PD baselines' decode, is an MD without relay)."""
-    cls = {flows.P: PrefillWorker, flows.RLD: RelayWorker, flows.MD: MainWorker, flows.D: MainWorker}.get(role)
+    """The role worker for `role` (D, the PD baselines' decode, is an MD without relay; A prefills and
+    decodes on its own)."""
+    cls = {flows.P: PrefillWorker, flows.RLD: RelayWorker, flows.MD: MainWorker, flows.D: MainWorker,
+           flows.AGG: AggregatedWorker}.get(role)
     if cls is None:
         raise ValueError(f"unknown role {role!r}")
     return cls(name, engine, endpoint, **kw)
@@ -93,7 +96,7 @@ class LocalCluster:
         else:
             self.network = FakeNetwork()
         try:
-            router_dc = config.router_datacenter or next(s.datacenter for s in specs if s.role == flows.P)
+            router_dc = config.router_datacenter or front_datacenter(specs)
             self.router = Router(self._endpoint(ROUTER_NAME, router_dc), config, block_size=engine_config.block_size,
                                  request_log=request_log, directory=self.directory, health=health,
                                  num_blocks=engine_config.num_blocks)

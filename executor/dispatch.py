@@ -1,10 +1,18 @@
 """Which instances serve one attempt of a request.
 
 In: the registry (routable instances, their load and prefix indexes), the routing and
-admission policies, the prompt and its output budget, the instances to avoid, and
-whether the attempt replaces a failed decoder (`prefer_relay`). Out: an `Assignment`
-— the pipeline, P, RLD and MD (or D), and P's predicted prefix hit — or `NoCapacity`
-(nothing up can serve it) / `Overloaded` (everything that could is full).
+admission policies, the prompt and its output budget, the instances to avoid,
+whether the attempt replaces a failed decoder (`prefer_relay`) and the request's
+draw for the aggregated split (`routing.agg_draw`). Out: an `Assignment` — the
+pipeline, P (or A), RLD and MD (or D), and the prefiller's predicted prefix hit — or
+`NoCapacity` (nothing up can serve it) / `Overloaded` (everything that could is full).
+
+Pipeline A first: an attempt goes to an A instance when the policy's share says so
+(`RoutingPolicy.wants_aggregated`, the hit predicted on the best-matching prefiller),
+or when A instances are up but no P (or no decoder for it) is; the A instance is
+picked as P is. Its assignment holds only that instance (under `p`, role A). When
+every A instance is full, a request the share sent to A spills to the
+disaggregated side (if it can run).
 
 Per attempt: P is the one whose prefix index predicts the longest hit, then the least
 loaded; the pipeline comes from the `RoutingPolicy` among those the live instances can
@@ -29,12 +37,14 @@ from placer import flows
 _FALLBACK_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_D, Pipeline.P_RLD_MD)
 #: The policy's pipelines have no live instance: the first of these that has one.
 _DEGRADE_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_D)
-_ROLE_LABELS = {flows.P: "prefill (P)", flows.RLD: "relay decode (RLD)", flows.MD: "main decode (MD)"}
+_ROLE_LABELS = {flows.P: "prefill (P)", flows.RLD: "relay decode (RLD)", flows.MD: "main decode (MD)",
+                flows.AGG: "aggregated (A)"}
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """The instances of one attempt (`md` is the D of the PD baselines on P-D)."""
+    """The instances of one attempt (`md` is the D of the PD baselines on P-D; on pipeline A `p` is
+    the A instance and there is no other)."""
 
     pipeline: Pipeline
     p: InstanceInfo
@@ -45,8 +55,8 @@ class Assignment:
 
     @property
     def instances(self) -> dict[str, str]:
-        """Role → instance name (the decoder under `MD` also on P-D)."""
-        out = {flows.P: self.p.name}
+        """Role → instance name (the decoder under `MD` also on P-D; the A instance under `A`)."""
+        out = {self.p.role: self.p.name}
         if self.rld is not None:
             out[flows.RLD] = self.rld.name
         if self.md is not None:
@@ -55,8 +65,11 @@ class Assignment:
 
 
 def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy, prompt: Sequence[int],
-           max_new_tokens: int, *, exclude: set[str], prefer_relay: bool) -> Assignment:
+           max_new_tokens: int, *, exclude: set[str], prefer_relay: bool, draw: float = 1.0) -> Assignment:
     """Pick the pipeline and instances of one attempt (see the module doc)."""
+    aggregated = _assign_aggregated(registry, routing, admission, prompt, max_new_tokens, exclude, draw)
+    if aggregated is not None:
+        return aggregated
     p = pick(registry, admission, registry.by_role(flows.P, exclude=exclude), prompt, role=flows.P)
     est_hit = registry.indexes[p.name].match(prompt)
     avail = available_pipelines(registry, p, exclude)
@@ -76,6 +89,38 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
     md = (pick(registry, admission, registry.by_role(decoder_role, exclude=exclude), prompt, role=flows.MD)
           if pipeline.uses_main else None)
     return Assignment(pipeline, p, rld, md, est_hit, degraded)
+
+
+def _assign_aggregated(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy,
+                       prompt: Sequence[int], max_new_tokens: int, exclude: set[str], draw: float) -> Assignment | None:
+    """The attempt on pipeline A, or None when it goes disaggregated (see the module doc)."""
+    aggs = registry.by_role(flows.AGG, exclude=exclude)
+    if not aggs:
+        return None
+    must = not _disaggregated_up(registry, exclude)  # nothing else can serve it
+    if not must and not _share_says_a(registry, routing, prompt, max_new_tokens, exclude, draw):
+        return None
+    try:
+        a = pick(registry, admission, aggs, prompt, role=flows.AGG)
+    except Overloaded:
+        if must:
+            raise
+        return None  # every A is full: spill to the disaggregated side
+    return Assignment(Pipeline.P_A, a, None, None, registry.indexes[a.name].match(prompt),
+                      degraded=Pipeline.P_A not in routing.allowed)
+
+
+def _disaggregated_up(registry: InstanceRegistry, exclude: set[str]) -> bool:
+    """Whether some P is up with a decoder to serve its prefills."""
+    return any(available_pipelines(registry, p, exclude) for p in registry.by_role(flows.P, exclude=exclude))
+
+
+def _share_says_a(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Sequence[int], max_new_tokens: int,
+                  exclude: set[str], draw: float) -> bool:
+    """The policy's aggregated split for this request, at the hit predicted on the best-matching prefiller."""
+    prefillers = registry.by_role(flows.P, exclude=exclude) + registry.by_role(flows.AGG, exclude=exclude)
+    hit = max(registry.indexes[i.name].match(prompt) for i in prefillers)
+    return routing.wants_aggregated(len(prompt), hit, max_new_tokens, draw)
 
 
 def available_pipelines(registry: InstanceRegistry, p: InstanceInfo, exclude: set[str]) -> frozenset[Pipeline]:

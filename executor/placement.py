@@ -92,11 +92,14 @@ def datacenters(plan: Any) -> list[str]:
 
 
 def front_datacenter(plan: Any) -> str:
-    """Where the router (and the clients) sit: the datacenter of the first P pool."""
-    for p in plan.pools:
-        if p.role == flows.P and p.count > 0:
-            return p.datacenter
-    raise ValueError("the plan has no P pool: nothing can prefill")
+    """Where the router (and the clients) sit: the datacenter of the first P pool, else of the first
+    A pool (an aggregated plan); `plan` may also be a list of `InstanceSpec`s (a pool of one each)."""
+    pools = plan if isinstance(plan, list) else plan.pools
+    for role in flows.PREFILL_ROLES:
+        for p in pools:
+            if p.role == role and getattr(p, "count", 1) > 0:
+                return p.datacenter
+    raise ValueError("pools: the plan has no P pool and no A pool: nothing can prefill")
 
 
 def link_shapes(plan: Any, scenario: Any = None, *, gbit_per_s: float | None = None, rtt_ms: float | None = None,

@@ -11,12 +11,14 @@ can serve, 429 when all that could are full); `executor.dispatch` picks the pipe
 and the instances among the routable ones (`executor.registry`); the orders
 (`PrefillOrder`, `RelayOrder`, `MainOrder`) go out after the lock is released
 (`executor.outbox`); what RLD and MD stream is fed to the client gap- and
-duplicate-free (`executor.live`). Heartbeats (`executor.health`) mark instances
-SUSPECT or DOWN; a request whose instance goes DOWN, whose order cannot be delivered,
-or that makes no progress for `stall_s` is retried, migrated, failed or left alone by
-one rule (`executor.faults`), each attempt under its own id (`rid`, `rid~1`, ...) so
-messages of an abandoned attempt are ignored; one with no progress for
-`request_timeout_s` ends with an error — nothing hangs.
+duplicate-free (`executor.live`). On pipeline A the one order is a `PrefillOrder`
+with no consumers to an A instance, which prefills, decodes and streams itself.
+Heartbeats (`executor.health`) mark instances SUSPECT or DOWN; a request whose
+instance goes DOWN, whose order cannot be delivered, or that makes no progress for
+`stall_s` is retried, migrated, failed or left alone by one rule (`executor.faults`),
+each attempt under its own id (`rid`, `rid~1`, ...) so messages of an abandoned
+attempt are ignored; one with no progress for `request_timeout_s` ends with an error —
+nothing hangs.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from executor.live import LiveRequest
 from executor.outbox import Outbox
 from executor.registry import InstanceInfo, InstanceRegistry
 from executor.request_log import BatchingRequestLog, RequestRecord
-from executor.routing import NoRouteError, Pipeline
+from executor.routing import NoRouteError, Pipeline, agg_draw
 from executor.stream import RequestStream, StreamEvent
 from executor.transport.base import Endpoint, PeerInfo
 from executor.transport.messages import (
@@ -56,7 +58,7 @@ from executor.transport.messages import (
 )
 from placer import flows
 
-_ATTEMPT_ROLES = (flows.P, flows.RLD, flows.MD)  # the roles an attempt holds load on
+_ATTEMPT_ROLES = (flows.P, flows.RLD, flows.MD, flows.AGG)  # the roles an attempt holds load on
 
 
 class Router:
@@ -81,6 +83,7 @@ class Router:
         self._lock = threading.RLock()
         self._outbox = Outbox(endpoint, self._send_failed)
         self._ping_seq = itertools.count()
+        self._draws = itertools.count(1)  # the n-th attempt's draw for the aggregated split
         self._stop = threading.Event()
         endpoint.set_handler(self._on_message)
         self._watchdog = threading.Thread(target=self._watch, name="router-watchdog", daemon=True)
@@ -190,7 +193,7 @@ class Router:
                        prefer_relay: bool) -> Pipeline:
         """Pick instances and queue the orders of a new attempt; raises if nothing can serve it."""
         a = assign(self.registry, self.config.routing, self.config.admission, prompt, s["max_new_tokens"],
-                   exclude=live.excluded, prefer_relay=prefer_relay)
+                   exclude=live.excluded, prefer_relay=prefer_relay, draw=agg_draw(next(self._draws)))
         if a.degraded:
             self.counters["fallbacks"] += 1
         self.attempts.pop(live.attempt_id, None)
@@ -341,7 +344,7 @@ class Router:
             self._unload(live, role)
         record = live.record(finish_reason, error)
         self.records.append(record)
-        md = live.instances.get(flows.MD)
+        md = live.instances.get(flows.MD) or live.instances.get(flows.AGG)  # who keeps prompt + output cached
         if md in self.registry.indexes and error is None and live.attempt == 0:
             self.registry.indexes[md].insert(live.prompt + live.assembler.delivered)
         if self.request_log is not None:
@@ -399,7 +402,8 @@ class Router:
             elif idle > stall_s and now - live.stalled_at > stall_s:
                 live.stalled_at = now
                 self.counters["stalls"] += 1
-                suspect = live.instances.get(flows.MD) or live.instances.get(flows.RLD)
+                streamers = (flows.MD, flows.RLD, flows.AGG)
+                suspect = next((live.instances[r] for r in streamers if r in live.instances), None)
                 self._fault(live, suspect, f"no progress for {stall_s:g} s")
 
     def stats(self) -> dict[str, Any]:

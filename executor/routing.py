@@ -6,6 +6,14 @@ scenario (request classes, filter thresholds). Out: a `Pipeline`.
 
 Rules, in order (the pipeline names and the filter rule are PDD's, from
 `placer.flows`):
+0. **aggregated** (pipeline A, role A: one instance prefills and decodes, nothing
+   moves): a plan with A pools sends the share of requests its routes give A there —
+   per request class when the scenario is known (the request's nearest class by
+   input, output budget and predicted hit, like the simulator's classifier), else
+   over the whole plan; each request draws a number in [0, 1) (`agg_draw`: a
+   low-discrepancy sequence, so the realised share follows the plan's from the first
+   requests on) and goes to A when it is below the share, or whenever the
+   disaggregated side cannot serve it;
 1. a baseline plan (pipeline P-D only) sends everything P → D;
 2. **filtered** — long input, low hit, short output (all three: `flows.FilterRule`) —
    finishes on RLD (P-RLD) and never crosses the WAN;
@@ -23,6 +31,7 @@ No torch here; imports only the placer base layer (`placer.flows`).
 from __future__ import annotations
 
 import enum
+import math
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -38,6 +47,7 @@ class Pipeline(str, enum.Enum):
     P_RLD_MD = flows.P_RLD_MD
     P_RLD = flows.P_RLD  # filtered traffic only
     P_D = flows.P_D  # PD baselines
+    P_A = flows.P_A  # aggregated: one A instance prefills and decodes
 
     @property
     def uses_relay(self) -> bool:
@@ -45,7 +55,32 @@ class Pipeline(str, enum.Enum):
 
     @property
     def uses_main(self) -> bool:
-        return self is not Pipeline.P_RLD
+        return self not in (Pipeline.P_RLD, Pipeline.P_A)
+
+
+#: The Weyl sequence's step (the golden ratio's fraction): draws n·φ mod 1 fill [0, 1) evenly.
+_GOLDEN_FRACTION = (math.sqrt(5) - 1) / 2
+
+
+def agg_draw(n: int) -> float:
+    """The `n`-th request's draw in [0, 1) for the aggregated split: fractions of n·φ, so any run
+    of requests lands below a share s in about s of the cases (no randomness, no clustering)."""
+    return (n * _GOLDEN_FRACTION) % 1.0
+
+
+@dataclass(frozen=True)
+class AggClass:
+    """A request class and the share of its traffic the plan's routes send on pipeline A."""
+
+    input_tokens: int
+    output_tokens: int
+    hit_rate: float
+    share: float
+
+    def distance(self, input_tokens: int, hit_rate: float, output_tokens: int) -> float:
+        """How far a request is from this class: log-ratios of the lengths plus the hit gap."""
+        return (abs(math.log(max(1, input_tokens) / max(1, self.input_tokens)))
+                + abs(math.log(max(1, output_tokens) / max(1, self.output_tokens))) + abs(hit_rate - self.hit_rate))
 
 
 class NoRouteError(RuntimeError):
@@ -64,11 +99,13 @@ class RoutingPolicy:
     filter_min_input_tokens: int = flows.DEFAULT_FILTER.min_input_tokens
     filter_max_hit_rate: float = flows.DEFAULT_FILTER.max_hit_rate
     filter_max_output_tokens: int = flows.DEFAULT_FILTER.max_output_tokens
+    agg_share: float = 1.0  # share of requests on pipeline A when it is allowed (no per-class shares)
+    agg_classes: tuple[AggClass, ...] = ()  # per class (from the scenario): its share on A
 
     def __post_init__(self) -> None:
         if not self.allowed:
             raise ValueError("allowed must name at least one pipeline")
-        for name in ("direct_min_hit_rate", "filter_max_hit_rate"):
+        for name in ("direct_min_hit_rate", "filter_max_hit_rate", "agg_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
@@ -80,10 +117,24 @@ class RoutingPolicy:
         """PDD's filter rule on a request whose predicted prefix hit is `hit_tokens`."""
         return self.filter_rule.is_filtered(input_tokens, hit_tokens / max(1, input_tokens), max_output_tokens)
 
+    def share_on_a(self, input_tokens: int, hit_tokens: int, max_output_tokens: int) -> float:
+        """The share of requests like this one that the plan serves aggregated (0 without pipeline A)."""
+        if Pipeline.P_A not in self.allowed:
+            return 0.0
+        if not self.agg_classes:
+            return self.agg_share
+        hit = hit_tokens / max(1, input_tokens)
+        return min(self.agg_classes, key=lambda c: c.distance(input_tokens, hit, max_output_tokens)).share
+
+    def wants_aggregated(self, input_tokens: int, hit_tokens: int, max_output_tokens: int, draw: float) -> bool:
+        """Rule 0 (module doc): whether the request with this `agg_draw` goes to an A instance."""
+        return draw < self.share_on_a(input_tokens, hit_tokens, max_output_tokens)
+
     def choose(self, input_tokens: int, hit_tokens: int, max_output_tokens: int,
                available: frozenset[Pipeline] | None = None) -> Pipeline:
-        """The pipeline for one request (`available`: what the registered instances can run now)."""
-        ok = self.allowed if available is None else self.allowed & available
+        """The disaggregated pipeline for one request (`available`: what the registered instances can
+        run now); pipeline A is decided before, by `wants_aggregated`."""
+        ok = (self.allowed if available is None else self.allowed & available) - {Pipeline.P_A}
         if Pipeline.P_D in ok:
             return Pipeline.P_D
         hit = hit_tokens / max(1, input_tokens)
@@ -103,11 +154,13 @@ class RoutingPolicy:
         if not allowed:
             if flows.D in roles:
                 allowed = {Pipeline.P_D}
-            else:
+            elif flows.P in roles or flows.AGG not in roles:
                 allowed = {Pipeline.P_MD}
                 if flows.RLD in roles:
                     allowed |= {Pipeline.P_RLD_MD, Pipeline.P_RLD}
-        kw: dict[str, Any] = {"allowed": frozenset(allowed)}
+            if flows.AGG in roles:
+                allowed.add(Pipeline.P_A)
+        kw: dict[str, Any] = {"allowed": frozenset(allowed), **_agg_shares(plan, scenario)}
         if scenario is not None:
             o = scenario.options
             kw |= {"filter_min_input_tokens": o.filter_min_input_tokens, "filter_max_hit_rate": o.filter_max_hit_rate,
@@ -125,6 +178,29 @@ class RoutingPolicy:
             elif relayed:
                 kw["direct_min_hit_rate"] = 1.0
         return cls(**{**kw, **overrides})
+
+
+def _agg_shares(plan: Any, scenario: Any) -> dict[str, Any]:
+    """`agg_share` (the plan's rps on pipeline A over all its rps; without routes, A's instances over
+    all prefilling instances) and, with a scenario, `agg_classes` (each routed class's share on A)."""
+    rps: dict[str, list[float]] = {}  # class → [rps on A, rps in all]
+    for r in plan.routes:
+        if r.rps > 0:
+            row = rps.setdefault(r.request_class, [0.0, 0.0])
+            row[0] += r.rps if r.pipeline == flows.P_A else 0.0
+            row[1] += r.rps
+    total = sum(row[1] for row in rps.values())
+    if total > 0:
+        share = sum(row[0] for row in rps.values()) / total
+    else:
+        count = {role: sum(p.count for p in plan.pools if p.role == role) for role in flows.PREFILL_ROLES}
+        share = count[flows.AGG] / max(1, sum(count.values()))
+    out: dict[str, Any] = {"agg_share": share}
+    classes = {c.name: c for c in (getattr(getattr(scenario, "workload", None), "classes", None) or [])}
+    if share > 0 and rps and set(rps) <= set(classes):
+        out["agg_classes"] = tuple(AggClass(classes[n].input_tokens, classes[n].output_tokens, classes[n].hit_rate,
+                                            row[0] / row[1]) for n, row in rps.items())
+    return out
 
 
 @dataclass

@@ -347,7 +347,9 @@ def health(served: ServedDep):
     by_role: dict[str, int] = {}
     for i in served.router.instances.values():
         by_role[i.role] = by_role.get(i.role, 0) + 1
-    ok = by_role.get(flows.P, 0) > 0 and sum(by_role.get(r, 0) for r in flows.DECODE_ROLES) > 0
+    # a request can be served end to end: by an aggregated instance alone, or by P and a decoder
+    ok = by_role.get(flows.AGG, 0) > 0 or (
+        by_role.get(flows.P, 0) > 0 and sum(by_role.get(r, 0) for r in flows.DECODE_ROLES) > 0)
     return {"status": "ok" if ok else "degraded", "instances": by_role}
 
 

@@ -12,20 +12,36 @@ out: one Plan per baseline (or the reason it has none):
 * ``agg``: aggregated serving only (role A, :mod:`placer.aggregated`: chunked prefill
   mixed into decode batches), any chips in any datacenters — no KV crosses anything, so
   each request is served where it lands; the answer to "is disaggregation worth it here?".
+
+:func:`compare` keeps comparisons honest (each plan carries a ``baseline`` object,
+an extension of the plan JSON; read by the CLI, the report and the API):
+
+* a baseline that carries less than the offered load is solved again **at equal
+  load** with its datacenters' inventories scaled up (``SCALE_MAX`` × at most, the
+  chips priced as the catalog prices them), given with the chips it took under the
+  result's ``"scaled"`` key (``baselines`` keeps one plan per baseline, as
+  docs/contracts.md has it); when even that has no plan the baseline is marked
+  ``cannot carry`` with the solver's reason;
+* a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
+  a class over the line it crosses against the TTFT budget);
+* ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s says so and why (no second
+  chip type in that datacenter, or the best mix is one chip).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 from placer.errors import InfeasiblePlanError, PlacerError
-from placer.flows import P_A, P_D
+from placer.flows import P_A, P_D, wan_s
 from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem
 
 BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg")
+SCALE_MAX = 64  # most times a datacenter's inventory is multiplied to carry the offered load
 
 
 def architectures(problem: Problem, name: str) -> list[Architecture]:
@@ -115,12 +131,123 @@ def _score(plan: Plan, objective: str) -> float:
 
 
 def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | None = None) -> dict:
-    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}}``."""
+    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}, "scaled": {name: plan}}``.
+
+    A baseline carrying less than the offered load gets a ``scaled`` plan (equal load,
+    inventories scaled) or is marked ``cannot carry``; each plan's ``baseline`` object
+    holds its verdict (see the module docstring).
+    """
     pdd = pdd or optimize(problem, config.but(marginals=False))
-    out = {}
+    out: dict = {}
+    scaled_out: dict = {}
     for name in BASELINES:
         try:
-            out[name] = solve_baseline(problem, name, config)
+            plan = solve_baseline(problem, name, config)
         except PlacerError as err:
             out[name] = {"error": str(err)}
-    return {"pdd": pdd, "baselines": out}
+            continue
+        out[name] = _marked(plan, name=name, verdict=sla_verdict(problem, plan))
+        if carries_less(plan):
+            scaled = scale_to_load(problem, name, config)
+            if isinstance(scaled, Plan):
+                scaled_out[name] = scaled
+            else:
+                out[name] = _marked(out[name], cannot_carry=scaled)
+    _mark_same_as(problem, out, scaled_out)
+    return {"pdd": pdd, "baselines": out, "scaled": scaled_out}
+
+
+def carries_less(plan: Plan) -> bool:
+    """Whether the plan serves less than 99.9 % of the offered load."""
+    m = plan.metrics
+    return m.offered_rps > 0 and m.served_rps < 0.999 * m.offered_rps
+
+
+def scale_to_load(problem: Problem, name: str, config: SolveConfig) -> Plan | str:
+    """Baseline ``name`` at the whole offered load, every datacenter's inventory scaled
+    up to ``SCALE_MAX`` × (chips priced as in the catalog); the plan, or the reason it has none."""
+    scaled = dataclasses.replace(problem, datacenters=tuple(
+        dataclasses.replace(dc, inventory={c: n * SCALE_MAX for c, n in dc.inventory.items()})
+        for dc in problem.datacenters))
+    try:
+        plan = _best_variant(scaled, name, config, sla=True)
+    except InfeasiblePlanError as err:
+        reason = err.reason.replace(" (or lower options.min_served_fraction)", "")
+        return (f"cannot carry the offered {problem.arrival_rps:g} req/s within the SLA even with "
+                f"{SCALE_MAX}x the chips (so not the inventory): {reason}")
+    took = chips_taken(problem, plan)
+    note = (f"scaled to carry the offered {problem.arrival_rps:g} req/s: it took {took} "
+            f"(chips priced as the catalog; inventory unbounded)")
+    plan = plan.model_copy(update={"objective": config.objective, "notes": [f"baseline {name}", note, *plan.notes]})
+    return _marked(plan, name=name, scaled=note, verdict=sla_verdict(problem, plan))
+
+
+def chips_taken(problem: Problem, plan: Plan) -> str:
+    """``"160 Ascend-910B in dc-a (inventory 96)"``, one part per (datacenter, chip) used."""
+    used: dict[tuple[str, str], int] = {}
+    for p in plan.pools:
+        used[(p.datacenter, p.chip)] = used.get((p.datacenter, p.chip), 0) + p.count * p.tp
+    parts = [f"{n} {chip} in {dc} (inventory {problem.dc(dc).inventory.get(chip, 0)})"
+             for (dc, chip), n in sorted(used.items()) if n > 0]
+    return ", ".join(parts) or "no chips"
+
+
+def sla_verdict(problem: Problem, plan: Plan) -> str | None:
+    """Why a plan meets the TTFT SLA for few of its requests, from the flows: the classes
+    whose KV transfer alone, over the line their route crosses, exceeds the TTFT P90 budget.
+    None when the plan meets the SLA for at least 90 % of what it serves."""
+    if plan.metrics.sla_attainment >= 0.9 or plan.metrics.served_rps <= 0:
+        return None
+    classes = {c.name: c for c in problem.classes}
+    slow: dict[str, tuple[float, str]] = {}
+    for r in plan.routes:
+        if r.src == r.dst or r.rps <= 0:
+            continue
+        c = classes[r.request_class]
+        transfer_s = wan_s(problem, c, r.pipeline, r.src, r.dst, problem.options.drc, 0.0)
+        if transfer_s > problem.ttft_p90_s and transfer_s > slow.get(c.name, (0.0, ""))[0]:
+            slow[c.name] = (transfer_s, f"{r.src}->{r.dst}")
+    attained = f"{100 * plan.metrics.sla_attainment:.0f} % of its requests meet it"
+    if not slow:
+        busiest = max(plan.links, key=lambda u: u.gbit_per_s_used / u.gbit_per_s_capacity
+                      if u.gbit_per_s_capacity else 0.0, default=None)
+        if busiest is None or busiest.gbit_per_s_used <= 0:
+            return f"cannot meet the SLA: {attained} (prefill queueing at the load it carries)"
+        return (f"cannot meet the SLA: every request's KV queues on the line {busiest.src}->{busiest.dst}, "
+                f"busy {busiest.gbit_per_s_used:.1f} of {busiest.gbit_per_s_capacity:g} Gbit/s; {attained}")
+    fastest = min(t for t, _ in slow.values())
+    line = next(iter(slow.values()))[1]
+    gbit = problem.links[tuple(line.split("->"))].gbit_per_s  # type: ignore[index]
+    return (f"cannot meet the SLA: the KV of {len(slow)} of {len(classes)} classes takes "
+            f"{_fmt_s(fastest)} or more over the {gbit:g} Gbit/s line {line} (no decode-side cache), above the "
+            f"{problem.ttft_p90_s:g} s TTFT P90 budget; {attained}")
+
+
+def _fmt_s(seconds: float) -> str:
+    return "inf s" if math.isinf(seconds) else f"{seconds:.1f} s"
+
+
+def _mark_same_as(problem: Problem, out: dict, scaled: dict) -> None:
+    """Mark ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s, with the reason (its
+    scaled twin, then the same as same-dc-pd's, is dropped)."""
+    same, hetero = out.get("same-dc-pd"), out.get("hetero-same-dc-pd")
+    if not (isinstance(same, Plan) and isinstance(hetero, Plan)) or _pools(same) != _pools(hetero):
+        return
+    twin = scaled.get("hetero-same-dc-pd")
+    if isinstance(twin, Plan) and _pools(twin) == _pools(scaled.get("same-dc-pd", twin)):
+        del scaled["hetero-same-dc-pd"]
+    dcs = sorted({p.datacenter for p in hetero.pools if p.count > 0})
+    single = [dc for dc in dcs if len(problem.dc(dc).inventory) < 2]
+    why = (f"no second chip type in {', '.join(single)}" if single else
+           "its best mix uses one chip type for P and D")
+    out["hetero-same-dc-pd"] = _marked(hetero, same_as=f"same as same-dc-pd: {why}")
+
+
+def _pools(plan: Plan) -> set[tuple]:
+    return {(p.role, p.datacenter, p.chip, p.tp, p.count) for p in plan.pools if p.count > 0}
+
+
+def _marked(plan: Plan, **fields) -> Plan:
+    """The plan with ``fields`` added to its ``baseline`` object (a plan JSON extension)."""
+    info = {**(getattr(plan, "baseline", None) or {}), **{k: v for k, v in fields.items() if v is not None}}
+    return plan.model_copy(update={"baseline": info})

@@ -4,7 +4,8 @@ in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with
      ``assignments`` (the solver writes them; `evaluate_plan` derives them for a
      hand-written plan)
 out: :class:`Analysis`: per-pool utilisation, link use, every flow's TTFT law, and the
-     contract metrics (BCR, cost, goodput, TTFT P50/P90/P99, TPOT, WAN, RLD share).
+     contract metrics (BCR, cost, goodput, TTFT P50/P90/P99, TPOT, WAN, RLD share);
+     :func:`pool_usage`: each pool's utilisation and KV memory, for "why this plan".
 
 This module does not use the solver nor the MILP: it takes the flow physics from
 :mod:`placer.flows` and recomputes everything at the plan's actual utilisations (the
@@ -340,6 +341,49 @@ def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:
                            gbit_per_s_capacity=link.gbit_per_s))
     return out
 
+
+@dataclass
+class PoolUsage:
+    """One pool's load at the plan's rates: ``utilization`` is P's busy fraction (its
+    busiest queue) or a decode pool's batch over its design batch (TPOT and memory);
+    KV memory is per instance (a P pool holds one prompt's KV at a time per forward)."""
+
+    role: str
+    datacenter: str
+    chip: str
+    tp: int
+    count: int
+    utilization: float
+    kv_gib_used: float
+    kv_gib_capacity: float
+
+
+def pool_usage(problem: Problem, plan: Plan) -> list[PoolUsage]:
+    """Utilisation and KV memory of every pool with instances (needs the plan's assignments)."""
+    analysis = analyze(problem, plan)
+    classes = {c.name: c for c in problem.classes}
+    gib = 2.0 ** 30
+    out = []
+    for pool in plan.pools:
+        key = (pool.role, pool.datacenter, pool.chip, pool.tp)
+        if pool.count <= 0:
+            continue
+        im = instance(problem, pool.chip, pool.tp)
+        if pool.role == P:
+            util = max((rho for k, rho in analysis.p_utilization.items() if k[:4] == key), default=0.0)
+            longest = max((classes[a.request_class].input_tokens for a in plan.assignments
+                           if _key(a) == key and a.rps > 0), default=0)
+            kv_used = longest * problem.kv_bytes_per_token
+        else:
+            st = analysis.decode.get(key)
+            busy = st is not None and st.tokens_per_s > 0
+            design = decode_design(problem, im)[0] if busy else 0
+            util = st.batch / design if busy and design > 0 else 0.0
+            ctx = st.context_weighted / st.tokens_per_s if busy else 0.0
+            kv_used = (st.batch * ctx * problem.kv_bytes_per_token) if busy else 0.0
+        out.append(PoolUsage(pool.role, pool.datacenter, pool.chip, pool.tp, pool.count, util,
+                             kv_used / gib, max(im.kv_capacity_bytes, 0.0) / gib))
+    return out
 
 
 # --- fleets: one plan per model, shared hardware ------------------------------------------

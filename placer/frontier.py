@@ -25,6 +25,7 @@ from placer.baselines import BASELINES, solve_baseline
 from placer.errors import InputError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
+from placer.sim.sweep import on_ray
 from placer.specs import Scenario, parse_scenario
 
 VARY = ("ttft", "tpot")
@@ -101,27 +102,7 @@ def run_frontier(scenario: Scenario, vary: str, values: list[float], baselines: 
     args = [(data, vary, v, names, solver, time_limit_s) for v in values]
     if not use_ray:
         return [row for a in args for row in frontier_point(*a)]
-    return [row for rows in _on_ray(args, address) for row in rows]
-
-
-def _on_ray(args: list[tuple], address: str | None) -> list[list[dict]]:
-    """:func:`frontier_point` of each argument tuple as one Ray task (a local Ray unless ``address``)."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError("ray is not installed: install placer[ray], or pass --no-ray") from None
-    started = not ray.is_initialized()
-    if started:
-        try:
-            ray.init(address=address, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        except (ConnectionError, ValueError, RuntimeError) as err:
-            raise InputError(f"--address: cannot reach a Ray cluster at {address!r}: {err}") from None
-    try:
-        task = ray.remote(num_cpus=1)(frontier_point)
-        return ray.get([task.remote(*a) for a in args])
-    finally:
-        if started:
-            ray.shutdown()
+    return [row for rows in on_ray(frontier_point, args, address) for row in rows]
 
 
 def write_frontier(rows: list[dict], out_dir: str | Path, vary: str, title: str = "") -> tuple[Path, Path]:

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
-from rich.console import Console
+from rich.console import Console, Group
 from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.text import Text
 
+from placer.cli.fold import Fold  # a face helper: tables that fold on narrow terminals
 from placer.errors import InputError, PlacerError
 from placer.profiles.records import ChipProfile, LinkProfile
 from profiler import link
@@ -52,26 +53,27 @@ def _si(value: float | None, unit: str) -> str:
     return f"{value / (1 << 30):.2f} GiB"
 
 
-def chip_view(record: ChipProfile) -> Table:
-    """The measurements of a chip profile as a table, efficiencies in the caption."""
+def chip_view(record: ChipProfile) -> Group:
+    """The measurements of a chip profile as a table (folded to one block per measurement on a
+    narrow terminal: `placer.cli.fold`), efficiencies below it."""
     p = record.provenance
-    table = Table(title=f"{record.chip}: {p.device_model} on {p.host}, {p.measured_at:%Y-%m-%d %H:%M}Z "
-                        f"(torch {p.torch_version}, triton {p.triton_version or '-'}, driver {p.driver})")
-    for col, justify in (("dimension", "left"), ("what", "left"), ("median", "right"), ("spread", "right"),
-                         ("of roofline", "right"), ("runs", "right")):
-        table.add_column(col, justify=justify)
+    title = (f"{record.chip}: {p.device_model} on {p.host}, {p.measured_at:%Y-%m-%d %H:%M}Z "
+             f"(torch {p.torch_version}, triton {p.triton_version or '-'}, driver {p.driver})")
+    rows = []
     for m in record.measurements:
         frac = m.fraction_of_roofline
-        table.add_row(m.dimension, m.name, _si(m.median, m.unit), f"{m.spread_rel:.1%}",
-                      "-" if frac is None else f"{frac:.1%}", str(len(m.samples)))
+        rows.append([m.dimension, m.name, _si(m.median, m.unit), f"{m.spread_rel:.1%}",
+                     "-" if frac is None else f"{frac:.1%}", str(len(m.samples))])
+    table = Fold(title, ["dimension", "what", "median", "spread", "of roofline", "runs"], rows,
+                 right=["median", "spread", "of roofline", "runs"])
     eff = record.efficiency
-    table.caption = (
+    caption = (
         f"efficiency (measured / {'datasheet' if record.rooflines.datasheet else 'estimated bound'}): "
         + ", ".join(f"{k} {v:.3f}" if v is not None else f"{k} not measured"
                     for k, v in (("compute", eff.compute_efficiency), ("memory bw", eff.mem_bw_efficiency),
                                  ("interconnect", eff.interconnect_efficiency)))
     )
-    return table
+    return Group(table, Text(caption, style="dim"))
 
 
 @profile.command("chip")

@@ -111,7 +111,26 @@ def load(name: str, target: str) -> Any:
     if command is None:
         raise LookupError(f"placer command {name!r}: {target} is neither a typer.Typer nor a function")
     command.name = name
+    flags_as_flags(command)
     return command
+
+
+def flags_as_flags(command: Any) -> None:
+    """Show boolean options as the flags they are (``--json``, ``--marginals / --no-marginals``),
+    without the ``<bool>`` value Typer's help displays but the option does not take; in
+    ``command`` and, for a group, every subcommand."""
+    for param in getattr(command, "params", []):
+        _flag(param)
+    help_option = command.get_help_option
+    command.get_help_option = lambda ctx: _flag(help_option(ctx))  # --help is made per context
+    for sub in getattr(command, "commands", {}).values():
+        flags_as_flags(sub)
+
+
+def _flag(param: Any) -> Any:
+    if param is not None and getattr(param, "is_flag", False) and param.metavar is None:
+        param.metavar = ""
+    return param
 
 
 class LazyGroup(TyperGroup):
@@ -132,6 +151,9 @@ class LazyGroup(TyperGroup):
             return TyperCommand(name=cmd_name, help=found.help)
         self.commands[cmd_name] = load(cmd_name, found.target)
         return self.commands[cmd_name]
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _flag(super().get_help_option(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
         self.listing = True

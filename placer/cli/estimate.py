@@ -10,8 +10,8 @@ import json
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
+from placer.cli.fold import Fold
 from placer.cli.output import fail, latest_from_database, out
 from placer.errors import InputError, PlacerError
 from placer.estimate import estimate as run_estimate
@@ -54,13 +54,9 @@ def estimate(
     if json_out:
         print(json.dumps(data, indent=2))
         return
-    table = Table(title=f"{model} on {tp} x {chip}")
-    table.add_column("figure")
-    table.add_column("value", justify="right")
-    table.add_column("unit")
-    for key, unit in _UNITS.items():
-        value = data[key]
-        table.add_row(key, f"{value:,.4g}" if isinstance(value, float) else f"{value:,}", unit)
-    table.add_row("bound", f"prefill {data['bound']['prefill']}, decode {data['bound']['decode']}", "")
-    table.add_row("source", data["source"], "")
+    rows = [(key, f"{data[key]:,.4g}" if isinstance(data[key], float) else f"{data[key]:,}", unit)
+            for key, unit in _UNITS.items()]
+    rows += [("bound", f"prefill {data['bound']['prefill']}, decode {data['bound']['decode']}", ""),
+             ("source", data["source"], "")]
+    table = Fold(f"{model} on {tp} x {chip}", ("figure", "value", "unit"), rows, right=("value",))
     out.print(table)

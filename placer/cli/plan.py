@@ -11,8 +11,9 @@
 ``--profiles`` (all three, and ``simulate``): measured figures and latency tables through
 :func:`measured_for` (it replaces the scenario's ``profiles:`` key).
 
-Each prints the plan as tables (:mod:`placer.cli.render`) or, with ``--json``, the
-contract JSON; a typed error ends in :func:`placer.cli.output.fail`.
+Each prints the plan as tables (:mod:`placer.cli.render`) with why it looks so
+(:func:`placer.report.why.explain`), or, with ``--json``, the contract JSON; a typed
+error ends in :func:`placer.cli.output.fail`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from placer.cli.render import (
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.fleetplan import split_plan
 from placer.ilp.backends import BACKENDS
-from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
+from placer.optimize import OBJECTIVES, SolveConfig, as_fleet, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from_all
+from placer.report.why import explain
 from placer.sim.config import SimConfig
 from placer.sim.verify import verify_plan
 from placer.specs import Scenario, load_scenario
@@ -82,14 +84,16 @@ def optimize(
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
+        # the clock starts here: reading the scenario and profiles counts against --time-limit too
+        config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
         loaded = load_scenario(scenario)
         measured = measured_for(loaded, profiles)
-        config = SolveConfig(objective.value, solver.value, time_limit, marginals)
-        plan = solve(loaded, config, measured=measured)
-        if verify and loaded.is_fleet:
+        if loaded.is_fleet and verify:
             raise InputError("--verify: simulating a fleet plan is not supported; plan without --verify")
+        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
+        plan = solve(problem, config)
         if verify:
-            plan = _verified(as_problem(loaded, measured), plan, verify_rounds, config,
+            plan = _verified(problem, plan, verify_rounds, config,
                              SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
     except PlacerError as e:
         fail(e)
@@ -98,7 +102,7 @@ def optimize(
     if json_out:
         print(text)
     else:
-        out.print(_with_models(plan))
+        out.print(_view(problem, plan))
 
 
 def evaluate(
@@ -112,14 +116,15 @@ def evaluate(
     """Metrics of a given plan without re-optimising its pools."""
     try:
         loaded = load_scenario(scenario)
-        plan = evaluate_plan(loaded, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit),
-                             measured=measured_for(loaded, profiles))
+        measured = measured_for(loaded, profiles)
+        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
+        plan = evaluate_plan(problem, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
     except PlacerError as e:
         fail(e)
     if json_out:
         print(plan.to_json())
     else:
-        out.print(_with_models(plan))
+        out.print(_view(problem, plan))
 
 
 def compare(
@@ -151,7 +156,8 @@ def compare(
         def dump(p):
             return json.loads(p.to_json()) if isinstance(p, Plan) else p
 
-        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()}}
+        body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()},
+                "scaled": {k: dump(v) for k, v in result.get("scaled", {}).items()}}
         if "break_even" in result:
             body["break_even"] = result["break_even"]
         print(json.dumps(body, indent=2))
@@ -159,11 +165,14 @@ def compare(
         out.print(compare_view(result))
 
 
-def _with_models(plan: Plan):
-    """The plan's tables; for a fleet plan the fleet's metrics and lines, each model's metrics side
-    by side, then each model's own plan (metrics, pools, routes) as a single-model plan prints."""
-    if not plan.models:
-        return plan_view(plan)
+def _view(problem, plan: Plan):
+    """The plan's tables with why it looks so (single model), or :func:`_fleet_view`."""
+    return _fleet_view(problem, plan) if plan.models else plan_view(plan, explain(problem, plan))
+
+
+def _fleet_view(fleet, plan: Plan):
+    """A fleet plan: the fleet's metrics and lines, each model's metrics side by side, then each
+    model's own plan (metrics, pools, routes) as a single-model plan prints."""
     t = Table(title="per model (BCR in SLA requests per USD)")
     for col in ("model", "BCR", "cost USD/h", "goodput req/s", "TTFT P90 s", "TPOT s", "WAN Gbit/s"):
         t.add_column(col, justify="left" if col == "model" else "right")
@@ -174,7 +183,8 @@ def _with_models(plan: Plan):
     if plan.links:
         parts.append(links_table(plan))
     for name, part in split_plan(plan, tuple(plan.models)).items():
-        parts += [metrics_table(part, f"model {name}"), pools_table(part), routes_table(part)]
+        why = explain(fleet.member(name), part)
+        parts += [metrics_table(part, f"model {name}"), pools_table(part, why), routes_table(part, why)]
     if plan.binding:
         parts.append(binding_table(plan))
     parts += [Text(f"note: {note}", style="dim") for note in plan.notes]

@@ -1,17 +1,21 @@
 """Readable terminal rendering of plans, comparisons and simulations (rich).
 
-in:  a Plan, a compare result, a Simulation beside its plan
-out: rich renderables; no logic beyond formatting.
+in:  a Plan (and its :class:`~placer.report.why.Why`), a compare result, a Simulation beside its plan
+out: rich renderables (:class:`placer.cli.fold.Fold`: tables that fold on narrow terminals);
+     no logic beyond formatting. Every user string (scenario, class, datacenter, chip
+     names) reaches rich as :class:`rich.text.Text`, never as markup.
 """
 
 from __future__ import annotations
 
 from rich.console import Group
-from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
+from placer.cli.fold import Fold, plain
 from placer.plan import Plan
+from placer.report import tables
+from placer.report.diagram import ROLE_ORDER
+from placer.report.why import Why
 from placer.sim.result import SimResult
 
 
@@ -19,102 +23,104 @@ def _f(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}"
 
 
-def metrics_table(plan: Plan, title: str | None = None) -> Table:
+def metrics_table(plan: Plan, title: str | None = None) -> Fold:
     m = plan.metrics
-    t = Table(title=title or f"plan for {plan.scenario} (objective {plan.objective})", show_header=False)
-    t.add_column("metric", style="bold")
-    t.add_column("value", justify="right")
     rows = [
         ("BCR (SLA requests per USD)", _f(m.bcr_requests_per_usd, 2)),
         ("cost (USD/h)", _f(m.cost_usd_per_h, 2)),
         ("SLA goodput (req/s)", _f(m.goodput_rps)),
         ("served / offered (req/s)", f"{_f(m.served_rps)} / {_f(m.offered_rps)}"),
         ("SLA attainment", f"{100 * m.sla_attainment:.1f} %"),
-        ("TTFT P50 / P90 / P99 (s)", f"{_f(m.ttft_p50_s)} / {_f(m.ttft_p90_s)} / {_f(m.ttft_p99_s)}"),
+        ("TTFT P50 / P90 / P99 (s), planned", f"{_f(m.ttft_p50_s)} / {_f(m.ttft_p90_s)} / {_f(m.ttft_p99_s)}"),
         ("TPOT (s)", _f(m.tpot_s, 4)),
-        ("WAN (Gbit/s)", _f(m.wan_gbit_per_s, 2)),
+        ("WAN, busiest direction", tables.busiest_line(plan)),
         ("RLD share of output tokens", f"{100 * m.rld_token_share:.1f} %"),
         ("solver", f"{plan.solver.backend} {plan.solver.status}, gap {100 * plan.solver.mip_gap:.2f} %, "
                    f"{plan.solver.seconds:.2f} s"),
     ]
-    for k, v in rows:
-        t.add_row(k, v)
-    return t
+    return Fold(title or f"plan for {plan.scenario} (objective {plan.objective})", ("metric", "value"), rows,
+                right=("value",), show_header=False)
 
 
-def pools_table(plan: Plan) -> Table:
-    t = Table(title="pools")
-    for col in ("role", "datacenter", "chip", "tp", "instances", "chips"):
-        t.add_column(col, justify="right" if col in ("tp", "instances", "chips") else "left")
-    for p in sorted(plan.pools, key=lambda p: (p.datacenter, ["P", "RLD", "MD", "D"].index(p.role), p.chip, p.tp)):
-        t.add_row(p.role, p.datacenter, p.chip, str(p.tp), str(p.count), str(p.count * p.tp))
-    return t
+def pools_table(plan: Plan, why: Why | None = None) -> Fold:
+    """Pools; with ``why``, each pool's utilisation and KV memory per instance."""
+    usage = {(u.role, u.datacenter, u.chip, u.tp): u for u in (why.pools if why else [])}
+    headers = ["role", "datacenter", "chip", "tp", "instances", "chips"]
+    if why:
+        headers += ["utilisation", "KV GiB used / capacity"]
+    rows = []
+    for p in sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp)):
+        row = [p.role, p.datacenter, p.chip, str(p.tp), str(p.count), str(p.count * p.tp)]
+        u = usage.get((p.role, p.datacenter, p.chip, p.tp))
+        if why:
+            row += ([f"{100 * u.utilization:.0f} %", f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}"]
+                    if u else ["-", "-"])
+        rows.append(row)
+    return Fold("pools", headers, rows, right=("tp", "instances", "chips", "utilisation", "KV GiB used / capacity"))
 
 
-def routes_table(plan: Plan) -> Table:
-    t = Table(title="routes")
-    for col in ("class", "pipeline", "src", "dst", "req/s"):
-        t.add_column(col, justify="right" if col == "req/s" else "left")
-    for r in plan.routes:
-        t.add_row(r.request_class, r.pipeline, r.src, r.dst, _f(r.rps, 4))
-    return t
+def routes_table(plan: Plan, why: Why | None = None) -> Fold:
+    """Routes grouped by pipeline and datacenter pair (req/s to 2 decimals), or one row per route."""
+    if why is not None:
+        rows = [(r["pipeline"], r["src"], r["dst"], r["rps"], r["classes"]) for r in why.routes]
+        return Fold("routes (grouped by pipeline and datacenter pair)", ("pipeline", "src", "dst", "req/s", "classes"),
+                    rows, right=("req/s",))
+    rows = [(r.request_class, r.pipeline, r.src, r.dst, _f(r.rps, 2)) for r in plan.routes if r.rps > 0]
+    return Fold("routes", ("class", "pipeline", "src", "dst", "req/s"), rows, right=("req/s",))
 
 
-def links_table(plan: Plan) -> Table:
-    t = Table(title="WAN links")
-    for col in ("src", "dst", "used Gbit/s", "capacity Gbit/s"):
-        t.add_column(col, justify="right" if "Gbit" in col else "left")
-    for link in plan.links:
-        t.add_row(link.src, link.dst, _f(link.gbit_per_s_used, 2), _f(link.gbit_per_s_capacity, 1))
-    return t
+def links_table(plan: Plan) -> Fold:
+    """Each direction of each line against that direction's capacity."""
+    rows = [(r["src"], r["dst"], r["used"], r["capacity"], r["utilisation"]) for r in tables.link_rows(plan)]
+    return Fold("WAN links (per direction)", ("src", "dst", "used Gbit/s", "capacity Gbit/s", "used"), rows,
+                right=("used Gbit/s", "capacity Gbit/s", "used"))
 
 
-def binding_table(plan: Plan) -> Table:
-    t = Table(title="binding constraints (what one more unit buys)")
-    t.add_column("constraint")
-    t.add_column("marginal")
-    for b in plan.binding:
-        t.add_row(escape(b.constraint), escape(b.marginal))
-    return t
+def binding_table(plan: Plan, why: Why | None = None) -> Fold:
+    """Binding rows, sorted by marginal value when ``why`` is given, a worthless one explained."""
+    if why is None:
+        return Fold("binding constraints (what one more unit buys)", ("constraint", "marginal"),
+                    [(b.constraint, b.marginal) for b in plan.binding])
+    rows = [(b["constraint"], b["marginal"] + (f" ({b['why']})" if b["why"] else "")) for b in why.binding]
+    return Fold("binding constraints, largest marginal first (what one more unit buys)", ("constraint", "marginal"),
+                rows)
 
 
-def plan_view(plan: Plan) -> Group:
-    parts = [metrics_table(plan), pools_table(plan), routes_table(plan)]
+def plan_view(plan: Plan, why: Why | None = None) -> Group:
+    """The plan as tables; with ``why`` (:func:`placer.report.why.explain`), why it looks so."""
+    parts: list = [metrics_table(plan), pools_table(plan, why), routes_table(plan, why)]
     if plan.links:
         parts.append(links_table(plan))
-    parts.append(Text(f"handoff: {plan.handoff.mode}, catch-up above "
-                      f"{plan.handoff.catch_up_threshold_tokens} pending tokens"))
+    parts.append(plain(f"handoff: {plan.handoff.mode}, catch-up above "
+                       f"{plan.handoff.catch_up_threshold_tokens} pending tokens"))
+    if why is not None:
+        parts.append(Text("why this plan", style="bold"))
+        parts += [plain(f"  {line}") for line in why.pipelines]
     if plan.binding:
-        parts.append(binding_table(plan))
-    for note in plan.notes:
+        parts.append(binding_table(plan, why))
+    for note in [*(why.notes if why else []), *plan.notes]:
         parts.append(Text(f"note: {note}", style="dim"))  # Text: no markup parsing
     return Group(*parts)
 
 
 def compare_view(result: dict) -> Group:
+    """PDD beside the baselines: served / offered on every row, the busiest WAN direction,
+    ratios ("n/a", never nan), each baseline's verdict, and the headline at its load."""
     pdd: Plan = result["pdd"]
-    t = Table(title=f"PDD against the PD baselines ({pdd.scenario})")
-    for col in ("plan", "BCR\nreq/USD", "cost\nUSD/h", "goodput\nreq/s", "TTFT P50\ns", "TTFT P90\ns",
-                "TTFT P99\ns", "WAN\nGbit/s", "PDD/it\nBCR", "PDD/it\nP90"):
-        t.add_column(col, justify="left" if col == "plan" else "right")
-
-    def row(name: str, plan: Plan) -> None:
-        m = plan.metrics
-        bcr_x = pdd.metrics.bcr_requests_per_usd / m.bcr_requests_per_usd if m.bcr_requests_per_usd else float("nan")
-        p90_x = pdd.metrics.ttft_p90_s / m.ttft_p90_s if m.ttft_p90_s else float("nan")
-        t.add_row(name, _f(m.bcr_requests_per_usd, 2), _f(m.cost_usd_per_h, 2), _f(m.goodput_rps), _f(m.ttft_p50_s),
-                  _f(m.ttft_p90_s), _f(m.ttft_p99_s), _f(m.wan_gbit_per_s, 2), _f(bcr_x, 3), _f(p90_x, 3))
-
-    row("pdd", pdd)
-    notes = []
-    for name, plan in result["baselines"].items():
-        if isinstance(plan, Plan):
-            row(name, plan)
-            notes += [Text(f"{name}: {n}", style="dim") for n in plan.notes[1:2] if n.startswith("cannot")]
-        else:
-            t.add_row(name, "-", *["-"] * 8)
-            notes.append(Text(f"{name}: {plan['error']}", style="red"))
-    return Group(t, *notes, *_break_even_lines(result.get("break_even")))
+    rows, notes = [], []
+    for r in tables.baseline_rows(result):
+        if "error" in r:
+            rows.append((r["name"], *["-"] * 8))
+            notes.append(Text(f"{r['name']}: {r['error']}", style="red"))
+            continue
+        rows.append((r["name"], r["served"], r["bcr"], r["cost"], r["goodput"], r["ttft_p90"], r["wan"],
+                     r["bcr_x"], r["p90_x"]))
+        if r["note"]:
+            notes.append(Text(f"{r['name']}: {r['note']}", style="dim"))
+    headers = ("plan", "served / offered req/s", "BCR req/USD", "cost USD/h", "SLA goodput req/s",
+               "TTFT P90 s (planned)", "WAN busiest direction", "PDD/it BCR", "PDD/it P90")
+    table = Fold(f"PDD against the PD baselines ({pdd.scenario})", headers, rows, right=headers[1:6] + headers[7:])
+    return Group(table, plain(tables.headline(result)), *notes, *_break_even_lines(result.get("break_even")))
 
 
 def _break_even_lines(answers: dict | None) -> list[Text]:
@@ -128,12 +134,8 @@ def _break_even_lines(answers: dict | None) -> list[Text]:
 
 
 def simulate_view(result: SimResult, plan: Plan) -> Group:
-    """Rich renderables of a simulation: headline figures, routes, pools, links."""
+    """Rich renderables of a simulation: headline figures (simulated beside planned), routes, pools, links."""
     d = result.data
-    head = Table(title=f"simulation of {plan.scenario} ({d['requests']} requests, seed {d['seed']})")
-    head.add_column("metric", style="bold")
-    head.add_column("simulated", justify="right")
-    head.add_column("planned (ILP)", justify="right")
     m = plan.metrics
     rows = [
         ("BCR (SLA requests per USD)", f"{d['bcr_requests_per_usd']:.2f}", f"{m.bcr_requests_per_usd:.2f}"),
@@ -143,30 +145,23 @@ def simulate_view(result: SimResult, plan: Plan) -> Group:
          f"{m.ttft_p50_s:.3f} / {m.ttft_p90_s:.3f} / {m.ttft_p99_s:.3f}"),
         ("TPOT P50 / P90 (s)", f"{d['tpot_p50_s']:.4f} / {d['tpot_p90_s']:.4f}", f"{m.tpot_s:.4f}"),
         ("RLD share of output tokens", f"{100 * d['rld_token_share']:.1f} %", f"{100 * m.rld_token_share:.1f} %"),
-        ("served / offered (req/s)", f"{d['served_rps']:.3f} / {d['offered_rps']:.3f}", f"{m.served_rps:.3f}"),
+        ("served / offered (req/s)", f"{d['served_rps']:.3f} / {d['offered_rps']:.3f}",
+         f"{m.served_rps:.3f} / {m.offered_rps:.3f}"),
         ("handoffs one-shot / catch-up", f"{d['handoffs']['one-shot']} / {d['handoffs']['catch-up']}", ""),
         ("prefix hit P / decode side", f"{d['p_hit_rate']:.3f} / {d['drc_hit_rate']:.3f}", ""),
     ]
-    for r in rows:
-        head.add_row(*r)
-    routes = Table(title="routes")
-    for col in ("pipeline", "src", "dst", "share", "TTFT P50", "P90", "P99", "SLA"):
-        routes.add_column(col, justify="left" if col in ("pipeline", "src", "dst") else "right")
-    for r in d["routes"]:
-        routes.add_row(r["pipeline"], r["src"], r["dst"], f"{100 * r['share']:.1f} %", f"{r['ttft_p50_s']:.3f}",
-                       f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
-    pools = Table(title="pools")
-    for col in ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"):
-        pools.add_column(col, justify="left" if col in ("role", "datacenter", "chip") else "right")
-    for p in d["pools"]:
-        pools.add_row(p["role"], p["datacenter"], p["chip"], str(p["tp"]), str(p["count"]),
-                      f"{100 * p['utilization']:.1f} %", f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-",
-                      f"{p['mean_queue']:.2f} / {p['max_queue']}")
-    links = Table(title="links")
-    for col in ("line", "capacity", "mean", "peak", "transfers"):
-        links.add_column(col, justify="left" if col == "line" else "right")
-    for link in d["links"]:
-        if link["transfers"]:
-            links.add_row(f"{link['src']} -> {link['dst']}", f"{link['gbit_per_s_capacity']:g} Gbit/s",
-                          f"{link['mean_gbit_per_s']:.2f}", f"{link['peak_gbit_per_s']:.2f}", str(link["transfers"]))
+    head = Fold(f"simulation of {plan.scenario} ({d['requests']} requests, seed {d['seed']})",
+                ("metric", "simulated", "planned (ILP)"), rows, right=("simulated", "planned (ILP)"))
+    routes = Fold("routes", ("pipeline", "src", "dst", "share", "TTFT P50", "P90", "P99", "SLA"), [
+        (r["pipeline"], r["src"], r["dst"], f"{100 * r['share']:.1f} %", f"{r['ttft_p50_s']:.3f}",
+         f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
+        for r in d["routes"]], right=("share", "TTFT P50", "P90", "P99", "SLA"))
+    pools = Fold("pools", ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"), [
+        (p["role"], p["datacenter"], p["chip"], str(p["tp"]), str(p["count"]), f"{100 * p['utilization']:.1f} %",
+         f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-", f"{p['mean_queue']:.2f} / {p['max_queue']}")
+        for p in d["pools"]], right=("tp", "n", "utilisation", "mean batch", "mean / max queue"))
+    links = Fold("links (per direction)", ("line", "capacity", "mean", "peak", "transfers"), [
+        (f"{link['src']} -> {link['dst']}", f"{link['gbit_per_s_capacity']:g} Gbit/s", f"{link['mean_gbit_per_s']:.2f}",
+         f"{link['peak_gbit_per_s']:.2f}", str(link["transfers"])) for link in d["links"] if link["transfers"]],
+        right=("capacity", "mean", "peak", "transfers"))
     return Group(head, routes, pools, links)

@@ -32,7 +32,7 @@ from placer.plan import load_plan
 from placer.sim import SimConfig
 from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
-from placer.sim.sweep import VARY, parse_values, run_sweep, write_outputs
+from placer.sim.sweep import VARY, parse_values, run_sweep, varied_label, write_outputs
 from placer.specs import load_scenario
 from placer.workload.fit import fit_classes, trace_arrival_rps
 from placer.workload.trace import read_trace, with_hit_rates
@@ -155,15 +155,17 @@ def sweep(
         loaded = load_scenario(scenario)
         rows = run_sweep(loaded, vary.value, parse_values(values), requests=requests, seed=seed, chip=chip,
                          address=address, use_ray=use_ray, time_limit_s=time_limit)
-        csv_path, png_path = write_outputs(rows, out_dir, vary.value, f"{loaded.name}: BCR against {vary.value}")
+        label = varied_label(vary.value, loaded, chip)
+        csv_path, png_path = write_outputs(rows, out_dir, vary.value, f"{loaded.name}: BCR against the {label}")
     except PlacerError as e:
         _fail(e)
     for r in rows:
         if r["status"] == "ok":
-            out.print(f"{vary.value} = {r['value']:g}: BCR ILP {r['ilp_bcr_requests_per_usd']:.2f}, "
+            changed = " (the plan's pools change here)" if r.get("plan_changed") == 1 else ""
+            out.print(f"{label} = {r['value']:g}{changed}: BCR ILP {r['ilp_bcr_requests_per_usd']:.2f}, "
                       f"simulated {r['sim_bcr_requests_per_usd']:.2f} req/USD; P90 TTFT simulated "
-                      f"{r['sim_ttft_p90_s']:.3f} s", highlight=False)
+                      f"{r['sim_ttft_p90_s']:.3f} s", highlight=False, markup=False)
         else:
-            out.print(f"{vary.value} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
+            out.print(f"{label} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
                       markup=False)
-    out.print(f"wrote {csv_path} and {png_path}", highlight=False)
+    out.print(f"wrote {csv_path} and {png_path}", highlight=False, markup=False)

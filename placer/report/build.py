@@ -11,7 +11,14 @@ What needs what:
 * with the scenario: PDD beside the baselines (:func:`placer.baselines.compare`, solved
   here), and simulator runs of PDD, the naive cross-DC and the same-DC baseline (each at
   the load it carries) for the TTFT CDF and the RLD-share / WAN-use timeline;
+* with the scenario, also: why the plan looks so (:func:`placer.report.why.explain`: pool
+  utilisation and KV memory, why each pipeline is or is not used, binding rows by
+  marginal value, routes grouped), the simulated TPOT CDF, pool utilisation (planned and
+  simulated) and cost against SLA goodput of every compared plan;
 * with a sweep CSV: the BCR-vs-hit-rate bathtub.
+
+Every TTFT P90 is labelled with where it comes from: "planned" (the ILP's model, in the
+tables) or "simulated" (the CDF legends, and the simulated column beside the planned one).
 """
 
 from __future__ import annotations
@@ -23,7 +30,8 @@ from pathlib import Path
 from placer.errors import InputError, PlacerError
 from placer.flows import RLD
 from placer.plan import Plan
-from placer.report import charts, figures, tables
+from placer.plancheck import check_plan
+from placer.report import charts, figures, panels, tables
 from placer.report.diagram import plan_diagram
 
 SIM_BASELINES = ("cross-dc-pd", "same-dc-pd")
@@ -74,7 +82,10 @@ def _problem_for(plan: Plan, scenario, notes: list[str]):
     from placer.optimize import as_problem
 
     problem = as_problem(scenario)
-    _check_fits(plan, problem)
+    try:  # names, rows and inventory (another scenario name is noted below, not refused)
+        check_plan(problem, plan, other_scenario=True)
+    except InputError as err:
+        raise InputError(f"--scenario: the plan does not fit scenario {problem.name!r}: {err}") from None
     if problem.name != plan.scenario:
         notes.append(f"the plan was made for scenario {plan.scenario!r}; it is drawn against "
                      f"{problem.name!r} as given")
@@ -121,7 +132,11 @@ def _simulation_figures(gallery: _Gallery, problem, plan: Plan, sims: list, requ
                      "the RLD share over time is left out")
     gallery.add(charts.ttft_cdf(sims, problem.ttft_p90_s), "ttft-cdf", "Simulated TTFT distribution",
                 f"{requests} simulated requests per plan (seed {seed}), each plan at the load it carries; the "
-                "dashed line is the SLA's P90 TTFT.")
+                "dashed line is the SLA's P90 TTFT. The legend's P90 is the simulated one (the table's "
+                "\"simulated P90\" column); the planned P90 is the ILP model's.")
+    gallery.add(panels.tpot_cdf(sims, problem.tpot_s), "tpot-cdf", "Simulated TPOT distribution",
+                "Decode seconds per output token after the first, per request, from the same runs; the dashed "
+                "line is the SLA's TPOT.")
     has_rld = any(p.role == RLD and p.count > 0 for p in plan.pools)
     gallery.add(charts.timeline(sims[0], plan.metrics.rld_token_share, has_rld), "timeline",
                 "RLD token share and WAN use over time",
@@ -154,6 +169,7 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
 
     comparison = None
     sims: list = []
+    why = _why(problem, plan, notes)
     if problem is None:
         notes.append("no scenario given (--scenario): the baseline comparison, the simulated TTFT CDF and the "
                      "RLD-share / WAN-use timeline need it; only what the plan alone shows is drawn")
@@ -161,6 +177,7 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
         comparison = _baselines(gallery, problem, plan, solver, time_limit_s, say)
         sims = _simulations(problem, plan, comparison, requests, seed, notes, say)
         _simulation_figures(gallery, problem, plan, sims, requests, seed, notes)
+        _use_figures(gallery, why, sims, comparison)
     if sweep_rows is not None:
         gallery.add(charts.bathtub(sweep_rows), "bathtub", "BCR against hit rate",
                     f"From {Path(sweep_csv).name}: each variant optimised (ILP) and simulated.")
@@ -168,24 +185,14 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
         notes.append("no sweep given (--sweep CSV from `placer sweep --vary hit-mean`): no bathtub curve")
 
     html_path = out / "report.html"
-    html = render_html(plan, gallery.figs, notes, comparison, sims[0].data if sims else None, source)
+    html = render_html(plan, gallery.figs, notes, comparison, sims[0].data if sims else None, source, why,
+                       {s.name: s.data for s in sims})
     try:
         html_path.write_text(html, encoding="utf-8")
     except OSError as err:
         raise InputError(f"--out: cannot write {str(html_path)!r}: {err.strerror}") from None
     files = [html_path] + [p for f in gallery.figs for p in f.files]
     return Report(html_path, files, notes)
-
-
-def _check_fits(plan: Plan, problem) -> None:
-    """InputError (naming --scenario) when the plan uses a datacenter or chip the scenario lacks."""
-    for p in plan.pools:
-        if p.datacenter not in problem.dc_names:
-            raise InputError(f"--scenario: the plan has a pool in datacenter {p.datacenter!r}, which scenario "
-                             f"{problem.name!r} does not have (it has {', '.join(problem.dc_names)})")
-        if p.chip not in problem.chips:
-            raise InputError(f"--scenario: the plan uses chip {p.chip!r}, which scenario {problem.name!r} does "
-                             f"not know")
 
 
 def _environment():
@@ -197,8 +204,34 @@ def _environment():
                               autoescape=True, trim_blocks=True, lstrip_blocks=True)
 
 
+def _why(problem, plan: Plan, notes: list[str]):
+    """Why the plan looks so (None without a scenario, or when the plan does not fit it)."""
+    if problem is None:
+        return None
+    from placer.optimize import evaluate_plan
+    from placer.report.why import explain
+
+    try:
+        return explain(problem, plan if plan.assignments else evaluate_plan(problem, plan))
+    except PlacerError as err:
+        notes.append(f"why this plan: left out: {err}")
+        return None
+
+
+def _use_figures(gallery: _Gallery, why, sims: list, comparison: dict) -> None:
+    """Pool utilisation and KV memory, and cost against SLA goodput of every compared plan."""
+    if why is not None and why.pools:
+        gallery.add(panels.pool_utilisation(why.pools, sims[0].data if sims else None), "pool-utilisation",
+                    "Pool utilisation and KV memory",
+                    "Per pool: the planned busy fraction (P: the busiest queue; decode: batch over its design "
+                    "batch) beside the simulated one, and KV memory in use against capacity per instance.")
+    gallery.add(panels.cost_vs_goodput(comparison), "cost-goodput", "Cost against SLA goodput",
+                "Every compared plan; grey lines are equal BCR. Hollow: carries less than the offered load; "
+                "square: a baseline scaled to the whole load with more chips than the inventory holds.")
+
+
 def render_html(plan: Plan, figs: list[Figure], notes: list[str], comparison: dict | None, sim: dict | None,
-                source: str = "") -> str:
+                source: str = "", why=None, simulated: dict | None = None) -> str:
     """The report page: one file, CSS inline, figures inlined."""
     from placer.report.figures import safe_id
 
@@ -206,6 +239,8 @@ def render_html(plan: Plan, figs: list[Figure], notes: list[str], comparison: di
     return template.render(
         plan=plan, source=source, notes=notes, figures=figs, safe_id=safe_id,
         metrics=tables.metric_rows(plan, sim), simulated=sim is not None, solver=tables.solver_line(plan),
-        pools=tables.pool_rows(plan), routes=tables.route_rows(plan), links=tables.link_rows(plan),
-        binding=tables.binding_rows(plan), baselines=tables.baseline_rows(comparison) if comparison else None,
+        pools=tables.pool_rows(plan, why.pools if why else None), routes=tables.route_rows(plan),
+        links=tables.link_rows(plan), binding=tables.binding_rows(plan), why=why,
+        baselines=tables.baseline_rows(comparison, simulated) if comparison else None,
+        headline=tables.headline(comparison) if comparison else None,
     )

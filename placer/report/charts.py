@@ -16,6 +16,7 @@ from placer.errors import InputError
 from placer.plan import Plan
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points, rld_share_series
+from placer.report.tables import compared, headline
 
 PDD_COLOR = "#3b6fb6"
 BASELINE_COLORS = {"same-dc-pd": "#7f8c8d", "cross-dc-pd": "#c0392b", "hetero-same-dc-pd": "#b7950b"}
@@ -26,13 +27,14 @@ TICKS = {"pdd": "PDD", "same-dc-pd": "same-DC\nPD", "cross-dc-pd": "cross-DC\nPD
 
 
 def _color(name: str) -> str:
-    return PDD_COLOR if name == "pdd" else BASELINE_COLORS.get(name, "#95a5a6")
+    return PDD_COLOR if name == "pdd" else BASELINE_COLORS.get(name.removesuffix(", scaled"), "#95a5a6")
 
 
 def baseline_bars(comparison: dict):
-    """Three panels (BCR, cost, goodput): PDD and each baseline; a baseline without a plan
-    is marked "no plan" at zero."""
-    entries = [("pdd", comparison["pdd"])] + list(comparison["baselines"].items())
+    """Three panels (BCR, cost, goodput): PDD and each baseline (and its equal-load scaled
+    twin, hatched); a baseline without a plan is marked "no plan" at zero. The title is
+    :func:`placer.report.tables.headline`: the percentage with the load it holds at."""
+    entries = compared(comparison)
     fig = new_figure(10.5, 4.2)
     axes = fig.subplots(1, 3)
     panels = [("bcr_requests_per_usd", "BCR", "SLA requests per USD", "{:.1f}"),
@@ -41,13 +43,14 @@ def baseline_bars(comparison: dict):
     xs = list(range(len(entries)))
     for ax, (key, title, unit, fmt) in zip(axes, panels):
         values = [getattr(p.metrics, key) if isinstance(p, Plan) else 0.0 for _, p in entries]
-        bars = ax.bar(xs, values, color=[_color(n) for n, _ in entries], width=0.65)
+        bars = ax.bar(xs, values, color=[_color(n) for n, _ in entries], width=0.65,
+                      hatch=[("//" if n.endswith(", scaled") else None) for n, _ in entries], edgecolor="white")
         top = max(values + [1e-9])
         for bar, (name, plan), v in zip(bars, entries, values):
             label = fmt.format(v) if isinstance(plan, Plan) else "no plan"
             ax.text(bar.get_x() + bar.get_width() / 2, v + top * 0.02, label, ha="center", va="bottom",
                     fontsize=8, color="#222222" if isinstance(plan, Plan) else "#c0392b")
-        ax.set_xticks(xs, [TICKS.get(n, n) + ("*" if _caveat(p) else "") for n, p in entries], fontsize=8)
+        ax.set_xticks(xs, [_tick(n) + ("*" if _caveat(p) else "") for n, p in entries], fontsize=8)
         ax.set_ylim(0, top * 1.18)
         ax.set_title(title, fontsize=11)
         ax.set_ylabel(unit, fontsize=9)
@@ -56,18 +59,12 @@ def baseline_bars(comparison: dict):
         ax.set_axisbelow(True)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    pdd = comparison["pdd"].metrics.bcr_requests_per_usd
-    plans = [p for _, p in comparison["baselines"].items() if isinstance(p, Plan)]
-    best = max(plans, key=lambda p: p.metrics.bcr_requests_per_usd, default=None)
-    sub = ""
-    if best is not None and best.metrics.bcr_requests_per_usd > 0:
-        gain = 100 * (pdd / best.metrics.bcr_requests_per_usd - 1)
-        sub = f": BCR {gain:+.1f} % against the best baseline"
-    fig.suptitle(f"PDD beside the PD baselines ({comparison['pdd'].scenario}){sub}", fontsize=12)
+    fig.suptitle(f"PDD beside the PD baselines ({comparison['pdd'].scenario})\n{headline(comparison)}", fontsize=10)
     caveats = [n for n, p in entries if _caveat(p)]
     if caveats:
-        fig.text(0.01, 0.01, "* cannot carry the whole offered load or meet the TTFT SLA: shown as the most it can "
-                 "do (see the table)", fontsize=8, color="#555555")
+        fig.text(0.01, 0.01, "* carries less than the offered load or misses the TTFT SLA: shown as the most it "
+                 "can do (see the table); hatched: scaled to the whole load with more chips", fontsize=8,
+                 color="#555555")
         fig.tight_layout(rect=(0, 0.04, 1, 1))
     else:
         fig.tight_layout()
@@ -76,7 +73,23 @@ def baseline_bars(comparison: dict):
 
 def _caveat(plan) -> bool:
     """A baseline shown at a reduced load or without the SLA row (placer.baselines)."""
-    return isinstance(plan, Plan) and any(n.startswith("cannot") for n in plan.notes)
+    if not isinstance(plan, Plan):
+        return False
+    m = plan.metrics
+    return m.served_rps < 0.999 * m.offered_rps or any(n.startswith("cannot") for n in plan.notes[1:2])
+
+
+def _tick(name: str) -> str:
+    base = name.removesuffix(", scaled")
+    return TICKS.get(base, base) + ("\nscaled" if base != name else "")
+
+
+def cdf_style(name: str, label: str, per_request: bool) -> tuple[str, dict]:
+    """(legend label, line style) of one plan's CDF: steps from per-request data, else a dashed
+    line through the percentiles, said in the label."""
+    if not per_request:
+        return label + " (percentiles only)", {"ls": "--", "marker": "o", "lw": 1.4}
+    return label, {"drawstyle": "steps-post", "lw": 2.2 if name == "pdd" else 1.6}
 
 
 def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
@@ -91,11 +104,8 @@ def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
             lo, hi = min(lo, min(positive)), max(hi, max(xs))
         d = run.data
         label = (f"{LABELS.get(run.name, run.name)} at {run.load_rps:.2f} req/s: "
-                 f"P50 {d['ttft_p50_s']:.2f} s, P90 {d['ttft_p90_s']:.2f} s")
-        style = {"drawstyle": "steps-post", "lw": 2.2 if run.name == "pdd" else 1.6}
-        if not run.per_request:
-            style = {"ls": "--", "marker": "o", "lw": 1.4}
-            label += " (percentiles only)"
+                 f"simulated P50 {d['ttft_p50_s']:.2f} s, P90 {d['ttft_p90_s']:.2f} s")
+        label, style = cdf_style(run.name, label, run.per_request)
         ax.plot(xs, ys, color=_color(run.name), label=label, **style)
     if sla_ttft_p90_s:
         ax.axvline(sla_ttft_p90_s, color="#555555", ls="--", lw=1)
@@ -186,11 +196,13 @@ def read_sweep(path: str | Path) -> list[dict]:
         missing = sorted(needed - set(rows[0])) if rows else sorted(needed)
         raise InputError(f"--sweep: {str(path)!r} is not `placer sweep` output (missing columns: "
                          f"{', '.join(missing)})")
+    from placer.sim.sweep import TEXT_COLUMNS
+
     out = []
     for i, row in enumerate(rows, start=2):
         parsed = dict(row)
         for key, text in row.items():
-            if key in ("status", "error") or key is None:
+            if key in TEXT_COLUMNS or key is None:
                 continue
             try:
                 parsed[key] = float(text) if text not in ("", None) else math.nan
@@ -216,9 +228,16 @@ def bathtub(rows: list[dict]):
             label="simulated", ms=4, lw=1.8)
     failed = [i for i in order if rows[i]["status"] != "ok"]
     if failed:
-        ax.plot([xs[i] for i in failed], [0] * len(failed), "x", color="#c0392b", ms=7, label="no plan")
+        ax.plot([xs[i] for i in failed], [0] * len(failed), "x", color="#c0392b", ms=9, mew=2, clip_on=False,
+                label="no plan")
+    for i in ok:
+        if rows[i].get("plan_changed") == 1:
+            ax.axvline(xs[i], color="#999999", ls=":", lw=1)
     ax.set_ylim(bottom=0)
     if by_hit:
+        lo, hi = min(xs), max(xs)
+        pad = max(2.0, 0.05 * (hi - lo))
+        ax.set_xlim(max(0.0, lo - pad), min(100.0, hi + pad))  # a hit rate lives in [0, 100] %
         ax.set_xlabel("mean prefix hit rate (%)")
         ax.set_title("BCR against prefix hit rate (the bathtub)", fontsize=11)
     else:

@@ -279,9 +279,17 @@ def _draw_legend(ax, plan: Plan, has_edges: bool, x0: float, x1: float, y0: floa
                 color="#666666", ha="right", va="center")
 
 
-def plan_diagram(plan: Plan, scenario_names: list[str] | None = None, title: str | None = None):
-    """The plan drawn as datacenter boxes, pools and WAN lines (a matplotlib Figure)."""
-    order = datacenter_order(plan, scenario_names)
+def plan_diagram(plan: Plan, scenario_names: list[str] | None = None, title: str | None = None,
+                 fixed_order: bool = False):
+    """The plan drawn as datacenter boxes, pools and WAN lines (a matplotlib Figure).
+
+    ``fixed_order``: place the datacenters exactly in ``scenario_names``'s order (then any
+    other the plan names), without the walk along the lines — so that two plans drawn side
+    by side (a diff) put each datacenter in the same place."""
+    if fixed_order:
+        order = list(dict.fromkeys([*(scenario_names or []), *datacenter_order(plan)]))
+    else:
+        order = datacenter_order(plan, scenario_names)
     boxes, route_rps = _boxes(plan, order)
     box_list = [boxes[n] for n in order]
     _layout(box_list)

@@ -14,6 +14,7 @@ P90 / P99 points and the RLD share over time is left out (``SimRun.per_request``
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from placer.plan import Plan
@@ -28,6 +29,8 @@ class SimRun:
     finish_t_s: list[float] = field(default_factory=list)
     out_tokens: list[int] = field(default_factory=list)
     rld_tokens: list[int] = field(default_factory=list)
+    tpot_s: list[float] = field(default_factory=list)
+    """Time per output token of each measured request after its first, sorted (empty without data)."""
 
     @property
     def per_request(self) -> bool:
@@ -46,7 +49,8 @@ def _recording_class():
             before = self.measured
             super()._finish(req, t)
             if self.measured > before:
-                self.rec.append((t, req.t_first - req.t_arr, req.n_out, req.rld_tokens))
+                tpot_s = (t - req.t_first) / (req.n_out - 1) if req.n_out > 1 else math.nan
+                self.rec.append((t, req.t_first - req.t_arr, req.n_out, req.rld_tokens, tpot_s))
 
     return _Recording
 
@@ -71,17 +75,21 @@ def simulate_plan(problem, plan: Plan, name: str, requests: int = 5000, seed: in
         result, rec = simulate(problem, plan, config), []
     rec.sort(key=lambda r: r[0])
     return SimRun(name=name, data=result.data, ttft_s=sorted(r[1] for r in rec),
-                  finish_t_s=[r[0] for r in rec], out_tokens=[r[2] for r in rec], rld_tokens=[r[3] for r in rec])
+                  finish_t_s=[r[0] for r in rec], out_tokens=[r[2] for r in rec], rld_tokens=[r[3] for r in rec],
+                  tpot_s=sorted(r[4] for r in rec if not math.isnan(r[4])))
 
 
-def cdf_points(run: SimRun, max_points: int = 400) -> tuple[list[float], list[float]]:
-    """(TTFT s, fraction of requests at or below it), thinned to at most ``max_points``.
+def cdf_points(run: SimRun, max_points: int = 400, metric: str = "ttft") -> tuple[list[float], list[float]]:
+    """(TTFT s, or TPOT s with ``metric="tpot"``; fraction of requests at or below it),
+    thinned to at most ``max_points``.
 
-    Without per-request data: the P50/P90/P99 points of the Simulation JSON.
+    Without per-request data: the percentile points of the Simulation JSON.
     """
-    xs = run.ttft_s
+    xs = run.ttft_s if metric == "ttft" else run.tpot_s
     if not xs:
         d = run.data
+        if metric == "tpot":
+            return [d["tpot_p50_s"], d["tpot_p90_s"]], [0.5, 0.9]
         return [d["ttft_p50_s"], d["ttft_p90_s"], d["ttft_p99_s"]], [0.5, 0.9, 0.99]
     n = len(xs)
     step = max(1, n // max_points)

@@ -36,11 +36,20 @@ def metric_rows(plan: Plan, sim: dict | None = None) -> list[tuple[str, str, str
          f"{_f(s['ttft_p50_s'])} / {_f(s['ttft_p90_s'])} / {_f(s['ttft_p99_s'])}" if "ttft_p50_s" in s else ""),
         ("TPOT (s)", _f(m.tpot_s, 4), f"P50 {_f(s['tpot_p50_s'], 4)}, P90 {_f(s['tpot_p90_s'], 4)}"
          if "tpot_p50_s" in s else ""),
-        ("WAN (Gbit/s)", _f(m.wan_gbit_per_s, 2),
-         _f(sum(l.get("mean_gbit_per_s", 0.0) for l in s.get("links", [])), 2) if "links" in s else ""),
+        ("WAN, busiest direction", busiest_line(plan), _sim_busiest(s) if "links" in s else ""),
         ("RLD share of output tokens", f"{100 * m.rld_token_share:.1f} %",
          _sim_value(s, "rld_token_share", lambda v: f"{100 * v:.1f} %")),
     ]
+
+
+def _sim_busiest(sim: dict) -> str:
+    """The simulated mean Gbit/s of the busiest direction of any line, against its capacity."""
+    used = [l for l in sim.get("links", []) if l.get("mean_gbit_per_s", 0.0) > 0]
+    if not used:
+        return "none"
+    top = max(used, key=lambda l: l["mean_gbit_per_s"] / l["gbit_per_s_capacity"] if l.get("gbit_per_s_capacity")
+              else 0.0)
+    return f"{top['mean_gbit_per_s']:.2f} of {top['gbit_per_s_capacity']:g} Gbit/s {top['src']}->{top['dst']} (mean)"
 
 
 def solver_line(plan: Plan) -> str:
@@ -48,10 +57,20 @@ def solver_line(plan: Plan) -> str:
     return f"{so.backend} {so.status}, MIP gap {100 * so.mip_gap:.2f} %, {so.seconds:.2f} s"
 
 
-def pool_rows(plan: Plan) -> list[dict]:
+def pool_rows(plan: Plan, usage: list | None = None) -> list[dict]:
+    """Pools with instances; with ``usage`` (:func:`placer.evaluate.pool_usage`) their
+    utilisation and KV GiB used / capacity per instance ("" without)."""
+    by_key = {(u.role, u.datacenter, u.chip, u.tp): u for u in usage or []}
     pools = sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp))
-    return [{"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": p.tp, "count": p.count,
-             "chips": p.count * p.tp} for p in pools if p.count > 0]
+    rows = []
+    for p in pools:
+        if p.count <= 0:
+            continue
+        u = by_key.get((p.role, p.datacenter, p.chip, p.tp))
+        rows.append({"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": p.tp, "count": p.count,
+                     "chips": p.count * p.tp, "utilisation": f"{100 * u.utilization:.0f} %" if u else "",
+                     "kv": f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}" if u else ""})
+    return rows
 
 
 def route_rows(plan: Plan) -> list[dict]:
@@ -77,18 +96,86 @@ def binding_rows(plan: Plan) -> list[dict]:
     return rows
 
 
-def baseline_rows(comparison: dict) -> list[dict]:
-    """One row per plan in a ``compare`` result (PDD first), with the reason a baseline is
-    shown the way it is, or why it has no plan."""
+def busiest_line(plan: Plan) -> str:
+    """The most used direction of any WAN line, ``"21.25 of 25 Gbit/s dc-a->dc-b"`` (one
+    direction against that direction's capacity; never two directions summed), or "none"."""
+    used = [l for l in plan.links if l.gbit_per_s_used > 0]
+    if not used:
+        return "none"
+    top = max(used, key=lambda l: l.gbit_per_s_used / l.gbit_per_s_capacity if l.gbit_per_s_capacity else 0.0)
+    return f"{top.gbit_per_s_used:.2f} of {top.gbit_per_s_capacity:g} Gbit/s {top.src}->{top.dst}"
+
+
+def served_text(plan: Plan) -> str:
+    m = plan.metrics
+    return f"{m.served_rps:.2f} / {m.offered_rps:g}"
+
+
+def _ratio(num: float, den: float) -> str:
+    return f"{num / den:.2f}" if den > 0 and num > 0 else "n/a"
+
+
+def verdict(plan: Plan) -> str:
+    """One line on how a baseline's row is to be read (placer.baselines's ``baseline`` object):
+    scaled and with which chips, the same as another, cannot carry, cannot meet the SLA,
+    or the share of the load it carries; "" for a plan that carries the load within the SLA."""
+    info = (plan.model_extra or {}).get("baseline") or {}
+    parts = [info[k] for k in ("same_as", "scaled", "cannot_carry", "verdict") if info.get(k)]
+    m = plan.metrics
+    if not info.get("scaled") and m.offered_rps > 0 and m.served_rps < 0.999 * m.offered_rps:
+        parts.insert(0, f"carries {m.served_rps:.2f} of the {m.offered_rps:g} req/s offered "
+                        f"({100 * m.served_rps / m.offered_rps:.0f} %)")
+    return "; ".join(parts)
+
+
+def compared(comparison: dict) -> list[tuple[str, object]]:
+    """(name, plan or {"error"}) of a ``compare`` result in display order: PDD, then each
+    baseline followed by its equal-load twin ``"<name>, scaled"`` when it has one."""
+    out: list[tuple[str, object]] = [("pdd", comparison["pdd"])]
+    scaled = comparison.get("scaled", {})
+    for name, plan in comparison["baselines"].items():
+        out.append((name, plan))
+        if name in scaled:
+            out.append((f"{name}, scaled", scaled[name]))
+    return out
+
+
+def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) -> list[dict]:
+    """One row per plan in a ``compare`` result (PDD first): served / offered, the figures,
+    the busiest WAN direction, PDD's ratios ("n/a" where a ratio has no meaning, never nan)
+    and how to read the row (:func:`verdict`), or why a baseline has no plan.
+
+    ``simulated``: plan name → its Simulation JSON; adds ``sim_p90``, the simulated TTFT P90
+    (the figure the report's CDF legend shows), beside the planned ``ttft_p90``."""
+    simulated = simulated or {}
     pdd: Plan = comparison["pdd"]
     rows = []
-    for name, plan in [("pdd", pdd), *comparison["baselines"].items()]:
+    for name, plan in compared(comparison):
         if not isinstance(plan, Plan):
             rows.append({"name": name, "error": plan.get("error", "no plan")})
             continue
         m = plan.metrics
-        notes = [n for n in plan.notes if n.startswith("cannot")]
-        rows.append({"name": name, "bcr": _f(m.bcr_requests_per_usd, 2), "cost": _f(m.cost_usd_per_h, 2),
-                     "goodput": _f(m.goodput_rps), "ttft_p90": _f(m.ttft_p90_s), "wan": _f(m.wan_gbit_per_s, 2),
-                     "chips": sum(p.count * p.tp for p in plan.pools), "note": "; ".join(notes)})
+        rows.append({"name": name, "served": served_text(plan), "bcr": _f(m.bcr_requests_per_usd, 2),
+                     "cost": _f(m.cost_usd_per_h, 2), "goodput": _f(m.goodput_rps), "ttft_p90": _f(m.ttft_p90_s),
+                     "wan": busiest_line(plan), "chips": sum(p.count * p.tp for p in plan.pools),
+                     "bcr_x": _ratio(pdd.metrics.bcr_requests_per_usd, m.bcr_requests_per_usd),
+                     "p90_x": _ratio(pdd.metrics.ttft_p90_s, m.ttft_p90_s),
+                     "sim_p90": _f(simulated[name]["ttft_p90_s"]) if name in simulated else "",
+                     "note": verdict(plan) if name != "pdd" else ""})
     return rows
+
+
+def headline(comparison: dict) -> str:
+    """PDD's BCR against the best baseline, with the load each holds at: a baseline that
+    carries the whole load (scaled or not) is preferred, so the percentage is at equal load."""
+    pdd: Plan = comparison["pdd"]
+    plans = [(n, p) for n, p in compared(comparison)[1:]
+             if isinstance(p, Plan) and p.metrics.bcr_requests_per_usd > 0]
+    if not plans:
+        return "no baseline meets the SLA for any request: no BCR to compare against"
+    full = [(n, p) for n, p in plans if p.metrics.served_rps >= 0.999 * p.metrics.offered_rps]
+    name, best = max(full or plans, key=lambda np: np[1].metrics.bcr_requests_per_usd)
+    pct = 100 * (pdd.metrics.bcr_requests_per_usd / best.metrics.bcr_requests_per_usd - 1)
+    equal = "at equal load" if full else "at unequal load (no baseline carries the whole load)"
+    return (f"BCR {pct:+.1f} % against {name} {equal}: PDD serves {served_text(pdd)} req/s, "
+            f"{name} {served_text(best)} req/s")

@@ -24,8 +24,6 @@ from typing import Annotated, Any
 import typer
 import uvicorn
 from pydantic import TypeAdapter, ValidationError
-from rich.markup import escape
-from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,6 +31,7 @@ import db
 from db import errors as db_errors
 from db import repo
 from db.models import Job, JobRun
+from placer.cli.fold import Fold  # the faces share it: tables that fold on narrow terminals
 from placer.cli.output import err, fail
 from placer.cli.output import out as console
 from placer.errors import InputError, PlacerError
@@ -288,8 +287,10 @@ def add(
         print(f"added job {job['id']} {job['name']!r} on scenario {job['scenario']!r}")
 
 
-def _jobs_table(listed: list[dict]) -> Table:
-    table = Table("id", "name", "scenario", "schedule", "workload", "policy", "current plan", "last run")
+def _jobs_table(listed: list[dict]) -> Fold:
+    """The jobs as a table that folds to one block per job on a narrow terminal (names are user
+    strings: plain text, never Rich markup)."""
+    rows = []
     for j in listed:
         kind = j["schedule"]["kind"]
         sched = (f"every {j['schedule']['seconds']:g} s" if kind == "interval"
@@ -302,8 +303,9 @@ def _jobs_table(listed: list[dict]) -> Table:
         last_text = "-" if last is None else f"{last['id']}: {last['outcome'] or last['status']}"
         cells = (str(j["id"]), j["name"] + ("" if j["enabled"] else " (disabled)"), j["scenario"], sched,
                  work, policy, str(j["current_plan_id"] or "-"), last_text)
-        table.add_row(*(escape(c) for c in cells))  # names are user strings: never Rich markup
-    return table
+        rows.append(list(cells))
+    return Fold("replanning jobs", ["id", "name", "scenario", "schedule", "workload", "policy", "current plan",
+                                    "last run"], rows, right=["id"])
 
 
 @jobs.command("list")

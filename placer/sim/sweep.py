@@ -2,7 +2,11 @@
 
 in:  a Scenario, what to vary (``hit-mean``, ``link-gbit``, ``price``, ``load``) and the values
 out: one row per value — the ILP's and the simulator's BCR, goodput and P90 TTFT, cost,
-     RLD token share — written as CSV and drawn as PNG (:func:`write_outputs`).
+     RLD token share, the plan's pools (``pools``: ``role dc chip tpN xK`` joined by ``; ``,
+     ``chips``, ``plan_changed``: 1 where the pools differ from the previous value's) and
+     what was varied (``varied``: ``price of GPU-B``) — written as CSV and drawn as PNG
+     (:func:`write_outputs`): variants without a plan are drawn as marked points, the plan
+     changes as vertical lines, hit-rate axes kept within [0, 1].
 
 Each variant is one Ray task (a local Ray by default, a cluster when an address is
 given); ``use_ray=False`` runs them in this process. Ray and matplotlib are imported
@@ -27,7 +31,18 @@ from placer.specs import ChipSpec, Scenario
 VARY = ("hit-mean", "link-gbit", "price", "load")
 COLUMNS = ("value", "status", "ilp_bcr_requests_per_usd", "sim_bcr_requests_per_usd", "ilp_goodput_rps",
            "sim_goodput_rps", "ilp_ttft_p90_s", "sim_ttft_p90_s", "sim_ttft_p99_s", "cost_usd_per_h",
-           "ilp_rld_token_share", "sim_rld_token_share", "mean_hit_rate", "mean_new_tokens", "error")
+           "ilp_rld_token_share", "sim_rld_token_share", "mean_hit_rate", "mean_new_tokens", "varied", "pools",
+           "chips", "plan_changed", "error")
+TEXT_COLUMNS = ("status", "varied", "pools", "error")
+LABELS = {"hit-mean": "mean prefix hit rate", "link-gbit": "WAN line (Gbit/s)", "load": "offered load (req/s)"}
+
+
+def varied_label(vary: str, scenario: Scenario | None = None, chip: str | None = None) -> str:
+    """What a sweep varies, in words: ``price of GPU-B (USD per chip-hour)`` names the chip."""
+    if vary == "price":
+        name = chip or (default_price_chip(scenario) if scenario is not None else "the chip")
+        return f"price of {name} (USD per chip-hour)"
+    return LABELS.get(vary, vary)
 
 
 def default_price_chip(scenario: Scenario) -> str:
@@ -115,9 +130,11 @@ def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, see
     from placer.specs import parse_scenario
 
     row = {k: math.nan for k in COLUMNS}
-    row.update(value=value, status="ok", error="")
+    row.update(value=value, status="ok", error="", pools="")
     try:
-        scen = variant(parse_scenario(scenario_data), vary, value, chip)
+        base = parse_scenario(scenario_data)
+        row["varied"] = varied_label(vary, base, chip)
+        scen = variant(base, vary, value, chip)
         problem = resolve(scen)
         row["mean_hit_rate"] = sum(c.share * c.hit_rate for c in problem.classes)
         row["mean_new_tokens"] = sum(c.share * max(1.0, (1 - c.hit_rate) * c.input_tokens) for c in problem.classes)
@@ -133,8 +150,28 @@ def sweep_point(scenario_data: dict, vary: str, value: float, requests: int, see
     row.update(ilp_bcr_requests_per_usd=m.bcr_requests_per_usd, sim_bcr_requests_per_usd=sim["bcr_requests_per_usd"],
                ilp_goodput_rps=m.goodput_rps, sim_goodput_rps=sim["goodput_rps"], ilp_ttft_p90_s=m.ttft_p90_s,
                sim_ttft_p90_s=sim["ttft_p90_s"], sim_ttft_p99_s=sim["ttft_p99_s"], cost_usd_per_h=m.cost_usd_per_h,
-               ilp_rld_token_share=m.rld_token_share, sim_rld_token_share=sim["rld_token_share"])
+               ilp_rld_token_share=m.rld_token_share, sim_rld_token_share=sim["rld_token_share"],
+               pools=pools_text(plan), chips=sum(p.count * p.tp for p in plan.pools))
     return row
+
+
+def pools_text(plan) -> str:
+    """The plan's pools in one cell: ``P dc-a H100-SXM tp2 x3; MD dc-b H20 tp8 x1``."""
+    return "; ".join(f"{p.role} {p.datacenter} {p.chip} tp{p.tp} x{p.count}"
+                     for p in sorted(plan.pools, key=lambda p: (p.datacenter, p.role, p.chip, p.tp)) if p.count > 0)
+
+
+def mark_changes(rows: list[dict]) -> list[dict]:
+    """Set ``plan_changed`` (1/0) on each row with a plan: its pools differ from those of the
+    previous row with a plan (the first such row: 0)."""
+    previous = None
+    for r in rows:
+        if r.get("status") != "ok":
+            r["plan_changed"] = math.nan
+            continue
+        r["plan_changed"] = int(previous is not None and r.get("pools") != previous)
+        previous = r.get("pools")
+    return rows
 
 
 def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int = 20_000, seed: int = 0,
@@ -149,7 +186,14 @@ def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int 
         variant(scenario, vary, v, chip)
     data = scenario.model_dump(mode="json", exclude_none=True)
     if not use_ray:
-        return [sweep_point(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values]
+        return mark_changes([sweep_point(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values])
+    return mark_changes(on_ray(sweep_point, [(data, vary, v, requests, seed, chip, solver, time_limit_s)
+                                             for v in values], address))
+
+
+def on_ray(fn, args: list[tuple], address: str | None = None) -> list:
+    """``fn(*a)`` for each argument tuple as one Ray task (one CPU each), results in order; a local
+    Ray is started (and shut down after) unless one is running or ``address`` names a cluster."""
     try:
         import ray
     except ImportError:
@@ -162,9 +206,8 @@ def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int 
             raise InputError(f"--address: cannot reach a Ray cluster at {address!r}: {err}") from None
         started = True
     try:
-        task = ray.remote(num_cpus=1)(sweep_point)
-        refs = [task.remote(data, vary, v, requests, seed, chip, solver, time_limit_s) for v in values]
-        return ray.get(refs)
+        task = ray.remote(num_cpus=1)(fn)
+        return ray.get([task.remote(*a) for a in args])
     finally:
         if started:
             ray.shutdown()
@@ -204,36 +247,63 @@ def write_outputs(rows: list[dict], out_dir: str | Path, vary: str, title: str =
 
 
 def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:
+    import matplotlib.pyplot as plt
+
+    fig = sweep_figure(rows, vary, title)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def sweep_figure(rows: list[dict], vary: str, title: str = ""):
+    """The sweep's figure: BCR (and, for hit-mean, prefilled tokens per USD) and TTFT against
+    the varied value; variants without a plan marked x at zero, plan changes as dotted lines."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    xs = [r["value"] for r in rows]
-    per_token = vary == "hit-mean" and all(r.get("mean_new_tokens") for r in rows)
+    ok = [r for r in rows if r.get("status") == "ok"]
+    xs = [r["value"] for r in ok]
+    per_token = vary == "hit-mean" and bool(ok) and all(r.get("mean_new_tokens") for r in ok)
     fig, axes = plt.subplots(3 if per_token else 2, 1, figsize=(7, 10 if per_token else 7), sharex=True)
     ax1, ax2 = axes[0], axes[-1]
-    ax1.plot(xs, [r["ilp_bcr_requests_per_usd"] for r in rows], "o--", label="ILP")
-    ax1.plot(xs, [r["sim_bcr_requests_per_usd"] for r in rows], "s-", label="simulated")
+    ax1.plot(xs, [r["ilp_bcr_requests_per_usd"] for r in ok], "o--", label="ILP")
+    ax1.plot(xs, [r["sim_bcr_requests_per_usd"] for r in ok], "s-", label="simulated")
+    failed = [r["value"] for r in rows if r.get("status") != "ok"]
+    if failed:
+        for ax in axes:
+            ax.plot(failed, [0] * len(failed), "x", color="#c0392b", ms=9, mew=2, clip_on=False,
+                    label="no plan" if ax is ax1 else None)
+    for r in ok:
+        if r.get("plan_changed") == 1:
+            for ax in axes:
+                ax.axvline(r["value"], color="#999999", ls=":", lw=1)
+    if any(r.get("plan_changed") == 1 for r in ok):
+        ax1.plot([], [], ls=":", color="#999999", label="the plan's pools change")
     ax1.set_ylabel("BCR (SLA requests per USD)")
-    ax1.legend()
+    ax1.set_ylim(bottom=0)
+    ax1.legend(fontsize=8)
     ax1.grid(alpha=0.3)
     if per_token:  # prefill efficiency: flat but for the dips where a small tail chunk starts
         ax = axes[1]
-        ax.plot(xs, [r["sim_bcr_requests_per_usd"] * r["mean_new_tokens"] for r in rows], "s-", color="C2",
+        ax.plot(xs, [r["sim_bcr_requests_per_usd"] * r["mean_new_tokens"] for r in ok], "s-", color="C2",
                 label="simulated")
         ax.set_ylabel("prefilled tokens per USD\n(BCR × new tokens per request)")
         ax.legend()
         ax.grid(alpha=0.3)
-    ax2.plot(xs, [r["ilp_ttft_p90_s"] for r in rows], "o--", label="ILP P90")
-    ax2.plot(xs, [r["sim_ttft_p90_s"] for r in rows], "s-", label="simulated P90")
-    ax2.plot(xs, [r["sim_ttft_p99_s"] for r in rows], "^:", label="simulated P99")
+    ax2.plot(xs, [r["ilp_ttft_p90_s"] for r in ok], "o--", label="ILP P90")
+    ax2.plot(xs, [r["sim_ttft_p90_s"] for r in ok], "s-", label="simulated P90")
+    ax2.plot(xs, [r["sim_ttft_p99_s"] for r in ok], "^:", label="simulated P99")
     ax2.set_ylabel("TTFT (s)")
-    ax2.set_xlabel({"hit-mean": "mean prefix hit rate", "link-gbit": "WAN line (Gbit/s)",
-                    "price": "chip price (USD/h)", "load": "offered load (req/s)"}[vary])
-    ax2.legend()
+    ax2.set_ylim(bottom=0)
+    named = next((r["varied"] for r in rows if isinstance(r.get("varied"), str) and r["varied"]), None)
+    ax2.set_xlabel(named or LABELS.get(vary, vary))
+    if vary == "hit-mean":  # a hit rate lives in [0, 1]: never let the margins run past it
+        lo, hi = min(r["value"] for r in rows), max(r["value"] for r in rows)
+        pad = max(0.02, 0.05 * (hi - lo))
+        ax2.set_xlim(max(0.0, lo - pad), min(1.0, hi + pad))
+    ax2.legend(fontsize=8)
     ax2.grid(alpha=0.3)
     fig.suptitle(title or f"sweep over {vary}")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -8,7 +8,7 @@ from executor.routing import NoRouteError, Pipeline, PrefixIndex, RoutingPolicy
 from placer.plan import Plan
 from placer.specs import parse_scenario
 
-ALL = frozenset(Pipeline) - {Pipeline.P_D}
+ALL = frozenset(Pipeline) - {Pipeline.P_D, Pipeline.P_A}  # the PDD pipelines
 
 
 def test_filter_then_hit_rate_decide_the_pipeline():

@@ -247,3 +247,94 @@ def test_a_misspelt_command_gets_a_suggestion():
     result = CliRunner().invoke(app, ["optimise"])
     assert result.exit_code == 2
     assert "Did you mean 'optimize'?" in result.output
+
+
+def _markup_scenario(tmp_path: Path) -> Path:
+    """The micro scenario with a scenario, a datacenter and classes named as Rich markup."""
+    data = micro_dict(name="[/]")
+    data["datacenters"][0]["name"] = "[/]"
+    data["links"][0]["src"] = "[/]"
+    data["workload"]["classes"][0]["name"] = "[bold]x[/]"
+    data["workload"]["classes"][1]["name"] = "[/]"
+    return write(tmp_path, data)
+
+
+def test_names_that_look_like_markup_print_as_themselves(tmp_path):
+    scenario, plan = _markup_scenario(tmp_path), tmp_path / "plan.json"
+    commands = [("optimize", scenario, "--out", plan, "--no-marginals"), ("evaluate", scenario, plan),
+                ("compare", scenario, "--no-break-even"), ("simulate", scenario, plan, "--requests", "300")]
+    for argv in commands:
+        r = run(*argv, timeout=300)
+        assert r.returncode == 0, (argv[0], r.stderr[-800:])
+        assert "MarkupError" not in r.stderr and "[/]" in r.stdout, argv[0]
+    assert "[bold]x[/]" in run("optimize", scenario, "--no-marginals").stdout  # not rendered as bold "x"
+
+
+def test_boolean_options_show_as_flags_not_values():
+    for argv in (["optimize"], ["compare"], ["simulate"], ["workload", "fit"], ["report"]):
+        r = run(*argv, "--help")
+        assert r.returncode == 0, r.stderr
+        assert "<bool>" not in r.stdout, argv
+        assert "--json" in r.stdout or "--help" in r.stdout
+    assert "--no-marginals" in run("optimize", "--help").stdout
+
+
+def _narrow(*args, timeout=300):
+    env = {**os.environ, "COLUMNS": "80"}
+    return subprocess.run([*PLACER, *map(str, args)], capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def test_tables_fold_on_an_80_column_terminal_instead_of_cutting(tmp_path):
+    scenario = EXAMPLES / "pdd-two-dc.yaml"
+    for argv in (("compare", scenario, "--no-break-even"), ("optimize", scenario, "--no-marginals")):
+        r = _narrow(*argv)
+        assert r.returncode == 0, r.stderr
+        assert "…" not in r.stdout, argv[0]
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    assert "served / offered req/s: 5.90 / 10" in _narrow("compare", scenario, "--no-break-even").stdout
+
+
+def test_compare_is_honest_about_load_wan_and_twins():
+    """On the flagship same-DC PD carries 5.9 of 10 req/s: it is shown so, and again scaled to
+    the whole load with the chips it took; cross-DC PD's WAN is one direction against its
+    capacity and it says why it misses the SLA; hetero-same-DC PD says it is same-DC PD."""
+    r = run("compare", EXAMPLES / "pdd-two-dc.yaml", "--no-break-even", "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    same = out["baselines"]["same-dc-pd"]
+    assert same["metrics"]["served_rps"] < same["metrics"]["offered_rps"]
+    scaled = out["scaled"]["same-dc-pd"]
+    assert scaled["metrics"]["served_rps"] == pytest.approx(scaled["metrics"]["offered_rps"], rel=1e-3)
+    chips = sum(p["count"] * p["tp"] for p in scaled["pools"])
+    assert chips > 96 and f"took {chips} Ascend-910B in dc-a (inventory 96)" in scaled["baseline"]["scaled"]
+    cross = out["baselines"]["cross-dc-pd"]
+    assert all(link["gbit_per_s_used"] <= link["gbit_per_s_capacity"] for link in cross["links"])
+    assert cross["baseline"]["verdict"].startswith("cannot meet the SLA: ")
+    assert "cannot carry" in cross["baseline"]["cannot_carry"]
+    hetero = out["baselines"]["hetero-same-dc-pd"]
+    assert hetero["baseline"]["same_as"] == "same as same-dc-pd: no second chip type in dc-a"
+    assert "hetero-same-dc-pd" not in out["scaled"]  # its twin would repeat same-dc-pd's
+    text = run("compare", EXAMPLES / "pdd-two-dc.yaml", "--no-break-even", timeout=300).stdout
+    assert "nan" not in text and "at equal load" in text and "PDD serves 10.00 / 10 req/s" in text
+    cross_wan = max(link["gbit_per_s_used"] for link in cross["links"])
+    assert f"{cross_wan:.2f} of 25 Gbit/s" in text
+
+
+def test_optimize_says_why_the_plan_looks_so():
+    r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", timeout=300)
+    assert r.returncode == 0, r.stderr
+    text = r.stdout
+    assert "why this plan" in text and "utilisation" in text and "KV GiB used / capacity" in text
+    assert "P-RLD-MD carries" in text and "would miss the 2 s TTFT budget on P-MD" in text
+    assert "largest marginal first" in text
+    assert "routes (grouped by pipeline and datacenter pair)" in text
+    plan = json.loads(run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--no-marginals").stdout)
+    relayed = sum(r["rps"] for r in plan["routes"] if r["pipeline"] == "P-RLD-MD")
+    assert f"{relayed:.2f}" in text and f"{relayed:.4f}" not in text  # one grouped row, 2 decimals
+
+
+def test_a_min_cost_plan_says_why_its_marginals_are_missing(tmp_path):
+    r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--objective", "min-cost", timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "inventory[dc-a,Ascend-910B]" in r.stdout  # the flagship's min-cost plan has binding rows
+    assert "re-solved for --objective bcr only" in " ".join(r.stdout.split())

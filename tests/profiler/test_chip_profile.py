@@ -137,3 +137,18 @@ def test_the_gpu_side_runner_and_the_link_probe_need_no_pydantic():
             "print(sorted(m for m in ('pydantic', 'typer', 'rich', 'yaml') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_the_table_folds_on_an_80_column_terminal_and_cuts_nothing(cpu_profile):
+    """`placer profile chip` at 80 columns: every figure readable, no cell cut to an ellipsis."""
+    from rich.console import Console
+
+    from profiler.cli import chip_view
+
+    console = Console(width=80, record=True, color_system=None)
+    console.print(chip_view(cpu_profile))
+    text = console.export_text()
+    assert "…" not in text and max(len(line) for line in text.splitlines()) <= 80
+    for m in cpu_profile.measurements:
+        assert m.name in text
+    assert "efficiency (measured" in text

@@ -2,8 +2,11 @@
 
 =============================  ==========================================================
 ``/``                          stored plans, filtered by scenario and objective, paged
-``/ui/plans/{id}``             one plan: diagram (inline SVG), metrics, pools, lines,
-                               binding constraints with marginal values, routes
+``/ui/plans/{id}``             one plan: diagram (inline SVG), metrics, pools (with
+                               utilisation and KV memory), lines, why this plan
+                               (:func:`placer.report.why.explain` against the stored
+                               scenario), binding constraints by marginal value, routes
+                               grouped by pipeline and datacenter pair
 ``/ui/plans/{a}/diff/{b}``     pool count changes, route changes, metric deltas
 ``/ui/jobs``                   replanning jobs with their recent runs and decisions
 ``/ui/diff?a=&b=``             the compare form's target: redirects to the diff page
@@ -30,6 +33,10 @@ from placer.errors import PlacerError
 from placer.optimize import OBJECTIVES
 from placer.plan import Plan, parse_plan
 from placer.report import inline_svg, plan_diagram, tables
+from placer.optimize import as_problem, evaluate_plan
+from placer.report.diagram import datacenter_order
+from placer.report.why import explain
+from placer.specs import parse_scenario
 from placer.service.api.deps import SessionDep
 from placer.service.api.schemas import MAX_ID
 from placer.service.dashboard import auth
@@ -62,20 +69,21 @@ templates.env.filters["num"] = lambda v, d=2: "" if v is None else f"{v:.{d}f}"
 
 
 @lru_cache(maxsize=128)
-def _diagram(plan_json: str, salt: str) -> str:
+def _diagram(plan_json: str, salt: str, order: tuple[str, ...] = ()) -> str:
     plan = parse_plan(json.loads(plan_json))
-    fig = plan_diagram(plan)
+    fig = plan_diagram(plan, list(order), fixed_order=bool(order))
     try:
         return inline_svg(fig, salt, css_class="diagram")
     finally:
         fig.clear()
 
 
-def diagram_svg(plan: Plan, salt: str) -> str:
+def diagram_svg(plan: Plan, salt: str, order: tuple[str, ...] = ()) -> str:
     """The report's plan diagram as inline SVG (cached by the plan's content); a note
-    instead when it cannot be drawn here (matplotlib missing)."""
+    instead when it cannot be drawn here (matplotlib missing). ``order``: datacenters in
+    this fixed order (a diff draws both plans with one order)."""
     try:
-        return _diagram(plan.model_dump_json(exclude_none=True), salt)
+        return _diagram(plan.model_dump_json(exclude_none=True), salt, order)
     except PlacerError as err:
         return f'<p class="error">The diagram cannot be drawn here: {escape(str(err))}</p>'
 
@@ -182,12 +190,27 @@ def plan_view(plan_id: int, request: Request, session: SessionDep, _: Viewer):
     sims, _ = repo.list_simulations(session, plan_id, limit=1)
     sim = sims[0].result if sims else None
     others, _ = repo.list_plans(session, scenario=row.scenario_name, limit=12)
+    why, why_missing = plan_why(row, plan)
     return _page(request, "plan.html", {
         "title": f"Plan {plan_id}", "row": row, "plan": plan, "diagram": diagram_svg(plan, f"plan{plan_id}"),
         "metrics": tables.metric_rows(plan, sim), "simulated": sim is not None, "solver": tables.solver_line(plan),
-        "pools": tables.pool_rows(plan), "routes": tables.route_rows(plan), "links": tables.link_rows(plan),
-        "binding": tables.binding_rows(plan), "others": [o for o in others if o.id != plan_id],
+        "pools": tables.pool_rows(plan, why.pools if why else None), "routes": tables.route_rows(plan),
+        "links": tables.link_rows(plan), "binding": tables.binding_rows(plan), "why": why,
+        "why_missing": why_missing, "others": [o for o in others if o.id != plan_id],
     })
+
+
+def plan_why(row, plan: Plan):
+    """(:func:`placer.report.why.explain` of the plan against the scenario stored with it,
+    None) — or (None, the reason it cannot be said) when the row holds no usable scenario."""
+    scenario = (row.inputs or {}).get("scenario")
+    if not isinstance(scenario, dict):
+        return None, "the plan was stored without its scenario, so why it looks so cannot be worked out here"
+    try:
+        problem = as_problem(parse_scenario(scenario))
+        return explain(problem, plan if plan.assignments else evaluate_plan(problem, plan)), None
+    except PlacerError as err:
+        return None, f"why this plan: its stored scenario does not fit it: {err}"
 
 
 @router.get("/ui/plans/{plan_id}/plan.json")
@@ -214,9 +237,10 @@ def diff_view(a: int, b: int, request: Request, session: SessionDep, _: Viewer):
     except PlacerError as err:
         return _error(request, 422, str(err))
     diff = plan_diff(plan_a, plan_b)
+    order = tuple(dict.fromkeys([*datacenter_order(plan_a), *datacenter_order(plan_b)]))
     return _page(request, "diff.html", {
         "title": f"Plan {a} → plan {b}", "a": row_a, "b": row_b, "diff": diff, "metric_labels": METRIC_LABELS,
-        "diagram_a": diagram_svg(plan_a, f"diff{a}from"), "diagram_b": diagram_svg(plan_b, f"diff{b}to"),
+        "diagram_a": diagram_svg(plan_a, f"diff{a}from", order), "diagram_b": diagram_svg(plan_b, f"diff{b}to", order),
     })
 
 

@@ -37,7 +37,8 @@ def test_a_plan_alone_gives_the_diagram_and_tables_and_says_what_is_missing(tmp_
 
 def test_with_scenario_and_sweep_every_figure_is_drawn_and_inlined(full_report):
     stems = sorted({p.stem for p in full_report.files if p.suffix == ".png"})
-    assert stems == ["baselines", "bathtub", "plan-diagram", "timeline", "ttft-cdf"]
+    assert stems == ["baselines", "bathtub", "cost-goodput", "plan-diagram", "pool-utilisation", "timeline", "tpot-cdf",
+                     "ttft-cdf"]
     for path in full_report.files[1:]:
         assert path.stat().st_size > (12_000 if path.suffix == ".png" else 5_000), path
     svgs = {p.stem: p.read_text() for p in full_report.files if p.suffix == ".svg"}
@@ -47,7 +48,7 @@ def test_with_scenario_and_sweep_every_figure_is_drawn_and_inlined(full_report):
     assert "mean prefix hit rate (%)" in svgs["bathtub"]
     html = full_report.html_path.read_text()
     assert_self_contained(html)
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 7
     assert "simulated" in html and "hetero-same-dc-pd" in html
     assert not any("--scenario" in n or "--sweep" in n for n in full_report.notes)
     dest = artifact("report", "micro", "report.html").parent
@@ -70,3 +71,31 @@ def test_an_unwritable_out_dir_is_an_input_error(tmp_path, micro_plan):
     blocker.write_text("x")
     with pytest.raises(InputError, match="--out: cannot create"):
         build_report(micro_plan, blocker / "sub")
+
+
+def _baseline_cells(html: str, name: str) -> list[str]:
+    table = html[html.index('id="baselines-table"'):]
+    row = re.search(rf"<tr><td>{re.escape(name)}</td>(.*?)</tr>", table).group(1)
+    return re.findall(r"<td[^>]*>(.*?)</td>", row)
+
+
+def test_every_p90_says_where_it_comes_from_and_the_cdf_agrees_with_the_table(full_report, micro_plan):
+    html = full_report.html_path.read_text()
+    served, _, _, _, planned_p90, simulated_p90, *_ = _baseline_cells(html, "pdd")
+    assert "TTFT P90 s, planned" in html and "TTFT P90 s, simulated" in html
+    assert float(planned_p90) == pytest.approx(micro_plan.metrics.ttft_p90_s, abs=1e-3)
+    legend = (full_report.html_path.parent / "ttft-cdf.svg").read_text()
+    assert "simulated P50" in legend and f"P90 {float(simulated_p90):.2f} s" in legend
+    assert served == f"{micro_plan.metrics.served_rps:.2f} / {micro_plan.metrics.offered_rps:g}"
+    assert re.search(r'id="headline"><strong>BCR [+-]\d+\.\d % against .* at (un)?equal load.*req/s', html)
+
+
+def test_the_report_says_why_the_plan_looks_so(full_report, micro_plan):
+    html = full_report.html_path.read_text()
+    why = html[html.index('id="why"'):html.index('id="binding"')]
+    assert "P-MD" in why and ("RLD unused" in why or "P-RLD-MD carries" in why)
+    assert "KV GiB used / capacity" in html and "largest marginal first" in html
+    svgs = {p.stem: p.read_text() for p in full_report.files if p.suffix == ".svg"}
+    assert "time per output token (ms)" in svgs["tpot-cdf"] and "SLA: TPOT" in svgs["tpot-cdf"]
+    assert "Pool utilisation" in svgs["pool-utilisation"] and "KV memory" in svgs["pool-utilisation"]
+    assert "hardware cost (USD/h)" in svgs["cost-goodput"] and "offered" in svgs["cost-goodput"]

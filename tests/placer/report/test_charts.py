@@ -14,9 +14,10 @@ from placer.report.simdata import SimRun
 from tests.placer.report.conftest import bathtub_rows
 
 
-def _plan(bcr: float, cost: float, notes=()) -> Plan:
+def _plan(bcr: float, cost: float, notes=(), served_rps: float = 4.0) -> Plan:
     return Plan(scenario="s", pools=[PoolOut(role="P", datacenter="a", chip="H100-SXM", tp=1, count=1)],
-                metrics=Metrics(bcr_requests_per_usd=bcr, cost_usd_per_h=cost, goodput_rps=bcr * cost / 3600),
+                metrics=Metrics(bcr_requests_per_usd=bcr, cost_usd_per_h=cost, goodput_rps=bcr * cost / 3600,
+                                served_rps=served_rps, offered_rps=4.0),
                 notes=list(notes))
 
 
@@ -26,8 +27,8 @@ def _labelled(ax) -> None:
 
 def test_baseline_bars_show_pdd_beside_each_baseline():
     comparison = {"pdd": _plan(1300, 16), "baselines": {
-        "same-dc-pd": _plan(1000, 12, ["baseline same-dc-pd",
-                                       "cannot carry the whole offered load; shown at the load it can"]),
+        "same-dc-pd": _plan(1200, 12, ["baseline same-dc-pd",
+                                       "cannot carry the whole offered load; shown at the load it can"], 2.5),
         "cross-dc-pd": {"error": "infeasible: the line is too thin"},
         "hetero-same-dc-pd": _plan(1100, 12)}}
     fig = charts.baseline_bars(comparison)
@@ -38,8 +39,10 @@ def test_baseline_bars_show_pdd_beside_each_baseline():
         assert "no plan" in [t.get_text() for t in ax.texts]
     ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert ticks[0] == "PDD" and ticks[1].endswith("*") and not ticks[3].endswith("*")
-    assert [round(b.get_height()) for b in fig.axes[0].patches] == [1300, 1000, 0, 1100]
-    assert "+18.2 % against the best baseline" in fig._suptitle.get_text()
+    assert [round(b.get_height()) for b in fig.axes[0].patches] == [1300, 1200, 0, 1100]
+    # the percentage is against the best baseline that carries the whole load, and says so
+    title = fig._suptitle.get_text()
+    assert "BCR +18.2 % against hetero-same-dc-pd at equal load" in title and "4.00 / 4 req/s" in title
     assert len(png_bytes(fig)) > 20_000
 
 
@@ -117,3 +120,13 @@ def test_a_bad_sweep_file_is_an_input_error_naming_the_option(tmp_path, content,
         path.write_text(content)
     with pytest.raises(InputError, match=f"--sweep: .*{message}"):
         charts.read_sweep(path)
+
+
+def test_a_baseline_meeting_the_sla_for_nobody_reads_n_a_never_nan():
+    from placer.report.tables import baseline_rows
+
+    zero = _plan(0.0, 12).model_copy(update={"baseline": {"verdict": "cannot meet the SLA: the line is too thin"}})
+    rows = baseline_rows({"pdd": _plan(1300, 16), "baselines": {"cross-dc-pd": zero}})
+    cross = rows[1]
+    assert cross["bcr_x"] == "n/a" and "nan" not in str(cross)
+    assert cross["note"] == "cannot meet the SLA: the line is too thin"

@@ -20,11 +20,13 @@ def test_the_report_renders_offline_with_every_figure(full_report):
         page.wait_for_load_state("load")
         assert all(url.startswith(("file:", "data:")) for url in requested), requested
         images = page.locator("img.figure")
-        assert images.count() == 4
+        assert images.count() == 7
         widths = images.evaluate_all("els => els.map(e => e.complete ? e.naturalWidth : 0)")
         assert all(w > 500 for w in widths), widths
         diagram = page.locator("#plan-diagram + figure svg")
         assert diagram.is_visible() and diagram.bounding_box()["width"] > 600
         assert "H100-SXM" in " ".join(diagram.locator("text").all_text_contents())
+        assert page.locator("#why-list li").count() >= 2 and page.locator("#headline").is_visible()
+        assert "req/s" in page.inner_text("#headline")
         page.screenshot(path=artifact("report", "report.png"), full_page=True)
         context.close()

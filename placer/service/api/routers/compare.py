@@ -24,9 +24,11 @@ def _dump(value: Any) -> Any:
 
 
 @router.post("/compare", response_model=dict[str, Any],
-             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error"}>, ...}}'}})
+             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error"}>, ...}, '
+                                             '"scaled": {"same-dc-pd": <plan at equal load>, ...}}'}})
 async def compare(body: CompareRequest, service: ServiceDep):
-    """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd)."""
+    """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd, agg); a
+    baseline that carries less than the offered load again at equal load with scaled inventories."""
     service.check_capacity()
 
     def work() -> dict:
@@ -35,6 +37,7 @@ async def compare(body: CompareRequest, service: ServiceDep):
             _, scenario = solve.prepare(session, spec)
             measured = solve.measured_for(session, scenario) if body.use_profiles else {}
         result = run(as_problem(scenario, measured or None), SolveConfig(body.objective, body.solver, body.time_limit_s))
-        return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()}}
+        return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()},
+                "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()}}
 
     return await asyncio.wrap_future(service.submit(work))

@@ -126,6 +126,12 @@ def test_compare_returns_pdd_beside_the_three_baselines(client):
         roles = {"A"} if name == "agg" else {"P", "D"}
         assert "error" in plan or (f"baseline {name}" in plan["notes"]
                                    and {p["role"] for p in plan["pools"]} <= roles), name
+    # a baseline that carries less than the offered load comes again at equal load (the CLI's "scaled" rows)
+    offered = micro()["workload"]["arrival_rps"]
+    for name, plan in body["baselines"].items():
+        if "error" not in plan and plan["metrics"]["served_rps"] < offered - 1e-6 and name in body["scaled"]:
+            assert abs(body["scaled"][name]["metrics"]["served_rps"] - offered) < 1e-6, name
+    assert "same-dc-pd" in body["scaled"] and set(body["scaled"]) <= set(body["baselines"])  # micro: D runs short
     assert client.post("/compare", json={"scenario_id": 777}).status_code == 404
 
 

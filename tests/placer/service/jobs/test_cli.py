@@ -115,6 +115,10 @@ def test_names_with_rich_markup_do_not_break_jobs_list(tmp_path):
     listed = runner.invoke(app, ["jobs", "list", "--database-url", url], env={"COLUMNS": "200"})
     assert listed.exit_code == 0, listed.output
     assert "[/]" in listed.output and "[red]job" in listed.output and "[bold]x[/]" in listed.output
+    narrow = runner.invoke(app, ["jobs", "list", "--database-url", url], env={"COLUMNS": "80"})
+    assert narrow.exit_code == 0 and "…" not in narrow.output  # folds, one block per job; nothing cut
+    assert "[red]job" in narrow.output and "schedule: run-now only" in narrow.output
+    assert max(len(line) for line in narrow.output.splitlines()) <= 80
 
 
 def test_plans_import_stores_a_cli_plan_for_the_service(tmp_path):
