@@ -23,6 +23,11 @@ How a row's setting becomes a query (one rule per field, the same for every row)
   The prefill chunk is otherwise 16,384 tokens per GPU with data-parallel attention
   (SGLang's large-EP setting) and 8,192 tokens per instance without (TensorRT-LLM's
   default ``max_num_tokens``).
+* ``trtllm-bench`` rows (engine ``trtllm-bench``) whose batch is engine-chosen ran without
+  ``--max_batch_size``/``--max_num_tokens``, so trtllm-bench chose both with its own heuristic
+  (NVIDIA/TensorRT-LLM ``tensorrt_llm/bench/build/tuning.py``, :func:`trtllm_bench_limits`):
+  the batch is the smaller of that ``max_batch_size`` (per rank with data-parallel attention)
+  and what memory holds, the prefill chunk is that ``max_num_tokens``.
 * metrics per GPU: the instance's figure / chips. ``throughput_output_tokens_per_s_per_chip``
   (offline runs: every request is prefilled and then decoded inside the timed run):
   output tokens/s = O / (I / P + O × step(B, I + O/2) / (B × accept)), P = packed prefill
@@ -41,6 +46,7 @@ import statistics
 import sys
 from pathlib import Path
 
+from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS, get_chip, get_model
 from placer.errors import PlacerError
 from placer.estimate import estimate
 
@@ -53,6 +59,12 @@ DTYPE_ALIASES = {"fp16": "bf16", "": "bf16"}
 UNSTATED_KV = {"value": "bf16"}
 EP_CHUNK_TOKENS_PER_GPU = 16384
 DENSE_CHUNK_TOKENS = 8192
+
+
+#: trtllm-bench's defaults (tensorrt_llm/bench: kv_cache_free_gpu_mem_fraction 0.90; the
+#: scheduler's batch cap 4096, token cap 32768; at least 2048 tokens per forward).
+TRTLLM_KV_FRACTION = 0.90
+GIB = 1024 ** 3
 
 
 class NotEvaluable(Exception):
@@ -72,6 +84,38 @@ def _kv_dtype(row: dict) -> str:
         weights = DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"])
         return weights if UNSTATED_KV["value"] == "weights" else UNSTATED_KV["value"]
     return DTYPE_ALIASES.get(kv, kv)
+
+
+def _round_up(x: float, step: int) -> int:
+    return step * math.ceil(x / step)
+
+
+def trtllm_bench_limits(model: str, chip: str, chips: int, kv_dtype: str, weight_dtype: str,
+                        input_tokens: int, output_tokens: int) -> tuple[int, int]:
+    """(max_batch_size, max_num_tokens) trtllm-bench's ``throughput`` picks when neither is given
+    (NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py ``calc_engine_setting`` and
+    ``finetune_setting``; benchmark/utils/general.py ``get_settings``).
+
+    KV bytes/token as it counts them: 2 × layers × max(tp, kv_heads) × head_size × kv bytes, with
+    the Hugging Face config's kv heads and head size (MLA configs: kv heads = heads, head size =
+    hidden / heads); free memory = chips × device GiB − params × weight bytes; requests =
+    0.90 × free / (bytes/token × (I + O)); batch = requests rounded up (to 32 below 256, min 64;
+    to 128 below 1024; else to 256; at most 4096); tokens = requests × (1 + I/O) rounded up (to 256
+    below 4096, min 2048; 512 below 8192; else 1024; at most 32768), and at least I + batch because
+    chunked prefill is off by default. NVML reports the datasheet size in GiB (80 GB H100: 79.6 GiB).
+    """
+    m, c = get_model(model), get_chip(chip)
+    kv_heads, head = (m.q_heads, m.hidden // m.q_heads) if m.attn == "mla" else (m.kv_heads, m.head_dim)
+    per_token = 2 * m.layers * max(chips, kv_heads) * head * KV_PRECISIONS[kv_dtype].bytes_per_value
+    free = chips * c.mem_gb - m.params_total_b * 1e9 * WEIGHT_PRECISIONS[weight_dtype].bytes_per_value / GIB
+    requests = TRTLLM_KV_FRACTION * free * GIB / (per_token * (input_tokens + output_tokens))
+    raw_bs = min(requests, 4096)
+    raw_tokens = min(raw_bs * (1 + input_tokens / output_tokens), 32768)
+    batch = (max(64, _round_up(raw_bs, 32)) if raw_bs < 256 else
+             _round_up(raw_bs, 128) if raw_bs < 1024 else _round_up(raw_bs, 256))
+    tokens = (max(2048, _round_up(raw_tokens, 256)) if raw_tokens < 4096 else
+              _round_up(raw_tokens, 512) if raw_tokens < 8192 else _round_up(raw_tokens, 1024))
+    return batch, max(tokens, input_tokens + batch)
 
 
 def query(row: dict) -> dict:
@@ -101,20 +145,27 @@ def query(row: dict) -> dict:
         output = _int(out, "output_tokens") if out else 1
     if metric in ("decode_tokens_per_s_per_chip", "tpot_s") and batch is None:
         raise NotEvaluable("decode batch not stated")
-    return dict(
+    q = dict(
         model=SAME_ARCHITECTURE.get(row["model"], row["model"]), chip=row["chip"], tp=chips,
         weight_dtype=DTYPE_ALIASES.get(row["weight_dtype"], row["weight_dtype"]),
         kv_dtype=_kv_dtype(row),
         input_tokens=inp, output_tokens=output, hit_rate=float(row["hit_rate"] or 0.0),
         batch=batch, chunk_tokens=chunk, mtp_accept=float(row["mtp_accept"] or 1.0),
     )
+    if batch_text.startswith("engine-chosen") and "trtllm-bench throughput" in row["engine"]:
+        cap, tokens = trtllm_bench_limits(q["model"], q["chip"], chips, q["kv_dtype"], q["weight_dtype"], inp, output)
+        ranks = chips if dp_attention else 1  # with data-parallel attention each rank schedules its own
+        q["batch_cap"], q["chunk_tokens"] = cap * ranks, tokens * ranks
+    return q
 
 
 def predict(row: dict) -> tuple[float, dict]:
     """(predicted value in the row's unit, the query) for one row."""
     q = query(row)
     try:
-        e = estimate(**q)
+        e = estimate(**{k: v for k, v in q.items() if k != "batch_cap"})
+        if q.get("batch_cap") and e.decode_batch > q["batch_cap"]:
+            e = estimate(**{**{k: v for k, v in q.items() if k != "batch_cap"}, "batch": q["batch_cap"]})
     except PlacerError as exc:
         raise NotEvaluable(str(exc)) from None
     chips, metric = q["tp"], row["metric"]

@@ -48,7 +48,10 @@ Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
   (its experts' load, :data:`EXPERT_LOAD_BALANCE`). Overlapped with compute (two
   micro-batches): time = max(compute, memory, comm).
 Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (decode 1 ms:
-scheduling, sampling and the host launch of one step; prefill 2 ms per chunk).
+scheduling, sampling and the host launch of one step; prefill 2 ms per chunk). A decode or
+aggregated step takes a roofline per kind of kernel and sums them (the GEMMs: max(linear FLOPs,
+weight read); the attention: max(attention FLOPs, KV read)) — they run one after the other, so
+a compute-bound GEMM cannot hide the attention's KV read (LLM-Viewer's per-operator roofline).
 * Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after h·I cached, in
   ⌈n/chunk⌉ forwards, each its own roofline (work above; memory = one weight read + the
   prompt's KV). A small tail chunk pays a whole weight read (memory bound) — the throughput
@@ -411,15 +414,35 @@ class InstanceModel:
         touched = 1.0 - (1.0 - m.active_fraction) ** max(tokens, 1.0)
         return (self.weight_bytes - m.embedding_params * self.bytes_per_param) * touched
 
+    def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
+        """The two kinds of kernel of a decode forward, each (compute s, memory s), plus the
+        communication seconds: ``linear`` (the GEMMs: their FLOPs, the weight read) and
+        ``attention`` (its FLOPs, the KV read) for ``sequences`` sequences at ``context_tokens``
+        context computing ``queries`` new positions each."""
+        tokens = sequences * queries
+        attn = sequences * self._attn_work(context_tokens, context_tokens + queries, prefill=False)
+        kv = sequences * self.kv_read_bytes(context_tokens + queries)
+        return {"linear": (self._linear_work(tokens, tokens) / self.flops_per_s,
+                           self._weights_read_bytes(tokens) / self.mem_bw_bytes_per_s),
+                "attention": (attn / self.flops_per_s, kv / self.mem_bw_bytes_per_s),
+                "communication": self.comm_s(tokens)}
+
     def decode_terms(self, sequences: float, queries: float, context_tokens: float) -> dict[str, float]:
         """Compute / memory / communication seconds of a forward where each of ``sequences``
-        sequences at ``context_tokens`` context computes ``queries`` new positions."""
-        tokens = sequences * queries
-        work = self._linear_work(tokens, tokens) + sequences * self._attn_work(
-            context_tokens, context_tokens + queries, prefill=False)
-        mem = self._weights_read_bytes(tokens) + sequences * self.kv_read_bytes(context_tokens + queries)
-        return {"compute": work / self.flops_per_s, "memory": mem / self.mem_bw_bytes_per_s,
-                "communication": self.comm_s(tokens)}
+        sequences at ``context_tokens`` context computes ``queries`` new positions (the sums over
+        its kernels, :meth:`decode_kernels`)."""
+        return _totals(self.decode_kernels(sequences, queries, context_tokens))
+
+    def _kernel_time(self, kernels: dict) -> float:
+        """Seconds of a forward from its kernels: a roofline per kind of kernel, summed — the GEMMs
+        and the attention run one after the other in every layer, so the GEMMs' compute cannot hide
+        the attention's KV read (the per-operator roofline of LLM-Viewer, Yuan et al. 2024, "LLM
+        Inference Unveiled: Survey and Roofline Model Insights", arXiv 2402.16363: each operator
+        takes max(FLOPs / peak, bytes / bandwidth), the layer the sum). Communication as
+        :meth:`_combine`: overlapped with MoE's two micro-batches, after the compute for TP."""
+        work = sum(max(kernels[k]) for k in ("linear", "attention"))
+        x = kernels["communication"]
+        return max(work, x) if self.is_moe else work + x
 
     def step_s(self, batch: float, context_tokens: float) -> float:
         """Seconds for one decode step of ``batch`` sequences of ``context_tokens`` each
@@ -427,13 +450,19 @@ class InstanceModel:
         batch = max(batch, 1.0)
         if self.pp > 1:  # pp micro-batches of B/pp in flight; a token crosses every stage
             micro = batch / self.pp
-            terms = self.decode_terms(micro, 1 + self.draft_tokens, context_tokens)
-            stage = self._combine({**terms, "communication": terms["communication"] / self.pp})
+            kernels = self.decode_kernels(micro, 1 + self.draft_tokens, context_tokens)
+            stage = self._kernel_time({**kernels, "communication": kernels["communication"] / self.pp})
             return stage + self.pipeline_fill_s(stage, micro * (1 + self.draft_tokens)) + DECODE_STEP_OVERHEAD_S
-        return self._combine(self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)) + DECODE_STEP_OVERHEAD_S
+        return self._kernel_time(self.decode_kernels(batch, 1 + self.draft_tokens, context_tokens)) \
+            + DECODE_STEP_OVERHEAD_S
 
     def mixed_terms(self, batch: float, context_tokens: float, chunk_tokens: float,
                     chunk_start_tokens: float) -> dict[str, float]:
+        """Compute / memory / communication seconds of one aggregated step (:meth:`mixed_kernels`, summed)."""
+        return _totals(self.mixed_kernels(batch, context_tokens, chunk_tokens, chunk_start_tokens))
+
+    def mixed_kernels(self, batch: float, context_tokens: float, chunk_tokens: float,
+                      chunk_start_tokens: float) -> dict:
         """Compute / memory / communication seconds of one aggregated step: ``batch`` decode
         sequences at ``context_tokens`` (each 1 + :attr:`draft_tokens` positions) plus a prefill
         chunk of ``chunk_tokens`` prompt tokens at positions [start, start + chunk) in the same
@@ -442,14 +471,15 @@ class InstanceModel:
         (prefill form) and the read of that prefix's KV; communication covers every row."""
         rows = batch * (1 + self.draft_tokens)
         if chunk_tokens <= 0:
-            return self.decode_terms(batch, 1 + self.draft_tokens, context_tokens)
+            return self.decode_kernels(batch, 1 + self.draft_tokens, context_tokens)
         total = rows + chunk_tokens
-        work = (self._linear_work(total, rows, total)
-                + batch * self._attn_work(context_tokens, context_tokens + 1 + self.draft_tokens, prefill=False)
+        attn = (batch * self._attn_work(context_tokens, context_tokens + 1 + self.draft_tokens, prefill=False)
                 + self._attn_work(chunk_start_tokens, chunk_start_tokens + chunk_tokens, prefill=True))
-        mem = (self._weights_read_bytes(total) + batch * self.kv_read_bytes(context_tokens + 1 + self.draft_tokens)
-               + (chunk_start_tokens + chunk_tokens) * self.kv_bytes_per_token)
-        return {"compute": work / self.flops_per_s, "memory": mem / self.mem_bw_bytes_per_s,
+        kv = (batch * self.kv_read_bytes(context_tokens + 1 + self.draft_tokens)
+              + (chunk_start_tokens + chunk_tokens) * self.kv_bytes_per_token)
+        return {"linear": (self._linear_work(total, rows, total) / self.flops_per_s,
+                           self._weights_read_bytes(total) / self.mem_bw_bytes_per_s),
+                "attention": (attn / self.flops_per_s, kv / self.mem_bw_bytes_per_s),
                 "communication": self.comm_s(total)}
 
     def mixed_step_s(self, batch: float, context_tokens: float, chunk_tokens: float = 0.0,
@@ -462,13 +492,12 @@ class InstanceModel:
         step turns compute bound and every decoding sequence's TPOT grows with the chunk."""
         if chunk_tokens <= 0:
             return self.step_s(batch, context_tokens)
-        terms = self.mixed_terms(max(batch, 1.0), context_tokens, chunk_tokens, chunk_start_tokens)
-        return self._combine(terms) + DECODE_STEP_OVERHEAD_S
+        kernels = self.mixed_kernels(max(batch, 1.0), context_tokens, chunk_tokens, chunk_start_tokens)
+        return self._kernel_time(kernels) + DECODE_STEP_OVERHEAD_S
 
     def extend_s(self, tokens: int, context_tokens: float) -> float:
         """Seconds for one extend-decode pass over ``tokens`` given tokens (MD after a handoff)."""
-        terms = self.decode_terms(1, max(tokens, 1), context_tokens)
-        return self._combine(terms) + DECODE_STEP_OVERHEAD_S
+        return self._kernel_time(self.decode_kernels(1, max(tokens, 1), context_tokens)) + DECODE_STEP_OVERHEAD_S
 
     def terms(self, phase: str, *args: float) -> dict[str, float]:
         """The compute / memory / communication seconds behind a time:
@@ -509,6 +538,13 @@ class InstanceModel:
         """Seconds to move ``n_bytes`` of KV to a peer in the same datacenter."""
         bw = self.rdma_bytes_per_s if peer is None else min(self.rdma_bytes_per_s, peer.rdma_bytes_per_s)
         return n_bytes / bw + RDMA_LATENCY_S
+
+
+def _totals(kernels: dict) -> dict[str, float]:
+    """Compute / memory / communication seconds summed over a forward's kinds of kernel."""
+    return {"compute": sum(kernels[k][0] for k in ("linear", "attention")),
+            "memory": sum(kernels[k][1] for k in ("linear", "attention")),
+            "communication": kernels["communication"]}
 
 
 def pipeline_stages(model: ModelConfig, chips: int, enabled: bool) -> int:

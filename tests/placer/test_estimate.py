@@ -109,3 +109,20 @@ def test_estimate_answers_from_a_measured_table_at_its_grid_points_and_between_t
     assert between == sorted(between) and 0.0081 < between[1] < between[2] < 0.0130
     prompt = estimate("llama-3.1-8b", "H100-SXM", 1, input_tokens=2048, output_tokens=1, batch=1, profiles=csv)
     assert prompt.prefill_s == pytest.approx(0.062, rel=1e-6)
+
+
+def test_bench_reads_an_engine_chosen_trtllm_bench_batch_from_trtllm_benchs_own_heuristic():
+    """NVIDIA/TensorRT-LLM tensorrt_llm/bench/build/tuning.py: requests = 0.90 × (chips × GiB −
+    params × weight bytes) / (2·layers·max(tp, kv_heads)·head·kv bytes × (I + O)); batch rounded up
+    (32s under 256, min 64; 128s under 1024), tokens = requests × (1 + I/O), at least 2048 and I + batch.
+    DeepSeek-R1 on 8 × H200 (140 GiB), 1000/1000, fp8 KV with the HF config's 128 kv heads of
+    7168/128 = 56: 0.9 × (1120 − 625) GiB / (874,496 B × 2000) ≈ 274 → batch 384, tokens 2048."""
+    from bench.bench_fidelity import trtllm_bench_limits
+
+    assert trtllm_bench_limits("deepseek-v3", "H200-SXM", 8, "fp8", "fp8", 1000, 1000) == (384, 2048)
+    # Llama-3.1-8B fp8 on one H100, bf16 KV, 128/2048: ≈ 243 requests → 256; fp8 KV: ≈ 487 → 512
+    assert trtllm_bench_limits("llama-3.1-8b", "H100-SXM", 1, "bf16", "fp8", 128, 2048)[0] == 256
+    assert trtllm_bench_limits("llama-3.1-8b", "H100-SXM", 1, "fp8", "fp8", 128, 2048)[0] == 512
+    # a 20,000-token prompt without chunked prefill: the forward budget covers the prompt and the batch
+    batch, tokens = trtllm_bench_limits("llama-3.1-8b", "H200-SXM", 1, "fp8", "fp8", 20000, 2000)
+    assert tokens == 20000 + batch

@@ -187,3 +187,19 @@ def test_max_batch_with_a_chunk_meets_tpot_with_the_chunk_in_every_step():
     by_memory = (mixed + 1) * 4096 > im.kv_capacity_tokens - (2048 + 512)  # room kept for the chunk's prompt
     assert by_memory or im.mixed_step_s(mixed + 1, 4096, 512, 2048) > 0.05
     assert im.max_batch(4096, 0.05, chunk_tokens=8192, chunk_start_tokens=2048) == 0  # the chunk alone is over
+
+
+def test_decode_step_is_a_roofline_per_kind_of_kernel_summed():
+    """LLM-Viewer's per-operator roofline (Yuan et al. 2024, arXiv 2402.16363): each operator takes
+    max(FLOPs / peak, bytes / bandwidth) and the layer the sum. At a large batch the GEMMs are
+    compute bound while the attention reads KV: the attention's read cannot hide under the GEMMs."""
+    from placer.perfmodel import DECODE_STEP_OVERHEAD_S
+
+    im = InstanceModel(get_chip("H200-SXM"), 1, get_model("llama-3.1-8b"), "fp8", "fp8")
+    k = im.decode_kernels(899, 1, 1152)
+    (lc, lm), (ac, am) = k["linear"], k["attention"]
+    assert lc > lm and am > ac  # GEMMs compute bound, attention memory bound
+    assert im.step_s(899, 1152) == pytest.approx(lc + am + DECODE_STEP_OVERHEAD_S)
+    terms = im.terms("decode", 899, 1152)  # the totals behind `bound` are the sums over the kernels
+    assert terms["compute"] == pytest.approx(lc + ac) and terms["memory"] == pytest.approx(lm + am)
+    assert im.step_s(899, 1152) > max(terms["compute"], terms["memory"]) + DECODE_STEP_OVERHEAD_S

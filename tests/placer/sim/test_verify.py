@@ -33,7 +33,9 @@ def test_bursty_traffic_misses_the_sla_until_verify_cuts_what_made_it_late(seed)
     assert outcome.holds and last["sim_ttft_p90_s"] <= problem.ttft_p90_s and not outcome.reason
     assert first["cuts"] == "none" and last["cuts"] != "none"  # the cut names pools / lines, not a global cap
     assert any(line.startswith("verify: late requests from") for line in lines)
-    assert last["sim_bcr_requests_per_usd"] < first["sim_bcr_requests_per_usd"]  # safety costs money
+    # cuts only take plans away, so the planned optimum cannot rise (the simulated SLA goodput may: the
+    # first plan's late requests did not count)
+    assert last["ilp_bcr_requests_per_usd"] <= first["ilp_bcr_requests_per_usd"] * (1 + 1e-6)
     assert sum(line.startswith("verify round") for line in lines) == len(outcome.rounds)
     note = outcome.plan.notes[-1]
     assert "meets the SLA" in note and f"{len(outcome.rounds)} round(s)" in note
