@@ -3,6 +3,12 @@
 in:  a Scenario (or resolved Problem), objective, solver backend, time limit
 out: a :class:`~placer.plan.Plan` whose metrics come from :mod:`placer.evaluate` at the
      plan's actual utilisations and which has passed :func:`placer.validate.validate`.
+
+A fleet scenario (``models:``, a :class:`~placer.problem.FleetProblem`) goes to
+:func:`optimize_fleet` / :func:`evaluate_fleet`: one MILP over every model
+(:mod:`placer.ilp.fleet`), each model's plan extracted as a single model's, joined into the
+fleet's plan (rows tagged with their model, ``models`` metrics) and checked by
+:func:`placer.validate.validate_fleet`.
 """
 
 from __future__ import annotations
@@ -221,9 +227,9 @@ def _warm_ratio(outcome: Outcome) -> float | None:
     return outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
 
 
-def _priced(rows: list[str], relax, resolve, plan: Plan, config: SolveConfig, what: str) -> list[Binding]:
+def _priced(rows: list[str], relax, resolve_relaxed, plan: Plan, config: SolveConfig, what: str) -> list[Binding]:
     """Each row with the change in BCR when ``relax(row)`` (a loosened problem and the unit's
-    words, or None) is re-solved by ``resolve(problem, config)``; within ``config``'s budget."""
+    words, or None) is re-solved by ``resolve_relaxed(problem, config)``; within ``config``'s budget."""
     base = plan.metrics.bcr_requests_per_usd
     out = []
     config = config.started()
@@ -234,7 +240,7 @@ def _priced(rows: list[str], relax, resolve, plan: Plan, config: SolveConfig, wh
             continue
         other, unit = relaxed
         try:
-            better = resolve(other, config.but(objective="bcr", marginals=False))
+            better = resolve_relaxed(other, config.but(objective="bcr", marginals=False))
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
