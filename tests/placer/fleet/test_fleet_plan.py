@@ -145,3 +145,25 @@ def test_a_fleet_of_one_model_plans_as_that_models_own_scenario(fleet_data):
     bcr = single.metrics.bcr_requests_per_usd
     assert fleet.metrics.bcr_requests_per_usd == pytest.approx(bcr, rel=5e-3)  # Dinkelbach's precision
     assert fleet.models["chat"].bcr_requests_per_usd == pytest.approx(bcr, rel=5e-3)
+
+
+def test_no_fleet_plan_names_the_model_that_has_none_alone(fleet_data):
+    fleet_data["models"][1]["sla"]["ttft_p90_s"] = 0.01  # code cannot prefill a prompt this fast anywhere
+    with pytest.raises(InfeasiblePlanError, match=r"^infeasible: model code: the TTFT SLA"):
+        optimize(parse_scenario(fleet_data), CONFIG)
+
+
+def test_no_fleet_plan_when_each_model_fits_alone_names_the_shared_hardware(fleet_data):
+    fleet_data["datacenters"] = fleet_data["datacenters"][:1]  # one datacenter, one kind of chip
+    fleet_data["links"] = []
+    roomy = parse_scenario(fleet_data)
+    cheapest = SolveConfig(objective="min-cost", time_limit_s=60, marginals=False)
+    least = [sum(p.count * p.tp for p in optimize(roomy.member(i), cheapest).pools) for i in range(2)]
+    chips = max(least) + (sum(least) - max(least)) // 2  # either model's least, not both models'
+    assert max(least) <= chips < sum(least), least
+    fleet_data["datacenters"][0]["inventory"]["H800-SXM"] = chips
+    scenario = parse_scenario(fleet_data)
+    for i in range(2):  # the construction: each model alone still has a plan
+        assert optimize(scenario.member(i), cheapest).metrics.served_rps > 0
+    with pytest.raises(InfeasiblePlanError, match="every model has a plan with the hardware to itself, but not all"):
+        optimize(scenario, CONFIG)
