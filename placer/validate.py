@@ -231,7 +231,8 @@ def _line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
     gbit: dict[tuple[str, str], float] = defaultdict(float)
     for r in plan.routes:
         if r.src != r.dst:
-            gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, classes[r.request_class], drc and r.pipeline != P_D) * 8 / 1e9
+            kv_bytes = wan_bytes(problem, classes[r.request_class], drc and r.pipeline != P_D)
+            gbit[(r.src, r.dst)] += r.rps * kv_bytes * 8 / 1e9
     return gbit
 
 
