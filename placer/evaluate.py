@@ -188,6 +188,11 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
 
 
+def _ttft_quantiles(flows: list[FlowLaw]) -> dict[str, float]:
+    """TTFT P50, P90 and P99 over the flows' requests mixed by rate (the Metrics keys)."""
+    return {f"ttft_p{round(100 * q)}_s": mixture_quantile(flows, q) for q in (0.50, 0.90, 0.99)}
+
+
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],
              link_gbit: dict, rld_tokens: float, total_tokens: float, prices) -> Metrics:
     served = sum(f.rps for f in flows)
@@ -199,9 +204,7 @@ def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[P
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,
         goodput_rps=goodput,
-        ttft_p50_s=mixture_quantile(flows, 0.50),
-        ttft_p90_s=mixture_quantile(flows, 0.90),
-        ttft_p99_s=mixture_quantile(flows, 0.99),
+        **_ttft_quantiles(flows),
         tpot_s=tpot,
         wan_gbit_per_s=sum(link_gbit.values()),
         rld_token_share=rld_tokens / total_tokens if total_tokens > 0 else 0.0,
@@ -381,3 +384,51 @@ def pool_usage(problem: Problem, plan: Plan) -> list[PoolUsage]:
         out.append(PoolUsage(pool.role, pool.datacenter, pool.chip, pool.tp, pool.count, util,
                              kv_used / gib, max(im.kv_capacity_bytes, 0.0) / gib))
     return out
+
+
+# --- fleets: one plan per model, shared hardware ------------------------------------------
+
+def _weighted(values: list[tuple[float | None, float]]) -> float | None:
+    """Σ value·weight / Σ weight over the defined values (None when none is)."""
+    known = [(v, w) for v, w in values if v is not None and w > 0]
+    total = sum(w for _, w in known)
+    return sum(v * w for v, w in known) / total if total > 0 else None
+
+
+def _input_tokens_per_s(problem: Problem, plan: Plan) -> tuple[float, float]:
+    """(uncached, cached) prompt tokens per second the plan's routes carry."""
+    classes = {c.name: c for c in problem.classes}
+    new = sum(r.rps * classes[r.request_class].new_tokens for r in plan.routes)
+    full = sum(r.rps * classes[r.request_class].input_tokens for r in plan.routes)
+    return new, full - new
+
+
+def fleet_metrics(parts: list[tuple[Problem, Plan]]) -> Metrics:
+    """The fleet's metrics from each model's (problem, plan): cost, goodput, served and offered
+    load and WAN Gbit/s summed; BCR = Σ goodput·3600 / Σ cost; TTFT quantiles over every model's
+    requests mixed by rate; TPOT and the RLD share weighted by output tokens/s; USD per million
+    tokens weighted by each model's tokens/s of that kind (= Σ cost of the phase / Σ tokens)."""
+    analyses = [(problem, plan, analyze(problem, plan)) for problem, plan in parts]
+    ms = [a.metrics for _, _, a in analyses]
+    flows = [f for _, _, a in analyses for f in a.flows]
+    out_tokens = [a.total_tokens_per_s for _, _, a in analyses]
+    inputs = [_input_tokens_per_s(problem, plan) for problem, plan, _ in analyses]
+    cost, goodput, served = (sum(getattr(m, k) for m in ms) for k in ("cost_usd_per_h", "goodput_rps", "served_rps"))
+    return Metrics(
+        bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
+        cost_usd_per_h=cost,
+        goodput_rps=goodput,
+        **_ttft_quantiles(flows),
+        tpot_s=_weighted([(m.tpot_s, w) for m, w in zip(ms, out_tokens)]) or 0.0,
+        wan_gbit_per_s=sum(m.wan_gbit_per_s for m in ms),
+        rld_token_share=sum(a.rld_tokens_per_s for _, _, a in analyses) / sum(out_tokens) if sum(out_tokens) else 0.0,
+        served_rps=served,
+        offered_rps=sum(m.offered_rps for m in ms),
+        sla_attainment=goodput / served if served > 0 else 0.0,
+        usd_per_million_input_tokens=_weighted(
+            [(m.usd_per_million_input_tokens, w[0]) for m, w in zip(ms, inputs)]),
+        usd_per_million_cached_input_tokens=_weighted(
+            [(m.usd_per_million_cached_input_tokens, w[1]) for m, w in zip(ms, inputs)]),
+        usd_per_million_output_tokens=_weighted(
+            [(m.usd_per_million_output_tokens, w) for m, w in zip(ms, out_tokens)]),
+    )

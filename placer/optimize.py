@@ -3,6 +3,12 @@
 in:  a Scenario (or resolved Problem), objective, solver backend, time limit
 out: a :class:`~placer.plan.Plan` whose metrics come from :mod:`placer.evaluate` at the
      plan's actual utilisations and which has passed :func:`placer.validate.validate`.
+
+A fleet scenario (``models:``, a :class:`~placer.problem.FleetProblem`) goes to
+:func:`optimize_fleet` / :func:`evaluate_fleet`: one MILP over every model
+(:mod:`placer.ilp.fleet`), each model's plan extracted as a single model's, joined into the
+fleet's plan (rows tagged with their model, ``models`` metrics) and checked by
+:func:`placer.validate.validate_fleet`.
 """
 
 from __future__ import annotations
@@ -13,20 +19,23 @@ import time
 from collections import defaultdict
 
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
-from placer.evaluate import analyze, link_uses
+from placer.evaluate import analyze, fleet_metrics, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
+from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
+from placer.fleetplan import join_rows, reject_models, split_plan
 from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
-from placer.problem import Problem, resolve
+from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.specs import Scenario
-from placer.validate import validate
+from placer.validate import shared_hardware_issues, validate, validate_fleet
 
-__all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "solve_architecture"]
+__all__ = ["OBJECTIVES", "SolveConfig", "as_problem", "evaluate_plan", "optimize", "optimize_fleet",
+           "solve_architecture"]
 RPS_EPS = 1e-6  # below solver tolerance: noise, not traffic
 
 
@@ -125,13 +134,16 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     (``solver.status`` "feasible", ``solver.mip_gap`` its ratio gap; marginals not yet
     priced say "not computed (time limit)"); without one, SolveTimeoutError (exit 4).
     Building the MILP is not interruptible: on very large scenarios it alone may pass the limit.
+
+    A fleet scenario (``models:``) is planned jointly by :func:`optimize_fleet` (no warm start).
     """
+    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
+        return optimize_fleet(scenario, config, measured)
     start = time.perf_counter()
     config = config.check().started()
     objective = config.objective
     problem = as_problem(scenario, measured)
-    if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
-        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
+    _needs_budget(problem, objective)
     warm_ratio = None
     if warm_start is not None and objective == "bcr":
         try:
@@ -205,41 +217,153 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
 
     Each re-solve starts Dinkelbach from the plan's own ratio: loosening a row keeps the
     plan feasible, so its ratio is a valid start from below and the LP-bound solves are skipped."""
+    warm = _warm_ratio(outcome)
+    return _priced(binding_rows(form, outcome), lambda row: _relaxed(problem, row, plan),
+                   lambda other, cfg: solve_architecture(other, form.arch, cfg, warm_ratio=warm)[0],
+                   plan, config, "BCR")
+
+
+def _warm_ratio(outcome: Outcome) -> float | None:
+    return outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
+
+
+def _priced(rows: list[str], relax, resolve_relaxed, plan: Plan, config: SolveConfig, what: str) -> list[Binding]:
+    """Each row with the change in BCR when ``relax(row)`` (a loosened problem and the unit's
+    words, or None) is re-solved by ``resolve_relaxed(problem, config)``; within ``config``'s budget."""
     base = plan.metrics.bcr_requests_per_usd
-    warm = outcome.ratio if outcome.ratio == outcome.ratio and outcome.ratio > 0 else None  # nan-safe
     out = []
     config = config.started()
-    for row in binding_rows(form, outcome):
-        relaxed = _relaxed(problem, row, plan)
+    for row in rows:
+        relaxed = relax(row)
         if relaxed is None or config.left_s() < MARGINAL_MIN_S:
             out.append(Binding(constraint=row, marginal="not computed (time limit)" if relaxed else "-"))
             continue
         other, unit = relaxed
         try:
-            better, _, _ = solve_architecture(other, form.arch, config.but(objective="bcr"), warm_ratio=warm)
+            better = resolve_relaxed(other, config.but(objective="bcr", marginals=False))
         except Exception as err:  # a marginal is advisory: report, never fail the plan
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
         delta = better.metrics.bcr_requests_per_usd - base
         pct = 100 * delta / base if base > 0 else 0.0
-        out.append(Binding(constraint=row, marginal=f"{unit}: BCR {delta:+.3f} req/USD ({pct:+.1f} %)",
+        out.append(Binding(constraint=row, marginal=f"{unit}: {what} {delta:+.3f} req/USD ({pct:+.1f} %)",
                            delta_bcr_requests_per_usd=delta))
     return out
 
 
-def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
-                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
-    """Metrics of a given plan without re-optimising its pools.
+def _needs_budget(problem: Problem, objective: str) -> None:
+    if objective == "max-goodput" and problem.options.budget_usd_per_h is None:
+        raise InputError("objective max-goodput needs options.budget_usd_per_h in the scenario")
 
-    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
-    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
-    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
-    split over pools is chosen; pools without routes get the routing that carries the
-    most SLA goodput. A plan whose routes its pools cannot carry is infeasible
-    (the message names the rows that break).
-    """
-    problem = as_problem(scenario, measured)
-    check_plan(problem, plan, other_scenario=other_scenario)
+
+def as_fleet(scenario: Scenario | FleetProblem, measured: dict | None = None) -> FleetProblem:
+    return scenario if isinstance(scenario, FleetProblem) else resolve_fleet(scenario, measured)
+
+
+def fleet_plan(fleet: FleetProblem, parts: dict[str, Plan], objective: str, solver: SolverInfo) -> Plan:
+    """The fleet's plan from each model's own plan: rows tagged with their model, lines summed, the
+    fleet's metrics and each model's (``models``), and :func:`validate_fleet`'s findings as notes."""
+    rows = join_rows(parts)
+    metrics = fleet_metrics([(fleet.member(name), part) for name, part in parts.items()])
+    plan = Plan(scenario=fleet.name, objective=objective, metrics=metrics,
+                models={name: part.metrics for name, part in parts.items()},
+                handoff=next(iter(parts.values())).handoff, solver=solver, **rows)
+    issues = validate_fleet(fleet, plan)
+    return plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
+
+
+def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = SolveConfig(),
+                   measured: dict | None = None, warm_ratio: float | None = None) -> Plan:
+    """The joint plan of every model of a fleet (placer.ilp.fleet): the models share the
+    datacenters' chips and power and the WAN lines; ``config.objective`` is the fleet's (bcr:
+    the fleet's goodput per dollar). Binding rows get their marginal value as in :func:`optimize`
+    (:func:`fleet_marginals`). ``warm_ratio``: a fleet ratio known feasible (bcr), as there."""
+    start = time.perf_counter()
+    config = config.check().started()
+    fleet = as_fleet(scenario, measured)
+    _needs_budget(fleet.shared, config.objective)
+    form = build_fleet(fleet, config.objective)
+    outcome = solve_objective(form, config, warm_ratio=warm_ratio)
+    parts = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(outcome.values)),
+                               config.objective) for mem in form.members}
+    solver = SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
+                        seconds=time.perf_counter() - start, iterations=outcome.iterations)
+    plan = fleet_plan(fleet, parts, config.objective, solver)
+    if config.marginals and config.objective == "bcr":
+        binding = fleet_marginals(fleet, form, outcome, plan, config)
+    else:
+        binding = [Binding(constraint=r, marginal="not computed") for r in binding_rows(form, outcome)]
+    return plan.model_copy(update={"binding": binding})
+
+
+def _fleet_relaxed(fleet: FleetProblem, row: str, plan: Plan) -> tuple[FleetProblem, str] | None:
+    """The fleet with one binding resource loosened by one unit (:func:`_relaxed`'s units): a shared
+    row (a line, a datacenter's chips or power) for every model, a model's own row (``name/…``,
+    e.g. its SLA) for that model."""
+    owner, sep, own = row.partition(SEPARATOR)
+    if sep and owner in fleet.names:
+        relaxed = _relaxed(fleet.member(owner), own, split_plan(plan, fleet.names)[owner])
+        if relaxed is None:
+            return None
+        members = {**dict(fleet.members), owner: relaxed[0]}
+        return FleetProblem(fleet.name, tuple(members.items())), f"{owner}: {relaxed[1]}"
+    relaxed = _relaxed(fleet.shared, row, plan)
+    if relaxed is None:
+        return None
+    other = relaxed[0]
+    members = tuple((name, dataclasses.replace(p, links=other.links, datacenters=other.datacenters))
+                    for name, p in fleet.members)
+    return FleetProblem(fleet.name, members), relaxed[1]
+
+
+def fleet_marginals(fleet: FleetProblem, form: Formulation, outcome: Outcome, plan: Plan,
+                    config: SolveConfig) -> list[Binding]:
+    """:func:`binding_with_marginals` for a fleet: each binding row with what one more unit adds to
+    the fleet's BCR, by re-solving the fleet from the plan's own ratio within what is left of the budget."""
+    warm = _warm_ratio(outcome)
+    return _priced(binding_rows(form, outcome), lambda row: _fleet_relaxed(fleet, row, plan),
+                   lambda other, cfg: optimize_fleet(other, cfg, warm_ratio=warm), plan, config, "fleet BCR")
+
+
+def evaluate_fleet(scenario: Scenario | FleetProblem, plan: Plan, config: SolveConfig = SolveConfig(),
+                   measured: dict | None = None, other_scenario: bool = False) -> Plan:
+    """Metrics of a given fleet plan, as :func:`evaluate_plan` for each model's rows but in one
+    MILP (placer.ilp.fleet): every model's pool counts fixed, its routes kept (or, where it gives
+    none, the routing chosen jointly for the most fleet goodput), the shared lines summed. The
+    shared chips and power are checked first (InfeasiblePlanError naming the datacenter and chip)."""
+    config = config.started()
+    fleet = as_fleet(scenario, measured)
+    if not other_scenario and plan.scenario != fleet.name:
+        raise InputError(f"plan.scenario: the plan was made for scenario {plan.scenario!r}, not {fleet.name!r}")
+    parts = split_plan(plan, fleet.names)
+    for name, part in parts.items():
+        try:
+            check_plan(fleet.member(name), part, other_scenario=True)
+        except InputError as err:
+            raise InputError(f"model {name}: {err}") from None
+        except InfeasiblePlanError as err:
+            raise InfeasiblePlanError(f"model {name}: {err}") from None
+    shared = shared_hardware_issues(fleet, plan)
+    if shared:
+        raise InfeasiblePlanError(f"the models together exceed what they share: {'; '.join(shared)}")
+    form = build_fleet(fleet, "bcr", lambda name, problem: _pinned(problem, parts[name]))
+    form.model.set_bounds(form.g, 0.0, form.model.vars[form.g].ub)
+    form.model.maximize, form.model.objective = True, dict(form.goodput)
+    res = solve(form.model, config.backend, max(0.001, config.left_s()))
+    if not res.status.has_solution:
+        raise InfeasiblePlanError("the fleet plan's pools cannot carry its routes within capacity, memory, "
+                                  "the shared lines and each model's SLA (rows: p_capacity, decode_slots, link, "
+                                  "sla[ttft_p90])")
+    outcome = Outcome(res.values, res.status.value, res.gap, res.seconds, res.backend, 1, math.nan)
+    done = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(res.values)), plan.objective)
+            for mem in form.members}
+    out = fleet_plan(fleet, done, plan.objective, done[fleet.names[0]].solver)
+    return out.model_copy(update={"handoff": plan.handoff})
+
+
+def _pinned(problem: Problem, plan: Plan) -> Formulation:
+    """The MILP of ``problem`` with ``plan``'s pool counts fixed, its routes' rates kept (only their
+    split over pools free) or, without routes, every routing open; objective: SLA goodput."""
     roles = {p.role for p in plan.pools if p.count > 0}
     arch = (Architecture("evaluate", (P_D,), drc=False) if D in roles
             else pdd_architecture(problem, AGG in roles or None))
@@ -275,7 +399,27 @@ def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig 
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)
-    res = solve(m, config.backend, max(0.001, config.started().left_s()))
+    return form
+
+
+def evaluate_plan(scenario: Scenario | Problem, plan: Plan, config: SolveConfig = SolveConfig(),
+                  measured: dict | None = None, other_scenario: bool = False) -> Plan:
+    """Metrics of a given plan without re-optimising its pools.
+
+    The plan is first checked against the scenario (:func:`placer.plancheck.check_plan`:
+    names, duplicate pool rows, inventory; ``other_scenario`` allows a plan made for
+    another scenario). Pool counts are fixed. When the plan has routes, their rates are kept and only the
+    split over pools is chosen; pools without routes get the routing that carries the
+    most SLA goodput. A plan whose routes its pools cannot carry is infeasible
+    (the message names the rows that break). A fleet scenario's plan goes to :func:`evaluate_fleet`.
+    """
+    if isinstance(scenario, FleetProblem) or (isinstance(scenario, Scenario) and scenario.is_fleet):
+        return evaluate_fleet(scenario, plan, config, measured, other_scenario)
+    problem = as_problem(scenario, measured)
+    reject_models(plan, problem.name)
+    check_plan(problem, plan, other_scenario=other_scenario)
+    form = _pinned(problem, plan)
+    res = solve(form.model, config.backend, max(0.001, config.started().left_s()))
     if not res.status.has_solution:
         raise InfeasiblePlanError("the plan's pools cannot carry its routes within capacity, memory, link "
                                   "and SLA limits (rows: p_capacity, decode_slots, link, sla[ttft_p90])")

@@ -9,6 +9,10 @@ Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
 ``metrics.usd_per_million_output_tokens`` (absent when the plan serves no such token), ``pools[].design_batch``
 and ``pools[].planned_utilization``, ``assignments``
 (per-pool split of each class, which `validate` re-checks) and ``notes``.
+
+Fleets (a scenario with ``models:``): ``pools[].model``, ``routes[].model`` and
+``assignments[].model`` name the model each row serves, ``metrics`` are the fleet's and
+``models`` maps each model's name to its own metrics; all absent in single-model plans.
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ class Metrics(_M):
 
 class PoolOut(_M):
     role: Role
+    model: Name | None = Field(None, description="Fleets: the model this row serves (absent in single-model plans).")
     datacenter: Name
     chip: Name
     tp: bounded_int(ge=1, le=64)
@@ -71,6 +76,7 @@ class PoolOut(_M):
 
 class Route(_M):
     request_class: str
+    model: Name | None = Field(None, description="Fleets: the model this row serves (absent in single-model plans).")
     pipeline: PipelineName
     src: str
     dst: str
@@ -86,6 +92,7 @@ class LinkUse(_M):
 
 class Assignment(_M):
     request_class: str
+    model: Name | None = Field(None, description="Fleets: the model this row serves (absent in single-model plans).")
     pipeline: PipelineName | None = None
     role: Role
     datacenter: str
@@ -120,6 +127,8 @@ class Plan(_M):
     scenario: str
     objective: str = "bcr"
     metrics: Metrics = Field(default_factory=Metrics)
+    models: dict[Name, Metrics] | None = Field(None, description=(
+        "Fleets: each model's own metrics (``metrics`` are then the fleet's); absent in single-model plans."))
     pools: list[PoolOut]
     routes: list[Route] = Field(default_factory=list)
     links: list[LinkUse] = Field(default_factory=list)

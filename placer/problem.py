@@ -120,6 +120,9 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
     latency tables, see :mod:`placer.profiles.tables`). ``None``: the scenario's own
     ``profiles:`` are read (a caller's ``measured``, e.g. the CLI's ``--profiles``, wins).
     """
+    if scenario.models is not None:
+        raise InputError(f"scenario {scenario.name!r} lists {len(scenario.models)} models (a fleet): this command "
+                         "plans one model; `placer optimize` and `placer evaluate` plan fleets")
     # Imported here: the executor imports this module and, by tests/executor/test_imports.py,
     # loads no placer.profiles submodule.
     from placer.profiles.lookup import matching_tables
@@ -196,3 +199,38 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tables=tables,
         tables_ignored=tables_ignored,
     )
+
+
+@dataclass(frozen=True)
+class FleetProblem:
+    """A fleet: one :class:`Problem` per model (each with the fleet's name, all the datacenters,
+    chips, lines and options), whose pools share the inventory, power and WAN lines."""
+
+    name: str
+    members: tuple[tuple[str, Problem], ...]  # (the model's name in the plan, its problem)
+
+    @property
+    def shared(self) -> Problem:
+        """The problem whose hardware (datacenters, chips, links) and options all members share."""
+        return self.members[0][1]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.members)
+
+    def member(self, name: str) -> Problem:
+        return dict(self.members)[name]
+
+
+def resolve_fleet(scenario: Scenario, measured: dict[str, dict] | None = None) -> FleetProblem:
+    """Turn a fleet scenario (``models:``) into a :class:`FleetProblem`: each model resolved as
+    the single-model scenario :meth:`Scenario.member` gives (errors name ``models[i]``)."""
+    if scenario.models is None:
+        raise InputError(f"scenario {scenario.name!r} has no 'models' list: it is not a fleet")
+    members = []
+    for i, spec in enumerate(scenario.models):
+        try:
+            members.append((spec.name, resolve(scenario.member(i), measured)))
+        except InputError as err:
+            raise InputError(f"models[{i}] ({spec.name}): {err}") from None
+    return FleetProblem(scenario.name, tuple(members))

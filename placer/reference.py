@@ -9,7 +9,8 @@ from types import UnionType
 from typing import Annotated, Union, get_args, get_origin
 
 from placer.specs import (
-    ChipSpec, DatacenterSpec, LinkSpec, ModelSpec, OptionsSpec, RequestClass, Scenario, SlaSpec, WorkloadSpec,
+    ChipSpec, DatacenterSpec, FleetModelSpec, LinkSpec, ModelSpec, OptionsSpec, RequestClass, Scenario, SlaSpec,
+    WorkloadSpec,
 )
 
 SECTIONS = [
@@ -22,6 +23,7 @@ SECTIONS = [
     ("workload.classes[]", RequestClass),
     ("sla", SlaSpec),
     ("options", OptionsSpec),
+    ("models[] — a fleet: one entry per model, on the shared hardware", FleetModelSpec),
 ]
 
 

@@ -208,21 +208,49 @@ class OptionsSpec(_Spec):
         return sorted(set(value))
 
 
+KvDtype = Literal["bf16", "fp8", "int8", "fp4"]
+WeightDtype = Literal["bf16", "fp8", "int8", "int4", "fp4"]
+KV_DTYPE_HELP = "KV cache element type (fp4: NVFP4, only on chips with an fp4 rate)."
+WEIGHT_DTYPE_HELP = ("Weight type (model's native by default): int8/int4 weight-only (bf16 GEMMs), fp4 NVFP4 "
+                     "(only on chips with an fp4 rate).")
+#: What a single-model scenario gives at its top level and a fleet gives per model instead.
+PER_MODEL_FIELDS = ("model", "kv_dtype", "weight_dtype", "workload", "sla")
+
+
+class FleetModelSpec(_Spec):
+    """One model of a fleet: its own workload and SLA on the scenario's shared chips, power and WAN lines."""
+
+    name: Name = Field(description="The model's name in the plan (pools[].model, routes[].model, metrics.models).")
+    model: str | ModelSpec = Field(description="Catalog model name, or an inline model config.")
+    kv_dtype: KvDtype = Field("bf16", description=KV_DTYPE_HELP)
+    weight_dtype: WeightDtype | None = Field(None, description=WEIGHT_DTYPE_HELP)
+    workload: WorkloadSpec = Field(description="This model's offered load and request classes (or a trace).")
+    sla: SlaSpec = Field(description="This model's service-level objectives.")
+
+
 class Scenario(_Spec):
-    """A whole planning problem: hardware, links, model, workload, SLA, options."""
+    """A whole planning problem: hardware, links, model, workload, SLA, options.
+
+    A fleet gives ``models`` (each with its own model, dtypes, workload and SLA) instead of the
+    top-level ``model``/``kv_dtype``/``weight_dtype``/``workload``/``sla``; chips, datacenters,
+    power, links and options are shared by all its models."""
 
     name: Name = Field(description="Scenario name, carried into plans.")
-    model: str | ModelSpec = Field(description="Catalog model name, or an inline model config.")
-    kv_dtype: Literal["bf16", "fp8", "int8", "fp4"] = Field(
-        "bf16", description="KV cache element type (fp4: NVFP4, only on chips with an fp4 rate).")
-    weight_dtype: Literal["bf16", "fp8", "int8", "int4", "fp4"] | None = Field(None, description=(
-        "Weight type (model's native by default): int8/int4 weight-only (bf16 GEMMs), fp4 NVFP4 "
-        "(only on chips with an fp4 rate)."))
+    model: str | ModelSpec | None = Field(
+        None, description="Catalog model name, or an inline model config (required unless `models` is given).")
+    kv_dtype: KvDtype = Field("bf16", description=KV_DTYPE_HELP)
+    weight_dtype: WeightDtype | None = Field(None, description=WEIGHT_DTYPE_HELP)
+    models: list[FleetModelSpec] | None = Field(None, description=(
+        "A fleet: several models served over the same datacenters, chips, power and WAN lines, each with "
+        "its own workload and SLA, planned jointly (every pool serves one model; BCR per model and for the "
+        "fleet). Replaces the top-level model, kv_dtype, weight_dtype, workload and sla."))
     chips: list[ChipSpec] = Field(default_factory=list, description="Chip additions or overrides.")
     datacenters: list[DatacenterSpec] = Field(min_length=1, description="Datacenters with chip inventories.")
     links: list[LinkSpec] = Field(default_factory=list, description="WAN lines between datacenters.")
-    workload: WorkloadSpec = Field(description="Offered load and its request classes (or a trace).")
-    sla: SlaSpec = Field(description="Service-level objectives a request must meet to count as goodput.")
+    workload: WorkloadSpec | None = Field(
+        None, description="Offered load and its request classes (or a trace); required unless `models` is given.")
+    sla: SlaSpec | None = Field(None, description=(
+        "Service-level objectives a request must meet to count as goodput; required unless `models` is given."))
     options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
     profiles: list[Annotated[str, Strict(), Field(min_length=1, max_length=4096)]] = Field(
         default_factory=list,
@@ -235,6 +263,34 @@ class Scenario(_Spec):
     @classmethod
     def _one_or_many(cls, value: Any) -> Any:
         return [value] if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _one_model_or_fleet(self) -> Scenario:
+        """Either the single model's fields or a non-empty ``models`` list with distinct names, not both."""
+        if self.models is None:
+            missing = [f for f in ("model", "workload", "sla") if getattr(self, f) is None]
+            if missing:
+                raise ValueError(f"scenario needs {', '.join(repr(f) for f in missing)} (or a 'models' list)")
+            return self
+        if not self.models:
+            raise ValueError("models: the list is empty; give at least one model, or drop 'models'")
+        both = [f for f in PER_MODEL_FIELDS if f in self.model_fields_set]
+        if both:
+            raise ValueError(f"models: a fleet gives {', '.join(both)} per model, not at the top level")
+        names = [m.name for m in self.models]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"models: duplicate model names: {', '.join(dupes)}")
+        return self
+
+    @property
+    def is_fleet(self) -> bool:
+        return self.models is not None
+
+    def member(self, i: int) -> Scenario:
+        """The single-model scenario of ``models[i]`` on this scenario's shared hardware and options."""
+        m = self.models[i]
+        return self.model_copy(update={"models": None, **{f: getattr(m, f) for f in PER_MODEL_FIELDS}})
 
     @model_validator(mode="after")
     def _cross_refs(self) -> Scenario:
@@ -282,6 +338,13 @@ def parse_scenario(data: Any) -> Scenario:
         raise InputError(f"invalid scenario: {_format_validation_error(err)}") from None
 
 
+def _relative_trace(path: Path, workload: WorkloadSpec) -> WorkloadSpec:
+    """The workload with its trace path made absolute, relative to the scenario file."""
+    if workload.trace and not Path(workload.trace).is_absolute():
+        return workload.model_copy(update={"trace": str((path.parent / workload.trace).resolve())})
+    return workload
+
+
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file (YAML, or JSON by extension)."""
     path = Path(path)
@@ -290,10 +353,11 @@ def load_scenario(path: str | Path) -> Scenario:
         scenario = parse_scenario(data)
     except InputError as err:
         raise InputError(f"{path}: {err}") from None
-    if scenario.workload.trace and not Path(scenario.workload.trace).is_absolute():
-        trace = (path.parent / scenario.workload.trace).resolve()
-        workload = scenario.workload.model_copy(update={"trace": str(trace)})
-        scenario = scenario.model_copy(update={"workload": workload})
+    if scenario.models is not None:
+        models = [m.model_copy(update={"workload": _relative_trace(path, m.workload)}) for m in scenario.models]
+        scenario = scenario.model_copy(update={"models": models})
+    else:
+        scenario = scenario.model_copy(update={"workload": _relative_trace(path, scenario.workload)})
     if scenario.profiles:
         from placer.profiles.records import LATEST  # here: the executor loads specs, not placer.profiles
 

@@ -26,8 +26,9 @@ from placer.flows import (
     instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel
+from placer.fleetplan import split_plan
 from placer.plan import Plan
-from placer.problem import Class, Problem
+from placer.problem import Class, FleetProblem, Problem
 
 REL_TOL = 1e-4
 
@@ -72,6 +73,11 @@ def _fits(s: _Checked) -> list[str]:
 
 def _inventory_power_cost(s: _Checked) -> list[str]:
     """Chips and power per datacenter within their limits; the metrics' cost = Σ count·price."""
+    return _inventory_power(s) + _cost(s)
+
+
+def _inventory_power(s: _Checked) -> list[str]:
+    """Chips and power per datacenter within their limits."""
     issues = []
     chips_used: dict[tuple[str, str], int] = defaultdict(int)
     power: dict[str, float] = defaultdict(float)
@@ -86,6 +92,12 @@ def _inventory_power_cost(s: _Checked) -> list[str]:
         limit = s.problem.dc(dc).power_kw
         if limit is not None and _over(kw, limit):
             issues.append(f"power {dc}: plan draws {kw:.1f} kW, limit {limit:.1f} kW")
+    return issues
+
+
+def _cost(s: _Checked) -> list[str]:
+    """The metrics' cost = Σ count·price."""
+    issues = []
     cost = sum(s.models[k].price_usd_per_h * c for k, c in s.counts.items())
     if abs(cost - s.plan.metrics.cost_usd_per_h) > 1e-6 * max(1.0, cost):
         issues.append(f"cost: metrics say {s.plan.metrics.cost_usd_per_h:.4f} USD/h, pools cost {cost:.4f}")
@@ -213,15 +225,25 @@ def _roles_present(s: _Checked) -> list[str]:
     return issues
 
 
+def _line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
+    """Gbit/s each line carries for the plan's routes (this model's KV bytes)."""
+    classes, drc = {c.name: c for c in problem.classes}, problem.options.drc
+    gbit: dict[tuple[str, str], float] = defaultdict(float)
+    for r in plan.routes:
+        if r.src != r.dst:
+            kv_bytes = wan_bytes(problem, classes[r.request_class], drc and r.pipeline != P_D)
+            gbit[(r.src, r.dst)] += r.rps * kv_bytes * 8 / 1e9
+    return gbit
+
+
 def _links(s: _Checked) -> list[str]:
     """Each line's Gbit/s within the planned cap."""
-    problem, opts = s.problem, s.problem.options
-    u_link = opts.link_utilization_cap
-    gbit = defaultdict(float)
-    for r in s.plan.routes:
-        if r.src != r.dst:
-            gbit[(r.src, r.dst)] += r.rps * wan_bytes(problem, s.classes[r.request_class],
-                                                      opts.drc and r.pipeline != P_D) * 8 / 1e9
+    return _lines_within(s.problem, _line_gbit(s.problem, s.plan))
+
+
+def _lines_within(problem: Problem, gbit: dict[tuple[str, str], float]) -> list[str]:
+    """Lines whose Gbit/s exceed the planned cap (options.link_utilization_cap × line rate)."""
+    u_link = problem.options.link_utilization_cap
     issues = []
     for (src, dst), used in gbit.items():
         link = problem.links.get((src, dst))
@@ -335,4 +357,41 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     for family in (_prefill, _decode, _aggregated, _roles_present, _links, _queue_shares):
         issues += family(s)
     issues += _sla(s, served)
+    return issues
+
+
+def _fleet_checked(fleet: FleetProblem, plan: Plan) -> _Checked | None:
+    """The fleet plan with its pools' counts summed over the models (None: unknown names)."""
+    shared = fleet.shared
+    counts: dict[PoolKey, int] = defaultdict(int)
+    for p in plan.pools:
+        if p.count > 0:
+            counts[(p.role, p.datacenter, p.chip, p.tp)] += p.count
+    if _unknown_names(shared, counts):
+        return None
+    return _Checked(shared, plan, {}, dict(counts), {key: instance(shared, key[2], key[3]) for key in counts})
+
+
+def shared_hardware_issues(fleet: FleetProblem, plan: Plan) -> list[str]:
+    """Chips and power per datacenter, summed over every model's pools, within the datacenter's."""
+    s = _fleet_checked(fleet, plan)
+    return [] if s is None else _inventory_power(s)
+
+
+def validate_fleet(fleet: FleetProblem, plan: Plan) -> list[str]:
+    """The violations of a fleet plan: each model's own plan by :func:`validate` (prefixed with the
+    model's name), then the shared capacities (prefixed "fleet:") — chips and power per datacenter
+    summed over every model's pools, each line's Gbit/s summed over every model's routes (each at
+    its own KV bytes) — and the fleet's cost = Σ count·price over all pools."""
+    parts = split_plan(plan, fleet.names)
+    issues = [f"{name}: {issue}" for name, part in parts.items() for issue in validate(fleet.member(name), part)]
+    s = _fleet_checked(fleet, plan)
+    if s is None:
+        return issues
+    issues += [f"fleet: {issue}" for issue in _inventory_power(s) + _cost(s)]
+    gbit: dict[tuple[str, str], float] = defaultdict(float)
+    for name, part in parts.items():
+        for line, used in _line_gbit(fleet.member(name), part).items():
+            gbit[line] += used
+    issues += [f"fleet: {issue}" for issue in _lines_within(fleet.shared, gbit)]
     return issues

@@ -23,14 +23,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
 
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
 from placer.cli.output import choices, err, fail, latest_from_database, out
-from placer.cli.render import compare_view, plan_view
+from placer.cli.render import (
+    binding_table, compare_view, links_table, metrics_table, plan_view, pools_table, routes_table,
+)
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
+from placer.fleetplan import split_plan
 from placer.ilp.backends import BACKENDS
-from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
+from placer.optimize import OBJECTIVES, SolveConfig, as_fleet, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.profiles.records import measured_from_all
@@ -82,7 +88,9 @@ def optimize(
         config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
         loaded = load_scenario(scenario)
         measured = measured_for(loaded, profiles)
-        problem = as_problem(loaded, measured)
+        if loaded.is_fleet and verify:
+            raise InputError("--verify: simulating a fleet plan is not supported; plan without --verify")
+        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
         plan = solve(problem, config)
         if verify:
             plan = _verified(problem, plan, verify_rounds, config,
@@ -94,7 +102,7 @@ def optimize(
     if json_out:
         print(text)
     else:
-        out.print(plan_view(plan, explain(problem, plan)))
+        out.print(_view(problem, plan))
 
 
 def evaluate(
@@ -108,14 +116,15 @@ def evaluate(
     """Metrics of a given plan without re-optimising its pools."""
     try:
         loaded = load_scenario(scenario)
-        problem = as_problem(loaded, measured_for(loaded, profiles))
+        measured = measured_for(loaded, profiles)
+        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
         plan = evaluate_plan(problem, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
     except PlacerError as e:
         fail(e)
     if json_out:
         print(plan.to_json())
     else:
-        out.print(plan_view(plan, explain(problem, plan)))
+        out.print(_view(problem, plan))
 
 
 def compare(
@@ -154,6 +163,32 @@ def compare(
         print(json.dumps(body, indent=2))
     else:
         out.print(compare_view(result))
+
+
+def _view(problem, plan: Plan):
+    """The plan's tables with why it looks so (single model), or :func:`_fleet_view`."""
+    return _fleet_view(problem, plan) if plan.models else plan_view(plan, explain(problem, plan))
+
+
+def _fleet_view(fleet, plan: Plan):
+    """A fleet plan: the fleet's metrics and lines, each model's metrics side by side, then each
+    model's own plan (metrics, pools, routes) as a single-model plan prints."""
+    t = Table(title="per model (BCR in SLA requests per USD)")
+    for col in ("model", "BCR", "cost USD/h", "goodput req/s", "TTFT P90 s", "TPOT s", "WAN Gbit/s"):
+        t.add_column(col, justify="left" if col == "model" else "right")
+    for name, m in plan.models.items():
+        t.add_row(name, f"{m.bcr_requests_per_usd:.2f}", f"{m.cost_usd_per_h:.2f}", f"{m.goodput_rps:.3f}",
+                  f"{m.ttft_p90_s:.3f}", f"{m.tpot_s:.4f}", f"{m.wan_gbit_per_s:.2f}")
+    parts = [metrics_table(plan, f"fleet plan for {plan.scenario} (objective {plan.objective})"), t]
+    if plan.links:
+        parts.append(links_table(plan))
+    for name, part in split_plan(plan, tuple(plan.models)).items():
+        why = explain(fleet.member(name), part)
+        parts += [metrics_table(part, f"model {name}"), pools_table(part, why), routes_table(part, why)]
+    if plan.binding:
+        parts.append(binding_table(plan))
+    parts += [Text(f"note: {note}", style="dim") for note in plan.notes]
+    return Group(*parts)
 
 
 def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:

@@ -73,7 +73,11 @@ def _lp_limit_s(config: SolveConfig | None) -> float:
 
 
 def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
-    """A user-facing reason why no plan exists."""
+    """A user-facing reason why no plan exists (a fleet: the first model with no plan even alone,
+    else the shared capacities)."""
+    members = getattr(form, "members", None)  # placer.ilp.fleet.FleetFormulation
+    if members:
+        return _fleet_cause(members, lp_limit_s)
     prob = form.problem
     if not any(q.role == P for q in form.pools):
         why = "; ".join(form.notes[:4]) or "no datacenter has enough chips"
@@ -90,6 +94,18 @@ def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
         return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
                 f"the TTFT SLA: {binds} binds (or lower options.min_served_fraction)")
     return _sla_cause(form, required, lp_limit_s)
+
+
+def _fleet_cause(members: list, lp_limit_s: float) -> str:
+    """Why a fleet has no plan: a model that has none even with the hardware to itself (its own
+    diagnosis), else the shared inventory, power and lines (each model fits alone, not all together)."""
+    for mem in members:
+        required = mem.form.model.vars[mem.form.g].lb
+        if _max_carry(mem.form, with_sla=True, lp_limit_s=lp_limit_s) < required * (1 - 1e-6):
+            return f"model {mem.name}: {diagnose(mem.form, lp_limit_s)}"
+    return ("every model has a plan with the hardware to itself, but not all together: the shared inventory, "
+            "power or WAN lines cannot carry every model's load (lower a workload, add hardware, or lower "
+            "options.min_served_fraction)")
 
 
 def _fastest(form: Formulation) -> dict[int, tuple[float, Flow]]:
