@@ -37,6 +37,7 @@ from executor.engine.config import EngineConfig
 from executor.placement import placement
 from placer.errors import InputError, PlacerError
 from placer.plan import load_plan
+from placer.plancheck import single_model_plan
 from placer.settings import Settings
 from placer.specs import load_scenario
 
@@ -101,7 +102,7 @@ def deploy(
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
     try:
-        plan = load_plan(plan_file)
+        plan = single_model_plan(load_plan(plan_file), "placer deploy")  # TODO(#17): one router per model
         scen = load_scenario(scenario) if scenario is not None else None
         specs = placement(plan, max_per_pool)
         config = ServingConfig.from_plan(plan, scen, link_gbit_per_s=link_gbit_per_s, link_rtt_ms=link_rtt_ms,

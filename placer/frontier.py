@@ -93,6 +93,7 @@ def run_frontier(scenario: Scenario, vary: str, values: list[float], baselines: 
                  address: str | None = None, use_ray: bool = True, solver: str = "ortools",
                  time_limit_s: float = 30.0) -> list[dict]:
     """Rows for every value (in the order given) and plan (PDD first, then ``baselines``)."""
+    scenario.single_model("placer frontier")
     if not values:
         raise InputError("--values: give at least one value")
     for v in values:  # bad values fail here, before any task starts

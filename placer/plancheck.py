@@ -36,6 +36,15 @@ def _classes(scenario: Any) -> set[str] | None:
     return None if classes is None else {c.name for c in classes}
 
 
+def single_model_plan(plan: Plan, command: str) -> Plan:
+    """``plan``, or InputError when it is a fleet plan (rows naming a model): ``command`` takes one model."""
+    models = sorted({row.model for row in (*plan.pools, *plan.routes) if row.model})
+    if models:
+        raise InputError(f"pools[].model: the plan is a fleet plan ({', '.join(models)}); {command} takes a "
+                         "single-model plan")
+    return plan
+
+
 def check_plan(scenario: Any, plan: Plan, *, other_scenario: bool = False) -> None:
     """Raise the first way ``plan`` does not fit ``scenario`` (see the module docstring)."""
     if not other_scenario and plan.scenario != scenario.name:

@@ -287,6 +287,13 @@ class Scenario(_Spec):
     def is_fleet(self) -> bool:
         return self.models is not None
 
+    def single_model(self, command: str) -> Scenario:
+        """This scenario, or InputError when it is a fleet (``command`` takes one model)."""
+        if self.is_fleet:
+            raise InputError(f"models: scenario {self.name!r} is a fleet of {len(self.models)} models; {command} takes "
+                             "one model (plan the fleet with placer optimize / evaluate)")
+        return self
+
     def member(self, i: int) -> Scenario:
         """The single-model scenario of ``models[i]`` on this scenario's shared hardware and options."""
         m = self.models[i]

@@ -20,6 +20,7 @@ from placer.export.layout import ExportSettings, Layout, build_layout
 from placer.export.readme import render_readme
 from placer.export.scripts import render_scripts
 from placer.plan import Plan
+from placer.plancheck import single_model_plan
 
 FORMATS = ("sglang", "vllm", "dynamo", "k8s")
 
@@ -31,6 +32,7 @@ def export_plan(plan: Plan, fmt: str, settings: ExportSettings, problem=None, *,
     """Every file of the export of ``plan`` to ``fmt``, README.md included, by relative path."""
     if fmt not in FORMATS:
         raise InputError(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
+    single_model_plan(plan, "placer export")
     layout = build_layout(plan, settings, problem)
     if fmt in ("sglang", "vllm"):
         files = render_scripts(layout, fmt)

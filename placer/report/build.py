@@ -30,7 +30,7 @@ from pathlib import Path
 from placer.errors import InputError, PlacerError
 from placer.flows import RLD
 from placer.plan import Plan
-from placer.plancheck import check_plan
+from placer.plancheck import check_plan, single_model_plan
 from placer.report import charts, figures, panels, tables
 from placer.report.diagram import plan_diagram
 
@@ -154,6 +154,7 @@ def build_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv: str 
     unwritable ``out_dir``, an unreadable sweep, a plan that does not fit the scenario).
     """
     say = log or (lambda _msg: None)
+    single_model_plan(plan, "placer report")
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)

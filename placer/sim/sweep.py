@@ -178,6 +178,7 @@ def run_sweep(scenario: Scenario, vary: str, values: list[float], requests: int 
               chip: str | None = None, address: str | None = None, use_ray: bool = True, solver: str = "ortools",
               time_limit_s: float = 30.0) -> list[dict]:
     """One row per value, in the order given."""
+    scenario.single_model("placer sweep")
     if vary not in VARY:
         raise InputError(f"--vary: unknown {vary!r}; choose one of {', '.join(VARY)}")
     if not values:

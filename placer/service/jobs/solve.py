@@ -62,6 +62,13 @@ def check_scenario(spec: dict[str, Any]) -> Scenario:
         for chip in dc.inventory:
             if chip not in known:
                 raise InputError(f"datacenters[{i}].inventory: {UnknownChipError(chip, sorted(known))}")
+    for member in ([scenario.member(i) for i in range(len(scenario.models))] if scenario.is_fleet else [scenario]):
+        _check_model_and_trace(member)
+    return scenario
+
+
+def _check_model_and_trace(scenario: Scenario) -> None:
+    """A single-model scenario's (or one fleet member's) catalog model and trace file (InputError)."""
     if isinstance(scenario.model, str):
         get_model(scenario.model)
     if not scenario.workload.classes and scenario.workload.trace:
@@ -71,7 +78,6 @@ def check_scenario(spec: dict[str, Any]) -> Scenario:
             found = False
         if not found:
             raise InputError(f"workload.trace: no trace file {scenario.workload.trace[:300]!r}")
-    return scenario
 
 
 def prepare(session: Session, spec: dict[str, Any]) -> tuple[dict[str, Any], Scenario]:
