@@ -238,6 +238,7 @@ class Simulation:
         self.measured = 0
         self.good = 0
         self.rejected = 0
+        self.rejected_measured = 0  # of them, past the warm-up (counted in ``measured``, never served)
         self.tokens_total = 0
         self.tokens_rld = 0
         self.handoffs = {ONE_SHOT: 0, CATCH_UP: 0, "none": 0}
@@ -387,6 +388,7 @@ class Simulation:
             if self.first_measured_t is None:
                 self.first_measured_t = t
             self.measured += 1
+            self.rejected_measured += 1
         self.last_arrival_t = t
 
     def prefill_done(self, req, t: float) -> None:

@@ -127,10 +127,11 @@ def collect(sim, wall_s: float) -> SimResult:
     for link in sim.links.values():
         link.finish_stats(t_end)
     measured = sim.measured
-    span = sim.last_arrival_t - (sim.first_measured_t or 0.0)
-    served_rps = (measured - 1) / span if measured > 1 and span > 0 else 0.0
+    # the offered rate times the share of measured requests served (rejected ones are not), so
+    # served never exceeds offered (the sample's own arrival rate carries its Poisson noise)
+    served_rps = sim.offered_rps * (measured - sim.rejected_measured) / measured if measured else 0.0
     attainment = sim.good / measured if measured else 0.0
-    goodput = served_rps * attainment
+    goodput = sim.offered_rps * attainment
     cost = sum(p.im.price_usd_per_h * p.count for p in sim.pools.values())
     pools = [_pool_row(pool, t_end)
              for pool in sorted(sim.pools.values(), key=lambda p: (p.dc, ROLES.index(p.role), p.chip, p.tp))]
