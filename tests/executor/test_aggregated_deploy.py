@@ -4,26 +4,27 @@ placed (it used to fail with "unknown role 'A'" / "no P pool")."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
+import yaml
 from typer.testing import CliRunner
 
-ROOT = Path(__file__).resolve().parents[2]
-#: Mélange-like: Llama-2-7B with `options.aggregated: true`; its optimum is all aggregated.
-SCENARIO = ROOT / "tests" / "placer" / "breadth" / "peers" / "melange-llama2-7b.yaml"
+from tests.placer.breadth.test_aggregated import _one_class
 
 
 def test_dry_run_of_an_optimized_aggregated_plan_shows_its_a_instances(tmp_path):
     from placer.cli.app import app  # the real `placer` command; deploy plugs in by entry point
 
+    # short prompts, a loose TTFT: the optimum is all aggregated (argued in test_aggregated.py)
+    scenario = tmp_path / "agg.yaml"
+    scenario.write_text(yaml.safe_dump(_one_class(1024, 256, ttft_s=5.0, tpot_s=0.05, rps=5.0)))
     plan_path = tmp_path / "plan.json"
-    solved = CliRunner().invoke(app, ["optimize", str(SCENARIO), "--json", "--out", str(plan_path)])
+    solved = CliRunner().invoke(app, ["optimize", str(scenario), "--json", "--out", str(plan_path)])
     assert solved.exit_code == 0, solved.output
     plan = json.loads(plan_path.read_text())
     a_pools = [p for p in plan["pools"] if p["role"] == "A" and p["count"] > 0]
     assert a_pools, "the scenario's optimum is expected to hold aggregated pools"
 
-    result = CliRunner().invoke(app, ["deploy", str(plan_path), "--dry-run", "--scenario", str(SCENARIO)])
+    result = CliRunner().invoke(app, ["deploy", str(plan_path), "--dry-run", "--scenario", str(scenario)])
     assert result.exit_code == 0, result.output
     out = result.output
     for pool in a_pools:
