@@ -50,6 +50,10 @@ class SolveResult:
 
 
 BACKENDS = ("ortools", "ortools-highs", "ortools-scip", "pulp")
+#: HiGHS's method for LPs (the relaxations of Dinkelbach's ratio bound, diagnoses, brute force):
+#: interior point then crossover (a vertex solution still) — on the 16-DC example's relaxation
+#: about 3x less CPU than dual simplex, which stalls on its many near-parallel flow columns.
+LP_METHOD = "ipm"
 
 
 def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30.0,
@@ -143,6 +147,8 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
             solver.SetSolverSpecificParametersAsString(f"limits/absgap = {abs_gap}\n")
         elif engine == "HIGHS":
             solver.SetSolverSpecificParametersAsString(f"mip_abs_gap = {abs_gap}\noutput_flag = false\n")
+    elif engine == "HIGHS":
+        solver.SetSolverSpecificParametersAsString(f"solver = {LP_METHOD}\noutput_flag = false\n")
     solve_start = time.perf_counter()
     with _quiet_stdout():
         code = solver.Solve(params)
