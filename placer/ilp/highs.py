@@ -72,13 +72,13 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
     try:
         result = mathopt.solve(m, mathopt.SolverType.HIGHS, params=params,
                                model_params=mathopt.ModelSolveParameters(solution_hints=_hints(model, xs, hint)))
-    # A hint HiGHS rejects must never cost the solve: MathOpt raises RuntimeError on a HiGHS
-    # error (OR-Tools 9.15's error path can raise AttributeError while building that error).
+    # MathOpt raises RuntimeError on a HiGHS error (OR-Tools 9.15's error path can raise
+    # AttributeError while building it): a rejected hint must never cost the solve, and any
+    # other error is a Status, as every backend's.
     except (RuntimeError, AttributeError):
         if hint is None:
-            raise
-        params.time_limit = datetime.timedelta(seconds=max(1e-3, time_limit_s - (time.perf_counter() - start)))
-        result = mathopt.solve(m, mathopt.SolverType.HIGHS, params=params)
+            return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
+        return solve_mip(model, time_limit_s - (time.perf_counter() - start), None, mip_gap, abs_gap)
     seconds = time.perf_counter() - start
     status = Status[_TERMINATIONS.get(result.termination.reason.name, "ERROR")]
     if status.has_solution and not result.has_primal_feasible_solution():
