@@ -9,7 +9,8 @@ Prints, in one run:
   <= 1 s, eight-dc <= 10 s, sixteen-dc <= 60 s, to <= 1 % gap on 2 cores) and its split:
   model build (data + rows), MILP/LP solves (count; LP relaxations and MILPs apart: the LP
   ratio bound, then each Dinkelbach MILP), Dinkelbach iterations, the rest (extraction,
-  metrics, validation); then, separately, the marginal-value re-solves of the binding rows (``optimize``'s default) with their count;
+  metrics, validation); then, separately, the marginal-value re-solves of the binding rows
+  (``optimize``'s default) with their count;
 * on pdd-two-dc, the ratios PDD / each baseline for BCR and P90 TTFT (the PDD report saw
   BCR x1.375 against same-DC homogeneous PD and P90 TTFT x0.485 against cross-DC PD) and
   the break-even GPU-B price and line bandwidth at which PDD's BCR equals same-DC PD's.
