@@ -7,14 +7,17 @@ Prints, in one run:
 
 * per example, the median seconds of ``optimize`` without marginal values (targets: pdd-two-dc
   <= 1 s, eight-dc <= 10 s, sixteen-dc <= 60 s, to <= 1 % gap on 2 cores) and its split:
-  model build (data + rows), MILP/LP solves (count; the LP bound and each Dinkelbach MILP),
-  Dinkelbach iterations, the rest (extraction, metrics, validation); then, separately, the
-  marginal-value re-solves of the binding rows (``optimize``'s default) with their count;
+  model build (data + rows), MILP/LP solves (count; LP relaxations and MILPs apart: the LP
+  ratio bound, then each Dinkelbach MILP), Dinkelbach iterations, the rest (extraction,
+  metrics, validation); then, separately, the marginal-value re-solves of the binding rows
+  (``optimize``'s default) with their count;
 * on pdd-two-dc, the ratios PDD / each baseline for BCR and P90 TTFT (the PDD report saw
   BCR x1.375 against same-DC homogeneous PD and P90 TTFT x0.485 against cross-DC PD) and
   the break-even GPU-B price and line bandwidth at which PDD's BCR equals same-DC PD's.
 
 The split is measured by wrapping the functions ``optimize`` calls (no change to them).
+On a shared machine compare against a base checkout run alternately with
+``bench/compare_planner.py`` (wall and CPU medians, and whether the BCR agrees).
 """
 
 from __future__ import annotations
@@ -64,6 +67,9 @@ def _timed(split: Split):
             finally:
                 if not inside_marginals[0] or phase == "marginals":
                     split.add(phase, time.perf_counter() - start)
+                    if phase == "solves":  # LP relaxations and MILPs apart
+                        milp = any(v.integer for v in args[0].vars)
+                        split.add("milps" if milp else "lps", time.perf_counter() - start)
         return timed
 
     def marginals(*args, **kwargs):
@@ -103,7 +109,8 @@ def _median_split(runs) -> tuple[float, dict[str, float], dict[str, int]]:
 
 
 def print_times(names: list[str], repeats: int, solver: str) -> dict:
-    print(f"{'scenario':<11} {'median s':>8} {'build s':>8} {'solves s':>9} {'solves':>6} {'Dinkel.':>7} "
+    print(f"{'scenario':<11} {'median s':>8} {'build s':>8} {'solves s':>9} {'LPs s':>6} {'MILPs s':>7} "
+          f"{'solves':>6} {'Dinkel.':>7} "
           f"{'rest s':>7} {'gap %':>6} {'status':>8} {'marginals s':>11} {'re-solves':>9}  target")
     results = {}
     for name in names:
@@ -119,7 +126,8 @@ def print_times(names: list[str], repeats: int, solver: str) -> dict:
         rest = total - secs.get("build", 0.0) - secs.get("solves", 0.0)
         results[name] = (problem, plan)
         print(f"{name:<11} {total:>8.2f} {secs.get('build', 0.0):>8.2f} {secs.get('solves', 0.0):>9.2f} "
-              f"{calls.get('solves', 0):>6d} {getattr(plan.solver, 'iterations', 0):>7d} {rest:>7.2f} "
+              f"{secs.get('lps', 0.0):>6.2f} {secs.get('milps', 0.0):>7.2f} {calls.get('solves', 0):>6d} "
+              f"{getattr(plan.solver, 'iterations', 0):>7d} {rest:>7.2f} "
               f"{100 * plan.solver.mip_gap:>6.3f} {plan.solver.status:>8} {m_s:>11.2f} {n_rows:>9d}  "
               f"<= {TARGETS_S.get(name, float('nan')):g} s, <= 1 % gap")
     return results

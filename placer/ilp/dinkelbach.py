@@ -30,7 +30,10 @@ from placer.ilp.formulation import Formulation
 EPS = 1e-6
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
 REL_GAP = 5e-3  # target precision of the optimal ratio (the issue asks ≤ 1 %)
-SEED_GAP = 0.02  # relative gap of the first MILP, whose plan only seeds λ
+# Relative gap of the first MILP, whose plan only seeds λ (exactness comes from the rounds after
+# it): 0.3 lets HiGHS stop at its first good plan instead of proving it — on the examples the
+# same seed plan, 20-50 % less time in that MILP (0.02 before).
+SEED_GAP = 0.3
 MAX_ITERATIONS = 30
 LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
 
