@@ -21,7 +21,7 @@ from collections import defaultdict
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.evaluate import analyze, fleet_metrics, link_uses
 from placer.ilp.backends import solve
-from placer.ilp.config import OBJECTIVES, SolveConfig
+from placer.ilp.config import OBJECTIVES, SolveConfig, building_within
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
 from placer.ilp.fleet import SEPARATOR, build_fleet
@@ -115,7 +115,8 @@ def with_metrics(problem: Problem, plan: Plan) -> Plan:
 
 def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig = SolveConfig(),
                        warm_ratio: float | None = None) -> tuple[Plan, Formulation, Outcome]:
-    form = build(problem, arch, config.objective)
+    with building_within(config):  # a build that outlives --time-limit ends as exit 4
+        form = build(problem, arch, config.objective)
     outcome = solve_objective(form, config, warm_ratio=warm_ratio)
     return extract(form, outcome, config.objective), form, outcome
 
@@ -282,7 +283,8 @@ def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = Solv
     config = config.check().started()
     fleet = as_fleet(scenario, measured)
     _needs_budget(fleet.shared, config.objective)
-    form = build_fleet(fleet, config.objective)
+    with building_within(config):
+        form = build_fleet(fleet, config.objective)
     outcome = solve_objective(form, config, warm_ratio=warm_ratio)
     parts = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(outcome.values)),
                                config.objective) for mem in form.members}

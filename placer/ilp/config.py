@@ -10,16 +10,21 @@ entry point that solves (``optimize``, ``verify_plan``, ``evaluate_plan``) calls
 instant); every MILP after it (Dinkelbach rounds, the final most-goodput solve, the
 marginal-value re-solves, ``--verify`` re-solves) gets only :meth:`SolveConfig.left_s`.
 A config already started keeps its deadline, so a face that starts it once bounds
-everything it calls.
+everything it calls. Building a large MILP takes time too: :func:`building_within`
+puts the deadline in scope and the builder's loops call :func:`check_build_deadline`,
+so a build that outlives the budget ends in ``SolveTimeoutError`` (exit 4) at once.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from placer.errors import InputError
+from placer.errors import InputError, SolveTimeoutError
 
 #: Objectives a user may ask for; the baselines also use "max-served" internally.
 OBJECTIVES = ("bcr", "min-cost", "max-goodput")
@@ -72,3 +77,23 @@ class SolveConfig:
     def spent(self) -> bool:
         """Whether the budget is used up."""
         return self.left_s() <= 0.0
+
+
+_BUILD_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("placer_build_deadline", default=None)
+
+
+@contextmanager
+def building_within(config: SolveConfig) -> Iterator[None]:
+    """Within this block, :func:`check_build_deadline` enforces ``config``'s deadline (if started)."""
+    token = _BUILD_DEADLINE.set(None if config.deadline is None else (config.deadline, config.time_limit_s))
+    try:
+        yield
+    finally:
+        _BUILD_DEADLINE.reset(token)
+
+
+def check_build_deadline() -> None:
+    """SolveTimeoutError when the deadline in scope (:func:`building_within`) has passed; else nothing."""
+    scope = _BUILD_DEADLINE.get()
+    if scope is not None and time.monotonic() > scope[0]:
+        raise SolveTimeoutError(scope[1])

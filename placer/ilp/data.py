@@ -24,6 +24,7 @@ from placer.flows import (
     decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
+from placer.ilp.config import check_build_deadline
 from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
 
@@ -329,6 +330,7 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
     decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
     flows = []
     for k, c in enumerate(problem.classes):
+        check_build_deadline()
         for p in (q for q in pools if q.role == P):
             src = p.dc
             reachable = [d for d in problem.dc_names
@@ -408,13 +410,16 @@ def _grouped(flows: list[Flow], key) -> dict:
 def prepare(problem: Problem, arch: Architecture) -> Prepared:
     """The sets and parameters of the formulation for ``arch`` (data only: no model yet)."""
     pools, instances, decode, agg, notes = candidate_pools(problem, arch)
+    check_build_deadline()
     bounds = _count_bounds(problem, pools, instances, decode, agg)
     prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
                for k, c in enumerate(problem.classes) for p in pools if p.role == P}
     prefill.update({(k, a): agg[a].service_s(c) for k, c in enumerate(problem.classes) for a in pools
                     if a.role == AGG})  # A: seconds of the prefill budget (the busy of its C14 row)
     flows = _admitted(problem, _flows(problem, arch, pools), pools, instances, agg)
+    check_build_deadline()
     ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill, agg)
+    check_build_deadline()
     flows = _undominated(flows, late)
     wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
     return Prepared(

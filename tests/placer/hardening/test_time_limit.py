@@ -46,6 +46,18 @@ def test_time_limit_bounds_the_whole_command_on_a_large_instance(tmp_path):
         assert solver["status"] in ("optimal", "feasible") and math.isfinite(solver["mip_gap"])
 
 
+def test_a_build_that_outlives_the_limit_ends_at_the_limit(tmp_path):
+    """40 datacenters × 200 classes: building the MILP alone takes ~30 s here; with --time-limit 3
+    the builder's loops see the deadline and the command exits 4 naming the limit, on time."""
+    path = tmp_path / "huge.yaml"
+    path.write_text(yaml.safe_dump(large_scenario(datacenters=40, classes=200)))
+    start = time.monotonic()
+    result = CliRunner().invoke(app, ["optimize", str(path), "--time-limit", "3"])
+    wall_s = time.monotonic() - start
+    assert wall_s <= 3 + MARGIN_S, f"took {wall_s:.1f} s with --time-limit 3"
+    assert result.exit_code == 4 and "time limit of 3 s" in result.output, result.output
+
+
 def test_a_started_budget_is_shared_and_sub_budgets_never_extend_it():
     config = SolveConfig(time_limit_s=10).started()
     assert 9 < config.left_s() <= 10
