@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.table import Table
 
 from placer.baselines import BASELINES
+from placer.cli.fold import Fold
 from placer.cli.output import choices, fail, out
 from placer.errors import PlacerError
 from placer.frontier import VARY, run_frontier, write_frontier
@@ -32,17 +32,14 @@ def _num(value, fmt: str) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else format(value, fmt)
 
 
-def _table(rows: list[dict], vary: str) -> Table:
-    table = Table(title=f"BCR optimum against the {vary} SLA")
-    for col in (f"{vary} SLA s", "plan", "status", "BCR req/USD", "USD/Mtok out", "USD/Mtok in", "TTFT P90 s",
-                "TPOT s", "roles"):
-        table.add_column(col)
-    for r in rows:
-        table.add_row(f"{r['value']:g}", r["plan"], r["status"], _num(r.get("bcr_requests_per_usd"), ".2f"),
-                      _num(r.get("usd_per_million_output_tokens"), ".3f"),
-                      _num(r.get("usd_per_million_input_tokens"), ".3f"), _num(r.get("ttft_p90_s"), ".3f"),
-                      _num(r.get("tpot_s"), ".4f"), r.get("roles", ""))
-    return table
+def _table(rows: list[dict], vary: str) -> Fold:
+    """The rows as a table, folded to one block per row on a narrow terminal (nothing cut)."""
+    headers = ["SLA", "plan", "status", "BCR req/USD", "USD/Mtok out", "USD/Mtok in", "TTFT P90 s",
+               "TPOT s", "roles"]
+    cells = [[f"{vary} {r['value']:g} s", r["plan"], r["status"], _num(r.get("bcr_requests_per_usd"), ".2f"),
+              _num(r.get("usd_per_million_output_tokens"), ".3f"), _num(r.get("usd_per_million_input_tokens"), ".3f"),
+              _num(r.get("ttft_p90_s"), ".3f"), _num(r.get("tpot_s"), ".4f"), r.get("roles", "")] for r in rows]
+    return Fold(f"BCR optimum against the {vary} SLA", headers, cells, right=headers[3:8])
 
 
 def frontier(
