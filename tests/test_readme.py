@@ -12,7 +12,7 @@ Not run here, and why (each is a skipped case with that reason):
 (``jobs run-now``, ``deploy --apply``, ``workload fit reqlog.jsonl``) — the closed-loop test
 on local Ray (tests/executor/test_apply_ray.py) runs that sequence. ``bench/bench_planner.py``
 solves the sixteen-datacenter example for minutes: it runs under ``-m slow``; a serving
-``placer deploy`` starts Ray: under ``-m ray``.
+``placer deploy`` starts Ray (marked ``ray``; the default run includes it).
 """
 
 from __future__ import annotations
