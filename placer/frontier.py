@@ -17,7 +17,6 @@ status, never as a failed run: the curve simply ends there.
 
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from placer.baselines import BASELINES, solve_baseline
 from placer.errors import InputError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
-from placer.sim.sweep import on_ray
+from placer.sim.sweep import on_ray, write_csv_and_plot
 from placer.specs import Scenario, parse_scenario
 
 VARY = ("ttft", "tpot")
@@ -108,19 +107,7 @@ def run_frontier(scenario: Scenario, vary: str, values: list[float], baselines: 
 
 def write_frontier(rows: list[dict], out_dir: str | Path, vary: str, title: str = "") -> tuple[Path, Path]:
     """``frontier.csv`` and ``frontier.png`` in ``out_dir`` (created)."""
-    out = Path(out_dir)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--out: cannot create {str(out)!r}: {err.strerror}") from None
-    csv_path, png_path = out / "frontier.csv", out / "frontier.png"
-    with csv_path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: "" if r.get(k) is None else r.get(k, "") for k in COLUMNS})
-    _plot(rows, png_path, vary, title)
-    return csv_path, png_path
+    return write_csv_and_plot(rows, out_dir, "frontier", COLUMNS, lambda png: _plot(rows, png, vary, title))
 
 
 def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:

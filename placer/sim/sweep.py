@@ -232,18 +232,25 @@ def parse_values(text: str) -> list[float]:
 
 def write_outputs(rows: list[dict], out_dir: str | Path, vary: str, title: str = "") -> tuple[Path, Path]:
     """``sweep.csv`` and ``sweep.png`` in ``out_dir`` (created)."""
+    return write_csv_and_plot(rows, out_dir, "sweep", COLUMNS, lambda png: _plot(rows, png, vary, title))
+
+
+def write_csv_and_plot(rows: list[dict], out_dir: str | Path, stem: str, columns: tuple[str, ...],
+                       plot) -> tuple[Path, Path]:
+    """``<stem>.csv`` (``columns``; a missing or None value as an empty cell) and ``<stem>.png``
+    (drawn by ``plot(path)``) in ``out_dir``, created; an unwritable folder is an InputError."""
     out = Path(out_dir)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise InputError(f"--out: cannot create {str(out)!r}: {err.strerror}") from None
-    csv_path, png_path = out / "sweep.csv", out / "sweep.png"
+    csv_path, png_path = out / f"{stem}.csv", out / f"{stem}.png"
     with csv_path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=COLUMNS)
+        w = csv.DictWriter(fh, fieldnames=columns)
         w.writeheader()
         for r in rows:
-            w.writerow({k: r.get(k, "") for k in COLUMNS})
-    _plot(rows, png_path, vary, title)
+            w.writerow({k: "" if r.get(k) is None else r.get(k, "") for k in columns})
+    plot(png_path)
     return csv_path, png_path
 
 
