@@ -9,6 +9,7 @@ gracefully) and the attempt limit. Out: a `FaultAction`.
 | RLD, MD already streams | IGNORE: the handoff is done | IGNORE |
 | RLD, the only streamer | RETRY avoiding it | FAIL: a clear error, never a silent re-run |
 | MD (or a stalled MD pipeline) | RETRY, RLD in P's DC if any (*fallback*) | MIGRATE: from the next index |
+| A (aggregated: prefills and decodes alone) | RETRY (another A) | MIGRATE: from the next index |
 | not in the current attempt | RETRY | IGNORE |
 
 A migration prefills `prompt + delivered` and streams on from the next index (RLD,
