@@ -2,7 +2,8 @@
 
 * ``simulate SCENARIO PLAN.json`` → :func:`placer.sim.engine.simulate` (tables, or the
   Simulation JSON with ``--json``; ``--profiles`` as ``optimize``'s); any plan replays, an
-  overloaded one too, with what went wrong as warnings on stderr
+  overloaded one too, with what went wrong as warnings on stderr; ``--runtime`` replays the
+  executor's serving runtime measured on this host (``bench/measure_runtime.py``'s JSON)
 * ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
   (variants on Ray; sweep.csv and sweep.png)
 * ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
@@ -32,6 +33,7 @@ from placer.plan import load_plan
 from placer.sim import SimConfig
 from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
+from placer.sim.runtime import ExecutorRuntime
 from placer.sim.sweep import VARY, parse_values, run_sweep, varied_label, write_outputs
 from placer.specs import load_scenario
 from placer.workload.fit import fit_classes, trace_arrival_rps
@@ -80,6 +82,10 @@ def simulate(
     dispatch: Annotated[Dispatch, typer.Option(help="Instance choice inside a pool.")] = Dispatch.random,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Trace replay speed-up.")] = 1.0,
     profiles: ProfilesOpt = None,
+    runtime: Annotated[Path | None, typer.Option(
+        "--runtime", help="Replay the executor as it serves on one host, with these measured runtime figures "
+        "(JSON of bench/measure_runtime.py: cores, per-request overheads, KV serialisation rates); "
+        "default: the planner's idealised deployment.")] = None,
 ) -> None:
     """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."""
     bar = None
@@ -88,7 +94,8 @@ def simulate(
                            workload="trace" if trace else workload.value,
                            trace=str(trace) if trace else None, trace_time_scale=time_scale,
                            arrivals=arrivals.value, drc_lag=drc_lag,
-                           handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value)
+                           handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value,
+                           runtime=ExecutorRuntime.from_json(runtime) if runtime is not None else None)
         loaded = load_scenario(scenario)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         plan = load_plan(plan_file)

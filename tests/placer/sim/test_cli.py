@@ -110,3 +110,22 @@ def test_optimize_verify_prints_each_round(tmp_path):
     assert "verify round 0: utilisation cap 0.800" in r.stderr
     plan = json.loads(r.stdout)
     assert any(note.startswith("verified by simulation") for note in plan["notes"])
+
+
+def test_simulate_replays_the_executors_runtime_and_names_a_bad_figure(tmp_path, small_plan):
+    """`--runtime` replays the executor as it serves on one host: its per-request overhead and KV
+    serialisation come on top of the forwards, so TTFT grows; a bad figure is exit 2 naming it."""
+    scenario, plan_path = _files(tmp_path, small_plan)
+    figures = {"cores": 64, "slowdown": 1.0, "request_overhead_s": 0.25, "kv_export_bytes_per_s": 5e9,
+               "kv_import_bytes_per_s": 5e9, "token_stream_s": 0.0}
+    runtime = tmp_path / "runtime.json"
+    runtime.write_text(json.dumps(figures))
+    args = ["simulate", str(scenario), str(plan_path), "--requests", "1500", "--json"]
+    plain = json.loads(runner.invoke(app, args).stdout)
+    r = runner.invoke(app, [*args, "--runtime", str(runtime)])
+    assert r.exit_code == 0, r.output
+    served = json.loads(r.stdout)
+    assert served["ttft_p50_s"] >= plain["ttft_p50_s"] + 0.25  # every request pays the router's overhead
+    runtime.write_text(json.dumps({**figures, "cores": -1}))
+    bad = runner.invoke(app, [*args, "--runtime", str(runtime)])
+    assert bad.exit_code == 2 and "runtime.cores" in bad.output and "-1" in bad.output
