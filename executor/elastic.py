@@ -16,6 +16,11 @@ instances first) when they do not (`choose_strategy`); a change that fails puts 
 instances back. Instances the router no longer knows (unregistered) count as missing:
 stopped, and started again if the plan has them. `ApplyOperation` runs one change at a time
 in the background and reports its progress (`GET /plan/status`). No torch, no ray here.
+
+Fleets (several models, one router each: `executor.fleet`) do not change live yet: a fleet
+plan posted to any deployment, and any plan posted to a fleet deployment, is refused at once
+with `FleetChangeUnsupported` (`refuse_fleet_change`; HTTP 501 naming what is unsupported,
+before anything starts) — redeploy with `placer deploy` instead.
 """
 
 from __future__ import annotations
@@ -46,6 +51,25 @@ BREAK_BEFORE_MAKE = "break-before-make"
 
 class ApplyError(Exception):
     """The new plan cannot be applied at all (its chips exceed what the cluster has)."""
+
+
+class FleetChangeUnsupported(ApplyError):
+    """A live change that involves a fleet (a plan or a deployment of several models): not supported yet."""
+
+    @classmethod
+    def for_fleet(cls, models: tuple[str, ...], what: str = "this deployment serves a fleet") -> FleetChangeUnsupported:
+        return cls(f"live plan changes of a fleet are not supported yet ({what}: {', '.join(models)}); stop the "
+                   "deployment and start the new plan with `placer deploy PLAN.json`")
+
+
+def refuse_fleet_change(deployment: Any, plan: Any) -> None:
+    """FleetChangeUnsupported when `deployment` serves several models or `plan` names models on its rows."""
+    models = tuple(getattr(deployment, "deployments", None) or ())
+    if models:
+        raise FleetChangeUnsupported.for_fleet(models)
+    named = tuple(dict.fromkeys(p.model for p in getattr(plan, "pools", ()) if getattr(p, "model", None)))
+    if named:
+        raise FleetChangeUnsupported.for_fleet(named, "the new plan is a fleet plan")
 
 
 @dataclass

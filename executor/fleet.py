@@ -1,0 +1,171 @@
+"""A fleet plan served: one router per model over shared datacenters, chips and WAN lines.
+
+In: a fleet plan (its pools, routes and assignments name a `model`: `placer optimize` on a
+scenario with `models:`), optionally its fleet scenario, and the serving options. Out:
+
+- `plan_models(plan)`: the models a plan serves (() for a single-model plan).
+- `fleet_members(plan, scenario, ...)` → one `FleetMember` per model: its own plan
+  (`placer.fleetplan.split_plan`), its own `ServingConfig` (its pipelines, thresholds, handoff
+  and router datacenter; with the scenario, checked against that model's member scenario) and
+  its instances (`executor.placement.placement`: `<model>.<role>-…`, each spec naming its model).
+  The WAN lines are the fleet's, shared by every model (one emulated line carries both models'
+  KV, as the plan sums their use of it).
+- `Fleet`: the running deployments (a `LocalCluster` or `RayDeployment` per model, each with its
+  own router and its own directory: a model's instances reach only its router and each other)
+  and the shared lines; `stats()` by model; a live plan change is refused
+  (`executor.elastic.FleetChangeUnsupported`).
+- `local_fleet(...)`: the whole fleet in this process (tests, benches).
+
+Rules: the chips of a datacenter are shared — the pools of all models together must fit its
+inventory (InfeasiblePlanError naming it); a scenario given must be the fleet's (InputError
+naming `--scenario` otherwise) and list every model the plan names. No torch, no ray here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from executor.config import ServingConfig
+from executor.elastic import FleetChangeUnsupported
+from executor.placement import InstanceSpec, link_shapes, placement
+from placer.errors import InputError, PlacerError
+from placer.fleetplan import split_plan
+from placer.plancheck import _check_inventory as check_shared_inventory  # Σ over every model's pools
+from placer.plan import Plan
+
+
+def plan_models(plan: Plan) -> tuple[str, ...]:
+    """The models a plan's rows name: the order of `plan.models`, then of first appearance; ()
+    for a single-model plan."""
+    named = [row.model for rows in (plan.pools, plan.routes, plan.assignments) for row in rows if row.model]
+    if not named:
+        return ()
+    return tuple(dict.fromkeys([*(m for m in (plan.models or {}) if m in named), *named]))
+
+
+@dataclass(frozen=True)
+class FleetMember:
+    """One model of a fleet: its plan, how its router serves, its instances."""
+
+    name: str
+    plan: Plan
+    config: ServingConfig
+    specs: list[InstanceSpec] = field(default_factory=list)
+
+
+def _member_scenarios(scenario: Any, names: tuple[str, ...]) -> dict[str, Any]:
+    """Each model's scenario (`Scenario.member`), or InputError naming what does not match."""
+    if scenario is None:
+        return dict.fromkeys(names)
+    if not getattr(scenario, "is_fleet", False):
+        raise InputError(f"--scenario: scenario {scenario.name!r} plans one model, but the plan is a fleet plan "
+                         f"({', '.join(names)}); give the fleet's scenario (its 'models' list)")
+    listed = [m.name for m in scenario.models]
+    unknown = [n for n in names if n not in listed]
+    if unknown:
+        raise InputError(f"pools[].model: the plan serves {', '.join(map(repr, unknown))}, which scenario "
+                         f"{scenario.name!r} does not list; its models: {', '.join(listed)}")
+    return {n: scenario.member(listed.index(n)) for n in names}
+
+
+def fleet_members(plan: Plan, scenario: Any = None, *, max_per_pool: int | None = None,
+                  link_gbit_per_s: float | None = None, link_rtt_ms: float | None = None,
+                  link_jitter_ms: float | None = None, link_loss: float = 0.0) -> list[FleetMember]:
+    """Each model's plan, serving config and instances (see the module docstring); errors name the model."""
+    names = plan_models(plan)
+    if not names:
+        raise InputError("pools[].model: the plan names no model on its rows: it is a single-model plan")
+    scenarios = _member_scenarios(scenario, names)
+    if scenario is not None:
+        check_shared_inventory(scenario, plan)
+    lines = link_shapes(plan, scenario, gbit_per_s=link_gbit_per_s, rtt_ms=link_rtt_ms, jitter_ms=link_jitter_ms,
+                        loss=link_loss)
+    specs = placement(plan, max_per_pool)
+    members = []
+    for name, part in split_plan(plan, names).items():
+        try:
+            config = ServingConfig.from_plan(part, scenarios[name], links=lines)
+        except PlacerError as exc:
+            raise type(exc)(f"model {name!r}: {exc}") from None
+        except ValueError as exc:
+            raise InputError(f"model {name!r}: {exc}") from None
+        members.append(FleetMember(name, part, config, [s for s in specs if s.model == name]))
+    return members
+
+
+class Fleet:
+    """A fleet running: each model's deployment (with its `router`) and the WAN lines they share.
+
+    `deployments`: model → a `LocalCluster` or `RayDeployment` serving that model alone;
+    `line_stats` / `close_lines`: the shared lines' counters and their shutdown."""
+
+    def __init__(self, plan: Plan, deployments: Mapping[str, Any], *,
+                 line_stats: Callable[[], dict[str, Any]] = dict, close_lines: Callable[[], None] = lambda: None,
+                 max_per_pool: int | None = None) -> None:
+        self.plan, self.deployments, self.max_per_pool = plan, dict(deployments), max_per_pool
+        self._line_stats, self._close_lines = line_stats, close_lines
+
+    @property
+    def routers(self) -> dict[str, Any]:
+        return {name: dep.router for name, dep in self.deployments.items()}
+
+    @property
+    def specs(self) -> list[InstanceSpec]:
+        return [s for dep in self.deployments.values() for s in dep.specs]
+
+    def stats(self) -> dict[str, Any]:
+        """Each model's router and instances (`models`), and the shared lines (`links`)."""
+        models = {}
+        for name, dep in self.deployments.items():
+            own = dep.stats()
+            models[name] = {"router": own["router"], "instances": own["instances"]}
+        return {"models": models, "links": self._line_stats()}
+
+    def apply_plan(self, new: Any, **_: Any) -> Any:
+        """Refused: a fleet deployment does not change live yet (`FleetChangeUnsupported`)."""
+        raise FleetChangeUnsupported.for_fleet(plan_models(self.plan))
+
+    def close(self) -> None:
+        for dep in self.deployments.values():
+            dep.close()
+        self._close_lines()
+
+    def __enter__(self) -> Fleet:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def local_fleet(plan: Plan, members: list[FleetMember], models: Mapping[str, Any], engine_config: Any, *,
+                link_seed: int = 0, **cluster_kw: Any) -> Fleet:
+    """The whole fleet in this process over TCP: one `LinkEmulator` per line shared by every model,
+    one `LocalCluster` per model serving `models[name]` (a `ModelConfig` or a `Checkpoint`)."""
+    from executor.cluster import LocalCluster  # the engines (torch) come in only here
+    from executor.transport.link import LinkEmulator
+
+    emulators, addresses = [], {}
+    for k, (pair, shape) in enumerate(members[0].config.links.items() if members else ()):
+        a, b = sorted(pair)
+        emu = LinkEmulator(a, b, shape, seed=link_seed + k)
+        addresses[(a, b)] = emu.start()
+        emulators.append(emu)
+
+    def close_lines() -> None:
+        for emu in emulators:
+            emu.close()
+
+    deployments: dict[str, Any] = {}
+    try:
+        for m in members:
+            deployments[m.name] = LocalCluster(m.specs, models[m.name], engine_config, m.config,
+                                               link_addresses=addresses, **cluster_kw)
+    except Exception:
+        for dep in deployments.values():
+            dep.close()
+        close_lines()
+        raise
+    stats = lambda: {f"{e.dc_a}<->{e.dc_b}": e.stats() for e in emulators}  # noqa: E731
+    return Fleet(plan, deployments, line_stats=stats, close_lines=close_lines)
