@@ -62,7 +62,7 @@ def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | Non
         what = f"; serves {served[m.name]}" if served and m.name in served else ""
         lines.append(f"model {m.name}: {len(m.specs)} instances, its own router{what}")
         met = m.plan.metrics
-        lines.append(f"  planned: {met.goodput_rps:g} req/s goodput at ${met.cost_usd_per_h:g}/h, BCR "
+        lines.append(f"  planned: {met.goodput_rps:.2f} req/s goodput at ${met.cost_usd_per_h:.2f}/h, BCR "
                      f"{met.bcr_requests_per_usd:.0f} req/$ (the planner's prediction: plan.models.{m.name})")
         lines += instance_table(m.specs, indent="  ")
         lines += routing_lines(m.plan, m.config, indent="  ")
