@@ -19,6 +19,7 @@ Importing this module needs neither ray nor torch nor the HTTP stack (as `execut
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,24 @@ class ModelSource:
     model_dir: str | None = None
     model_file: str | None = None
     seed: int = 0
+
+
+class SharedLog:
+    """One request log written by several routers (`add`); closed when the last of them closes it."""
+
+    def __init__(self, log: Any, users: int) -> None:
+        self.log, self.users = log, users
+        self._lock = threading.Lock()
+
+    def add(self, record: Any) -> None:
+        self.log.add(record)
+
+    def close(self) -> None:
+        with self._lock:
+            self.users -= 1
+            last = self.users == 0
+        if last:
+            self.log.close()
 
 
 def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | None = None,
@@ -121,8 +140,8 @@ def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Mod
                 port: int = 8000, echo: Callable[[str], None] = print, token: str | None = None,
                 protect_completions: bool = False) -> None:
     """Deploy the fleet on Ray and serve it on `host:port` until interrupted (as `executor.deploy.serve`:
-    `address` None starts a local Ray emulating the datacenters; one request log for every model,
-    each record's model told by its instances' names)."""
+    `address` None starts a local Ray emulating the datacenters; one request log for every model
+    (`SharedLog`), each record's model told by its instances' names)."""
     import ray
     import uvicorn
 
@@ -134,7 +153,7 @@ def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Mod
         ray.init(address=address, log_to_driver=False)
     fleet = None
     try:
-        sink = BatchingRequestLog(open_sink(request_log)) if request_log else None
+        sink = SharedLog(BatchingRequestLog(open_sink(request_log)), len(members)) if request_log else None
         texts = {m.name: checkpoint_text(sources.get(m.name, ModelSource()).model_dir, m.config) for m in members}
         members = [dataclasses.replace(m, config=texts[m.name][1]) for m in members]
         fleet = ray_fleet(plan, members, sources, engine_config, runtime=runtime, max_per_pool=max_per_pool,

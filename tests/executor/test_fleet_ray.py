@@ -1,67 +1,98 @@
-"""A fleet plan on a real (local) Ray: each model's actors, its own router, one line actor for both.
+"""`placer deploy FLEET.json` for real: a local Ray, each model's actors and router, one HTTP front.
 
-Marked `ray`. Kept small for a 2-core machine: chat is P in dc-a + MD in dc-b (its KV crosses
-the line), code one aggregated A instance in dc-a; both are tiny seeded models of different
-seeds, so each model's output is checked against its own reference engine.
+Marked `ray`. The command runs as an operator runs it (a subprocess serving on a port until
+Ctrl-C). Kept small for a 2-core machine: chat is P in dc-a + MD in dc-b (its KV crosses the
+shared line), code one aggregated A instance in dc-a; both serve the tiny seeded model, chat
+with seed 0 and code with seed 1 (`--seed` + the model's index), so each model's reply is
+checked against its own reference engine — a request answered by the other model's instances
+would not match.
 """
 
 from __future__ import annotations
 
-import warnings
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
 
 import pytest
 
-ray = pytest.importorskip("ray")
+pytest.importorskip("ray")
+httpx = pytest.importorskip("httpx")
 
-from executor.deploy import start_local_ray
 from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
-from executor.fleet import fleet_members
-from executor.fleet_deploy import ModelSource, ray_fleet
-from executor.placement import placement
-from placer.plan import Plan
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(150)]
 
-FLEET = Plan.model_validate({
+FLEET = {
     "scenario": "tiny-fleet",
     "pools": [{"model": "chat", "role": "P", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1},
               {"model": "chat", "role": "MD", "datacenter": "dc-b", "chip": "B", "tp": 1, "count": 1},
               {"model": "code", "role": "A", "datacenter": "dc-a", "chip": "A", "tp": 1, "count": 1}],
-    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s_capacity": 1.0}]})
-EC = EngineConfig(backend="torch", block_size=4, num_blocks=256)
-SOURCES = {"chat": ModelSource(seed=0), "code": ModelSource(seed=1)}
+    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s_capacity": 1.0}]}
+TOKEN = "fleet-ray-test-token"
 PROMPT = [256, *b"pack my box with five dozen liquor jugs"]
 N = 24
 
 
-def test_a_fleet_on_ray_serves_each_model_from_its_own_actors():
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        from fastapi.testclient import TestClient
-    from executor.server import ServedModel, create_app
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
+
+def _wait_healthy(proc: subprocess.Popen, url: str, timeout_s: float) -> None:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            pytest.fail(f"placer deploy exited {proc.returncode}: {proc.stdout.read()}")
+        try:
+            if httpx.get(f"{url}/health", timeout=2).json()["status"] == "ok":
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
+    pytest.fail("the fleet did not become healthy in time")
+
+
+def test_placer_deploy_serves_a_fleet_on_ray_each_model_by_its_own_instances(tmp_path):
     sampling = SamplingParams(max_new_tokens=N, stop_at_eos=False)
-    expected = {name: Engine.from_seed(ModelConfig(), EC, seed=src.seed, device="cpu").generate(PROMPT, N, sampling)
-                for name, src in SOURCES.items()}
+    engine = EngineConfig(backend="torch")  # the command's engine settings (block size does not change outputs)
+    expected = {name: Engine.from_seed(ModelConfig(), engine, seed=seed, device="cpu").generate(PROMPT, N, sampling)
+                for name, seed in (("chat", 0), ("code", 1))}
     assert expected["chat"] != expected["code"]
-    start_local_ray(placement(FLEET), num_cpus=2, object_store_bytes=80 * 1024 * 1024)
-    fleet = None
+    plan = tmp_path / "fleet.json"
+    plan.write_text(json.dumps(FLEET))
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "PLACER_EXECUTOR_TOKEN": TOKEN}
+    proc = subprocess.Popen([sys.executable, "-m", "placer.cli", "deploy", str(plan), "--port", str(port),
+                             "--device", "cpu", "--num-blocks", "256"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        fleet = ray_fleet(FLEET, fleet_members(FLEET), SOURCES, EC, start_timeout_s=90)
-        assert sorted(fleet.deployments["chat"].actors) == ["chat.md-dc-b-B-tp1-0", "chat.p-dc-a-A-tp1-0"]
-        assert list(fleet.deployments["code"].actors) == ["code.a-dc-a-A-tp1-0"]
-        client = TestClient(create_app(models={n: ServedModel(r) for n, r in fleet.routers.items()}))
+        _wait_healthy(proc, url, 100)
         for name in ("chat", "code"):
-            r = client.post("/v1/completions", json={"model": name, "prompt": PROMPT, "max_tokens": N,
-                                                     "ignore_eos": True})
+            r = httpx.post(f"{url}/v1/completions", json={"model": name, "prompt": PROMPT, "max_tokens": N,
+                                                          "ignore_eos": True}, timeout=60)
             assert r.status_code == 200, r.text
             assert r.json()["choices"][0]["token_ids"] == expected[name]
             assert all(i.startswith(f"{name}.") for i in r.json()["placer"]["instances"].values())
-        stats = fleet.stats()
-        assert stats["links"]["dc-a<->dc-b"]["dc-a->dc-b"]["bytes"] > 0  # chat's KV crossed the shared line
-        assert stats["models"]["code"]["router"]["completed"] == 1
-        assert stats["models"]["chat"]["instances"]["chat.md-dc-b-B-tp1-0"]["kv_received_bytes"] > 0
+        unknown = httpx.post(f"{url}/v1/completions", json={"model": "poetry", "prompt": "hi"}, timeout=10)
+        assert unknown.status_code == 404 and "chat, code" in unknown.text
+        text = httpx.get(f"{url}/metrics", params={"format": "prometheus"}, timeout=10).text
+        assert 'placer_requests_completed_total{model="chat"} 1' in text
+        assert 'placer_requests_completed_total{model="code"} 1' in text
+        change = httpx.post(f"{url}/plan", json=FLEET, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        assert change.status_code == 501 and "fleet" in change.text
     finally:
-        if fleet is not None:
-            fleet.close()
-        ray.shutdown()
+        proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = proc.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+    assert "fleet plan 'tiny-fleet': 2 models, 3 instances" in out
+    assert "serving chat, code on" in out
