@@ -44,7 +44,6 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -57,9 +56,11 @@ from executor.admission import Overloaded, TooLarge
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import placement
+from executor.prometheus import PROMETHEUS_COUNTERS, prometheus_text  # noqa: F401 - re-exported
 from executor.registry import InstanceInfo
 from executor.router import Router
 from executor.routing import NoRouteError
+from executor.served import Served, ServedModel
 from executor.stream import RequestStream
 from placer import flows
 from placer.plan import Plan
@@ -101,82 +102,6 @@ class InstanceBody(BaseModel):
     tp: int = Field(1, ge=1)
     address: str | None = None
     model: str | None = Field(None, description="The served model it belongs to (required by a fleet).")
-
-
-PROMETHEUS_COUNTERS = {  # router counter → (metric, help)
-    "completed": ("placer_requests_completed_total", "Requests that ended with a completion."),
-    "failed": ("placer_requests_failed_total", "Requests that ended with an error event."),
-    "migrations": ("placer_migrations_total", "Requests moved mid-stream to another instance."),
-    "fallbacks": ("placer_fallbacks_total", "Requests served by RLD in place of an MD pipeline."),
-    "retries": ("placer_retries_total", "Attempts restarted before the first token reached the client."),
-    "failures_after_first_token": ("placer_failures_after_first_token_total",
-                                   "Requests failed (not retried) after tokens reached the client."),
-    "stalls": ("placer_stalls_total", "Attempts that made no progress within the stall deadline."),
-    "rejected_overloaded": ("placer_rejected_overloaded_total", "Requests refused with 429."),
-    "rejected_no_capacity": ("placer_rejected_no_capacity_total", "Requests refused with 503."),
-    "cancelled": ("placer_requests_cancelled_total", "Requests whose client went away before the end."),
-    "peers_down": ("placer_peers_down_total", "Instances marked DOWN."),
-    "peers_recovered": ("placer_peers_recovered_total", "DOWN instances that answered again."),
-    "orders_undelivered": ("placer_orders_undelivered_total", "Orders that could not be delivered."),
-}
-
-
-def _labels(model: str | None, **more: str) -> str:
-    pairs = ({"model": model} if model is not None else {}) | more
-    return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}" if pairs else ""
-
-
-def prometheus_text(stats: dict[str, Any] | dict[str | None, dict[str, Any]], *, by_model: bool = False) -> str:
-    """Router stats → Prometheus text exposition (counters, live gauge, per-instance health).
-    `by_model`: `stats` maps each model to its router's stats and every series carries `model`."""
-    per_model = stats if by_model else {None: stats}
-    lines = []
-    for key, (metric, help_) in PROMETHEUS_COUNTERS.items():
-        lines += [f"# HELP {metric} {help_}", f"# TYPE {metric} counter"]
-        lines += [f"{metric}{_labels(m)} {int(st.get(key, 0))}" for m, st in per_model.items()]
-    lines += ["# HELP placer_requests_live Requests in flight.", "# TYPE placer_requests_live gauge"]
-    lines += [f"placer_requests_live{_labels(m)} {int(st.get('live', 0))}" for m, st in per_model.items()]
-    lines += ["# HELP placer_instance_up 1 UP, 0.5 SUSPECT, 0 DOWN.", "# TYPE placer_instance_up gauge"]
-    up = {"up": 1, "suspect": 0.5, "down": 0}
-    for m, st in per_model.items():
-        for name, state in sorted(st.get("health", {}).items()):
-            lines.append(f"placer_instance_up{_labels(m, instance=name)} {up[state]}")
-    return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class ServedModel:
-    """One served model: its router and its tokenizer (text ↔ ids: `encode`, `decode`, `vocab_size`;
-    a checkpoint's `HFTokenizer`, or bytes)."""
-
-    router: Router
-    tokenizer: Any = field(default_factory=ByteTokenizer)
-
-
-@dataclass(frozen=True)
-class Served:
-    """What the endpoints serve (`app.state.served`, set once by `create_app`)."""
-
-    models: dict[str, ServedModel]  # name → its router and tokenizer
-    fleet: bool = False  # served as a fleet: metrics and instances carry the model
-    deployment: Any = None  # a `LocalCluster`, `RayDeployment` or `Fleet`: enables `POST /plan`
-    token: str | None = None  # the control plane's bearer token; None: control calls are refused
-
-    def pick(self, name: str | None) -> tuple[str, ServedModel]:
-        """The model a request asks for: 404 naming an unknown one, 400 when it names none of several."""
-        names = ", ".join(self.models)
-        if name is None:
-            if len(self.models) == 1:
-                return next(iter(self.models.items()))
-            raise HTTPException(400, f"model: this server serves {len(self.models)} models ({names}); name one "
-                                     "in the request's 'model' field")
-        if name not in self.models:
-            raise HTTPException(404, f"model: {name!r} is not served here; served: {names}")
-        return name, self.models[name]
-
-    def owner(self, instance: str) -> ServedModel | None:
-        """The model whose router knows `instance`."""
-        return next((m for m in self.models.values() if instance in m.router.instances), None)
 
 
 def _served(request: Request) -> Served:
