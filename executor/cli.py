@@ -40,16 +40,16 @@ from pydantic import ValidationError
 
 from executor.config import ServingConfig
 from executor.deploy import describe, follow_apply, post_plan, serve
-from executor.devices import place_on_devices, resolve_runtime, visible_gpus
+from executor.devices import Runtime, place_on_devices, resolve_runtime, visible_gpus
 from executor.elastic import FleetChangeUnsupported
 from executor.engine.config import EngineConfig
-from executor.fleet import fleet_members, plan_models
+from executor.fleet import FleetMember, fleet_members, plan_models
 from executor.fleet_deploy import ModelSource, describe_fleet, serve_fleet
-from executor.placement import placement
+from executor.placement import InstanceSpec, placement
 from placer.errors import InputError, PlacerError
-from placer.plan import load_plan
+from placer.plan import Plan, load_plan
 from placer.settings import Settings
-from placer.specs import load_scenario
+from placer.specs import Scenario, load_scenario
 
 
 def deploy(
@@ -157,7 +157,9 @@ def deploy(
         _fail(f"deploy failed: {exc}", 1)
 
 
-def _single(plan, scen, runtime, gpus, max_per_pool, links, model_dir, model_file):
+def _single(plan: Plan, scen: Scenario | None, runtime: Runtime, gpus: int | None, max_per_pool: int | None,
+            links: dict, model_dir: list[str] | None, model_file: list[str] | None
+            ) -> tuple[ServingConfig, list[InstanceSpec], str, str]:
     """A single-model plan: its serving config, its instances on devices, the placement and model as text."""
     if scen is not None and scen.is_fleet:
         scen.single_model("placer deploy of a single-model plan")
@@ -169,7 +171,9 @@ def _single(plan, scen, runtime, gpus, max_per_pool, links, model_dir, model_fil
     return config, specs, describe(plan, specs, config, runtime), model_line
 
 
-def _fleet(plan, scen, runtime, gpus, max_per_pool, links, model_dir, model_file, seed):
+def _fleet(plan: Plan, scen: Scenario | None, runtime: Runtime, gpus: int | None, max_per_pool: int | None,
+           links: dict, model_dir: list[str] | None, model_file: list[str] | None, seed: int
+           ) -> tuple[list[FleetMember], dict[str, ModelSource], str]:
     """A fleet plan: each model's member (instances placed on devices for the whole fleet: models apart),
     its weights, and the placement grouped by model as text."""
     members = fleet_members(plan, scen, max_per_pool=max_per_pool, **links)

@@ -182,3 +182,28 @@ def test_bad_fleet_options_exit_2_naming_them(example_plan, args, named):
 def test_apply_of_a_fleet_plan_is_refused_before_anything_is_sent(example_plan):
     result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(example_plan), "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 2 and "live plan changes of a fleet are not supported yet" in result.output
+
+
+def test_a_single_model_server_names_its_model_and_refuses_a_fleet_plan(model_config, engine_config):
+    """One model served: `model` may be left out or name it; another name is a 404 naming the served one;
+    a fleet plan posted to it is refused (501) before anything changes."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+    from executor.cluster import LocalCluster
+    from executor.server import create_app
+
+    chat = fleet_members(FLEET)[0]  # chat's part, deployed alone as a single-model deployment
+    single = chat.specs
+    with LocalCluster(single, model_config, engine_config, chat.config) as cluster:
+        client = TestClient(create_app(cluster.router, deployment=cluster, token=TOKEN))
+        body = {"prompt": "hi", "max_tokens": 3, "ignore_eos": True}
+        first = client.post("/v1/completions", json=body)
+        assert first.status_code == 200 and first.json()["model"] == "placer-tiny", first.text
+        assert client.post("/v1/completions", json={**body, "model": "placer-tiny"}).status_code == 200
+        other = client.post("/v1/completions", json={**body, "model": "gpt-4"})
+        assert other.status_code == 404 and "'gpt-4'" in other.text and "placer-tiny" in other.text
+        change = client.post("/plan", json=FLEET.model_dump(mode="json"),
+                             headers={"Authorization": f"Bearer {TOKEN}"})
+        assert change.status_code == 501 and "the new plan is a fleet plan: chat, code" in change.text
+        assert sorted(cluster.instances) == sorted(s.name for s in single)  # nothing changed
