@@ -254,6 +254,7 @@ class RayDeployment:
         if self.runtime.device == "cuda" and spec.gpu_ids:  # a fleet's model on its own GPUs (Ray assigns none)
             options["num_gpus"] = 0
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, spec.gpu_ids))
+            env["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"  # Ray must keep that pin on a 0-GPU actor
         elif self.runtime.device == "cuda":
             pool = (spec.role, spec.datacenter, spec.chip, spec.tp)
             same_pool = [s.num_gpus for s in self.specs if (s.role, s.datacenter, s.chip, s.tp) == pool]
