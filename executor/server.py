@@ -363,7 +363,8 @@ def _plan_apply(request: Request) -> ApplyOperation:
 _APPLY_LOCK = threading.Lock()
 
 
-@control_api.post("/plan", status_code=202)
+@control_api.post("/plan", status_code=202, responses={
+    501: {"description": "A live change involving a fleet (of or to several models): not supported yet."}})
 def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_s: float = Query(30.0, ge=0),
                timeout_s: float = Query(600.0, gt=0, le=24 * 3600),
                ready_timeout_s: float = Query(300.0, gt=0, le=24 * 3600)):

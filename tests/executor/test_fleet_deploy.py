@@ -128,6 +128,8 @@ def test_a_fleet_in_process_serves_each_model_from_its_own_instances(checkpoints
         auth = {"Authorization": f"Bearer {TOKEN}"}
         listed = {i["name"]: i["model"] for i in client.get("/instances", headers=auth).json()}
         assert listed["chat.md-dc-b-B-tp1-0"] == "chat" and len(listed) == 4
+        orphan = client.post("/instances", json={"name": "x", "role": "MD", "datacenter": "dc-b"}, headers=auth)
+        assert orphan.status_code == 422 and "chat, code" in orphan.json()["detail"]
         change = client.post("/plan", json=FLEET.model_dump(mode="json"), headers=auth)
         assert change.status_code == 501 and "fleet" in change.json()["detail"]
         assert "chat, code" in change.json()["detail"]
