@@ -78,10 +78,10 @@ def deploy(
         help="Start at most this many instances of each pool (a scaled-down emulation).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the served model's weights.")] = 0,
     model_file: Annotated[list[str] | None, typer.Option(
-        help="Model weights saved by Engine.save (default: the tiny seeded model). A fleet plan: NAME=FILE, "
+        metavar="[NAME=]FILE", help="Model weights saved by Engine.save (default: the tiny seeded model). A fleet plan: NAME=FILE, "
              "once per model.")] = None,
     model_dir: Annotated[list[str] | None, typer.Option(
-        help="A local Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json): Llama-3, "
+        metavar="[NAME=]DIR", help="A local Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json): Llama-3, "
              "Qwen2 or Qwen3 dense. Nothing is downloaded. A fleet plan: NAME=DIR, once per model.")] = None,
     backend: Annotated[str, typer.Option(
         help="Kernels: auto (Triton on CUDA, torch on CPU), triton (on CPU: Triton's interpreter) or torch.")]
