@@ -24,16 +24,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from executor.deploy import (
-    RayDeployment,
-    _actor_classes,
-    capped_note,
-    checkpoint_text,
-    instance_table,
-    routing_lines,
-    shared_lines,
-    start_local_ray,
-)
+from executor.deploy import RayDeployment, _actor_classes, checkpoint_text, start_local_ray
+from executor.describe import capped_note, instance_table, routing_lines, shared_lines
 from executor.devices import Runtime, place_on_devices, resolve_runtime
 from executor.engine.config import EngineConfig, ModelConfig
 from executor.fleet import Fleet, FleetMember
