@@ -43,21 +43,36 @@ class ModelSource:
 
 
 class SharedLog:
-    """One request log written by several routers (`add`); closed when the last of them closes it."""
+    """One request log for every model of a fleet: each model's router writes through its own view
+    (`view(model)`), which tags each record with `extra["model"]`; the log closes with the last view."""
 
-    def __init__(self, log: Any, users: int) -> None:
-        self.log, self.users = log, users
+    def __init__(self, log: Any, models: list[str]) -> None:
+        self.log, self._open = log, set(models)
         self._lock = threading.Lock()
 
-    def add(self, record: Any) -> None:
-        self.log.add(record)
+    def view(self, model: str) -> _ModelLog:
+        return _ModelLog(self, model)
 
-    def close(self) -> None:
+    def _close(self, model: str) -> None:
         with self._lock:
-            self.users -= 1
-            last = self.users == 0
+            self._open.discard(model)
+            last = not self._open
         if last:
             self.log.close()
+
+
+@dataclass(frozen=True)
+class _ModelLog:
+    """A router's side of a `SharedLog` (`add`, `close`: what the router calls)."""
+
+    shared: SharedLog
+    model: str
+
+    def add(self, record: Any) -> None:
+        self.shared.log.add(dataclasses.replace(record, extra={**record.extra, "model": self.model}))
+
+    def close(self) -> None:
+        self.shared._close(self.model)
 
 
 def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | None = None,
@@ -132,8 +147,8 @@ def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Mod
                 port: int = 8000, echo: Callable[[str], None] = print, token: str | None = None,
                 protect_completions: bool = False) -> None:
     """Deploy the fleet on Ray and serve it on `host:port` until interrupted (as `executor.deploy.serve`:
-    `address` None starts a local Ray emulating the datacenters; one request log for every model
-    (`SharedLog`), each record's model told by its instances' names)."""
+    `address` None starts a local Ray emulating the datacenters; one request log for every model,
+    each record tagged with its model: `SharedLog`)."""
     import ray
     import uvicorn
 
@@ -143,13 +158,14 @@ def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Mod
         start_local_ray([s for m in members for s in m.specs])
     else:
         ray.init(address=address, log_to_driver=False)
-    fleet = None
+    fleet, shared = None, None
     try:
-        sink = SharedLog(BatchingRequestLog(open_sink(request_log)), len(members)) if request_log else None
+        names = [m.name for m in members]
+        shared = SharedLog(BatchingRequestLog(open_sink(request_log)), names) if request_log else None
         texts = {m.name: checkpoint_text(sources.get(m.name, ModelSource()).model_dir, m.config) for m in members}
         members = [dataclasses.replace(m, config=texts[m.name][1]) for m in members]
         fleet = ray_fleet(plan, members, sources, engine_config, runtime=runtime, max_per_pool=max_per_pool,
-                          request_logs=dict.fromkeys(texts, sink))
+                          request_logs={n: shared.view(n) for n in names} if shared else None)
         echo(f"engines: {next(iter(fleet.deployments.values())).runtime.describe()}")
         echo(f"serving {', '.join(fleet.deployments)} on http://{host}:{port}/v1/completions "
              "(the request's 'model' picks one; Ctrl-C stops)")
@@ -159,5 +175,7 @@ def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Mod
                     host=host, port=port, log_level="warning")
     finally:
         if fleet is not None:
-            fleet.close()
+            fleet.close()  # each router closes its view: the shared log with the last
+        elif shared is not None:
+            shared.log.close()
         ray.shutdown()

@@ -209,3 +209,31 @@ def test_a_single_model_server_names_its_model_and_refuses_a_fleet_plan(model_co
                              headers={"Authorization": f"Bearer {TOKEN}"})
         assert change.status_code == 501 and "the new plan is a fleet plan: chat, code" in change.text
         assert sorted(cluster.instances) == sorted(s.name for s in single)  # nothing changed
+
+
+def test_one_request_log_for_the_fleet_tags_each_record_and_closes_with_the_last_router():
+    from executor.fleet_deploy import SharedLog
+    from placer.records import RequestRecord
+
+    class Log:
+        def __init__(self):
+            self.records, self.closed = [], 0
+
+        def add(self, record):
+            self.records.append(record)
+
+        def close(self):
+            self.closed += 1
+
+    log = Log()
+    shared = SharedLog(log, ["chat", "code"])
+    chat, code = shared.view("chat"), shared.view("code")
+    record = RequestRecord("r1", 0.0, input_tokens=4, output_tokens=2, prefix_hit_tokens=0, pipeline="P-MD",
+                           extra={"k": 1})
+    chat.add(record)
+    chat.close()
+    assert log.closed == 0  # code's router still writes
+    code.add(record)
+    code.close()
+    assert log.closed == 1
+    assert [(r.extra["model"], r.extra["k"]) for r in log.records] == [("chat", 1), ("code", 1)]

@@ -69,8 +69,9 @@ def test_placer_deploy_serves_a_fleet_on_ray_each_model_by_its_own_instances(tmp
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, "PLACER_EXECUTOR_TOKEN": TOKEN}
+    log = tmp_path / "requests.jsonl"
     proc = subprocess.Popen([sys.executable, "-m", "placer.cli", "deploy", str(plan), "--port", str(port),
-                             "--device", "cpu", "--num-blocks", "256"],
+                             "--device", "cpu", "--num-blocks", "256", "--request-log", str(log)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
     try:
         _wait_healthy(proc, url, 100)
@@ -96,3 +97,6 @@ def test_placer_deploy_serves_a_fleet_on_ray_each_model_by_its_own_instances(tmp
             out, _ = proc.communicate()
     assert "fleet plan 'tiny-fleet': 2 models, 3 instances" in out
     assert "serving chat, code on" in out
+    records = [json.loads(line) for line in log.read_text().splitlines()]  # one log, each record's model
+    assert sorted(r["extra"]["model"] for r in records) == ["chat", "code"]
+    assert all(i.startswith(f"{r['extra']['model']}.") for r in records for i in r["extra"]["instances"].values())
