@@ -106,16 +106,13 @@ def ray_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Model
     if not ray.is_initialized():
         raise RuntimeError("start Ray first (ray.init, or start_local_ray)")
     gpus = ray.cluster_resources().get("GPU", 0.0)
-    runtime = runtime or Runtime(backend=engine_config.backend)
+    runtime = runtime or Runtime(backend=engine_config.backend, interpret=engine_config.backend == "triton")
     if runtime.device == "auto":
         runtime = resolve_runtime(runtime.backend, "auto", int(gpus))
     placed = {s.name: s for s in place_on_devices([s for m in members for s in m.specs], runtime, gpus)}
     _, LinkActor = _actor_classes()
-    lines = {}
-    for k, (pair, shape) in enumerate(members[0].config.links.items()):
-        a, b = sorted(pair)
-        lines[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), k)
-    addresses = dict(zip(lines, ray.get([x.address.remote() for x in lines.values()], timeout=start_timeout_s)))
+    lines: dict[tuple[str, str], Any] = {}
+    deployments: dict[str, Any] = {}
 
     def close_lines() -> None:
         for actor in lines.values():
@@ -124,8 +121,11 @@ def ray_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Model
     def line_stats() -> dict[str, Any]:
         return {f"{a}<->{b}": st for (a, b), st in zip(lines, ray.get([x.stats.remote() for x in lines.values()]))}
 
-    deployments: dict[str, Any] = {}
     try:
+        for k, (pair, shape) in enumerate(members[0].config.links.items()):
+            a, b = sorted(pair)
+            lines[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), k)
+        addresses = dict(zip(lines, ray.get([x.address.remote() for x in lines.values()], timeout=start_timeout_s)))
         for m in members:
             src = sources.get(m.name, ModelSource())
             deployments[m.name] = RayDeployment(
