@@ -44,9 +44,9 @@ from executor.describe import describe
 from executor.devices import Runtime, place_on_devices, resolve_runtime, visible_gpus
 from executor.elastic import FleetChangeUnsupported
 from executor.engine.config import EngineConfig
-from executor.fleet import FleetMember, fleet_members, plan_models
+from executor.fleet import FleetMember, fleet_members
 from executor.fleet_deploy import ModelSource, describe_fleet, serve_fleet
-from executor.placement import InstanceSpec, placement
+from executor.placement import InstanceSpec, placement, plan_models
 from placer.errors import InputError, PlacerError
 from placer.plan import Plan, load_plan
 from placer.settings import Settings

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.placement import InstanceSpec
+from executor.placement import InstanceSpec, plan_models
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def refuse_fleet_change(deployment: Any, plan: Any) -> None:
     models = tuple(getattr(deployment, "deployments", None) or ())
     if models:
         raise FleetChangeUnsupported.for_fleet(models)
-    named = tuple(dict.fromkeys(p.model for p in getattr(plan, "pools", ()) if getattr(p, "model", None)))
+    named = plan_models(plan)
     if named:
         raise FleetChangeUnsupported.for_fleet(named, "the new plan is a fleet plan")
 

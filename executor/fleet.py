@@ -3,7 +3,7 @@
 In: a fleet plan (its pools, routes and assignments name a `model`: `placer optimize` on a
 scenario with `models:`), optionally its fleet scenario, and the serving options. Out:
 
-- `plan_models(plan)`: the models a plan serves (() for a single-model plan).
+- (`executor.placement.plan_models(plan)`: the models a plan serves, () for a single-model plan.)
 - `fleet_members(plan, scenario, ...)` → one `FleetMember` per model: its own plan
   (`placer.fleetplan.split_plan`), its own `ServingConfig` (its pipelines, thresholds, handoff
   and router datacenter; with the scenario, checked against that model's member scenario) and
@@ -29,19 +29,10 @@ from typing import Any
 
 from executor.config import ServingConfig
 from executor.elastic import FleetChangeUnsupported
-from executor.placement import InstanceSpec, link_shapes, placement
+from executor.placement import InstanceSpec, link_shapes, placement, plan_models
 from placer.errors import InputError, PlacerError
 from placer.plancheck import _check_inventory as check_shared_inventory  # Σ over every model's pools
 from placer.plan import Plan
-
-
-def plan_models(plan: Plan) -> tuple[str, ...]:
-    """The models a plan's rows name: the order of `plan.models`, then of first appearance; ()
-    for a single-model plan."""
-    named = [row.model for rows in (plan.pools, plan.routes, plan.assignments) for row in rows if row.model]
-    if not named:
-        return ()
-    return tuple(dict.fromkeys([*(m for m in (plan.models or {}) if m in named), *named]))
 
 
 @dataclass(frozen=True)

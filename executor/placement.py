@@ -2,7 +2,8 @@
 
 In: a plan (`placer.plan.Plan`), optionally its scenario (for link RTT and jitter).
 Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-tp<tp>-<k>`; in a fleet plan
-`<model>.<role>-…`, the spec carrying its `model`: two models' pools never share a name), the Ray
+`<model>.<role>-…`, the spec carrying its `model`: two models' pools never share a name;
+`plan_models` names the models a plan serves), the Ray
 custom resources each needs (`dc:<name>`, `chip:<name>`), the resources a local
 emulation gives each datacenter's node, and the WAN lines (`LinkShape`) between
 datacenters. An A instance's spec carries its chunked-prefill size: the chunk its pool's
@@ -73,6 +74,15 @@ def dc_resource(datacenter: str) -> str:
 
 def chip_resource(chip: str) -> str:
     return f"chip:{chip}"
+
+
+def plan_models(plan: Any) -> tuple[str, ...]:
+    """The models a plan's rows name: the order of `plan.models`, then of first appearance; ()
+    for a single-model plan."""
+    named = [row.model for rows in (plan.pools, plan.routes, plan.assignments) for row in rows if row.model]
+    if not named:
+        return ()
+    return tuple(dict.fromkeys([*(m for m in (plan.models or {}) if m in named), *named]))
 
 
 def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:

@@ -19,8 +19,8 @@ from executor.devices import Runtime, place_on_devices
 from executor.elastic import FleetChangeUnsupported
 from executor.engine import EngineConfig
 from executor.engine.hf import load_checkpoint
-from executor.fleet import fleet_members, local_fleet, plan_models
-from executor.placement import placement
+from executor.fleet import fleet_members, local_fleet
+from executor.placement import placement, plan_models
 from placer.errors import InfeasiblePlanError, InputError
 from placer.plan import Plan
 from placer.specs import load_scenario
