@@ -18,7 +18,8 @@ each model's pools as that model's instances with its own router (`executor.flee
 `executor.fleet_deploy`); `--scenario` then takes the fleet's scenario, `--model-dir` /
 `--model-file` take `NAME=PATH` once per model (a model given none serves the tiny seeded model,
 seeded `--seed` + its index), and `--dry-run` prints each model's deployment grouped by model.
-`--apply` of or to a fleet is refused (exit 2 here for a fleet plan; the server answers 501).
+`--apply` of a new fleet plan of the same models changes each model's instances live; what a
+fleet cannot change live (another set of models, …) the server refuses (501, named; exit 1).
 
 `deploy` is a plain function with Typer-annotated parameters; the `placer` app reaches
 it through the `placer.commands` entry point (`executor/commands.py`). This module imports neither torch nor ray nor the HTTP stack:
@@ -42,7 +43,6 @@ from executor.config import ServingConfig
 from executor.deploy import follow_apply, post_plan, serve
 from executor.describe import describe
 from executor.devices import Runtime, place_on_devices, resolve_runtime, visible_gpus
-from executor.elastic import FleetChangeUnsupported
 from executor.engine.config import EngineConfig
 from executor.fleet import FleetMember, fleet_members
 from executor.fleet_deploy import ModelSource, describe_fleet, serve_fleet
@@ -241,10 +241,7 @@ def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, j
     each instance joining or draining as it happens; exit 1 with the reason when it failed.
     `token`: the control plane's bearer token (sent in a header, never printed)."""
     try:
-        new = load_plan(plan_path)
-        if plan_models(new):
-            raise InputError(str(FleetChangeUnsupported.for_fleet(plan_models(new), f"{plan_path} is a fleet plan")))
-        post_plan(new, url, grace_s, timeout_s, token=token)
+        post_plan(load_plan(plan_path), url, grace_s, timeout_s, token=token)
         typer.echo(f"applying {plan_path} to {url} (progress: {url.rstrip('/')}/plan/status)", err=json_out)
         status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out),
                               token=token)

@@ -17,10 +17,13 @@ instances back. Instances the router no longer knows (unregistered) count as mis
 stopped, and started again if the plan has them. `ApplyOperation` runs one change at a time
 in the background and reports its progress (`GET /plan/status`). No torch, no ray here.
 
-Fleets (several models, one router each: `executor.fleet`) do not change live yet: a fleet
-plan posted to any deployment, and any plan posted to a fleet deployment, is refused at once
-with `FleetChangeUnsupported` (`refuse_fleet_change`; HTTP 501 naming what is unsupported,
-before anything starts) — redeploy with `placer deploy` instead.
+Fleets (several models, one router each: `executor.fleet.Fleet`) change live the same way —
+the fleet presents its routers as one (each call goes to the instance's model's router), new
+instances start in their model's deployment, and the strategy looks at the chips the models
+share — for a new plan of the same models. Refused at once with `FleetChangeUnsupported`
+(`refuse_fleet_change`; HTTP 501 naming what is unsupported, before anything starts): a model
+added or removed, a fleet plan posted to a single-model deployment (or the reverse), and a fleet
+whose models are pinned to GPUs apart (too few GPUs for every claim) — redeploy instead.
 """
 
 from __future__ import annotations
@@ -54,22 +57,25 @@ class ApplyError(Exception):
 
 
 class FleetChangeUnsupported(ApplyError):
-    """A live change that involves a fleet (a plan or a deployment of several models): not supported yet."""
+    """A live change of a fleet that is not supported yet (the message names what)."""
 
-    @classmethod
-    def for_fleet(cls, models: tuple[str, ...], what: str = "this deployment serves a fleet") -> FleetChangeUnsupported:
-        return cls(f"live plan changes of a fleet are not supported yet ({what}: {', '.join(models)}); stop the "
-                   "deployment and start the new plan with `placer deploy PLAN.json`")
+    def __init__(self, what: str) -> None:
+        super().__init__(f"live plan changes: {what} is not supported yet; stop the deployment and start the "
+                         "new plan with `placer deploy PLAN.json`")
 
 
 def refuse_fleet_change(deployment: Any, plan: Any) -> None:
-    """FleetChangeUnsupported when `deployment` serves several models or `plan` names models on its rows."""
-    models = tuple(getattr(deployment, "deployments", None) or ())
-    if models:
-        raise FleetChangeUnsupported.for_fleet(models)
+    """FleetChangeUnsupported for a change a fleet cannot make live (see the module docstring)."""
+    running = tuple(getattr(deployment, "deployments", None) or ())
     named = plan_models(plan)
-    if named:
-        raise FleetChangeUnsupported.for_fleet(named, "the new plan is a fleet plan")
+    if not running and named:
+        raise FleetChangeUnsupported(f"turning a single-model deployment into a fleet ({', '.join(named)})")
+    if running and set(named) != set(running):
+        raise FleetChangeUnsupported(f"changing the models served (running: {', '.join(running)}; the new plan: "
+                                     f"{', '.join(named) or 'one model, named on no row'})")
+    if running and any(s.gpu_ids for s in deployment.specs):
+        raise FleetChangeUnsupported("changing a fleet whose models are pinned to GPUs apart (fewer GPUs than "
+                                     "the instances claim)")
 
 
 @dataclass

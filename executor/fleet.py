@@ -12,8 +12,10 @@ scenario with `models:`), optionally its fleet scenario, and the serving options
   KV, as the plan sums their use of it).
 - `Fleet`: the running deployments (a `LocalCluster` or `RayDeployment` per model, each with its
   own router and its own directory: a model's instances reach only its router and each other)
-  and the shared lines; `stats()` by model; a live plan change is refused
-  (`executor.elastic.FleetChangeUnsupported`).
+  and the shared lines; `stats()` by model; the surface `executor.elastic` changes live
+  (`specs`, `router` — `FleetRouters`, the routers seen as one —, `start_instance` in the spec's
+  model, `stop_instance`, `free_resources`; `apply_plan`): a new plan of the same models changes
+  each model's instances, anything else is refused (`executor.elastic.refuse_fleet_change`).
 - `local_fleet(...)`: the whole fleet in this process (tests, benches).
 
 Rules: the chips of a datacenter are shared — the pools of all models together must fit its
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor.config import ServingConfig
-from executor.elastic import FleetChangeUnsupported
+from executor.elastic import ApplyReport, apply_specs, refuse_fleet_change
 from executor.placement import InstanceSpec, link_shapes, placement, plan_models
 from placer.errors import InputError, PlacerError
 from placer.plancheck import _check_inventory as check_shared_inventory  # Σ over every model's pools
@@ -117,9 +119,45 @@ class Fleet:
             models[name] = {"router": own["router"], "instances": own["instances"]}
         return {"models": models, "links": self._line_stats()}
 
-    def apply_plan(self, new: Any, **_: Any) -> Any:
-        """Refused: a fleet deployment does not change live yet (`FleetChangeUnsupported`)."""
-        raise FleetChangeUnsupported.for_fleet(plan_models(self.plan))
+    # ---- live changes (`executor.elastic`: the surface of `LocalCluster` and `RayDeployment`) ----
+
+    @property
+    def router(self) -> FleetRouters:
+        return FleetRouters(self.deployments)
+
+    def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> None:
+        """Start `spec` in its model's deployment (it joins that model's router)."""
+        if spec.model not in self.deployments:
+            raise ValueError(f"instance {spec.name!r}: model {spec.model!r} is not served here; "
+                             f"served: {', '.join(self.deployments)}")
+        self.deployments[spec.model].start_instance(spec, joining=joining)
+
+    def stop_instance(self, name: str) -> None:
+        for dep in self.deployments.values():
+            if name in dep.router.instances or any(s.name == name for s in dep.specs):
+                dep.stop_instance(name)
+                return
+
+    def free_resources(self) -> dict[str, float] | None:
+        """The chips no actor holds (shared by the models: the cluster's), None when not accounted."""
+        free_of = getattr(next(iter(self.deployments.values())), "free_resources", None)
+        return free_of() if callable(free_of) else None
+
+    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 60.0,
+                   timeout_s: float | None = None) -> ApplyReport:
+        """Apply a new plan of the same models live (`executor.elastic.apply_specs`); refused
+        (`FleetChangeUnsupported`) or InputError (a row naming no served model) before anything starts."""
+        specs = self.placed(new)
+        report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s, timeout_s=timeout_s)
+        if report.failed is None:
+            self.plan = new
+        return report
+
+    def placed(self, new: Plan) -> list[InstanceSpec]:
+        """The new plan's instances, once it is a change this fleet can make (see `apply_plan`)."""
+        refuse_fleet_change(self, new)
+        fleet_members(new, max_per_pool=self.max_per_pool)  # every row names one of its models; each can prefill
+        return placement(new, self.max_per_pool)
 
     def close(self) -> None:
         for dep in self.deployments.values():
@@ -131,6 +169,39 @@ class Fleet:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class FleetRouters:
+    """A fleet's routers seen as one by `executor.elastic`: each call goes to the router that knows
+    the instance (its model's)."""
+
+    def __init__(self, deployments: Mapping[str, Any]) -> None:
+        self._routers = [dep.router for dep in deployments.values()]
+
+    @property
+    def instances(self) -> dict[str, Any]:
+        return {name: info for r in self._routers for name, info in r.instances.items()}
+
+    @property
+    def joining(self) -> set[str]:
+        return set().union(*(r.joining for r in self._routers))
+
+    def _of(self, name: str) -> Any:
+        return next((r for r in self._routers if name in r.instances), self._routers[0])
+
+    def drain(self, name: str) -> None:
+        self._of(name).drain(name)
+
+    def holding(self, name: str) -> int:
+        return self._of(name).holding(name)
+
+    def evacuate(self, name: str) -> int:
+        return self._of(name).evacuate(name)
+
+    def ping(self, names: list[str]) -> None:
+        for r in self._routers:
+            if own := [n for n in names if n in r.instances]:
+                r.ping(own)
 
 
 def local_fleet(plan: Plan, members: list[FleetMember], models: Mapping[str, Any], engine_config: Any, *,

@@ -364,7 +364,8 @@ _APPLY_LOCK = threading.Lock()
 
 
 @control_api.post("/plan", status_code=202, responses={
-    501: {"description": "A live change involving a fleet (of or to several models): not supported yet."}})
+    501: {"description": "A live change a fleet cannot make yet (named): another set of models, a "
+                         "single-model deployment into a fleet, models pinned to GPUs apart."}})
 def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_s: float = Query(30.0, ge=0),
                timeout_s: float = Query(600.0, gt=0, le=24 * 3600),
                ready_timeout_s: float = Query(300.0, gt=0, le=24 * 3600)):
@@ -373,8 +374,12 @@ def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_
         raise HTTPException(409, "this server was started without a deployment to change")
     try:
         plan = Plan.model_validate(body)
-        refuse_fleet_change(served.deployment, plan)
-        specs = placement(plan, getattr(served.deployment, "max_per_pool", None))
+        placed = getattr(served.deployment, "placed", None)  # a fleet: the same models, every row naming one
+        if callable(placed):
+            specs = placed(plan)
+        else:
+            refuse_fleet_change(served.deployment, plan)
+            specs = placement(plan, getattr(served.deployment, "max_per_pool", None))
     except FleetChangeUnsupported as exc:
         raise HTTPException(501, str(exc)) from None
     except ValueError as exc:

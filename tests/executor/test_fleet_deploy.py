@@ -130,11 +130,12 @@ def test_a_fleet_in_process_serves_each_model_from_its_own_instances(checkpoints
         assert listed["chat.md-dc-b-B-tp1-0"] == "chat" and len(listed) == 4
         orphan = client.post("/instances", json={"name": "x", "role": "MD", "datacenter": "dc-b"}, headers=auth)
         assert orphan.status_code == 422 and "chat, code" in orphan.json()["detail"]
-        change = client.post("/plan", json=FLEET.model_dump(mode="json"), headers=auth)
-        assert change.status_code == 501 and "fleet" in change.json()["detail"]
-        assert "chat, code" in change.json()["detail"]
-        with pytest.raises(FleetChangeUnsupported, match="not supported"):
-            fleet.apply_plan(FLEET)
+        only_chat = FLEET.model_copy(update={"pools": [p for p in FLEET.pools if p.model == "chat"]})
+        change = client.post("/plan", json=only_chat.model_dump(mode="json"), headers=auth)
+        assert change.status_code == 501
+        assert "changing the models served (running: chat, code; the new plan: chat)" in change.json()["detail"]
+        with pytest.raises(FleetChangeUnsupported, match="changing the models served"):
+            fleet.apply_plan(only_chat)
 
 
 def _cli():
@@ -181,9 +182,36 @@ def test_bad_fleet_options_exit_2_naming_them(example_plan, args, named):
     assert "Traceback" not in result.output
 
 
-def test_apply_of_a_fleet_plan_is_refused_before_anything_is_sent(example_plan):
-    result = CliRunner().invoke(_cli(), ["deploy", "--apply", str(example_plan), "--url", "http://127.0.0.1:9"])
-    assert result.exit_code == 2 and "live plan changes of a fleet are not supported yet" in result.output
+def test_a_fleet_changes_live_model_by_model_through_post_plan(model_config, engine_config):
+    """A new plan of the same models: chat gets a second MD (it joins chat's router only), code
+    keeps its instances; both models serve throughout. A row naming no served model is a 422."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from fastapi.testclient import TestClient
+    from executor.server import ServedModel, create_app
+
+    pools = [p.model_copy(update={"count": 2}) if (p.model, p.role) == ("chat", "MD") else p for p in FLEET.pools]
+    bigger = FLEET.model_copy(update={"pools": pools})
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    models = {"chat": model_config, "code": model_config}
+    with local_fleet(FLEET, fleet_members(FLEET), models, engine_config) as fleet:
+        app = create_app(models={n: ServedModel(r) for n, r in fleet.routers.items()}, deployment=fleet, token=TOKEN)
+        client = TestClient(app)
+        started = client.post("/plan", json=bigger.model_dump(mode="json"), params={"grace_s": 1}, headers=auth)
+        assert started.status_code == 202, started.text
+        status = app.state.plan_apply.wait(60)
+        assert status["state"] == "succeeded", status
+        assert status["report"]["joined"] == ["chat.md-dc-b-B-tp1-1"] and not status["report"]["drained"]
+        assert "chat.md-dc-b-B-tp1-1" in fleet.routers["chat"].instances
+        assert "chat.md-dc-b-B-tp1-1" not in fleet.routers["code"].instances and len(fleet.routers["code"].instances) == 2
+        assert fleet.plan == bigger
+        for name in ("chat", "code"):
+            r = client.post("/v1/completions", json={"model": name, "prompt": "after", "max_tokens": 3})
+            assert r.status_code == 200, r.text
+        unnamed = bigger.model_copy(update={"pools": [p.model_copy(update={"model": None}) if p.role == "MD" and
+                                                      p.model == "code" else p for p in bigger.pools]})
+        bad = client.post("/plan", json=unnamed.model_dump(mode="json"), headers=auth)
+        assert bad.status_code == 422 and "pools[" in bad.text and "names the model of every row" in bad.text
 
 
 def test_a_single_model_server_names_its_model_and_refuses_a_fleet_plan(model_config, engine_config):
@@ -207,7 +235,8 @@ def test_a_single_model_server_names_its_model_and_refuses_a_fleet_plan(model_co
         assert other.status_code == 404 and "'gpt-4'" in other.text and "placer-tiny" in other.text
         change = client.post("/plan", json=FLEET.model_dump(mode="json"),
                              headers={"Authorization": f"Bearer {TOKEN}"})
-        assert change.status_code == 501 and "the new plan is a fleet plan: chat, code" in change.text
+        assert change.status_code == 501
+        assert "turning a single-model deployment into a fleet (chat, code) is not supported yet" in change.text
         assert sorted(cluster.instances) == sorted(s.name for s in single)  # nothing changed
 
 
