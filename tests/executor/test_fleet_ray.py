@@ -5,7 +5,9 @@ Ctrl-C). Kept small for a 2-core machine: chat is P in dc-a + MD in dc-b (its KV
 shared line), code one aggregated A instance in dc-a; both serve the tiny seeded model, chat
 with seed 0 and code with seed 1 (`--seed` + the model's index), so each model's reply is
 checked against its own reference engine — a request answered by the other model's instances
-would not match.
+would not match. The fleet's live change goes through the chips the models share on Ray: a second
+chat MD finds none free on the emulated node and is refused with nothing stopped; a change of the
+models served is a 501.
 """
 
 from __future__ import annotations
@@ -86,8 +88,23 @@ def test_placer_deploy_serves_a_fleet_on_ray_each_model_by_its_own_instances(tmp
         text = httpx.get(f"{url}/metrics", params={"format": "prometheus"}, timeout=10).text
         assert 'placer_requests_completed_total{model="chat"} 1' in text
         assert 'placer_requests_completed_total{model="code"} 1' in text
-        change = httpx.post(f"{url}/plan", json=FLEET, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
-        assert change.status_code == 501 and "fleet" in change.text
+        only_chat = {**FLEET, "pools": [p for p in FLEET["pools"] if p["model"] == "chat"]}
+        change = httpx.post(f"{url}/plan", json=only_chat, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10)
+        assert change.status_code == 501 and "changing the models served" in change.text
+        # a second chat MD: the emulated dc-b node holds exactly the plan's chips (shared by the models), so the
+        # fleet's change is refused for want of chip:B before anything stops
+        pools = [{**p, "count": 2} if (p["model"], p["role"]) == ("chat", "MD") else p for p in FLEET["pools"]]
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        assert httpx.post(f"{url}/plan", json={**FLEET, "pools": pools}, headers=auth, timeout=10).status_code == 202
+        status = httpx.get(f"{url}/plan/status", headers=auth, timeout=10).json()
+        for _ in range(100):
+            if status["state"] != "applying":
+                break
+            time.sleep(0.1)
+            status = httpx.get(f"{url}/plan/status", headers=auth, timeout=10).json()
+        assert status["state"] == "failed" and "needs chip:B=1, dc:dc-b=1 more than the cluster has" in status["error"], status
+        health = httpx.get(f"{url}/health", timeout=10).json()
+        assert health["models"]["chat"]["instances"] == {"P": 1, "MD": 1}  # nothing changed
     finally:
         proc.send_signal(signal.SIGINT)
         try:
