@@ -32,7 +32,7 @@ from typing import Any
 from executor.config import ServingConfig
 from executor.elastic import ApplyReport, apply_specs, refuse_fleet_change
 from executor.placement import InstanceSpec, link_shapes, placement, plan_models
-from placer.errors import InputError, PlacerError
+from placer.errors import InfeasiblePlanError, InputError
 from placer.plancheck import _check_inventory as check_shared_inventory  # Σ over every model's pools
 from placer.plan import Plan
 
@@ -83,9 +83,9 @@ def fleet_members(plan: Plan, scenario: Any = None, *, max_per_pool: int | None 
     for name, part in split_plan(plan, names).items():
         try:
             config = ServingConfig.from_plan(part, scenarios[name], links=lines)
-        except PlacerError as exc:
-            raise type(exc)(f"model {name!r}: {exc}") from None
-        except ValueError as exc:
+        except InfeasiblePlanError as exc:  # the model's own pools over the inventory (exit 3)
+            raise InfeasiblePlanError(f"model {name!r}: {exc.reason}") from None
+        except ValueError as exc:  # InputError included (exit 2)
             raise InputError(f"model {name!r}: {exc}") from None
         members.append(FleetMember(name, part, config, [s for s in specs if s.model == name]))
     return members
