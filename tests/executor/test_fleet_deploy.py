@@ -53,7 +53,7 @@ def test_each_model_gets_its_own_named_instances_router_and_the_shared_line():
     assert all(m.config.router_datacenter == "dc-a" for m in members)
 
 
-def test_the_models_share_the_chips_their_pools_together_must_fit(tmp_path):
+def test_the_models_share_the_chips_their_pools_together_must_fit():
     scenario = load_scenario(EXAMPLE)
     both = Plan.model_validate({"scenario": scenario.name, "pools": [
         {"model": m, "role": r, "datacenter": dc, "chip": chip, "tp": 8, "count": 6}
@@ -75,6 +75,9 @@ def test_models_never_share_a_gpu_even_when_instances_must_share_them():
     assert all(s.num_gpus == 0.5 for s in placed)
     with pytest.raises(ValueError, match="2 models cannot each have GPUs of their own on 1 GPUs"):
         place_on_devices(specs, cuda, gpus=1)
+    uneven = {s.name: (s.gpu_ids, s.num_gpus) for s in place_on_devices(specs, cuda, gpus=3)}
+    assert uneven["chat.p-dc-a-A-tp1-0"] == ((0,), 1.0) and uneven["chat.md-dc-b-B-tp1-0"] == ((1,), 1.0)
+    assert uneven["code.p-dc-a-A-tp1-0"] == ((2,), 0.5) == uneven["code.md-dc-b-B-tp1-0"]  # code shares its one
     roomy = place_on_devices(specs, cuda, gpus=4)  # enough for every tp: Ray gives each its own
     assert all(s.num_gpus == 1.0 and not s.gpu_ids for s in roomy)
 
