@@ -13,6 +13,14 @@ in the background (`executor.elastic`); this command follows `GET /plan/status`,
 each instance starting, joining, draining and stopping, and exits 1 with the reason when
 the change failed (the deployment then keeps its old plan).
 
+A fleet plan (its rows name a `model`: `placer optimize` on a scenario with `models:`) deploys
+each model's pools as that model's instances with its own router (`executor.fleet`,
+`executor.fleet_deploy`); `--scenario` then takes the fleet's scenario, `--model-dir` /
+`--model-file` take `NAME=PATH` once per model (a model given none serves the tiny seeded model,
+seeded `--seed` + its index), and `--dry-run` prints each model's deployment grouped by model.
+`--apply` of a new fleet plan of the same models changes each model's instances live; what a
+fleet cannot change live (another set of models, …) the server refuses (501, named; exit 1).
+
 `deploy` is a plain function with Typer-annotated parameters; the `placer` app reaches
 it through the `placer.commands` entry point (`executor/commands.py`). This module imports neither torch nor ray nor the HTTP stack:
 they come in through the `executor.deploy` functions it calls. Exit codes as the rest
@@ -22,6 +30,7 @@ anything else.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 from pathlib import Path
@@ -31,15 +40,17 @@ import typer
 from pydantic import ValidationError
 
 from executor.config import ServingConfig
-from executor.deploy import describe, follow_apply, post_plan, serve
-from executor.devices import place_on_devices, resolve_runtime, visible_gpus
+from executor.deploy import follow_apply, post_plan, serve
+from executor.describe import describe
+from executor.devices import Runtime, place_on_devices, resolve_runtime, visible_gpus
 from executor.engine.config import EngineConfig
-from executor.placement import placement
+from executor.fleet import FleetMember, fleet_members
+from executor.fleet_deploy import ModelSource, describe_fleet, serve_fleet
+from executor.placement import InstanceSpec, placement, plan_models
 from placer.errors import InputError, PlacerError
-from placer.plan import load_plan
-from placer.plancheck import single_model_plan
+from placer.plan import Plan, load_plan
 from placer.settings import Settings
-from placer.specs import load_scenario
+from placer.specs import Scenario, load_scenario
 
 
 def deploy(
@@ -67,11 +78,12 @@ def deploy(
     max_per_pool: Annotated[int | None, typer.Option(
         help="Start at most this many instances of each pool (a scaled-down emulation).")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the served model's weights.")] = 0,
-    model_file: Annotated[Path | None, typer.Option(
-        help="Model weights saved by Engine.save (default: the tiny seeded model).")] = None,
-    model_dir: Annotated[Path | None, typer.Option(
-        help="A local Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json): Llama-3, "
-             "Qwen2 or Qwen3 dense. Nothing is downloaded.")] = None,
+    model_file: Annotated[list[str] | None, typer.Option(
+        metavar="[NAME=]FILE", help="Model weights saved by Engine.save (default: the tiny seeded model). A fleet plan: NAME=FILE, "
+             "once per model.")] = None,
+    model_dir: Annotated[list[str] | None, typer.Option(
+        metavar="[NAME=]DIR", help="A local Hugging Face checkpoint (config.json, *.safetensors, tokenizer.json): Llama-3, "
+             "Qwen2 or Qwen3 dense. Nothing is downloaded. A fleet plan: NAME=DIR, once per model.")] = None,
     backend: Annotated[str, typer.Option(
         help="Kernels: auto (Triton on CUDA, torch on CPU), triton (on CPU: Triton's interpreter) or torch.")]
         = "auto",
@@ -101,24 +113,28 @@ def deploy(
         return
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
+    links = {"link_gbit_per_s": link_gbit_per_s, "link_rtt_ms": link_rtt_ms, "link_jitter_ms": link_jitter_ms,
+             "link_loss": link_loss}
     try:
-        plan = single_model_plan(load_plan(plan_file), "placer deploy")  # TODO(#17): one router per model
+        plan = load_plan(plan_file)
         scen = load_scenario(scenario) if scenario is not None else None
-        specs = placement(plan, max_per_pool)
-        config = ServingConfig.from_plan(plan, scen, link_gbit_per_s=link_gbit_per_s, link_rtt_ms=link_rtt_ms,
-                                         link_jitter_ms=link_jitter_ms, link_loss=link_loss)
         gpus = visible_gpus() if address is None else None  # a cluster's GPUs are counted once connected
         runtime = resolve_runtime(backend, device, gpus)
-        specs = place_on_devices(specs, runtime, gpus)
-        model_line = _check_model(model_dir, model_file)
+        if plan_models(plan):
+            members, sources, text = _fleet(plan, scen, runtime, gpus, max_per_pool, links, model_dir, model_file,
+                                            seed)
+            count = sum(len(m.specs) for m in members)
+        else:
+            config, specs, text, model_line = _single(plan, scen, runtime, gpus, max_per_pool, links, model_dir,
+                                                      model_file)
+            count, text = len(specs), f"{text}\n{model_line}"
     except PlacerError as exc:
         _fail(str(exc), exc.exit_code)
     except ValueError as exc:
         _fail(str(InputError(str(exc))), 2)
-    if not specs:
+    if not count:
         _fail(f"plan {str(plan_file)!r} has no instances to start", 2)
-    typer.echo(describe(plan, specs, config, runtime))
-    typer.echo(model_line)
+    typer.echo(text)
     if dry_run:
         return
     control_token = settings.executor_token
@@ -126,30 +142,96 @@ def deploy(
         control_token = secrets.token_urlsafe(24)
         typer.echo(f"control token: {control_token}  (generated for this run: no --token or PLACER_EXECUTOR_TOKEN; "
                    "give it to `placer deploy --apply` as PLACER_EXECUTOR_TOKEN)")
+    server = {"address": address, "max_per_pool": max_per_pool, "runtime": runtime, "request_log": request_log,
+              "host": host, "port": port, "echo": typer.echo, "token": control_token,
+              "protect_completions": settings.executor_protect_completions}
     try:
         # a backend still "auto" (a remote cluster's GPUs are not known here) is decided by the deployment
         engine_config = EngineConfig(backend="torch" if runtime.backend == "auto" else runtime.backend,
                                      block_size=block_size, num_blocks=num_blocks)
-        serve(plan, config, engine_config, address=address, seed=seed, max_per_pool=max_per_pool,
-              model_file=str(model_file) if model_file else None, model_dir=str(model_dir) if model_dir else None,
-              runtime=runtime, request_log=request_log, host=host, port=port, echo=typer.echo,
-              token=control_token, protect_completions=settings.executor_protect_completions)
+        if plan_models(plan):
+            serve_fleet(plan, members, sources, engine_config, **server)
+        else:
+            model_dir_, model_file_ = _one(model_dir, "--model-dir"), _one(model_file, "--model-file")
+            serve(plan, config, engine_config, seed=seed, model_file=model_file_, model_dir=model_dir_, **server)
     except (RuntimeError, ValueError) as exc:
         _fail(f"deploy failed: {exc}", 1)
 
 
-def _check_model(model_dir: Path | None, model_file: Path | None) -> str:
-    """What will be served, checked before anything starts (ValueError naming the option and the problem)."""
+def _single(plan: Plan, scen: Scenario | None, runtime: Runtime, gpus: int | None, max_per_pool: int | None,
+            links: dict, model_dir: list[str] | None, model_file: list[str] | None
+            ) -> tuple[ServingConfig, list[InstanceSpec], str, str]:
+    """A single-model plan: its serving config, its instances on devices, the placement and model as text."""
+    if scen is not None and scen.is_fleet:
+        scen.single_model("placer deploy of a single-model plan")
+    specs = placement(plan, max_per_pool)
+    config = ServingConfig.from_plan(plan, scen, **links)
+    specs = place_on_devices(specs, runtime, gpus)
+    model_dir_, model_file_ = _one(model_dir, "--model-dir"), _one(model_file, "--model-file")
+    model_line = _check_model(Path(model_dir_) if model_dir_ else None, Path(model_file_) if model_file_ else None)
+    return config, specs, describe(plan, specs, config, runtime), model_line
+
+
+def _fleet(plan: Plan, scen: Scenario | None, runtime: Runtime, gpus: int | None, max_per_pool: int | None,
+           links: dict, model_dir: list[str] | None, model_file: list[str] | None, seed: int
+           ) -> tuple[list[FleetMember], dict[str, ModelSource], str]:
+    """A fleet plan: each model's member (instances placed on devices for the whole fleet: models apart),
+    its weights, and the placement grouped by model as text."""
+    members = fleet_members(plan, scen, max_per_pool=max_per_pool, **links)
+    names = tuple(m.name for m in members)
+    dirs, files = _per_model("--model-dir", model_dir, names), _per_model("--model-file", model_file, names)
+    sources, served = {}, {}
+    for i, name in enumerate(names):
+        sources[name] = ModelSource(dirs.get(name), files.get(name), seed + i)
+        served[name] = _check_model(Path(dirs[name]) if name in dirs else None,
+                                    Path(files[name]) if name in files else None, f"model {name}: ",
+                                    seed + i).removeprefix("model: ")
+    placed = {s.name: s for s in place_on_devices([s for m in members for s in m.specs], runtime, gpus)}
+    members = [dataclasses.replace(m, specs=[placed[s.name] for s in m.specs]) for m in members]
+    return members, sources, describe_fleet(plan, members, runtime, served)
+
+
+def _one(values: list[str] | None, option: str) -> str | None:
+    """A single-model plan's one value of a repeatable option."""
+    if values and len(values) > 1:
+        raise ValueError(f"{option}: give it once for a single-model plan (got {len(values)})")
+    return values[0] if values else None
+
+
+def _per_model(option: str, values: list[str] | None, names: tuple[str, ...]) -> dict[str, str]:
+    """`NAME=PATH` values of a fleet's repeatable option → {model: path}; ValueError naming a bad one."""
+    out: dict[str, str] = {}
+    for value in values or ():
+        name, sep, path = value.partition("=")
+        if not sep or not path:
+            raise ValueError(f"{option} {value!r}: the plan is a fleet of {', '.join(names)}; give {option} "
+                             "NAME=PATH once per model")
+        if name not in names:
+            raise ValueError(f"{option} {value!r}: unknown model {name!r}; the plan serves {', '.join(names)}")
+        if name in out:
+            raise ValueError(f"{option}: model {name!r} is given twice")
+        out[name] = path
+    return out
+
+
+def _check_model(model_dir: Path | None, model_file: Path | None, whose: str = "", seed: int | None = None) -> str:
+    """What will be served, checked before anything starts (ValueError naming the option, `whose` model
+    in a fleet, and the problem)."""
     if model_dir is not None and model_file is not None:
-        raise ValueError("give --model-dir or --model-file, not both")
+        raise ValueError(f"{whose}give --model-dir or --model-file, not both")
     if model_dir is not None:
         from executor.engine.hf import describe_model_dir  # the tokenizers library comes in only here
 
-        return f"model: {describe_model_dir(model_dir)}"
+        try:
+            return f"model: {describe_model_dir(model_dir)}"
+        except ValueError as exc:
+            raise ValueError(f"{whose}{exc}") from None
     if model_file is not None:
         if not model_file.is_file():
-            raise ValueError(f"--model-file {str(model_file)!r} does not exist")
+            raise ValueError(f"{whose}--model-file {str(model_file)!r} does not exist")
         return f"model: {model_file} (Engine.save weights)"
+    if seed is not None:
+        return f"model: the tiny seeded model (seed {seed})"
     return "model: the tiny seeded model (--seed); --model-dir DIR serves a Hugging Face checkpoint"
 
 

@@ -76,8 +76,11 @@ class LocalCluster:
     def __init__(self, specs: list[InstanceSpec], model_config: Any, engine_config: Any,
                  config: ServingConfig | None = None, *, seed: int = 0, transport: str = "tcp",
                  threads: bool = True, request_log: BatchingRequestLog | None = None, device: str = "cpu",
-                 link_seed: int = 0, kv_deadline_s: float = 60.0, health: Any = None) -> None:
-        """`config`: how it serves (default: `ServingConfig` without heartbeats — a test turns them on)."""
+                 link_seed: int = 0, kv_deadline_s: float = 60.0, health: Any = None,
+                 link_addresses: dict[tuple[str, str], str] | None = None) -> None:
+        """`config`: how it serves (default: `ServingConfig` without heartbeats — a test turns them on).
+        `link_addresses`: (dc, dc) → the address of a line already running (a fleet's, shared by its
+        models: `executor.fleet.local_fleet`); none given: this cluster starts its own."""
         if transport not in ("tcp", "fake"):
             raise ValueError(f"transport must be 'tcp' or 'fake', got {transport!r}")
         if transport == "tcp" and not threads:
@@ -93,7 +96,7 @@ class LocalCluster:
         self.directory: Any = None
         self.network: Any = None
         if transport == "tcp":
-            self._start_links(link_seed)
+            self._start_links(link_seed, link_addresses)
         else:
             self.network = FakeNetwork()
         try:
@@ -112,10 +115,13 @@ class LocalCluster:
             self.close()
             raise
 
-    def _start_links(self, link_seed: int) -> None:
-        """The tcp transport's directory, and one `LinkEmulator` per WAN line."""
+    def _start_links(self, link_seed: int, running: dict[tuple[str, str], str] | None = None) -> None:
+        """The tcp transport's directory, and one `LinkEmulator` per WAN line (or the `running` ones)."""
         self.directory = Directory()
-        for k, (pair, shape) in enumerate(self.config.links.items()):
+        for (a, b), addr in (running or {}).items():
+            self.directory.add_link(a, b, addr)
+            self.directory.add_link(b, a, addr)
+        for k, (pair, shape) in enumerate(self.config.links.items() if running is None else ()):
             a, b = sorted(pair)
             emu = LinkEmulator(a, b, shape, seed=link_seed + k)
             addr = emu.start()

@@ -6,7 +6,7 @@ emulates the plan's datacenters as custom resources on this machine). Out: a
 worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>` =
 tp, claiming `num_gpus` when it runs on CUDA: `executor.devices`), one `LinkActor`
 per datacenter pair (the shaped WAN line), and the router in this (the driver's)
-process, with every instance registered. `describe` renders the placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
+process, with every instance registered. `describe` (`executor.describe`) renders the placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
 interrupted (`placer deploy`); `post_plan` sends a new plan to a running one's server
 (`placer deploy --apply`).
 
@@ -43,36 +43,6 @@ from executor.transport.tcp import Directory, TcpEndpoint
 from placer.errors import InputError, PlacerError
 
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
-
-
-def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig, runtime: Runtime | None = None) -> str:
-    """The placement as text: engines, instances (device, GPUs claimed), per-datacenter resources, lines, routing."""
-    lines = [f"plan {plan.scenario!r}: {len(specs)} instances"]
-    planned = sum(p.count for p in plan.pools)
-    if planned != len(specs):
-        lines[0] += f" (of {planned} planned; --max-per-pool caps each pool)"
-    if runtime is not None:
-        lines.append(f"engines: {runtime.describe()}")
-    lines.append(f"{'instance':<40} {'role':<4} {'datacenter':<12} {'chip':<14} {'tp':>3} {'device':<6} {'gpus':>6}"
-                 "  resources")
-    for s in specs:
-        res = ", ".join(f"{k}={v:g}" for k, v in s.resources.items())
-        lines.append(f"{s.name:<40} {s.role:<4} {s.datacenter:<12} {s.chip:<14} {s.tp:>3} {s.device:<6} "
-                     f"{s.num_gpus:>6g}  {res}")
-    lines.append("node resources (local emulation: one node holds them all):")
-    for dc, res in node_resources(specs).items():
-        lines.append(f"  {dc}: " + ", ".join(f"{k}={v:g}" for k, v in res.items()))
-    for pair, shape in config.links.items():
-        a, b = sorted(pair)
-        lines.append(f"link {a}<->{b}: {shape.gbit_per_s:g} Gbit/s, RTT {shape.rtt_ms:g} ms, "
-                     f"jitter {shape.jitter_ms:g} ms, loss {shape.loss:g}")
-    policy, handoff = config.routing, config.handoff
-    lines.append(f"router in {config.router_datacenter or front_datacenter(plan)}; "
-                 f"pipelines {sorted(p.value for p in policy.allowed)}; "
-                 f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}; filter: input >= {policy.filter_min_input_tokens}, "
-                 f"hit < {policy.filter_max_hit_rate:.2f}, output < {policy.filter_max_output_tokens}")
-    lines.append(f"handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens")
-    return "\n".join(lines)
 
 
 def _actor_classes():
@@ -159,11 +129,14 @@ class RayDeployment:
     def __init__(self, plan: Any, model_config: Any, engine_config: Any, config: ServingConfig | None = None, *,
                  seed: int = 0, max_per_pool: int | None = None, request_log: Any = None,
                  model_file: str | None = None, model_dir: str | None = None, runtime: Runtime | None = None,
-                 start_timeout_s: float = 180.0) -> None:
+                 start_timeout_s: float = 180.0, specs: list[InstanceSpec] | None = None,
+                 link_addresses: dict[tuple[str, str], str] | None = None) -> None:
         """`config`: how it serves (default: `ServingConfig.from_plan(plan)`). `model_dir`: a Hugging Face
         checkpoint directory every node can read. `runtime`: backend, device, dtype (default: the engine
         config's backend on the CPU; device "auto" is decided here from the cluster's GPUs) — its backend
-        is the one the engines use."""
+        is the one the engines use. A fleet's model (`executor.fleet_deploy`) passes its `specs`, already
+        placed on devices with the other models', and the `link_addresses` of the lines they share
+        (this deployment then starts no line of its own)."""
         import ray
 
         if not ray.is_initialized():
@@ -177,7 +150,9 @@ class RayDeployment:
             runtime = resolve_runtime(runtime.backend, "auto", int(cluster_gpus))
         self.runtime = runtime
         engine_config = dataclasses.replace(engine_config, backend=runtime.backend)  # the runtime decides
-        self.specs = place_on_devices(placement(plan, max_per_pool), runtime, cluster_gpus)
+        self.specs = specs if specs is not None else place_on_devices(placement(plan, max_per_pool), runtime,
+                                                                       cluster_gpus)
+        self._shared_links = link_addresses
         self._gpu_claim = {s.name: s.num_gpus for s in self.specs}
         self.start_timeout_s, self.max_per_pool = start_timeout_s, max_per_pool
         self._actor_args = (dataclasses.asdict(model_config), dataclasses.asdict(engine_config), seed, model_file,
@@ -208,6 +183,10 @@ class RayDeployment:
             dataclasses.asdict(s), *self._actor_args) for s in self.specs}
         self.link_actors = {}
         seed = self._actor_args[2]
+        if self._shared_links is not None:  # a fleet's lines, started once for every model
+            addresses = dict(zip(self.actors, ray.get([a.address.remote() for a in self.actors.values()],
+                                                      timeout=self.start_timeout_s)))
+            return addresses, dict(self._shared_links)
         for k, (pair, shape) in enumerate(self.config.links.items()):
             a, b = sorted(pair)
             self.link_actors[(a, b)] = LinkActor.remote(a, b, dataclasses.asdict(shape), seed + k)
@@ -221,13 +200,20 @@ class RayDeployment:
         """Ray options of an instance's actor: its custom resources, its GPUs on CUDA (a spec of a new plan
         claims what its pool's instances claim, else its tp), Triton's interpreter where asked for."""
         options: dict[str, Any] = {"resources": spec.resources}
-        if self.runtime.device == "cuda":
+        env: dict[str, str] = {}
+        if self.runtime.device == "cuda" and spec.gpu_ids:  # a fleet's model on its own GPUs (Ray assigns none)
+            options["num_gpus"] = 0
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, spec.gpu_ids))
+            env["RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO"] = "0"  # Ray must keep that pin on a 0-GPU actor
+        elif self.runtime.device == "cuda":
             pool = (spec.role, spec.datacenter, spec.chip, spec.tp)
             same_pool = [s.num_gpus for s in self.specs if (s.role, s.datacenter, s.chip, s.tp) == pool]
             options["num_gpus"] = (self._gpu_claim.get(spec.name) or (same_pool[0] if same_pool else 0.0)
                                    or spec.num_gpus or float(spec.tp))
         if self.runtime.interpret:
-            options["runtime_env"] = {"env_vars": {"TRITON_INTERPRET": "1"}}
+            env["TRITON_INTERPRET"] = "1"
+        if env:
+            options["runtime_env"] = {"env_vars": env}
         return options
 
     # ---- faults and elastic changes (the same surface as `LocalCluster`) ---------------------
@@ -320,6 +306,21 @@ class RayDeployment:
                 pass
 
 
+def checkpoint_text(model_dir: str | None, config: ServingConfig) -> tuple[Any, ServingConfig]:
+    """A served checkpoint's tokenizer (None: the tiny model's bytes) and `config` admitting requests
+    within its context (`max_position_embeddings`): text in and out with the checkpoint's tokenizer."""
+    if not model_dir:
+        return None, config
+    from executor.engine.hf import read_json
+    from executor.engine.hf_tokenizer import HFTokenizer
+
+    context = read_json(Path(model_dir) / "config.json").get("max_position_embeddings")
+    if isinstance(context, int) and context > 0:
+        config = dataclasses.replace(config, admission=dataclasses.replace(config.admission,
+                                                                           max_context_tokens=context))
+    return HFTokenizer.from_dir(model_dir), config
+
+
 def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
           seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
           model_dir: str | None = None, runtime: Runtime | None = None,
@@ -347,16 +348,8 @@ def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, addr
     dep = None
     try:
         sink = BatchingRequestLog(open_sink(request_log)) if request_log else None
-        tokenizer, model_name = None, "placer-tiny"
-        if model_dir:  # text in and out with the checkpoint's tokenizer; admission within its context
-            from executor.engine.hf import read_json
-            from executor.engine.hf_tokenizer import HFTokenizer
-
-            tokenizer, model_name = HFTokenizer.from_dir(model_dir), Path(model_dir).name
-            context = read_json(Path(model_dir) / "config.json").get("max_position_embeddings")
-            if isinstance(context, int) and context > 0:
-                config = dataclasses.replace(config, admission=dataclasses.replace(config.admission,
-                                                                                   max_context_tokens=context))
+        tokenizer, config = checkpoint_text(model_dir, config)
+        model_name = Path(model_dir).name if model_dir else "placer-tiny"
         dep = RayDeployment(plan, ModelConfig(), engine_config, config, seed=seed, max_per_pool=max_per_pool,
                             request_log=sink, model_file=model_file, model_dir=model_dir, runtime=runtime)
         echo(f"engines: {dep.runtime.describe()}")

@@ -16,6 +16,14 @@ instances first) when they do not (`choose_strategy`); a change that fails puts 
 instances back. Instances the router no longer knows (unregistered) count as missing:
 stopped, and started again if the plan has them. `ApplyOperation` runs one change at a time
 in the background and reports its progress (`GET /plan/status`). No torch, no ray here.
+
+Fleets (several models, one router each: `executor.fleet.Fleet`) change live the same way —
+the fleet presents its routers as one (each call goes to the instance's model's router), new
+instances start in their model's deployment, and the strategy looks at the chips the models
+share — for a new plan of the same models. Refused at once with `FleetChangeUnsupported`
+(`refuse_fleet_change`; HTTP 501 naming what is unsupported, before anything starts): a model
+added or removed, a fleet plan posted to a single-model deployment (or the reverse), and a fleet
+whose models are pinned to GPUs apart (too few GPUs for every claim) — redeploy instead.
 """
 
 from __future__ import annotations
@@ -26,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from executor.placement import InstanceSpec
+from executor.placement import InstanceSpec, plan_models
 
 
 @dataclass(frozen=True)
@@ -46,6 +54,28 @@ BREAK_BEFORE_MAKE = "break-before-make"
 
 class ApplyError(Exception):
     """The new plan cannot be applied at all (its chips exceed what the cluster has)."""
+
+
+class FleetChangeUnsupported(ApplyError):
+    """A live change of a fleet that is not supported yet (the message names what)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"live plan changes: {what} is not supported yet; stop the deployment and start the "
+                         "new plan with `placer deploy PLAN.json`")
+
+
+def refuse_fleet_change(deployment: Any, plan: Any) -> None:
+    """FleetChangeUnsupported for a change a fleet cannot make live (see the module docstring)."""
+    running = tuple(getattr(deployment, "deployments", None) or ())
+    named = plan_models(plan)
+    if not running and named:
+        raise FleetChangeUnsupported(f"turning a single-model deployment into a fleet ({', '.join(named)})")
+    if running and set(named) != set(running):
+        raise FleetChangeUnsupported(f"changing the models served (running: {', '.join(running)}; the new plan: "
+                                     f"{', '.join(named) or 'one model, named on no row'})")
+    if running and any(s.gpu_ids for s in deployment.specs):
+        raise FleetChangeUnsupported("changing a fleet whose models are pinned to GPUs apart (fewer GPUs than "
+                                     "the instances claim)")
 
 
 @dataclass

@@ -1,7 +1,9 @@
 """Where a plan's instances go: pools → named instances with datacenter and chip labels.
 
 In: a plan (`placer.plan.Plan`), optionally its scenario (for link RTT and jitter).
-Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-<k>`), the Ray
+Out: `InstanceSpec`s (one per instance, named `<role>-<dc>-<chip>-tp<tp>-<k>`; in a fleet plan
+`<model>.<role>-…`, the spec carrying its `model`: two models' pools never share a name;
+`plan_models` names the models a plan serves), the Ray
 custom resources each needs (`dc:<name>`, `chip:<name>`), the resources a local
 emulation gives each datacenter's node, and the WAN lines (`LinkShape`) between
 datacenters. An A instance's spec carries its chunked-prefill size: the chunk its pool's
@@ -44,6 +46,8 @@ class InstanceSpec:
     device: str = "cpu"  # where its engine runs: "cpu" or "cuda" (`executor.devices.place_on_devices`)
     num_gpus: float = 0.0  # GPUs its actor claims from Ray (0 on the CPU)
     chunked_prefill_tokens: int | None = None  # A: prompt tokens per mixed step (None: the default)
+    model: str | None = None  # a fleet plan's model this instance serves (None: a single-model plan)
+    gpu_ids: tuple[int, ...] = ()  # a fleet on too few GPUs: the GPUs its model has to itself (`executor.devices`)
 
     def engine_config(self, base: Any) -> Any:
         """The engine settings this instance runs (`base`: the deployment's `EngineConfig`): an A
@@ -72,6 +76,15 @@ def chip_resource(chip: str) -> str:
     return f"chip:{chip}"
 
 
+def plan_models(plan: Any) -> tuple[str, ...]:
+    """The models a plan's rows name: the order of `plan.models`, then of first appearance; ()
+    for a single-model plan."""
+    named = [row.model for rows in (plan.pools, plan.routes, plan.assignments) for row in rows if row.model]
+    if not named:
+        return ()
+    return tuple(dict.fromkeys([*(m for m in (plan.models or {}) if m in named), *named]))
+
+
 def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     """Every pool's instances (at most `max_per_pool` of each, for a scaled-down emulation);
     ValueError when that is more than :data:`MAX_INSTANCES` in all, checked before any loop."""
@@ -85,18 +98,21 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
         chunk = pool_chunk_tokens(plan, pool) if pool.role == flows.AGG else None
+        model = getattr(pool, "model", None)
+        prefix = f"{_slug(model)}." if model else ""
         for k in range(count):
-            name = f"{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
+            name = f"{prefix}{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
             out.append(InstanceSpec(name, pool.role, pool.datacenter, pool.chip, pool.tp,
-                                    chunked_prefill_tokens=chunk))
+                                    chunked_prefill_tokens=chunk, model=model))
     return out
 
 
 def pool_chunk_tokens(plan: Any, pool: Any) -> int | None:
-    """The chunk an A pool's queues name in the plan (the largest when they differ), else None."""
-    key = (pool.role, pool.datacenter, pool.chip, pool.tp)
+    """The chunk an A pool's queues (of its model, in a fleet) name in the plan (the largest when they
+    differ), else None."""
+    key = (getattr(pool, "model", None), pool.role, pool.datacenter, pool.chip, pool.tp)
     named = [queue_chunk_tokens(a.queue) for a in getattr(plan, "assignments", ())
-             if (a.role, a.datacenter, a.chip, a.tp) == key]
+             if (getattr(a, "model", None), a.role, a.datacenter, a.chip, a.tp) == key]
     return max((c for c in named if c), default=None)
 
 

@@ -18,6 +18,14 @@ The completions and models routes are open unless `protect_completions` (then th
 need the same token); `/health` and `/metrics` stay open for probes and scrapers.
 Bodies over `max_body_bytes` → 413 before they are parsed.
 
+Models: a server serves one model (`create_app(router, model_name=…)`) or a fleet, one router
+per model (`create_app(models={name: ServedModel(router, tokenizer)})`, `executor.fleet`). Each
+request goes to the router of its `model` field (OpenAI's rule): an unknown model → 404 naming it
+and the served ones; no `model` while several are served → 400 naming the choices; with one
+model it may be left out. `/v1/models` lists every model; in a fleet `/metrics` labels every
+series with `model` (JSON: `{"models": {name: stats}}`), `/health` and `/instances` say each
+instance's model, and `POST /instances` needs one of the served models.
+
 A face only: routing, streaming and logging live in `executor.router`.
 Errors: a bad body → 422 (a non-finite temperature, a seed outside [0, 2^64), prompt +
 max_tokens beyond the model's context); a request that needs more KV than an instance
@@ -36,7 +44,6 @@ import json
 import threading
 import time
 import uuid
-from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
@@ -46,12 +53,14 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field, field_validator
 
 from executor.admission import Overloaded, TooLarge
-from executor.elastic import ApplyBusy, ApplyOperation
+from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import placement
+from executor.prometheus import PROMETHEUS_COUNTERS, prometheus_text  # noqa: F401 - re-exported
 from executor.registry import InstanceInfo
 from executor.router import Router
 from executor.routing import NoRouteError
+from executor.served import Served, ServedModel
 from executor.stream import RequestStream
 from placer import flows
 from placer.plan import Plan
@@ -63,7 +72,8 @@ DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connect
 
 
 class CompletionRequest(BaseModel):
-    model: str | None = Field(None, description="Model name (informational: one model is served).")
+    model: str | None = Field(None, description="The served model to ask (GET /v1/models); optional when one "
+                                               "model is served.")
     prompt: str | list[int] = Field(description="Text (the served model's tokenizer; BOS where it adds one) or "
                                                 "token ids (within its vocabulary).")
     max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT, description="Output token budget.")
@@ -91,50 +101,7 @@ class InstanceBody(BaseModel):
     chip: str = "cpu"
     tp: int = Field(1, ge=1)
     address: str | None = None
-
-
-PROMETHEUS_COUNTERS = {  # router counter → (metric, help)
-    "completed": ("placer_requests_completed_total", "Requests that ended with a completion."),
-    "failed": ("placer_requests_failed_total", "Requests that ended with an error event."),
-    "migrations": ("placer_migrations_total", "Requests moved mid-stream to another instance."),
-    "fallbacks": ("placer_fallbacks_total", "Requests served by RLD in place of an MD pipeline."),
-    "retries": ("placer_retries_total", "Attempts restarted before the first token reached the client."),
-    "failures_after_first_token": ("placer_failures_after_first_token_total",
-                                   "Requests failed (not retried) after tokens reached the client."),
-    "stalls": ("placer_stalls_total", "Attempts that made no progress within the stall deadline."),
-    "rejected_overloaded": ("placer_rejected_overloaded_total", "Requests refused with 429."),
-    "rejected_no_capacity": ("placer_rejected_no_capacity_total", "Requests refused with 503."),
-    "cancelled": ("placer_requests_cancelled_total", "Requests whose client went away before the end."),
-    "peers_down": ("placer_peers_down_total", "Instances marked DOWN."),
-    "peers_recovered": ("placer_peers_recovered_total", "DOWN instances that answered again."),
-    "orders_undelivered": ("placer_orders_undelivered_total", "Orders that could not be delivered."),
-}
-
-
-def prometheus_text(stats: dict[str, Any]) -> str:
-    """Router stats → Prometheus text exposition (counters, live gauge, per-instance health)."""
-    lines = []
-    for key, (metric, help_) in PROMETHEUS_COUNTERS.items():
-        lines += [f"# HELP {metric} {help_}", f"# TYPE {metric} counter", f"{metric} {int(stats.get(key, 0))}"]
-    lines += ["# HELP placer_requests_live Requests in flight.", "# TYPE placer_requests_live gauge",
-              f"placer_requests_live {int(stats.get('live', 0))}",
-              "# HELP placer_instance_up 1 UP, 0.5 SUSPECT, 0 DOWN.", "# TYPE placer_instance_up gauge"]
-    up = {"up": 1, "suspect": 0.5, "down": 0}
-    for name, state in sorted(stats.get("health", {}).items()):
-        lines.append(f'placer_instance_up{{instance="{name}"}} {up[state]}')
-    return "\n".join(lines) + "\n"
-
-
-@dataclass(frozen=True)
-class Served:
-    """What the endpoints serve (`app.state.served`, set once by `create_app`)."""
-
-    router: Router
-    model_name: str
-    deployment: Any = None  # a `LocalCluster` or `RayDeployment`: enables `POST /plan`
-    token: str | None = None  # the control plane's bearer token; None: control calls are refused
-    tokenizer: Any = field(default_factory=ByteTokenizer)  # text ↔ ids of the served model (`encode`, `decode`,
-    #                                                        `vocab_size`): a checkpoint's `HFTokenizer`, or bytes
+    model: str | None = Field(None, description="The served model it belongs to (required by a fleet).")
 
 
 def _served(request: Request) -> Served:
@@ -163,10 +130,12 @@ operations_api = APIRouter()  # health and metrics (read-only)
 control_api = APIRouter(dependencies=[Authorized])  # instances and live plan changes: token only
 
 
-def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: Any = None, token: str | None = None,
-               protect_completions: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
-               tokenizer: Any = None) -> FastAPI:
-    """The app over a running router (nothing connects at import time).
+def create_app(router: Router | None = None, *, model_name: str = "placer-tiny", deployment: Any = None,
+               token: str | None = None, protect_completions: bool = False, max_body_bytes: int = MAX_BODY_BYTES,
+               tokenizer: Any = None, models: dict[str, ServedModel] | None = None) -> FastAPI:
+    """The app over a running router (nothing connects at import time), or over a fleet's: `models`
+    maps each model's name to its router and tokenizer (then `router`, `model_name` and `tokenizer`
+    are not given).
 
     `deployment` (a `LocalCluster` or `RayDeployment`) enables `POST /plan`. `token`: the bearer
     token of the control plane (None: it is locked); `protect_completions`: completions and models
@@ -178,8 +147,12 @@ def create_app(router: Router, *, model_name: str = "placer-tiny", deployment: A
         raise ValueError("token: at least 8 characters, no spaces")
     if protect_completions and token is None:
         raise ValueError("protect_completions needs a token")
+    if (router is None) == (models is None) or (models is not None and not models):
+        raise ValueError("give a router (one model) or a non-empty models mapping (a fleet), not both")
     app = FastAPI(title="placer executor", version="1", max_body_size=max_body_bytes)
-    app.state.served = Served(router, model_name, deployment, token, tokenizer or ByteTokenizer())
+    fleet = models is not None
+    served = models if fleet else {model_name: ServedModel(router, tokenizer or ByteTokenizer())}
+    app.state.served = Served(dict(served), fleet, deployment, token)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
     app.include_router(operations_api)
@@ -310,24 +283,26 @@ async def _collect(request: Request, router: Router, stream: RequestStream) -> l
 
 
 @completions_api.post("/v1/completions", responses={
+    400: {"description": "No 'model' named while several models are served (the choices are named)."},
+    404: {"description": "The named model is not served here (the served ones are named)."},
     413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
     422: {"description": "A bad field (named), or prompt + max_tokens beyond the model's context."},
     429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
     503: {"description": "No instance that could serve it is up."}})
 async def completions(body: CompletionRequest, served: ServedDep, request: Request):
-    tokenizer = served.tokenizer
+    model_name, model = served.pick(body.model)
+    tokenizer, router = model.tokenizer, model.router
     tokens = tokenizer.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
     if bad := [t for t in tokens if t >= tokenizer.vocab_size]:
         raise HTTPException(422, f"prompt: token ids {bad[:5]} are outside the vocabulary [0, {tokenizer.vocab_size})")
-    stream = _submit(served.router, tokens, body)
+    stream = _submit(router, tokens, body)
     cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
     if body.stream:
-        return StreamingResponse(_sse_events(served.router, stream, served.model_name, cid, created, len(tokens),
-                                             tokenizer),
+        return StreamingResponse(_sse_events(router, stream, model_name, cid, created, len(tokens), tokenizer),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    ids = await _collect(request, served.router, stream)
-    return {"id": cid, "object": "text_completion", "created": created, "model": served.model_name,
+    ids = await _collect(request, router, stream)
+    return {"id": cid, "object": "text_completion", "created": created, "model": model_name,
             "choices": [{"index": 0, "text": tokenizer.decode(ids), "token_ids": ids, "logprobs": None,
                          "finish_reason": stream.finish_reason}],
             "usage": _usage(len(tokens), len(ids)), "placer": _placer(stream.record, stream.pipeline.value)}
@@ -335,7 +310,7 @@ async def completions(body: CompletionRequest, served: ServedDep, request: Reque
 
 @completions_api.get("/v1/models")
 def models(served: ServedDep):
-    return {"object": "list", "data": [{"id": served.model_name, "object": "model", "owned_by": "placer"}]}
+    return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "placer"} for name in served.models]}
 
 
 # ---- operations -----------------------------------------------------------------------------
@@ -344,8 +319,21 @@ def models(served: ServedDep):
 @operations_api.get("/health")
 @operations_api.get("/healthz", include_in_schema=False)  # the service's path: one health path for both servers
 def health(served: ServedDep):
+    """ok when every served model can serve a request end to end (in a fleet: `models`, each's own)."""
+    own = {name: _health(m.router) for name, m in served.models.items()}
+    if not served.fleet:
+        return next(iter(own.values()))
+    ok = all(h["status"] == "ok" for h in own.values())
     by_role: dict[str, int] = {}
-    for i in served.router.instances.values():
+    for h in own.values():
+        for role, n in h["instances"].items():
+            by_role[role] = by_role.get(role, 0) + n
+    return {"status": "ok" if ok else "degraded", "instances": by_role, "models": own}
+
+
+def _health(router: Router) -> dict[str, Any]:
+    by_role: dict[str, int] = {}
+    for i in router.instances.values():
         by_role[i.role] = by_role.get(i.role, 0) + 1
     # a request can be served end to end: by an aggregated instance alone, or by P and a decoder
     ok = by_role.get(flows.AGG, 0) > 0 or (
@@ -356,9 +344,11 @@ def health(served: ServedDep):
 @operations_api.get("/metrics")
 def metrics(request: Request, served: ServedDep, format: str | None = None):
     accept = request.headers.get("accept", "")
+    stats = {name: m.router.stats() for name, m in served.models.items()}
     if format == "prometheus" or (format is None and ("text/plain" in accept or "openmetrics" in accept)):
-        return PlainTextResponse(prometheus_text(served.router.stats()), media_type="text/plain; version=0.0.4")
-    return served.router.stats()
+        text = prometheus_text(stats, by_model=True) if served.fleet else prometheus_text(*stats.values())
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
+    return {"models": stats} if served.fleet else next(iter(stats.values()))
 
 
 def _plan_apply(request: Request) -> ApplyOperation:
@@ -373,7 +363,9 @@ def _plan_apply(request: Request) -> ApplyOperation:
 _APPLY_LOCK = threading.Lock()
 
 
-@control_api.post("/plan", status_code=202)
+@control_api.post("/plan", status_code=202, responses={
+    501: {"description": "A live change a fleet cannot make yet (named): another set of models, a "
+                         "single-model deployment into a fleet, models pinned to GPUs apart."}})
 def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_s: float = Query(30.0, ge=0),
                timeout_s: float = Query(600.0, gt=0, le=24 * 3600),
                ready_timeout_s: float = Query(300.0, gt=0, le=24 * 3600)):
@@ -382,7 +374,14 @@ def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_
         raise HTTPException(409, "this server was started without a deployment to change")
     try:
         plan = Plan.model_validate(body)
-        specs = placement(plan, getattr(served.deployment, "max_per_pool", None))
+        placed = getattr(served.deployment, "placed", None)  # a fleet: the same models, every row naming one
+        if callable(placed):
+            specs = placed(plan)
+        else:
+            refuse_fleet_change(served.deployment, plan)
+            specs = placement(plan, getattr(served.deployment, "max_per_pool", None))
+    except FleetChangeUnsupported as exc:
+        raise HTTPException(501, str(exc)) from None
     except ValueError as exc:
         raise HTTPException(422, f"not a plan: {exc}") from None
     try:
@@ -401,21 +400,29 @@ def plan_status(request: Request, served: ServedDep):
 
 @control_api.get("/instances")
 def instances(served: ServedDep):
-    return [vars(i) for i in served.router.instances.values()]
+    """Every instance (in a fleet each with its `model`)."""
+    return [{**vars(i), "model": name} if served.fleet else vars(i)
+            for name, m in served.models.items() for i in m.router.instances.values()]
 
 
 @control_api.post("/instances", status_code=201)
 def register(body: InstanceBody, served: ServedDep):
+    """Register an instance with its model's router (a fleet needs `model`: 422 naming the choices)."""
+    fields = body.model_dump(exclude={"model"})
+    if served.fleet and body.model not in served.models:
+        raise HTTPException(422, f"model: {body.model!r} is not served here; give one of {', '.join(served.models)}")
     try:
-        info = InstanceInfo(**body.model_dump())
+        info = InstanceInfo(**fields)
     except ValueError as exc:
         raise HTTPException(422, str(exc)) from None
-    served.router.register(info)
-    return vars(info)
+    _, model = served.pick(body.model if served.fleet else None)
+    model.router.register(info)
+    return {**vars(info), "model": body.model} if served.fleet else vars(info)
 
 
 @control_api.delete("/instances/{name}", status_code=204)
 def unregister(name: str, served: ServedDep):
-    if name not in served.router.instances:
+    model = served.owner(name)
+    if model is None:
         raise HTTPException(404, f"no instance named {name!r}")
-    served.router.unregister(name)
+    model.router.unregister(name)
