@@ -33,7 +33,8 @@ from executor.config import ServingConfig
 from executor.elastic import ApplyReport, apply_specs, refuse_fleet_change
 from executor.placement import InstanceSpec, link_shapes, placement, plan_models
 from placer.errors import InfeasiblePlanError, InputError
-from placer.plancheck import _check_inventory as check_shared_inventory  # Σ over every model's pools
+from placer.fleetplan import split_plan
+from placer.plancheck import check_inventory  # Σ over every model's pools
 from placer.plan import Plan
 
 
@@ -66,16 +67,12 @@ def fleet_members(plan: Plan, scenario: Any = None, *, max_per_pool: int | None 
                   link_gbit_per_s: float | None = None, link_rtt_ms: float | None = None,
                   link_jitter_ms: float | None = None, link_loss: float = 0.0) -> list[FleetMember]:
     """Each model's plan, serving config and instances (see the module docstring); errors name the model."""
-    # placer.fleetplan is pure data (placer.errors + placer.plan, no solver) but not yet listed in the base
-    # layer of docs/architecture.md / tests/executor/test_imports.py: read here, at call time, until it is
-    from placer.fleetplan import split_plan
-
     names = plan_models(plan)
     if not names:
         raise InputError("pools[].model: the plan names no model on its rows: it is a single-model plan")
     scenarios = _member_scenarios(scenario, names)
     if scenario is not None:
-        check_shared_inventory(scenario, plan)
+        check_inventory(scenario, plan)
     lines = link_shapes(plan, scenario, gbit_per_s=link_gbit_per_s, rtt_ms=link_rtt_ms, jitter_ms=link_jitter_ms,
                         loss=link_loss)
     specs = placement(plan, max_per_pool)

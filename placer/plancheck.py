@@ -52,7 +52,7 @@ def check_plan(scenario: Any, plan: Plan, *, other_scenario: bool = False) -> No
                          "plan this scenario, or set the plan's 'scenario' if it is meant for it")
     _check_pools(scenario, plan)
     _check_routes(scenario, plan)
-    _check_inventory(scenario, plan)
+    check_inventory(scenario, plan)
 
 
 def _check_pools(scenario: Any, plan: Plan) -> None:
@@ -87,7 +87,9 @@ def _check_routes(scenario: Any, plan: Plan) -> None:
                              f"{scenario.name!r} has {', '.join(sorted(classes))}")
 
 
-def _check_inventory(scenario: Any, plan: Plan) -> None:
+def check_inventory(scenario: Any, plan: Plan) -> None:
+    """InfeasiblePlanError when the pools use more of a chip in a datacenter than its inventory (a fleet:
+    every model's pools together)."""
     used: dict[tuple[str, str], int] = defaultdict(int)
     for pool in plan.pools:
         used[(pool.datacenter, pool.chip)] += pool.count * pool.tp
