@@ -24,11 +24,10 @@ from placer.flows import (
     decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
-from placer.errors import InputError
 from placer.ilp.config import check_build_deadline
+from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
-from placer.shapes import PP, Shape, shapes_for, why_not
 
 
 @dataclass(frozen=True)
@@ -220,32 +219,6 @@ def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:
     return not (role == RLD and arch.p_dcs is not None and dc not in arch.p_dcs)
 
 
-def _shapes(problem: Problem, count: int) -> list[Shape]:
-    """Each of ``options.tp_degrees`` that ``count`` chips allow, in each admissible shape of
-    ``options.instance_shapes`` (:func:`placer.shapes.shapes_for`): every shape its own candidate pool.
-    The deprecated ``pipeline_parallel: true`` keeps its meaning: pp replaces tp where pp is admissible."""
-    out = []
-    for tp in problem.options.tp_degrees:
-        if tp <= count:
-            shapes = shapes_for(problem.model, tp, problem.options.shape_kinds)
-            forced = problem.options.pipeline_parallel and any(s.kind == PP for s in shapes)
-            out += [s for s in shapes if s.kind == PP] if forced else shapes
-    return out
-
-
-def shape_notes(problem: Problem) -> list[str]:
-    """What the plan should say about the scenario's shapes; an InputError when none is admissible."""
-    kinds = problem.options.shape_kinds
-    if not any(shapes_for(problem.model, tp, kinds) for tp in problem.options.tp_degrees):
-        why = "; ".join(f"{k}: {why_not(problem.model, max(problem.options.tp_degrees), k)}" for k in kinds)
-        raise InputError(f"options.instance_shapes: none of {list(kinds)} is admissible for {problem.model.name} "
-                         f"on tp_degrees {problem.options.tp_degrees} ({why})")
-    if "pipeline_parallel" in problem.options.model_fields_set:
-        forced = " (pp in place of tp where pp is admissible)" if problem.options.pipeline_parallel else ""
-        return [f"options.pipeline_parallel is deprecated: read as instance_shapes {list(kinds)}{forced}"]
-    return []
-
-
 def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], dict, dict, list[str]]:
     """Q: pools worth a variable, their instance models and decode designs; notes on what was excluded."""
     max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
@@ -256,7 +229,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
-            for tp in _shapes(problem, count):
+            for tp in candidate_shapes(problem, count):
                 im = instance(problem, chip, tp)
                 if im.unsupported:
                     notes.append(im.unsupported)
@@ -287,6 +260,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                         pools.append(pool)
                         instances[pool] = im
                         agg[pool] = design
+    pools = drop_dominated(problem, pools, instances, decode, notes)
     return pools, instances, decode, agg, sorted(set(notes))
 
 
