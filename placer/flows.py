@@ -29,9 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, WaitModel, pipeline_stages, wan_transfer_s
-from placer.shapes import DEP, PP, Shape, is_moe, shape_model
+from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
+from placer.shapes import Shape, is_moe, legacy_shape, shape_model
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -98,16 +98,12 @@ def handoff_mode(policy: str, pending_tokens: int,
 
 def pool_shape(problem: Problem, chip: str, tp: int) -> Shape:
     """The shape of a pool key element: ``tp`` itself when it is a :class:`~placer.shapes.Shape`; for a
-    plain ``int`` (plan rows written before shapes) the shape of the legacy layout — dense: ``pp``
-    where the deprecated ``options.pipeline_parallel`` made stages, else ``tp``; MoE: ``dep`` where
-    a replica of the non-expert weights fits on every chip, else ``tp``."""
+    plain ``int`` (plan rows written before shapes) :func:`~placer.shapes.legacy_shape`, with the
+    deprecated ``options.pipeline_parallel``."""
     if isinstance(tp, Shape):
         return tp
-    if is_moe(problem.model):
-        legacy = InstanceModel(problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype)
-        return Shape(tp, DEP if tp > 1 and legacy.weight_bytes > problem.model.params_total_b * 1e9
-                     * legacy.bytes_per_param else SHAPE_TP)
-    return Shape(tp, PP if pipeline_stages(problem.model, tp, problem.options.pipeline_parallel) > 1 else SHAPE_TP)
+    return legacy_shape(problem.model, problem.chips[chip], tp, problem.weight_dtype, problem.kv_dtype,
+                        problem.options.pipeline_parallel)
 
 
 def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Literal, get_args
 
 from placer.catalog import Chip, ModelConfig
-from placer.perfmodel import SCALEUP_DOMAIN_CHIPS, USABLE_MEM_FRACTION, InstanceModel
+from placer.perfmodel import SCALEUP_DOMAIN_CHIPS, USABLE_MEM_FRACTION, InstanceModel, pipeline_stages
 
 ShapeKind = Literal["tp", "pp", "dep"]
 SHAPE_KINDS: tuple[str, ...] = get_args(ShapeKind)
@@ -139,6 +139,18 @@ def shape_of(tp: int, kind: str | None) -> int:
     """The pool key element of a plan row: a :class:`Shape` when the row names its ``shape``,
     the plain ``tp`` (legacy layout) when it does not."""
     return tp if kind is None else Shape(tp, kind)
+
+
+def legacy_shape(model: ModelConfig, chip: Chip, chips: int, weight_dtype: str, kv_dtype: str,
+                 pipeline_parallel: bool = False) -> Shape:
+    """The shape of the layout placer used before shapes (plan rows without ``shape``, ``placer
+    estimate`` without ``--shape``): dense — ``pp`` where ``pipeline_parallel`` made stages
+    (:func:`~placer.perfmodel.pipeline_stages`), else ``tp``; MoE — ``dep`` where a replica of the
+    non-expert weights fits on every chip, else ``tp``."""
+    if is_moe(model):
+        dep = DEPModel(chip, chips, model, weight_dtype, kv_dtype)
+        return Shape(chips, DEP if why_not(model, chips, DEP) is None and dep.kv_capacity_bytes > 0 else TP)
+    return Shape(chips, PP if pipeline_stages(model, chips, pipeline_parallel) > 1 else TP)
 
 
 def kind_of(tp: int) -> str | None:
@@ -255,5 +267,5 @@ def stage_label(shape: int) -> str:
     return f"tp{shape.chips}"
 
 
-__all__ = ["DEP", "PP", "SHAPE_KINDS", "TP", "ShapeKind", "DEPModel", "Shape", "TPAttentionMoEModel", "is_moe", "kind_of", "kv_copies",
+__all__ = ["DEP", "PP", "SHAPE_KINDS", "TP", "ShapeKind", "DEPModel", "Shape", "TPAttentionMoEModel", "is_moe", "kind_of", "kv_copies", "legacy_shape",
            "shape_model", "shape_of", "shapes_for", "stage_label", "why_not"]
