@@ -61,6 +61,6 @@ def estimate(
     rows = [(key, f"{data[key]:,.4g}" if isinstance(data[key], float) else f"{data[key]:,}", unit)
             for key, unit in _UNITS.items()]
     rows += [("bound", f"prefill {data['bound']['prefill']}, decode {data['bound']['decode']}", ""),
-             ("source", data["source"], "")]
+             ("source", data["source"], ""), ("shape", data["shape"], ""), ("layout", data["layout"], "")]
     table = Fold(f"{model} on {tp} x {chip}, {data['layout']}", ("figure", "value", "unit"), rows, right=("value",))
     out.print(table)
