@@ -147,7 +147,7 @@ def _adopt_pool_shapes(plan: Plan) -> None:
         shapes = rows.get((a.model, a.role, a.datacenter, a.chip, int(a.tp)), [])
         if len(set(shapes)) > 1:
             raise ValueError(f"assignments.{i}.shape: pools of {a.role} {a.chip} tp{int(a.tp)} in {a.datacenter} "
-                             f"come in several shapes ({', '.join(sorted(map(str, set(shapes))))}); name one")
+                             f"come in several shapes ({', '.join(sorted(f'tp{s}' for s in set(shapes)))}); name one")
         if shapes and isinstance(shapes[0], Shape):
             a.tp = shapes[0]
 

@@ -44,8 +44,10 @@ class Shape(int):
 
     Arithmetic is the chip count's (``count * shape`` chips); equality and hashing include the kind,
     so ``Shape(16, "pp") != Shape(16, "tp")``; a ``tp`` shape equals no plain ``int`` either (a plain
-    ``int`` means the legacy layout). ``str``/``format`` give the label, e.g. ``16``, ``16-pp2``,
-    ``8-dep``, so ``f"tp{shape}"`` names a pool uniquely."""
+    ``int`` means the legacy layout). ``format`` with no spec (f-strings) gives the label, e.g. ``16``,
+    ``16-pp2``, ``8-dep``, so ``f"tp{shape}"`` names a pool uniquely (variable names, notes, labels);
+    ``str()``, ``repr``-free JSON and CSV give the chip count, as code that reads ``tp`` as a number
+    (launch commands, tables) expects."""
 
     kind: str
     pp: int
@@ -89,7 +91,7 @@ class Shape(int):
         return hash((int(self), self.kind))
 
     def __str__(self) -> str:
-        return self.label
+        return str(int(self))
 
     def __format__(self, spec: str) -> str:
         return self.label if not spec else format(int(self), spec)

@@ -50,7 +50,7 @@ def _solve(scenario: dict):
 def _shapes(plan) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
     for p in plan.pools:
-        out.setdefault(p.role, set()).add(str(p.tp))
+        out.setdefault(p.role, set()).add(f"{p.tp}")
     return out
 
 
@@ -79,7 +79,7 @@ def test_the_milp_sees_every_admissible_shape_as_its_own_pool():
     another beats on every planning figure is named in the notes (it was weighed, not ignored)."""
     problem = resolve(parse_scenario(_dense(tpot_s=0.1)))
     data = prepare(problem, pdd_architecture(problem))
-    shapes = {(q.role, str(q.tp)) for q in data.pools}
+    shapes = {(q.role, f"{q.tp}") for q in data.pools}
     assert {("P", "16-pp2"), ("MD", "16-pp2")} <= shapes
     weighed = shapes | {(n.split()[0], n.split()[2][2:].rstrip(":")) for n in data.notes if "dominated" in n}
     assert {("P", "16"), ("MD", "16"), ("P", "32"), ("P", "32-pp4")} <= weighed
@@ -154,7 +154,7 @@ def test_shapes_are_distinct_keys_with_the_chip_count_as_their_value():
     pp, tp, dep = Shape(16, "pp"), Shape(16, "tp"), Shape(16, "dep")
     assert len({pp, tp, dep, 16}) == 4 and pp != 16 and tp != 16
     assert 3 * pp == 48 and pp.pp == 2 and tp.pp == 1
-    assert f"tp{pp}" == "tp16-pp2" and f"tp{dep}" == "tp16-dep" and json.dumps(pp) == "16"
+    assert f"tp{pp}" == "tp16-pp2" and f"tp{dep}" == "tp16-dep" and json.dumps(pp) == str(pp) == "16"
     assert pickle.loads(pickle.dumps(dep)) == dep
     with pytest.raises(ValueError, match="whole 8-chip nodes"):
         Shape(12, "pp")
