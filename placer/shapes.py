@@ -20,8 +20,8 @@ Kinds (``options.instance_shapes``; default: every kind, each where it is admiss
   ``--enable-attention-dp``); see :class:`DEPModel`.
 
 A :class:`Shape` is hashable and used wherever the planner keyed pools by ``tp`` (the fourth element
-of a pool key, ``Pool.tp``, ``PoolOut.tp``): two shapes of the same chips are two pools, and no shape
-equals the plain ``int`` of its chip count. A plain ``int``
+of a pool key, ``Pool.tp``, ``PoolOut.tp``): two shapes of the same chips are two pools; only a ``tp``
+shape equals the plain ``int`` of its chip count. A plain ``int``
 (a plan row without ``shape``: plans written before shapes existed) keeps its old meaning:
 :func:`placer.flows.instance` builds the legacy model for it (``options.pipeline_parallel``'s
 stages; MoE attention data parallel when the replicas fit).
@@ -43,8 +43,9 @@ class Shape(int):
     """An instance's chip count (the ``int`` value) and how they split the model (``kind``, ``pp``).
 
     Arithmetic is the chip count's (``count * shape`` chips); equality and hashing include the kind,
-    so ``Shape(16, "pp") != Shape(16, "tp")``; a ``tp`` shape equals no plain ``int`` either (a plain
-    ``int`` means the legacy layout). ``format`` with no spec (f-strings) gives the label, e.g. ``16``,
+    so ``Shape(16, "pp") != Shape(16, "tp")``. A ``tp`` shape equals (and hashes as) its plain ``int``,
+    so rows read back from JSON without the shape (``tp: 16``) still meet it; ``pp`` and ``dep``
+    shapes equal no ``int``. ``format`` with no spec (f-strings) gives the label, e.g. ``16``,
     ``16-pp2``, ``8-dep``, so ``f"tp{shape}"`` names a pool uniquely (variable names, notes, labels);
     ``str()``, ``repr``-free JSON and CSV give the chip count, as code that reads ``tp`` as a number
     (launch commands, tables) expects."""
@@ -80,7 +81,7 @@ class Shape(int):
         if isinstance(other, Shape):
             return int(self) == int(other) and self.kind == other.kind
         if isinstance(other, int):
-            return False
+            return self.kind == TP and int(self) == other
         return NotImplemented
 
     def __ne__(self, other: object) -> bool:
@@ -88,7 +89,7 @@ class Shape(int):
         return eq if eq is NotImplemented else not eq
 
     def __hash__(self) -> int:
-        return hash((int(self), self.kind))
+        return hash(int(self)) if self.kind == TP else hash((int(self), self.kind))
 
     def __str__(self) -> str:
         return str(int(self))

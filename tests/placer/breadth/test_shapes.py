@@ -152,7 +152,7 @@ def test_plan_rows_without_shape_keep_the_legacy_layout():
 
 def test_shapes_are_distinct_keys_with_the_chip_count_as_their_value():
     pp, tp, dep = Shape(16, "pp"), Shape(16, "tp"), Shape(16, "dep")
-    assert len({pp, tp, dep, 16}) == 4 and pp != 16 and tp != 16
+    assert len({pp, tp, dep}) == 3 and pp != 16 and dep != 16 and tp == 16 and {tp: 1}[16] == 1
     assert 3 * pp == 48 and pp.pp == 2 and tp.pp == 1
     assert f"tp{pp}" == "tp16-pp2" and f"tp{dep}" == "tp16-dep" and json.dumps(pp) == str(pp) == "16"
     assert pickle.loads(pickle.dumps(dep)) == dep
