@@ -91,8 +91,12 @@ class PoolOut(_M):
         """``tp`` becomes a :class:`~placer.shapes.Shape` when the row names one (or gives ``pp``)."""
         kind = self.shape or (PP if self.pp is not None else None)
         self.tp = shape_of(self.tp, kind)
-        if kind is not None and self.pp != (self.tp.pp if self.tp.pp > 1 else None):
+        if kind is None:
+            return self
+        stages = self.tp.pp if self.tp.pp > 1 else None
+        if self.pp is not None and self.pp != stages:
             raise ValueError(f"pp: shape {kind!r} on {int(self.tp)} chips has pp {self.tp.pp}, got {self.pp}")
+        self.shape, self.pp = kind, stages
         return self
 
 

@@ -18,7 +18,7 @@ from placer.errors import InputError
 from placer.flows import AGG, P
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem
-from placer.shapes import PP, Shape, shapes_for, why_not
+from placer.shapes import PP, SHAPE_KINDS, Shape, shapes_for, why_not
 
 
 def candidate_shapes(problem: Problem, count: int) -> list[Shape]:
@@ -96,4 +96,4 @@ def drop_dominated(problem: Problem, pools: list, instances: dict, decode: dict,
 
 
 def _order(shape: Shape) -> int:
-    return ("tp", "pp", "dep").index(shape.kind)
+    return SHAPE_KINDS.index(shape.kind)

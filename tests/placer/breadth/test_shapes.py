@@ -139,7 +139,8 @@ def test_plan_rows_without_shape_keep_the_legacy_layout():
     old = parse_plan({"scenario": "s", "pools": [pool]})
     assert type(old.pools[0].tp) is int
     piped = parse_plan({"scenario": "s", "pools": [{**pool, "tp": 16, "pp": 2}]})
-    assert piped.pools[0].tp == Shape(16, "pp")
+    assert piped.pools[0].tp == Shape(16, "pp") and piped.pools[0].shape == "pp"
+    assert parse_plan({"scenario": "s", "pools": [{**pool, "tp": 16, "shape": "pp"}]}).pools[0].pp == 2
     assign = {"request_class": "c", "role": "MD", "datacenter": "dc", "chip": "H200-SXM", "tp": 8, "rps": 1.0}
     adopted = parse_plan({"scenario": "s", "pools": [{**pool, "shape": "dep"}], "assignments": [assign]})
     assert adopted.assignments[0].tp == Shape(8, "dep")
