@@ -21,10 +21,10 @@ Kinds (``options.instance_shapes``; default: every kind, each where it is admiss
 
 A :class:`Shape` is hashable and used wherever the planner keyed pools by ``tp`` (the fourth element
 of a pool key, ``Pool.tp``, ``PoolOut.tp``): two shapes of the same chips are two pools; only a ``tp``
-shape equals the plain ``int`` of its chip count. A plain ``int``
-(a plan row without ``shape``: plans written before shapes existed) keeps its old meaning:
-:func:`placer.flows.instance` builds the legacy model for it (``options.pipeline_parallel``'s
-stages; MoE attention data parallel when the replicas fit).
+shape equals the plain ``int`` of its chip count. A plain ``int`` (a plan row without ``shape``: plans
+written before shapes existed) is read as :func:`legacy_shape`, the layout placer used then (dense tp, or
+pp under ``options.pipeline_parallel``; MoE dep where the replicas fit, else tp — the one change: that
+last case now copies MLA's KV per chip, which the old model did not).
 """
 
 from __future__ import annotations
