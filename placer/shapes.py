@@ -193,6 +193,8 @@ class TPAttentionMoEModel(InstanceModel):
       output per layer (T × hidden × bf16; NCCL's ring model, :meth:`allreduce_s`), combined with the
       compute as the base MoE model does (overlapped) — optimistic for this shape, so the comparison
       with :class:`DEPModel` never favours DEP by the communication term.
+    * prefill: the base model's (FLOPs split by heads); its KV write and read are not multiplied by
+      c (prefill is compute bound).
     """
 
     @property
@@ -224,9 +226,11 @@ class DEPModel(InstanceModel):
     Rules, per chip (N = ``tp``):
 
     * weights: attention and the dense (non-expert) layers replicated on every chip, the routed
-      experts split N ways: per-chip bytes = (dense + experts / N) × bytes/param (SGLang's DP
-      attention "replicates the attention weights ... each DP rank has its own KV cache";
-      DeepSeek-V3 technical report §3.4: decode attention DP with EP over the experts).
+      experts split N ways: per-chip bytes = (dense + experts / N) × bytes/param (SGLang, "DP, DPA
+      and SGLang DP Router": with DP attention each rank runs attention for its own requests with its
+      own KV cache; DeepSeek-V3 technical report, arXiv 2412.19437 §3.4: decoding runs the attention
+      data parallel (TP4 × DP80 with SP) and the MoE part EP320; TRT-LLM / Dynamo
+      ``--enable-attention-dp``: "each [DP rank] with its own KV cache").
     * KV: each chip holds the KV of its own sequences only, once: instance capacity = N × (usable
       HBM − per-chip weights); one request's context must fit on one chip (:meth:`fits`).
     * attention: each chip runs its own B/N sequences' attention over its own KV: FLOPs and KV bytes
@@ -235,7 +239,9 @@ class DEPModel(InstanceModel):
       and combined by the base model's all-to-all (DeepEP, low-latency kernels in decode), overlapped
       with compute by two micro-batches (SGLang's two-batch overlap, lmsys.org 2025-05-05).
 
-    Not modelled: imbalance between the DP ranks' batches (the router spreads sequences evenly).
+    Not modelled: imbalance between the DP ranks' batches (the router spreads sequences evenly), and
+    a lone prompt's prefill on an idle instance, which runs its attention and dense layers on its own
+    rank only: prefill is costed at the pooled rate, as when the ranks' prefill batches are full.
     """
 
     @property
