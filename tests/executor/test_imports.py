@@ -14,7 +14,7 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
 #: the planner's base layer (docs/architecture.md): vocabulary, data and physics, no solver, no faces
 PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
                "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
-               "placer.fields", "placer.readers", "placer.plancheck", "placer.aggregated"}
+               "placer.fields", "placer.readers", "placer.plancheck", "placer.aggregated", "placer.shapes"}
 
 
 def _loaded(modules: list[str]) -> set[str]:
