@@ -1,6 +1,8 @@
 """One instance's predicted figures, no ILP: the library function behind ``placer estimate``.
 
-in:  a model and a chip (catalog names), ``tp`` chips per instance, dtypes, one request
+in:  a model and a chip (catalog names), ``tp`` chips per instance and their ``shape``
+     (:mod:`placer.shapes`: tp | pp | dep; default the legacy layout, :func:`~placer.shapes.legacy_shape`),
+     dtypes, one request
      shape (input I, output O, prefix hit h), a decode batch or a TPOT, the prefill chunk,
      MTP's accepted tokens per step, optionally measured profiles
 out: an :class:`Estimate` with the keys of docs/contracts.md "Estimate JSON".
@@ -22,6 +24,8 @@ Definitions (every figure from :class:`placer.perfmodel.InstanceModel`):
 * ``max_batch`` — the largest batch meeting the TPOT (if given) and memory, each sequence
   holding I + O tokens of KV (what the simulator reserves at admission).
 * ``bound`` — the largest of the compute, memory and communication terms of each phase.
+* ``shape`` — the instance shape the figures are for (tp, pp or dep) and ``layout`` — it in words
+  (``tp8 × pp2``, ``attention-dp8 × ep8``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from placer.perfmodel import InstanceModel
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import LatestLoader
 from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
+from placer.shapes import DEP, PP, SHAPE_KINDS, Shape, is_moe, legacy_shape, shape_model, stage_label, why_not
 
 DTYPES = ("bf16", "fp8")
 
@@ -55,6 +60,8 @@ class Estimate:
     ttft_s: float
     bound: dict
     source: str
+    shape: str
+    layout: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -67,10 +74,12 @@ def _check(name: str, value, ok: bool, what: str) -> None:
 
 def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
              chunk_tokens: int = 8192, mtp_accept: float = 1.0, profiles: str | Path | None = None,
-             latest: LatestLoader | None = None):
-    """The instance's model after checking every input (bad input raises InputError naming it): the
-    roofline, with the chip's measured efficiencies and, where ``profiles`` holds a table for exactly
-    this (chip, tp, model, dtypes), a :class:`~placer.profiles.measured.MeasuredInstanceModel`."""
+             latest: LatestLoader | None = None, shape: str | None = None):
+    """(The instance's model, its :class:`~placer.shapes.Shape`) after checking every input (bad input
+    raises InputError naming it): the roofline of ``shape`` (None: :func:`~placer.shapes.legacy_shape`), with the chip's measured
+    efficiencies and, where ``profiles`` holds a table for exactly this (chip, tp, model, dtypes) and
+    the shape is one tables are measured in (dense tp, MoE dep), a
+    :class:`~placer.profiles.measured.MeasuredInstanceModel`."""
     cfg = get_model(model)
     _check("tp", tp, isinstance(tp, int) and tp >= 1, "a positive integer")
     weight_dtype = weight_dtype or cfg.native_weight_dtype
@@ -79,8 +88,15 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("kv_dtype", kv_dtype, kv_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
     _check("chunk", chunk_tokens, chunk_tokens >= 1, "at least 1 token")
     _check("mtp_accept", mtp_accept, 1.0 <= mtp_accept, "at least 1 (tokens accepted per decode step)")
+    _check("shape", shape, shape is None or shape in SHAPE_KINDS, f"one of {', '.join(SHAPE_KINDS)}")
+    why = shape and why_not(cfg, tp, shape)
+    if why:
+        raise InputError(f"shape {shape!r} on tp {tp} chips of {cfg.name}: {why}")
     im = measured_instance(cfg, get_chip(chip), tp, weight_dtype, kv_dtype, profiles, chunk_tokens, latest)
-    return dataclasses.replace(im, mtp_accept=mtp_accept)
+    chosen = Shape(tp, shape) if shape else legacy_shape(cfg, im.chip, tp, weight_dtype, kv_dtype)
+    if not (isinstance(im, MeasuredInstanceModel) and chosen.kind != PP and (chosen.kind == DEP) == is_moe(cfg)):
+        im = shape_model(chosen, im.chip, cfg, weight_dtype, kv_dtype, chunk_tokens)
+    return dataclasses.replace(im, mtp_accept=mtp_accept), chosen
 
 
 def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate: float) -> float:
@@ -119,7 +135,8 @@ def _bound(terms: dict[str, float]) -> str:
 def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
              input_tokens: int = 2048, output_tokens: int = 256, hit_rate: float = 0.0, batch: int | None = None,
              tpot_s: float | None = None, chunk_tokens: int = 8192, mtp_accept: float = 1.0,
-             profiles: str | Path | None = None, latest: LatestLoader | None = None) -> Estimate:
+             profiles: str | Path | None = None, latest: LatestLoader | None = None,
+             shape: str | None = None) -> Estimate:
     """The predicted figures of one instance (see the module docstring for each definition)."""
     _check("input", input_tokens, input_tokens >= 1, "at least 1 token")
     _check("output", output_tokens, output_tokens >= 1, "at least 1 token")
@@ -128,11 +145,11 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("tpot", tpot_s, tpot_s is None or tpot_s > 0, "positive seconds")
     if batch is not None and tpot_s is not None:
         raise InputError("give --batch or --tpot, not both")
-    im = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles, latest)
+    im, chosen = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles, latest, shape)
     resident = input_tokens + output_tokens
     if not im.fits(resident):
-        raise InputError(f"{model} at {im.weight_dtype} does not fit on {tp} x {chip} with one request of "
-                         f"{resident} tokens of KV; raise --tp")
+        raise InputError(f"{model} at {im.weight_dtype} does not fit on {tp} x {chip} ({stage_label(chosen)}) with "
+                         f"one request of {resident} tokens of KV; raise --tp")
     context = input_tokens + output_tokens / 2
     cap = im.max_batch(context, tpot_s if tpot_s is not None else math.inf, resident_tokens=resident)
     decode_batch = batch if batch is not None else cap
@@ -154,4 +171,6 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
                "decode": _bound(im.terms("decode", decode_batch, context))},
         source=_source(im, input_tokens, hit_rate, int(decode_batch), context),
+        shape=chosen.kind,
+        layout=stage_label(chosen),
     )

@@ -29,7 +29,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, WaitModel, pipeline_stages, wan_transfer_s
+from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.shapes import TP as SHAPE_TP
+from placer.shapes import Shape, is_moe, legacy_shape, shape_model
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -94,23 +96,34 @@ def handoff_mode(policy: str, pending_tokens: int,
 
 # --- instances and KV timing ----------------------------------------------------------
 
+def pool_shape(problem: Problem, chip: str, tp: int) -> Shape:
+    """The shape of a pool key element: ``tp`` itself when it is a :class:`~placer.shapes.Shape`; for a
+    plain ``int`` (plan rows written before shapes) :func:`~placer.shapes.legacy_shape`, with the
+    deprecated ``options.pipeline_parallel``."""
+    if isinstance(tp, Shape):
+        return tp
+    return legacy_shape(problem.model, problem.chips[chip], tp, problem.weight_dtype, problem.kv_dtype,
+                        problem.options.pipeline_parallel)
+
+
 def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
-    """The performance model of one ``tp``-chip instance of ``chip`` for the problem's model, in
-    :func:`~placer.perfmodel.pipeline_stages` stages (``options.pipeline_parallel``):
-    a :class:`~placer.profiles.measured.MeasuredInstanceModel` when the problem carries a
-    measured table for (chip, tp) (it answers from the table inside its grid, from the
-    roofline outside), the roofline :class:`InstanceModel` otherwise."""
-    args = (problem.chips[chip], tp, problem.model, problem.weight_dtype, problem.kv_dtype,
-            problem.options.prefill_chunk_tokens)
-    pp = pipeline_stages(problem.model, tp, problem.options.pipeline_parallel)
-    table = problem.tables.get((chip, tp))
-    if table is None:
-        return InstanceModel(*args, pp=pp)
+    """The performance model of one instance of ``tp`` chips of ``chip`` in the shape
+    :func:`pool_shape` gives (:func:`placer.shapes.shape_model`).
+
+    A :class:`~placer.profiles.measured.MeasuredInstanceModel` replaces the roofline when the problem
+    carries a measured table for (chip, chips) and the shape is one the tables are measured in (dense
+    ``tp``/``pp``, MoE ``dep``: the layouts placer had before shapes); it answers from the table inside
+    its grid, from the roofline outside."""
+    shape = pool_shape(problem, chip, tp)
+    args = (problem.model, problem.weight_dtype, problem.kv_dtype, problem.options.prefill_chunk_tokens)
+    table = problem.tables.get((chip, shape.chips))
+    if table is None or (shape.kind == SHAPE_TP and is_moe(problem.model)):
+        return shape_model(shape, problem.chips[chip], *args)
     # Imported only when a table matches: the executor imports this module and, by
     # tests/executor/test_imports.py, loads no placer.profiles submodule.
     from placer.profiles.measured import MeasuredInstanceModel
 
-    return MeasuredInstanceModel(*args, pp=pp, table=table)
+    return MeasuredInstanceModel(problem.chips[chip], shape.chips, *args, pp=shape.pp, table=table)
 
 
 def decode_context_tokens(classes: Sequence[Class]) -> float:

@@ -23,7 +23,7 @@ from placer.evaluate import analyze, fleet_metrics, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig, building_within
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance
+from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance, pool_shape
 from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.fleetplan import join_rows, reject_models, split_plan
@@ -31,6 +31,7 @@ from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
 from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
+from placer.shapes import kind_of
 from placer.specs import Scenario
 from placer.validate import shared_hardware_issues, validate, validate_fleet
 
@@ -59,17 +60,18 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         name = prob.classes[f.k].name
         routes[(name, f.pipeline, f.src, f.dst)] += v[i]
         assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=f.p.role, datacenter=f.p.dc,
-                                      chip=f.p.chip, tp=f.p.tp, dst=f.dst, rps=v[i], queue=f.p.queue,
+                                      chip=f.p.chip, tp=f.p.tp, shape=kind_of(f.p.tp), dst=f.dst, rps=v[i],
+                                      queue=f.p.queue,
                                       queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():
         if v[i] <= RPS_EPS or counts[q.key] == 0:
             continue
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
-                                      datacenter=q.dc, chip=q.chip, tp=q.tp,
+                                      datacenter=q.dc, chip=q.chip, tp=q.tp, shape=kind_of(q.tp),
                                       dst=d if q.role == RLD else None, rps=v[i]))
     stages = {k: instance(prob, k[2], k[3]).pp for k in counts}
-    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], count=c, design_batch=batch.get(k),
-                     pp=stages[k] if stages[k] > 1 else None,
+    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], shape=kind_of(k[3]), count=c,
+                     design_batch=batch.get(k), pp=stages[k] if stages[k] > 1 else None,
                      planned_utilization=round(busy[k] / c, 4) if k[0] == P else None)
              for k, c in counts.items() if c > 0]
     plan = Plan(
@@ -371,7 +373,8 @@ def _pinned(problem: Problem, plan: Plan) -> Formulation:
             else pdd_architecture(problem, AGG in roles or None))
     form = build(problem, arch, "bcr")
     m = form.model
-    wanted = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    wanted = {(p.role, p.datacenter, p.chip, pool_shape(problem, p.chip, p.tp)): p.count for p in plan.pools
+              if p.count > 0}
     have = {q.key for q in form.pools}
     missing = [k for k in wanted if k not in have]
     if missing:

@@ -10,6 +10,11 @@ Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
 and ``pools[].planned_utilization``, ``assignments``
 (per-pool split of each class, which `validate` re-checks) and ``notes``.
 
+Instance shapes (:mod:`placer.shapes`): ``pools[].shape`` (``tp`` | ``pp`` | ``dep``) with ``pools[].pp``
+for pipeline stages, and ``assignments[].shape``; a row that names a shape carries a
+:class:`~placer.shapes.Shape` as its ``tp`` (an ``int``: the chip count), so every (role, dc, chip, tp)
+key tells the shapes apart. Rows without ``shape`` keep the legacy layout (``pp`` alone means ``pp``).
+
 Fleets (a scenario with ``models:``): ``pools[].model``, ``routes[].model`` and
 ``assignments[].model`` name the model each row serves, ``metrics`` are the fleet's and
 ``models`` maps each model's name to its own metrics; all absent in single-model plans.
@@ -19,18 +24,25 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from placer.errors import InputError
 from placer.fields import MAX_RPS, Name, real
 from placer.fields import count as bounded_int  # "count" is also a PoolOut field
 from placer.readers import load_data
 from placer.flows import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
+from placer.shapes import PP, Shape, ShapeKind, shape_of
 
 SCHEMA_VERSION = 1
 #: Most instances one pool row may ask for (the scenario's max_instances_per_pool is at most this).
 MAX_POOL_COUNT = 100_000
 Rps = real(ge=0, le=MAX_RPS)
+
+
+SHAPE_HELP = ("How the instance's tp chips split the model (placer.shapes): `tp` one tensor-parallel group "
+              "(MoE: attention TP, experts EP), `pp` tp 8 per node × pp stages (dense), `dep` attention "
+              "data parallel × expert parallel over all chips (MoE). Absent: the layout of plans written "
+              "before shapes (dense TP, or pp per `pp`; MoE attention DP where the replicas fit).")
 
 
 class _M(BaseModel):
@@ -67,11 +79,25 @@ class PoolOut(_M):
     count: bounded_int(le=MAX_POOL_COUNT) = Field(description=f"Instances in the pool (0..{MAX_POOL_COUNT:,}).")
     design_batch: int | None = Field(None, ge=1, description=(
         "Decode pools: the batch the plan sizes them at (largest meeting TPOT and KV memory at the mix's context)."))
+    shape: ShapeKind | None = Field(None, description=SHAPE_HELP)
     pp: int | None = Field(None, ge=2, description=(
-        "Pipeline stages of each instance when more than one (options.pipeline_parallel): tp/pp chips per "
-        "stage, tensor parallel inside it."))
+        "Pipeline stages of each instance when more than one (shape `pp`): tp/pp chips per "
+        "stage, tensor parallel inside it. A row with `pp` and no `shape` has shape `pp`."))
     planned_utilization: float | None = Field(None, ge=0, description=(
         "P pools: planned busy fraction of each instance, Σ prefill seconds × req/s ÷ instances."))
+
+    @model_validator(mode="after")
+    def _shape(self) -> PoolOut:
+        """``tp`` becomes a :class:`~placer.shapes.Shape` when the row names one (or gives ``pp``)."""
+        kind = self.shape or (PP if self.pp is not None else None)
+        self.tp = shape_of(self.tp, kind)
+        if kind is None:
+            return self
+        stages = self.tp.pp if self.tp.pp > 1 else None
+        if self.pp is not None and self.pp != stages:
+            raise ValueError(f"pp: shape {kind!r} on {int(self.tp)} chips has pp {self.tp.pp}, got {self.pp}")
+        self.shape, self.pp = kind, stages
+        return self
 
 
 class Route(_M):
@@ -103,6 +129,31 @@ class Assignment(_M):
     queue: str | None = Field(None, description=(
         "P and A: the queue (utilisation tier/admitted classes; A: /c<chunk tokens>) it joins."))
     queue_instances: float | None = Field(None, ge=0, description="P and A: instances that serve that queue.")
+    shape: ShapeKind | None = Field(None, description=(
+        "The pool's instance shape (as pools[].shape); absent: the pool row's with the same role, "
+        "datacenter, chip and tp when there is one such row."))
+
+    @model_validator(mode="after")
+    def _shape(self) -> Assignment:
+        self.tp = shape_of(self.tp, self.shape)
+        return self
+
+
+def _adopt_pool_shapes(plan: Plan) -> None:
+    """An assignment without ``shape`` joins the one pool row of its role, datacenter, chip (and
+    model) and chip count; where several shapes of it exist it must name its own."""
+    rows: dict[tuple, list] = {}
+    for p in plan.pools:
+        rows.setdefault((p.model, p.role, p.datacenter, p.chip, int(p.tp)), []).append(p.tp)
+    for i, a in enumerate(plan.assignments):
+        if a.shape is not None:
+            continue
+        shapes = rows.get((a.model, a.role, a.datacenter, a.chip, int(a.tp)), [])
+        if len(set(shapes)) > 1:
+            raise ValueError(f"assignments.{i}.shape: pools of {a.role} {a.chip} tp{int(a.tp)} in {a.datacenter} "
+                             f"come in several shapes ({', '.join(sorted(f'tp{s}' for s in set(shapes)))}); name one")
+        if shapes and isinstance(shapes[0], Shape):
+            a.tp = shapes[0]
 
 
 class Handoff(_M):
@@ -137,6 +188,11 @@ class Plan(_M):
     binding: list[Binding] = Field(default_factory=list)
     assignments: list[Assignment] = Field(default_factory=list, description="Per-pool split of each class.")
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _shapes(self) -> Plan:
+        _adopt_pool_shapes(self)
+        return self
 
     def to_json(self, indent: int | None = 2) -> str:
         return self.model_dump_json(indent=indent, exclude_none=True)

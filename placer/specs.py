@@ -20,6 +20,7 @@ from placer.errors import InputError
 from placer.fields import MAX_CHIPS, MAX_RPS, MAX_SECONDS, MAX_TOKENS, Name, count, real
 from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
 from placer.readers import load_data
+from placer.shapes import PP, SHAPE_KINDS, ShapeKind
 
 Share = real(gt=0, le=1)
 Fraction = real(ge=0, le=1)
@@ -179,10 +180,16 @@ class OptionsSpec(_Spec):
     )
     prefill_chunk_tokens: Tokens = Field(8192, description="Chunked-prefill chunk size, tokens.")
     max_instances_per_pool: count(ge=1, le=100_000) = Field(256, description="Upper bound on instances of one pool.")
+    instance_shapes: list[ShapeKind] | None = Field(
+        None, description="Instance shapes the planner weighs, each where admissible, as separate candidate "
+        "pools of the same chips (placer.shapes): `tp` (all chips one tensor-parallel group; MoE: attention TP "
+        "× experts EP), `pp` (dense, more than one 8-chip node: tp 8 per node × pp stages, the bubble and the "
+        "inter-stage hop modelled), `dep` (MoE: attention data parallel × expert parallel over all chips). "
+        "Default: all three. Plan pools carry `shape` (and `pp`).")
     pipeline_parallel: Annotated[bool, Strict()] = Field(
-        False, description="Instances larger than one 8-chip node of a dense model run one pipeline stage per "
-        "node (tp 8 × pp tp/8: the pipeline bubble and the activations' hop between nodes modelled) instead "
-        "of tensor parallel across nodes; plan pools carry `pp`.")
+        False, description="Deprecated: use instance_shapes. true = as before, a dense instance on more than one "
+        "8-chip node runs tp 8 × pp stages in place of tp (instance_shapes [tp, pp, dep] with pp forced where "
+        "admissible); false = instance_shapes [tp, dep]. Not together with instance_shapes.")
     aggregated: Annotated[bool, Strict()] = Field(
         False, description="Also consider aggregated pools (role A: prefill chunks mixed into decode steps on one "
         "instance) beside P/RLD/MD in the same MILP; the plan may mix them. `placer compare` shows the "
@@ -199,6 +206,29 @@ class OptionsSpec(_Spec):
         if value is not None and (bad or not value):
             raise ValueError(f"give chunks of 16..65536 tokens, got {bad or 'none'}")
         return None if value is None else sorted(set(value))
+
+    @field_validator("instance_shapes")
+    @classmethod
+    def _shapes(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("instance_shapes must not be empty (omit it for every shape)")
+        return None if value is None else [k for k in SHAPE_KINDS if k in value]
+
+    @model_validator(mode="after")
+    def _deprecated_pipeline(self) -> OptionsSpec:
+        if self.instance_shapes is not None and "pipeline_parallel" in self.model_fields_set:
+            raise ValueError("pipeline_parallel is deprecated and instance_shapes replaces it: give only "
+                             "instance_shapes (e.g. [tp, pp, dep])")
+        return self
+
+    @property
+    def shape_kinds(self) -> tuple[str, ...]:
+        """The instance shapes to weigh: ``instance_shapes``, or the deprecated ``pipeline_parallel``'s mapping."""
+        if self.instance_shapes is not None:
+            return tuple(self.instance_shapes)
+        if "pipeline_parallel" in self.model_fields_set and not self.pipeline_parallel:
+            return tuple(k for k in SHAPE_KINDS if k != PP)
+        return SHAPE_KINDS
 
     @field_validator("tp_degrees")
     @classmethod

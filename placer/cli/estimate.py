@@ -27,6 +27,10 @@ def estimate(
     model: Annotated[str, typer.Option("--model", help="Catalog model name, e.g. llama-3.1-8b.", show_default=False)],
     chip: Annotated[str, typer.Option("--chip", help="Catalog chip name, e.g. H100-SXM.", show_default=False)],
     tp: Annotated[int, typer.Option("--tp", help="Chips per instance (any positive integer).", show_default=False)],
+    shape: Annotated[str | None, typer.Option("--shape", help=(
+        "How the --tp chips split the model: tp (one tensor-parallel group; MoE: attention TP × experts EP), "
+        "pp (dense, whole 8-chip nodes: tp 8 × pp stages), dep (MoE: attention data parallel × expert "
+        "parallel). Default: dense tp, MoE dep where the replicas fit, else tp."))] = None,
     weight_dtype: Annotated[str | None, typer.Option(
         "--weight-dtype", help="bf16 or fp8 (default: the model's native dtype).")] = None,
     kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="bf16 or fp8 (default bf16).")] = None,
@@ -47,7 +51,7 @@ def estimate(
     """Predict one instance's prefill, decode and memory figures (no ILP)."""
     try:
         result = run_estimate(model, chip, tp, weight_dtype, kv_dtype, input_tokens, output_tokens, hit, batch,
-                              tpot, chunk, mtp_accept, profiles, latest=latest_from_database)
+                              tpot, chunk, mtp_accept, profiles, latest=latest_from_database, shape=shape)
     except (PlacerError, OSError) as e:
         fail(e if isinstance(e, PlacerError) else InputError(f"--profiles {profiles}: {e}"))
     data = result.to_dict()
@@ -57,6 +61,6 @@ def estimate(
     rows = [(key, f"{data[key]:,.4g}" if isinstance(data[key], float) else f"{data[key]:,}", unit)
             for key, unit in _UNITS.items()]
     rows += [("bound", f"prefill {data['bound']['prefill']}, decode {data['bound']['decode']}", ""),
-             ("source", data["source"], "")]
-    table = Fold(f"{model} on {tp} x {chip}", ("figure", "value", "unit"), rows, right=("value",))
+             ("source", data["source"], ""), ("shape", data["shape"], ""), ("layout", data["layout"], "")]
+    table = Fold(f"{model} on {tp} x {chip}, {data['layout']}", ("figure", "value", "unit"), rows, right=("value",))
     out.print(table)

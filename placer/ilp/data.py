@@ -25,6 +25,7 @@ from placer.flows import (
     streamer_site, ttft_det_s, wan_bytes, wan_s,
 )
 from placer.ilp.config import check_build_deadline
+from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel, WaitModel
 from placer.problem import Problem
 
@@ -34,7 +35,7 @@ class Pool:
     role: str
     dc: str
     chip: str
-    tp: int
+    tp: int  # a placer.shapes.Shape: the chip count and how they split the model
     util: float = 0.0  # P and A pools: the planned utilisation tier (its queueing law); 0 for decode
     mix: str = ""  # P and A pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
     chunk: int = 0  # A pools: prompt tokens per step (placer.aggregated)
@@ -223,14 +224,12 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     max_input = max(c.input_tokens + c.output_tokens for c in problem.classes)
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
-    pools, instances, decode, agg, notes = [], {}, {}, {}, []
+    pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
     for dc in problem.datacenters:
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
-            for tp in problem.options.tp_degrees:
-                if tp > count:
-                    continue
+            for tp in candidate_shapes(problem, count):
                 im = instance(problem, chip, tp)
                 if im.unsupported:
                     notes.append(im.unsupported)
@@ -261,6 +260,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                         pools.append(pool)
                         instances[pool] = im
                         agg[pool] = design
+    pools = drop_dominated(problem, pools, instances, decode, notes)
     return pools, instances, decode, agg, sorted(set(notes))
 
 

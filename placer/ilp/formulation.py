@@ -164,7 +164,7 @@ def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[
     for key, var in n.items():
         if key[0] in PREFILL_ROLES:
             parts = {tier[q]: 1.0 for q in data.pools if q.key == key}
-            m.add(f"tiers[{','.join(map(str, key))}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
+            m.add(f"tiers[{','.join(f'{v}' for v in key)}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
     return n, tier
 
 

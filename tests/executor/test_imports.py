@@ -15,7 +15,7 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
 PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
                "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
                "placer.fields", "placer.readers", "placer.plancheck", "placer.aggregated",
-               "placer.fleetplan"}
+               "placer.fleetplan", "placer.shapes"}
 
 
 def _loaded(modules: list[str]) -> set[str]:

@@ -327,7 +327,10 @@ def test_optimize_says_why_the_plan_looks_so():
     assert r.returncode == 0, r.stderr
     text = r.stdout
     assert "why this plan" in text and "utilisation" in text and "KV GiB used / capacity" in text
-    assert "P-RLD-MD carries" in text and "would miss the 2 s TTFT budget on P-MD" in text
+    # the relayed classes' reason: some miss the budget on P-MD, or all fit it and relaying pays (the
+    # example's optimum is degenerate: the anomalous class may take P-RLD-MD or the filter at one BCR)
+    assert "P-RLD-MD carries" in text and ("would miss the 2 s TTFT budget on P-MD" in text
+                                           or "P-MD would meet the 2 s budget" in text)
     assert "largest marginal first" in text
     assert "routes (grouped by pipeline and datacenter pair)" in text
     plan = json.loads(run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--no-marginals").stdout)

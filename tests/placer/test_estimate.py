@@ -10,7 +10,7 @@ from placer.errors import InputError
 from placer.estimate import estimate
 
 KEYS = {"prefill_s", "prefill_tokens_per_s", "decode_batch", "decode_step_s", "decode_tokens_per_s", "max_batch",
-        "kv_bytes_per_token", "ttft_s", "bound", "source"}
+        "kv_bytes_per_token", "ttft_s", "bound", "source", "shape", "layout"}
 BOUNDS = {"compute", "memory", "communication"}
 
 
