@@ -6,7 +6,10 @@ Each row of the CSV is one published figure with its full setting, source URL an
 quote (``notes``). The model is evaluated at that setting through
 :func:`placer.estimate.estimate` and the table prints id, model, chip, setting, metric,
 published, predicted, the ratio predicted/published and whether the comparison is apples
-to apples (``fair``: the CSV's judgement, from the source's setting). At the end: the
+to apples (``fair``: the CSV's judgement, from the source's setting; a figure its source
+re-measured with a newer engine version at the same chip, model and lengths is judged by the
+newest revision and the older row stays as history with ``fair`` = no and the reason — the
+engine's maturity is not physics the model should absorb). At the end: the
 median and worst |ln ratio| over the fair rows and over all evaluated rows, each also as
 a factor exp(|ln ratio|), and the rows that could not be evaluated with the reason.
 
