@@ -34,15 +34,17 @@ Attention per (query, key) pair, all layers: GQA 2·L·H·2d; MLA absorbed (deco
 vLLM choose between). Sparse attention (DSA): min(p, top-k) pairs plus the indexer.
 Elementwise kernels between the GEMMs (LLM-Viewer's operator list, Yuan et al. 2024, arXiv
 2402.16363: attn_norm, mlp_norm, attn_add, mlp_add, mlp_act) move bytes, not FLOPs, and run
-one after another with the GEMMs at the HBM rate. Serving engines fuse each residual add into
-the next RMSNorm (vLLM csrc/layernorm_kernels.cu ``fused_add_rms_norm(input, residual, ...)``:
-reads input and residual, writes both), so per token and layer two fused add-norms move
-4·hidden each and the gated activation reads gate and up and writes one of the FFN width f
-(dense: from the parameter count; MoE: (k + shared) × expert_ffn) — (8·hidden + 3·f)
-activations × 2 B. Under tensor parallelism every rank normalises and adds the full hidden
-state (after the all-reduce) and activates f/tp; with data-parallel attention each token is on
-one rank. TensorRT-LLM's performance page lists the activation as a separate kernel ("one
-Matmul followed by a separate SwiGLU kernel", docs/source/performance.md, v0.8-v0.9 Known Issues).
+one after another with the GEMMs at the HBM rate: per token and layer, each of the two norms
+reads and writes the hidden state, each of the two residual adds reads two and writes one, the
+gated activation reads gate and up and writes one of the FFN width f (dense: from the
+parameter count; MoE: (k + shared) × expert_ffn) — (10·hidden + 3·f) activations × 2 B. Under
+tensor parallelism every rank normalises and adds the full hidden state (after the
+all-reduce) and activates f/tp; with data-parallel attention each token is on one rank.
+Separate kernels as placer's own engine runs them (executor/engine/model.py: rms_norm, then the
+residual add); TensorRT-LLM's performance page lists the activation as a separate kernel too
+("one Matmul followed by a separate SwiGLU kernel", docs/source/performance.md, v0.8-v0.9 Known
+Issues). Engines that fuse the add into the next norm (vLLM ``fused_add_rms_norm``) move
+8·hidden instead of 10·hidden: ≤ 3 % on bench/bench_fidelity.py's rows.
 
 Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
 * dense, tensor parallel: 2 ring all-reduces per layer,
@@ -303,11 +305,11 @@ class InstanceModel:
 
     def elementwise_bytes(self, tokens: float) -> float:
         """HBM bytes the instance's norms, residual adds and gated activation move for ``tokens`` tokens
-        (module doc): layers × (8·hidden·copies + 3·f) × 2 B per token, copies = the tensor-parallel
+        (module doc): layers × (10·hidden·copies + 3·f) × 2 B per token, copies = the tensor-parallel
         ranks that each normalise the full hidden state (1 with data-parallel attention)."""
         m = self.model
         copies = self.stage_tp if self._replicas == 1 else 1
-        return tokens * m.layers * (8 * m.hidden * copies + 3 * self.ffn_width) * ACT_BYTES
+        return tokens * m.layers * (10 * m.hidden * copies + 3 * self.ffn_width) * ACT_BYTES
 
     def elementwise_s(self, tokens: float) -> float:
         """Seconds of the elementwise kernels over ``tokens`` tokens (memory bound, on every chip)."""
