@@ -399,9 +399,9 @@ class InstanceModel:
         tokens at positions [start, start + tokens) of a prompt of ``input_tokens``.
 
         Work is in dense-GEMM FLOP-equivalents: each part's FLOPs × (dense rate / its rate), the
-        elementwise kernels' seconds × dense rate. The
-        GEMMs are costed at M = the forward's token budget (``prefill_chunk_tokens``): at
-        saturation short prompts are packed into forwards up to it (placer.sim.prefill).
+        elementwise kernels' seconds × dense rate. The GEMMs are costed at M = the forward's token
+        budget (``prefill_chunk_tokens``): at saturation short prompts are packed into forwards up
+        to it (placer.sim.prefill).
         """
         last = 1.0 if start + tokens >= input_tokens - 1e-9 else 0.0
         rows = max(tokens, self.prefill_chunk_tokens)
@@ -459,9 +459,9 @@ class InstanceModel:
 
     def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
         """The kinds of kernel of a decode forward, each (compute s, memory s), plus the
-        communication seconds: ``linear`` (the GEMMs: their FLOPs, the weight read),
-        ``attention`` (its FLOPs, the KV read) and ``elementwise`` (norms, adds, activation: bytes) for ``sequences`` sequences at ``context_tokens``
-        context computing ``queries`` new positions each."""
+        communication seconds: ``linear`` (the GEMMs: their FLOPs, the weight read), ``attention``
+        (its FLOPs, the KV read) and ``elementwise`` (norms, adds, activation: bytes only) for
+        ``sequences`` sequences at ``context_tokens`` context computing ``queries`` new positions each."""
         tokens = sequences * queries
         attn = sequences * self._attn_work(context_tokens, context_tokens + queries, prefill=False)
         kv = sequences * self.kv_read_bytes(context_tokens + queries)
@@ -479,11 +479,12 @@ class InstanceModel:
 
     def _kernel_time(self, kernels: dict) -> float:
         """Seconds of a forward from its kernels: a roofline per kind of kernel, summed — the GEMMs,
-        the attention and the elementwise kernels run one after the other in every layer, so the GEMMs'
-        compute cannot hide the attention's KV read (the per-operator roofline of LLM-Viewer, Yuan et al. 2024, "LLM
-        Inference Unveiled: Survey and Roofline Model Insights", arXiv 2402.16363: each operator
-        takes max(FLOPs / peak, bytes / bandwidth), the layer the sum). Communication as
-        :meth:`_combine`: overlapped with MoE's two micro-batches, after the compute for TP."""
+        the attention and the elementwise kernels run one after the other in every layer, so the
+        GEMMs' compute cannot hide the attention's KV read (the per-operator roofline of LLM-Viewer,
+        Yuan et al. 2024, "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
+        2402.16363: each operator takes max(FLOPs / peak, bytes / bandwidth), the layer the sum).
+        Communication as :meth:`_combine`: overlapped with MoE's two micro-batches, after the
+        compute for TP."""
         work = sum(max(kernels[k]) for k in KERNEL_KINDS)
         x = kernels["communication"]
         return max(work, x) if self.is_moe else work + x
