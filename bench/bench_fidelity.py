@@ -6,7 +6,10 @@ Each row of the CSV is one published figure with its full setting, source URL an
 quote (``notes``). The model is evaluated at that setting through
 :func:`placer.estimate.estimate` and the table prints id, model, chip, setting, metric,
 published, predicted, the ratio predicted/published and whether the comparison is apples
-to apples (``fair``: the CSV's judgement, from the source's setting). At the end: the
+to apples (``fair``: the CSV's judgement, from the source's setting; a figure its source
+re-measured with a newer engine version at the same chip, model and lengths is judged by the
+newest revision and the older row stays as history with ``fair`` = no and the reason — the
+engine's maturity is not physics the model should absorb). At the end: the
 median and worst |ln ratio| over the fair rows and over all evaluated rows, each also as
 a factor exp(|ln ratio|), and the rows that could not be evaluated with the reason.
 
@@ -19,7 +22,9 @@ How a row's setting becomes a query (one rule per field, the same for every row)
   activation dtype).
 * batch: with data-parallel attention (``dp``/``dep`` in ``parallelism``) a published
   batch is per GPU, so the instance's batch is batch × chips; ``engine-chosen`` means the
-  largest batch memory allows (no TPOT); ``N tokens/GPU`` is the prefill chunk (N × chips).
+  largest batch memory allows (no TPOT); ``N tokens/GPU`` is the prefill chunk (N × chips);
+  ``(max_num_tokens N)`` after a batch is the engine's forward budget, the chunk (per rank with
+  data-parallel attention, N × chips).
   The prefill chunk is otherwise 16,384 tokens per GPU with data-parallel attention
   (SGLang's large-EP setting) and 8,192 tokens per instance without (TensorRT-LLM's
   default ``max_num_tokens``).
@@ -133,6 +138,8 @@ def query(row: dict) -> dict:
             batch = int(m.group(1)) * (chips if dp_attention and not m.group(2) else 1)
     elif batch_text and not batch_text.startswith("engine-chosen"):
         raise NotEvaluable(f"batch {batch_text!r}")
+    if m := re.search(r"max_num_tokens (\d+)", batch_text):  # the engine's forward budget, per rank with dp
+        chunk = int(m.group(1)) * (chips if dp_attention else 1)
     metric = row["metric"]
     ctx, out = row["context_tokens"].strip(), row["output_tokens"].strip()
     if metric in ("decode_tokens_per_s_per_chip", "tpot_s") and not out:

@@ -32,6 +32,19 @@ Attention per (query, key) pair, all layers: GQA 2·L·H·2d; MLA absorbed (deco
 2·L·H·(d + d_rope + d) ≈ 5 MFLOP plus the up-projection of every cached prefix key
 (2·L·r_kv·H·2d per prefix token), the cheaper of the two forms per chunk (what SGLang and
 vLLM choose between). Sparse attention (DSA): min(p, top-k) pairs plus the indexer.
+Elementwise kernels between the GEMMs (LLM-Viewer's operator list, Yuan et al. 2024, arXiv
+2402.16363: attn_norm, mlp_norm, attn_add, mlp_add, mlp_act) move bytes, not FLOPs, and run
+one after another with the GEMMs at the HBM rate: per token and layer, each of the two norms
+reads and writes the hidden state, each of the two residual adds reads two and writes one, the
+gated activation reads gate and up and writes one of the FFN width f (dense: from the
+parameter count; MoE: (k + shared) × expert_ffn) — (10·hidden + 3·f) activations × 2 B. Under
+tensor parallelism every rank normalises and adds the full hidden state (after the
+all-reduce) and activates f/tp; with data-parallel attention each token is on one rank.
+Separate kernels as placer's own engine runs them (executor/engine/model.py: rms_norm, then the
+residual add); TensorRT-LLM's performance page lists the activation as a separate kernel too
+("one Matmul followed by a separate SwiGLU kernel", docs/source/performance.md, v0.8-v0.9 Known
+Issues). Engines that fuse the add into the next norm (vLLM ``fused_add_rms_norm``) move
+8·hidden instead of 10·hidden: ≤ 3 % on bench/bench_fidelity.py's rows.
 
 Communication per forward of T tokens (chip count tp, nodes N = ⌈tp/8⌉):
 * dense, tensor parallel: 2 ring all-reduces per layer,
@@ -51,7 +64,9 @@ Steps: time = combine(compute, memory, comm) + a fixed overhead per forward (dec
 scheduling, sampling and the host launch of one step; prefill 2 ms per chunk). A decode or
 aggregated step takes a roofline per kind of kernel and sums them (the GEMMs: max(linear FLOPs,
 weight read); the attention: max(attention FLOPs, KV read)) — they run one after the other, so
-a compute-bound GEMM cannot hide the attention's KV read (LLM-Viewer's per-operator roofline).
+a compute-bound GEMM cannot hide the attention's KV read (LLM-Viewer's per-operator roofline);
+the elementwise kernels add their bytes / HBM rate (in prefill as FLOP-equivalents of the
+compute term: they run between the GEMMs, not under them).
 * Prefill of I tokens at hit rate h: n = max(1, (1−h)·I) new tokens after h·I cached, in
   ⌈n/chunk⌉ forwards, each its own roofline (work above; memory = one weight read + the
   prompt's KV). A small tail chunk pays a whole weight read (memory bound) — the throughput
@@ -102,6 +117,8 @@ FP8_SCALE_GROUP = 128  # DeepEP FP8 dispatch: one fp32 scale per 128 values
 #: max_batch_size 2048): memory and the TPOT bind first in practice.
 MAX_BATCH_PER_CHIP = 1024
 MOE_ROUTED_EXPERTS = 8  # routed experts per token when the catalog does not say
+#: the kinds of kernel a forward's time sums over (each its own roofline, :meth:`InstanceModel.decode_kernels`)
+KERNEL_KINDS = ("linear", "attention", "elementwise")
 #: rows of one tensor-core MMA tile (Hopper wgmma m64): small-M GEMMs pad to it.
 GEMM_TILE_M = 64
 #: mean / busiest expert-parallel rank's load with EPLB: SGLang's 96-H100 DeepSeek blog
@@ -275,6 +292,30 @@ class InstanceModel:
 
     # ---- work ----------------------------------------------------------------
     @cached_property
+    def ffn_width(self) -> float:
+        """Width f of the gated activation one token computes per layer: MoE (k + shared) × expert_ffn;
+        dense the intermediate size implied by the parameter count, (per-layer params − attention
+        projections hidden·head_dim·(2·q_heads + 2·kv_heads)) / (3·hidden)."""
+        m = self.model
+        if m.moe_layers and m.experts:
+            return (m.experts_per_token + m.shared_experts) * m.expert_ffn
+        per_layer = (m.params_total_b * 1e9 - m.embedding_params - m.lm_head_params) / m.layers
+        attention = m.hidden * m.head_dim * (2 * m.q_heads + 2 * m.kv_heads)
+        return max(0.0, (per_layer - attention) / (3 * m.hidden))
+
+    def elementwise_bytes(self, tokens: float) -> float:
+        """HBM bytes the instance's norms, residual adds and gated activation move for ``tokens`` tokens
+        (module doc): layers × (10·hidden·copies + 3·f) × 2 B per token, copies = the tensor-parallel
+        ranks that each normalise the full hidden state (1 with data-parallel attention)."""
+        m = self.model
+        copies = self.stage_tp if self._replicas == 1 else 1
+        return tokens * m.layers * (10 * m.hidden * copies + 3 * self.ffn_width) * ACT_BYTES
+
+    def elementwise_s(self, tokens: float) -> float:
+        """Seconds of the elementwise kernels over ``tokens`` tokens (memory bound, on every chip)."""
+        return self.elementwise_bytes(tokens) / self.mem_bw_bytes_per_s
+
+    @cached_property
     def _params(self) -> tuple[float, float, float]:
         """(per-token dense GEMM params, routed-expert params per token, LM-head params)."""
         m = self.model
@@ -357,13 +398,15 @@ class InstanceModel:
         """(work, memory bytes besides the weight read) of one prefill chunk of ``tokens`` new
         tokens at positions [start, start + tokens) of a prompt of ``input_tokens``.
 
-        Work is in dense-GEMM FLOP-equivalents: each part's FLOPs × (dense rate / its rate). The
-        GEMMs are costed at M = the forward's token budget (``prefill_chunk_tokens``): at
-        saturation short prompts are packed into forwards up to it (placer.sim.prefill).
+        Work is in dense-GEMM FLOP-equivalents: each part's FLOPs × (dense rate / its rate), the
+        elementwise kernels' seconds × dense rate. The GEMMs are costed at M = the forward's token
+        budget (``prefill_chunk_tokens``): at saturation short prompts are packed into forwards up
+        to it (placer.sim.prefill).
         """
         last = 1.0 if start + tokens >= input_tokens - 1e-9 else 0.0
         rows = max(tokens, self.prefill_chunk_tokens)
-        work = self._linear_work(tokens, last, rows) + self._attn_work(start, start + tokens, prefill=True)
+        work = self._linear_work(tokens, last, rows) + self._attn_work(start, start + tokens, prefill=True) \
+            + self.elementwise_s(tokens) * self.flops_per_s  # FLOP-equivalents: they run between the GEMMs
         return work, input_tokens * self.kv_bytes_per_token
 
     def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
@@ -415,16 +458,17 @@ class InstanceModel:
         return (self.weight_bytes - m.embedding_params * self.bytes_per_param) * touched
 
     def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
-        """The two kinds of kernel of a decode forward, each (compute s, memory s), plus the
-        communication seconds: ``linear`` (the GEMMs: their FLOPs, the weight read) and
-        ``attention`` (its FLOPs, the KV read) for ``sequences`` sequences at ``context_tokens``
-        context computing ``queries`` new positions each."""
+        """The kinds of kernel of a decode forward, each (compute s, memory s), plus the
+        communication seconds: ``linear`` (the GEMMs: their FLOPs, the weight read), ``attention``
+        (its FLOPs, the KV read) and ``elementwise`` (norms, adds, activation: bytes only) for
+        ``sequences`` sequences at ``context_tokens`` context computing ``queries`` new positions each."""
         tokens = sequences * queries
         attn = sequences * self._attn_work(context_tokens, context_tokens + queries, prefill=False)
         kv = sequences * self.kv_read_bytes(context_tokens + queries)
         return {"linear": (self._linear_work(tokens, tokens) / self.flops_per_s,
                            self._weights_read_bytes(tokens) / self.mem_bw_bytes_per_s),
                 "attention": (attn / self.flops_per_s, kv / self.mem_bw_bytes_per_s),
+                "elementwise": (0.0, self.elementwise_s(tokens)),
                 "communication": self.comm_s(tokens)}
 
     def decode_terms(self, sequences: float, queries: float, context_tokens: float) -> dict[str, float]:
@@ -434,13 +478,14 @@ class InstanceModel:
         return _totals(self.decode_kernels(sequences, queries, context_tokens))
 
     def _kernel_time(self, kernels: dict) -> float:
-        """Seconds of a forward from its kernels: a roofline per kind of kernel, summed — the GEMMs
-        and the attention run one after the other in every layer, so the GEMMs' compute cannot hide
-        the attention's KV read (the per-operator roofline of LLM-Viewer, Yuan et al. 2024, "LLM
-        Inference Unveiled: Survey and Roofline Model Insights", arXiv 2402.16363: each operator
-        takes max(FLOPs / peak, bytes / bandwidth), the layer the sum). Communication as
-        :meth:`_combine`: overlapped with MoE's two micro-batches, after the compute for TP."""
-        work = sum(max(kernels[k]) for k in ("linear", "attention"))
+        """Seconds of a forward from its kernels: a roofline per kind of kernel, summed — the GEMMs,
+        the attention and the elementwise kernels run one after the other in every layer, so the
+        GEMMs' compute cannot hide the attention's KV read (the per-operator roofline of LLM-Viewer,
+        Yuan et al. 2024, "LLM Inference Unveiled: Survey and Roofline Model Insights", arXiv
+        2402.16363: each operator takes max(FLOPs / peak, bytes / bandwidth), the layer the sum).
+        Communication as :meth:`_combine`: overlapped with MoE's two micro-batches, after the
+        compute for TP."""
+        work = sum(max(kernels[k]) for k in KERNEL_KINDS)
         x = kernels["communication"]
         return max(work, x) if self.is_moe else work + x
 
@@ -480,6 +525,7 @@ class InstanceModel:
         return {"linear": (self._linear_work(total, rows, total) / self.flops_per_s,
                            self._weights_read_bytes(total) / self.mem_bw_bytes_per_s),
                 "attention": (attn / self.flops_per_s, kv / self.mem_bw_bytes_per_s),
+                "elementwise": (0.0, self.elementwise_s(total)),
                 "communication": self.comm_s(total)}
 
     def mixed_step_s(self, batch: float, context_tokens: float, chunk_tokens: float = 0.0,
@@ -542,8 +588,8 @@ class InstanceModel:
 
 def _totals(kernels: dict) -> dict[str, float]:
     """Compute / memory / communication seconds summed over a forward's kinds of kernel."""
-    return {"compute": sum(kernels[k][0] for k in ("linear", "attention")),
-            "memory": sum(kernels[k][1] for k in ("linear", "attention")),
+    return {"compute": sum(kernels[k][0] for k in KERNEL_KINDS),
+            "memory": sum(kernels[k][1] for k in KERNEL_KINDS),
             "communication": kernels["communication"]}
 
 

@@ -144,11 +144,12 @@ def test_lm_head_is_paid_only_where_logits_are_sampled():
     # prefill: the LM head (hidden × vocab) once per prompt, the embedding never (a lookup)
     im = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "fp8", "bf16")
     lm = 4096 * 128256
+    elementwise = im.elementwise_s(8192) * im.flops_per_s  # norms, adds, activation (FLOP-equivalents)
     mid, _ = im.prefill_chunk_parts(16384, 0, 8192)  # not the last chunk: no logits
     per_token = 2 * (8e9 - 2 * lm) / gemm_efficiency(8192)
-    assert mid - im._attn_work(0, 8192, prefill=True) == pytest.approx(8192 * per_token)
+    assert mid - im._attn_work(0, 8192, prefill=True) - elementwise == pytest.approx(8192 * per_token)
     last, _ = im.prefill_chunk_parts(16384, 8192, 8192)
-    assert last - im._attn_work(8192, 16384, prefill=True) > 8192 * per_token
+    assert last - im._attn_work(8192, 16384, prefill=True) - elementwise > 8192 * per_token
 
 
 def test_small_m_gemms_run_below_the_roofline():
@@ -197,9 +198,10 @@ def test_decode_step_is_a_roofline_per_kind_of_kernel_summed():
 
     im = InstanceModel(get_chip("H200-SXM"), 1, get_model("llama-3.1-8b"), "fp8", "fp8")
     k = im.decode_kernels(899, 1, 1152)
-    (lc, lm), (ac, am) = k["linear"], k["attention"]
+    (lc, lm), (ac, am), (ec, em) = k["linear"], k["attention"], k["elementwise"]
     assert lc > lm and am > ac  # GEMMs compute bound, attention memory bound
-    assert im.step_s(899, 1152) == pytest.approx(lc + am + DECODE_STEP_OVERHEAD_S)
+    assert ec == 0 and em > 0  # norms, adds and the activation move bytes only
+    assert im.step_s(899, 1152) == pytest.approx(lc + am + em + DECODE_STEP_OVERHEAD_S)
     terms = im.terms("decode", 899, 1152)  # the totals behind `bound` are the sums over the kernels
-    assert terms["compute"] == pytest.approx(lc + ac) and terms["memory"] == pytest.approx(lm + am)
+    assert terms["compute"] == pytest.approx(lc + ac) and terms["memory"] == pytest.approx(lm + am + em)
     assert im.step_s(899, 1152) > max(terms["compute"], terms["memory"]) + DECODE_STEP_OVERHEAD_S
