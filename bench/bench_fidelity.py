@@ -158,6 +158,7 @@ def query(row: dict) -> dict:
         kv_dtype=_kv_dtype(row),
         input_tokens=inp, output_tokens=output, hit_rate=float(row["hit_rate"] or 0.0),
         batch=batch, chunk_tokens=chunk, mtp_accept=float(row["mtp_accept"] or 1.0),
+        shape="dep" if dp_attention else "pp" if re.search(r"\bpp\d", row["parallelism"]) else "tp",
     )
     if batch_text.startswith("engine-chosen") and "trtllm-bench throughput" in row["engine"]:
         cap, tokens = trtllm_bench_limits(q["model"], q["chip"], chips, q["kv_dtype"], q["weight_dtype"], inp, output)
@@ -195,7 +196,8 @@ def predict(row: dict) -> tuple[float, dict]:
 def _setting(q: dict) -> str:
     b = f" B{q['batch']}" if q.get("batch") else ""
     mtp = f" mtp{q['mtp_accept']:g}" if q["mtp_accept"] != 1.0 else ""
-    return f"tp{q['tp']} {q['weight_dtype']}/{q['kv_dtype']} {q['input_tokens']}/{q['output_tokens']}{b}{mtp}"
+    shape = f"-{q['shape']}" if q.get("shape", "tp") != "tp" else ""
+    return f"tp{q['tp']}{shape} {q['weight_dtype']}/{q['kv_dtype']} {q['input_tokens']}/{q['output_tokens']}{b}{mtp}"
 
 
 def evaluate(path: Path = CSV) -> tuple[list[dict], list[tuple[str, str]]]:
