@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import dataclasses
 import re
 from types import SimpleNamespace
 
@@ -14,13 +13,14 @@ from tests.placer.service.dashboard.support import MICRO
 
 def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
     from placer.optimize import SolveConfig, as_problem, optimize
-    from placer.specs import load_scenario
+    from placer.specs import load_scenario, parse_scenario
     from tests.placer.conftest import EXAMPLES
 
-    example = as_problem(load_scenario(EXAMPLES / "pdd-two-dc.yaml"))
-    # the example's layout before instance shapes (dep): with tp shapes too its optimum is a tie that may
-    # send the anomalous class through the filter instead, leaving no late class to name
-    relay_problem = dataclasses.replace(example, options=example.options.model_copy(update={"instance_shapes": ["dep"]}))
+    # the flagship on a 20 Gbit/s line (its own is 25): the anomalous class's prefill + KV move no
+    # longer fit the 2 s budget on P-MD, so the plan relays it for its TTFT, the others for BCR
+    data = load_scenario(EXAMPLES / "pdd-two-dc.yaml").model_dump()
+    data["links"][0]["gbit_per_s"] = 20
+    relay_problem = as_problem(parse_scenario(data))
     relay_plan = optimize(relay_problem, SolveConfig(marginals=False))
     lines = pipeline_reasons(relay_problem, relay_plan)
     relay = next(line for line in lines if line.startswith("P-RLD-MD carries"))
@@ -36,9 +36,16 @@ def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
             > relay_problem.ttft_p90_s
 
 
-def test_a_plan_without_relay_says_every_transfer_fits(micro_scenario, micro_plan):
-    from placer.optimize import as_problem
+def test_a_plan_without_relay_says_every_transfer_fits():
+    """The micro scenario on a 40 Gbit/s line: every class's prefill + KV move fits the 2 s budget on
+    P-MD (on its own 10 Gbit/s line the odd class's takes 2.03 s), so nothing needs RLD."""
+    from placer.optimize import as_problem, optimize
+    from placer.specs import parse_scenario
 
+    data = copy.deepcopy(MICRO)
+    data["links"][0]["gbit_per_s"] = 40
+    micro_scenario = parse_scenario(data)
+    micro_plan = optimize(micro_scenario)
     why = explain(as_problem(micro_scenario), micro_plan)
     assert any(line.startswith("RLD unused: every class's WAN transfer fits its TTFT budget") for line in why.pipelines)
     assert {(u.role, u.datacenter, u.chip, u.tp) for u in why.pools} == \
