@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.flows import P_RLD_MD, RELAY_ROOM_QUANTILE, RLD, relay_room_factor
+from placer.flows import P_RLD, P_RLD_MD, RELAY_ROOM_QUANTILE, RLD, relay_room_factor
 from placer.ilp.formulation import build, pdd_architecture
 from placer.problem import resolve
 from placer.specs import parse_scenario
@@ -24,20 +24,22 @@ def test_room_is_never_below_the_mean():
 
 
 def test_rld_memory_row_reserves_the_room_for_relayed_requests_only():
-    """(C7) on RLD: a P-RLD-MD request weighs the room factor more than a P-RLD one with the same hold."""
+    """(C7) on RLD: a P-RLD-MD request weighs the room factor times its mean KV (Little's law); a
+    filtered P-RLD request, which no line transfer holds there, just its mean."""
     problem = resolve(parse_scenario(small_pdd_dict()))
     form = build(problem, pdd_architecture(problem))
     factor = relay_room_factor(problem.options.link_utilization_cap)
-    rows = [r for r in form.model.rows if r.family == "decode_memory" and r.name.startswith(f"decode_memory[{RLD}")]
-    relayed = {var for key, var in form.z.items() if key[1] == P_RLD_MD and key[3].role == RLD}
-    assert rows and relayed
-    for row in rows:
-        for var in relayed & row.coeffs.keys():
-            name = form.model.vars[var].name  # z[class,P-RLD-MD,dst,pool]
-            k = next(i for i, c in enumerate(problem.classes) if name.startswith(f"z[{c.name},"))
-            c = problem.classes[k]
-            slots = next(r for r in form.model.rows if r.family == "decode_slots" and var in r.coeffs)
-            busy_s = slots.coeffs[var]
-            tokens = busy_s / next(d for q, d in form.decode.items() if q.label in name).step_s
-            mean_gb_s = busy_s * (c.input_tokens + tokens / 2) * problem.kv_bytes_per_token / 1e9
-            assert row.coeffs[var] == pytest.approx(factor * mean_gb_s)
+    rows = [r for r in form.model.rows if r.family in ("decode_slots", "decode_memory")]
+    seen = set()
+    for (k, pipe, _, q), var in form.z.items():
+        if q.role != RLD:
+            continue
+        slots, memory = (next(r for r in rows if r.family == fam and var in r.coeffs)
+                         for fam in ("decode_slots", "decode_memory"))
+        busy_s = slots.coeffs[var]
+        tokens = busy_s / form.decode[q].step_s
+        c = problem.classes[k]
+        mean_gb_s = busy_s * (c.input_tokens + tokens / 2) * problem.kv_bytes_per_token / 1e9
+        assert memory.coeffs[var] == pytest.approx((factor if pipe == P_RLD_MD else 1.0) * mean_gb_s)
+        seen.add(pipe)
+    assert seen == {P_RLD_MD, P_RLD}
