@@ -4,7 +4,8 @@ in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.
      and its classes as arguments (imported for typing only, so `specs` may import this)
 out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
      with its defaults, the token-ID handoff rule with its default, and the physics of a
-     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens, the decode
+     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens and its KV room
+     for relayed requests (:func:`relay_room_factor`), the decode
      context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
      is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
      TTFT mixture quantile.
