@@ -4,7 +4,8 @@ in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.
      and its classes as arguments (imported for typing only, so `specs` may import this)
 out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
      with its defaults, the token-ID handoff rule with its default, and the physics of a
-     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens, the decode
+     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens and its KV room
+     for relayed requests (:func:`relay_room_factor`), the decode
      context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
      is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
      TTFT mixture quantile.
@@ -139,6 +140,27 @@ def eager_tokens(wan_s: float, output_tokens: int, step_s: float) -> float:
     if not math.isfinite(wan_s):
         return float(output_tokens)
     return float(min(output_tokens, max(1, math.ceil(wan_s / step_s))))
+
+
+#: RLD's KV room is planned for this quantile of the relay requests it holds at once: at
+#: most 1 % of relay arrivals (PASTA) find it full and wait to be admitted (their first
+#: token waits with them) — a tenth of the 10 % of late requests a P90 SLA allows.
+RELAY_ROOM_QUANTILE = 0.99
+
+
+def relay_room_factor(line_utilization: float, quantile: float = RELAY_ROOM_QUANTILE) -> float:
+    """Peak-to-mean ratio of the relay requests RLD holds at once, for a line at ``line_utilization``.
+
+    RLD holds a P-RLD-MD request (its KV and slot) until that request's KV has crossed the
+    line. The line shares its rate among its transfers (processor sharing), and in an
+    M/G/1-PS queue the number N of transfers in flight is geometric whatever the sizes:
+    P(N ≥ n) = ρⁿ, mean ρ/(1−ρ). Little's law gives RLD the mean (λ·T, what the MILP's
+    memory row counts); transfers that bunch on the line bunch on RLD too, so room for
+    the ``quantile`` of N takes ln(1−q)/ln ρ requests: this factor times the mean (≥ 1).
+    The line's traffic is taken to be all relayed (an upper bound on RLD's share)."""
+    rho = min(max(line_utilization, 1e-6), 1 - 1e-6)
+    mean = rho / (1 - rho)
+    return max(1.0, math.log(1 - quantile) / math.log(rho) / mean)
 
 
 def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:

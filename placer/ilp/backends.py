@@ -80,7 +80,7 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
 
 
 @contextlib.contextmanager
-def _quiet_stdout():
+def quiet_stdout():
     """Silence C++ solver chatter written straight to file descriptor 1 (HiGHS prints
     progress lines there even with output off), so `--json` stays parseable."""
     try:
@@ -150,7 +150,7 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
     elif engine == "HIGHS":
         solver.SetSolverSpecificParametersAsString(f"solver = {LP_METHOD}\noutput_flag = false\n")
     solve_start = time.perf_counter()
-    with _quiet_stdout():
+    with quiet_stdout():
         code = solver.Solve(params)
     status = _ortools_status(pywraplp, code, time.perf_counter() - solve_start, left_s)
     seconds = time.perf_counter() - start

@@ -18,7 +18,7 @@ import datetime
 import math
 import time
 
-from placer.ilp.backends import SolveResult, Status
+from placer.ilp.backends import SolveResult, Status, quiet_stdout
 from placer.ilp.model import LinearModel
 
 #: MathOpt's termination reasons (by name) as backend statuses; reasons not listed are errors.
@@ -70,8 +70,9 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
     params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=left_s), relative_gap_tolerance=mip_gap,
                                      absolute_gap_tolerance=abs_gap, enable_output=False)
     try:
-        result = mathopt.solve(m, mathopt.SolverType.HIGHS, params=params,
-                               model_params=mathopt.ModelSolveParameters(solution_hints=_hints(model, xs, hint)))
+        with quiet_stdout():  # HiGHS writes some diagnostics to fd 1 even with output off: keep --json clean
+            result = mathopt.solve(m, mathopt.SolverType.HIGHS, params=params,
+                                   model_params=mathopt.ModelSolveParameters(solution_hints=_hints(model, xs, hint)))
     # MathOpt raises RuntimeError on a HiGHS error (OR-Tools 9.15's error path can raise
     # AttributeError while building it): a rejected hint must never cost the solve, and any
     # other error is a Status, as every backend's.

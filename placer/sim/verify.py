@@ -65,6 +65,7 @@ def agreement(problem, plan, sim) -> dict:
         sim_p90 = sim_rows[0]["ttft_p90_s"] if sim_rows else 0.0
         sim_good = sim_rows[0]["goodput_rps"] if sim_rows else 0.0
         rows.append({"pipeline": pipe, "src": src, "dst": dst, "rps": rps,
+                     "sim_requests": sim_rows[0]["requests"] if sim_rows else 0,
                      "ilp_ttft_p90_s": ilp_p90, "sim_ttft_p90_s": sim_p90, "ttft_p90_error": _rel(sim_p90, ilp_p90),
                      "ilp_goodput_rps": ilp_good, "sim_goodput_rps": sim_good,
                      "goodput_error": _rel(sim_good, ilp_good)})

@@ -3,8 +3,11 @@ lines, low-hit classes. Each case prints its per-pipeline table (run with -s to 
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
+from placer.flows import RELAY_PIPELINES
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.sim import SimConfig, simulate
@@ -27,26 +30,37 @@ def _classes(classes: list[dict]) -> dict:
     return {"arrival_rps": 24.0, "classes": classes}
 
 
-#: P90 TTFT of the whole mix is held to 10 % where it is; the known gap is marked with its
-#: measured cause (the goodput still agrees within 10 % there).
-GAP = pytest.mark.xfail(strict=True, reason=(
-    "known gap, issue 14 part 3, on a 5 Gbit/s line with low-hit classes: simulated P90 TTFT +12.4 % "
-    "above the ILP's (the relay route +19.7 %). Every route's goodput agrees (within 5 %), but the "
-    "mix's P90 sits where its CDF is flat; and on the relay route RLD "
-    "admission waits in bursts (p99 0.6 s) when the line's processor-sharing transfers bunch and "
-    "hold RLD's KV — not in the ILP's laws yet"))
+#: A route's simulated goodput is compared only where the run gives it enough requests that a
+#: 10 % difference is at least three standard errors of the count (3/√n ≤ 0.1): below that a
+#: 10 % miss is indistinguishable from the draw of classes and arrivals.
+MIN_ROUTE_REQUESTS = 900
+
+#: The one gap left on these cases (issue 14 part 3), measured: P-MD over the line. A P
+#: instance packs short prompts into one forward, so their KV transfers start together
+#: (on 10g-low-hit 19 % of line arrivals come in batches of 2–8) and the line holds more
+#: transfers at once than the ILP's Poisson processor-sharing law (7.1 seen at arrival
+#: against ρ/(1−ρ) = 5.7 at ρ = 0.85): a small transfer's slowdown is longer than the ILP's.
+#: The relay routes, the mix's P90 and its goodput agree within 10 %.
+LINE_BUNCHING = pytest.mark.xfail(strict=True, reason=(
+    "known gap, issue 14 part 3: P-MD over the line, whose transfers start in batches (prompts "
+    "packed into one prefill forward) while the ILP's line law takes Poisson arrivals; simulated "
+    "goodput 12-20 % below the ILP's on that route"))
 
 CASES = {
     "10g-low-hit": dict(workload=_classes(LOW_HIT)),
-    "5g-low-hit": pytest.param(dict(links=_line(5), workload=_classes(LOW_HIT)), marks=GAP),
+    "5g-low-hit": dict(links=_line(5), workload=_classes(LOW_HIT)),
     "5g": dict(links=_line(5)),
     "10g-few-local-chips": dict(
         datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": 6}}, {"name": "dc-b", "inventory": {"H20": 32}}]),
 }
+#: The cases whose optimum sends some traffic P-MD over the line (see LINE_BUNCHING).
+OVER_THE_LINE = {"10g-low-hit", "10g-few-local-chips"}
 
 
-def _agree(changes: dict) -> tuple[dict, dict]:
-    problem = resolve(parse_scenario(small_pdd_dict(**changes)))
+@functools.cache
+def _agree(name: str) -> tuple[dict, dict]:
+    """(simulation, agreement) of case ``name``'s optimal plan, solved and replayed once per session."""
+    problem = resolve(parse_scenario(small_pdd_dict(**CASES[name])))
     plan = optimize(problem, SolveConfig(marginals=False))
     assert any(r.pipeline == "P-RLD-MD" for r in plan.routes)  # relay-heavy: what these cases are about
     sim = simulate(problem, plan, SimConfig(requests=30_000, seed=7))
@@ -59,11 +73,24 @@ def _agree(changes: dict) -> tuple[dict, dict]:
     return sim, a
 
 
-@pytest.mark.parametrize("changes", CASES.values(), ids=CASES.keys())
-def test_relay_heavy_plans_keep_their_p90_ttft_and_goodput(changes):
-    sim, a = _agree(changes)
+@pytest.mark.parametrize("name", CASES)
+def test_relay_heavy_plans_keep_their_p90_ttft_and_goodput(name):
+    """The mix's P90 TTFT and goodput, each relay route's goodput and RLD's token share agree."""
+    sim, a = _agree(name)
+    assert abs(a["ttft_p90_error"]) <= 0.10, a
     assert abs(a["goodput_error"]) <= 0.10, a
     for route in a["routes"]:
-        assert abs(route["goodput_error"]) <= 0.10, route
+        if route["pipeline"] in RELAY_PIPELINES and route["sim_requests"] >= MIN_ROUTE_REQUESTS:
+            assert abs(route["goodput_error"]) <= 0.10, route
     assert sim["rld_token_share"] == pytest.approx(a["ilp_rld_token_share"], abs=0.05)
-    assert abs(a["ttft_p90_error"]) <= 0.10, a
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=LINE_BUNCHING) if n in OVER_THE_LINE else n
+                                  for n in CASES])
+def test_every_route_keeps_its_goodput(name):
+    """Every route the run gives enough requests to judge agrees within 10 % on goodput."""
+    _, a = _agree(name)
+    judged = [r for r in a["routes"] if r["sim_requests"] >= MIN_ROUTE_REQUESTS]
+    assert judged
+    for route in judged:
+        assert abs(route["goodput_error"]) <= 0.10, route
