@@ -12,20 +12,23 @@ from tests.placer.service.dashboard.support import MICRO
 
 
 def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
-    from placer.optimize import SolveConfig, as_problem, optimize
-    from placer.specs import load_scenario, parse_scenario
-    from tests.placer.conftest import EXAMPLES
+    """A 5 Gbit/s line and a half-cached 16K-token class with long answers (so not filtered): its
+    prefill + KV move on P-MD take longer than the 1 s budget, so the plan relays it for its TTFT."""
+    from placer.optimize import SolveConfig, optimize
+    from placer.problem import resolve
+    from placer.specs import parse_scenario
+    from tests.placer.sim.conftest import small_pdd_dict
+    from tests.placer.sim.test_relay_agreement import LOW_HIT, _line
 
-    # the flagship on a 20 Gbit/s line (its own is 25): the anomalous class's prefill + KV move no
-    # longer fit the 2 s budget on P-MD, so the plan relays it for its TTFT, the others for BCR
-    data = load_scenario(EXAMPLES / "pdd-two-dc.yaml").model_dump()
-    data["links"][0]["gbit_per_s"] = 20
-    relay_problem = as_problem(parse_scenario(data))
+    classes = copy.deepcopy(LOW_HIT)
+    classes[1]["hit_rate"] = 0.5
+    relay_problem = resolve(parse_scenario(small_pdd_dict(links=_line(5), workload={"arrival_rps": 16.0,
+                                                                                    "classes": classes})))
     relay_plan = optimize(relay_problem, SolveConfig(marginals=False))
     lines = pipeline_reasons(relay_problem, relay_plan)
     relay = next(line for line in lines if line.startswith("P-RLD-MD carries"))
     late = re.search(r"\(([^)]*)\) would miss the ([\d.]+) s TTFT budget", relay)
-    assert late, relay  # on the flagship the anomalous class's prefill + KV move exceed 2 s
+    assert late, relay
     p = next(p for p in relay_plan.pools if p.role == "P" and p.count > 0)
     dst = next(p.datacenter for p in relay_plan.pools if p.role == "MD" and p.count > 0)
     for name in late.group(1).rstrip("…").split(", "):
