@@ -169,8 +169,23 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
                if k[0] == role and k[1] == dc and s.tokens_per_s > 0)
 
 
+def line_shares(plan: Plan) -> dict[tuple, float]:
+    """Each P queue's share of its requests whose KV crosses each line, keyed (role, dc, chip, tp,
+    queue, dst) — what :func:`placer.flows.line_batchmates` counts, from the plan's own routing."""
+    total: dict[tuple, float] = defaultdict(float)
+    crossing: dict[tuple, float] = defaultdict(float)
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0:
+            continue
+        queue = (*_key(a), a.queue or "")
+        total[queue] += a.rps
+        if a.dst and a.dst != a.datacenter:
+            crossing[(*queue, a.dst)] += a.rps
+    return {key: rps / total[key[:-1]] for key, rps in crossing.items()}
+
+
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
-              link_util: dict, waits: dict[tuple, WaitModel]) -> FlowLaw:
+              link_util: dict, waits: dict[tuple, WaitModel], shares: dict[tuple, float]) -> FlowLaw:
     """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
     key = _key(a)
@@ -178,7 +193,8 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
     peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
     det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
-                                _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")])
+                                _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")],
+                                shares.get((*key, a.queue or "", dst), 0.0))
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
@@ -240,6 +256,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
             _settle_batch(problem, key, st, notes)
 
     agg_laws = a_queue_laws(problem, plan, counts, decode)
+    shares = line_shares(plan)
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
@@ -247,7 +264,8 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
         if _key(a) not in models:  # solver noise on a pool that got no instances
             notes.append(_ignored(a))
             continue
-        flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits))
+        flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits,
+                               shares))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     prices = token_prices(problem, plan, models, _agg_prefill_shares(counts, agg_laws))

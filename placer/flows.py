@@ -25,6 +25,7 @@ the request itself, its prompt in chunks mixed into its decode steps (see
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -264,18 +265,42 @@ class TtftTail:
         return (1.0 - rho) * e2 + rho * both
 
 
+def line_batchmates(wait: WaitModel, line_share: float) -> float:
+    """Expected other KV transfers that start over the same line at the same moment as a request's.
+
+    P packs the short prompts queued behind each other into one forward
+    (:func:`packed_wait_law`), and every packed request's KV leaves when that forward ends, so
+    transfers reach the line in batches, not one by one as Poisson arrivals would. With r the
+    probability that a request rides along in a queued forward (``wait.ride``), a forward holds
+    K requests, geometric from 1 (P(K = k) = (1 − r)·r^(k−1)); a request sits in a forward
+    size-biased, so it has E[K²]/E[K] − 1 = 2r/(1 − r) batch-mates. ``line_share`` of them (the
+    queue's share of requests whose KV crosses this line) go the same way. Without packing
+    (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
+    r = min(max(wait.ride, 0.0), 0.95)
+    return 2.0 * r / (1.0 - r) * min(max(line_share, 0.0), 1.0)
+
+
 def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                    utilization: float, peer: InstanceModel | None, wait: WaitModel) -> tuple[float, TtftTail]:
+                    utilization: float, peer: InstanceModel | None, wait: WaitModel,
+                    line_share: float = 0.0) -> tuple[float, TtftTail]:
     """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
     (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
-    the line's slowdown at ``utilization`` (:class:`TtftTail`). Mean TTFT = det + E[W] + the
-    excess's mean, as :func:`first_kv_s` at ``utilization`` gives."""
+    the line's slowdown at ``utilization`` (:class:`TtftTail`).
+
+    The slowdown counts the transfers that start with this one (:func:`line_batchmates`, m of
+    them, ``line_share`` of the queue's requests crossing this line): under processor sharing a
+    batch-mate of at least b bytes takes as much of the line as the tagged transfer while it
+    runs, so the tagged one finishes as if it carried (1 + m)·b on a line loaded at ρ —
+    b(1 + m)/(C(1 − ρ)) — against b/C unloaded (a larger batch-mate is counted at b, a smaller
+    one also: an upper bound on its share). Mean TTFT = det + E[W] + that excess."""
     pre = im.prefill_s(c.input_tokens, c.hit_rate)
     loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
     if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
         return ttft_det_s(pre, loaded), TtftTail(wait)
     unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
-    return ttft_det_s(pre, unloaded), TtftTail(wait, loaded - unloaded)
+    rtt = problem.links[(src, dst)].rtt_s
+    shared = (loaded - rtt) * (1.0 + line_batchmates(wait, line_share))
+    return ttft_det_s(pre, unloaded), TtftTail(wait, shared - (unloaded - rtt))
 
 
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
@@ -374,7 +399,7 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
         if abs(target - ride) < 1e-7:
             break
         ride = 0.5 * (ride + target)
-    return law
+    return dataclasses.replace(law, ride=ride) if law.rho < 1.0 else law
 
 
 # --- TTFT of a mixture of flows --------------------------------------------------------

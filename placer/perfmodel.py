@@ -625,6 +625,9 @@ class WaitModel:
     rho: float
     mean_s: float
     second_moment_s2: float
+    ride: float = 0.0
+    """Probability that a request rides along in a forward already queued (packed prefills,
+    :func:`placer.flows.packed_wait_law`); 0 where prompts are not packed."""
 
     @property
     def mean_wait_s(self) -> float:

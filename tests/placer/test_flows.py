@@ -112,3 +112,18 @@ def test_a_wan_transfer_spreads_the_ttft_tail_beyond_its_mean():
     assert with_spread.prob_exceeds(budget) > at_mean.prob_exceeds(budget - excess)
     assert with_spread.prob_exceeds(0.0) == pytest.approx(1.0)
     assert TtftTail(WaitModel(0.0, 0.1, 0.02), excess).prob_exceeds(budget) == pytest.approx(math.exp(-budget / excess))
+
+
+def test_line_batchmates_count_the_size_biased_forward_and_only_the_share_that_crosses():
+    """A request rides along in a queued forward with probability r, so forwards hold K ~ 1 +
+    Geometric requests and a request finds E[K²]/E[K] − 1 = 2r/(1 − r) others in its own; only
+    the queue's share crossing the line shares the line with it; unpacked queues have none."""
+    from placer.flows import line_batchmates
+    from placer.perfmodel import WaitModel
+
+    assert line_batchmates(WaitModel(0.8, 0.1, 0.01), 1.0) == 0.0  # no packing: Poisson arrivals
+    r = 0.25
+    k_mean = 1 / (1 - r)
+    k_second = sum(k * k * (1 - r) * r ** (k - 1) for k in range(1, 400))
+    assert line_batchmates(WaitModel(0.8, 0.1, 0.01, ride=r), 1.0) == pytest.approx(k_second / k_mean - 1)
+    assert line_batchmates(WaitModel(0.8, 0.1, 0.01, ride=r), 0.5) == pytest.approx(0.5 * 2 * r / (1 - r))

@@ -35,18 +35,11 @@ def _classes(classes: list[dict]) -> dict:
 #: 10 % miss is indistinguishable from the draw of classes and arrivals.
 MIN_ROUTE_REQUESTS = 900
 
-#: The one gap left on these cases (issue 14 part 3), measured: P-MD over the line. A P
-#: instance packs short prompts into one forward, so their KV transfers start together
-#: (on 10g-low-hit 19 % of line arrivals come in batches of 2–8) and the line holds more
-#: transfers at once than the ILP's Poisson processor-sharing law (7.1 seen at arrival
-#: against ρ/(1−ρ) = 5.7 at ρ = 0.85): a small transfer's slowdown is longer than the ILP's.
-#: The relay routes agree within 10 %; where the optimum sends traffic P-MD over the line, that
-#: route's goodput (10g-low-hit: −16 % on 1,097 requests) or, through it, the mix's P90 (5g: +10.2 %,
-#: its P-MD line route +26 %) does not yet.
-LINE_BUNCHING = pytest.mark.xfail(strict=True, reason=(
-    "known gap, issue 14 part 3: P-MD over the line, whose transfers start in batches (prompts "
-    "packed into one prefill forward) while the ILP's line law takes Poisson arrivals; simulated "
-    "P90 22-48 % above and goodput up to 17 % below the ILP's on that route"))
+#: P-MD over the line: a P instance packs short prompts into one forward, so their KV transfers
+#: start together and the line holds more transfers at once than Poisson arrivals would. The
+#: plan's evaluation counts a transfer's batch-mates (placer.flows.line_batchmates: 2r/(1 − r) for
+#: the packed law's ride probability r, times the queue's share crossing that line); before it,
+#: that route's P90 was 22–48 % above the ILP's and its goodput up to 17 % below.
 
 CASES = {
     "10g-low-hit": dict(workload=_classes(LOW_HIT)),
@@ -55,13 +48,6 @@ CASES = {
     "10g-few-local-chips": dict(
         datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": 6}}, {"name": "dc-b", "inventory": {"H20": 32}}]),
 }
-#: The cases where the P-MD-over-the-line gap shows (see LINE_BUNCHING): in the mix's P90, and in
-#: a route's goodput that the run judges (10g-few-local-chips sends 2,664 requests that way and
-#: agrees within 5 %; 5g's 580 are too few to judge).
-MIX_OVER_THE_LINE = {"5g"}
-ROUTE_OVER_THE_LINE = {"10g-low-hit"}
-
-
 @functools.cache
 def _agree(name: str) -> tuple[dict, dict]:
     """(simulation, agreement) of case ``name``'s optimal plan, solved and replayed once per session."""
@@ -78,8 +64,7 @@ def _agree(name: str) -> tuple[dict, dict]:
     return sim, a
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=LINE_BUNCHING) if n in MIX_OVER_THE_LINE else n
-                                  for n in CASES])
+@pytest.mark.parametrize("name", CASES)
 def test_relay_heavy_plans_keep_their_p90_ttft_and_goodput(name):
     """The mix's P90 TTFT and goodput, each relay route's goodput and RLD's token share agree."""
     sim, a = _agree(name)
@@ -91,8 +76,7 @@ def test_relay_heavy_plans_keep_their_p90_ttft_and_goodput(name):
     assert sim["rld_token_share"] == pytest.approx(a["ilp_rld_token_share"], abs=0.05)
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=LINE_BUNCHING) if n in ROUTE_OVER_THE_LINE else n
-                                  for n in CASES])
+@pytest.mark.parametrize("name", CASES)
 def test_every_route_keeps_its_goodput(name):
     """Every route the run gives enough requests to judge agrees within 10 % on goodput."""
     _, a = _agree(name)
