@@ -12,9 +12,11 @@ PDD match the PD cluster I would otherwise run" — so it is re-solved at v only
 plan itself runs on the priced chip (a line never changes it). The search brackets a sign change of d by doubling (or halving)
 v from today's value at most :data:`BRACKET_STEPS` times, then bisects it until the
 bracket is within :data:`REL_TOL` of v or :data:`MAX_BISECTIONS` re-solves are spent.
-Each re-solve gets ``per_solve_s`` seconds (a plan found within that limit counts; a
-PDD with no plan at v counts as BCR 0). Bisection assumes one crossing in the bracket;
-the answer is the bracket's midpoint.
+Each re-solve gets ``per_solve_s`` seconds (a plan found within that limit counts).
+Bisection assumes one crossing in the bracket; the answer is the bracket's midpoint. Where
+PDD has no plan at v (a thinner line can leave no way to meet the SLA), the sign change
+is a cliff, not a crossing: PDD stays ahead until its plans run out, and the answer says so
+(``break_even_*`` None, ``no_plan_beyond_*`` the edge) instead of calling the edge a break-even.
 """
 
 from __future__ import annotations
@@ -67,11 +69,16 @@ def _with_bandwidth(problem: Problem, line: tuple[str, str], gbit_per_s: float) 
     return dataclasses.replace(problem, links=links)
 
 
-def _bcr(solve) -> float:
+def _bcr(solve) -> float | None:
+    """The BCR of ``solve()``'s plan; None when there is none."""
     try:
         return solve().metrics.bcr_requests_per_usd
     except PlacerError:
-        return 0.0
+        return None
+
+
+def _minus(bcr: float | None, base: float) -> float | None:
+    return None if bcr is None else bcr - base
 
 
 class _Search:
@@ -82,33 +89,38 @@ class _Search:
         # where d shrinks: PDD ahead (d0 > 0) → move the way that hurts PDD
         self.up = up_when_ahead if d0 > 0 else not up_when_ahead
 
-    def _d(self, v: float) -> float:
+    def _d(self, v: float) -> float | None:
         self.resolves += 1
         return self.diff(v)
 
-    def run(self) -> tuple[float | None, float]:
-        """(break-even v or None, the farthest v searched)."""
-        lo, d_lo, hi = self.v0, self.d0, None
+    @staticmethod
+    def _same_side(d: float | None, d_lo: float) -> bool:
+        """Whether d (None: PDD has no plan — behind) is on d_lo's side of 0."""
+        return d is not None and d != 0 and (d > 0) == (d_lo > 0)
+
+    def run(self) -> tuple[float | None, float, bool]:
+        """(break-even v or None, the farthest v searched, whether the far end had no PDD plan)."""
+        lo, d_lo, hi, hi_none = self.v0, self.d0, None, False
         v = self.v0
         for _ in range(BRACKET_STEPS):
             v = v * 2 if self.up else v / 2
             d = self._d(v)
-            if (d > 0) != (d_lo > 0) or d == 0:
-                hi = v
+            if not self._same_side(d, d_lo):
+                hi, hi_none = v, d is None
                 break
             lo, d_lo = v, d
         if hi is None:
-            return None, v
+            return None, v, False
         for _ in range(MAX_BISECTIONS):
             if abs(hi - lo) <= REL_TOL * max(abs(lo), abs(hi)):
                 break
             mid = (lo + hi) / 2
             d = self._d(mid)
-            if (d > 0) == (d_lo > 0) and d != 0:
+            if self._same_side(d, d_lo):
                 lo, d_lo = mid, d
             else:
-                hi = mid
-        return (lo + hi) / 2, v
+                hi, hi_none = mid, d is None
+        return (lo + hi) / 2, v, hi_none and d_lo > 0
 
 
 def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool) -> str:
@@ -135,11 +147,14 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         def price_diff(v: float) -> float:
             p = _with_price(problem, chip, v)
             base = _bcr(lambda: solve_baseline(p, "same-dc-pd", solve)) if baseline_uses_chip else base_now
-            return _bcr(lambda: optimize(p, solve)) - base
+            pdd_bcr = _bcr(lambda: optimize(p, solve))
+            if base is None:  # the baseline has no plan there: PDD ahead if it has one
+                return None if pdd_bcr is None else pdd_bcr
+            return _minus(pdd_bcr, base)
 
         now = problem.chips[chip].price_usd_per_h
         search = _Search(price_diff, now, d0, up_when_ahead=True)
-        at, far = search.run()
+        at, far, _ = search.run()
         out["price"] = {"chip": chip, "now_usd_per_h": now, "break_even_usd_per_h": at,
                         "question": f"{chip} price at which PDD's BCR equals same-dc-pd's",
                         "answer": _sentence(f"a {chip} price", "USD/h", now, at, far, d0 > 0),
@@ -148,17 +163,21 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
     if line is not None:
         start = time.perf_counter()
 
-        def bw_diff(v: float) -> float:
-            return _bcr(lambda: optimize(_with_bandwidth(problem, line, v), solve)) - base_now
+        def bw_diff(v: float) -> float | None:
+            return _minus(_bcr(lambda: optimize(_with_bandwidth(problem, line, v), solve)), base_now)
 
         now = problem.links[line].gbit_per_s
         search = _Search(bw_diff, now, d0, up_when_ahead=False)
-        at, far = search.run()
+        at, far, cliff = search.run()
         name = f"{line[0]}<->{line[1]}"
-        out["bandwidth"] = {"line": name, "now_gbit_per_s": now, "break_even_gbit_per_s": at,
+        answer = _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0)
+        if cliff:
+            answer = (f"none: PDD stays ahead of same-dc-pd down to {at:.3g} Gbit/s on line {name} (today "
+                      f"{now:.3g} Gbit/s); thinner than that it has no plan meeting the SLA")
+        out["bandwidth"] = {"line": name, "now_gbit_per_s": now, "break_even_gbit_per_s": None if cliff else at,
+                            "no_plan_beyond_gbit_per_s": at if cliff else None,
                             "question": f"line {name} bandwidth at which PDD's BCR equals same-dc-pd's",
-                            "answer": _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0),
-                            "resolves": search.resolves, "seconds": time.perf_counter() - start}
+                            "answer": answer, "resolves": search.resolves, "seconds": time.perf_counter() - start}
     return out
 
 

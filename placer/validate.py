@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, plan_designs, queue_chunk_tokens, served_wait_law,
 )
-from placer.evaluate import line_shares, p_queue_laws
+from placer.evaluate import p_queue_laws
 from placer.flows import (
     AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens,
     first_token_law,
@@ -319,10 +319,11 @@ def _agg_late(s: _Checked) -> float:
 
 
 def _sla(s: _Checked, served: float) -> list[str]:
-    """At most 1 − SLA_QUANTILE of served requests late, each P queue at its own mix and utilisation."""
+    """At most 1 − SLA_QUANTILE of served requests late, each P queue at its own mix and utilisation, by
+    the MILP's laws (lines at their cap; the batch-mates of line transfers, :func:`placer.flows.line_batchmates`,
+    are in the evaluation's prediction, not in the planning rule)."""
     problem, opts = s.problem, s.problem.options
     laws = p_queue_laws(problem, s.plan, s.counts, s.models)
-    shares = line_shares(s.plan)
     late = _agg_late(s)
     for a in s.plan.assignments:
         if a.role != P:
@@ -331,8 +332,7 @@ def _sla(s: _Checked, served: float) -> list[str]:
         c, im = s.classes[a.request_class], s.models[key]
         law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
         det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter,
-                                    opts.drc, opts.link_utilization_cap, _peer(s, a), law,
-                                    shares.get((*key, a.queue or "", a.dst or a.datacenter), 0.0))
+                                    opts.drc, opts.link_utilization_cap, _peer(s, a), law)
         late += a.rps * tail.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
         return [f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "

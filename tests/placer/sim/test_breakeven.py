@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from placer.baselines import solve_baseline
 from placer.breakeven import break_even, price_chip_of
 from placer.cli import app
+from placer.errors import InfeasiblePlanError
 from placer.optimize import SolveConfig, optimize
 from tests.placer.sim.conftest import small_pdd_dict
 
@@ -53,15 +54,29 @@ def test_the_break_even_price_is_where_the_bcrs_meet(small_problem, small_plan, 
     assert (_diff(_priced(small_problem, chip, beyond), today, chip) > 0) != (now > 0)
 
 
-def test_the_break_even_bandwidth_is_where_the_bcrs_meet(small_problem, answers, today):
+def test_the_break_even_bandwidth_is_where_the_bcrs_meet_or_where_pdd_runs_out_of_plans(small_problem, answers,
+                                                                                         today):
+    """Thinning the line either brings PDD's BCR down to same-dc-pd's (a break-even) or, first,
+    leaves PDD no plan that meets the SLA (a cliff): the answer says which, never a cliff as a
+    break-even."""
     bw = answers["bandwidth"]
     assert bw["line"] == "dc-a<->dc-b" and bw["now_gbit_per_s"] == 10
-    at = bw["break_even_gbit_per_s"]
     now = _diff(small_problem, today)
-    assert at is not None and f"{at:.3g}" in bw["answer"]
-    assert (at < 10) == (now > 0)  # PDD ahead: a thinner line is what closes the gap
-    links = {k: dataclasses.replace(v, gbit_per_s=at) for k, v in small_problem.links.items()}
-    assert abs(_diff(dataclasses.replace(small_problem, links=links), today)) < 0.25 * abs(now)
+
+    def at(gbit_per_s):
+        links = {k: dataclasses.replace(v, gbit_per_s=gbit_per_s) for k, v in small_problem.links.items()}
+        return dataclasses.replace(small_problem, links=links)
+
+    if bw["break_even_gbit_per_s"] is not None:
+        even = bw["break_even_gbit_per_s"]
+        assert f"{even:.3g}" in bw["answer"] and (even < 10) == (now > 0)
+        assert abs(_diff(at(even), today)) < 0.25 * abs(now)
+    else:
+        edge = bw["no_plan_beyond_gbit_per_s"]
+        assert now > 0 and edge < 10 and f"{edge:.3g}" in bw["answer"] and "no plan" in bw["answer"]
+        assert _diff(at(edge * 1.05), today) > 0  # still ahead just above the edge
+        with pytest.raises(InfeasiblePlanError):
+            optimize(at(edge * 0.95), CONFIG)
 
 
 def test_compare_rejects_an_unknown_price_chip(tmp_path):
