@@ -161,7 +161,8 @@ def simulate_view(result: SimResult, plan: Plan) -> Group:
          f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
         for r in d["routes"]], right=("share", "TTFT P50", "P90", "P99", "SLA"))
     pools = Fold("pools", ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"), [
-        (p["role"], p["datacenter"], p["chip"], f"{shape_of(p['tp'], p.get('shape'))}", str(p["count"]), f"{100 * p['utilization']:.1f} %",
+        (p["role"], p["datacenter"], p["chip"], f"{shape_of(p['tp'], p.get('shape'))}", str(p["count"]),
+         f"{100 * p['utilization']:.1f} %",
          f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-", f"{p['mean_queue']:.2f} / {p['max_queue']}")
         for p in d["pools"]], right=("tp", "n", "utilisation", "mean batch", "mean / max queue"))
     links = Fold("links (per direction)", ("line", "capacity", "mean", "peak", "transfers"), [
