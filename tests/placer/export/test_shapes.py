@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 
+from typer.testing import CliRunner
+
+from placer.cli.app import app
 from placer.export import build_layout, export_plan
 from placer.plan import parse_plan
 from tests.placer.export.conftest import SHAPE_CASES
@@ -55,3 +58,21 @@ def test_the_readme_names_each_shape():
     assert [p.kind for p in layout.pools] == ["dep", "tp", "dep"]
     readme = export_plan(parse_plan(plan), "sglang", settings)["README.md"]
     assert "| 16-dep |" in readme and "| 8 |" in readme and "| 8-dep |" in readme
+
+
+def test_placer_export_of_a_shaped_plan_file_and_a_bad_shape_exits_2_naming_it(tmp_path):
+    plan, _ = SHAPE_CASES["dense-pp"]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(path), "--format", "vllm", "--model", "meta-llama/Llama-3.1-405B",
+                                 "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    script = (tmp_path / "out" / "a" / "p-h100-sxm-tp16-pp2.sh").read_text()
+    assert "--pipeline-parallel-size 2" in script and "--tensor-parallel-size 8" in script
+
+    bad = {**plan, "pools": [{**plan["pools"][0], "shape": "ep"}, *plan["pools"][1:]]}
+    path.write_text(json.dumps(bad))
+    result = runner.invoke(app, ["export", str(path), "--format", "vllm", "--model", "m", "--out", str(tmp_path / "x")])
+    assert result.exit_code == 2 and "shape" in result.output and "ep" in result.output
+    assert "Traceback" not in result.output
