@@ -16,6 +16,7 @@ from placer.plan import Plan
 from placer.report import tables
 from placer.report.diagram import ROLE_ORDER
 from placer.report.why import Why
+from placer.shapes import shape_of
 from placer.sim.result import SimResult
 
 
@@ -43,14 +44,16 @@ def metrics_table(plan: Plan, title: str | None = None) -> Fold:
 
 
 def pools_table(plan: Plan, why: Why | None = None) -> Fold:
-    """Pools; with ``why``, each pool's utilisation and KV memory per instance."""
+    """Pools; with ``why``, each pool's utilisation and KV memory per instance. The tp column is the
+    instance shape's label (``8``, ``8-dep``, ``16-pp2``: :class:`~placer.shapes.Shape`), so two
+    shapes of the same chips never print alike; ``chips`` is the chip count."""
     usage = {(u.role, u.datacenter, u.chip, u.tp): u for u in (why.pools if why else [])}
     headers = ["role", "datacenter", "chip", "tp", "instances", "chips"]
     if why:
         headers += ["utilisation", "KV GiB used / capacity"]
     rows = []
     for p in sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp)):
-        row = [p.role, p.datacenter, p.chip, str(p.tp), str(p.count), str(p.count * p.tp)]
+        row = [p.role, p.datacenter, p.chip, f"{p.tp}", str(p.count), str(p.count * p.tp)]
         u = usage.get((p.role, p.datacenter, p.chip, p.tp))
         if why:
             row += ([f"{100 * u.utilization:.0f} %", f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}"]
@@ -134,7 +137,8 @@ def _break_even_lines(answers: dict | None) -> list[Text]:
 
 
 def simulate_view(result: SimResult, plan: Plan) -> Group:
-    """Rich renderables of a simulation: headline figures (simulated beside planned), routes, pools, links."""
+    """Rich renderables of a simulation: headline figures (simulated beside planned), routes, pools (tp
+    as the shape's label where the pool row names one), links."""
     d = result.data
     m = plan.metrics
     rows = [
@@ -157,7 +161,8 @@ def simulate_view(result: SimResult, plan: Plan) -> Group:
          f"{r['ttft_p90_s']:.3f}", f"{r['ttft_p99_s']:.3f}", f"{100 * r['sla_attainment']:.1f} %")
         for r in d["routes"]], right=("share", "TTFT P50", "P90", "P99", "SLA"))
     pools = Fold("pools", ("role", "datacenter", "chip", "tp", "n", "utilisation", "mean batch", "mean / max queue"), [
-        (p["role"], p["datacenter"], p["chip"], str(p["tp"]), str(p["count"]), f"{100 * p['utilization']:.1f} %",
+        (p["role"], p["datacenter"], p["chip"], f"{shape_of(p['tp'], p.get('shape'))}", str(p["count"]),
+         f"{100 * p['utilization']:.1f} %",
          f"{p['mean_batch']:.1f}" if "mean_batch" in p else "-", f"{p['mean_queue']:.2f} / {p['max_queue']}")
         for p in d["pools"]], right=("tp", "n", "utilisation", "mean batch", "mean / max queue"))
     links = Fold("links (per direction)", ("line", "capacity", "mean", "peak", "transfers"), [

@@ -3,7 +3,8 @@
 in:  a Layout; out: :class:`Command` objects (argv, where it runs, which parser checks it).
 
 * SGLang server (``python -m sglang.launch_server``): ``--disaggregation-mode prefill|decode``,
-  the vendor's ``--disaggregation-transfer-backend`` and ``--device``, ``--tp-size``,
+  the vendor's ``--disaggregation-transfer-backend`` and ``--device``, the shape's parallel flags
+  (:func:`parallel_args`),
   ``--nnodes/--node-rank/--dist-init-addr`` when an instance spans nodes,
   ``--disaggregation-bootstrap-port`` on prefill, ``--disaggregation-decode-enable-radix-cache``
   on decode when the plan counts on DRC, the dtypes of :func:`dtype_args`.
@@ -11,7 +12,7 @@ in:  a Layout; out: :class:`Command` objects (argv, where it runs, which parser 
   ``--prefill URL BOOTSTRAP_PORT`` per prefill instance, one ``--decode URL`` per decode
   instance.
 * vLLM server (``vllm serve MODEL``): ``--kv-transfer-config`` with the vendor's connector and
-  ``kv_role`` ``kv_producer`` (prefill) / ``kv_consumer`` (decode), ``--tensor-parallel-size``,
+  ``kv_role`` ``kv_producer`` (prefill) / ``kv_consumer`` (decode), the shape's parallel flags,
   ``--nnodes/--node-rank/--master-addr`` (``--headless`` on the other nodes), prefix caching on
   decode exactly when the plan counts on DRC.
 * vLLM proxy: vLLM ships no PD router in its package; the command is the proxy of vLLM's
@@ -28,6 +29,7 @@ from dataclasses import dataclass
 
 from placer.export.layout import (BOOTSTRAP_PORT, DECODE, DIST_PORT, PREFILL, ROUTER_PORT, SERVER_PORT, Layout, Pool,
                                   Router)
+from placer.shapes import DEP, PP, SCALEUP_DOMAIN_CHIPS
 
 SGLANG_SERVER = ("python3", "-m", "sglang.launch_server")
 SGLANG_ROUTER = ("python3", "-m", "sglang_router.launch_router")
@@ -75,12 +77,39 @@ def dtype_args(layout: Layout, engine: str) -> list[str]:
     return out
 
 
+def parallel_args(pool: Pool, engine: str) -> list[str]:
+    """How an instance's chips split the model, in the engine's flags (SGLang 0.5.23, vLLM 0.33):
+
+    * ``tp`` (and a plan row without ``shape``): one tensor-parallel group of all the chips —
+      SGLang ``--tp-size N``, vLLM ``--tensor-parallel-size N``.
+    * ``pp``: tp 8 inside each scale-up domain × N/8 pipeline stages — SGLang ``--tp-size 8
+      --pp-size N/8``, vLLM ``--tensor-parallel-size 8 --pipeline-parallel-size N/8``.
+    * ``dep``: attention data parallel on every chip, experts expert-parallel over all N chips —
+      SGLang ``--tp-size N --attn-dp-size N --ep-size N`` (0.5.23 deprecates ``--enable-dp-attention
+      --dp-size N`` for ``--attn-dp-size N``); vLLM ``--data-parallel-size N --enable-expert-parallel``
+      with tensor parallel 1 per rank (over several nodes vLLM derives each node's ranks from
+      ``--nnodes/--node-rank``)."""
+    chips, kind = int(pool.tp), pool.kind
+    if engine == "sglang":
+        if kind == PP:
+            return ["--tp-size", str(SCALEUP_DOMAIN_CHIPS), "--pp-size", str(chips // SCALEUP_DOMAIN_CHIPS)]
+        if kind == DEP:
+            return ["--tp-size", str(chips), "--attn-dp-size", str(chips), "--ep-size", str(chips)]
+        return ["--tp-size", str(chips)]
+    if kind == PP:
+        return ["--tensor-parallel-size", str(SCALEUP_DOMAIN_CHIPS),
+                "--pipeline-parallel-size", str(chips // SCALEUP_DOMAIN_CHIPS)]
+    if kind == DEP:
+        return ["--tensor-parallel-size", "1", "--data-parallel-size", str(chips), "--enable-expert-parallel"]
+    return ["--tensor-parallel-size", str(chips)]
+
+
 def sglang_server_args(layout: Layout, pool: Pool, node: str | int = 0, leader: str | None = None) -> list[str]:
     """SGLang's arguments for one node of one instance of ``pool`` (``node``/``leader`` may be
     placeholders such as ``$(LWS_WORKER_INDEX)`` that the orchestrator fills in; ``leader=None``
     leaves the multi-node flags to an orchestrator that adds them itself, as Dynamo's does)."""
     s = layout.settings
-    args = ["--model-path", s.model, "--served-model-name", s.served_model_name, "--tp-size", str(pool.tp),
+    args = ["--model-path", s.model, "--served-model-name", s.served_model_name, *parallel_args(pool, "sglang"),
             "--host", "0.0.0.0", "--port", str(SERVER_PORT), "--trust-remote-code",
             "--disaggregation-mode", pool.engine_role,
             "--disaggregation-transfer-backend", pool.vendor.sglang_transfer_backend]
@@ -101,7 +130,7 @@ def vllm_server_args(layout: Layout, pool: Pool, node: str | int = 0, leader: st
     s = layout.settings
     role = "kv_producer" if pool.engine_role == PREFILL else "kv_consumer"
     kv = json.dumps({"kv_connector": pool.vendor.vllm_connector, "kv_role": role}, separators=(",", ":"))
-    args = [s.model, "--served-model-name", s.served_model_name, "--tensor-parallel-size", str(pool.tp),
+    args = [s.model, "--served-model-name", s.served_model_name, *parallel_args(pool, "vllm"),
             "--host", "0.0.0.0", "--port", str(VLLM_PORT), "--trust-remote-code", "--kv-transfer-config", kv]
     if pool.engine_role == DECODE:
         args += ["--enable-prefix-caching" if s.drc else "--no-enable-prefix-caching"]

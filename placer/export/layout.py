@@ -21,7 +21,8 @@ The rules (one home; every format module reads them from here):
   datacenter: its prefill list is that datacenter's P pools, its decode list the pools of
   that role in the decode datacenter; its share of the traffic is the plan's route rps.
 * An instance of tp chips spans ``ceil(tp / chips_per_node)`` nodes; tp must then be a
-  multiple of chips_per_node.
+  multiple of chips_per_node. Its shape (plan ``shape``: tp, pp, dep) picks the engines'
+  parallel flags (:func:`placer.export.commands.parallel_args`) and names the pool (``tp8-dep``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from placer.catalog import chip_catalog
 from placer.errors import InputError
 from placer.flows import MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, wan_s
 from placer.plan import Plan
+from placer.shapes import TP, kind_of
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,10 @@ class ExportSettings:
 
 @dataclass(frozen=True)
 class Pool:
-    """One plan pool as deployed: ``count`` instances of ``tp`` chips over ``nodes`` nodes each."""
+    """One plan pool as deployed: ``count`` instances of ``tp`` chips over ``nodes`` nodes each.
+
+    ``tp`` is the plan row's pool key element: a :class:`~placer.shapes.Shape` when the row names
+    its ``shape`` (its f-string label, e.g. ``8-dep``, names the pool), a plain ``int`` when not."""
 
     datacenter: str
     plan_role: str
@@ -97,6 +102,11 @@ class Pool:
     @property
     def engine_role(self) -> str:
         return PREFILL if self.plan_role == P else DECODE
+
+    @property
+    def kind(self) -> str:
+        """The instance shape (``tp`` | ``pp`` | ``dep``); a row without ``shape`` launches as ``tp``."""
+        return kind_of(self.tp) or TP
 
     @property
     def vendor(self) -> Vendor:

@@ -49,7 +49,7 @@ def render_readme(layout: Layout, fmt: str, files: list[str]) -> str:
              "nodes / instance", "device resource"]]
     for p in layout.pools:
         rows.append([p.datacenter, f"`{p.name}`", p.plan_role, p.engine_role, f"{p.chip} ({p.vendor_name})",
-                     str(p.tp), str(p.count), str(p.nodes), f"`{p.vendor.k8s_resource}` x {p.chips_per_node}"])
+                     f"{p.tp}", str(p.count), str(p.nodes), f"`{p.vendor.k8s_resource}` x {p.chips_per_node}"])
     text.append(_table(rows))
     text.append("\n## Routers\n\nSend each router its share of the traffic (the plan's routes):\n\n")
     rows = [["router", "in", "prefill pools", "decode pools", "req/s", "classes"]]

@@ -13,6 +13,7 @@ from placer.report.charts import LABELS, _color, cdf_style
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points
 from placer.report.tables import compared
+from placer.shapes import shape_of
 
 
 def tpot_cdf(runs: list[SimRun], sla_tpot_s: float | None = None):
@@ -47,7 +48,8 @@ def pool_utilisation(usage: list, sim: dict | None = None):
     fig = new_figure(9.0, 4.4)
     ax1, ax2 = fig.subplots(1, 2)
     labels = [f"{u.role} {u.datacenter}\n{u.chip} tp{u.tp} ×{u.count}" for u in usage]
-    simulated = {(p["role"], p["datacenter"], p["chip"], p["tp"]): p["utilization"]
+    # a simulation read back from JSON gives tp as the chip count and its shape apart: rebuild the key
+    simulated = {(p["role"], p["datacenter"], p["chip"], shape_of(p["tp"], p.get("shape"))): p["utilization"]
                  for p in (sim or {}).get("pools", [])}
     ys = list(range(len(usage)))
     h = 0.38 if simulated else 0.6

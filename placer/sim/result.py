@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass
 
 from placer.flows import P, ROLES
+from placer.shapes import kind_of
 
 
 def _r(x: float, digits: int = 6) -> float:
@@ -51,6 +52,8 @@ def _align(series_list: list) -> None:
 def _pool_row(pool, t_end: float) -> dict:
     """One pool's figures: utilisation and queue; P forwards; decode batch, tokens, extends, DRC hits."""
     row = {"role": pool.role, "datacenter": pool.dc, "chip": pool.chip, "tp": pool.tp, "count": pool.count}
+    if kind_of(pool.tp):  # the plan row's instance shape, where it names one (tp stays the chip count)
+        row["shape"] = kind_of(pool.tp)
     insts = pool.instances
     if pool.role == P:
         busy = sum(i.busy_s for i in insts)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from placer.export import ExportSettings, export_plan
-from placer.plan import load_plan
+from placer.plan import load_plan, parse_plan
 from placer.problem import resolve
 from placer.specs import load_scenario
 
@@ -26,9 +26,31 @@ MODELS = {"pdd-two-dc": "deepseek-ai/DeepSeek-V3.2", "eight-dc": "deepseek-ai/De
 VENV_PYTHON = Path(os.environ.get("PLACER_ENGINE_ARGS_VENV", ROOT / "build" / "engine-args-venv")) / "bin" / "python"
 
 
+#: plans whose pools name instance shapes (placer.shapes), exported without a scenario: an MoE model
+#: on dep pools (one over two nodes) beside a tp pool of the same chips, a dense model on pp pools
+SHAPE_CASES = {
+    "moe-dep": ({"scenario": "moe-dep", "pools": [
+        {"role": "P", "datacenter": "a", "chip": "H200", "tp": 16, "shape": "dep", "count": 1},
+        {"role": "P", "datacenter": "a", "chip": "H200", "tp": 8, "shape": "tp", "count": 1},
+        {"role": "D", "datacenter": "a", "chip": "H200", "tp": 8, "shape": "dep", "count": 2}],
+        "routes": [{"request_class": "c", "pipeline": "P-D", "src": "a", "dst": "a", "rps": 2.0}]},
+        ExportSettings("deepseek-ai/DeepSeek-V3.2", "deepseek-v3.2", kv_dtype="fp8", native_weight_dtype="fp8")),
+    "dense-pp": ({"scenario": "dense-pp", "pools": [
+        {"role": "P", "datacenter": "a", "chip": "H100-SXM", "tp": 16, "shape": "pp", "count": 1},
+        {"role": "D", "datacenter": "a", "chip": "H100-SXM", "tp": 24, "shape": "pp", "count": 1}],
+        "routes": [{"request_class": "c", "pipeline": "P-D", "src": "a", "dst": "a", "rps": 1.0}]},
+        ExportSettings("meta-llama/Llama-3.1-405B", "llama-3.1-405b", weight_dtype="bf16",
+                       native_weight_dtype="bf16")),
+}
+
+
 @cache
 def example_export(example: str, fmt: str) -> dict[str, str]:
-    """The export of an example's frozen plan, with its scenario, as the CLI writes it."""
+    """The export of an example's frozen plan, with its scenario, as the CLI writes it (a
+    :data:`SHAPE_CASES` plan: with its settings, no scenario)."""
+    if example in SHAPE_CASES:
+        plan, settings = SHAPE_CASES[example]
+        return export_plan(parse_plan(plan), fmt, settings)
     plan = load_plan(PLANS / f"{example}.json")
     problem = resolve(load_scenario(ROOT / "examples" / f"{example}.yaml"))
     settings = ExportSettings(MODELS[example], problem.model.name, kv_dtype=problem.kv_dtype,

@@ -11,7 +11,7 @@ import yaml
 
 from placer.export import ExportSettings, export_plan
 from placer.plan import parse_plan
-from tests.placer.export.conftest import EXAMPLES, example_export
+from tests.placer.export.conftest import EXAMPLES, SHAPE_CASES, example_export
 
 FORMATS = ("sglang", "vllm", "dynamo", "k8s")
 # what kubelet substitutes into a LeaderWorkerSet pod's args
@@ -45,7 +45,7 @@ OTHER_DTYPES = ExportSettings("meta-llama/Llama-3.1-8B", "llama-3.1-8b", kv_dtyp
 OTHER_PLAN = {"scenario": "micro", "pools": [{"role": "P", "datacenter": "a", "chip": "H100-SXM", "tp": 2, "count": 1},
                                              {"role": "D", "datacenter": "a", "chip": "L40S", "tp": 1, "count": 2}],
               "routes": [{"request_class": "c", "pipeline": "P-D", "src": "a", "dst": "a", "rps": 1.0}]}
-CASES = (*EXAMPLES, "bf16-checkpoint")
+CASES = (*EXAMPLES, "bf16-checkpoint", *SHAPE_CASES)
 
 
 def _export(example: str, fmt: str) -> dict[str, str]:

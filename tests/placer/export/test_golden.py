@@ -10,14 +10,14 @@ import os
 
 import pytest
 
-from tests.placer.export.conftest import EXAMPLES, GOLDEN, example_export
+from tests.placer.export.conftest import EXAMPLES, GOLDEN, SHAPE_CASES, example_export
 
 FORMATS = ("sglang", "vllm", "dynamo", "k8s")
 UPDATE = os.environ.get("PLACER_UPDATE_GOLDEN") == "1"
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
-@pytest.mark.parametrize("example", EXAMPLES)
+@pytest.mark.parametrize("example", (*EXAMPLES, *SHAPE_CASES))
 def test_export_matches_golden(example, fmt):
     files = example_export(example, fmt)
     folder = GOLDEN / example / fmt
