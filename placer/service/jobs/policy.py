@@ -7,7 +7,10 @@ out: :class:`Decision` (an outcome and the reason in words)
 Hysteresis: the new plan must beat the *current plan re-evaluated under the same
 workload* by ``min_bcr_gain_pct``. For two plans A and B under one workload, "B beats A
 by x %" and "A beats B by x %" cannot both hold when x > 0, so a steady workload never
-flips between two plans; the cool-down adds a minimum time between adoptions. A current
+flips between two plans; the cool-down adds a minimum time between adoptions. A gain no larger
+than the new plan's proven optimality gap (``solver.mip_gap``: the solver stopped within it of
+the best BCR) is not a proven gain — the current plan may be as good — so the threshold is at
+least that gap. A current
 plan that can no longer carry the offered load is replaced whatever the BCR says
 (a plan dropping requests can show a fine ratio on the requests it keeps).
 """
@@ -66,6 +69,10 @@ def decide(policy: Policy, *, has_current: bool, baseline: Plan | None, candidat
     if forced is None and gain < policy.min_bcr_gain_pct:
         return Decision(RunOutcome.UNCHANGED,
                         f"BCR gain {gain:+.2f} % is below the threshold of {policy.min_bcr_gain_pct:g} %", shown)
+    gap_pct = 100.0 * max(candidate.solver.mip_gap, 0.0)
+    if forced is None and gain <= gap_pct:
+        return Decision(RunOutcome.UNCHANGED, f"BCR gain {gain:+.2f} % is within the solver's proven gap of "
+                        f"{gap_pct:.2f} %: not a proven gain over the current plan", shown)
     why = forced or f"BCR gain {gain:+.2f} % clears the threshold of {policy.min_bcr_gain_pct:g} %"
     if policy.max_pool_changes is not None and pool_changes > policy.max_pool_changes:
         return Decision(RunOutcome.HELD, f"{why}, but it changes {pool_changes} pools and the policy allows "

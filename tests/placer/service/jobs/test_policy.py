@@ -72,3 +72,16 @@ def test_a_current_plan_that_drops_load_is_replaced_even_below_the_threshold():
 def test_a_current_plan_that_cannot_run_the_workload_is_replaced():
     decision = run(Policy(min_bcr_gain_pct=50.0), baseline=None)
     assert decision.outcome == RunOutcome.PROPOSED and decision.gain_pct is None
+
+
+def test_a_gain_within_the_solvers_proven_gap_is_not_a_gain():
+    """The solver stopped within 2 % of the best BCR: a 1.5 % gain may be none at all, so a policy
+    that takes any gain (threshold 0) still keeps the current plan; 3 % is a proven gain."""
+    from placer.plan import SolverInfo
+
+    def solved(bcr: float) -> Plan:
+        return plan(bcr).model_copy(update={"solver": SolverInfo(backend="ortools", status="optimal", mip_gap=0.02)})
+
+    within = run(Policy(min_bcr_gain_pct=0.0), candidate=solved(101.5))
+    assert within.outcome == RunOutcome.UNCHANGED and "proven gap of 2.00 %" in within.reason
+    assert run(Policy(min_bcr_gain_pct=0.0, mode="apply"), candidate=solved(103.0)).outcome == RunOutcome.ADOPTED
