@@ -1,6 +1,7 @@
 """The performance model against published serving measurements: predicted vs published.
 
     PYTHONPATH=$PWD python bench/bench_fidelity.py [--csv bench/data/published_measurements.csv] [--json]
+    PYTHONPATH=$PWD python bench/bench_fidelity.py --explain ID   # where a throughput row's time goes
 
 Each row of the CSV is one published figure with its full setting, source URL and a
 quote (``notes``). The model is evaluated at that setting through
@@ -53,7 +54,8 @@ from pathlib import Path
 
 from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS, get_chip, get_model
 from placer.errors import PlacerError
-from placer.estimate import estimate
+from placer.estimate import estimate, instance
+from placer.perfmodel import DECODE_STEP_OVERHEAD_S, KERNEL_KINDS
 
 CSV = Path(__file__).parent / "data" / "published_measurements.csv"
 #: published name → the catalog model of identical architecture (the CSV's notes say so).
@@ -167,15 +169,22 @@ def query(row: dict) -> dict:
     return q
 
 
+def _estimate(q: dict):
+    """The :class:`~placer.estimate.Estimate` of a query, its batch held to the engine's cap (``batch_cap``)."""
+    args = {k: v for k, v in q.items() if k != "batch_cap"}
+    try:
+        e = estimate(**args)
+        if q.get("batch_cap") and e.decode_batch > q["batch_cap"]:
+            e = estimate(**{**args, "batch": q["batch_cap"]})
+    except PlacerError as exc:
+        raise NotEvaluable(str(exc)) from None
+    return e
+
+
 def predict(row: dict) -> tuple[float, dict]:
     """(predicted value in the row's unit, the query) for one row."""
     q = query(row)
-    try:
-        e = estimate(**{k: v for k, v in q.items() if k != "batch_cap"})
-        if q.get("batch_cap") and e.decode_batch > q["batch_cap"]:
-            e = estimate(**{**{k: v for k, v in q.items() if k != "batch_cap"}, "batch": q["batch_cap"]})
-    except PlacerError as exc:
-        raise NotEvaluable(str(exc)) from None
+    e = _estimate(q)
     chips, metric = q["tp"], row["metric"]
     if metric == "prefill_tokens_per_s_per_chip":
         return e.prefill_tokens_per_s / chips, q
@@ -191,6 +200,80 @@ def predict(row: dict) -> tuple[float, dict]:
         q["batch"] = e.decode_batch
         return o / per_request_s / chips, q
     raise NotEvaluable(f"metric {metric!r} has no prediction")
+
+
+def throughput_budget(row: dict) -> dict:
+    """Where the time of an offline-throughput row (``throughput_output_tokens_per_s_per_chip``) goes:
+    instance-seconds per request, published against the model's and against two bounds made of what the
+    model leaves out (issue 13). ``bench_fidelity.py --explain ID`` prints it.
+
+    * ``published_s`` = O / (published × chips): the instance's time per request the figure implies.
+    * ``prefill_s`` = I / P and ``decode_s`` = O × step / B, the model's (their sum gives the prediction);
+      ``kernels``: the decode step's (compute s, memory s) per kind of kernel and its communication s.
+    * ``serial_step_s``: the step with nothing overlapped — every kind of kernel's compute plus its memory
+      time, plus the communication and the fixed overhead; the model's step takes max(compute, memory) per
+      kind and hides MoE communication under compute, so this bounds it from above. ``serial_decode_s``
+      = O × serial step / B.
+    * ``lockstep_prefill_s``: with data-parallel attention the ranks meet at every MoE layer, so a step
+      lasts as long as its slowest rank (TensorRT-LLM, docs/source/blogs/tech_blog/
+      blog10_ADP_Balance_Strategy.md: "the iteration time is dominated by the slowest rank"). A prompt
+      prefilled on one rank while the others only decode runs its rank-local work (dense GEMMs, attention,
+      elementwise: share 1 − s of its prefill work) at one chip's rate, its routed experts (share s,
+      :meth:`~placer.perfmodel.InstanceModel.routed_expert_work`) still over all N chips:
+      I / P × ((1 − s)·N + s). The bound of prompts that never share a step across ranks; the model
+      (prompts co-scheduled on every rank, what ADP balance enforces) is its other end. N = 1 without
+      data-parallel attention.
+    * ``bound_s`` = lockstep prefill + serial decode, and ``bound`` the per-chip figure it gives.
+    """
+    if row["metric"] != "throughput_output_tokens_per_s_per_chip":
+        raise NotEvaluable(f"metric {row['metric']!r} has no throughput budget")
+    q = query(row)
+    e = _estimate(q)
+    im, shape = instance(q["model"], q["chip"], q["tp"], q["weight_dtype"], q["kv_dtype"], q["chunk_tokens"],
+                         q["mtp_accept"], shape=q["shape"])
+    if im.pp > 1:
+        raise NotEvaluable("pipeline stages: the budget covers one stage per instance")
+    chips, i, o, b = q["tp"], q["input_tokens"], q["output_tokens"], e.decode_batch
+    context = i + o / 2
+    kernels = im.decode_kernels(b, 1 + im.draft_tokens, context)
+    serial_step = sum(sum(kernels[k]) for k in KERNEL_KINDS) + kernels["communication"] + DECODE_STEP_OVERHEAD_S
+    new = max(1.0, (1.0 - q["hit_rate"]) * i)
+    work, _ = im.prefill_chunk_parts(i, i - new, new)
+    share = im.routed_expert_work(new, max(new, im.prefill_chunk_tokens)) / work
+    ranks = chips if shape.kind == "dep" else 1
+    prefill = i / e.prefill_tokens_per_s
+    out = {"published_s": o / (float(row["value"]) * chips), "prefill_s": prefill,
+           "decode_s": o * e.decode_step_s / b / q["mtp_accept"], "step_s": e.decode_step_s, "batch": b,
+           "kernels": kernels, "serial_step_s": serial_step,
+           "serial_decode_s": o * serial_step / b / q["mtp_accept"], "expert_share": share, "ranks": ranks,
+           "lockstep_prefill_s": prefill * ((1 - share) * ranks + share)}
+    out["model_s"] = out["prefill_s"] + out["decode_s"]
+    out["bound_s"] = out["lockstep_prefill_s"] + out["serial_decode_s"]
+    out["predicted"], out["bound"] = o / (out["model_s"] * chips), o / (out["bound_s"] * chips)
+    return out
+
+
+def explain(row: dict) -> str:
+    """:func:`throughput_budget` of one row, as lines of text (milliseconds of the instance per request)."""
+    b, ms = throughput_budget(row), 1e3
+    k = b["kernels"]
+    kinds = ", ".join(f"{kind} {k[kind][0] * ms:.1f}/{k[kind][1] * ms:.1f}" for kind in KERNEL_KINDS)
+    lines = [
+        f"{row['id']}: ms of the instance per request (I {row['input_tokens']}, O {row['output_tokens']}, "
+        f"B {b['batch']}, {b['ranks']} data-parallel rank(s))",
+        f"  published                        {b['published_s'] * ms:8.1f}   ({float(row['value']):.4g} tok/s/chip)",
+        f"  model   prefill I/P              {b['prefill_s'] * ms:8.1f}",
+        f"          decode O*step/B          {b['decode_s'] * ms:8.1f}   step {b['step_s'] * ms:.1f}: {kinds} "
+        f"(compute/memory), communication {k['communication'] * ms:.1f}",
+        f"          total                    {b['model_s'] * ms:8.1f}   ({b['predicted']:.4g} tok/s/chip, "
+        f"published / model time {b['published_s'] / b['model_s']:.2f})",
+        f"  decode with nothing overlapped   {b['serial_decode_s'] * ms:8.1f}   step {b['serial_step_s'] * ms:.1f}",
+        f"  prefill never co-scheduled       {b['lockstep_prefill_s'] * ms:8.1f}   (routed experts "
+        f"{b['expert_share']:.2f} of the prompt's work)",
+        f"  both bounds                      {b['bound_s'] * ms:8.1f}   ({b['bound']:.4g} tok/s/chip, "
+        f"published / bound time {b['published_s'] / b['bound_s']:.2f})",
+    ]
+    return "\n".join(lines)
 
 
 def _setting(q: dict) -> str:
@@ -233,8 +316,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print rows and summaries as JSON")
     ap.add_argument("--unstated-kv", choices=("bf16", "fp8", "weights"), default="bf16",
                     help="KV dtype where the source does not state it (default bf16, the engines' default)")
+    ap.add_argument("--explain", metavar="ID", action="append", default=[],
+                    help="print where an offline-throughput row's time goes (throughput_budget) instead of the table")
     args = ap.parse_args(argv)
     UNSTATED_KV["value"] = args.unstated_kv
+    if args.explain:
+        with open(args.csv, newline="") as fh:
+            by_id = {r["id"]: r for r in csv.DictReader(fh)}
+        for rid in args.explain:
+            if rid not in by_id:
+                ap.error(f"no row {rid!r} in {args.csv}")
+            try:
+                print(explain(by_id[rid]))
+            except NotEvaluable as exc:
+                print(f"{rid}: no budget: {exc}")
+        return 0
     rows, skipped = evaluate(args.csv)
     fair, every = summary([r for r in rows if r["fair"]]), summary(rows)
     if args.json:

@@ -331,11 +331,20 @@ class InstanceModel:
         rows = tokens if rows is None else rows
         per_chip = rows / self.tp if self._replicas > 1 else rows
         work = 2 * dense * tokens / gemm_efficiency(per_chip) + 2 * lm * logits / gemm_efficiency(logits)
-        if routed:
-            m = self.model
-            per_expert = rows * m.experts_per_token / m.experts
-            work += 2 * routed * tokens / (gemm_efficiency(per_expert) * self.expert_rate_factor)
-        return work
+        return work + self.routed_expert_work(tokens, rows)
+
+    def routed_expert_work(self, tokens: float, rows: float) -> float:
+        """Dense-GEMM FLOP-equivalents of the routed experts' GEMMs over ``tokens`` tokens in a forward of
+        ``rows`` rows: 2 × routed params per token × tokens / (g(rows·k/E) × :attr:`expert_rate_factor`),
+        M = the rows each expert receives; 0 for a dense model. With data-parallel attention this is the
+        part of a forward that expert parallelism spreads over every chip whichever rank the tokens came
+        from (bench/bench_fidelity.py's lockstep bound)."""
+        routed = self._params[1]
+        if not routed:
+            return 0.0
+        m = self.model
+        per_expert = rows * m.experts_per_token / m.experts
+        return 2 * routed * tokens / (gemm_efficiency(per_expert) * self.expert_rate_factor)
 
     def _attn_pairs(self, start: float, end: float) -> tuple[float, float]:
         """(attention pairs, indexer pairs) for query positions start..end-1."""

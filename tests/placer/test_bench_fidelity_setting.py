@@ -3,6 +3,8 @@ every row of bench/data/published_measurements.csv."""
 
 import csv
 
+import pytest
+
 from bench.bench_fidelity import CSV, query
 
 
@@ -34,8 +36,9 @@ def test_superseded_engine_versions_stay_in_the_table_but_not_among_the_fair_poi
 
 def test_the_fair_points_meet_issue_13s_median_target():
     """Issue 13: median |ln(predicted / published)| over the fair rows within a factor 1.15. The worst
-    row (DeepSeek-R1 on 8 x H200 with attention DP x EP8, ~2.9x) waits for that instance shape, so
-    the worst target (1.5) is held for the dense-model rows only."""
+    rows (DeepSeek-R1 on 8 x H200 with attention DP x EP8 in TensorRT-LLM, 1.5-2.9x) lie beyond even the
+    model's terms with nothing overlapped and no prompt co-scheduled (bench_fidelity.py --explain; the
+    rows' notes), so the worst target (1.5) is held for the dense-model rows only."""
     from bench.bench_fidelity import evaluate, summary
 
     rows, _ = evaluate()
@@ -43,3 +46,26 @@ def test_the_fair_points_meet_issue_13s_median_target():
     assert len(fair) >= 15 and summary(fair)["median_factor"] <= 1.15
     dense = [r for r in fair if not r["model"].startswith("deepseek")]
     assert all(1 / 1.5 <= r["ratio"] <= 1.5 for r in dense), [(r["id"], round(r["ratio"], 2)) for r in dense]
+
+
+def test_the_throughput_budget_adds_up_to_the_prediction_and_bounds_it():
+    """bench_fidelity --explain: the model's prefill + decode time per request gives the predicted figure
+    (O / (time × chips)); the step with nothing overlapped is the sum of every kernel's compute and memory
+    time plus communication and overhead; a prompt never co-scheduled across the N data-parallel ranks
+    costs I/P × ((1 − s)·N + s), and a dense tensor-parallel instance has no such bound (N = 1)."""
+    from bench.bench_fidelity import predict, throughput_budget
+    from placer.perfmodel import DECODE_STEP_OVERHEAD_S, KERNEL_KINDS
+
+    row = _row("trtllm11-h200-dsr1-dep8-1000-1000")
+    b = throughput_budget(row)
+    assert b["predicted"] == pytest.approx(predict(row)[0], rel=1e-9)
+    assert b["published_s"] == pytest.approx(1000 / (float(row["value"]) * 8))
+    k = b["kernels"]
+    serial = sum(k[kind][0] + k[kind][1] for kind in KERNEL_KINDS) + k["communication"] + DECODE_STEP_OVERHEAD_S
+    assert b["serial_step_s"] == pytest.approx(serial) and serial > b["step_s"]
+    assert 0 < b["expert_share"] < 1 and b["ranks"] == 8
+    s = b["expert_share"]
+    assert b["lockstep_prefill_s"] == pytest.approx(b["prefill_s"] * ((1 - s) * 8 + s))
+    assert b["model_s"] < b["bound_s"]
+    dense = throughput_budget(_row("trtllm11-h200-l33-70b-tp2-1000-1000"))
+    assert dense["ranks"] == 1 and dense["lockstep_prefill_s"] == pytest.approx(dense["prefill_s"])

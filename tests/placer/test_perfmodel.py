@@ -205,3 +205,21 @@ def test_decode_step_is_a_roofline_per_kind_of_kernel_summed():
     terms = im.terms("decode", 899, 1152)  # the totals behind `bound` are the sums over the kernels
     assert terms["compute"] == pytest.approx(lc + ac) and terms["memory"] == pytest.approx(lm + am + em)
     assert im.step_s(899, 1152) > max(terms["compute"], terms["memory"]) + DECODE_STEP_OVERHEAD_S
+
+
+def test_routed_expert_work_is_the_experts_share_of_the_linear_work():
+    """routed_expert_work = 2 × routed params per token × tokens / (g(rows·k/E) × expert rate factor), the
+    part of _linear_work that expert parallelism spreads over every chip; 0 for a dense model."""
+    from placer.perfmodel import gemm_efficiency
+    from placer.shapes import DEPModel
+
+    m = get_model("deepseek-v3")
+    im = DEPModel(get_chip("H200-SXM"), 8, m, "fp8", "fp8")
+    rows = 16384
+    expected = 2 * m.routed_expert_params_active * 1000 / (
+        gemm_efficiency(rows * m.experts_per_token / m.experts) * im.expert_rate_factor)
+    assert im.routed_expert_work(1000, rows) == pytest.approx(expected)
+    dense_part = im._linear_work(1000, 1, rows) - im.routed_expert_work(1000, rows)
+    assert 0 < dense_part < im._linear_work(1000, 1, rows)  # attention projections, shared experts, LM head
+    dense = InstanceModel(get_chip("H200-SXM"), 1, get_model("llama-3.1-70b"), "fp8", "fp8")
+    assert dense.routed_expert_work(1000, 8192) == 0.0
