@@ -34,6 +34,7 @@ import dataclasses
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import get_args
 
 from placer.catalog import get_chip, get_model
 from placer.errors import InputError
@@ -41,9 +42,12 @@ from placer.perfmodel import InstanceModel
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import LatestLoader
 from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
+from placer.specs import KvDtype, WeightDtype
 from placer.shapes import DEP, PP, SHAPE_KINDS, Shape, is_moe, legacy_shape, shape_model, stage_label, why_not
 
-DTYPES = ("bf16", "fp8")
+#: What ``--weight-dtype`` / ``--kv-dtype`` accept: every type a scenario may name (placer.specs).
+WEIGHT_DTYPES = tuple(get_args(WeightDtype))
+KV_DTYPES = tuple(get_args(KvDtype))
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,8 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     _check("tp", tp, isinstance(tp, int) and tp >= 1, "a positive integer")
     weight_dtype = weight_dtype or cfg.native_weight_dtype
     kv_dtype = kv_dtype or "bf16"
-    _check("weight_dtype", weight_dtype, weight_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
-    _check("kv_dtype", kv_dtype, kv_dtype in DTYPES, f"one of {', '.join(DTYPES)}")
+    _check("weight_dtype", weight_dtype, weight_dtype in WEIGHT_DTYPES, f"one of {', '.join(WEIGHT_DTYPES)}")
+    _check("kv_dtype", kv_dtype, kv_dtype in KV_DTYPES, f"one of {', '.join(KV_DTYPES)}")
     _check("chunk", chunk_tokens, chunk_tokens >= 1, "at least 1 token")
     _check("mtp_accept", mtp_accept, 1.0 <= mtp_accept, "at least 1 (tokens accepted per decode step)")
     _check("shape", shape, shape is None or shape in SHAPE_KINDS, f"one of {', '.join(SHAPE_KINDS)}")
@@ -93,6 +97,8 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     if why:
         raise InputError(f"shape {shape!r} on tp {tp} chips of {cfg.name}: {why}")
     im = measured_instance(cfg, get_chip(chip), tp, weight_dtype, kv_dtype, profiles, chunk_tokens, latest)
+    if im.unsupported:
+        raise InputError(im.unsupported)
     chosen = Shape(tp, shape) if shape else legacy_shape(cfg, im.chip, tp, weight_dtype, kv_dtype)
     if not (isinstance(im, MeasuredInstanceModel) and chosen.kind != PP and (chosen.kind == DEP) == is_moe(cfg)):
         im = shape_model(chosen, im.chip, cfg, weight_dtype, kv_dtype, chunk_tokens)

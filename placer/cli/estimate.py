@@ -32,8 +32,8 @@ def estimate(
         "pp (dense, whole 8-chip nodes: tp 8 × pp stages), dep (MoE: attention data parallel × expert "
         "parallel). Default: dense tp, MoE dep where the replicas fit, else tp."))] = None,
     weight_dtype: Annotated[str | None, typer.Option(
-        "--weight-dtype", help="bf16 or fp8 (default: the model's native dtype).")] = None,
-    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="bf16 or fp8 (default bf16).")] = None,
+        "--weight-dtype", help="bf16, fp8, int8, int4 or fp4 (fp4 only on chips with an fp4 rate; default: the model's native dtype).")] = None,
+    kv_dtype: Annotated[str | None, typer.Option("--kv-dtype", help="bf16, fp8, int8 or fp4 (fp4 only on chips with an fp4 rate; default bf16).")] = None,
     input_tokens: Annotated[int, typer.Option("--input", help="Prompt tokens I.")] = 2048,
     output_tokens: Annotated[int, typer.Option("--output", help="Output tokens O (decode at context I + O/2).")] = 256,
     hit: Annotated[float, typer.Option("--hit", help="Prefix-cache hit rate of the prompt, in [0, 1).")] = 0.0,

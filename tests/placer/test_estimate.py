@@ -93,6 +93,17 @@ def test_bad_input_exits_2_naming_the_value(args, named):
     assert "Traceback" not in result.output
 
 
+def test_every_dtype_a_scenario_accepts_is_estimated_and_fp4_needs_a_chip_with_its_rate():
+    """``--weight-dtype``/``--kv-dtype`` take what a scenario may name (placer.specs): fewer weight
+    bytes make a memory-bound decode step shorter; fp4 on a chip without an fp4 rate is exit 2."""
+    steps = {w: estimate("llama-3.1-70b", "B200", 2, weight_dtype=w, kv_dtype="fp8", batch=8).decode_step_s
+             for w in ("bf16", "fp8", "int8", "int4", "fp4")}
+    assert steps["fp4"] < steps["fp8"] < steps["bf16"]
+    assert steps["int4"] < steps["int8"] < steps["bf16"]
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--weight-dtype", "fp4")
+    assert result.exit_code == 2 and "fp4" in result.output and "H100-SXM" in result.output
+
+
 def test_estimate_answers_from_a_measured_table_at_its_grid_points_and_between_them():
     """docs/profiles/llama-3.1-8b-h100-example.csv: decode 8 x 1024 → 8.1 ms, 8 x 8192 → 13.0 ms;
     prefill of 2048 new tokens after none cached → 62 ms (one forward: chunk ≥ 2048)."""
