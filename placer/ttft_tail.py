@@ -30,17 +30,19 @@ def ps_sojourn_var_s2(size_s: float, rho: float, residual_s: float) -> float:
       the moments of the sojourn time distribution in the M/G/1 processor-sharing queue*,
       Queueing Systems 53, 2006);
     * a large one ends when the line has served its size plus the work that arrived meanwhile,
-      compound Poisson of variance λE[S²] per second, so its variance grows linearly:
-      ρ·2r·size/(1 − ρ)³ (r = ``residual_s``; the slope of the M/G/1-PS conditional variance,
-      Yashkov 1983 and Ott 1984, *The sojourn-time distribution in the M/G/1 queue with
-      processor sharing*, J. Appl. Prob. 21);
+      compound Poisson of variance λE[S²] per second, so its variance grows linearly: a sojourn
+      T = size + ρT + (that work's fluctuation) gives ρ·2r·size/(1 − ρ)³ (r = ``residual_s``;
+      the exact conditional moments are Yashkov's, 1983, and Ott's, *The sojourn-time
+      distribution in the M/G/1 queue with processor sharing*, J. Appl. Prob. 21, 1984);
     * for exponential sizes of mean 1/μ (r = 1/μ) the whole curve is known (Coffman, Muntz &
       Trotter 1970, *Waiting time distributions for processor-sharing systems*, JACM 17):
       2ρx/(μ(1 − ρ)³) − 2ρ(1 − e^{−μ(1−ρ)x})/(μ²(1 − ρ)⁴).
 
     This is that M/M/1-PS curve with 1/μ replaced by the mix's r: exact for exponential sizes,
-    exact in both limits for any sizes, and within a few % of the simulator's line
-    (:class:`placer.sim.links.WanLink`) for the eight-dc size mix (tests/placer/test_line_tail.py).
+    exact in both limits for any sizes. On the simulator's line (:class:`placer.sim.links.WanLink`,
+    tests/placer/test_line_tail.py) it gives the variance of exponential sizes within a few %, and
+    the P90 excess of eight-dc's size mix within 5 % for transfers from a tenth of the line's
+    typical one to its largest.
     """
     if size_s <= 0.0 or rho <= 0.0:
         return 0.0

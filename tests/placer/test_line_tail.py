@@ -110,6 +110,35 @@ def test_a_tiny_transfer_is_off_by_less_than_half_its_own_size(rho):
     assert abs(_law_p90(_law(size_s, rho)) - _p90(_excess_by_size(rho)[TINY])) < 0.5 * size_s
 
 
+def test_on_exponential_sizes_the_variance_is_the_m_m_1_processor_sharing_one():
+    """Tagged transfers of a fixed size among exponential ones (ρ = 0.5): their sojourn's mean is
+    size/(1 − ρ) and its variance Coffman, Muntz & Trotter's closed form, for a small and a large size."""
+    rng = random.Random(5)
+    eng = _Engine()
+    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
+    rho, mean_s = 0.5, 0.1
+    t, tagged = 0.0, {}
+    for rid in range(200_000):
+        t += rng.expovariate(rho / mean_s)
+        while eng.heap and eng.heap[0][0] <= t:
+            at, _, fn, arg = heapq.heappop(eng.heap)
+            fn(at, arg)
+        size_s = rng.expovariate(1 / mean_s)
+        if rid % 50 == 0 and rid >= 20_000:  # one in 50 is tagged, at 0.2 or 2 mean sizes
+            size_s = mean_s * (0.2 if rid % 100 else 2.0)
+            tagged[rid] = (t, size_s)
+        line.add(SimpleNamespace(rid=rid, flow=None), size_s * LINE_BYTES_PER_S, t)
+    while eng.heap:
+        at, _, fn, arg = heapq.heappop(eng.heap)
+        fn(at, arg)
+    for size_s in (0.2 * mean_s, 2.0 * mean_s):
+        sojourn = [eng.landed[rid] - t0 for rid, (t0, x) in tagged.items() if x == size_s]
+        mean = sum(sojourn) / len(sojourn)
+        var = sum((s - mean) ** 2 for s in sojourn) / len(sojourn)
+        assert mean == pytest.approx(size_s / (1 - rho), rel=0.05)
+        assert var == pytest.approx(ps_sojourn_var_s2(size_s, rho, mean_s), rel=0.12)
+
+
 def test_a_large_transfer_spreads_less_than_an_exponential_excess_but_a_small_one_more():
     """Relative to its mean, a transfer long beside the line's others concentrates (variance
     linear in its size); a short one mostly finds the line idle (variance ρ·size²/(1 − ρ)²)."""
