@@ -113,7 +113,8 @@ def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) ->
         link = problem.links.get((r.src, r.dst))
         if r.src == r.dst or r.rps <= 0 or link is None or link.bytes_per_s <= 0:
             continue
-        size_s = wan_bytes(problem, classes[r.request_class], problem.options.drc and r.pipeline != P_D) / link.bytes_per_s
+        drc = problem.options.drc and r.pipeline != P_D
+        size_s = wan_bytes(problem, classes[r.request_class], drc) / link.bytes_per_s
         first[(r.src, r.dst)] += r.rps * size_s
         second[(r.src, r.dst)] += r.rps * size_s * size_s
     return {key: second[key] / (2 * s1) for key, s1 in first.items() if s1 > 0}
