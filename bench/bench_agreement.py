@@ -1,7 +1,7 @@
 """ILP vs simulator, per pipeline: the relay-heavy test cases and the bundled examples (issue 14, part 3).
 
     PYTHONPATH=. .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
-        [--requests 30000] [--seed 7]
+        [--requests 30000] [--seed 7] [--breakdown]
 
 For each case (default: the four cases of ``tests/placer/sim/test_relay_agreement.py``, then
 ``examples/pdd-two-dc.yaml`` and ``examples/eight-dc.yaml``) solves the optimal plan
@@ -9,17 +9,30 @@ For each case (default: the four cases of ``tests/placer/sim/test_relay_agreemen
 :func:`placer.sim.verify.agreement`: the mix's P90 TTFT, goodput and RLD token share, ILP
 beside simulator, then every route (pipeline, source → destination) with its req/s, simulated
 requests and the relative errors of its P90 TTFT and goodput (simulated / ILP − 1).
+
+``--breakdown`` adds, for every route over a line, each class's simulated TTFT split into its
+P side (queue wait + prefill, arrival → KV leaves P) and the line's excess over the unloaded
+transfer, beside the plan's law for the same class: its deterministic part, the excess's mean
+and standard deviation (:func:`placer.flows.first_token_law`) and its P90 with and without that
+excess. It times requests by wrapping the simulator's line and engine for the run (read only).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
+from placer.evaluate import analyze
+from placer.flows import P_D, P_MD, mixture_quantile, wan_bytes
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.sim import SimConfig, simulate
+from placer.sim import engine as sim_engine
+from placer.sim import links as sim_links
+from placer.sim.router import PIPE_CODE
 from placer.sim.verify import agreement
 from placer.specs import load_scenario, parse_scenario
 from tests.placer.sim.conftest import small_pdd_dict
@@ -36,11 +49,74 @@ def problem_of(name: str):
     return resolve(load_scenario(EXAMPLES / f"{name}.yaml"))
 
 
-def print_case(name: str, requests: int, seed: int) -> None:
+@contextmanager
+def timed_transfers(times: dict):
+    """Record, per measured request over a line, (src, dst, pipeline code, input tokens, hit, arrival,
+    KV leaves P, KV lands, unloaded transfer s, rtt) in ``times`` while a simulation runs."""
+    line_add, landed, finish = sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish
+    start: dict = {}
+
+    def add(link, req, n_bytes, t):
+        start[req.rid] = (link.src, link.dst, t, n_bytes / link.rate, link.rtt_s)
+        return line_add(link, req, n_bytes, t)
+
+    def kv_landed(sim, req, t):
+        start[req.rid] = (*start[req.rid][:5], t)
+        return landed(sim, req, t)
+
+    def _finish(sim, req, t):
+        if req.rid >= sim.warm_n and req.rid in start:
+            src, dst, left, unloaded, rtt, lands = start[req.rid]
+            times[req.rid] = (src, dst, req.path.pipe, req.n_in, req.hit, req.t_arr, left, lands, unloaded, rtt)
+        return finish(sim, req, t)
+
+    sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish = add, kv_landed, _finish
+    try:
+        yield
+    finally:
+        sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish = line_add, landed, finish
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.9 * (len(ordered) - 1))] if ordered else float("nan")
+
+
+def print_breakdown(problem, plan, times: dict) -> None:
+    """Per class of each route whose first token waits for a line (P-MD, P-D): simulated P side and
+    line excess beside the plan's law."""
+    flows = [f for f in analyze(problem, plan).flows if f.p_pool[1] != f.dst and f.pipeline in (P_MD, P_D)]
+    for c in problem.classes:
+        for pipe, src, dst in sorted({(f.pipeline, f.p_pool[1], f.dst) for f in flows if f.request_class == c.name}):
+            route = (pipe, src, dst)
+            mine = [f for f in flows if f.request_class == c.name and (f.pipeline, f.p_pool[1], f.dst) == route]
+            rows = [r for r in times.values() if (r[0], r[1], r[2], r[3]) == (src, dst, PIPE_CODE[pipe], c.input_tokens)
+                    and abs(r[4] - c.hit_rate) < 1e-9]
+            p_side = [r[6] - r[5] for r in rows]
+            excess = [r[7] - r[6] - r[8] - r[9] for r in rows]
+            ttft_law = mixture_quantile(mine, 0.90)
+            no_line = mixture_quantile([dataclasses.replace(f, wait=dataclasses.replace(f.wait, wan_excess_mean_s=0.0))
+                                        for f in mine], 0.90)
+            f = mine[0]
+            sd = f.wait.wan_excess_var_s2 ** 0.5 if f.wait.wan_excess_var_s2 is not None else f.wait.wan_excess_mean_s
+            size_s = wan_bytes(problem, c, problem.options.drc) / problem.links[(src, dst)].bytes_per_s
+            print(f"     {c.name:14s} {pipe} {src}->{dst} {len(rows):5d} req  unloaded {size_s:.3f} s | sim: P side "
+                  f"mean {sum(p_side) / max(len(p_side), 1):.3f} P90 {_p90(p_side):.3f}, line excess mean "
+                  f"{sum(excess) / max(len(excess), 1):.3f} P90 {_p90(excess):.3f} | law: det {f.det_s:.3f}, "
+                  f"excess mean {f.wait.wan_excess_mean_s:.3f} sd {sd:.3f}, TTFT P90 {ttft_law:.3f} "
+                  f"({no_line:.3f} without the line)")
+
+
+def print_case(name: str, requests: int, seed: int, breakdown: bool = False) -> None:
     start = time.perf_counter()
     problem = problem_of(name)
     plan = optimize(problem, SolveConfig(marginals=False, time_limit_s=120))
-    sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
+    times: dict = {}
+    if breakdown:
+        with timed_transfers(times):
+            sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
+    else:
+        sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
     a = agreement(problem, plan, sim)
     print(f"== {name}: mix P90 ILP {a['ilp_ttft_p90_s']:.3f} s sim {a['sim_ttft_p90_s']:.3f} s "
           f"({a['ttft_p90_error']:+.1%}); goodput ILP {a['ilp_goodput_rps']:.2f} sim {a['sim_goodput_rps']:.2f} "
@@ -50,6 +126,8 @@ def print_case(name: str, requests: int, seed: int) -> None:
         print(f"   {r['pipeline']:9s} {r['src']}->{r['dst']:<12s} {r['rps']:6.2f} req/s {r['sim_requests']:6d} req  "
               f"P90 ILP {r['ilp_ttft_p90_s']:.3f} sim {r['sim_ttft_p90_s']:.3f} ({r['ttft_p90_error']:+.1%})  "
               f"goodput ({r['goodput_error']:+.1%})")
+    if breakdown:
+        print_breakdown(problem, plan, times)
 
 
 def main() -> None:
@@ -57,9 +135,10 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--breakdown", action="store_true", help="per class of each line route: P side vs line excess")
     args = parser.parse_args()
     for name in args.cases.split(","):
-        print_case(name, args.requests, args.seed)
+        print_case(name, args.requests, args.seed, args.breakdown)
 
 
 if __name__ == "__main__":

@@ -104,6 +104,22 @@ def _link_use(problem: Problem, plan: Plan, classes: dict[str, Class]) -> tuple[
     return link_gbit, link_util
 
 
+def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) -> dict[tuple[str, str], float]:
+    """Each used line's mean residual transfer E[S²]/(2E[S]), seconds at its full rate, over the KV
+    transfers the plan's routes send across it (what :func:`placer.flows.first_token_law` spreads by)."""
+    first: dict[tuple[str, str], float] = defaultdict(float)
+    second: dict[tuple[str, str], float] = defaultdict(float)
+    for r in plan.routes:
+        link = problem.links.get((r.src, r.dst))
+        if r.src == r.dst or r.rps <= 0 or link is None or link.bytes_per_s <= 0:
+            continue
+        drc = problem.options.drc and r.pipeline != P_D
+        size_s = wan_bytes(problem, classes[r.request_class], drc) / link.bytes_per_s
+        first[(r.src, r.dst)] += r.rps * size_s
+        second[(r.src, r.dst)] += r.rps * size_s * size_s
+    return {key: second[key] / (2 * s1) for key, s1 in first.items() if s1 > 0}
+
+
 def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: str) -> float:
     """The utilisation a transfer over src→dst sees (kept below 1 so it stays finite)."""
     return min(link_util.get((src, dst), 0.0), 0.999)
@@ -185,7 +201,8 @@ def line_shares(plan: Plan) -> dict[tuple, float]:
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
-              link_util: dict, waits: dict[tuple, WaitModel], shares: dict[tuple, float]) -> FlowLaw:
+              link_util: dict, waits: dict[tuple, WaitModel], shares: dict[tuple, float],
+              residuals: dict[tuple[str, str], float]) -> FlowLaw:
     """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
     key = _key(a)
@@ -194,7 +211,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
     det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
                                 _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")],
-                                shares.get((*key, a.queue or "", dst), 0.0))
+                                shares.get((*key, a.queue or "", dst), 0.0), residuals.get((a.datacenter, dst)))
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
@@ -257,6 +274,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
 
     agg_laws = a_queue_laws(problem, plan, counts, decode)
     shares = line_shares(plan)
+    residuals = line_residuals_s(problem, plan, classes)
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
@@ -265,7 +283,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
             notes.append(_ignored(a))
             continue
         flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits,
-                               shares))
+                               shares, residuals))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     prices = token_prices(problem, plan, models, _agg_prefill_shares(counts, agg_laws))

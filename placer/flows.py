@@ -8,7 +8,8 @@ out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter
      for relayed requests (:func:`relay_room_factor`), the decode
      context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
      is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
-     TTFT mixture quantile.
+     TTFT mixture quantile; re-exported from :mod:`placer.ttft_tail`: the TTFT tail
+     (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
 
 This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
 executor's routing and handoff and the request log import it, and it imports none of
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
+from placer.ttft_tail import TtftTail, line_batchmates, ps_sojourn_var_s2
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -230,77 +232,35 @@ def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
     return prefill_s + kv_move_s
 
 
-@dataclass(frozen=True)
-class TtftTail:
-    """The random part of a flow's TTFT: its P queue's wait plus, when the first token's KV
-    crosses a WAN line, the transfer's slowdown beyond its unloaded time.
-
-    A line shares its rate among concurrent transfers (processor sharing; the simulator's
-    :class:`placer.sim.links.WanLink`), so a transfer of b bytes at utilisation ρ takes
-    b/C + rtt unloaded and b/(C(1−ρ)) + rtt on average: the excess, mean b/C·ρ/(1−ρ), is
-    taken exponential (the M/M/1-PS sojourn's spread), independent of the P wait W. With
-    P(W > t) = ρ_w·e^{−t/θ₁} and the excess E ~ Exp(θ₂):
-    P(W + E > t) = (1 − ρ_w)·e^{−t/θ₂} + ρ_w·(θ₁e^{−t/θ₁} − θ₂e^{−t/θ₂})/(θ₁ − θ₂)
-    (the hypoexponential tail; (1 + t/θ)e^{−t/θ} when θ₁ = θ₂).
-    """
-
-    wait: WaitModel
-    wan_excess_mean_s: float = 0.0
-
-    def prob_exceeds(self, t: float) -> float:
-        theta2 = self.wan_excess_mean_s
-        if theta2 <= 0.0 or t < 0.0:
-            return self.wait.prob_exceeds(t)
-        rho = self.wait.rho
-        if rho >= 1.0:
-            return 1.0
-        e2 = math.exp(-t / theta2)
-        if rho <= 0.0:
-            return e2
-        theta1 = self.wait.mean_wait_s / rho
-        if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
-            both = (1.0 + t / theta2) * e2
-        else:
-            both = (theta1 * math.exp(-t / theta1) - theta2 * e2) / (theta1 - theta2)
-        return (1.0 - rho) * e2 + rho * both
-
-
-def line_batchmates(wait: WaitModel, line_share: float) -> float:
-    """Expected other KV transfers that start over the same line at the same moment as a request's.
-
-    P packs the short prompts queued behind each other into one forward
-    (:func:`packed_wait_law`), and every packed request's KV leaves when that forward ends, so
-    transfers reach the line in batches, not one by one as Poisson arrivals would. With r the
-    probability that a request rides along in a queued forward (``wait.ride``), a forward holds
-    K requests, geometric from 1 (P(K = k) = (1 − r)·r^(k−1)); a request sits in a forward
-    size-biased, so it has E[K²]/E[K] − 1 = 2r/(1 − r) batch-mates. ``line_share`` of them (the
-    queue's share of requests whose KV crosses this line) go the same way. Without packing
-    (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
-    r = min(max(wait.ride, 0.0), 0.95)
-    return 2.0 * r / (1.0 - r) * min(max(line_share, 0.0), 1.0)
-
-
 def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
                     utilization: float, peer: InstanceModel | None, wait: WaitModel,
-                    line_share: float = 0.0) -> tuple[float, TtftTail]:
+                    line_share: float = 0.0, line_residual_s: float | None = None) -> tuple[float, TtftTail]:
     """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
     (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
     the line's slowdown at ``utilization`` (:class:`TtftTail`).
 
     The slowdown counts the transfers that start with this one (:func:`line_batchmates`, m of
-    them, ``line_share`` of the queue's requests crossing this line): under processor sharing a
-    batch-mate of at least b bytes takes as much of the line as the tagged transfer while it
-    runs, so the tagged one finishes as if it carried (1 + m)·b on a line loaded at ρ —
-    b(1 + m)/(C(1 − ρ)) — against b/C unloaded (a larger batch-mate is counted at b, a smaller
-    one also: an upper bound on its share). Mean TTFT = det + E[W] + that excess."""
+    them, ``line_share`` of the queue's requests crossing this line; only a prompt shorter than
+    a chunk shares a forward, so a longer one has none): under processor sharing a batch-mate of
+    at least b bytes takes as much of the line as the tagged transfer while it runs, so the
+    tagged one finishes as if it carried (1 + m)·b on a line loaded at ρ — b(1 + m)/(C(1 − ρ))
+    on average — against b/C unloaded (a larger batch-mate is counted at b, a smaller one also:
+    an upper bound on its share). Mean TTFT = det + E[W] + that excess. Its variance is the
+    M/G/1-PS sojourn's at size (1 + m)·b/C (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given
+    ``line_residual_s``, the line's mean residual transfer E[S²]/(2E[S]) in seconds at full rate;
+    without it (the MILP: the line's mix is what it decides) the excess is exponential."""
     pre = im.prefill_s(c.input_tokens, c.hit_rate)
     loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
     if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
         return ttft_det_s(pre, loaded), TtftTail(wait)
     unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
     rtt = problem.links[(src, dst)].rtt_s
-    shared = (loaded - rtt) * (1.0 + line_batchmates(wait, line_share))
-    return ttft_det_s(pre, unloaded), TtftTail(wait, shared - (unloaded - rtt))
+    short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
+    carried = 1.0 + (line_batchmates(wait, line_share) if short else 0.0)
+    var = None
+    if line_residual_s is not None:
+        var = ps_sojourn_var_s2((unloaded - rtt) * carried, utilization, line_residual_s)
+    return ttft_det_s(pre, unloaded), TtftTail(wait, (loaded - rtt) * carried - (unloaded - rtt), var)
 
 
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,

@@ -127,3 +127,63 @@ def test_line_batchmates_count_the_size_biased_forward_and_only_the_share_that_c
     k_second = sum(k * k * (1 - r) * r ** (k - 1) for k in range(1, 400))
     assert line_batchmates(WaitModel(0.8, 0.1, 0.01, ride=r), 1.0) == pytest.approx(k_second / k_mean - 1)
     assert line_batchmates(WaitModel(0.8, 0.1, 0.01, ride=r), 0.5) == pytest.approx(0.5 * 2 * r / (1 - r))
+
+
+def _moments(tail, horizon_s: float, steps: int = 200_000) -> tuple[float, float]:
+    """(E[E], E[E²]) of a tail with an idle P queue, from its survival: ∫P(E>t)dt, 2∫t·P(E>t)dt."""
+    dt = horizon_s / steps
+    surv = [tail.prob_exceeds((i + 0.5) * dt) for i in range(steps)]
+    return sum(surv) * dt, 2 * sum((i + 0.5) * dt * s for i, s in enumerate(surv)) * dt
+
+
+@pytest.mark.parametrize("var", [0.01, 0.04, 0.16], ids=["concentrated", "exponential", "mostly-idle"])
+def test_the_line_excess_keeps_its_mean_and_variance_whatever_its_spread(var):
+    """The two-moment law of the transfer's excess (shifted exponential below an exponential's
+    spread, an atom at 0 plus an exponential above it) has the mean and variance it is given."""
+    from placer.flows import TtftTail
+
+    mean = 0.2
+    tail = TtftTail(WaitModel(0.0, 0.1, 0.02), mean, var)
+    first, second = _moments(tail, 8.0)
+    assert first == pytest.approx(mean, rel=1e-3)
+    assert second - first ** 2 == pytest.approx(var, rel=1e-2)
+
+
+def test_a_concentrated_excess_is_never_below_its_shift_and_none_is_the_exponential():
+    from placer.flows import TtftTail
+
+    wait = WaitModel(0.5, 0.1, 0.02)
+    concentrated = TtftTail(WaitModel(0.0, 0.1, 0.02), 0.2, 0.01)  # sd 0.1: shift 0.1
+    assert concentrated.prob_exceeds(0.099) == 1.0 and concentrated.prob_exceeds(0.2) < 1.0
+    assert TtftTail(wait, 0.2).prob_exceeds(0.7) == pytest.approx(TtftTail(wait, 0.2, 0.04).prob_exceeds(0.7))
+    # with the P queue's wait on top, a tighter excess makes a P90 budget's miss rarer
+    assert TtftTail(wait, 0.2, 0.01).prob_exceeds(0.9) < TtftTail(wait, 0.2).prob_exceeds(0.9)
+
+
+def test_only_a_prompt_shorter_than_a_chunk_has_batch_mates_on_the_line(micro_problem):
+    """P packs only prompts of fewer than a chunk's new tokens into one forward: the hot class
+    (819 new tokens) leaves P with batch-mates, the odd one (14746) alone, packed queue or not."""
+    from placer.flows import first_token_law
+
+    im = instance(micro_problem, "H100-SXM", 1)
+    hot, odd = micro_problem.classes[0], micro_problem.classes[2]
+    assert (1 - hot.hit_rate) * hot.input_tokens < im.prefill_chunk_tokens <= (1 - odd.hit_rate) * odd.input_tokens
+    packed, plain = WaitModel(0.6, 0.1, 0.02, ride=0.3), WaitModel(0.6, 0.1, 0.02)
+
+    def excess(c, wait):
+        return first_token_law(micro_problem, im, c, P_MD, "dc-a", "dc-b", True, 0.5, None, wait, 1.0)[1]
+
+    assert excess(hot, packed).wan_excess_mean_s > excess(hot, plain).wan_excess_mean_s
+    assert excess(odd, packed).wan_excess_mean_s == excess(odd, plain).wan_excess_mean_s
+
+
+def test_the_line_mix_gives_the_excess_its_processor_sharing_variance(micro_problem):
+    from placer.flows import first_token_law, ps_sojourn_var_s2
+
+    im = instance(micro_problem, "H100-SXM", 1)
+    cold = micro_problem.classes[1]
+    wait = WaitModel(0.6, 0.1, 0.02)
+    args = (micro_problem, im, cold, P_MD, "dc-a", "dc-b", True, 0.5, None, wait)
+    size_s = wan_bytes(micro_problem, cold, True) / micro_problem.links[("dc-a", "dc-b")].bytes_per_s
+    assert first_token_law(*args)[1].wan_excess_var_s2 is None  # the MILP: no mix, exponential
+    assert first_token_law(*args, 0.0, 2.0)[1].wan_excess_var_s2 == pytest.approx(ps_sojourn_var_s2(size_s, 0.5, 2.0))

@@ -109,3 +109,24 @@ def test_queueing_that_binds_names_the_tightest_class_and_no_wan_without_lines()
     message = str(err.value)
     assert "queueing at prefill" in message and "tightest class, in-1536" in message
     assert "WAN" not in message
+
+
+def test_the_evaluation_spreads_a_line_transfer_by_the_sizes_the_plan_sends_over_that_line():
+    """A line's mean residual transfer E[S²]/(2E[S]) comes from the plan's own routes over it (req/s
+    times each class's DRC-trimmed KV bytes); transfers within a datacenter add nothing."""
+    from placer.evaluate import line_residuals_s
+    from placer.flows import wan_bytes
+    from placer.plan import Plan, Route
+    from tests.placer.conftest import micro_dict
+
+    problem = resolve(parse_scenario(micro_dict()))
+    hot, cold = problem.classes[0], problem.classes[1]
+    plan = Plan(scenario="micro", pools=[], routes=[
+        Route(request_class="hot", pipeline="P-MD", src="dc-a", dst="dc-b", rps=3.0),
+        Route(request_class="cold", pipeline="P-MD", src="dc-a", dst="dc-b", rps=1.0),
+        Route(request_class="cold", pipeline="P-MD", src="dc-b", dst="dc-b", rps=5.0)])
+    rate = problem.links[("dc-a", "dc-b")].bytes_per_s
+    s_hot, s_cold = (wan_bytes(problem, c, problem.options.drc) / rate for c in (hot, cold))
+    expected = (3 * s_hot ** 2 + s_cold ** 2) / (2 * (3 * s_hot + s_cold))
+    assert line_residuals_s(problem, plan, {c.name: c for c in problem.classes}) == {
+        ("dc-a", "dc-b"): pytest.approx(expected)}

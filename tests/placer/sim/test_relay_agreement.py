@@ -38,8 +38,10 @@ MIN_ROUTE_REQUESTS = 900
 #: P-MD over the line: a P instance packs short prompts into one forward, so their KV transfers
 #: start together and the line holds more transfers at once than Poisson arrivals would. The
 #: plan's evaluation counts a transfer's batch-mates (placer.flows.line_batchmates: 2r/(1 − r) for
-#: the packed law's ride probability r, times the queue's share crossing that line); before it,
-#: that route's P90 was 22–48 % above the ILP's and its goodput up to 17 % below.
+#: the packed law's ride probability r, times the queue's share crossing that line; a prompt of a
+#: chunk or more is never packed and has none); before it, that route's P90 was 22–48 % above the
+#: ILP's and its goodput up to 17 % below. The transfer's excess has the M/G/1-PS sojourn's
+#: variance for its size and the line's size mix (placer.ttft_tail, tests/placer/test_line_tail.py).
 
 CASES = {
     "10g-low-hit": dict(workload=_classes(LOW_HIT)),

@@ -1,0 +1,152 @@
+"""The WAN line's TTFT tail (placer.ttft_tail) against the simulator's own line.
+
+A micro-experiment on :class:`placer.sim.links.WanLink` (processor sharing): Poisson arrivals of
+KV transfers in the size mix of eight-dc's eu-north→eu-central line (65K-token prompts, the
+decode-side cache trimming each class to its uncached part), at a light and a heavy utilisation.
+Every arrival is a tagged transfer; its excess over the unloaded time is compared, per size,
+with the law :func:`placer.flows.first_token_law` builds: mean size·ρ/(1 − ρ), variance
+:func:`placer.ttft_tail.ps_sojourn_var_s2`, two-moment shape :class:`placer.ttft_tail.TtftTail`.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import itertools
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from placer.flows import mixture_quantile
+from placer.perfmodel import WaitModel
+from placer.sim.links import WanLink
+from placer.ttft_tail import TtftTail, ps_sojourn_var_s2
+
+LINE_BYTES_PER_S = 5e9  # 40 Gbit/s
+#: (bytes, share) of eight-dc's line: 65536-token prompts at the classes' hit rates, fp8 KV.
+MIX = [(2.678e9, 0.035), (1.418e9, 0.06), (0.236e9, 0.155), (0.126e9, 0.15), (0.079e9, 0.12),
+       (0.047e9, 0.15), (0.024e9, 0.13), (0.006e9, 0.2)]
+SMALL, LARGE, TINY = 2, 0, 7  # 47 ms, 0.54 s and 1.2 ms on the line; its mean residual transfer is 0.35 s
+TRANSFERS = 60_000
+
+
+class _Engine:
+    """What WanLink needs of the simulator: an event heap and the landing callback."""
+
+    runtime = None
+
+    def __init__(self):
+        self.heap, self.seq, self.landed = [], itertools.count(), {}
+
+    def kv_landed(self, req, t: float) -> None:
+        self.landed[req.rid] = t
+
+
+class _Series:
+    def add_span(self, t0: float, t1: float, rate: float) -> None:
+        pass
+
+
+@functools.lru_cache(maxsize=None)
+def _excess_by_size(rho: float, seed: int = 3) -> dict[int, list[float]]:
+    """Seconds each transfer took beyond its unloaded time, by size class (the first tenth dropped)."""
+    rng = random.Random(seed)
+    eng = _Engine()
+    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
+    mean_bytes = sum(b * s for b, s in MIX)
+    rate = rho * LINE_BYTES_PER_S / mean_bytes
+    t, arrivals = 0.0, []
+    for rid in range(TRANSFERS):
+        t += rng.expovariate(rate)
+        k = rng.choices(range(len(MIX)), [s for _, s in MIX])[0]
+        while eng.heap and eng.heap[0][0] <= t:
+            at, _, fn, arg = heapq.heappop(eng.heap)
+            fn(at, arg)
+        line.add(SimpleNamespace(rid=rid, flow=None), MIX[k][0], t)
+        arrivals.append((t, k))
+    while eng.heap:
+        at, _, fn, arg = heapq.heappop(eng.heap)
+        fn(at, arg)
+    out: dict[int, list[float]] = {k: [] for k in range(len(MIX))}
+    for rid, (t0, k) in enumerate(arrivals[TRANSFERS // 10:], start=TRANSFERS // 10):
+        out[k].append(eng.landed[rid] - t0 - MIX[k][0] / LINE_BYTES_PER_S)
+    return out
+
+
+def _p90(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[int(0.9 * len(ordered))]
+
+
+def _law(size_s: float, rho: float) -> TtftTail:
+    """The excess law alone (no P queue) for a transfer of ``size_s`` on the MIX line."""
+    first = sum(s * b for b, s in MIX) / LINE_BYTES_PER_S
+    second = sum(s * b * b for b, s in MIX) / LINE_BYTES_PER_S ** 2
+    idle = WaitModel(0.0, 0.1, 0.01)
+    return TtftTail(idle, size_s * rho / (1 - rho), ps_sojourn_var_s2(size_s, rho, second / (2 * first)))
+
+
+def _law_p90(tail: TtftTail) -> float:
+    return mixture_quantile([SimpleNamespace(rps=1.0, det_s=0.0, wait=tail)], 0.90)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.6])
+@pytest.mark.parametrize("k", [SMALL, LARGE], ids=["small", "large"])
+def test_the_line_law_gives_each_transfer_size_its_simulated_p90_excess(rho, k):
+    excess = _excess_by_size(rho)[k]
+    size_s = MIX[k][0] / LINE_BYTES_PER_S
+    law = _law(size_s, rho)
+    assert sum(excess) / len(excess) == pytest.approx(law.wan_excess_mean_s, rel=0.08)
+    assert _law_p90(law) == pytest.approx(_p90(excess), rel=0.10)
+
+
+@pytest.mark.parametrize("rho", [0.3, 0.6])
+def test_a_tiny_transfer_is_off_by_less_than_half_its_own_size(rho):
+    """A transfer far below the line's typical one is slowed by size × N, N the transfers it
+    finds (geometric): its P90 sits on one of those steps, which a continuous law cannot hit;
+    the law stays within half the transfer's own size (here 0.6 ms) of it."""
+    size_s = MIX[TINY][0] / LINE_BYTES_PER_S
+    assert abs(_law_p90(_law(size_s, rho)) - _p90(_excess_by_size(rho)[TINY])) < 0.5 * size_s
+
+
+def test_on_exponential_sizes_the_variance_is_the_m_m_1_processor_sharing_one():
+    """Tagged transfers of a fixed size among exponential ones (ρ = 0.5): their sojourn's mean is
+    size/(1 − ρ) and its variance Coffman, Muntz & Trotter's closed form, for a small and a large size."""
+    rng = random.Random(5)
+    eng = _Engine()
+    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
+    rho, mean_s = 0.5, 0.1
+    t, tagged = 0.0, {}
+    for rid in range(200_000):
+        t += rng.expovariate(rho / mean_s)
+        while eng.heap and eng.heap[0][0] <= t:
+            at, _, fn, arg = heapq.heappop(eng.heap)
+            fn(at, arg)
+        size_s = rng.expovariate(1 / mean_s)
+        if rid % 50 == 0 and rid >= 20_000:  # one in 50 is tagged, at 0.2 or 2 mean sizes
+            size_s = mean_s * (0.2 if rid % 100 else 2.0)
+            tagged[rid] = (t, size_s)
+        line.add(SimpleNamespace(rid=rid, flow=None), size_s * LINE_BYTES_PER_S, t)
+    while eng.heap:
+        at, _, fn, arg = heapq.heappop(eng.heap)
+        fn(at, arg)
+    for size_s in (0.2 * mean_s, 2.0 * mean_s):
+        sojourn = [eng.landed[rid] - t0 for rid, (t0, x) in tagged.items() if x == size_s]
+        mean = sum(sojourn) / len(sojourn)
+        var = sum((s - mean) ** 2 for s in sojourn) / len(sojourn)
+        assert mean == pytest.approx(size_s / (1 - rho), rel=0.05)
+        assert var == pytest.approx(ps_sojourn_var_s2(size_s, rho, mean_s), rel=0.12)
+
+
+def test_a_large_transfer_spreads_less_than_an_exponential_excess_but_a_small_one_more():
+    """Relative to its mean, a transfer long beside the line's others concentrates (variance
+    linear in its size); a short one mostly finds the line idle (variance ρ·size²/(1 − ρ)²)."""
+    rho, residual = 0.5, 0.35
+    small, large = 1e-3, 50.0
+    mean = lambda x: x * rho / (1 - rho)  # noqa: E731
+    assert ps_sojourn_var_s2(small, rho, residual) == pytest.approx(rho * small ** 2 / (1 - rho) ** 2, rel=1e-2)
+    assert ps_sojourn_var_s2(small, rho, residual) > mean(small) ** 2
+    slope = 2 * rho * residual / (1 - rho) ** 3
+    assert ps_sojourn_var_s2(large, rho, residual) == pytest.approx(slope * large, rel=0.02)
+    assert ps_sojourn_var_s2(large, rho, residual) < 0.1 * mean(large) ** 2
