@@ -3,17 +3,19 @@
 In: a plan, its placed `InstanceSpec`s, its `ServingConfig` (and the `Runtime`). Out: `describe`
 — engines, one line per instance (role, datacenter, chip, tp, device, GPUs claimed and pinned,
 Ray resources), each datacenter's emulated node resources, the WAN lines, where the router sits
-with its pipelines, P-MD threshold and filter, and the handoff; and the pieces a fleet's
+with its pipelines and the rules they use (P-MD threshold, filter, A's share and chunk, handoff); and the pieces a fleet's
 description reuses per model (`executor.fleet_deploy.describe_fleet`). Pure text, no I/O.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from executor.config import ServingConfig
 from executor.devices import Runtime
-from executor.placement import InstanceSpec, front_datacenter, node_resources
+from executor.placement import DEFAULT_AGG_CHUNK_TOKENS, InstanceSpec, front_datacenter, node_resources
+from executor.routing import Pipeline
 
 
 def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig, runtime: Runtime | None = None) -> str:
@@ -23,7 +25,7 @@ def describe(plan: Any, specs: list[InstanceSpec], config: ServingConfig, runtim
         lines.append(f"engines: {runtime.describe()}")
     lines += instance_table(specs)
     lines += shared_lines(specs, config)
-    lines += routing_lines(plan, config)
+    lines += routing_lines(plan, config, specs=specs)
     return "\n".join(lines)
 
 
@@ -56,11 +58,26 @@ def shared_lines(specs: list[InstanceSpec], config: ServingConfig) -> list[str]:
     return lines
 
 
-def routing_lines(plan: Any, config: ServingConfig, indent: str = "") -> list[str]:
-    """Where the router sits, its pipelines and thresholds, the handoff."""
+def routing_lines(plan: Any, config: ServingConfig, indent: str = "",
+                  specs: Sequence[InstanceSpec] = ()) -> list[str]:
+    """Where the router sits, its pipelines, and only the rules those pipelines use: the P-MD
+    threshold where P-MD and P-RLD-MD both serve, the filter where P-RLD does, A's share and
+    prefill chunk where A does, the handoff where a pipeline relays."""
     policy, handoff = config.routing, config.handoff
-    return [f"{indent}router in {config.router_datacenter or front_datacenter(plan)}; "
-            f"pipelines {sorted(p.value for p in policy.allowed)}; "
-            f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}; filter: input >= {policy.filter_min_input_tokens}, "
-            f"hit < {policy.filter_max_hit_rate:.2f}, output < {policy.filter_max_output_tokens}",
-            f"{indent}handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens"]
+    allowed = policy.allowed
+    parts = [f"router in {config.router_datacenter or front_datacenter(plan)}",
+             f"pipelines {sorted(p.value for p in allowed)}"]
+    if Pipeline.P_MD in allowed and Pipeline.P_RLD_MD in allowed:
+        parts.append(f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}")
+    if Pipeline.P_RLD in allowed:
+        parts.append(f"filter: input >= {policy.filter_min_input_tokens}, hit < {policy.filter_max_hit_rate:.2f}, "
+                     f"output < {policy.filter_max_output_tokens}")
+    if Pipeline.P_A in allowed:
+        share = "per class" if policy.agg_classes else f"{policy.agg_share:.0%} of requests"
+        chunks = sorted({s.chunked_prefill_tokens or DEFAULT_AGG_CHUNK_TOKENS for s in specs if s.role == "A"})
+        chunk = f", prefill chunk {'/'.join(map(str, chunks))} tokens" if chunks else ""
+        parts.append(f"A: {share}{chunk}")
+    lines = [indent + "; ".join(parts)]
+    if any(p.uses_relay for p in allowed):
+        lines.append(f"{indent}handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens")
+    return lines

@@ -91,7 +91,7 @@ def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | Non
         lines.append(f"  planned: {met.goodput_rps:.2f} req/s goodput at ${met.cost_usd_per_h:.2f}/h, BCR "
                      f"{met.bcr_requests_per_usd:.0f} req/$ (the planner's prediction: plan.models.{m.name})")
         lines += instance_table(m.specs, indent="  ")
-        lines += routing_lines(m.plan, m.config, indent="  ")
+        lines += routing_lines(m.plan, m.config, indent="  ", specs=m.specs)
     lines.append("shared by the models:")
     lines += ["  " + line for line in shared_lines(specs, members[0].config)]
     return "\n".join(lines)

@@ -34,3 +34,7 @@ def test_dry_run_of_an_optimized_aggregated_plan_shows_its_a_instances(tmp_path)
             assert row.split()[1] == "A" and f"chip:{pool['chip']}={pool['tp']}" in row
     assert f"{sum(p['count'] for p in plan['pools'])} instances" in out
     assert "pipelines ['A']" in out and "router in dc" in out
+    # only the rules A uses: its share and prefill chunk, no P-MD threshold, filter or handoff
+    routing = next(line for line in out.splitlines() if line.startswith("router in"))
+    assert "A: " in routing and "prefill chunk" in routing
+    assert "P-MD at hit" not in out and "filter:" not in out and "handoff" not in out

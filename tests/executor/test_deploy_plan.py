@@ -75,6 +75,8 @@ def test_deploy_dry_run_prints_the_placement(tmp_path):
     assert "dc:dc-b=1, chip:GPU-B=4" in out
     assert "link dc-a<->dc-b: 25 Gbit/s, RTT 30 ms" in out
     assert "catch-up above 48 pending tokens" in out
+    # both P-MD and P-RLD-MD serve, so the threshold between them is said; no P-RLD: no filter
+    assert "P-MD at hit >= 0.900" in out and "filter:" not in out
 
 
 def test_deploy_bad_plan_exits_2_naming_the_problem(tmp_path):
