@@ -18,6 +18,12 @@ the executor's code, every number is measured:
 * **Decoders step every decoding request** (``executor/roles/md.py`` / ``rld.py``:
   ``step`` runs ``Engine.decode_step`` over all requests in DECODING): no batch cap
   besides the KV pool (continuous batching; a request joins between two steps).
+* **Messages wait for the step in progress** (``executor/roles/common.py``: ``run_once``
+  drains the inbox, then runs one step): a KV that lands on a decoder mid-step is
+  imported — and its t0 streamed — only when that step ends
+  (:meth:`~placer.sim.decode.DecodeInstance.step_boundary`). No figure: the step's own
+  time. The executor reports this wait per request (``md_kv_inbox_s`` /
+  ``rld_kv_inbox_s`` in the request record): 9-57 ms medians under the bench's load.
 * **Admission**: ``executor.admission.AdmissionPolicy`` limits nothing by default (no
   ``max_live``, no ``max_per_instance``), so every request is admitted and queues at P;
   the simulator admits every request too (a plan with limits is not replayed here).
@@ -40,9 +46,10 @@ the executor's code, every number is measured:
 * **The pull's round trip over the WAN**: the router sends the decoder its order and the
   decoder sends ``KVPull`` to P, so a cross-datacenter KV transfer cannot start before
   one round trip after the request arrived (``executor/roles/md.py: _pull``).
-* **The line** (``executor/transport/link.py``, ``LinkEmulator``): one token bucket per
-  direction shared round-robin by every transfer (processor sharing, as
-  :class:`~placer.sim.links.WanLink` does), then each frame one way RTT/2 plus normal
+* **The line** (``executor/transport/link.py``, ``LinkEmulator``): one serialiser per
+  direction at the line's rate (``LineClock``: the line's own timeline, so the relay
+  thread's late wake-ups cost no capacity), shared round-robin by every transfer
+  (processor sharing, as :class:`~placer.sim.links.WanLink` does), then each frame one way RTT/2 plus normal
   jitter of standard deviation ``jitter_ms``, clamped at 0 (``LinkShape.arrival_delay_s``);
   the KV pays that one way, and the first token streamed back to the router from the far
   datacenter another.
@@ -53,8 +60,12 @@ the executor's code, every number is measured:
   thread says (see :class:`Host`). The measured tables and
   the overheads here are CPU seconds of one thread (``placer profile model --clock
   thread``), which other work does not inflate; the host turns them into wall seconds.
-  A prefill's factor is fixed when it starts; a decode batch is re-timed whenever the
-  number of busy instances changes.
+  ``slowdown`` and ``speedup`` describe the cores other work leaves, so they are measured
+  together and when the run is served (``bench/measure_runtime.py: probe_host``, which
+  bench_serve runs around each setup), not minutes apart under another load.
+  A prefill in flight and a decode batch are re-timed whenever the number of busy
+  instances changes (processor sharing: a forward started while the decoders were idle
+  slows down when they start stepping — as the executor's does).
 """
 
 from __future__ import annotations
@@ -150,12 +161,13 @@ class Host:
     machine's other work causes.
     """
 
-    __slots__ = ("runtime", "busy", "decoders")
+    __slots__ = ("runtime", "busy", "decoders", "prefills")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
         self.busy = 0
         self.decoders: list = []  # re-timed when the busy count changes
+        self.prefills: list = []  # so is a prefill in flight
 
     def factor(self) -> float:
         """Wall seconds per CPU second of each running forward now."""
@@ -166,4 +178,7 @@ class Host:
         self.busy += delta
         for inst in self.decoders:
             if inst.B:
+                inst.retime(t)
+        for inst in self.prefills:
+            if inst.busy:
                 inst.retime(t)

@@ -168,3 +168,14 @@ def test_under_load_a_decoders_step_delays_the_next_first_token(tmp_path):
     # a long decode still running when the short request's KV lands; its TTFT (> 1 s) is the larger
     behind = run([(0.0, 8192, 4000, 0.0), short])["ttft_p50_s"]
     assert alone < behind < alone + 0.1
+
+
+def test_a_prefill_slows_down_when_the_decoders_start_stepping_beside_it(tmp_path):
+    """P's forward is re-timed when the busy count changes, not priced once when it starts."""
+    problem, plan = _same_dc_problem_and_plan()
+    # a short prompt with a long decode, then a long prompt whose prefill starts before that decode does
+    rows = [(0.0, 256, 4000, 0.0), (0.0001, 8192, 4, 0.0)]
+    run = lambda cores: simulate(problem, plan, SimConfig(requests=2, workload="trace", trace=_trace(tmp_path, rows),
+                                                          warmup_fraction=0.0, runtime=_runtime(cores=cores)))
+    roomy, shared = run(8)["ttft_p99_s"], run(1)["ttft_p99_s"]  # the long prompt's TTFT
+    assert shared > 1.6 * roomy  # on one core, P's forward shares it with MD's steps almost throughout
