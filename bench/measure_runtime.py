@@ -16,6 +16,9 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   when the threads fight over the GIL).
 - ``slowdown``: wall ÷ thread CPU time of a 256-token prefill on one thread, median of 7
   (1 on an idle machine; 3 when other work leaves a third of a core).
+- :func:`probe_host`: ``slowdown`` and ``speedup`` again, together and quickly, for the
+  moment a run is served (bench_serve probes them around each setup: on a shared machine
+  the cores other work leaves change within minutes).
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
@@ -109,6 +112,24 @@ def forwards_per_s(k: int, window_s: float = 1.0) -> float:
     for th in threads:
         th.join()
     return done / elapsed
+
+
+def probe_host(window_s: float = 0.6, most: int = 3) -> dict:
+    """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
+    threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
+
+    The simulator charges n concurrent forwards ``slowdown × n / speedup(n)`` wall seconds per
+    CPU second (:class:`placer.sim.runtime.Host`): both factors describe the cores other work
+    leaves us, so they must be measured at the same time as each other and as the serving they
+    describe (bench_serve probes before and after each setup). A speedup measured minutes apart
+    under another load mixes that load into the GIL's share: on a shared 2-core machine it read
+    0.70-0.80 for two threads beside a one-thread slowdown of 1.0-1.3 probed at serve time,
+    charging two forwards 2.5x instead of the ~1.3x one loaded core gives.
+    """
+    slowdown = probe_slowdown(reps=5)
+    one = forwards_per_s(1, window_s)
+    speedup = [1.0] + [round(forwards_per_s(k, window_s) / one, 3) for k in range(2, most + 1)]
+    return {"slowdown": round(slowdown, 3), "speedup": speedup}
 
 
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:
