@@ -22,6 +22,9 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
+- ``wan_cpu_s_per_byte``: process CPU time of a ``KV_TOKENS``-token ``KVData`` sent through
+  an in-process ``LinkEmulator`` between two socket endpoints, per byte (median of 3): the
+  I/O thread's work while a line is busy (7 ns/byte here: 0.17 core at 200 Mbit/s).
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
@@ -164,6 +167,49 @@ def measure_kv(reps: int = 9) -> tuple[float, float, int]:
     return size / statistics.median(export_s), size / statistics.median(import_s), size
 
 
+def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 1.0) -> float:
+    """Process CPU seconds per byte of one KV_TOKENS-token KVData sent through an in-process
+    ``LinkEmulator`` (median of ``reps``): the I/O thread's framing, relaying, reassembling and
+    decoding, what a busy WAN line costs the serving process besides the engines' threads.
+    The sender's ``encode`` (on its worker thread) is included: a few percent of the total."""
+    import threading
+
+    from executor.transport.base import PeerInfo
+    from executor.transport.link import LinkEmulator
+    from executor.transport.messages import KVData
+    from executor.transport.shaping import LinkShape
+    from executor.transport.tcp import Directory, TcpEndpoint
+
+    directory = Directory()
+    line = LinkEmulator("dc-a", "dc-b", LinkShape(gbit_per_s, rtt_ms=2.0))
+    address = line.start()
+    directory.add_link("dc-a", "dc-b", address)
+    directory.add_link("dc-b", "dc-a", address)
+    ends = {}
+    for name, dc in (("src", "dc-a"), ("dst", "dc-b")):
+        ends[name] = TcpEndpoint(name, dc, directory)
+        directory.add(PeerInfo(name, dc, ends[name].start()))
+    got = threading.Event()
+    ends["dst"].set_handler(lambda src, msg: got.set())
+    size = KV_TOKENS * MODEL.kv_bytes_per_token
+    per_byte = []
+    try:
+        for i in range(reps + 1):  # the first opens the connections
+            got.clear()
+            time.sleep(0.05)
+            c0 = time.process_time()
+            ends["src"].send("dst", KVData(f"r{i}", 0, KV_TOKENS, 1, 0, bytes(size)), deadline_s=60)
+            if not got.wait(60):
+                raise RuntimeError("the KV did not cross the emulated line")
+            if i:
+                per_byte.append((time.process_time() - c0) / size)
+    finally:
+        for ep in ends.values():
+            ep.close()
+        line.close()
+    return statistics.median(per_byte)
+
+
 def engine_times(reps: int = 9) -> tuple[float, float]:
     """Thread CPU seconds of (a LONE_PROMPT_TOKENS-token prefill, a decode step at batch 1), medians."""
     eng = _engine(0)
@@ -217,6 +263,7 @@ def measure_runtime(rounds: int = 3) -> dict:
     speedup = measure_speedup(rounds)
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
+    wan_cpu = measure_wan_cpu()
     short, long = LONE_OUTPUTS
     c_short = statistics.median(lone_request_cpu_s(short) for _ in range(rounds))
     c_long = statistics.median(lone_request_cpu_s(long) for _ in range(rounds))
@@ -232,6 +279,7 @@ def measure_runtime(rounds: int = 3) -> dict:
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
         "token_stream_s": round(max(0.0, stream), 6),
+        "wan_cpu_s_per_byte": float(f"{wan_cpu:.4g}"),
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {

@@ -43,6 +43,13 @@ the executor's code, every number is measured:
   message per request to the router (encode, endpoint, I/O loop) — CPU seconds added
   per request to the step (measured: the growth of a lone request's process CPU time
   per output token, less the engine's decode step).
+* **The I/O thread**: every socket, and the ``LinkEmulator`` relay, runs on one asyncio
+  thread of the process (``executor/transport/frames.py: IoLoop``); bytes crossing the
+  emulated line are framed, relayed, reassembled and decoded there, in Python, beside the
+  engines' threads. ``wan_cpu_s_per_byte`` (measured: process CPU time of one KV-sized
+  message sent through an in-process line, per byte) times a busy line's rate is that
+  thread's load, which :class:`Host` adds to the busy forwards (same-datacenter
+  messages are handed over in process: no bytes, no load).
 * **The pull's round trip over the WAN**: the router sends the decoder its order and the
   decoder sends ``KVPull`` to P, so a cross-datacenter KV transfer cannot start before
   one round trip after the request arrived (``executor/roles/md.py: _pull``).
@@ -94,6 +101,9 @@ class ExecutorRuntime:
     """KV deserialisation + import on the decoder's worker thread (stalls its batch)."""
     token_stream_s: float
     """Per request per decode step: sending one Tokens message to the router."""
+    wan_cpu_s_per_byte: float = 0.0
+    """CPU seconds the process's I/O thread spends per byte crossing the emulated WAN line (framing,
+    the LinkEmulator's relay, reassembly and decoding); 0: not measured."""
     speedup: tuple[float, ...] = ()
     """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
     empty: the cores alone (k / max(1, k / cores))."""
@@ -111,13 +121,16 @@ class ExecutorRuntime:
             if (positive and value <= 0) or value < 0:
                 raise InputError(f"runtime.{f.name}: must be {'> 0' if positive else '>= 0'}, got {value!r}")
 
-    def speedup_at(self, k: int) -> float:
-        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value)."""
+    def speedup_at(self, k: float) -> float:
+        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value; a
+        fraction of a thread — the I/O thread's share — between the table's neighbours)."""
         if k <= 1:
             return 1.0
         if not self.speedup:
             return min(float(k), self.cores)
-        return self.speedup[min(k, len(self.speedup)) - 1]
+        lo = int(k)
+        at = lambda i: self.speedup[min(i, len(self.speedup)) - 1]
+        return at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
 
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
@@ -133,7 +146,7 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source", "speedup"} if n not in data]
+        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte"} if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
@@ -158,21 +171,37 @@ class Host:
     With n of our instances computing, each forward takes n / speedup(n) times its CPU
     time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
     cores and GIL together), times the measured one-thread ``slowdown`` that the
-    machine's other work causes.
+    machine's other work causes. While a WAN line carries bytes, the process's I/O thread
+    moves them (``wan_cpu_s_per_byte`` × the line's rate: a fraction of a thread), so n
+    counts that fraction too.
     """
 
-    __slots__ = ("runtime", "busy", "decoders", "prefills")
+    __slots__ = ("runtime", "busy", "decoders", "prefills", "io_cores", "lines")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
         self.busy = 0
+        self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
+        self.lines: dict = {}  # busy line → its I/O load (cores)
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
     def factor(self) -> float:
         """Wall seconds per CPU second of each running forward now."""
-        n = self.busy if self.busy > 1 else 1
+        n = (self.busy if self.busy > 1 else 1) + self.io_cores
         return self.runtime.slowdown * n / self.runtime.speedup_at(n)
+
+    def line(self, t: float, link, busy: bool) -> None:
+        """A WAN line started or stopped carrying bytes: the I/O thread moves them at the line's rate."""
+        cores = link.rate * self.runtime.wan_cpu_s_per_byte if busy else 0.0
+        if self.lines.get(link, 0.0) == cores:
+            return
+        if cores:
+            self.lines[link] = cores
+        else:
+            self.lines.pop(link, None)
+        self.io_cores = sum(self.lines.values())
+        self.change(t, 0)
 
     def change(self, t: float, delta: int) -> None:
         self.busy += delta

@@ -55,6 +55,22 @@ def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
         _runtime(speedup=[1.0, -2])
 
 
+def test_a_busy_wan_line_loads_the_io_thread_beside_the_forwards():
+    host = Host(_runtime(wan_cpu_s_per_byte=8e-9, speedup=[1.0, 1.5]))  # FIGURES lack it: 0, not measured
+    host.busy = 1
+
+    class Line:
+        rate = 25e6  # bytes/s: 0.2 of a core at 8 ns/byte
+
+    line = Line()
+    assert host.factor() == 1.0
+    host.line(0.0, line, True)
+    assert host.factor() == pytest.approx(1.2 / (1.0 + 0.2 * 0.5))  # speedup between the table's 1 and 2
+    host.line(1.0, line, False)
+    assert host.factor() == 1.0
+    assert Host(_runtime()).runtime.wan_cpu_s_per_byte == 0.0
+
+
 def _trace(tmp_path, rows) -> str:
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": o,
