@@ -27,8 +27,9 @@ simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and th
 (`placer profile model --device cpu --grid serve`, measured first unless `--profile`)
 and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
 trace: same prompts, the arrival times each setup saw. The machine may be shared: the
-profile is in CPU seconds and each setup's simulation takes the one-thread slowdown
-measured just before and after serving it. `--quick` is a smaller run of the same
+profile is in CPU seconds and each setup's simulation takes the one-thread slowdown and
+the speedup of 1-3 concurrent engine threads measured just before and after serving it
+(`measure_runtime.probe_host`). `--quick` is a smaller run of the same
 comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 """
 
@@ -199,10 +200,16 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         if r is not None and r.ttft_s is not None:
             by_kind.setdefault(req.kind, []).append(r.ttft_s)
     handoffs = [r.extra for r in records if r is not None and "handoff_latency_s" in r.extra]
+    phases: dict[str, dict[str, list[float]]] = {}  # kind → phase → seconds (executor's request records)
+    for req, r in zip(trace, records):
+        if r is not None and r.ttft_s is not None:
+            for key, v in {"ttft_s": r.ttft_s, **r.extra}.items():
+                if key.endswith("_s") and isinstance(v, (int, float)):
+                    phases.setdefault(req.kind, {}).setdefault(key, []).append(float(v))
     link = stats["links"].get("dc-a<->dc-b", {}).get("dc-a->dc-b", {})
     return {
         "setup": name, "requests": len(trace), "errors": errors, "wall_s": wall_s, "arrivals": arrivals,
-        "ttft_s": ttft, "tpot_s": tpot, "ttft_by_kind": by_kind,
+        "ttft_s": ttft, "tpot_s": tpot, "ttft_by_kind": by_kind, "phases": phases,
         "outputs": [s.tokens if s is not None else None for s in streams],
         "pipelines": {p: sum(1 for r in records if r is not None and r.pipeline == p)
                       for p in sorted({r.pipeline for r in records if r is not None})},
@@ -321,7 +328,8 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     base = ExecutorRuntime.from_dict(runtime)
     out: dict = {"planner": {}, "simulator": {}, "notes": []}
     for name, res in results.items():
-        rt = replace(base, slowdown=res.get("slowdown", base.slowdown))
+        rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
+                     speedup=tuple(res.get("speedup", base.speedup)))
         scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
         plan = plans[name]
         try:
@@ -392,6 +400,21 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     return {"rows": rows, "same_order": same, "worst_gated_error": worst}
 
 
+PHASES = ("orders_sent_after_s", "p_queue_s", "prefill_s", "md_p_pull_wait_s", "md_p_export_s", "md_kv_transfer_s",
+          "md_kv_inbox_s", "md_import_s", "rld_p_pull_wait_s", "rld_p_export_s", "rld_kv_inbox_s", "rld_import_s",
+          "t0_transit_s", "ttft_s")
+
+
+def print_phases(results: dict[str, dict]) -> None:
+    """Where the first token's time went, per setup and request kind: medians of the executor's phase
+    times (the request records' `extra`; md_*/rld_*: as the first decoder saw them), in ms."""
+    print("\nwhere TTFT went (medians, ms; executor's phase times):")
+    for name, res in results.items():
+        for kind, ph in sorted(res.get("phases", {}).items()):
+            parts = [f"{k.removesuffix('_s')} {1000 * statistics.median(ph[k]):.1f}" for k in PHASES if ph.get(k)]
+            print(f"  {name:<12} {kind:<9} " + ", ".join(parts))
+
+
 def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line: LinkShape, cal: dict) -> dict:
     kinds = {k: sum(r.kind == k for r in trace) for k in ("new", "turn", "anomalous")}
     print(f"trace: {len(trace)} requests ({kinds['turn']} later turns, high hit; {kinds['new']} new conversations "
@@ -403,8 +426,11 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
               f"{1000 * cal['request_overhead_s']:.1f} ms CPU, KV export "
               f"{cal['kv_export_bytes_per_s'] / 1e6:.0f} MB/s, "
               f"import {cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
-              f"{1e6 * cal['token_stream_s']:.0f} us CPU; one thread's slowdown by other work: "
-              + ", ".join(f"{n} {r.get('slowdown', math.nan):.2f}" for n, r in results.items()))
+              f"{1e6 * cal['token_stream_s']:.0f} us CPU, WAN bytes on the I/O thread "
+              f"{1e9 * cal.get('wan_cpu_s_per_byte', 0.0):.1f} ns CPU/byte; at serve time, one thread's slowdown "
+              "by other work "
+              "and the speedup of 1-3 engine threads: "
+              + ", ".join(f"{n} {r.get('slowdown', math.nan):.2f} {r.get('speedup', '-')}" for n, r in results.items()))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")
     summary: dict = {}
@@ -441,6 +467,7 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     pdd = results["pdd"]
     if pdd["output_tokens"]:
         print(f"RLD share of output tokens (PDD): {100 * pdd['rld_tokens'] / pdd['output_tokens']:.1f} %")
+    print_phases(results)
     out["comparison"] = compare(results, pred)
     out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator")}
     return out
@@ -470,7 +497,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Measure (profile, runtime), serve the three setups, predict, report."""
-    from bench.measure_runtime import measure_runtime, probe_slowdown
+    from bench.measure_runtime import measure_runtime, probe_host
     import torch
 
     torch.set_num_threads(1)
@@ -493,13 +520,20 @@ def run(args: argparse.Namespace) -> int:
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
         results = json.loads(args.served.read_text()) if args.served else {}
         for name in [] if args.served else setups():
-            before = probe_slowdown()
+            before = probe_host()
             results[name] = serve(name, trace, line, ec, args.seed)
-            results[name]["slowdown"] = (before + probe_slowdown()) / 2  # the machine's other work, then
+            after = probe_host()  # the cores other work left us, around the serving
+            results[name]["slowdown"] = (before["slowdown"] + after["slowdown"]) / 2
+            results[name]["speedup"] = [round((a + b) / 2, 3) for a, b in zip(before["speedup"], after["speedup"])]
             print(f"[{name}: {len(trace)} requests in {results[name]['wall_s']:.1f} s; one thread's slowdown "
-                  f"{results[name]['slowdown']:.2f}]", file=sys.stderr)
+                  f"{results[name]['slowdown']:.2f}, speedup of 1-3 threads {results[name]['speedup']}]",
+                  file=sys.stderr)
         if args.json and not args.served:
             args.json.with_suffix(".served.json").write_text(json.dumps(results, default=str))
+            if profile is not None and args.profile is None:  # to re-predict with --served
+                args.json.with_suffix(".profile.json").write_text(profile.read_text())
+            if runtime and args.runtime is None:
+                args.json.with_suffix(".runtime.json").write_text(json.dumps(runtime, indent=2))
         pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed)
     out = report(results, pred, trace, line, runtime)
     out["runtime"] = runtime

@@ -16,9 +16,15 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   when the threads fight over the GIL).
 - ``slowdown``: wall ÷ thread CPU time of a 256-token prefill on one thread, median of 7
   (1 on an idle machine; 3 when other work leaves a third of a core).
+- :func:`probe_host`: ``slowdown`` and ``speedup`` again, together and quickly, for the
+  moment a run is served (bench_serve probes them around each setup: on a shared machine
+  the cores other work leaves change within minutes).
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
+- ``wan_cpu_s_per_byte``: process CPU time of a ``KV_TOKENS``-token ``KVData`` sent through
+  an in-process ``LinkEmulator`` between two socket endpoints, per byte (median of 3): the
+  I/O thread's work while a line is busy (7 ns/byte here: 0.17 core at 200 Mbit/s).
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
@@ -111,6 +117,24 @@ def forwards_per_s(k: int, window_s: float = 1.0) -> float:
     return done / elapsed
 
 
+def probe_host(window_s: float = 0.6, most: int = 3) -> dict:
+    """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
+    threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
+
+    The simulator charges n concurrent forwards ``slowdown × n / speedup(n)`` wall seconds per
+    CPU second (:class:`placer.sim.runtime.Host`): both factors describe the cores other work
+    leaves us, so they must be measured at the same time as each other and as the serving they
+    describe (bench_serve probes before and after each setup). A speedup measured minutes apart
+    under another load mixes that load into the GIL's share: on a shared 2-core machine it read
+    0.70-0.80 for two threads beside a one-thread slowdown of 1.0-1.3 probed at serve time,
+    charging two forwards 2.5x instead of the ~1.3x one loaded core gives.
+    """
+    slowdown = probe_slowdown(reps=5)
+    one = forwards_per_s(1, window_s)
+    speedup = [1.0] + [round(forwards_per_s(k, window_s) / one, 3) for k in range(2, most + 1)]
+    return {"slowdown": round(slowdown, 3), "speedup": speedup}
+
+
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:
     """Aggregate throughput of k concurrent engine threads in this process ÷ one thread's, k = 1…most
     (medians over rounds): the cores AND the GIL the instances of one process share."""
@@ -141,6 +165,49 @@ def measure_kv(reps: int = 9) -> tuple[float, float, int]:
         dst.finish(req)
         src.finish(res.request)
     return size / statistics.median(export_s), size / statistics.median(import_s), size
+
+
+def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 1.0) -> float:
+    """Process CPU seconds per byte of one KV_TOKENS-token KVData sent through an in-process
+    ``LinkEmulator`` (median of ``reps``): the I/O thread's framing, relaying, reassembling and
+    decoding, what a busy WAN line costs the serving process besides the engines' threads.
+    The sender's ``encode`` (on its worker thread) is included: a few percent of the total."""
+    import threading
+
+    from executor.transport.base import PeerInfo
+    from executor.transport.link import LinkEmulator
+    from executor.transport.messages import KVData
+    from executor.transport.shaping import LinkShape
+    from executor.transport.tcp import Directory, TcpEndpoint
+
+    directory = Directory()
+    line = LinkEmulator("dc-a", "dc-b", LinkShape(gbit_per_s, rtt_ms=2.0))
+    address = line.start()
+    directory.add_link("dc-a", "dc-b", address)
+    directory.add_link("dc-b", "dc-a", address)
+    ends = {}
+    for name, dc in (("src", "dc-a"), ("dst", "dc-b")):
+        ends[name] = TcpEndpoint(name, dc, directory)
+        directory.add(PeerInfo(name, dc, ends[name].start()))
+    got = threading.Event()
+    ends["dst"].set_handler(lambda src, msg: got.set())
+    size = KV_TOKENS * MODEL.kv_bytes_per_token
+    per_byte = []
+    try:
+        for i in range(reps + 1):  # the first opens the connections
+            got.clear()
+            time.sleep(0.05)
+            c0 = time.process_time()
+            ends["src"].send("dst", KVData(f"r{i}", 0, KV_TOKENS, 1, 0, bytes(size)), deadline_s=60)
+            if not got.wait(60):
+                raise RuntimeError("the KV did not cross the emulated line")
+            if i:
+                per_byte.append((time.process_time() - c0) / size)
+    finally:
+        for ep in ends.values():
+            ep.close()
+        line.close()
+    return statistics.median(per_byte)
 
 
 def engine_times(reps: int = 9) -> tuple[float, float]:
@@ -196,6 +263,7 @@ def measure_runtime(rounds: int = 3) -> dict:
     speedup = measure_speedup(rounds)
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
+    wan_cpu = measure_wan_cpu()
     short, long = LONE_OUTPUTS
     c_short = statistics.median(lone_request_cpu_s(short) for _ in range(rounds))
     c_long = statistics.median(lone_request_cpu_s(long) for _ in range(rounds))
@@ -211,6 +279,7 @@ def measure_runtime(rounds: int = 3) -> dict:
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
         "token_stream_s": round(max(0.0, stream), 6),
+        "wan_cpu_s_per_byte": float(f"{wan_cpu:.4g}"),
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {

@@ -85,6 +85,9 @@ class LiveRequest:
         for k, tok in enumerate(out):
             if self.first_token_at is None:
                 self.first_token_at = now
+                sent = info.get("md_t0_sent_unix_s") or info.get("rld_t0_sent_unix_s")
+                if sent:  # the first token's trip from its decoder to here (where clocks agree)
+                    self.info["t0_transit_s"] = round(max(0.0, time.time() - sent), 6)
             self.last_token_at = now
             self.stream.push(StreamEvent("token", start + k, tok))
         return self.assembler.done

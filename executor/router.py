@@ -187,6 +187,7 @@ class Router:
                 raise
             self.live[rid] = live
         self._outbox.flush()
+        live.info["orders_sent_after_s"] = round(time.monotonic() - live.arrival, 6)
         return live.stream
 
     def _start_attempt(self, live: LiveRequest, prompt: list[int], s: dict[str, Any], *,
@@ -305,6 +306,7 @@ class Router:
                     live.prefix_hit_tokens = msg.num_cached_tokens
                     live.info["prefill_s"] = msg.prefill_s
                     live.info["prefill_done_after_s"] = time.monotonic() - live.arrival  # queue + prefill
+                    live.info["p_queue_s"] = msg.queue_s
                 self._unload(live, flows.P)
             elif isinstance(msg, RequestError):
                 self._end(live, None, f"{msg.source}: {msg.error}", failed_at=msg.source)

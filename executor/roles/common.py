@@ -9,6 +9,10 @@ on P, one batched decode step on RLD/MD). All engine calls happen on this one
 thread, so roles need no locks. `run_once` can also be driven by a test (no
 thread) for deterministic interleavings. A handler that raises fails only its
 request: the router gets a `RequestError`, the loop goes on.
+
+Each message is stamped (`time.monotonic`) when the channel hands it over; a handler
+reads that stamp as `received_at`, so roles can report where a request's time went
+(the phase times the first `Tokens` message carries to the request log).
 """
 
 from __future__ import annotations
@@ -37,6 +41,21 @@ def sampling_from(d: dict[str, Any]) -> SamplingParams:
                           max_new_tokens=int(d["max_new_tokens"]), stop_at_eos=bool(d["stop_at_eos"]))
 
 
+def kv_phases(prefix: str, kv: Any, received_at: float, pulled_at: float, import_s: float) -> dict[str, float]:
+    """Where a pulled KV's time went, as seen by the consumer that imported it (seconds; names
+    start with `prefix`, the consumer's role): pull sent → KV received, P's wait and export,
+    the transfer (P's send → here, on the wall clock: meaningful where clocks agree), the
+    wait in this worker's inbox, the import."""
+    now = time.monotonic()
+    received_unix = time.time() - (now - received_at)
+    handled_at = now - import_s
+    phases = {"pull_to_kv_s": received_at - pulled_at, "p_pull_wait_s": kv.pull_wait_s,
+              "p_export_s": kv.export_s, "kv_inbox_s": max(0.0, handled_at - received_at), "import_s": import_s}
+    if kv.sent_at_unix_s:
+        phases["kv_transfer_s"] = max(0.0, received_unix - kv.sent_at_unix_s)
+    return {f"{prefix}_{k}": round(v, 6) for k, v in phases.items()}
+
+
 def stop_reason(req: Any) -> str | None:
     """"length" (budget spent), "stop" (EOS), or None while the request goes on."""
     if not req.reached_stop():
@@ -55,7 +74,8 @@ class RoleWorker:
         self.datacenter = endpoint.datacenter
         self.kv_deadline_s, self.message_deadline_s = kv_deadline_s, message_deadline_s
         self.kv_wait_s = kv_wait_s  # a decoder gives up on KV that has not come by then
-        self.inbox: queue.Queue[tuple[str, Message]] = queue.Queue()
+        self.inbox: queue.Queue[tuple[str, Message, float]] = queue.Queue()
+        self.received_at = 0.0  # monotonic time the message being handled reached this instance
         self.counters: Counter[str] = Counter()
         self.failed_transfers: deque[Transfer] = deque(maxlen=256)  # the latest, for inspection
         self._thread: threading.Thread | None = None
@@ -95,7 +115,7 @@ class RoleWorker:
             except TransportError:
                 pass
             return
-        self.inbox.put((src, msg))
+        self.inbox.put((src, msg, time.monotonic()))
 
     def load(self) -> int:
         """Live requests plus queued messages (read from the channel's thread: approximate)."""
@@ -117,8 +137,9 @@ class RoleWorker:
                 batch.append(self.inbox.get_nowait())
             except queue.Empty:
                 break
-        for src, msg in batch:
+        for src, msg, received_at in batch:
             did = True
+            self.received_at = received_at
             self._dispatch(src, msg)
         self.tick(time.monotonic())
         if self.has_work():

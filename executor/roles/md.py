@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor.engine.kv_payload import KVPayload
-from executor.roles.common import RoleWorker, sampling_from, stop_reason
+from executor.roles.common import RoleWorker, kv_phases, sampling_from, stop_reason
 from executor.transport.messages import (
     HandoffAck,
     HandoffTokens,
@@ -73,6 +73,8 @@ class _Main:
     pull_start: int = 0
     created_at: float = field(default_factory=time.monotonic)
     info: dict[str, Any] = field(default_factory=dict)
+    pulled_at: float = 0.0  # when the (last) KVPull was sent
+    phases: dict[str, float] = field(default_factory=dict)  # where t0's time went: sent with the first Tokens
 
 
 class MainWorker(RoleWorker):
@@ -95,7 +97,7 @@ class MainWorker(RoleWorker):
     # ---- messages ----------------------------------------------------------------------
 
     def on_order(self, src: str, order: MainOrder) -> None:
-        main = _Main(order)
+        main = _Main(order, created_at=self.received_at or time.monotonic())
         self.mains[order.request_id] = main
         self.counters["orders"] += 1
         blocker = self._inflight_prefix(order.prompt)
@@ -129,6 +131,8 @@ class MainWorker(RoleWorker):
     def _pull(self, main: _Main) -> None:
         main.pull_start = self.engine.cached_prefix_len(main.order.prompt)
         main.pulled = True
+        main.pulled_at = time.monotonic()
+        main.phases["md_order_to_pull_s"] = round(main.pulled_at - main.created_at, 6)
         self.send(main.order.prefill, KVPull(main.order.request_id, main.pull_start))
 
     def _release_deferred(self, request_id: str) -> None:
@@ -145,6 +149,7 @@ class MainWorker(RoleWorker):
         from executor.engine import PrefixMissingError
 
         o = main.order
+        t_import = time.perf_counter()
         try:
             req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload),
                                         sampling_from(o.sampling), num_prompt_tokens=len(o.prompt))
@@ -152,6 +157,7 @@ class MainWorker(RoleWorker):
             self.counters["repulls"] += 1
             self._pull(main)
             return
+        main.phases |= kv_phases("md", kv, self.received_at, main.pulled_at, time.perf_counter() - t_import)
         self.send(src, KVDone(kv.request_id, imported=True))
         self.counters["kv_received_bytes"] += len(kv.payload)
         self.counters["drc_hit_tokens"] += kv.start
@@ -238,7 +244,10 @@ class MainWorker(RoleWorker):
         outputs = main.request.output_ids
         new = outputs[main.streamed :]
         if new or reason:
-            info = main.info if reason else {}
+            info = dict(main.info) if reason else {}
+            if main.phases:  # with the first batch this MD streams
+                info |= main.phases | {"md_t0_sent_unix_s": time.time()}
+                main.phases = {}
             self.send(main.order.reply_to, Tokens(main.order.request_id, main.streamed, new, self.name, reason, info))
             self.counters["tokens_streamed"] += len(new)
             main.streamed = len(outputs)

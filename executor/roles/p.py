@@ -66,6 +66,7 @@ class PrefillWorker(RoleWorker):
         self.staged: dict[str, _Staged] = {}
         self.early_pulls: dict[str, list[tuple[str, KVPull, float]]] = {}
         self.orders: dict[str, PrefillOrder] = {}
+        self.order_at: dict[str, float] = {}  # request → when its order reached P (for PrefillDone.queue_s)
 
     def handlers(self):
         return {PrefillOrder: self.on_order, KVPull: self.on_pull, KVDone: self.on_done}
@@ -78,15 +79,16 @@ class PrefillWorker(RoleWorker):
 
     def on_order(self, src: str, order: PrefillOrder) -> None:
         self.orders[order.request_id] = order
+        self.order_at[order.request_id] = self.received_at
         self.queue.append(order)
         self.counters["orders"] += 1
 
     def on_pull(self, src: str, pull: KVPull) -> None:
         staged = self.staged.get(pull.request_id)
         if staged is None:
-            self.early_pulls.setdefault(pull.request_id, []).append((src, pull, time.monotonic()))
+            self.early_pulls.setdefault(pull.request_id, []).append((src, pull, self.received_at))
             return
-        self._serve_pull(staged, src, pull.start)
+        self._serve_pull(staged, src, pull.start, self.received_at)
 
     def on_done(self, src: str, done: KVDone) -> None:
         staged = self.staged.get(done.request_id)
@@ -104,6 +106,7 @@ class PrefillWorker(RoleWorker):
     def step(self) -> None:
         order = self.queue.popleft()
         t0 = time.perf_counter()
+        queue_s = max(0.0, time.monotonic() - self.order_at.pop(order.request_id, time.monotonic()))
         try:
             result = self.engine.prefill(order.prompt, sampling_from(order.sampling))
         except Exception as exc:
@@ -116,18 +119,23 @@ class PrefillWorker(RoleWorker):
         staged = _Staged(order, result.request, result.first_token, result.num_cached_tokens,
                          set(order.consumers), time.monotonic() + order.lease_s)
         self.staged[order.request_id] = staged
-        self.send(order.reply_to, PrefillDone(order.request_id, result.num_cached_tokens, prefill_s, self.name))
-        for src, pull, _ in self.early_pulls.pop(order.request_id, []):
-            self._serve_pull(staged, src, pull.start)
+        self.send(order.reply_to, PrefillDone(order.request_id, result.num_cached_tokens, prefill_s, self.name,
+                                              queue_s))
+        for src, pull, pulled_at in self.early_pulls.pop(order.request_id, []):
+            self._serve_pull(staged, src, pull.start, pulled_at)
         if not staged.waiting_for:
             self._release(order.request_id)
 
-    def _serve_pull(self, staged: _Staged, src: str, start: int) -> None:
+    def _serve_pull(self, staged: _Staged, src: str, start: int, pulled_at: float) -> None:
+        """Export and send the KV `[start, n)`; `pulled_at`: when the pull reached P (monotonic)."""
         n = len(staged.order.prompt)
         start = min(max(0, int(start)), n)
+        t0 = time.perf_counter()
+        wait_s = max(0.0, time.monotonic() - pulled_at)
         payload = self.engine.export_kv(staged.request, start, n)
         data = payload.to_bytes()
-        msg = KVData(staged.order.request_id, start, n, staged.first_token, staged.num_cached_tokens, data)
+        msg = KVData(staged.order.request_id, start, n, staged.first_token, staged.num_cached_tokens, data,
+                     pull_wait_s=wait_s, export_s=time.perf_counter() - t0, sent_at_unix_s=time.time())
         staged.served[src] = start
         staged.lease_until = max(staged.lease_until, time.monotonic() + staged.order.lease_s + self.kv_deadline_s)
         self.counters["kv_sent_bytes"] += len(data)
@@ -152,6 +160,7 @@ class PrefillWorker(RoleWorker):
     def _release(self, request_id: str) -> None:
         staged = self.staged.pop(request_id, None)
         self.orders.pop(request_id, None)
+        self.order_at.pop(request_id, None)
         if staged is not None:
             self.engine.finish(staged.request)
             self.counters["released"] += 1

@@ -36,7 +36,7 @@ from typing import Any
 
 from executor.engine.kv_payload import KVPayload
 from executor.handoff import HandoffPolicy, HandoffSession
-from executor.roles.common import RoleWorker, sampling_from, stop_reason
+from executor.roles.common import RoleWorker, kv_phases, sampling_from, stop_reason
 from executor.transport.messages import (
     HandoffAck,
     HandoffTokens,
@@ -69,6 +69,8 @@ class _Relay:
     session: HandoffSession | None = None
     pull_start: int = 0
     created_at: float = field(default_factory=time.monotonic)
+    pulled_at: float = 0.0  # when the (last) KVPull was sent
+    phases: dict[str, float] = field(default_factory=dict)  # where t0's time went: sent with the first Tokens
 
 
 class RelayWorker(RoleWorker):
@@ -89,13 +91,15 @@ class RelayWorker(RoleWorker):
     # ---- messages ----------------------------------------------------------------------
 
     def on_order(self, src: str, order: RelayOrder) -> None:
-        relay = _Relay(order)
+        relay = _Relay(order, created_at=self.received_at or time.monotonic())
         self.relays[order.request_id] = relay
         self.counters["orders"] += 1
         self._pull(relay)
 
     def _pull(self, relay: _Relay) -> None:
         relay.pull_start = self.engine.cached_prefix_len(relay.order.prompt)
+        relay.pulled_at = time.monotonic()
+        relay.phases["rld_order_to_pull_s"] = round(relay.pulled_at - relay.created_at, 6)
         self.send(relay.order.prefill, KVPull(relay.order.request_id, relay.pull_start))
 
     def on_kv(self, src: str, kv: KVData) -> None:
@@ -106,6 +110,7 @@ class RelayWorker(RoleWorker):
         from executor.engine import PrefixMissingError
 
         o = relay.order
+        t_import = time.perf_counter()
         try:
             req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload),
                                         sampling_from(o.sampling), num_prompt_tokens=len(o.prompt))
@@ -113,6 +118,7 @@ class RelayWorker(RoleWorker):
             self.counters["repulls"] += 1
             self._pull(relay)
             return
+        relay.phases |= kv_phases("rld", kv, self.received_at, relay.pulled_at, time.perf_counter() - t_import)
         self.send(src, KVDone(kv.request_id, imported=True))
         self.counters["kv_received_bytes"] += len(kv.payload)
         relay.request, relay.state = req, RelayState.DECODING
@@ -186,6 +192,9 @@ class RelayWorker(RoleWorker):
         if not new and finish_reason is None:
             return
         info = {"relay_tokens": len(outputs)} if finish_reason else {}
+        if relay.phases:  # with the first batch (t0)
+            info |= relay.phases | {"rld_t0_sent_unix_s": time.time()}
+            relay.phases = {}
         self.send(relay.order.reply_to, Tokens(relay.order.request_id, relay.streamed, new, self.name,
                                                finish_reason, info))
         self.counters["tokens_streamed"] += len(new)

@@ -3,12 +3,15 @@
 In: connections from endpoints in one datacenter to peers in the other (their first
 frame names the destination). Out: the same frames at the destination, paced and
 delayed as the line would (`LinkShape`): every transfer crossing in one direction
-shares that direction's token bucket (fair round-robin between transfers), then
-each frame arrives one-way delay + jitter later, never overtaking an earlier frame
-of its connection; acknowledgements flow back with the one-way delay. Real TCP sockets
+shares that direction's serialiser (`LineClock`: fair round-robin between transfers,
+frames back to back at the line's rate on the line's own timeline, so the relay's
+wake-up lateness costs no capacity), then each frame arrives one-way delay + jitter
+after its last byte crossed, never overtaking an earlier frame of its connection;
+acknowledgements flow back with the one-way delay. Real TCP sockets
 on both sides, so the same code shapes a line between processes or machines.
 
-Counters (`stats()`): bytes and frames per direction, the bucket's queueing.
+Counters (`stats()`): bytes and frames per direction, the line's queueing (`bucket_wait_s`:
+seconds frames waited for the line, summed).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from executor.transport.frames import FrameError, IoLoop, pack, read_frame
-from executor.transport.shaping import LinkShape, TokenBucket
+from executor.transport.shaping import LineClock, LinkShape
 from executor.transport.tcp import CHUNK_BYTES, split_address
 
 MAX_QUEUED_BYTES_PER_CONN = 8 * CHUNK_BYTES  # read-ahead from a sender before pushing back
@@ -44,10 +47,10 @@ class _Relay:
 
 @dataclass
 class _Direction:
-    """One direction of the line: its bucket and the flows waiting for it."""
+    """One direction of the line: its serialiser and the flows waiting for it."""
 
-    bucket: TokenBucket
-    flows: OrderedDict = field(default_factory=OrderedDict)  # (conn_id, transfer) → deque of frames
+    line: LineClock
+    flows: OrderedDict = field(default_factory=OrderedDict)  # (conn_id, transfer) → deque of (ready at, frame)
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     bytes_sent: int = 0
     bytes_resent: int = 0
@@ -76,11 +79,10 @@ class LinkEmulator:
         return self.address  # type: ignore[return-value]
 
     async def _start(self) -> None:
-        burst = CHUNK_BYTES + 1024  # one chunk and its header
         now = time.monotonic()
         loop = asyncio.get_running_loop()
         for d in ((self.dc_a, self.dc_b), (self.dc_b, self.dc_a)):
-            self._dirs[d] = _Direction(TokenBucket(self.shape.bytes_per_s, burst, now))
+            self._dirs[d] = _Direction(LineClock(self.shape.bytes_per_s, now))
             self._tasks.append(loop.create_task(self._pace(self._dirs[d])))
         self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 22)
         self.address = f"{self.host}:{self._server.sockets[0].getsockname()[1]}"
@@ -138,36 +140,39 @@ class LinkEmulator:
 
     def _enqueue(self, relay: _Relay, flow: str, frame: bytes) -> None:
         d = self._dirs[relay.direction]
-        d.flows.setdefault((relay.conn_id, flow), (relay, deque()))[1].append(frame)
+        d.flows.setdefault((relay.conn_id, flow), (relay, deque()))[1].append((time.monotonic(), frame))
         relay.queued_bytes += len(frame)
         if relay.queued_bytes >= MAX_QUEUED_BYTES_PER_CONN:
             relay.space.clear()
         d.wake.set()
 
     async def _pace(self, d: _Direction) -> None:
-        """Round-robin over the transfers waiting on this direction; pay the bucket; schedule arrival."""
+        """Round-robin over the transfers waiting on this direction, one frame each time the line is
+        free; schedule each frame's arrival from the line's own timeline."""
         while True:
             if not d.flows:
                 d.wake.clear()
                 await d.wake.wait()
                 continue
+            wait = d.line.free_at - time.monotonic()
+            if wait > 0:  # the line is still sending the previous frame
+                await asyncio.sleep(wait)
+                continue  # another transfer may have joined the round meanwhile
             key, (relay, frames) = next(iter(d.flows.items()))
-            frame = frames.popleft()
+            ready_at, frame = frames.popleft()
             del d.flows[key]
             if frames:
                 d.flows[key] = (relay, frames)  # back of the round
             relay.queued_bytes -= len(frame)
             if relay.queued_bytes < MAX_QUEUED_BYTES_PER_CONN:
                 relay.space.set()
-            wait = d.bucket.reserve(len(frame), time.monotonic())
-            if wait > 0:
-                d.wait_s += wait
-                await asyncio.sleep(wait)
+            start, end = d.line.send(len(frame), ready_at)
+            d.wait_s += start - ready_at
             delay, resent = self.shape.arrival_delay_s(len(frame), self.rng)
-            if resent:
-                d.bucket.reserve(resent, time.monotonic())
+            if resent:  # the resent bytes take the line too (after this frame)
+                d.line.send(resent, end)
                 d.bytes_resent += resent
-            release = max(time.monotonic() + delay, relay.last_release)
+            release = max(end + delay, relay.last_release)
             relay.last_release = release
             d.bytes_sent += len(frame)
             d.frames += 1

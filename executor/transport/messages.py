@@ -197,6 +197,9 @@ class KVData(Message):
     first_token: int
     num_cached_tokens: int
     payload: bytes = b""
+    pull_wait_s: float = 0.0  # P: the pull's arrival → served (waiting behind a prefill or the order)
+    export_s: float = 0.0  # P: export_kv + serialisation of this payload
+    sent_at_unix_s: float = 0.0  # P's clock when it sent this (transfer time where clocks agree)
 
     def body(self) -> bytes:
         return self.payload
@@ -285,6 +288,7 @@ class PrefillDone(Message):
     num_cached_tokens: int
     prefill_s: float
     source: str
+    queue_s: float = 0.0  # the order's arrival at P → its prefill started (inbox + FCFS queue)
 
 
 @dataclass(frozen=True)

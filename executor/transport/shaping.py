@@ -1,11 +1,12 @@
 """How an emulated WAN line behaves: rate, round trip, jitter, loss. Pure arithmetic, no I/O.
 
 In: a line's figures (from the plan's link and the scenario's RTT/jitter) and the
-current time. Out: how long each frame waits for bandwidth (`TokenBucket`) and when
-it arrives at the far end (`LinkShape.arrival_delay_s`).
+current time. Out: when each frame has crossed the line's bandwidth (`LineClock`; or
+how long to wait, `TokenBucket`) and when it arrives at the far end
+(`LinkShape.arrival_delay_s`).
 
-Model: one token bucket per direction of a line, shared by every transfer on it
-(so concurrent transfers share the rate, as TCP flows do); each frame then takes a
+Model: one serialiser per direction of a line (`LineClock`), shared by every transfer
+on it (so concurrent transfers share the rate, as TCP flows do); each frame then takes a
 one-way delay of RTT/2 plus jitter (normal, standard deviation `jitter_ms`, never
 negative), and frames of one connection never overtake each other (TCP order). With
 `loss` (per packet), a frame that loses a packet is resent after a retransmission
@@ -98,3 +99,26 @@ class TokenBucket:
             self.updated = now
         self.tokens -= num_bytes
         return 0.0 if self.tokens >= 0 else -self.tokens / self.bytes_per_s
+
+
+class LineClock:
+    """The line's own timeline: frames are serialised back to back at `bytes_per_s`.
+
+    `send(n, ready_at)` → (start, end): the frame starts when the line is free or when it
+    was ready, whichever is later, and has crossed `n / bytes_per_s` later. Times are the
+    line's, not the emulator's: an emulator thread woken late (a busy process, the GIL)
+    computes the same start and end, so its lateness never costs the line capacity (a
+    token bucket refilled at wake-up time, capped at a small burst, loses the credit of
+    every late wake-up: 12-21 % of a 200 Mbit/s line in a busy process).
+    """
+
+    def __init__(self, bytes_per_s: float, now: float = 0.0) -> None:
+        if bytes_per_s <= 0:
+            raise ValueError(f"bytes_per_s must be > 0, got {bytes_per_s}")
+        self.bytes_per_s = float(bytes_per_s)
+        self.free_at = now
+
+    def send(self, num_bytes: int, ready_at: float) -> tuple[float, float]:
+        start = max(self.free_at, ready_at)
+        self.free_at = start + num_bytes / self.bytes_per_s
+        return start, self.free_at

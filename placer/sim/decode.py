@@ -21,7 +21,9 @@ KV room: a request reserves prompt + output tokens when admitted; the batch is a
 capped at the instance's :attr:`~placer.perfmodel.InstanceModel.batch_cap`.
 First token: the first decoder of a request streams t0 (sampled by P, carried with the
 KV) when it admits the request — holds its KV — as the executor does on import; no
-decode step first (:func:`placer.flows.ttft_det_s`).
+decode step first (:func:`placer.flows.ttft_det_s`). On the executor's runtime a KV
+that lands while the batch is mid-step waits for that step to end (:meth:`step_boundary`):
+the executor's worker handles messages only between two steps.
 """
 
 from __future__ import annotations
@@ -95,6 +97,18 @@ class DecodeInstance:
         self.advance(t)
         self.step = self._step_s()
         self._schedule(t)
+
+    def step_boundary(self, t: float) -> float:
+        """When this decoder's worker next handles messages: at once when idle (or already between
+        steps, or in an import/extend, which it does between steps), else when the step in progress
+        ends (executor/roles/common.py: ``run_once`` drains the inbox, then runs one step)."""
+        self.advance(t)
+        if not self.B or t < self.pause_until:
+            return t
+        frac = self.v - int(self.v + _EPS)
+        if frac <= _EPS:
+            return t
+        return t + (1.0 - frac) * self.step
 
     def stall(self, t: float, seconds: float) -> None:
         """The worker thread is busy for ``seconds`` from ``t`` (a KV import): the batch waits."""

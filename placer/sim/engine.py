@@ -441,7 +441,23 @@ class Simulation:
         if self.runtime is not None:
             inst.stall(t, self.runtime.import_s(n_bytes) * self.host.factor())
 
+    def _at_boundary(self, t: float, inst, handler, req) -> bool:
+        """On the executor's runtime, a KV that reaches a decoder mid-step is handled when the step
+        ends: re-schedule ``handler`` then and return True; False: handle it now."""
+        if self.runtime is None:
+            return False
+        at = inst.step_boundary(t)
+        if at <= t:
+            return False
+        heappush(self.heap, (at, next(self.seq), handler, req))
+        return True
+
     def _ev_decode_arrive(self, t: float, req) -> None:
+        if self._at_boundary(t, req.md, self._ev_decode_import, req):
+            return
+        self._ev_decode_import(t, req)
+
+    def _ev_decode_import(self, t: float, req) -> None:
         md = req.md
         if req.ids is not None and md.cache is not None:
             md.cache.insert(req.ids)
@@ -450,6 +466,11 @@ class Simulation:
         md.join(req, t, req.n_out - 1)
 
     def _ev_rld_arrive(self, t: float, req) -> None:
+        if not req.kv_md and self._at_boundary(t, req.rld, self._ev_rld_import, req):
+            return
+        self._ev_rld_import(t, req)
+
+    def _ev_rld_import(self, t: float, req) -> None:
         if req.kv_md:  # the line beat RDMA to RLD: MD decodes it all
             self.handoffs["none"] += 1
             req.stage = ON_MD

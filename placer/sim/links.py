@@ -89,6 +89,9 @@ class WanLink:
             self.peak_flows = self.n
         req.flow = self
         heappush(self.heap, (self.V + n_bytes, req.rid, req))
+        host = getattr(self.engine, "host", None)
+        if host is not None and self.n == 1:
+            host.line(t, self, True)  # the executor's I/O thread moves the bytes (placer.sim.runtime)
         self._schedule(t)
 
     def _schedule(self, t: float) -> None:
@@ -117,6 +120,9 @@ class WanLink:
                 req.flow = None
                 self.n -= 1
                 eng.kv_landed(req, t + self._delay(req))
+        host = getattr(eng, "host", None)
+        if host is not None and self.n == 0:
+            host.line(t, self, False)
         self._schedule(t)
 
     def finish_stats(self, t: float) -> None:

@@ -39,7 +39,8 @@ _MEMO_LIMIT = 200_000
 
 class PrefillInstance:
     __slots__ = ("engine", "im", "chunk", "queue", "busy", "busy_s", "backlog", "q_area", "q_t", "q_max",
-                 "series", "batch_tail", "_memo", "_w", "forwards", "pool", "last_dt", "runtime", "host")
+                 "series", "batch_tail", "_memo", "_w", "forwards", "pool", "last_dt", "runtime", "host",
+                 "cpu_left", "t_from", "fac", "version", "t_started", "inflight")
 
     def __init__(self, engine, im: InstanceModel, pool, series, batch_tail: bool = False, runtime=None, host=None):
         self.engine = engine
@@ -61,8 +62,15 @@ class PrefillInstance:
         self.last_dt = 0.0  # seconds of the forward in flight (a pipeline's fill follows its last chunk)
         self.runtime = runtime  # ExecutorRuntime: one request per forward, KV export on this thread
         self.host = host  # the cores this instance shares (runtime only)
+        self.cpu_left = 0.0  # runtime: CPU seconds left of the forward (+ export) in flight
+        self.t_from = 0.0  # ... as of this time, at this wall-per-CPU factor:
+        self.fac = 1.0
+        self.version = 0  # the forward's done event in the heap (re-timed: the older is stale)
+        self.t_started = 0.0
+        self.inflight = None  # runtime: the request whose forward is in flight
         if runtime is not None:
             self.chunk = float("inf")  # Engine.prefill forwards all uncached tokens at once
+            host.prefills.append(self)
 
     # ---- costs -------------------------------------------------------------
     def _parts(self, n_in: int, pos: int, tokens: int) -> tuple[float, float, float]:
@@ -146,23 +154,48 @@ class PrefillInstance:
         heappush(eng.heap, (t + dt, next(eng.seq), self._done, batch))
 
     def _start_alone(self, t: float, req) -> None:
-        """The executor's P: this prompt's uncached tokens in one forward (slowed by the cores
-        it shares), then the KV exported and serialised for each consumer's pull."""
-        host = self.host
-        host.change(t, +1)
-        cpu_s = self._parts(req.n_in, req.pos, req.left)[2] + self.runtime.export_s(self.engine.exported_bytes(req))
-        dt = cpu_s * host.factor()
+        """The executor's P: this prompt's uncached tokens in one forward, then the KV exported and
+        serialised for each consumer's pull — CPU seconds turned into wall seconds by the cores it
+        shares, re-timed whenever the number of busy instances changes (:meth:`retime`)."""
+        self.cpu_left = self._parts(req.n_in, req.pos, req.left)[2] + \
+            self.runtime.export_s(self.engine.exported_bytes(req))
         self.busy = True
-        self.busy_s += dt
+        self.t_from = self.t_started = t
         self.forwards += 1
+        self.inflight = req
+        self.host.change(t, +1)  # re-times every busy instance, this one included
+
+    def retime(self, t: float) -> None:
+        """The cores' share changed at ``t``: the rest of the forward runs at the new factor."""
+        if t > self.t_from:
+            self.cpu_left -= (t - self.t_from) / self.fac
+            if self.cpu_left < 0.0:
+                self.cpu_left = 0.0
+            self.t_from = t
+        self.fac = self.host.factor()
+        self.version += 1
         eng = self.engine
-        heappush(eng.heap, (t + dt, next(eng.seq), self._done, (req,)))
+        heappush(eng.heap, (t + self.cpu_left * self.fac, next(eng.seq), self._done_alone,
+                            (self.version, self.inflight)))
+
+    def _done_alone(self, t: float, arg) -> None:
+        version, req = arg
+        if version != self.version:
+            return  # re-timed since: a later event finishes it
+        self.busy_s += t - self.t_started
+        self.busy = False
+        self.host.change(t, -1)
+        self.inflight = None
+        self.backlog -= req.left
+        req.pos += req.left
+        req.left = 0
+        self.engine.prefill_done(req, t)
+        if self.queue:
+            self._start(t)
 
     def _done(self, t: float, batch) -> None:
         chunk = self.chunk
         eng = self.engine
-        if self.runtime is not None:
-            self.host.change(t, -1)
         for req in batch:
             used = req.left if req.left <= chunk else chunk
             req.left -= used

@@ -18,6 +18,12 @@ the executor's code, every number is measured:
 * **Decoders step every decoding request** (``executor/roles/md.py`` / ``rld.py``:
   ``step`` runs ``Engine.decode_step`` over all requests in DECODING): no batch cap
   besides the KV pool (continuous batching; a request joins between two steps).
+* **Messages wait for the step in progress** (``executor/roles/common.py``: ``run_once``
+  drains the inbox, then runs one step): a KV that lands on a decoder mid-step is
+  imported — and its t0 streamed — only when that step ends
+  (:meth:`~placer.sim.decode.DecodeInstance.step_boundary`). No figure: the step's own
+  time. The executor reports this wait per request (``md_kv_inbox_s`` /
+  ``rld_kv_inbox_s`` in the request record): 9-57 ms medians under the bench's load.
 * **Admission**: ``executor.admission.AdmissionPolicy`` limits nothing by default (no
   ``max_live``, no ``max_per_instance``), so every request is admitted and queues at P;
   the simulator admits every request too (a plan with limits is not replayed here).
@@ -37,12 +43,20 @@ the executor's code, every number is measured:
   message per request to the router (encode, endpoint, I/O loop) — CPU seconds added
   per request to the step (measured: the growth of a lone request's process CPU time
   per output token, less the engine's decode step).
+* **The I/O thread**: every socket, and the ``LinkEmulator`` relay, runs on one asyncio
+  thread of the process (``executor/transport/frames.py: IoLoop``); bytes crossing the
+  emulated line are framed, relayed, reassembled and decoded there, in Python, beside the
+  engines' threads. ``wan_cpu_s_per_byte`` (measured: process CPU time of one KV-sized
+  message sent through an in-process line, per byte) times a busy line's rate is that
+  thread's load, which :class:`Host` adds to the busy forwards (same-datacenter
+  messages are handed over in process: no bytes, no load).
 * **The pull's round trip over the WAN**: the router sends the decoder its order and the
   decoder sends ``KVPull`` to P, so a cross-datacenter KV transfer cannot start before
   one round trip after the request arrived (``executor/roles/md.py: _pull``).
-* **The line** (``executor/transport/link.py``, ``LinkEmulator``): one token bucket per
-  direction shared round-robin by every transfer (processor sharing, as
-  :class:`~placer.sim.links.WanLink` does), then each frame one way RTT/2 plus normal
+* **The line** (``executor/transport/link.py``, ``LinkEmulator``): one serialiser per
+  direction at the line's rate (``LineClock``: the line's own timeline, so the relay
+  thread's late wake-ups cost no capacity), shared round-robin by every transfer
+  (processor sharing, as :class:`~placer.sim.links.WanLink` does), then each frame one way RTT/2 plus normal
   jitter of standard deviation ``jitter_ms``, clamped at 0 (``LinkShape.arrival_delay_s``);
   the KV pays that one way, and the first token streamed back to the router from the far
   datacenter another.
@@ -53,8 +67,12 @@ the executor's code, every number is measured:
   thread says (see :class:`Host`). The measured tables and
   the overheads here are CPU seconds of one thread (``placer profile model --clock
   thread``), which other work does not inflate; the host turns them into wall seconds.
-  A prefill's factor is fixed when it starts; a decode batch is re-timed whenever the
-  number of busy instances changes.
+  ``slowdown`` and ``speedup`` describe the cores other work leaves, so they are measured
+  together and when the run is served (``bench/measure_runtime.py: probe_host``, which
+  bench_serve runs around each setup), not minutes apart under another load.
+  A prefill in flight and a decode batch are re-timed whenever the number of busy
+  instances changes (processor sharing: a forward started while the decoders were idle
+  slows down when they start stepping — as the executor's does).
 """
 
 from __future__ import annotations
@@ -83,6 +101,9 @@ class ExecutorRuntime:
     """KV deserialisation + import on the decoder's worker thread (stalls its batch)."""
     token_stream_s: float
     """Per request per decode step: sending one Tokens message to the router."""
+    wan_cpu_s_per_byte: float = 0.0
+    """CPU seconds the process's I/O thread spends per byte crossing the emulated WAN line (framing,
+    the LinkEmulator's relay, reassembly and decoding); 0: not measured."""
     speedup: tuple[float, ...] = ()
     """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
     empty: the cores alone (k / max(1, k / cores))."""
@@ -100,13 +121,16 @@ class ExecutorRuntime:
             if (positive and value <= 0) or value < 0:
                 raise InputError(f"runtime.{f.name}: must be {'> 0' if positive else '>= 0'}, got {value!r}")
 
-    def speedup_at(self, k: int) -> float:
-        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value)."""
+    def speedup_at(self, k: float) -> float:
+        """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value; a
+        fraction of a thread — the I/O thread's share — between the table's neighbours)."""
         if k <= 1:
             return 1.0
         if not self.speedup:
             return min(float(k), self.cores)
-        return self.speedup[min(k, len(self.speedup)) - 1]
+        lo = int(k)
+        at = lambda i: self.speedup[min(i, len(self.speedup)) - 1]
+        return at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
 
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
@@ -122,7 +146,7 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source", "speedup"} if n not in data]
+        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte"} if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
@@ -147,23 +171,43 @@ class Host:
     With n of our instances computing, each forward takes n / speedup(n) times its CPU
     time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
     cores and GIL together), times the measured one-thread ``slowdown`` that the
-    machine's other work causes.
+    machine's other work causes. While a WAN line carries bytes, the process's I/O thread
+    moves them (``wan_cpu_s_per_byte`` × the line's rate: a fraction of a thread), so n
+    counts that fraction too.
     """
 
-    __slots__ = ("runtime", "busy", "decoders")
+    __slots__ = ("runtime", "busy", "decoders", "prefills", "io_cores", "lines")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
         self.busy = 0
+        self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
+        self.lines: dict = {}  # busy line → its I/O load (cores)
         self.decoders: list = []  # re-timed when the busy count changes
+        self.prefills: list = []  # so is a prefill in flight
 
     def factor(self) -> float:
         """Wall seconds per CPU second of each running forward now."""
-        n = self.busy if self.busy > 1 else 1
+        n = (self.busy if self.busy > 1 else 1) + self.io_cores
         return self.runtime.slowdown * n / self.runtime.speedup_at(n)
+
+    def line(self, t: float, link, busy: bool) -> None:
+        """A WAN line started or stopped carrying bytes: the I/O thread moves them at the line's rate."""
+        cores = link.rate * self.runtime.wan_cpu_s_per_byte if busy else 0.0
+        if self.lines.get(link, 0.0) == cores:
+            return
+        if cores:
+            self.lines[link] = cores
+        else:
+            self.lines.pop(link, None)
+        self.io_cores = sum(self.lines.values())
+        self.change(t, 0)
 
     def change(self, t: float, delta: int) -> None:
         self.busy += delta
         for inst in self.decoders:
             if inst.B:
+                inst.retime(t)
+        for inst in self.prefills:
+            if inst.busy:
                 inst.retime(t)

@@ -124,7 +124,24 @@ def test_the_relay_masks_the_transfer_in_time_to_first_token(wan):
     d.result(60)
     r = relayed.router.submit(long_prompt, _sampling(8))
     r.result(60)
-    burst = 70_000  # the line's token bucket starts full
+    burst = 70_000  # slack: one chunk
     kv_s = (len(long_prompt) * 512 - burst) / SLOW_LINE[frozenset(("dc-a", "dc-b"))].bytes_per_s
     assert d.record.ttft_s > kv_s  # P-MD waits for the KV to cross
     assert r.record.ttft_s < d.record.ttft_s / 2  # RLD answers from next door
+
+
+def test_the_request_record_says_where_the_first_tokens_time_went(wan):
+    """The executor's phase times: on a slow line the KV's crossing is most of a P-MD TTFT, and the
+    decoder's phases fit inside it."""
+    long_prompt = [256, *(b"a long low-hit context " * 12)]
+    direct = wan(only(Pipeline.P_MD), links=SLOW_LINE)
+    d = direct.router.submit(long_prompt, _sampling(8))
+    d.result(60)
+    x, ttft = d.record.extra, d.record.ttft_s
+    line = SLOW_LINE[frozenset(("dc-a", "dc-b"))]
+    kv_s = len(long_prompt) * 512 / line.bytes_per_s
+    assert 0.8 * kv_s < x["md_kv_transfer_s"] <= x["md_pull_to_kv_s"]  # the pull's answer waited for it
+    assert x["md_pull_to_kv_s"] + x["md_kv_inbox_s"] + x["md_import_s"] < ttft
+    assert x["md_p_export_s"] > 0 and x["md_p_pull_wait_s"] >= 0 and x["p_queue_s"] >= 0
+    assert x["prefill_s"] < x["prefill_done_after_s"] < ttft
+    assert line.one_way_s * 0.9 < x["t0_transit_s"] < ttft - x["md_pull_to_kv_s"]  # t0 crossed back to dc-a

@@ -55,6 +55,22 @@ def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
         _runtime(speedup=[1.0, -2])
 
 
+def test_a_busy_wan_line_loads_the_io_thread_beside_the_forwards():
+    host = Host(_runtime(wan_cpu_s_per_byte=8e-9, speedup=[1.0, 1.5]))  # FIGURES lack it: 0, not measured
+    host.busy = 1
+
+    class Line:
+        rate = 25e6  # bytes/s: 0.2 of a core at 8 ns/byte
+
+    line = Line()
+    assert host.factor() == 1.0
+    host.line(0.0, line, True)
+    assert host.factor() == pytest.approx(1.2 / (1.0 + 0.2 * 0.5))  # speedup between the table's 1 and 2
+    host.line(1.0, line, False)
+    assert host.factor() == 1.0
+    assert Host(_runtime()).runtime.wan_cpu_s_per_byte == 0.0
+
+
 def _trace(tmp_path, rows) -> str:
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": o,
@@ -110,3 +126,72 @@ def test_serialising_the_kv_shows_in_ttft(tmp_path):
     slow = run(kv_export_bytes_per_s=1e9, kv_import_bytes_per_s=2e9)
     kv_s = 8192 * problem.kv_bytes_per_token * (1 / 1e9 + 1 / 2e9)  # export on P + import on MD
     assert slow["ttft_p50_s"] - fast["ttft_p50_s"] == pytest.approx(kv_s, rel=0.1)
+
+
+class _Series:
+    def peak(self, t, value):
+        pass
+
+
+class _StepModel:
+    """A decode instance model whose step takes 0.1 s at any batch."""
+
+    batch_cap = 64
+    kv_capacity_tokens = 1 << 20
+
+    def step_s(self, batch, context):
+        return 0.1
+
+
+def _decoder():
+    from placer.sim.decode import DecodeInstance
+
+    class _Engine:
+        heap: list = []
+        seq = iter(range(1 << 30))
+
+    return DecodeInstance(_Engine(), _StepModel(), "MD", None, _Series(), _runtime(cores=8), Host(_runtime(cores=8)))
+
+
+def _req(rid):
+    from placer.sim.engine import Req
+
+    req = Req()
+    req.rid, req.n_in, req.n_out, req.t_first = rid, 100, 50, None
+    return req
+
+
+def test_a_kv_that_lands_mid_step_waits_for_the_step_to_end():
+    """The executor's decoder handles messages between two steps (RoleWorker.run_once)."""
+    md = _decoder()
+    assert md.step_boundary(0.0) == 0.0  # idle: its worker takes the message at once
+    md.join(_req(1), 0.0, 40)
+    step = md.step  # 0.1 s and the streamed token's cost
+    assert md.step_boundary(2.5 * step) == pytest.approx(3 * step)  # mid-step: when it ends
+    assert md.step_boundary(3 * step) == pytest.approx(3 * step)  # between two steps: at once
+    md.stall(3 * step, 0.05)  # an import: the worker is between steps, so the next message follows it
+    assert md.step_boundary(3 * step + 0.01) == pytest.approx(3 * step + 0.01)
+
+
+def test_under_load_a_decoders_step_delays_the_next_first_token(tmp_path):
+    """A KV landing on a busy decoder waits for the step in progress; on an idle one it does not."""
+    problem, plan = _same_dc_problem_and_plan()
+    short = (3.0, 256, 4, 0.0)
+    run = lambda rows: simulate(problem, plan, SimConfig(requests=len(rows), workload="trace",
+                                                         trace=_trace(tmp_path, rows), warmup_fraction=0.0,
+                                                         runtime=_runtime(cores=8)))
+    alone = run([short])["ttft_p50_s"]
+    # a long decode still running when the short request's KV lands; its TTFT (> 1 s) is the larger
+    behind = run([(0.0, 8192, 4000, 0.0), short])["ttft_p50_s"]
+    assert alone < behind < alone + 0.1
+
+
+def test_a_prefill_slows_down_when_the_decoders_start_stepping_beside_it(tmp_path):
+    """P's forward is re-timed when the busy count changes, not priced once when it starts."""
+    problem, plan = _same_dc_problem_and_plan()
+    # a short prompt with a long decode, then a long prompt whose prefill starts before that decode does
+    rows = [(0.0, 256, 4000, 0.0), (0.0001, 8192, 4, 0.0)]
+    run = lambda cores: simulate(problem, plan, SimConfig(requests=2, workload="trace", trace=_trace(tmp_path, rows),
+                                                          warmup_fraction=0.0, runtime=_runtime(cores=cores)))
+    roomy, shared = run(8)["ttft_p99_s"], run(1)["ttft_p99_s"]  # the long prompt's TTFT
+    assert shared > 1.6 * roomy  # on one core, P's forward shares it with MD's steps almost throughout
