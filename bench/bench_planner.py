@@ -1,7 +1,7 @@
 """Planner benchmark: solve time and where it goes, on the bundled examples; PDD against baselines.
 
     PYTHONPATH=. .venv/bin/python bench/bench_planner.py [--repeats N] [--solver ortools|pulp|ortools-scip]
-        [--examples pdd-two-dc,eight-dc,sixteen-dc] [--no-compare]
+        [--examples pdd-two-dc,eight-dc,sixteen-dc] [--no-compare] [--lp]
 
 Prints, in one run:
 
@@ -11,6 +11,9 @@ Prints, in one run:
   ratio bound, then each Dinkelbach MILP), Dinkelbach iterations, the rest (extraction,
   metrics, validation); then, separately, the marginal-value re-solves of the binding rows
   (``optimize``'s default) with their count;
+* with ``--lp``, per example the LP relaxation against the plan: least cost against the plan's
+  cost, and the ratio bound Dinkelbach starts from against the plan's ratio (what a stronger
+  formulation would close);
 * on pdd-two-dc, the ratios PDD / each baseline for BCR and P90 TTFT (the PDD report saw
   BCR x1.375 against same-DC homogeneous PD and P90 TTFT x0.485 against cross-DC PD) and
   the break-even GPU-B price and line bandwidth at which PDD's BCR equals same-DC PD's.
@@ -33,6 +36,7 @@ import placer.optimize as optimize_mod
 from placer.baselines import BASELINES, solve_baseline
 from placer.breakeven import break_even
 from placer.errors import PlacerError
+from placer.ilp.formulation import pdd_architecture
 from placer.optimize import SolveConfig, as_problem, optimize
 from placer.specs import load_scenario
 
@@ -159,14 +163,30 @@ def print_compare(problem, pdd, solver: str) -> None:
         print(f"  {a['question']}: {a['answer']}")
 
 
+def print_lp_bounds(results: dict) -> None:
+    """How far the LP relaxation is from each plan (what a stronger formulation would close): its
+    least cost against the plan's cost, and its ratio bound (most goodput / least cost, the
+    lambda Dinkelbach starts from) against the plan's goodput per USD/h."""
+    print(f"\n{'scenario':<11} {'LP cost':>9} {'plan cost':>9} {'LP/plan':>7} {'LP ratio':>9} {'plan ratio':>10}")
+    for name, (problem, plan) in results.items():
+        form = optimize_mod.build(problem, pdd_architecture(problem))
+        bound, least_cost = dinkelbach._lp_ratio_bound(form, SolveConfig(time_limit_s=TIME_LIMIT_S).started())
+        m = plan.metrics
+        print(f"{name:<11} {least_cost:>9.2f} {m.cost_usd_per_h:>9.2f} {least_cost / m.cost_usd_per_h:>7.3f} "
+              f"{bound or 0.0:>9.5f} {m.goodput_rps / m.cost_usd_per_h:>10.5f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--solver", default="ortools")
     parser.add_argument("--examples", default="pdd-two-dc,eight-dc,sixteen-dc")
     parser.add_argument("--no-compare", action="store_true", help="skip the baselines and break-even")
+    parser.add_argument("--lp", action="store_true", help="print each example's LP relaxation bounds against its plan")
     args = parser.parse_args()
     results = print_times(args.examples.split(","), args.repeats, args.solver)
+    if args.lp:
+        print_lp_bounds(results)
     if not args.no_compare:
         problem, pdd = results.get("pdd-two-dc") or time_solve("pdd-two-dc", 1, args.solver, False)[:2]
         print_compare(problem, pdd, args.solver)

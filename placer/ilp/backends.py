@@ -11,8 +11,9 @@ import enum
 import math
 import os
 import sys
-import warnings
+import threading
 import time
+import warnings
 from dataclasses import dataclass
 
 from placer.errors import InputError, SolverError
@@ -79,25 +80,40 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
     raise InputError(f"solver: unknown backend {backend!r}; known: {', '.join(BACKENDS)}")
 
 
+#: quiet_stdout's state: how many solves are inside it now and the real stdout they will get
+#: back. Solves may run in threads at once (the two LP relaxations of Dinkelbach's ratio bound):
+#: the first one in silences fd 1 and the last one out restores it, so no solve can "restore"
+#: another's /dev/null.
+_QUIET_LOCK = threading.Lock()
+_quiet = {"depth": 0, "saved": -1}
+
+
 @contextlib.contextmanager
 def quiet_stdout():
     """Silence C++ solver chatter written straight to file descriptor 1 (HiGHS prints
-    progress lines there even with output off), so `--json` stays parseable."""
+    progress lines there even with output off), so `--json` stays parseable. Safe to enter
+    from several threads at once."""
     try:
         fd = sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):  # no real stdout (e.g. captured)
         yield
         return
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    with _QUIET_LOCK:
+        if _quiet["depth"] == 0:
+            sys.stdout.flush()
+            _quiet["saved"] = os.dup(fd)
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+        _quiet["depth"] += 1
     try:
-        os.dup2(devnull, fd)
         yield
     finally:
-        os.dup2(saved, fd)
-        os.close(saved)
-        os.close(devnull)
+        with _QUIET_LOCK:
+            _quiet["depth"] -= 1
+            if _quiet["depth"] == 0:
+                os.dup2(_quiet["saved"], fd)
+                os.close(_quiet["saved"])
 
 
 def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, mip_gap: float,

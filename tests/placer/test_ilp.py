@@ -241,3 +241,29 @@ def test_no_cached_tokens_no_cached_price():
     plan = _plan(problem)
     assert plan.metrics.usd_per_million_cached_input_tokens is None
     assert "usd_per_million_cached_input_tokens" not in plan.to_json()
+
+
+def test_quiet_stdout_from_many_threads_at_once_restores_stdout(capfd, monkeypatch):
+    """Solver chatter is silenced while any solve is inside quiet_stdout, and fd 1 is the user's
+    again once the last one leaves, in whatever order threads enter and leave."""
+    import os
+    import sys
+    import threading
+    import time
+
+    from placer.ilp.backends import quiet_stdout
+
+    monkeypatch.setattr(sys, "stdout", sys.__stdout__)  # a stream on fd 1 (capfd captures fd 1 itself)
+
+    def chatter(delay_s: float) -> None:
+        with quiet_stdout():
+            time.sleep(delay_s)
+            os.write(1, b"solver chatter\n")
+
+    threads = [threading.Thread(target=chatter, args=(0.01 * (i % 3),)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    os.write(1, b"the user's line\n")
+    assert capfd.readouterr().out == "the user's line\n"
