@@ -358,10 +358,12 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
                 load[i].append((a.rps * w, im.prefill_s(c.input_tokens, c.hit_rate), _new_tokens(c)))
                 if a.dst and a.dst != a.datacenter:
                     crossing[i][a.dst] += a.rps * w
-        waits = {}
+        waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
         for i, items in load.items():
             total = sum(r for r, _, _ in items)
-            waits[i] = (packed_wait_law(items, served, im), {d: r / total for d, r in crossing[i].items()})
+            if tuple(items) not in laws:
+                laws[tuple(items)] = packed_wait_law(items, served, im)
+            waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
         for q, parts in layout.items():
             out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
     return out
