@@ -271,11 +271,10 @@ def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str
     rtt = problem.links[(src, dst)].rtt_s
     mates = line_batchmates(wait, line_share) if short else 0.0
     size = unloaded - rtt
-    found = (loaded - rtt) / size - 1.0 if size > 0 else 0.0  # ρ/(1 − ρ), the M/G/1-PS slowdown's excess
     var = None
     if line_residual_s is not None:
         var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
-    excess = size * (found + mates)
+    excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
     return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
 
 
