@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
-from placer.ttft_tail import TtftTail, line_batchmates, line_batchmates_var, pack_extension, ps_sojourn_var_s2
+from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojourn_var_s2
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -253,11 +253,10 @@ def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str
     geometric batches of mean 1.34 mates at ρ 0.5 and 0.8, tests/placer/test_wait_tail.py, a
     small transfer's excess is 10–30 % above this; counting each mate as load on top of ρ,
     b(1 + m)/(1 − ρ) − b, would put the law 35–80 % above it).
-    Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size b
-    (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's mean
-    residual transfer E[S²]/(2E[S]) in seconds at full rate, plus b² times the variance of the
-    number of batch-mates (:func:`~placer.ttft_tail.line_batchmates_var`), the two independent;
-    without it (the MILP: the line's mix is what it decides) the excess is exponential.
+    Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size
+    (1 + m)·b (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's
+    mean residual transfer E[S²]/(2E[S]) in seconds at full rate; without it (the MILP: the
+    line's mix is what it decides) the excess is exponential.
 
     With ``packed`` (the prediction; the planning rule leaves it out) a prompt shorter than a
     chunk also finishes with its packed forward: the tail adds its forward-mates' time
@@ -274,9 +273,7 @@ def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str
     size = unloaded - rtt
     var = None
     if line_residual_s is not None:
-        var = ps_sojourn_var_s2(size, utilization, line_residual_s)
-        if mates > 0:
-            var += size * size * line_batchmates_var(wait, line_share)
+        var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
     excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
     return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
 

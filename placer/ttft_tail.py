@@ -194,12 +194,3 @@ def line_batchmates(wait: WaitModel, line_share: float) -> float:
     ``line_share`` (the share of the queue's requests whose KV crosses this line) go the same
     way. Without packing (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
     return forward_mates(wait) * min(max(line_share, 0.0), 1.0)
-
-
-def line_batchmates_var(wait: WaitModel, line_share: float) -> float:
-    """Variance of the number of :func:`line_batchmates`: the forward-mates M (K − 1, K the
-    size-biased geometric forward, Var M = 2r/(1 − r)²), each crossing this line with probability
-    s = ``line_share`` (a binomial thinning: s²·Var M + s(1 − s)·E[M])."""
-    r = min(max(wait.ride, 0.0), 0.95)
-    share = min(max(line_share, 0.0), 1.0)
-    return share * share * 2.0 * r / (1.0 - r) ** 2 + share * (1.0 - share) * forward_mates(wait)

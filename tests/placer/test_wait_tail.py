@@ -30,7 +30,7 @@ from placer.perfmodel import WaitModel
 from placer.sim.links import WanLink
 from placer.sim.prefill import PrefillInstance
 from placer.specs import parse_scenario
-from placer.ttft_tail import TtftTail, forward_mates, line_batchmates, line_batchmates_var, pack_extension
+from placer.ttft_tail import TtftTail, forward_mates, pack_extension
 from tests.placer.sim.conftest import small_pdd_dict
 from tests.placer.test_line_tail import LINE_BYTES_PER_S, MIX, TINY
 from tests.placer.test_line_tail import _Engine as _LineEngine
@@ -233,23 +233,3 @@ def test_a_small_transfers_batch_mates_add_their_share_not_their_load(rho):
     sim = _batched_line_excess_s(rho, ride, TINY)
     assert law <= sim <= 1.35 * law
     assert sim < 0.8 * as_load
-
-
-@pytest.mark.parametrize("share", [1.0, 0.4])
-def test_batch_mates_count_and_spread_are_a_size_biased_geometric_thinned_by_the_line_share(share):
-    """A request's batch-mates over the line: its forward (K requests, geometric from 1, picked by a
-    request, so size-biased) less itself, each crossing with probability ``share`` — mean and
-    variance as line_batchmates / line_batchmates_var say."""
-    ride = 0.4
-    rng = random.Random(5)
-    mates = []
-    for _ in range(60_000):
-        k = 1
-        while rng.random() < ride:
-            k += 1
-        mates.extend(sum(rng.random() < share for _ in range(k - 1)) for _ in range(k))  # each member tagged once
-    mean = sum(mates) / len(mates)
-    var = sum((m - mean) ** 2 for m in mates) / len(mates)
-    wait = WaitModel(0.5, 1.0, 1.0, ride=ride)
-    assert line_batchmates(wait, share) == pytest.approx(mean, rel=0.03)
-    assert line_batchmates_var(wait, share) == pytest.approx(var, rel=0.05)
