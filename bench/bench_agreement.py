@@ -35,6 +35,7 @@ from placer.sim import links as sim_links
 from placer.sim.router import PIPE_CODE
 from placer.sim.verify import agreement
 from placer.specs import load_scenario, parse_scenario
+from placer.ttft_tail import SplitTail
 from tests.placer.sim.conftest import small_pdd_dict
 from tests.placer.sim.test_relay_agreement import CASES
 
@@ -95,10 +96,10 @@ def print_breakdown(problem, plan, times: dict) -> None:
             p_side = [r[6] - r[5] for r in rows]
             excess = [r[7] - r[6] - r[8] - r[9] for r in rows]
             ttft_law = mixture_quantile(mine, 0.90)
-            no_line = mixture_quantile([dataclasses.replace(f, wait=dataclasses.replace(f.wait, wan_excess_mean_s=0.0))
-                                        for f in mine], 0.90)
+            no_line = mixture_quantile([dataclasses.replace(f, wait=f.wait.without_line()) for f in mine], 0.90)
             f = mine[0]
-            sd = f.wait.wan_excess_var_s2 ** 0.5 if f.wait.wan_excess_var_s2 is not None else f.wait.wan_excess_mean_s
+            one = f.wait.parts[0][1] if isinstance(f.wait, SplitTail) else f.wait  # instances differ only in wait
+            sd = one.wan_excess_var_s2 ** 0.5 if one.wan_excess_var_s2 is not None else one.wan_excess_mean_s
             size_s = wan_bytes(problem, c, problem.options.drc) / problem.links[(src, dst)].bytes_per_s
             print(f"     {c.name:14s} {pipe} {src}->{dst} {len(rows):5d} req  unloaded {size_s:.3f} s | sim: P side "
                   f"mean {sum(p_side) / max(len(p_side), 1):.3f} P90 {_p90(p_side):.3f}, line excess mean "

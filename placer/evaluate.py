@@ -23,13 +23,15 @@ from placer.aggregated import (
     AggDesign, agg_first_token_law, agg_prefill_time_share, at_batch, plan_designs, served_wait_law,
 )
 from placer.flows import (
-    AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design, eager_tokens,
-    first_token_law, instance, mixture_quantile, packed_wait_law, slowest_rdma_peer, streamer_site, wan_bytes, wan_s,
+    AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design,
+    eager_tokens, first_token_law, instance, mixture_quantile, packed_wait_law, queue_layout, slowest_rdma_peer,
+    streamer_site, wan_bytes, wan_s,
 )
 from placer.perfmodel import InstanceModel, WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Class, Problem
 from placer.token_cost import token_prices
+from placer.ttft_tail import SplitTail
 
 PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
 
@@ -62,7 +64,7 @@ class FlowLaw:
     dst: str
     rps: float
     det_s: float
-    wait: TtftTail
+    wait: TtftTail | SplitTail
     meets_tpot: bool
 
     def prob_late(self, budget_s: float) -> float:
@@ -185,33 +187,24 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
                if k[0] == role and k[1] == dc and s.tokens_per_s > 0)
 
 
-def line_shares(plan: Plan) -> dict[tuple, float]:
-    """Each P queue's share of its requests whose KV crosses each line, keyed (role, dc, chip, tp,
-    queue, dst) — what :func:`placer.flows.line_batchmates` counts, from the plan's own routing."""
-    total: dict[tuple, float] = defaultdict(float)
-    crossing: dict[tuple, float] = defaultdict(float)
-    for a in plan.assignments:
-        if a.role != P or a.rps <= 0:
-            continue
-        queue = (*_key(a), a.queue or "")
-        total[queue] += a.rps
-        if a.dst and a.dst != a.datacenter:
-            crossing[(*queue, a.dst)] += a.rps
-    return {key: rps / total[key[:-1]] for key, rps in crossing.items()}
-
-
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
-              link_util: dict, waits: dict[tuple, WaitModel], shares: dict[tuple, float],
+              link_util: dict, waits: dict[tuple, list[InstanceWait]],
               residuals: dict[tuple[str, str], float]) -> FlowLaw:
     """The TTFT law of one P assignment (:func:`placer.flows.first_token_law`): prefill + KV to the
-    decoder that streams t0 (which streams it on import), the queue's wait and the line's slowdown."""
+    decoder that streams t0 (which streams it on import), the wait of the instances its queue
+    sends it to (:func:`p_instance_laws`) and the line's slowdown."""
     key = _key(a)
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
     peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k[0], k[1]) == site and s.tokens_per_s > 0)
-    det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
-                                _line_utilization(link_util, a.datacenter, dst), peer, waits[(*key, a.queue or "")],
-                                shares.get((*key, a.queue or "", dst), 0.0), residuals.get((a.datacenter, dst)))
+    parts = []
+    for part in waits[(*key, a.queue or "")]:
+        det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc,
+                                    _line_utilization(link_util, a.datacenter, dst), peer, part.law,
+                                    part.line_shares.get(dst, 0.0), residuals.get((a.datacenter, dst)), packed=True)
+        parts.append((part.weight, tail))
+    if len(parts) > 1:
+        tail = SplitTail(tuple(parts))
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
@@ -273,17 +266,17 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
             _settle_batch(problem, key, st, notes)
 
     agg_laws = a_queue_laws(problem, plan, counts, decode)
-    shares = line_shares(plan)
     residuals = line_residuals_s(problem, plan, classes)
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
+    served_waits = p_instance_laws(problem, plan, counts, models)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
             continue
         if _key(a) not in models:  # solver noise on a pool that got no instances
             notes.append(_ignored(a))
             continue
-        flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util, waits,
-                               shares, residuals))
+        flows.append(_flow_law(problem, a, classes[a.request_class], models[_key(a)], decode, link_util,
+                               served_waits, residuals))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     prices = token_prices(problem, plan, models, _agg_prefill_shares(counts, agg_laws))
@@ -312,10 +305,73 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
             continue
         key = (*_key(a), a.queue or "")
         c = classes[a.request_class]
-        new = max(1.0, (1.0 - c.hit_rate) * c.input_tokens)
-        load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), new))
+        load[key].append((a.rps, models[_key(a)].prefill_s(c.input_tokens, c.hit_rate), _new_tokens(c)))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[_key(a)]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
+
+
+@dataclass(frozen=True)
+class InstanceWait:
+    """What a P queue's requests meet at one of its instances: ``weight``, the share of the queue's
+    requests sent there; ``law``, that instance's wait; ``line_shares``, dst → the share of the
+    instance's requests whose KV crosses the line to dst (:func:`placer.flows.line_batchmates`)."""
+
+    weight: float
+    law: WaitModel
+    line_shares: dict[str, float]
+
+
+def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, list[InstanceWait]]:
+    """The waits a P queue's requests meet, keyed (role, dc, chip, tp, queue): one
+    :class:`InstanceWait` per instance that serves the queue.
+
+    :func:`p_queue_laws` takes each queue of the plan as a queue of its own on its
+    ``queue_instances``; on the hardware an instance has ONE first-come-first-served queue,
+    and where the plan's queues share an instance (fractional ``queue_instances``) their
+    requests wait behind each other and share its forwards. Here the queues are laid on the
+    instances (:func:`placer.flows.queue_layout`), each instance takes the classes its queues
+    send it (random splits of Poisson streams stay Poisson), and its law is
+    :func:`placer.flows.packed_wait_law` of that mix on one instance; instances a queue owns
+    alone give its own law. Without queue figures a pool is one queue over its instances.
+    This is the prediction (`analyze`); `validate` checks the plan by the planning rule,
+    :func:`p_queue_laws`."""
+    classes = {c.name: c for c in problem.classes}
+    by_pool: dict[PoolKey, list[Assignment]] = defaultdict(list)
+    for a in plan.assignments:
+        if a.role == P and a.rps > 0 and _key(a) in models:
+            by_pool[_key(a)].append(a)
+    out: dict[tuple, list[InstanceWait]] = {}
+    for key, rows in by_pool.items():
+        count, im = counts[key], models[key]
+        queues = {a.queue or "": a.queue_instances for a in rows}
+        if any(n is None for n in queues.values()):  # no queue figures: every instance alike
+            layout = {q: [(0, 1.0)] for q in queues}
+            served = float(count)
+        else:
+            layout = queue_layout(queues, count)
+            served = 1.0
+        load: dict[int, list] = defaultdict(list)  # instance → (req/s, prefill s, new tokens)
+        crossing: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for a in rows:
+            c = classes[a.request_class]
+            for i, w in layout[a.queue or ""]:
+                load[i].append((a.rps * w, im.prefill_s(c.input_tokens, c.hit_rate), _new_tokens(c)))
+                if a.dst and a.dst != a.datacenter:
+                    crossing[i][a.dst] += a.rps * w
+        waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
+        for i, items in load.items():
+            total = sum(r for r, _, _ in items)
+            if tuple(items) not in laws:
+                laws[tuple(items)] = packed_wait_law(items, served, im)
+            waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
+        for q, parts in layout.items():
+            out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
+    return out
+
+
+def _new_tokens(c: Class) -> float:
+    """Tokens a prompt of class ``c`` prefills (at least one)."""
+    return max(1.0, (1.0 - c.hit_rate) * c.input_tokens)
 
 
 def a_queue_laws(problem: Problem, plan: Plan, counts: dict,

@@ -8,8 +8,9 @@ out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter
      for relayed requests (:func:`relay_room_factor`), the decode
      context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
      is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
-     TTFT mixture quantile; re-exported from :mod:`placer.ttft_tail`: the TTFT tail
-     (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
+     TTFT mixture quantile, how a pool's queues lie on its instances (:func:`queue_layout`);
+     re-exported from :mod:`placer.ttft_tail`: the TTFT tail (:class:`TtftTail`,
+     :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
 
 This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
 executor's routing and handoff and the request log import it, and it imports none of
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, get_args
 from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
-from placer.ttft_tail import TtftTail, line_batchmates, ps_sojourn_var_s2
+from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojourn_var_s2
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -234,33 +235,47 @@ def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
 
 def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
                     utilization: float, peer: InstanceModel | None, wait: WaitModel,
-                    line_share: float = 0.0, line_residual_s: float | None = None) -> tuple[float, TtftTail]:
+                    line_share: float = 0.0, line_residual_s: float | None = None,
+                    packed: bool = False) -> tuple[float, TtftTail]:
     """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
     (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
     the line's slowdown at ``utilization`` (:class:`TtftTail`).
 
     The slowdown counts the transfers that start with this one (:func:`line_batchmates`, m of
     them, ``line_share`` of the queue's requests crossing this line; only a prompt shorter than
-    a chunk shares a forward, so a longer one has none): under processor sharing a batch-mate of
-    at least b bytes takes as much of the line as the tagged transfer while it runs, so the
-    tagged one finishes as if it carried (1 + m)·b on a line loaded at ρ — b(1 + m)/(C(1 − ρ))
-    on average — against b/C unloaded (a larger batch-mate is counted at b, a smaller one also:
-    an upper bound on its share). Mean TTFT = det + E[W] + that excess. Its variance is the
-    M/G/1-PS sojourn's at size (1 + m)·b/C (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given
-    ``line_residual_s``, the line's mean residual transfer E[S²]/(2E[S]) in seconds at full rate;
-    without it (the MILP: the line's mix is what it decides) the excess is exponential."""
+    a chunk shares a forward, so a longer one has none). Under processor sharing a transfer of
+    b seconds at full rate is slowed by the transfers it finds, ρ/(1 − ρ) on average (the
+    M/G/1-PS mean b/(1 − ρ)), and by its batch-mates, which do not queue ahead of it but start
+    with it: a batch-mate at least as large (a smaller one is counted at b too) takes an equal
+    share of the line while the tagged one runs, b more each. So the excess over the unloaded b
+    is b·(ρ/(1 − ρ) + m) on average — exact for a small transfer finding the Poisson count of
+    others; batches make the line burstier, so it finds a few more (on the simulator's line with
+    geometric batches of mean 1.34 mates at ρ 0.5 and 0.8, tests/placer/test_wait_tail.py, a
+    small transfer's excess is 10–30 % above this; counting each mate as load on top of ρ,
+    b(1 + m)/(1 − ρ) − b, would put the law 35–80 % above it).
+    Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size
+    (1 + m)·b (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's
+    mean residual transfer E[S²]/(2E[S]) in seconds at full rate; without it (the MILP: the
+    line's mix is what it decides) the excess is exponential.
+
+    With ``packed`` (the prediction; the planning rule leaves it out) a prompt shorter than a
+    chunk also finishes with its packed forward: the tail adds its forward-mates' time
+    (:func:`~placer.ttft_tail.pack_extension`)."""
     pre = im.prefill_s(c.input_tokens, c.hit_rate)
     loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
+    short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
+    pack_mean, pack_var = pack_extension(wait) if packed and short else (0.0, 0.0)
     if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
-        return ttft_det_s(pre, loaded), TtftTail(wait)
+        return ttft_det_s(pre, loaded), TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
     unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
     rtt = problem.links[(src, dst)].rtt_s
-    short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
-    carried = 1.0 + (line_batchmates(wait, line_share) if short else 0.0)
+    mates = line_batchmates(wait, line_share) if short else 0.0
+    size = unloaded - rtt
     var = None
     if line_residual_s is not None:
-        var = ps_sojourn_var_s2((unloaded - rtt) * carried, utilization, line_residual_s)
-    return ttft_det_s(pre, unloaded), TtftTail(wait, (loaded - rtt) * carried - (unloaded - rtt), var)
+        var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
+    excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
+    return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
 
 
 def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
@@ -305,6 +320,34 @@ def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) ->
     return WaitModel(rho, longest, longest * longest)
 
 
+def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
+    """Which of a P pool's ``count`` instances serve each of its queues, and with what weight.
+
+    ``queues``: queue name → the instances the plan gives it (``queue_instances``, possibly
+    fractional). Queues are laid end to end over the instances in name order (scaled down
+    when they ask for more than the pool has), so a queue owns whole instances and shares
+    at most the ones at its edges; its requests go to its instances in proportion to the
+    share it has of each (a queue of almost no instances: the nearest one serves it).
+    Returns queue → [(instance index, weight)], weights summing to 1. An instance two queues
+    share is ONE first-come-first-served queue on the hardware — the plan's split of it is
+    a bookkeeping device, not a queue discipline (the executor's P has one queue; the
+    simulator's router lays queues out by this same rule)."""
+    total = sum(queues.values())
+    scale = count / total if total > count + 1e-6 else 1.0
+    out: dict[str, list[tuple[int, float]]] = {}
+    pos = 0.0
+    for name in sorted(queues):
+        lo, hi = pos, pos + queues[name] * scale
+        pos = hi
+        parts = [(i, min(hi, i + 1) - max(lo, i)) for i in range(count)]
+        parts = [(i, w) for i, w in parts if w > 1e-9]
+        if not parts:
+            parts = [(min(int(lo), count - 1), 1.0)]
+        weight = sum(w for _, w in parts)
+        out[name] = [(i, w / weight) for i, w in parts]
+    return out
+
+
 #: Damped fixed-point iterations of :func:`packed_wait_law`.
 _PACKING_ITERATIONS = 60
 
@@ -343,6 +386,9 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
         n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
         room = max(0.0, 1.0 - n_short / chunk)
     s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
+    mate = 0.0  # what a short prompt adds to a forward it rides in
+    if f_short > 0:
+        mate = sum(f * (t - min(s0, 0.9 * t)) for f, (_, t, _), sh in zip(frac, items, short) if sh) / f_short
     ride = 0.0
     law = None
     for _ in range(_PACKING_ITERATIONS):
@@ -359,7 +405,7 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
         if abs(target - ride) < 1e-7:
             break
         ride = 0.5 * (ride + target)
-    return dataclasses.replace(law, ride=ride) if law.rho < 1.0 else law
+    return dataclasses.replace(law, ride=ride, mate_cost_s=mate) if law.rho < 1.0 else law
 
 
 # --- TTFT of a mixture of flows --------------------------------------------------------

@@ -2,7 +2,9 @@
 
 in:  a P queue's :class:`~placer.perfmodel.WaitModel`; a transfer's size in seconds at the
      line's full rate, the line's utilisation and the mean residual size of its transfers
-out: :class:`TtftTail` (P(wait + excess > t)), :func:`ps_sojourn_var_s2` (the variance of a
+out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed prompt's
+     forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
+     that queue differently), :func:`ps_sojourn_var_s2` (the variance of a
      processor-sharing sojourn), :func:`line_batchmates` (transfers that leave P together)
 
 :mod:`placer.flows` re-exports these and builds them in ``first_token_law``; this module
@@ -75,11 +77,13 @@ def _hypo_exceeds(wait: WaitModel, t: float, theta2: float) -> float:
 
 @dataclass(frozen=True)
 class TtftTail:
-    """The random part of a flow's TTFT: its P queue's wait W plus, when the first token's KV
-    crosses a WAN line, the transfer's excess E over its unloaded time, independent of W.
+    """The random part of a flow's TTFT: its P queue's wait W plus E, independent of W: when the
+    first token's KV crosses a WAN line, the transfer's excess over its unloaded time, and for a
+    packed prompt the time its forward-mates add (:func:`pack_extension`).
 
-    E has mean ``wan_excess_mean_s`` and variance ``wan_excess_var_s2`` (None: the mean squared,
-    an exponential excess). Its law is the two-moment fit that keeps P(W + E > t) closed-form,
+    The line's part has mean ``wan_excess_mean_s`` and variance ``wan_excess_var_s2`` (None: the
+    mean squared, an exponential excess); the pack's, ``pack_mean_s`` and ``pack_var_s2``; E's
+    mean and variance are their sums. Its law is the two-moment fit that keeps P(W + E > t) closed-form,
     with c² = var/mean²:
 
     * c² ≥ 1 (small transfers: most find the line idle): E = 0 with probability 1 − p, else
@@ -96,13 +100,25 @@ class TtftTail:
     wait: WaitModel
     wan_excess_mean_s: float = 0.0
     wan_excess_var_s2: float | None = None
+    pack_mean_s: float = 0.0
+    """Mean seconds the prompt's packed forward runs past its own prefill (:func:`pack_extension`)."""
+    pack_var_s2: float = 0.0
+
+    def without_line(self) -> TtftTail:
+        """The same queue (and pack) without the line's excess."""
+        return TtftTail(self.wait, pack_mean_s=self.pack_mean_s, pack_var_s2=self.pack_var_s2)
 
     def prob_exceeds(self, t: float) -> float:
-        """P(W + E > t)."""
-        mean = self.wan_excess_mean_s
+        """P(W + E > t), E the line's excess plus the pack's extension (independent: means and
+        variances add)."""
+        line = max(self.wan_excess_mean_s, 0.0)
+        line_var = 0.0
+        if line > 0.0:
+            line_var = line * line if self.wan_excess_var_s2 is None else max(self.wan_excess_var_s2, 0.0)
+        mean = line + max(self.pack_mean_s, 0.0)
         if mean <= 0.0 or t < 0.0:
             return self.wait.prob_exceeds(t)
-        var = mean * mean if self.wan_excess_var_s2 is None else max(self.wan_excess_var_s2, 0.0)
+        var = line_var + max(self.pack_var_s2, 0.0)
         scv = var / (mean * mean)
         if scv >= 1.0:
             p = 2.0 / (1.0 + scv)
@@ -116,17 +132,65 @@ class TtftTail:
         return _hypo_exceeds(self.wait, t - shift, mean * c)
 
 
+@dataclass(frozen=True)
+class SplitTail:
+    """The random part of a flow's TTFT when its requests go to P instances that queue differently:
+    ``parts`` = ((weight, tail) ...), the share of the flow's requests at each instance (weights sum
+    to 1) and that instance's :class:`TtftTail`. P(W + E > t) is the weighted sum — the law of total
+    probability over where a request is queued."""
+
+    parts: tuple[tuple[float, TtftTail], ...]
+
+    def prob_exceeds(self, t: float) -> float:
+        """P(W + E > t) over the instances."""
+        return sum(w * tail.prob_exceeds(t) for w, tail in self.parts)
+
+    @property
+    def wan_excess_mean_s(self) -> float:
+        """The line excess's mean over the instances."""
+        return sum(w * tail.wan_excess_mean_s for w, tail in self.parts)
+
+    def without_line(self) -> SplitTail:
+        """The same queues without the line's excess."""
+        return SplitTail(tuple((w, TtftTail(tail.wait)) for w, tail in self.parts))
+
+
+def forward_mates(wait: WaitModel) -> float:
+    """Expected other prompts in the forward that prefills a short prompt (one shorter than a chunk).
+
+    P packs the short prompts queued behind each other into one forward
+    (:func:`placer.flows.packed_wait_law`). With r the probability that a request rides along in a
+    queued forward (``wait.ride``), a forward holds K requests, geometric from 1
+    (P(K = k) = (1 − r)·r^(k−1)); a request sits in a forward size-biased, so it has
+    E[K²]/E[K] − 1 = 2r/(1 − r) forward-mates, none with probability (1 − r)². Without packing
+    (r = 0) there are none."""
+    r = min(max(wait.ride, 0.0), 0.95)
+    return 2.0 * r / (1.0 - r)
+
+
+def pack_extension(wait: WaitModel) -> tuple[float, float]:
+    """(mean s, variance s²) of how long a short prompt's forward runs past its own prefill.
+
+    Every prompt of a packed forward finishes when the forward does, so a short prompt's
+    prefill lasts its own time plus what its forward-mates add (:func:`forward_mates`, each
+    ``wait.mate_cost_s`` on average: its prefill alone less the weight read the forward
+    shares). The wait law prices each prompt alone; this is the rest. It is 0 with probability
+    (1 − r)² (no mates) — taken exponential otherwise, so with p = 1 − (1 − r)² its squared
+    coefficient of variation is 2/p − 1 (the two-moment form :class:`TtftTail` fits)."""
+    mean = forward_mates(wait) * max(wait.mate_cost_s, 0.0)
+    if mean <= 0.0:
+        return 0.0, 0.0
+    r = min(max(wait.ride, 0.0), 0.95)
+    p = 1.0 - (1.0 - r) ** 2
+    return mean, mean * mean * (2.0 / p - 1.0)
+
+
 def line_batchmates(wait: WaitModel, line_share: float) -> float:
     """Expected other KV transfers that start over the same line at the same moment as a short
     prompt's (a prompt of at least a chunk runs its own forwards: it has none).
 
-    P packs the short prompts queued behind each other into one forward
-    (:func:`placer.flows.packed_wait_law`), and every packed request's KV leaves when that forward
-    ends, so transfers reach the line in batches, not one by one as Poisson arrivals would. With
-    r the probability that a request rides along in a queued forward (``wait.ride``), a forward
-    holds K requests, geometric from 1 (P(K = k) = (1 − r)·r^(k−1)); a request sits in a forward
-    size-biased, so it has E[K²]/E[K] − 1 = 2r/(1 − r) batch-mates. ``line_share`` of them (the
-    queue's share of requests whose KV crosses this line) go the same way. Without packing
-    (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
-    r = min(max(wait.ride, 0.0), 0.95)
-    return 2.0 * r / (1.0 - r) * min(max(line_share, 0.0), 1.0)
+    Every packed request's KV leaves when its forward ends, so transfers reach the line in
+    batches, not one by one as Poisson arrivals would: of the prompt's :func:`forward_mates`,
+    ``line_share`` (the share of the queue's requests whose KV crosses this line) go the same
+    way. Without packing (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
+    return forward_mates(wait) * min(max(line_share, 0.0), 1.0)
