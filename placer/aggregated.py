@@ -43,7 +43,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from placer.flows import AGG, HEAVY_PREFILL_SHARE, LIGHT, MIX, TtftTail, decode_context_tokens
-from placer.perfmodel import InstanceModel, WaitModel
+from placer.perfmodel import InstanceModel
+from placer.queueing import WaitModel
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem

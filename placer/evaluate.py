@@ -27,7 +27,8 @@ from placer.flows import (
     eager_tokens, first_token_law, instance, mixture_quantile, packed_wait_law, queue_layout, slowest_rdma_peer,
     streamer_site, wan_bytes, wan_s,
 )
-from placer.perfmodel import InstanceModel, WaitModel
+from placer.perfmodel import InstanceModel
+from placer.queueing import WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan
 from placer.problem import Class, Problem
 from placer.token_cost import token_prices

@@ -33,7 +33,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol, get_args
 
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.perfmodel import InstanceModel
+from placer.queueing import WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
 from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojourn_var_s2

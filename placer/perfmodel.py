@@ -77,7 +77,7 @@ compute term: they run between the GEMMs, not under them).
 * Largest batch: the biggest B with step(B, L)/a ≤ TPOT, B × resident × kv ≤ K and
   B ≤ :data:`MAX_BATCH_PER_CHIP` × tp.
 * Transfer of b bytes: b / bandwidth + latency (RDMA: tp × NIC of the sender; WAN:
-  the line's share, see :func:`wan_transfer_s`).
+  the line's share, see :func:`placer.queueing.wan_transfer_s`).
 * Waiting at P: each P instance is an M/G/1 FCFS queue (Poisson arrivals; service
   times = the class mix's prefill times). Pollaczek–Khinchine gives E[W] =
   λE[S²]/(2(1−ρ)); the tail is taken exponential with an atom at zero:
@@ -611,58 +611,3 @@ def pipeline_stages(model: ModelConfig, chips: int, enabled: bool) -> int:
     if enabled and dense and chips > SCALEUP_DOMAIN_CHIPS and chips % SCALEUP_DOMAIN_CHIPS == 0:
         return chips // SCALEUP_DOMAIN_CHIPS
     return 1
-
-
-def wan_transfer_s(n_bytes: float, link_bytes_per_s: float, rtt_s: float, utilization: float) -> float:
-    """Seconds for one KV transfer over a shared WAN line.
-
-    Transfers share the line like processor sharing (concurrent TCP flows): at
-    utilisation ρ a transfer of b bytes takes b / (C (1 − ρ)) on average, plus one
-    round trip for the request/ack of the transfer protocol.
-    """
-    if n_bytes <= 0:
-        return 0.0
-    if link_bytes_per_s <= 0:
-        return math.inf
-    return n_bytes / (link_bytes_per_s * max(1e-3, 1.0 - utilization)) + rtt_s
-
-
-@dataclass(frozen=True)
-class WaitModel:
-    """M/G/1 waiting time at utilisation ``rho`` with service moments ``mean_s``, ``second_moment_s2``."""
-
-    rho: float
-    mean_s: float
-    second_moment_s2: float
-    ride: float = 0.0
-    """Probability that a request rides along in a forward already queued (packed prefills,
-    :func:`placer.flows.packed_wait_law`); 0 where prompts are not packed."""
-    mate_cost_s: float = 0.0
-    """Mean seconds one more short prompt adds to a packed forward (its prefill alone less the
-    weight read it shares); 0 where prompts are not packed."""
-
-    @property
-    def mean_wait_s(self) -> float:
-        if self.rho <= 0:
-            return 0.0
-        if self.rho >= 1:
-            return math.inf
-        lam = self.rho / self.mean_s
-        return lam * self.second_moment_s2 / (2 * (1 - self.rho))
-
-    def prob_exceeds(self, t: float) -> float:
-        """P(W > t) ≈ ρ exp(−tρ/E[W]) for t ≥ 0; 1 for t < 0."""
-        if t < 0:
-            return 1.0
-        if self.rho <= 0:
-            return 0.0
-        if self.rho >= 1:
-            return 1.0
-        return self.rho * math.exp(-t * self.rho / self.mean_wait_s)
-
-    def quantile_s(self, q: float) -> float:
-        if self.rho <= 0 or 1 - q >= self.rho:
-            return 0.0
-        if self.rho >= 1:
-            return math.inf
-        return self.mean_wait_s / self.rho * math.log(self.rho / (1 - q))

@@ -1,6 +1,6 @@
 """The random part of a flow's TTFT: its P queue's wait plus a WAN transfer's slowdown.
 
-in:  a P queue's :class:`~placer.perfmodel.WaitModel`; a transfer's size in seconds at the
+in:  a P queue's :class:`~placer.queueing.WaitModel`; a transfer's size in seconds at the
      line's full rate, the line's utilisation and the mean residual size of its transfers
 out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed prompt's
      forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from placer.perfmodel import WaitModel
+from placer.queueing import WaitModel
 
 
 def ps_sojourn_var_s2(size_s: float, rho: float, residual_s: float) -> float:

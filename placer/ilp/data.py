@@ -26,7 +26,8 @@ from placer.flows import (
 )
 from placer.ilp.config import check_build_deadline
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
-from placer.perfmodel import InstanceModel, WaitModel
+from placer.perfmodel import InstanceModel
+from placer.queueing import WaitModel
 from placer.problem import Problem
 
 

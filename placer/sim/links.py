@@ -7,7 +7,7 @@
   V₀ + b. After its last byte, a transfer still pays the line's round trip (request
   and acknowledgement of the transfer protocol) plus Gaussian jitter (``jitter_ms`` is
   the standard deviation of the one-way delay). Time-average M/G/1-PS sojourn is
-  b/(C(1−ρ)), the mean :func:`placer.perfmodel.wan_transfer_s` predicts; the
+  b/(C(1−ρ)), the mean :func:`placer.queueing.wan_transfer_s` predicts; the
   simulator adds its spread. On the executor's runtime (:mod:`placer.sim.runtime`) the
   delay after the last byte is the LinkEmulator's: one way (RTT/2 + jitter, clamped at
   0) for the KV, and on P-MD one way more for the first token back to the router.

@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.flows import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD
+from placer.flows import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, queue_layout
 
 PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3, P_A: 4}
 
@@ -147,10 +147,9 @@ def queue_slots(p_rows: list, pools: dict) -> dict:
     """Instances of each P queue and their weights: ``{(pool key, queue): (instances, cumulative)}``.
 
     The plan splits a P pool's instances over its queues (``queue_instances``, possibly
-    fractional). Queues are laid end to end over the instances in name order, so a queue
-    owns whole instances and shares at most the ones at its edges; a request of a queue
-    picks one of its instances in proportion to the share the queue has of it. Without
-    queue figures, a pool is one queue over all its instances.
+    fractional), laid out by :func:`placer.flows.queue_layout` (end to end in name order; a
+    request of a queue picks one of its instances in proportion to the share the queue has of
+    it). Without queue figures, a pool is one queue over all its instances.
     """
     wanted: dict[tuple, dict[str, float]] = defaultdict(dict)
     for a in p_rows:
@@ -162,22 +161,9 @@ def queue_slots(p_rows: list, pools: dict) -> dict:
     out = {}
     for key, queues in wanted.items():
         pool = pools[key]
-        total = sum(queues.values())
-        scale = pool.count / total if total > pool.count + 1e-6 else 1.0  # never more than the pool has
-        pos = 0.0
-        for q in sorted(queues):
-            lo, hi = pos, pos + queues[q] * scale
-            pos = hi
-            insts, weights = [], []
-            for i, inst in enumerate(pool.instances):
-                overlap = min(hi, i + 1) - max(lo, i)
-                if overlap > 1e-9:
-                    insts.append(inst)
-                    weights.append(overlap)
-            if not insts:  # a queue of (almost) no instances: the nearest one serves it
-                insts, weights = [pool.instances[min(int(lo), pool.count - 1)]], [1.0]
-            total_w = sum(weights)
-            cum = [w / total_w for w in _accumulate(weights)]
+        for q, parts in queue_layout(queues, pool.count).items():  # the rule the evaluation uses too
+            insts = [pool.instances[i] for i, _ in parts]
+            cum = _accumulate([w for _, w in parts])
             cum[-1] = math.inf
             out[(key, q)] = (insts, cum if len(insts) > 1 else None)
     return out

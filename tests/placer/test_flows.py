@@ -12,7 +12,7 @@ from placer.flows import (
     CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, eager_tokens, first_kv_s,
     handoff_mode, instance, mixture_quantile, packed_wait_law, staged_kv_s, wan_bytes, wan_s,
 )
-from placer.perfmodel import WaitModel
+from placer.queueing import WaitModel
 from placer.problem import resolve
 from placer.specs import parse_scenario
 
@@ -102,7 +102,7 @@ def test_rld_relays_one_token_per_step_of_its_own_batch_for_the_whole_transfer()
 def test_a_wan_transfer_spreads_the_ttft_tail_beyond_its_mean():
     """TTFT over a loaded line has a tail: P(late) is higher than with the transfer at its mean."""
     from placer.flows import TtftTail
-    from placer.perfmodel import WaitModel
+    from placer.queueing import WaitModel
 
     wait = WaitModel(0.5, 0.1, 0.02)
     excess = 0.2  # mean slowdown of the transfer
@@ -119,7 +119,7 @@ def test_line_batchmates_count_the_size_biased_forward_and_only_the_share_that_c
     Geometric requests and a request finds E[K²]/E[K] − 1 = 2r/(1 − r) others in its own; only
     the queue's share crossing the line shares the line with it; unpacked queues have none."""
     from placer.flows import line_batchmates
-    from placer.perfmodel import WaitModel
+    from placer.queueing import WaitModel
 
     assert line_batchmates(WaitModel(0.8, 0.1, 0.01), 1.0) == 0.0  # no packing: Poisson arrivals
     r = 0.25

@@ -19,7 +19,7 @@ from types import SimpleNamespace
 import pytest
 
 from placer.flows import mixture_quantile
-from placer.perfmodel import WaitModel
+from placer.queueing import WaitModel
 from placer.sim.links import WanLink
 from placer.ttft_tail import TtftTail, ps_sojourn_var_s2
 

@@ -3,7 +3,8 @@ import math
 import pytest
 
 from placer.catalog import get_chip, get_model
-from placer.perfmodel import InstanceModel, WaitModel, wan_transfer_s
+from placer.perfmodel import InstanceModel
+from placer.queueing import WaitModel, wan_transfer_s
 
 
 @pytest.fixture

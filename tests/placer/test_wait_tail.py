@@ -26,7 +26,7 @@ from placer.evaluate import p_instance_laws, p_queue_laws
 from placer.flows import first_token_law, instance, packed_wait_law, queue_layout
 from placer.plan import Assignment, Plan, PoolOut
 from placer.problem import resolve
-from placer.perfmodel import WaitModel
+from placer.queueing import WaitModel
 from placer.sim.links import WanLink
 from placer.sim.prefill import PrefillInstance
 from placer.specs import parse_scenario
