@@ -200,15 +200,25 @@ def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
             for c in problem.classes]
 
 
-def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel) -> list[Pool]:
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
+              memo: dict | None = None) -> list[Pool]:
     """The P queues of one physical pool: a "mix" queue at each of its utilisation tiers, and
     a "light" one at the cap when some classes, but not all, are light (short services wait
-    little even there; a light tier grid grew the model without changing the plans)."""
-    light = light_classes(problem, im)
-    everyone = list(range(len(problem.classes)))
-    queues = [Pool(P, dc, chip, tp, rho, MIX)
-              for rho in tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)]
-    if light and len(light) < len(problem.classes):
+    little even there; a light tier grid grew the model without changing the plans).
+    The tiers depend on the instance, not on its datacenter: ``memo`` keeps them per (chip, tp)."""
+    key = (chip, tp)
+    if memo is None or key not in memo:
+        light = light_classes(problem, im)
+        everyone = list(range(len(problem.classes)))
+        tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
+        found = (tiers, bool(light) and len(light) < len(problem.classes))
+        if memo is not None:
+            memo[key] = found
+    else:
+        found = memo[key]
+    tiers, light_queue = found
+    queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
+    if light_queue:
         queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
     return queues
 
@@ -226,7 +236,9 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
+    tiers: dict = {}  # (chip, tp) → its P queues' utilisation tiers, the same in every datacenter
     for dc in problem.datacenters:
+        check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
@@ -240,7 +252,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     continue
                 disaggregated = any(pipe != P_A for pipe in arch.pipelines)
                 if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                    for pool in _p_queues(problem, dc.name, chip, tp, im):
+                    for pool in _p_queues(problem, dc.name, chip, tp, im, tiers):
                         pools.append(pool)
                         instances[pool] = im
                 for role in decode_roles:
@@ -290,7 +302,8 @@ def _a_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
     return out
 
 
-def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dict) -> int:
+def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dict,
+            prefill_s: list[float] | None = None) -> int:
     """Instances of ``q`` that would carry the whole offered load alone: a valid upper
     bound (more can only add cost) that narrows the branch-and-bound search."""
     a = problem.arrival_rps
@@ -302,7 +315,8 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dic
         memory = sum(c.share * a * design.resident_byte_s(c, kv) for c in problem.classes) / im.kv_capacity_bytes
         return math.ceil(max(budget, slots, memory) + 1e-9)
     if q.role == P:
-        work = sum(c.share * a * im.prefill_s(c.input_tokens, c.hit_rate) for c in problem.classes)
+        secs = prefill_s if prefill_s is not None else _prefill_secs(problem, im)
+        work = sum(c.share * a * s for c, s in zip(problem.classes, secs, strict=True))
         return math.ceil(work / q.util + 1e-9)
     design = decode[q]
     busy = sum(c.share * a * c.output_tokens * design.step_s for c in problem.classes)
@@ -312,15 +326,24 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dic
                math.ceil(kv / im.kv_capacity_bytes + 1e-9))
 
 
-def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict, agg: dict) -> dict[tuple, int]:
-    """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone."""
+def _prefill_secs(problem: Problem, im: InstanceModel) -> list[float]:
+    """Each class's prefill seconds alone on ``im``."""
+    return [im.prefill_s(c.input_tokens, c.hit_rate) for c in problem.classes]
+
+
+def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict, agg: dict,
+                  secs: dict) -> dict[tuple, int]:
+    """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone
+    (``secs``: each P instance's prefill seconds per class, by chip and shape)."""
+    tiers = _grouped(pools, lambda q: q.key)
     bounds: dict[tuple, int] = {}
-    for q in pools:
-        if q.key in bounds:
-            continue
+    for key, qs in tiers.items():
+        check_build_deadline()
+        q = qs[0]
         dc = problem.dc(q.dc)
-        bounds[q.key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
-                            max(_enough(problem, t, instances[t], decode, agg) for t in pools if t.key == q.key))
+        bounds[key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
+                          max(_enough(problem, t, instances[t], decode, agg, secs.get((t.chip, t.tp)))
+                              for t in qs))
     return bounds
 
 
@@ -412,9 +435,12 @@ def prepare(problem: Problem, arch: Architecture) -> Prepared:
     """The sets and parameters of the formulation for ``arch`` (data only: no model yet)."""
     pools, instances, decode, agg, notes = candidate_pools(problem, arch)
     check_build_deadline()
-    bounds = _count_bounds(problem, pools, instances, decode, agg)
-    prefill = {(k, p): instances[p].prefill_s(c.input_tokens, c.hit_rate)
-               for k, c in enumerate(problem.classes) for p in pools if p.role == P}
+    secs: dict[tuple, list[float]] = {}  # per P instance (chip, shape): the same in every datacenter
+    for p in pools:
+        if p.role == P and (p.chip, p.tp) not in secs:
+            secs[(p.chip, p.tp)] = _prefill_secs(problem, instances[p])
+    bounds = _count_bounds(problem, pools, instances, decode, agg, secs)
+    prefill = {(k, p): secs[(p.chip, p.tp)][k] for k in range(len(problem.classes)) for p in pools if p.role == P}
     prefill.update({(k, a): agg[a].service_s(c) for k, c in enumerate(problem.classes) for a in pools
                     if a.role == AGG})  # A: seconds of the prefill budget (the busy of its C14 row)
     flows = _admitted(problem, _flows(problem, arch, pools), pools, instances, agg)

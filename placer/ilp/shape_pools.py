@@ -74,10 +74,14 @@ def drop_dominated(problem: Problem, pools: list, instances: dict, decode: dict,
     (aggregated) are kept whole. The dropped pools leave ``instances`` and ``decode`` too; each drop
     is noted ("MD H200-SXM tp8: dominated by tp8-dep")."""
     profiles: dict[tuple, tuple[float, ...]] = {}
+    by_shape: dict[tuple, tuple[float, ...]] = {}  # a profile is the instance's, whatever its datacenter
     for q in pools:
         if q.role != AGG and q.key not in profiles:
-            im = instances[q]
-            profiles[q.key] = _p_profile(problem, im) if q.role == P else _decode_profile(decode[q], im)
+            shape = (q.role, q.chip, q.tp)
+            if shape not in by_shape:
+                im = instances[q]
+                by_shape[shape] = _p_profile(problem, im) if q.role == P else _decode_profile(decode[q], im)
+            profiles[q.key] = by_shape[shape]
     dropped = {}
     for key, prof in profiles.items():
         rivals = [k for k in profiles if k[:3] == key[:3] and k[3] != key[3] and int(k[3]) == int(key[3])]

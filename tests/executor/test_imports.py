@@ -13,9 +13,9 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
           "executor.registry", "executor.dispatch", "executor.live", "executor.faults", "executor.outbox"]
 #: the planner's base layer (docs/architecture.md): vocabulary, data and physics, no solver, no faces
 PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
-               "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
-               "placer.fields", "placer.readers", "placer.plancheck", "placer.aggregated",
-               "placer.fleetplan", "placer.shapes"}
+               "placer.perfmodel", "placer.queueing", "placer.ttft_tail", "placer.problem", "placer.records",
+               "placer.settings", "placer.profiles", "placer.fields", "placer.readers", "placer.plancheck",
+               "placer.aggregated", "placer.fleetplan", "placer.shapes"}
 
 
 def _loaded(modules: list[str]) -> set[str]:
