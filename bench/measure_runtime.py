@@ -117,7 +117,7 @@ def forwards_per_s(k: int, window_s: float = 1.0) -> float:
     return done / elapsed
 
 
-def probe_host(window_s: float = 0.6, most: int = 3) -> dict:
+def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
     """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
     threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
 
@@ -128,10 +128,18 @@ def probe_host(window_s: float = 0.6, most: int = 3) -> dict:
     under another load mixes that load into the GIL's share: on a shared 2-core machine it read
     0.70-0.80 for two threads beside a one-thread slowdown of 1.0-1.3 probed at serve time,
     charging two forwards 2.5x instead of the ~1.3x one loaded core gives.
+
+    Each k's throughput is the best of ``repeats`` windows, taken in turn (1, 2, …, most, 1, 2, …):
+    a burst of other work only ever lowers a window's count, and one disturbed window read
+    [1, 1.22, 2.07] for 1-3 threads on two cores (3 threads cannot do 2.07x; 2 did 1.89x minutes
+    before) — a noise that decided the simulator's step times for a whole setup.
     """
     slowdown = probe_slowdown(reps=5)
-    one = forwards_per_s(1, window_s)
-    speedup = [1.0] + [round(forwards_per_s(k, window_s) / one, 3) for k in range(2, most + 1)]
+    best = {k: 0.0 for k in range(1, most + 1)}
+    for _ in range(repeats):
+        for k in best:
+            best[k] = max(best[k], forwards_per_s(k, window_s))
+    speedup = [1.0] + [round(best[k] / best[1], 3) for k in range(2, most + 1)]
     return {"slowdown": round(slowdown, 3), "speedup": speedup}
 
 

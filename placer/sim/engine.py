@@ -15,7 +15,9 @@ workload so that only requests in flight exist. A request's life:
    over the line to MD; RLD decodes eagerly; when the KV lands on MD the token-ID
    handoff (:mod:`placer.sim.handoff`) moves the request to MD (unless RLD finished
    it first; the KV still lands, so MD's radix cache holds it for the session's next
-   turn). P-RLD — the filter: all on RLD, nothing crosses.
+   turn). P-RLD — the filter: all on RLD, nothing crosses. On the executor's runtime each
+   decoder pulls its KV when it handles its order, between two of its steps, and P sends
+   the KV when both its prefill and that pull are done (:mod:`placer.sim.runtime`).
    The first decoder (RLD on the relay pipelines, else MD/D) streams t0 — sampled by P,
    carried with the KV — when it admits the request, and decodes the other n_out − 1
    tokens (:func:`placer.flows.ttft_det_s`); ``rld_tokens`` counts what RLD streamed, t0 included.
@@ -51,12 +53,14 @@ from placer.workload.trace import BLOCK_TOKENS
 PREFILL, ON_RLD, HANDOFF, ON_MD, DONE = range(5)
 # pipeline codes (router.PIPE_CODE)
 PMD, PRLDMD, PRLD, PD, PA = 0, 1, 2, 3, 4
+# runtime: which consumers' pulls have reached P (Req.pulls)
+_PULL_MD, _PULL_RLD = 1, 2
 
 
 class Req:
     __slots__ = ("rid", "t_arr", "n_in", "n_out", "hit", "new", "left", "pos", "path", "p", "rld", "md",
                  "xfer", "t_first", "stage", "rld_tokens", "dec", "vjoin", "dec_tokens", "dec_pause", "ctx",
-                 "flow", "kv_md", "ids", "md_pause", "drc_hit")
+                 "flow", "kv_md", "ids", "md_pause", "drc_hit", "pulls", "staged", "exported")
 
 
 class Pool:
@@ -269,23 +273,68 @@ class Simulation:
             self.input_tokens += n_in
         self.last_arrival_t = t
         req.p = self._pick_prefill(path, rand)
-        if self.runtime is not None and self.runtime.request_overhead_s > 0:
-            delay = self.runtime.request_overhead_s * self.host.factor()
-            heappush(self.heap, (t + delay, next(self.seq), self._ev_at_p, req))
+        if self.runtime is None:
+            req.p.enqueue(req, t)
+            return
+        sent = t + self.runtime.request_overhead_s * self.host.factor()  # the router's orders leave
+        if sent > t:
+            heappush(self.heap, (sent, next(self.seq), self._ev_at_p, req))
         else:
             req.p.enqueue(req, t)
+        for bit, inst in ((_PULL_MD, req.md), (_PULL_RLD, req.rld)):
+            if inst is not None:
+                heappush(self.heap, (sent + self._one_way(req, inst), next(self.seq), self._ev_order_at, (req, bit)))
 
     def _ev_at_p(self, t: float, req) -> None:
         req.p.enqueue(req, t)
 
-    def exported_bytes(self, req) -> float:
-        """KV bytes P serialises for ``req``'s consumers: what MD/D lacks, and the whole prompt for RLD."""
+    # ---- the executor's pulls (runtime only) ------------------------------------
+    def _one_way(self, req, inst) -> float:
+        """A message between P's datacenter and ``inst``'s: the line's one way, or 0 in process."""
+        link = req.path.link
+        return link.one_way_s() if link is not None and inst.pool.dc != req.p.pool.dc else 0.0
+
+    def _ev_order_at(self, t: float, arg) -> None:
+        """The decoder's order reached it; its worker handles it — and sends ``KVPull`` to P — between
+        two steps (executor/roles/md.py, rld.py: ``on_order`` → ``_pull``)."""
+        req, bit = arg
+        inst = req.md if bit == _PULL_MD else req.rld
+        at = inst.step_boundary(t)
+        heappush(self.heap, (at + self._one_way(req, inst), next(self.seq), self._ev_pull_at_p, arg))
+
+    def _ev_pull_at_p(self, t: float, arg) -> None:
+        """A pull reached P: served now if the KV is staged (between two of P's forwards: when the
+        one in flight ends), else when the prefill ends (executor/roles/p.py: ``early_pulls``)."""
+        req, bit = arg
+        if req.pulls & bit:
+            return
+        req.pulls |= bit  # (MD pulls even when RLD has finished the request: its radix cache keeps the KV)
+        if req.staged:
+            self._serve_pull(req.p.boundary(t), req, bit)
+
+    def _serve_pull(self, t: float, req, bit: int) -> None:
+        """P exports the staged KV for the consumer that pulled it (unless its forward was charged
+        with that, the pull being there when it began) and sends it."""
+        path = req.path
+        if not req.exported & bit:
+            t += self.runtime.export_s(self.exported_bytes(req, bit)) * self.host.factor()
+        if bit == _PULL_RLD:
+            heappush(self.heap, (t, next(self.seq), self._ev_rld_arrive, req))
+        elif path.link is not None:
+            path.link.add(req, req.xfer, t)
+        else:
+            heappush(self.heap, (t, next(self.seq), self._ev_decode_arrive, req))
+
+    def exported_bytes(self, req, pulls: int = _PULL_MD | _PULL_RLD) -> float:
+        """KV bytes P serialises for ``req``'s consumers among ``pulls``: what MD/D lacks, and the
+        whole prompt for RLD."""
         pipe = req.path.pipe
-        if pipe == PRLD:
-            return req.n_in * self.kv
-        if pipe == PRLDMD:
-            return req.n_in * self.kv + req.xfer
-        return req.xfer
+        n = 0.0
+        if pulls & _PULL_RLD and (pipe == PRLD or pipe == PRLDMD):
+            n += req.n_in * self.kv
+        if pulls & _PULL_MD and pipe != PRLD:
+            n += req.xfer
+        return n
 
     def _arrival_hits(self, ids, n_in: int, hit: float) -> tuple[float, float]:
         """(P-side hit, decode-side hit): from the prefix store for hash_ids, else the drawn hit less the DRC lag."""
@@ -338,6 +387,9 @@ class Simulation:
         req.flow = None
         req.kv_md = False
         req.md_pause = 0.0
+        req.pulls = 0  # runtime: consumers whose KVPull has reached P (bit 1: MD/D, bit 2: RLD)
+        req.staged = False  # runtime: prefill done, its KV staged at P for the pulls
+        req.exported = 0  # runtime: the pulls whose export P's forward was charged with (there when it began)
         req.path = path
         req.md = md
         req.drc_hit = drc_hit
@@ -402,34 +454,23 @@ class Simulation:
             req.md = self.agg_pair[req.p]
             heappush(heap, (t, next(seq), self._ev_decode_arrive, req))
             return
+        if rt is not None:  # the executor's P: the KV waits, staged, for each consumer's pull
+            req.staged = True
+            for bit in (_PULL_RLD, _PULL_MD):
+                if req.pulls & bit:
+                    self._serve_pull(t, req, bit)
+            return
         if pipe == PMD or pipe == PD:
             if path.link is not None:
-                self._wan_send(req, t)
+                path.link.add(req, req.xfer, t)
             else:
-                dt = 0.0 if rt is not None else req.xfer / _rdma_rate(req.p, req.md) + RDMA_LATENCY_S
+                dt = req.xfer / _rdma_rate(req.p, req.md) + RDMA_LATENCY_S
                 heappush(heap, (t + dt, next(seq), self._ev_decode_arrive, req))
             return
-        dt = 0.0 if rt is not None else req.n_in * self.kv / _rdma_rate(req.p, req.rld) + RDMA_LATENCY_S
+        dt = req.n_in * self.kv / _rdma_rate(req.p, req.rld) + RDMA_LATENCY_S
         heappush(heap, (t + dt, next(seq), self._ev_rld_arrive, req))
         if pipe == PRLDMD:
-            self._wan_send(req, t)
-
-    def _wan_send(self, req, t: float) -> None:
-        """Start ``req``'s KV over its line; on the executor's runtime, not before MD's pull has
-        come back to P (the order's and the pull's one-way delays after the request arrived)."""
-        link = req.path.link
-        if self.runtime is None:
-            link.add(req, req.xfer, t)
-            return
-        rt = self.runtime
-        pulled = req.t_arr + rt.request_overhead_s * self.host.factor() + link.one_way_s() + link.one_way_s()
-        if pulled > t:
-            heappush(self.heap, (pulled, next(self.seq), self._ev_wan_start, req))
-        else:
-            link.add(req, req.xfer, t)
-
-    def _ev_wan_start(self, t: float, req) -> None:
-        req.path.link.add(req, req.xfer, t)
+            path.link.add(req, req.xfer, t)
 
     def kv_landed(self, req, t: float) -> None:
         """The WAN line delivered ``req``'s KV; it is usable at MD at ``t``."""

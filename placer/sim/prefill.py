@@ -23,8 +23,9 @@ measured ÷ roofline of its prompts alone.
 
 On the executor's runtime (``SimConfig.runtime``, :mod:`placer.sim.runtime`) P is the
 executor's: one request per forward (all its uncached tokens, no chunking, no packing),
-then the KV exported for its consumers on the same thread, the whole slowed by the cores
-it shares (:class:`~placer.sim.runtime.Host`).
+then the KV exported on the same thread for the consumers whose pull had come when the
+forward began (a later pull is exported when it comes: the engine adds that time to the
+KV's departure), the whole slowed by the cores it shares (:class:`~placer.sim.runtime.Host`).
 """
 
 from __future__ import annotations
@@ -157,13 +158,21 @@ class PrefillInstance:
         """The executor's P: this prompt's uncached tokens in one forward, then the KV exported and
         serialised for each consumer's pull — CPU seconds turned into wall seconds by the cores it
         shares, re-timed whenever the number of busy instances changes (:meth:`retime`)."""
+        req.exported = req.pulls  # the pulls already here are served on this thread right after the forward
         self.cpu_left = self._parts(req.n_in, req.pos, req.left)[2] + \
-            self.runtime.export_s(self.engine.exported_bytes(req))
+            self.runtime.export_s(self.engine.exported_bytes(req, req.pulls))
         self.busy = True
         self.t_from = self.t_started = t
         self.forwards += 1
         self.inflight = req
         self.host.change(t, +1)  # re-times every busy instance, this one included
+
+    def boundary(self, t: float) -> float:
+        """When this P's worker next handles messages: now when idle, else when the forward in
+        flight ends (runtime: the executor's ``run_once`` drains its inbox between two prefills)."""
+        if self.runtime is None or not self.busy:
+            return t
+        return max(t, self.t_from + self.cpu_left * self.fac)
 
     def retime(self, t: float) -> None:
         """The cores' share changed at ``t``: the rest of the forward runs at the new factor."""

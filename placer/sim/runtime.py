@@ -50,9 +50,18 @@ the executor's code, every number is measured:
   message sent through an in-process line, per byte) times a busy line's rate is that
   thread's load, which :class:`Host` adds to the busy forwards (same-datacenter
   messages are handed over in process: no bytes, no load).
-* **The pull's round trip over the WAN**: the router sends the decoder its order and the
-  decoder sends ``KVPull`` to P, so a cross-datacenter KV transfer cannot start before
-  one round trip after the request arrived (``executor/roles/md.py: _pull``).
+* **Pulls, between two steps** (``executor/roles/md.py`` / ``rld.py``: ``on_order`` →
+  ``_pull``; ``roles/p.py``: ``on_pull``, ``early_pulls``): each decoder handles its order —
+  and sends ``KVPull`` to P — between two of its steps, so a busy decoder's pull leaves when
+  its step in progress ends (plus the line's one way each way across datacenters). P serves a
+  pull that came before the prefill ended right after the forward (its export is part of that
+  forward); a later one at P's next loop turn (when the forward in flight ends), exporting it
+  then. A busy decoder has meanwhile begun its next step, so the KV lands in it and waits for
+  it too (the rule above): a request that reaches a stepping decoder waits more than one
+  step, not half of one on average. Measured in bench_serve's same-datacenter run (D's steps
+  ~0.26 s): P's prefill ended uniformly over D's steps, but the KV reached D within the first
+  tenth of a step for half the requests, and P's prefill end → import took 1.1 steps at the
+  median — the phase lock this rule reproduces. No figure: the steps' own times.
 * **The line** (``executor/transport/link.py``, ``LinkEmulator``): one serialiser per
   direction at the line's rate (``LineClock``: the line's own timeline, so the relay
   thread's late wake-ups cost no capacity), shared round-robin by every transfer
@@ -123,14 +132,17 @@ class ExecutorRuntime:
 
     def speedup_at(self, k: float) -> float:
         """Throughput of k concurrent forwards ÷ one's (measured; past the table, its last value; a
-        fraction of a thread — the I/O thread's share — between the table's neighbours)."""
+        fraction of a thread — the I/O thread's share — between the table's neighbours), never above
+        min(k, cores): k threads on C cores cannot do more than that, whatever a noisy probe read."""
         if k <= 1:
             return 1.0
+        most = min(float(k), self.cores)
         if not self.speedup:
-            return min(float(k), self.cores)
+            return most
         lo = int(k)
         at = lambda i: self.speedup[min(i, len(self.speedup)) - 1]
-        return at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
+        got = at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
+        return min(got, most)
 
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s

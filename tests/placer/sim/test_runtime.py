@@ -51,6 +51,8 @@ def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
     # measured: two engine threads get 1.6x one's throughput, three 1.5x (the GIL); other work halves a thread
     assert factors(speedup=[1.0, 1.6, 1.5], slowdown=2.0) == pytest.approx([2.0, 2.0 * 2 / 1.6, 2.0 * 3 / 1.5])
     assert factors(speedup=[1.0, 1.6])[2] == pytest.approx(3 / 1.6)  # past the table: its last value
+    # a probe that read more than the cores can give (noise: 2.07 for three threads on two cores) is capped
+    assert factors(speedup=[1.0, 1.2, 2.07])[2] == pytest.approx(3 / 2.0)
     with pytest.raises(InputError, match="runtime.speedup"):
         _runtime(speedup=[1.0, -2])
 
@@ -184,6 +186,23 @@ def test_under_load_a_decoders_step_delays_the_next_first_token(tmp_path):
     # a long decode still running when the short request's KV lands; its TTFT (> 1 s) is the larger
     behind = run([(0.0, 8192, 4000, 0.0), short])["ttft_p50_s"]
     assert alone < behind < alone + 0.1
+
+
+def test_a_busy_decoder_pulls_the_kv_between_two_steps_so_it_lands_in_the_next_one(tmp_path):
+    """The executor's decoder sends KVPull when it handles its order, between two steps
+    (roles/md.py: on_order → _pull); P answers at once, so the KV lands early in the NEXT step and
+    waits for that one too: a request arriving mid-step waits more than a whole step, never less
+    (bench_serve's same-datacenter run: the KV reached D in the first tenth of a step for half the
+    requests, and the time from P's prefill to the import was 1.1 steps at the median)."""
+    problem, plan = _same_dc_problem_and_plan()
+    stream_s = 0.2  # a step of ~0.2 s per request decoding: the streamed token's cost dominates
+    short = (3.0, 256, 4, 0.0)
+    run = lambda rows: simulate(problem, plan, SimConfig(requests=len(rows), workload="trace",
+                                                         trace=_trace(tmp_path, rows), warmup_fraction=0.0,
+                                                         runtime=_runtime(cores=8, token_stream_s=stream_s)))
+    alone = run([short])["ttft_p50_s"]
+    behind = run([(0.0, 2048, 400, 0.0), short])["ttft_p50_s"]  # the short one arrives while MD steps
+    assert stream_s < behind - alone < 2 * stream_s + 0.05
 
 
 def test_a_prefill_slows_down_when_the_decoders_start_stepping_beside_it(tmp_path):
