@@ -200,22 +200,19 @@ def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
             for c in problem.classes]
 
 
-def _p_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
-              memo: dict | None = None) -> list[Pool]:
-    """The P queues of one physical pool: a "mix" queue at each of its utilisation tiers, and
-    a "light" one at the cap when some classes, but not all, are light (short services wait
-    little even there; a light tier grid grew the model without changing the plans).
-    The tiers depend on the instance, not on its datacenter: ``memo`` keeps them per (chip, tp)."""
-    key = (chip, tp)
-    if memo is None or key not in memo:
-        light = light_classes(problem, im)
-        everyone = list(range(len(problem.classes)))
-        tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
-        found = (tiers, bool(light) and len(light) < len(problem.classes))
-        if memo is not None:
-            memo[key] = found
-    else:
-        found = memo[key]
+def _p_tiers(problem: Problem, im: InstanceModel) -> tuple[list[float], bool]:
+    """The P queues of one instance (chip, shape), the same in every datacenter: the "mix" queue's
+    utilisation tiers, and whether a "light" one at the cap joins them — when some classes, but
+    not all, are light (short services wait little even there; a light tier grid grew the model
+    without changing the plans)."""
+    light = light_classes(problem, im)
+    everyone = list(range(len(problem.classes)))
+    tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
+    return tiers, bool(light) and len(light) < len(problem.classes)
+
+
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple[list[float], bool]) -> list[Pool]:
+    """The P queues of one physical pool, from its instance's :func:`_p_tiers`."""
     tiers, light_queue = found
     queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
     if light_queue:
@@ -236,7 +233,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
-    tiers: dict = {}  # (chip, tp) → its P queues' utilisation tiers, the same in every datacenter
+    tiers: dict = {}  # (chip, tp) → _p_tiers: its P queues, the same in every datacenter
     for dc in problem.datacenters:
         check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
@@ -252,7 +249,9 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     continue
                 disaggregated = any(pipe != P_A for pipe in arch.pipelines)
                 if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                    for pool in _p_queues(problem, dc.name, chip, tp, im, tiers):
+                    if (chip, tp) not in tiers:
+                        tiers[chip, tp] = _p_tiers(problem, im)
+                    for pool in _p_queues(problem, dc.name, chip, tp, tiers[chip, tp]):
                         pools.append(pool)
                         instances[pool] = im
                 for role in decode_roles:
@@ -302,10 +301,10 @@ def _a_queues(problem: Problem, dc: str, chip: str, tp: int, im: InstanceModel,
     return out
 
 
-def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dict,
-            prefill_s: list[float] | None = None) -> int:
+def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dict, secs: dict) -> int:
     """Instances of ``q`` that would carry the whole offered load alone: a valid upper
-    bound (more can only add cost) that narrows the branch-and-bound search."""
+    bound (more can only add cost) that narrows the branch-and-bound search (``secs``: each P
+    instance's prefill seconds per class, by chip and shape)."""
     a = problem.arrival_rps
     if q.role == AGG:
         design, kv = agg[q], problem.kv_bytes_per_token
@@ -315,8 +314,7 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dic
         memory = sum(c.share * a * design.resident_byte_s(c, kv) for c in problem.classes) / im.kv_capacity_bytes
         return math.ceil(max(budget, slots, memory) + 1e-9)
     if q.role == P:
-        secs = prefill_s if prefill_s is not None else _prefill_secs(problem, im)
-        work = sum(c.share * a * s for c, s in zip(problem.classes, secs, strict=True))
+        work = sum(c.share * a * s for c, s in zip(problem.classes, secs[q.chip, q.tp], strict=True))
         return math.ceil(work / q.util + 1e-9)
     design = decode[q]
     busy = sum(c.share * a * c.output_tokens * design.step_s for c in problem.classes)
@@ -334,15 +332,14 @@ def _prefill_secs(problem: Problem, im: InstanceModel) -> list[float]:
 def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: dict, agg: dict,
                   secs: dict) -> dict[tuple, int]:
     """The bound of n_q per physical pool: max instances, inventory, and what carries the load alone
-    (``secs``: each P instance's prefill seconds per class, by chip and shape)."""
-    tiers = _grouped(pools, lambda q: q.key)
+    (``secs``: as :func:`_enough` reads it)."""
     bounds: dict[tuple, int] = {}
-    for key, qs in tiers.items():
+    for key, qs in _grouped(pools, lambda q: q.key).items():
         check_build_deadline()
         q = qs[0]
         dc = problem.dc(q.dc)
         bounds[key] = min(problem.options.max_instances_per_pool, dc.inventory.get(q.chip, 0) // q.tp,
-                          max(_enough(problem, t, instances[t], decode, agg, secs.get((t.chip, t.tp)))
+                          max(_enough(problem, t, instances[t], decode, agg, secs)
                               for t in qs))
     return bounds
 
