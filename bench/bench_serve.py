@@ -27,10 +27,24 @@ simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and th
 (`placer profile model --device cpu --grid serve`, measured first unless `--profile`)
 and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
 trace: same prompts, the arrival times each setup saw. The machine may be shared: the
-profile is in CPU seconds and each setup's simulation takes the one-thread slowdown and
-the speedup of 1-3 concurrent engine threads measured just before and after serving it
+profile is in CPU seconds and each setup's simulation takes the one-thread slowdown, the
+speedup of 1-3 concurrent engine threads and each phase's pace (lone forwards at a few grid
+points ÷ the profile's) measured just before and after serving it
 (`measure_runtime.probe_host`). `--quick` is a smaller run of the same
 comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
+
+The report has a third column, "as served": the same simulation at the pace the served
+forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
+the same shapes). It uses the run's own forwards, so it is no prediction; it tells how much
+of the error is the table's (the simulated column) and how much the simulator's own.
+
+Each setup first serves one request of the shared system prompt to the end (`warm_up`):
+in steady state it is cached, and the simulator starts so. The trace is spaced (a
+conversation every 2 s, 3.5 s of thinking between turns) so that the decoders work about
+70-80 % of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a
+cost error e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's
+cost — the spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %
+(the report prints each setup's simulated busy fractions and that factor).
 """
 
 from __future__ import annotations
@@ -79,12 +93,12 @@ class TraceConfig:
     turn_output_tokens: int = 16
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
-    stagger_s: float = 1.2  # between conversation starts
-    think_s: float = 2.0  # between turns of one conversation
+    stagger_s: float = 2.0  # between conversation starts
+    think_s: float = 3.5  # between turns of one conversation
 
 
 QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
-                    stagger_s=0.8, think_s=0.8)  # 27 requests
+                    stagger_s=1.5, think_s=2.0)  # 27 requests
 FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
 
 
@@ -180,6 +194,29 @@ def replay(router, trace: list[TraceRequest]) -> tuple[list, list[float]]:
     return streams, arrivals
 
 
+def shared_prefix(trace: list[TraceRequest]) -> tuple[int, ...]:
+    """The tokens every conversation's prompt starts with (the system prompt and tool definitions)."""
+    prompts = [r.prompt for r in trace if r.conv >= 0]
+    n = min(len(p) for p in prompts)
+    k = next((i for i in range(n) if len({p[i] for p in prompts}) > 1), n)
+    return prompts[0][:k]
+
+
+def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0) -> None:
+    """One request of the shared system prompt, served to the end before the trace starts.
+
+    A serving system's system prompt is in its caches in steady state, and the simulator starts
+    so (it warms P's and every decoder's cache with the workload's shared prefix). Cold, the
+    first conversation ships the prefix over the line and the decoder defers the next
+    conversations' pulls until it lands (``executor/roles/md.py: _inflight_prefix``): 1.7 s of
+    start-up queueing that the trace would charge to its first requests.
+    """
+    prompt = shared_prefix(trace)
+    stream = router.submit(prompt, SamplingParams(max_new_tokens=16, stop_at_eos=False))
+    if not stream.closed.wait(timeout_s) or stream.error:
+        raise RuntimeError(f"warm-up request failed: {stream.error or f'not done in {timeout_s:.0f} s'}")
+
+
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
     specs, policy = setups()[name]
     links = {frozenset(("dc-a", "dc-b")): line}
@@ -187,10 +224,17 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     config = ServingConfig(routing=policy, handoff=HandoffPolicy("adaptive", 64), links=links, heartbeat_s=None,
                            request_timeout_s=600, stall_s=600, lease_s=600)
     with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
+        warm_up(cluster.router, trace)
+        warm_bytes = _line_bytes(cluster.stats())
+        engines = [inst.worker.engine for inst in cluster.instances.values()]
+        for engine in engines:
+            engine.forward_log.clear()
         t0 = time.monotonic()
         streams, arrivals = replay(cluster.router, trace)
         wall_s = time.monotonic() - t0
         stats = cluster.stats()
+        served = {kind: [[r.size, r.context, r.cpu_s] for e in engines for r in e.forward_log.records(kind)]
+                  for kind in ("prefill", "decode")}
     errors = [s.error for s in streams if s is None or s.error]
     records = [s.record if s is not None else None for s in streams]
     ttft = [r.ttft_s for r in records if r is not None and r.ttft_s is not None]
@@ -206,7 +250,6 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
             for key, v in {"ttft_s": r.ttft_s, **r.extra}.items():
                 if key.endswith("_s") and isinstance(v, (int, float)):
                     phases.setdefault(req.kind, {}).setdefault(key, []).append(float(v))
-    link = stats["links"].get("dc-a<->dc-b", {}).get("dc-a->dc-b", {})
     return {
         "setup": name, "requests": len(trace), "errors": errors, "wall_s": wall_s, "arrivals": arrivals,
         "ttft_s": ttft, "tpot_s": tpot, "ttft_by_kind": by_kind, "phases": phases,
@@ -216,12 +259,17 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         "prefix_hit": [r.prefix_hit_tokens / r.input_tokens for r in records if r is not None],
         "drc_hit": [r.extra.get("md_cached_tokens", 0) / r.input_tokens for r in records
                     if r is not None and "md_cached_tokens" in r.extra],
-        "wan_bytes": link.get("bytes", 0),
+        "wan_bytes": _line_bytes(stats) - warm_bytes,
+        "forwards_served": served,  # [size, context, thread CPU s] of every prefill and decode step
         "handoffs": handoffs,
         "rld_tokens": sum(r.extra.get("relay_tokens", 0) for r in records if r is not None
                           and r.pipeline in ("P-RLD-MD", "P-RLD")),
         "output_tokens": sum(r.output_tokens for r in records if r is not None),
     }
+
+
+def _line_bytes(stats: dict) -> int:
+    return stats["links"].get("dc-a<->dc-b", {}).get("dc-a->dc-b", {}).get("bytes", 0)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -318,18 +366,22 @@ def trace_file(path: Path, trace: list[TraceRequest], arrivals: list[float]) -> 
 def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
             seed: int) -> dict:
     """Each setup's TTFT P50/P90/P99 and TPOT P50/P90 by the simulator on the executor's runtime
-    (and TTFT by the planner), at the arrivals it saw, from the CPU profile."""
+    (and TTFT by the planner), at the arrivals it saw, from the CPU profile and the probes around
+    the serving; and, to tell the table's error from the simulator's, once more at the pace the
+    served forwards really went (``served_paces``)."""
     from placer.optimize import SolveConfig, evaluate_plan
-    from placer.sim import SimConfig, simulate
     from dataclasses import replace
 
     from placer.sim.runtime import ExecutorRuntime
 
     base = ExecutorRuntime.from_dict(runtime)
-    out: dict = {"planner": {}, "simulator": {}, "notes": []}
+    table = _table(profile)
+    out: dict = {"planner": {}, "simulator": {}, "as_served": {}, "notes": [], "paces": {}, "served_paces": {}}
     for name, res in results.items():
+        paces = probe_paces(res.get("probe_forwards", {}), table)
+        out["paces"][name] = paces
         rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
-                     speedup=tuple(res.get("speedup", base.speedup)))
+                     speedup=tuple(res.get("speedup", base.speedup)), **paces)
         scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
         plan = plans[name]
         try:
@@ -337,14 +389,60 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
         except Exception as exc:  # the planner's figure is advisory here: report it
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.jsonl"
-            n = trace_file(path, trace, res["arrivals"])
-            sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
-                                                     warmup_fraction=0.0, runtime=rt))
-        out["simulator"][name] = {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
-                                  "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"])}
+        out["simulator"][name] = _simulate(scenario, plan, trace, res["arrivals"], rt, seed)
+        served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
+        if served:
+            out["served_paces"][name] = served
+            out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"], replace(rt, **served), seed)
     return out
+
+
+def _simulate(scenario, plan, trace: list[TraceRequest], arrivals: list[float], rt, seed: int) -> dict:
+    from placer.sim import SimConfig, simulate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.jsonl"
+        n = trace_file(path, trace, arrivals)
+        sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                                 warmup_fraction=0.0, runtime=rt))
+    return {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
+            "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"]),
+            "busy": {p["role"]: p.get("busy_fraction", p.get("utilization")) for p in sim["pools"]}}
+
+
+def _table(profile: Path):
+    from placer.profiles.records import ChipProfile
+
+    return ChipProfile.load(profile).tables[0].table()
+
+
+def probe_paces(forwards: dict[str, list[list[float]]], table) -> dict[str, float]:
+    """``prefill_pace`` / ``decode_pace``: the probe's lone forwards at serve time (wall seconds,
+    ``measure_runtime.probe_forwards``) ÷ the profile's table at the same points, median per phase.
+    Empty when the run was served without them (an older ``--served`` file): slowdown stands in."""
+    paces = {}
+    for phase, rows in forwards.items():
+        grid = table.prefill if phase == "prefill" else table.decode
+        ratios = [s / grid.seconds_at(size, ctx) for size, ctx, s in rows if grid.seconds_at(size, ctx)]
+        if ratios:
+            paces[f"{phase}_pace"] = round(statistics.median(ratios), 3)
+    return paces
+
+
+def served_paces(forwards: dict[str, list[list[float]]], table, slowdown: float) -> dict[str, float]:
+    """The pace the served forwards went (the engines' ``forward_log``): their thread CPU seconds
+    ÷ the table's for the same shapes, summed over the forwards inside the table's grid, × the
+    slowdown probed around the serving (wall ÷ CPU of one thread). It includes what forwards running
+    at the same time cost each other in CPU (shared caches, memory bandwidth), which the simulator
+    also charges through ``speedup`` — a little double counting while two forwards overlap."""
+    paces = {}
+    for phase, rows in forwards.items():
+        grid = table.prefill if phase == "prefill" else table.decode
+        pairs = [(cpu, grid.seconds_at(size, ctx)) for size, ctx, cpu in rows]
+        pairs = [(cpu, tab) for cpu, tab in pairs if tab]
+        if pairs:
+            paces[f"{phase}_pace"] = round(slowdown * sum(c for c, _ in pairs) / sum(t for _, t in pairs), 3)
+    return paces
 
 
 def p90_spread(values: list[float], rng: random.Random, draws: int = 400) -> float:
@@ -368,11 +466,14 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     """Print measured vs simulated (and the planner's TTFT) per setup with the error; return them."""
     rows: dict = {}
     spread_rng = random.Random(0)
-    print("\nmeasured vs predicted (s; error = predicted / measured - 1):")
-    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'planner':>8} {'error':>7}")
+    print("\nmeasured vs predicted (s; error = predicted / measured - 1; simulated: from the profile and the probes "
+          "around the serving; as served: the same simulation at the pace the served forwards went):")
+    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'planner':>8} {'error':>7}"
+          f"   {'as served':>9} {'error':>7}")
     for name, res in results.items():
         sim = pred.get("simulator", {}).get(name)
         plan = pred.get("planner", {}).get(name)
+        served = pred.get("as_served", {}).get(name)
         rows[name] = {}
         for label, kind, i, q in METRICS:
             meas = pct(res[f"{kind}_s"], q)
@@ -380,11 +481,20 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
             err = got / meas - 1 if meas > 0 else math.nan
             p_got = plan[kind][i] if plan and kind in plan else math.nan
             p_err = p_got / meas - 1 if meas > 0 else math.nan
+            s_got = served[kind][i] if served else math.nan
+            s_err = s_got / meas - 1 if meas > 0 else math.nan
             rows[name][label] = {"measured": meas, "simulated": got, "error": err, "planner": p_got,
-                                 "planner_error": p_err}
+                                 "planner_error": p_err, "as_served": s_got, "as_served_error": s_err}
             flag = " *" if label in GATED and not abs(err) <= 0.15 else ""
             p_txt = f"{p_got:>8.3f} {100 * p_err:>+6.0f}%" if not math.isnan(p_got) else f"{'-':>8} {'':>7}"
-            print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {p_txt}")
+            s_txt = f"{s_got:>9.3f} {100 * s_err:>+6.0f}%" if not math.isnan(s_got) else f"{'-':>9} {'':>7}"
+            print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {p_txt}   {s_txt}")
+        if sim and sim.get("busy"):
+            busy = sim["busy"]
+            most = max(busy.values())
+            print(f"  {name:<12} (simulated busy fraction {', '.join(f'{r} {b:.2f}' for r, b in busy.items())}: near "
+                  f"{most:.2f} a cost error e moves the queueing by about e / (1 - {most:.2f}) = "
+                  f"{1 / max(1 - most, 0.01):.1f} e)")
         spread = p90_spread(res["ttft_s"], spread_rng)
         rows[name]["ttft_p90_spread"] = spread
         print(f"  {name:<12} (TTFT P90 of {len(res['ttft_s'])} requests: bootstrap 90 % interval "
@@ -395,9 +505,13 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     print(f"  ordering of the setups by TTFT P90: measured {order('measured')}, simulated "
           f"{order('simulated')} ({'same' if same else 'DIFFERENT'}); worst error on {', '.join(GATED)}: "
           f"{100 * worst:.0f} % (* = outside 15 %)")
+    served = [abs(r[m]["as_served_error"]) for r in rows.values() for m in GATED]
+    worst_served = max(served) if served and not any(math.isnan(x) for x in served) else math.nan
+    if not math.isnan(worst_served):
+        print(f"  as served (the simulator given the forwards' served pace): worst error {100 * worst_served:.0f} %")
     for note in pred.get("notes", []):
         print(f"  note: {note}")
-    return {"rows": rows, "same_order": same, "worst_gated_error": worst}
+    return {"rows": rows, "same_order": same, "worst_gated_error": worst, "worst_as_served_error": worst_served}
 
 
 PHASES = ("orders_sent_after_s", "p_queue_s", "prefill_s", "md_p_pull_wait_s", "md_p_export_s", "md_kv_transfer_s",
@@ -431,6 +545,16 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
               "by other work "
               "and the speedup of 1-3 engine threads: "
               + ", ".join(f"{n} {r.get('slowdown', math.nan):.2f} {r.get('speedup', '-')}" for n, r in results.items()))
+    if pred.get("served_paces"):
+        print("pace of the served forwards (their thread CPU seconds ÷ the profile's for the same shapes, × the "
+              "slowdown): " + ", ".join(f"{n} prefill {p.get('prefill_pace', math.nan):.2f} decode "
+                                        f"{p.get('decode_pace', math.nan):.2f}"
+                                        for n, p in pred["served_paces"].items()))
+    if pred.get("paces"):
+        print("pace at serve time (a lone forward's wall seconds ÷ the profile's, median of the probe's grid points; "
+              "the profile was measured minutes before): "
+              + ", ".join(f"{n} prefill {p.get('prefill_pace', math.nan):.2f} "
+                          f"decode {p.get('decode_pace', math.nan):.2f}" for n, p in pred["paces"].items()))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")
     summary: dict = {}
@@ -525,6 +649,9 @@ def run(args: argparse.Namespace) -> int:
             after = probe_host()  # the cores other work left us, around the serving
             results[name]["slowdown"] = (before["slowdown"] + after["slowdown"]) / 2
             results[name]["speedup"] = [round((a + b) / 2, 3) for a, b in zip(before["speedup"], after["speedup"])]
+            results[name]["probe_forwards"] = {
+                phase: [[*p[:2], (p[2] + q[2]) / 2] for p, q in zip(rows, after["forwards"][phase])]
+                for phase, rows in before["forwards"].items()}
             print(f"[{name}: {len(trace)} requests in {results[name]['wall_s']:.1f} s; one thread's slowdown "
                   f"{results[name]['slowdown']:.2f}, speedup of 1-3 threads {results[name]['speedup']}]",
                   file=sys.stderr)

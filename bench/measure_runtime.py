@@ -19,6 +19,12 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
 - :func:`probe_host`: ``slowdown`` and ``speedup`` again, together and quickly, for the
   moment a run is served (bench_serve probes them around each setup: on a shared machine
   the cores other work leaves change within minutes).
+- :func:`probe_forwards`: wall seconds of lone prefill forwards and decode steps at a few
+  points of the serve grid (``PACE_POINTS``), now, measured as the profiler measures its
+  table (``profiler.model``): bench_serve divides them by the profile's value at the same
+  points — the ``prefill_pace`` / ``decode_pace`` of ExecutorRuntime, the machine as it is
+  when a setup is served against the machine the profile saw (a shared VM's memory
+  bandwidth and last-level cache change over minutes, and decode is memory-bound).
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
@@ -56,6 +62,10 @@ from bench.bench_serve import BLOCK, MODEL  # noqa: E402
 PROBE_TOKENS = 256
 KV_TOKENS = 1024
 LONE_PROMPT_TOKENS = 64
+# (new tokens, cached context) / (batch, context per sequence): grid points of `--grid serve`, near the
+# bench trace's forwards (new conversations ~1000 tokens after the cached system prompt, turns ~40
+# tokens after ~1400 cached; decoders stepping 1-8 sequences at ~1000-1500 tokens)
+PACE_POINTS = {"prefill": ((1024, 0), (64, 2048)), "decode": ((1, 1024), (4, 1024))}
 LONE_OUTPUTS = (8, 40)
 LONE_REQUESTS = 8
 
@@ -117,6 +127,23 @@ def forwards_per_s(k: int, window_s: float = 1.0) -> float:
     return done / elapsed
 
 
+def probe_forwards(reps: int = 5) -> dict[str, list[list[float]]]:
+    """Wall seconds of a lone forward at each of PACE_POINTS now: [[size, context, seconds], …] per
+    phase, each the median of ``reps`` after a warm-up, timed as the profiler times its table."""
+    import torch
+
+    from profiler.model import decode_point, prefill_point
+
+    most = max(b * (c + 16) for b, c in PACE_POINTS["decode"]) + max(t + c for t, c in PACE_POINTS["prefill"])
+    eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK, num_blocks=2 * most // BLOCK + 64,
+                                               max_prefill_tokens=4096), seed=5, device="cpu")
+    rng, cpu = random.Random(5), torch.device("cpu")
+    return {"prefill": [[t, c, prefill_point(torch, cpu, eng, rng, t, c, reps, "wall")]
+                        for t, c in PACE_POINTS["prefill"]],
+            "decode": [[b, c, decode_point(torch, cpu, eng, rng, b, c, reps, "wall")]
+                       for b, c in PACE_POINTS["decode"]]}
+
+
 def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
     """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
     threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
@@ -140,7 +167,7 @@ def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
         for k in best:
             best[k] = max(best[k], forwards_per_s(k, window_s))
     speedup = [1.0] + [round(best[k] / best[1], 3) for k in range(2, most + 1)]
-    return {"slowdown": round(slowdown, 3), "speedup": speedup}
+    return {"slowdown": round(slowdown, 3), "speedup": speedup, "forwards": probe_forwards()}
 
 
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:

@@ -149,7 +149,10 @@ def _engine(torch, device, shape: Shape, grid, dtype: str):
     return Engine.from_seed(model, config, seed=0, device=device), config
 
 
-def _prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int, clock: str) -> float:
+def prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int, clock: str) -> float:
+    """Seconds of one ``eng.prefill`` of ``tokens`` new tokens after ``context`` cached ones: the
+    median of ``reps`` after a warm-up (one grid point of the table; bench/measure_runtime.py probes
+    the same way)."""
     prefix = [rng.randrange(256) for _ in range(context)]
     if context:
         eng.finish(eng.prefill(prefix + [rng.randrange(256)]).request)  # cache the prefix
@@ -164,7 +167,9 @@ def _prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int
     return statistics.median(times)
 
 
-def _decode_point(torch, device, eng, rng, batch: int, context: int, reps: int, clock: str) -> float:
+def decode_point(torch, device, eng, rng, batch: int, context: int, reps: int, clock: str) -> float:
+    """Seconds of one ``eng.decode_step`` of ``batch`` sequences of ``context`` tokens: the median of
+    ``reps`` after a warm-up step."""
     reqs = [eng.prefill([rng.randrange(256) for _ in range(context)]).request for _ in range(batch)]
     eng.decode_step(reqs)  # warm-up
     times = [_timed(torch, device, lambda: eng.decode_step(reqs), clock) for _ in range(reps)]
@@ -216,12 +221,12 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
     prefill, decode = [], []
     with torch.inference_mode():
         for t in tokens:
-            prefill.append([_prefill_point(torch, dev, eng, rng, t, c, reps, clock) for c in contexts])
+            prefill.append([prefill_point(torch, dev, eng, rng, t, c, reps, clock) for c in contexts])
             done += len(contexts)
             if on_point:
                 on_point(done, total)
         for b in batches:
-            decode.append([_decode_point(torch, dev, eng, rng, b, c, reps, clock) for c in decode_contexts])
+            decode.append([decode_point(torch, dev, eng, rng, b, c, reps, clock) for c in decode_contexts])
             done += len(decode_contexts)
             if on_point:
                 on_point(done, total)

@@ -32,6 +32,7 @@ from torch import Tensor
 
 from executor.engine.block_pool import OutOfBlocksError
 from executor.engine.config import EngineConfig, ModelConfig
+from executor.engine.forward_log import ForwardLog
 from executor.engine.kv_manager import BlockManager
 from executor.engine.kv_payload import KVPayload, KVPayloadError, check_payload_layout
 from executor.engine.model import LlamaModel, init_weights, load_weights, save_weights
@@ -91,6 +92,7 @@ class Engine:
             engine_config.chunked_prefill_tokens,
         )
         self._owned: weakref.WeakSet[Request] = weakref.WeakSet()  # requests made here
+        self.forward_log = ForwardLog()  # what each prefill, extend and decode step cost as served
 
     # ---- construction ----------------------------------------------------------------
 
@@ -146,6 +148,7 @@ class Engine:
         prefix), in forwards of at most `chunked_prefill_tokens` when that is set. The
         prompt's whole blocks are published to the radix cache as their KV is computed.
         """
+        start = self.forward_log.clocks()
         req = self._new_request(tokens, len(tokens), sampling)
         self._admit(req, limit_tokens=len(tokens) - 1, kv_tokens=len(tokens))
         chunk = self.config.chunked_prefill_tokens
@@ -153,10 +156,12 @@ class Engine:
             self._forward([req], num_new=(chunk,))
         (token,), _ = self._forward([req])
         req.token_ids.append(token)
+        self.forward_log.add("prefill", len(tokens) - req.num_cached_tokens, req.num_cached_tokens, start)
         return PrefillResult(req, token, tuple(req.block_ids), req.num_cached_tokens)
 
     def decode_step(self, requests: Sequence[Request]) -> list[int]:
         """One decode step for a batch: each request's pending token → its next token."""
+        start = self.forward_log.clocks()
         for req in requests:
             self._check_running(req)
             if req.num_pending != 1:
@@ -169,6 +174,9 @@ class Engine:
         tokens, _ = self._forward(list(requests))
         for req, token in zip(requests, tokens):
             req.token_ids.append(token)
+        if requests:
+            context = sum(r.num_kv_tokens for r in requests) / len(requests)
+            self.forward_log.add("decode", len(requests), context, start)
         return tokens
 
     def extend(self, request: Request, token_ids: Sequence[int]) -> ExtendResult:
@@ -179,13 +187,16 @@ class Engine:
         The sampled next token is appended (and pending).
         """
         self._check_running(request)
+        start = self.forward_log.clocks()
         request.token_ids.extend(int(t) for t in token_ids)
         if request.num_pending == 0:
             raise ValueError(f"request {request.request_id}: nothing to extend (no pending tokens)")
         self.blocks.grow(request, request.num_tokens)
         n = request.num_pending
+        cached = request.num_kv_tokens
         (token,), logits = self._forward([request], all_logits=True)
         request.token_ids.append(token)
+        self.forward_log.add("extend", n, cached, start)
         return ExtendResult(token, logits, n)
 
     def export_kv(self, request: Request, start: int, end: int) -> KVPayload:

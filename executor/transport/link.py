@@ -10,6 +10,13 @@ after its last byte crossed, never overtaking an earlier frame of its connection
 acknowledgements flow back with the one-way delay. Real TCP sockets
 on both sides, so the same code shapes a line between processes or machines.
 
+The line's backlog waits where the round-robin sees it: the relay reads ahead of each
+sender `READ_AHEAD_S` of line time (a busy process's I/O thread, late to refill a short
+read-ahead, left a 200 Mbit/s line idle 10-20 % of the time while KV was waiting), and
+the buffers before it are small (`UPSTREAM_BUFFER_BYTES` here, the sender's
+`WAN_SEND_BUFFER_BYTES`), so a new transfer or a small order does not queue behind
+megabytes of older KV in a kernel FIFO.
+
 Counters (`stats()`): bytes and frames per direction, the line's queueing (`bucket_wait_s`:
 seconds frames waited for the line, summed).
 """
@@ -19,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import random
+import socket
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -27,7 +35,10 @@ from executor.transport.frames import FrameError, IoLoop, pack, read_frame
 from executor.transport.shaping import LineClock, LinkShape
 from executor.transport.tcp import CHUNK_BYTES, split_address
 
-MAX_QUEUED_BYTES_PER_CONN = 8 * CHUNK_BYTES  # read-ahead from a sender before pushing back
+READ_AHEAD_S = 0.25  # line time the relay reads ahead of each sender (the line's queue, round-robin visible)
+MIN_READ_AHEAD_BYTES = 16 * CHUNK_BYTES
+MAX_READ_AHEAD_BYTES = 64 << 20
+UPSTREAM_BUFFER_BYTES = 256 * 1024  # kernel + reader buffer between a sender and the relay: kept small
 
 
 @dataclass
@@ -73,6 +84,11 @@ class LinkEmulator:
         self._server: asyncio.base_events.Server | None = None
         self._dirs: dict[tuple[str, str], _Direction] = {}
         self._tasks: list[asyncio.Task] = []
+        # The line's backlog waits in the relay's per-transfer queues, where the round-robin sees it:
+        # READ_AHEAD_S of line time per connection, so an I/O thread held up by a busy process (the
+        # GIL, other threads) for less than that never leaves the line idle while a sender has bytes
+        # (64 KiB read-ahead at 200 Mbit/s, ~20 ms, idled it 10-20 % of the time in bench_serve).
+        self.read_ahead = int(min(max(shape.bytes_per_s * READ_AHEAD_S, MIN_READ_AHEAD_BYTES), MAX_READ_AHEAD_BYTES))
 
     def start(self) -> str:
         self.io.run(self._start())
@@ -84,7 +100,12 @@ class LinkEmulator:
         for d in ((self.dc_a, self.dc_b), (self.dc_b, self.dc_a)):
             self._dirs[d] = _Direction(LineClock(self.shape.bytes_per_s, now))
             self._tasks.append(loop.create_task(self._pace(self._dirs[d])))
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=1 << 22)
+        # Small buffers before the relay: bytes a sender has written beyond its read-ahead wait in its
+        # own round-robin (executor.transport.tcp), not in a kernel FIFO of megabytes that a new transfer
+        # queues behind (Linux autotunes a loopback receive buffer up to tcp_rmem's 32 MiB)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, limit=UPSTREAM_BUFFER_BYTES)
+        for sock in self._server.sockets:  # accepted connections inherit it
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UPSTREAM_BUFFER_BYTES)
         self.address = f"{self.host}:{self._server.sockets[0].getsockname()[1]}"
 
     def close(self) -> None:
@@ -142,7 +163,7 @@ class LinkEmulator:
         d = self._dirs[relay.direction]
         d.flows.setdefault((relay.conn_id, flow), (relay, deque()))[1].append((time.monotonic(), frame))
         relay.queued_bytes += len(frame)
-        if relay.queued_bytes >= MAX_QUEUED_BYTES_PER_CONN:
+        if relay.queued_bytes >= self.read_ahead:
             relay.space.clear()
         d.wake.set()
 
@@ -164,7 +185,7 @@ class LinkEmulator:
             if frames:
                 d.flows[key] = (relay, frames)  # back of the round
             relay.queued_bytes -= len(frame)
-            if relay.queued_bytes < MAX_QUEUED_BYTES_PER_CONN:
+            if relay.queued_bytes < self.read_ahead:
                 relay.space.set()
             start, end = d.line.send(len(frame), ready_at)
             d.wait_s += start - ready_at

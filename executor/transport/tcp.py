@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import socket
 import threading
 import time
 import weakref
@@ -43,6 +44,7 @@ from executor.transport.messages import (
 
 CHUNK_BYTES = 64 * 1024  # on a WAN line: small, so transfers share it finely
 LOCAL_CHUNK_BYTES = 256 * 1024  # in a datacenter: fewer, larger frames
+WAN_SEND_BUFFER_BYTES = 256 * 1024  # kernel send buffer toward a WAN line (see _connect)
 WATCHDOG_S = 0.05
 
 
@@ -281,6 +283,12 @@ class TcpEndpoint:
                 raise TransportError(f"no link from {self.datacenter!r} to {peer.datacenter!r}")
         host, port = split_address(target)
         reader, writer = await asyncio.open_connection(host, port, limit=1 << 22)
+        if peer.datacenter != self.datacenter:
+            # What waits for the line waits here, in the round-robin over transfers (_run_conn), not in
+            # megabytes of kernel FIFO where a small order or a new transfer queues behind older KV
+            sock = writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, WAN_SEND_BUFFER_BYTES)
         writer.write(pack(hello))
         return reader, writer
 

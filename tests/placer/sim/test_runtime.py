@@ -57,6 +57,29 @@ def test_instances_share_the_cores_the_gil_and_what_other_work_leaves():
         _runtime(speedup=[1.0, -2])
 
 
+def test_each_phase_runs_at_its_measured_pace_and_overheads_at_the_slowdown():
+    host = Host(_runtime(slowdown=1.2, prefill_pace=1.5, decode_pace=0.8, speedup=[1.0, 1.6]))
+    host.busy = 2
+    k = 2 / 1.6  # two forwards share the cores as measured
+    assert host.factor("prefill") == pytest.approx(1.5 * k)
+    assert host.factor("decode") == pytest.approx(0.8 * k)
+    assert host.factor() == pytest.approx(1.2 * k)  # CPU-second overheads (export, orders, token messages)
+    unmeasured = Host(_runtime(slowdown=1.2))
+    assert unmeasured.factor("decode") == unmeasured.factor("prefill") == 1.2  # no pace: the slowdown stands in
+    with pytest.raises(InputError, match="runtime.decode_pace"):
+        _runtime(decode_pace=-1)
+
+
+def test_a_slower_decode_pace_lengthens_tpot_not_the_prefill(tmp_path):
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 20.0, 2048, 64, 0.0) for k in range(3)])  # lone requests
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=3, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    base, slow = run(), run(decode_pace=2.0)
+    assert slow["tpot_p50_s"] > 1.8 * base["tpot_p50_s"]
+    assert slow["ttft_p50_s"] == pytest.approx(base["ttft_p50_s"], rel=0.01)
+
+
 def test_a_busy_wan_line_loads_the_io_thread_beside_the_forwards():
     host = Host(_runtime(wan_cpu_s_per_byte=8e-9, speedup=[1.0, 1.5]))  # FIGURES lack it: 0, not measured
     host.busy = 1
