@@ -108,7 +108,7 @@ class TraceRequest:
     prompt: tuple[int, ...]
     max_tokens: int
     kind: str  # new | turn | anomalous
-    hit_estimate: float  # what an ideal prefix cache would hold (for the planner's classes)
+    hit_estimate: float  # what the engines' prefix caches hold of it: whole blocks (see cached)
     conv: int = -1  # conversation (-1: a lone anomalous request)
     turn: int = 0
 
@@ -120,23 +120,29 @@ def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
     def tokens(n: int) -> list[int]:
         return [rng.randrange(256) for _ in range(n)]
 
+    def cached(prefix: int, n: int) -> float:
+        """The share of an n-token prompt a radix cache holding a prefix-token prefix reuses: whole
+        blocks only (the engine's cache is block-granular), so a turn ships up to BLOCK - 1 more."""
+        return (prefix - prefix % BLOCK) / n
+
     shared = [256, *tokens(cfg.shared_tokens)]
     out: list[TraceRequest] = []
     for c in range(cfg.conversations):
         start = 0.2 + c * cfg.stagger_s
         context = shared + tokens(rng.randint(*cfg.first_user_tokens))
-        out.append(TraceRequest(start, tuple(context), cfg.new_output_tokens, "new", len(shared) / len(context), c, 0))
+        out.append(TraceRequest(start, tuple(context), cfg.new_output_tokens, "new", cached(len(shared), len(context)),
+                                c, 0))
         for k in range(1, cfg.turns):
             before = len(context)
             context = context + tokens(rng.randint(*cfg.turn_tokens))
             out.append(TraceRequest(cfg.think_s, tuple(context), cfg.turn_output_tokens, "turn",
-                                    before / len(context), c, k))
+                                    cached(before, len(context)), c, k))
     span = cfg.conversations * cfg.stagger_s + cfg.turns * cfg.think_s
     for a in range(cfg.anomalous):
         prompt = shared + tokens(cfg.anomalous_tokens)
         t = span * (a + 0.5) / (cfg.anomalous + 0.5)
         out.append(TraceRequest(t, tuple(prompt), cfg.anomalous_output_tokens, "anomalous",
-                                len(shared) / len(prompt)))
+                                cached(len(shared), len(prompt))))
     return out
 
 

@@ -38,7 +38,7 @@ from executor.transport.tcp import CHUNK_BYTES, split_address
 READ_AHEAD_S = 0.25  # line time the relay reads ahead of each sender (the line's queue, round-robin visible)
 MIN_READ_AHEAD_BYTES = 16 * CHUNK_BYTES
 MAX_READ_AHEAD_BYTES = 64 << 20
-UPSTREAM_BUFFER_BYTES = 256 * 1024  # kernel + reader buffer between a sender and the relay: kept small
+UPSTREAM_BUFFER_BYTES = 64 * 1024  # kernel + reader buffer between a sender and the relay: kept small
 
 
 @dataclass

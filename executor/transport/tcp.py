@@ -44,7 +44,7 @@ from executor.transport.messages import (
 
 CHUNK_BYTES = 64 * 1024  # on a WAN line: small, so transfers share it finely
 LOCAL_CHUNK_BYTES = 256 * 1024  # in a datacenter: fewer, larger frames
-WAN_SEND_BUFFER_BYTES = 256 * 1024  # kernel send buffer toward a WAN line (see _connect)
+WAN_SEND_BUFFER_BYTES = 64 * 1024  # kernel send buffer toward a WAN line (see _connect)
 WATCHDOG_S = 0.05
 
 
