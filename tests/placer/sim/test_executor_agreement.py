@@ -3,7 +3,8 @@
 Slow (minutes on a CPU): it measures the CPU profile and the runtime figures, serves the
 quick trace three ways through the real executor, and replays the same trace (same
 prompts, same arrival times) in the simulator on the executor's runtime. The bound is
-looser than the full run's 15 % (issue 19): the quick trace has 27 requests.
+looser than the full run's 15 % (issue 19): the quick trace has 27 requests, and its TTFT
+P90 is held to the wider of the bound and the run's own bootstrap interval for it.
 """
 
 from __future__ import annotations
@@ -27,9 +28,13 @@ def test_bench_serve_quick_is_predicted_within_30_per_cent(tmp_path):
                        timeout=1800)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     comparison = json.loads(out.read_text())["comparison"]
+    # a P90 of 27 requests is the third-slowest: held to BOUND or to how well the run itself knows it
+    # (the bench's bootstrap 90 % interval, ±20-80 % on the quick trace), whichever is wider
+    bound = lambda rows, metric: max(BOUND, rows["ttft_p90_spread"]) if metric == "TTFT P90" else BOUND
     misses = {f"{setup} {metric}": round(rows[metric]["error"], 3)
               for setup, rows in comparison["rows"].items()
-              for metric in ("TTFT P50", "TTFT P90", "TPOT P50") if not abs(rows[metric]["error"]) <= BOUND}
+              for metric in ("TTFT P50", "TTFT P90", "TPOT P50")
+              if not abs(rows[metric]["error"]) <= bound(rows, metric)}
     assert not misses, f"simulated vs measured beyond {BOUND:.0%}: {misses}\n{r.stdout[-3000:]}"
     # the ordering by TTFT P90, for the setups the measurement tells apart (P90s more than BOUND apart)
     p90 = {setup: (rows["TTFT P90"]["measured"], rows["TTFT P90"]["simulated"])
