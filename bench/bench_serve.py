@@ -646,7 +646,7 @@ def run(args: argparse.Namespace) -> int:
             if args.runtime is not None:
                 runtime = json.loads(args.runtime.read_text())
             else:
-                runtime = measure_runtime(rounds=args.rounds)
+                runtime = measure_runtime(rounds=args.rounds, gbit_per_s=args.gbit_per_s)
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
         results = json.loads(args.served.read_text()) if args.served else {}
         for name in [] if args.served else setups():
