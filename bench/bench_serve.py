@@ -41,7 +41,7 @@ of the error is the table's (the simulated column) and how much the simulator's 
 Each setup first serves one request of the shared system prompt to the end (`warm_up`):
 in steady state it is cached, and the simulator starts so. The trace is spaced (a
 conversation every 2 s, 3.5 s of thinking between turns) so that the decoders work about
-70-80 % of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a
+60-70 % of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a
 cost error e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's
 cost — the spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %
 (the report prints each setup's simulated busy fractions and that factor).
