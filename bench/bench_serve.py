@@ -422,17 +422,22 @@ def _table(profile: Path):
     return ChipProfile.load(profile).tables[0].table()
 
 
+def _against_table(forwards: dict[str, list[list[float]]], table) -> dict[str, list[tuple[float, float]]]:
+    """Per phase, (seconds, the table's seconds) of each [size, context, seconds] row inside the grid."""
+    out = {}
+    for phase, rows in forwards.items():
+        grid = table.prefill if phase == "prefill" else table.decode
+        pairs = [(s, grid.seconds_at(size, ctx)) for size, ctx, s in rows]
+        out[phase] = [(s, tab) for s, tab in pairs if tab]
+    return out
+
+
 def probe_paces(forwards: dict[str, list[list[float]]], table) -> dict[str, float]:
     """``prefill_pace`` / ``decode_pace``: the probe's lone forwards at serve time (wall seconds,
     ``measure_runtime.probe_forwards``) ÷ the profile's table at the same points, median per phase.
     Empty when the run was served without them (an older ``--served`` file): slowdown stands in."""
-    paces = {}
-    for phase, rows in forwards.items():
-        grid = table.prefill if phase == "prefill" else table.decode
-        ratios = [s / grid.seconds_at(size, ctx) for size, ctx, s in rows if grid.seconds_at(size, ctx)]
-        if ratios:
-            paces[f"{phase}_pace"] = round(statistics.median(ratios), 3)
-    return paces
+    return {f"{phase}_pace": round(statistics.median(s / tab for s, tab in pairs), 3)
+            for phase, pairs in _against_table(forwards, table).items() if pairs}
 
 
 def served_paces(forwards: dict[str, list[list[float]]], table, slowdown: float) -> dict[str, float]:
@@ -441,14 +446,8 @@ def served_paces(forwards: dict[str, list[list[float]]], table, slowdown: float)
     slowdown probed around the serving (wall ÷ CPU of one thread). It includes what forwards running
     at the same time cost each other in CPU (shared caches, memory bandwidth), which the simulator
     also charges through ``speedup`` — a little double counting while two forwards overlap."""
-    paces = {}
-    for phase, rows in forwards.items():
-        grid = table.prefill if phase == "prefill" else table.decode
-        pairs = [(cpu, grid.seconds_at(size, ctx)) for size, ctx, cpu in rows]
-        pairs = [(cpu, tab) for cpu, tab in pairs if tab]
-        if pairs:
-            paces[f"{phase}_pace"] = round(slowdown * sum(c for c, _ in pairs) / sum(t for _, t in pairs), 3)
-    return paces
+    return {f"{phase}_pace": round(slowdown * sum(s for s, _ in pairs) / sum(t for _, t in pairs), 3)
+            for phase, pairs in _against_table(forwards, table).items() if pairs}
 
 
 def p90_spread(values: list[float], rng: random.Random, draws: int = 400) -> float:

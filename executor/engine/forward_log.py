@@ -37,7 +37,7 @@ class ForwardRecord:
 class ForwardLog:
     """The newest ``capacity`` forwards of one engine (older ones drop off)."""
 
-    def __init__(self, capacity: int = 100_000) -> None:
+    def __init__(self, capacity: int = 20_000) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self._rows: deque[ForwardRecord] = deque(maxlen=capacity)
