@@ -165,12 +165,12 @@ def print_compare(problem, pdd, solver: str) -> None:
 
 def print_lp_bounds(results: dict) -> None:
     """How far the LP relaxation is from each plan (what a stronger formulation would close): its
-    least cost against the plan's cost, and its ratio bound (most goodput / least cost, the
-    lambda Dinkelbach starts from) against the plan's goodput per USD/h."""
+    least cost against the plan's cost, and its ratio bound (the most load G may take / least cost,
+    the lambda Dinkelbach starts from) against the plan's goodput per USD/h."""
     print(f"\n{'scenario':<11} {'LP cost':>9} {'plan cost':>9} {'LP/plan':>7} {'LP ratio':>9} {'plan ratio':>10}")
     for name, (problem, plan) in results.items():
         form = optimize_mod.build(problem, pdd_architecture(problem))
-        bound, least_cost = dinkelbach._lp_ratio_bound(form, SolveConfig(time_limit_s=TIME_LIMIT_S).started())
+        bound, least_cost, _ = dinkelbach._lp_ratio_bound(form, SolveConfig(time_limit_s=TIME_LIMIT_S).started())
         m = plan.metrics
         print(f"{name:<11} {least_cost:>9.2f} {m.cost_usd_per_h:>9.2f} {least_cost / m.cost_usd_per_h:>7.3f} "
               f"{bound or 0.0:>9.5f} {m.goodput_rps / m.cost_usd_per_h:>10.5f}")

@@ -374,8 +374,21 @@ class InstanceModel:
         return min(absorbed, mha) * scale
 
     # ---- prefill -----------------------------------------------------------
+    @cached_property
+    def _prefill_memo(self) -> dict[tuple[float, float], float]:
+        """:meth:`prefill_s` by (input tokens, hit rate): the planner asks it for the same few
+        classes tens of thousands of times (eight-dc: ~20 000 calls for 8 classes per instance)."""
+        return {}
+
     def prefill_s(self, input_tokens: float, hit_rate: float) -> float:
         """Seconds to prefill one request (cached prefix reused; computes the rest chunk by chunk)."""
+        memo = self._prefill_memo
+        key = (input_tokens, hit_rate)
+        if key not in memo:
+            memo[key] = self._prefill_uncached_s(input_tokens, hit_rate)
+        return memo[key]
+
+    def _prefill_uncached_s(self, input_tokens: float, hit_rate: float) -> float:
         cached = hit_rate * input_tokens
         new = max(1.0, input_tokens - cached)
         start = input_tokens - new
