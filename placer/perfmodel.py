@@ -136,6 +136,10 @@ def gemm_efficiency(rows: float) -> float:
     return rows / (rows + GEMM_TILE_M / 2)
 
 
+#: Most (input tokens, hit rate) pairs an instance keeps its prefill seconds for (:meth:`InstanceModel.prefill_s`).
+PREFILL_MEMO_ENTRIES = 4096
+
+
 @dataclass(frozen=True)
 class InstanceModel:
     """Timing and memory of one instance: ``tp`` chips of ``chip`` serving ``model``."""
@@ -377,16 +381,20 @@ class InstanceModel:
     @cached_property
     def _prefill_memo(self) -> dict[tuple[float, float], float]:
         """:meth:`prefill_s` by (input tokens, hit rate): the planner asks it for the same few
-        classes tens of thousands of times (eight-dc: ~20 000 calls for 8 classes per instance)."""
+        classes tens of thousands of times (eight-dc: ~20 000 calls for 8 classes per instance).
+        At most PREFILL_MEMO_ENTRIES: a simulated trace asks for every request's own length."""
         return {}
 
     def prefill_s(self, input_tokens: float, hit_rate: float) -> float:
         """Seconds to prefill one request (cached prefix reused; computes the rest chunk by chunk)."""
         memo = self._prefill_memo
         key = (input_tokens, hit_rate)
-        if key not in memo:
-            memo[key] = self._prefill_uncached_s(input_tokens, hit_rate)
-        return memo[key]
+        seconds = memo.get(key)
+        if seconds is None:
+            seconds = self._prefill_uncached_s(input_tokens, hit_rate)
+            if len(memo) < PREFILL_MEMO_ENTRIES:
+                memo[key] = seconds
+        return seconds
 
     def _prefill_uncached_s(self, input_tokens: float, hit_rate: float) -> float:
         cached = hit_rate * input_tokens

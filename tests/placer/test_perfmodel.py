@@ -224,3 +224,18 @@ def test_routed_expert_work_is_the_experts_share_of_the_linear_work():
     assert 0 < dense_part < im._linear_work(1000, 1, rows)  # attention projections, shared experts, LM head
     dense = InstanceModel(get_chip("H200-SXM"), 1, get_model("llama-3.1-70b"), "fp8", "fp8")
     assert dense.routed_expert_work(1000, 8192) == 0.0
+
+
+def test_prefill_memo_gives_the_computed_seconds_and_stays_bounded(monkeypatch):
+    """prefill_s is memoised for the planner's repeated classes; a trace of many lengths must neither
+    change a value nor grow the memo past its cap."""
+    import placer.perfmodel as perfmodel
+
+    monkeypatch.setattr(perfmodel, "PREFILL_MEMO_ENTRIES", 8)
+    im = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "bf16", "bf16")
+    fresh = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "bf16", "bf16")
+    lengths = [512 * (i + 1) for i in range(20)]
+    first = [im.prefill_s(n, 0.25) for n in lengths]
+    assert [im.prefill_s(n, 0.25) for n in lengths] == first
+    assert first == [fresh._prefill_uncached_s(n, 0.25) for n in lengths]
+    assert len(im._prefill_memo) == 8
