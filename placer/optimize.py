@@ -116,10 +116,11 @@ def with_metrics(problem: Problem, plan: Plan) -> Plan:
 
 
 def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig = SolveConfig(),
-                       warm_ratio: float | None = None) -> tuple[Plan, Formulation, Outcome]:
+                       warm_ratio: float | None = None,
+                       feasible_start: dict[str, float] | None = None) -> tuple[Plan, Formulation, Outcome]:
     with building_within(config):  # a build that outlives --time-limit ends as exit 4
         form = build(problem, arch, config.objective)
-    outcome = solve_objective(form, config, warm_ratio=warm_ratio)
+    outcome = solve_objective(form, config, warm_ratio=warm_ratio, feasible_start=feasible_start)
     return extract(form, outcome, config.objective), form, outcome
 
 
@@ -218,11 +219,15 @@ def binding_with_marginals(problem: Problem, form: Formulation, outcome: Outcome
     within what is left of ``config``'s budget; a row reached with less than
     :data:`MARGINAL_MIN_S` left is "not computed (time limit)").
 
-    Each re-solve starts Dinkelbach from the plan's own ratio: loosening a row keeps the
-    plan feasible, so its ratio is a valid start from below and the LP-bound solves are skipped."""
+    Each re-solve starts Dinkelbach from the plan itself: loosening a row keeps the plan feasible,
+    so its values (matched by variable name) are a start from below, and the LP bound and the
+    seed MILP are skipped (where the loosened model names the plan's variables differently, e.g. a
+    looser SLA's other queue tiers, from the plan's ratio as a warm start)."""
     warm = _warm_ratio(outcome)
+    start = {var.name: value for var, value in zip(form.model.vars, outcome.values)}
     return _priced(binding_rows(form, outcome), lambda row: _relaxed(problem, row, plan),
-                   lambda other, cfg: solve_architecture(other, form.arch, cfg, warm_ratio=warm)[0],
+                   lambda other, cfg: solve_architecture(other, form.arch, cfg, warm_ratio=warm,
+                                                         feasible_start=start)[0],
                    plan, config, "BCR")
 
 

@@ -212,11 +212,15 @@ def _solve_once(form: Formulation, config: SolveConfig, mip_gap: float, start: f
 
 
 def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-4,
-                    warm_ratio: float | None = None) -> Outcome:
+                    warm_ratio: float | None = None, feasible_start: dict[str, float] | None = None) -> Outcome:
     """Solve ``form`` for ``config.objective`` in {"bcr", "min-cost", "max-goodput", "max-served"}.
 
     ``warm_ratio`` (bcr only): goodput per USD/h of a plan known to be feasible (e.g. the
     one deployed now, evaluated on the new workload); Dinkelbach starts from it.
+    ``feasible_start`` (bcr only): a plan's values by variable name (names the model lacks are
+    ignored, variables the plan lacks are 0), e.g. the plan a marginal-value re-solve loosens a
+    row of. When it breaks no row of ``form``, Dinkelbach starts from it at its own ratio, from
+    below, and skips the seed MILP; otherwise it is ignored.
 
     Every MILP and LP gets only what is left of ``config``'s budget (started here if the
     caller did not): out of time with a plan, the best plan so far comes back with status
@@ -228,9 +232,13 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         return _solve_once(form, config, mip_gap, start)
     if config.objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
+    seed = _feasible_start(form, feasible_start) if feasible_start else None
+    if seed is not None:
+        warm_ratio = seed.lam
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
-    seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest) if cheapest else None
+    if seed is None and cheapest:
+        seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest)
     state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed)
     return _most_goodput_at_ratio(form, config, mip_gap, state, start)
 
@@ -336,6 +344,17 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             break  # the plan's ratio is proven within TARGET_GAP of the optimum
     gap = max(0.0, (ceiling - lam) / lam) if lam > 0 else math.inf
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
+
+
+def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Dinkelbach | None:
+    """``values_by_name`` as a start for Dinkelbach on ``form``, if it is a plan of it (no row or bound
+    broken) with goodput; else None."""
+    values = [values_by_name.get(v.name, 0.0) for v in form.model.vars]
+    good, cost = _goodput(form, values), _cost(form, values)
+    if good <= EPS or cost <= 0 or form.model.violations(values):
+        return None
+    res = SolveResult(Status.FEASIBLE, values, math.nan, math.nan, 0.0, "start")
+    return _Dinkelbach(good / cost, values, res, "optimal", math.inf, 0)
 
 
 def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, least_cost: float,

@@ -308,3 +308,26 @@ def test_pools_and_flows_hash_once_and_pickle_without_their_hash():
     assert "_hash" not in copy_.__dict__ and "_hash" not in copy_.p.__dict__
     assert copy_ == flow and hash(copy_) == hash(flow)
     assert dataclasses.replace(pool, util=0.3) != pool
+
+
+def test_a_marginal_re_solve_starts_from_the_plan_and_keeps_the_optimum(micro_problem, monkeypatch):
+    """One more chip keeps the plan feasible, so the re-solve starts from it (matched by variable
+    name; no LP bound, no seed MILP) and ends at the ratio a cold solve finds, within the gaps; a
+    start that breaks a row is ignored."""
+    form = build(micro_problem, pdd_architecture(micro_problem))
+    outcome = solve_objective(form, SolveConfig())
+    start = {v.name: x for v, x in zip(form.model.vars, outcome.values)}
+    dcs = tuple(dataclasses.replace(dc, inventory={c: n + 1 for c, n in dc.inventory.items()})
+                for dc in micro_problem.datacenters)
+    looser = dataclasses.replace(micro_problem, datacenters=dcs)
+    lps = []
+    real_bound = dinkelbach._lp_ratio_bound
+    monkeypatch.setattr(dinkelbach, "_lp_ratio_bound", lambda *a: lps.append(1) or real_bound(*a))
+    warm = solve_objective(build(looser, pdd_architecture(looser)), SolveConfig(), feasible_start=start)
+    assert lps == [], "the re-solve from the plan should need no LP bound"
+    cold = solve_objective(build(looser, pdd_architecture(looser)), SolveConfig())
+    assert warm.ratio >= outcome.ratio * (1 - 1e-9)  # from below: never worse than the plan it loosens
+    assert warm.ratio == pytest.approx(cold.ratio, rel=max(warm.mip_gap, cold.mip_gap) + 1e-6)
+    broken = {name: 10 * x for name, x in start.items()}  # ten times the instances: past the inventory
+    assert dinkelbach._feasible_start(build(looser, pdd_architecture(looser)), broken) is None
+    assert dinkelbach._feasible_start(build(looser, pdd_architecture(looser)), start) is not None
