@@ -58,7 +58,8 @@ LP_METHOD = "ipm"
 
 
 def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30.0,
-          hint: list[float] | None = None, mip_gap: float = 1e-4, abs_gap: float = 1e-6) -> SolveResult:
+          hint: list[float] | None = None, mip_gap: float = 1e-4, abs_gap: float = 1e-6,
+          restarts: bool = True) -> SolveResult:
     """Solve ``model`` with ``backend`` ("ortools" = HiGHS, which on these models is 5-20×
     faster than SCIP: MILPs through MathOpt, which takes ``hint`` as a warm start
     (:mod:`placer.ilp.highs`), LPs through pywraplp; "ortools-scip" keeps SCIP).
@@ -66,14 +67,15 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
     ``time_limit_s`` covers handing the model to the solver as well as the search (on large
     models the hand-over alone takes seconds); a limit used up by the hand-over returns
     NO_SOLUTION without searching. Every solver outcome maps to a :class:`Status`; this
-    function raises only for an unknown backend or one missing from the build."""
+    function raises only for an unknown backend or one missing from the build. ``restarts``:
+    whether HiGHS may restart a MILP's root search (:mod:`placer.ilp.highs`; other backends ignore it)."""
     if backend == "ortools-scip":
         return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
     if backend in ("ortools", "ortools-highs"):
         if any(v.integer for v in model.vars):
             from placer.ilp import highs  # it imports this module's SolveResult
 
-            return highs.solve_mip(model, time_limit_s, hint, mip_gap, abs_gap)
+            return highs.solve_mip(model, time_limit_s, hint, mip_gap, abs_gap, restarts)
         return _solve_ortools(model, "HIGHS", time_limit_s, hint, mip_gap, abs_gap)
     if backend == "pulp":
         return _solve_pulp(model, time_limit_s, mip_gap, abs_gap)

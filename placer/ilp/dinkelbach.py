@@ -232,6 +232,8 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         return _solve_once(form, config, mip_gap, start)
     if config.objective != "bcr":
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
+    # HiGHS restarts only for rounds from a known plan (placer.ilp.highs: they cost the cold rounds)
+    restarts = warm_ratio is not None or feasible_start is not None
     seed = _feasible_start(form, feasible_start) if feasible_start else None
     if seed is not None:
         warm_ratio = seed.lam
@@ -239,7 +241,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
     if seed is None and cheapest:
         seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest)
-    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed)
+    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts)
     return _most_goodput_at_ratio(form, config, mip_gap, state, start)
 
 
@@ -277,7 +279,7 @@ class _Dinkelbach:
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
              least_cost: float, upper: float | None = None, start: _Dinkelbach | None = None,
-             rounds: int = MAX_ITERATIONS) -> _Dinkelbach:
+             rounds: int = MAX_ITERATIONS, restarts: bool = True) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error. Every MILP at any λ proves
@@ -295,7 +297,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     HiGHS most of a proving round and changes no decision.
 
     ``start``: a plan to start from (:func:`_restricted_seed`), in place of the seed MILP at λ;
-    ``rounds``: the most MILPs to run."""
+    ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`)."""
     model = form.model
     hint, status, last, res = None, "optimal", None, None
     done = 0
@@ -317,7 +319,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
-        res = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap)
+        res = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
+                    restarts=restarts)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
@@ -384,13 +387,14 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
         first = solve(model, config.backend, _left_s(config), mip_gap=SEED_GAP,
-                      abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps))
+                      abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps), restarts=False)
         good, cost = (_goodput(form, first.values), _cost(form, first.values)) if first.status.has_solution \
             else (0.0, 0.0)
         if good <= EPS or cost <= 0:
             return None  # no plan on these pools (or none in time): the seed runs on the whole model
         seed = _Dinkelbach(good / cost, first.values, first, "optimal", math.inf, 1)
-        return _iterate(form, config, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS)
+        return _iterate(form, config, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS,
+                        restarts=False)
     finally:
         for var in saved:
             model.vars[var.index] = var

@@ -34,12 +34,13 @@ _TERMINATIONS = {
 }
 
 
-#: HiGHS options MathOpt has no common name for. Restarts off: HiGHS restarts its root each time
-#: reduced-cost fixing drops 10-25 % of the integer columns (eight-dc's proving MILP restarted 7
-#: times, each re-running presolve, the root LP, cuts and a sub-MIP). Without them the proving
-#: MILP took 0.31 s instead of 0.63 s on pdd-two-dc and ~8.7 s instead of ~9.6 s on eight-dc
-#: (CPU, two runs each, same plans and bounds); on sixteen-dc 81 s either way.
-HIGHS_BOOL_OPTIONS = {"mip_allow_restart": False}
+#: Whether HiGHS may restart a MILP's root search (``mip_allow_restart``), by caller: it restarts
+#: each time reduced-cost fixing drops 10-25 % of the integer columns, re-running presolve, the
+#: root LP, cuts and a sub-MIP. For Dinkelbach's cold rounds (:mod:`placer.ilp.dinkelbach`) that
+#: costs more than it saves: pdd-two-dc's proving MILP took 0.31 s without restarts, 0.63 s with
+#: them; eight-dc's 8.4-9.0 s against 8.3-10.9 s; sixteen-dc's 81 s either way. The marginal-value
+#: re-solves (a proof from a known plan to a finer gap) gain from them: eight-dc's two took 23.7 s
+#: with restarts, 34.0 s without.
 
 
 def _hints(model: LinearModel, xs: list, hint: list[float] | None) -> list:
@@ -91,11 +92,12 @@ def model_proto(model: LinearModel):
 
 
 def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None, mip_gap: float,
-              abs_gap: float) -> SolveResult:
+              abs_gap: float, restarts: bool = True) -> SolveResult:
     """Solve the MILP ``model`` with HiGHS via MathOpt, starting from ``hint`` when given.
 
     ``time_limit_s`` covers building the MathOpt model too; stops at ``mip_gap`` (relative)
-    or ``abs_gap`` (absolute), whichever comes first."""
+    or ``abs_gap`` (absolute), whichever comes first; ``restarts``: HiGHS's ``mip_allow_restart``
+    (see the note above)."""
     from ortools.math_opt.python import mathopt  # lazily, as pywraplp: `placer --help` stays fast
 
     start = time.perf_counter()
@@ -108,7 +110,7 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
 
     params = mathopt.SolveParameters(time_limit=datetime.timedelta(seconds=left_s), relative_gap_tolerance=mip_gap,
                                      absolute_gap_tolerance=abs_gap, enable_output=False,
-                                     highs=highs_pb2.HighsOptionsProto(bool_options=HIGHS_BOOL_OPTIONS))
+                                     highs=highs_pb2.HighsOptionsProto(bool_options={"mip_allow_restart": restarts}))
     try:
         with quiet_stdout():  # HiGHS writes some diagnostics to fd 1 even with output off: keep --json clean
             result = mathopt.solve(m, mathopt.SolverType.HIGHS, params=params,
@@ -119,7 +121,7 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
     except (RuntimeError, AttributeError):
         if hint is None:
             return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
-        return solve_mip(model, time_limit_s - (time.perf_counter() - start), None, mip_gap, abs_gap)
+        return solve_mip(model, time_limit_s - (time.perf_counter() - start), None, mip_gap, abs_gap, restarts)
     seconds = time.perf_counter() - start
     status = Status[_TERMINATIONS.get(result.termination.reason.name, "ERROR")]
     if status.has_solution and not result.has_primal_feasible_solution():
