@@ -6,7 +6,9 @@ out: :class:`Outcome` (values, status, gap, seconds, iterations) or a typed erro
 
 Dinkelbach for max goodput(x)/cost(n): start with λ = an upper bound from the LP
 relaxation (the first MILP then yields a good feasible plan, whose ratio is the first λ
-from below) or a caller's warm-start ratio; solve
+from below; with many pools that MILP and one round run on the pools of the LP's cheapest
+sites, :func:`_restricted_seed`), a caller's warm-start ratio, or a caller's plan
+(``feasible_start``); solve
 F(λ) = max goodput − λ·cost (a MILP, warm-started with the previous solution);
 λ ← goodput/cost of the new solution; stop when F(λ) ≤ ε·λ·cost, or as soon as the
 MILPs' proven bounds put the best ratio within TARGET_GAP (1 %) of the last plan's. λ increases
