@@ -254,9 +254,19 @@ def _priced(rows: list[str], relax, resolve_relaxed, plan: Plan, config: SolveCo
             continue
         delta = better.metrics.bcr_requests_per_usd - base
         pct = 100 * delta / base if base > 0 else 0.0
-        out.append(Binding(constraint=row, marginal=f"{unit}: {what} {delta:+.3f} req/USD ({pct:+.1f} %)",
-                           delta_bcr_requests_per_usd=delta))
+        text = f"{unit}: {what} {delta:+.3f} req/USD ({pct:+.1f} %)"
+        precision = _precision(plan, better)
+        if delta != 0.0 and abs(pct) <= 100 * precision:
+            text += f", within the solver's ±{100 * precision:.1f} % precision"
+        out.append(Binding(constraint=row, marginal=text, delta_bcr_requests_per_usd=delta))
     return out
+
+
+def _precision(plan: Plan, better: Plan) -> float:
+    """How far apart two plans' BCRs may be from solver precision alone: each solve is proven within
+    its reported gap of its optimum, so a marginal smaller than the larger gap has no sign."""
+    gaps = [p.solver.mip_gap for p in (plan, better) if math.isfinite(p.solver.mip_gap)]
+    return max(gaps, default=0.0)
 
 
 def _needs_budget(problem: Problem, objective: str) -> None:

@@ -331,3 +331,23 @@ def test_a_marginal_re_solve_starts_from_the_plan_and_keeps_the_optimum(micro_pr
     broken = {name: 10 * x for name, x in start.items()}  # ten times the instances: past the inventory
     assert dinkelbach._feasible_start(build(looser, pdd_architecture(looser)), broken) is None
     assert dinkelbach._feasible_start(build(looser, pdd_architecture(looser)), start) is not None
+
+
+def test_a_marginal_smaller_than_the_solver_gap_says_so():
+    """Each BCR is proven only within its reported gap, so a marginal inside the larger gap has no sign
+    (eight-dc printed "+16 MI300X chips: BCR -1.138 req/USD (-0.1 %)" for more hardware); the text
+    says so, and a marginal beyond it reads as before."""
+    from types import SimpleNamespace
+
+    from placer.optimize import _priced
+
+    def plan(bcr, gap):
+        return SimpleNamespace(metrics=SimpleNamespace(bcr_requests_per_usd=bcr), solver=SimpleNamespace(mip_gap=gap))
+
+    def marginal(new_bcr):
+        resolved = _priced(["row"], lambda row: (None, "+1 unit"), lambda other, cfg: plan(new_bcr, 0.0071),
+                           plan(1000.0, 0.0074), SolveConfig(time_limit_s=60), "BCR")
+        return resolved[0].marginal
+
+    assert marginal(998.9) == "+1 unit: BCR -1.100 req/USD (-0.1 %), within the solver's ±0.7 % precision"
+    assert marginal(1100.0) == "+1 unit: BCR +100.000 req/USD (+10.0 %)"
