@@ -48,8 +48,8 @@ PROOF_SHARE = 0.9
 # The restricted seed (:func:`_restricted_seed`) is tried when it leaves out at least this share
 # of the pools' count variables; else the seed MILP runs on the whole model.
 RESTRICT_MIN_SHARE = 0.5
-# Dinkelbach rounds on the restricted model after its seed: one step lands at (eight-dc) or near
-# (sixteen-dc: 0.2 % below) the final ratio; a second would only prove the restricted optimum,
+# Dinkelbach rounds on the restricted model after its seed: one step lands near the final ratio
+# (0.05-0.2 % below on sixteen-dc, 0.4 % on eight-dc); a second would only prove the restricted optimum,
 # which the rounds on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
@@ -374,8 +374,8 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
     carry it, and the LP's cheapest pools mark the sites; other shapes of the same chips are kept
     because the LP rounds differently from the MILP (on eight-dc the optimum takes the tp32 MD of a
     chip whose tp16 MD the LP used). On sixteen-dc the seed MILP on the whole model took ~40 s;
-    restricted, the seed and its rounds take 3-5 s and end 0.2 % below the final plan's ratio (on
-    eight-dc, at it), so the rounds on the whole model only have to prove it."""
+    restricted, the seed and its round take 3-5 s and end 0.05-0.2 % below the final plan's ratio
+    (eight-dc: 0.4 %), so the rounds on the whole model mostly prove it."""
     sites = {(key[1], key[2]) for key, var in form.n.items() if cheapest[var] > 1e-6}
     outside = [var for key, var in form.n.items() if (key[1], key[2]) not in sites]
     if len(outside) < RESTRICT_MIN_SHARE * len(form.n):
