@@ -34,13 +34,13 @@ _TERMINATIONS = {
 }
 
 
-#: Whether HiGHS may restart a MILP's root search (``mip_allow_restart``), by caller: it restarts
-#: each time reduced-cost fixing drops 10-25 % of the integer columns, re-running presolve, the
-#: root LP, cuts and a sub-MIP. For Dinkelbach's cold rounds (:mod:`placer.ilp.dinkelbach`) that
-#: costs more than it saves: pdd-two-dc's proving MILP took 0.31 s without restarts, 0.63 s with
-#: them; eight-dc's 8.4-9.0 s against 8.3-10.9 s; sixteen-dc's 81 s either way. The marginal-value
-#: re-solves (a proof from a known plan to a finer gap) gain from them: eight-dc's two took 23.7 s
-#: with restarts, 34.0 s without.
+# Restarts (HiGHS's ``mip_allow_restart``, solve_mip's ``restarts``) are the caller's choice: HiGHS restarts
+# each time reduced-cost fixing drops 10-25 % of the integer columns, re-running presolve, the
+# root LP, cuts and a sub-MIP. For Dinkelbach's cold rounds (:mod:`placer.ilp.dinkelbach`) that
+# costs more than it saves: pdd-two-dc's proving MILP took 0.31 s without restarts, 0.63 s with
+# them; eight-dc's 8.4-9.0 s against 8.3-10.9 s; sixteen-dc's 81 s either way. The marginal-value
+# re-solves (a proof from a known plan to a finer gap) gain from them: eight-dc's two took 23.7 s
+# with restarts, 34.0 s without.
 
 
 def _hints(model: LinearModel, xs: list, hint: list[float] | None) -> list:
