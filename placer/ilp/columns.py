@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from placer.flows import P, P_RLD_MD
 from placer.ilp.data import Flow, Pool, Prepared
 from placer.ilp.model import LinearModel
+from placer.problem import Problem
 
 TOL = 1e-12  # relative: lateness "the same on every line", a coefficient "no larger"
 
@@ -102,7 +103,8 @@ def _split_at_rld(data: Prepared, memory_implied: dict[Pool, dict[int, bool]]) -
     return split, {key: sorted(ds) for key, ds in lines.items()}
 
 
-def add_columns(m: LinearModel, problem, data: Prepared, memory_implied: dict[Pool, dict[int, bool]]) -> Columns:
+def add_columns(m: LinearModel, problem: Problem, data: Prepared,
+                memory_implied: dict[Pool, dict[int, bool]]) -> Columns:
     """The traffic variables, and (C17) relay balance for the flows split at RLD."""
     split, lines = _split_at_rld(data, memory_implied)
     cols = Columns()
