@@ -168,7 +168,7 @@ class DecodeInstance:
         self.sum_ctx += req.ctx
         self.B += 1
         if self.B == 1 and self.host is not None:
-            self.host.change(t, +1)
+            self.host.change(t, +1, "decode")
         if self.B > self.batch_max:
             self.batch_max = self.B
         self.mem_used += req.n_in + req.n_out
@@ -195,7 +195,7 @@ class DecodeInstance:
         req.dec = None
         self.B -= 1
         if self.B == 0 and self.host is not None:
-            self.host.change(t, -1)
+            self.host.change(t, -1, "decode")
         self.mem_used -= req.n_in + req.n_out
         if self.B:
             self.sum_ctx -= req.ctx

@@ -551,7 +551,7 @@ class Simulation:
 
         def extend_s(k: int) -> float:
             if self.runtime is not None:  # Engine.extend: one forward of k tokens over the cached context
-                return im.prefill_chunk_s(ctx + k, ctx, k) * self.host.factor("prefill")
+                return im.prefill_chunk_s(ctx + k, ctx, k) * self.host.factor("prefill", own="decode")
             return im.extend_s(k, ctx)
 
         plan = plan_handoff(mode, pending, link.one_way_s(), link.rate, rld.step, extend_s)

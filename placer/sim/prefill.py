@@ -165,7 +165,7 @@ class PrefillInstance:
         self.t_from = self.t_started = t
         self.forwards += 1
         self.inflight = req
-        self.host.change(t, +1)  # re-times every busy instance, this one included
+        self.host.change(t, +1, "prefill")  # re-times every busy instance, this one included
 
     def boundary(self, t: float) -> float:
         """When this P's worker next handles messages: now when idle, else when the forward in
@@ -193,7 +193,7 @@ class PrefillInstance:
             return  # re-timed since: a later event finishes it
         self.busy_s += t - self.t_started
         self.busy = False
-        self.host.change(t, -1)
+        self.host.change(t, -1, "prefill")
         self.inflight = None
         self.backlog -= req.left
         req.pos += req.left

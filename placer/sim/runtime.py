@@ -93,7 +93,19 @@ the executor's code, every number is measured:
   prefill's pace). Measured on bench_serve's host: 0.9-1.05 within minutes of the profile,
   the grid points of one probe ±10 % apart. The forwards a run serves went at 1.08-1.23
   (bench_serve's "as served" column): contention inside the serving process that a lone
-  probe does not see — the error that remains (docs/benchmarks.md).
+  probe does not see.
+* **Interference** (``interference``): two forwards on two cores still share the memory
+  bus and the last-level cache. ``speedup`` is measured with prefills beside prefills,
+  which are compute-bound and barely feel each other; a decode step, memory-bound, does.
+  ``measure_runtime.probe_interference`` times a lone forward of each kind while one other
+  engine thread runs forwards of each kind, alternating with no neighbour, around each
+  setup: on bench_serve's host a decode step beside a prefill took 1.05-1.38x its time
+  alone (1.23-1.25x on a quiet stretch) and beside another decode step 1.04-1.24x, while a
+  prefill beside either took 0.96-1.29x (docs/benchmarks.md, 2026-12-03). A forward beside others is charged the mean of its
+  kind's figure over the other busy forwards (by kind), which replaces what ``speedup``
+  charges for two threads; ``speedup`` still charges the threads past two (n / speedup(n)
+  ÷ 2 / speedup(2): with more threads than cores, each runs beside one of the others at a
+  time). The I/O thread's bytes are not counted as a neighbour (not measured).
 """
 
 from __future__ import annotations
@@ -133,12 +145,15 @@ class ExecutorRuntime:
     speedup: tuple[float, ...] = ()
     """Aggregate throughput of k = 1, 2, … concurrent forwards in the process ÷ one's (cores and GIL);
     empty: the cores alone (k / max(1, k / cores))."""
+    interference: tuple[tuple[str, str, float], ...] = ()
+    """(kind, beside, factor): wall seconds of a lone ``kind`` forward while one other engine thread
+    runs ``beside`` forwards ÷ its seconds alone (kinds: prefill, decode); empty: not measured (1)."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
-            if f.name in ("source", "speedup"):
+            if f.name in ("source", "speedup", "interference"):
                 continue
             value = getattr(self, f.name)
             if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -161,6 +176,13 @@ class ExecutorRuntime:
         got = at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
         return min(got, most)
 
+    def beside(self, kind: str, other: str) -> float:
+        """``kind``'s forward beside one ``other`` forward ÷ alone (1 where not measured)."""
+        for a, b, v in self.interference:
+            if a == kind and b == other:
+                return v
+        return 1.0
+
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
 
@@ -175,14 +197,16 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace"}
+        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
+                                        "interference"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
         if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
             raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
-        return cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup)})
+        return cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
+                      "interference": interference_rows(data.get("interference", {}))})
 
     @classmethod
     def from_json(cls, path: str | Path) -> ExecutorRuntime:
@@ -195,6 +219,28 @@ class ExecutorRuntime:
         return cls.from_dict(data)
 
 
+KINDS = ("prefill", "decode")
+
+
+def interference_rows(data) -> tuple[tuple[str, str, float], ...]:
+    """``{"decode": {"prefill": 1.23, …}, …}`` (measure_runtime's JSON) as (kind, beside, factor) rows."""
+    if not isinstance(data, dict):
+        raise InputError(f"runtime.interference: expected an object of kinds, got {data!r}")
+    rows = []
+    for kind, row in data.items():
+        if kind not in KINDS:
+            raise InputError(f"runtime.interference: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if not isinstance(row, dict):
+            raise InputError(f"runtime.interference.{kind}: expected an object, got {row!r}")
+        for other, v in row.items():
+            if other not in KINDS:
+                raise InputError(f"runtime.interference.{kind}: kind must be one of {', '.join(KINDS)}, got {other!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+                raise InputError(f"runtime.interference.{kind}.{other}: must be a number > 0, got {v!r}")
+            rows.append((kind, other, float(v)))
+    return tuple(rows)
+
+
 class Host:
     """The cores a run's instances share with each other, the GIL, and the machine's other work.
 
@@ -204,27 +250,41 @@ class Host:
     machine's other work causes — or, for a table's prefill or decode seconds, times that
     phase's measured pace (:meth:`factor`). While a WAN line carries bytes, the process's I/O thread
     moves them (``wan_cpu_s_per_byte`` × the line's rate: a fraction of a thread), so n
-    counts that fraction too.
+    counts that fraction too. A table's forward is also charged what the other busy forwards'
+    kinds cost it (``ExecutorRuntime.interference``).
     """
 
-    __slots__ = ("runtime", "busy", "decoders", "prefills", "io_cores", "lines")
+    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "lines")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
         self.busy = 0
+        self.kinds = dict.fromkeys(KINDS, 0)  # busy instances by the kind of forward they run
         self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
         self.lines: dict = {}  # busy line → its I/O load (cores)
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
-    def factor(self, kind: str = "") -> float:
+    def factor(self, kind: str = "", own: str | None = None) -> float:
         """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
         overheads (``kind`` empty: × ``slowdown``), or of a table's ``"prefill"`` or ``"decode"``
-        seconds (× that phase's measured pace, ``slowdown`` where it was not measured)."""
+        seconds (× that phase's measured pace, ``slowdown`` where it was not measured, × what the
+        other busy forwards cost it). ``own``: the kind the caller is counted busy as (default
+        ``kind``; a decoder's extend is a prefill-shaped forward on a decoder)."""
         rt = self.runtime
         n = (self.busy if self.busy > 1 else 1) + self.io_cores
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
-        return (pace or rt.slowdown) * n / rt.speedup_at(n)
+        base = (pace or rt.slowdown) * n / rt.speedup_at(n)
+        if not kind or not rt.interference:
+            return base
+        own = kind if own is None else own
+        others = {k: c - (k == own) for k, c in self.kinds.items()}
+        total = sum(c for c in others.values() if c > 0)
+        if total <= 0:
+            return base
+        beside = sum(c * rt.beside(kind, k) for k, c in others.items() if c > 0) / total
+        # the pair's cost is measured whole (cores, GIL, memory): speedup only adds the threads past two
+        return base * beside * rt.speedup_at(2) / 2
 
     def line(self, t: float, link, busy: bool) -> None:
         """A WAN line started or stopped carrying bytes: the I/O thread moves them at the line's rate."""
@@ -238,8 +298,11 @@ class Host:
         self.io_cores = sum(self.lines.values())
         self.change(t, 0)
 
-    def change(self, t: float, delta: int) -> None:
+    def change(self, t: float, delta: int, kind: str = "") -> None:
+        """``delta`` instances started (+1) or stopped (−1) running forwards of ``kind`` at ``t``."""
         self.busy += delta
+        if kind:
+            self.kinds[kind] += delta
         for inst in self.decoders:
             if inst.B:
                 inst.retime(t)

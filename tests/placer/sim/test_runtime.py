@@ -70,6 +70,54 @@ def test_each_phase_runs_at_its_measured_pace_and_overheads_at_the_slowdown():
         _runtime(decode_pace=-1)
 
 
+INTERFERENCE = {"decode": {"prefill": 1.25, "decode": 1.1}, "prefill": {"prefill": 1.0, "decode": 1.05}}
+
+
+def test_a_decode_step_beside_a_prefill_pays_the_measured_interference():
+    """Two forwards on two cores share the memory bus: the pair's measured figure replaces speedup's."""
+    host = Host(_runtime(speedup=[1.0, 1.9, 1.9], interference=INTERFERENCE))
+    host.change(0.0, +1, "decode")
+    assert host.factor("decode") == 1.0  # alone
+    host.change(0.0, +1, "prefill")
+    assert host.factor("decode") == pytest.approx(1.25)  # beside a prefill, as measured
+    assert host.factor("prefill") == pytest.approx(1.05)
+    assert host.factor() == pytest.approx(2 / 1.9)  # CPU-second overheads: speedup as before
+    host.change(0.0, +1, "decode")  # three threads on two cores: each runs beside one of the others
+    assert host.factor("decode") == pytest.approx((3 / 1.9) / (2 / 1.9) * (1.25 + 1.1) / 2)
+    assert host.factor("prefill") == pytest.approx(1.5 * 1.05)
+    assert host.factor("prefill", own="decode") == pytest.approx(1.5 * (1.0 + 1.05) / 2)  # a decoder's extend
+    host.change(0.0, -1, "prefill")
+    host.change(0.0, -1, "decode")
+    assert host.factor("decode") == 1.0
+    unmeasured = Host(_runtime(speedup=[1.0, 1.9]))
+    unmeasured.change(0.0, +1, "decode")
+    unmeasured.change(0.0, +1, "prefill")
+    assert unmeasured.factor("decode") == pytest.approx(2 / 1.9)  # not measured: speedup alone, as before
+
+
+def test_bad_interference_figures_name_the_field():
+    with pytest.raises(InputError, match="runtime.interference: kind must be one of prefill, decode, got 'extend'"):
+        _runtime(interference={"extend": {"prefill": 1.1}})
+    with pytest.raises(InputError, match="runtime.interference.decode.prefill: must be a number > 0, got 0"):
+        _runtime(interference={"decode": {"prefill": 0}})
+    with pytest.raises(InputError, match="runtime.interference.decode: kind must be"):
+        _runtime(interference={"decode": {"router": 1.1}})
+    with pytest.raises(InputError, match="runtime.interference: expected an object"):
+        _runtime(interference=[1.2])
+
+
+def test_interference_lengthens_tpot_while_prompts_are_prefilled(tmp_path):
+    """Requests arriving while the decoder steps: its steps beside P's prefills take longer."""
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(0.05 * k, 2048, 64, 0.0) for k in range(12)])
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=12, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    base = run(speedup=[1.0, 2.0])
+    loud = run(speedup=[1.0, 2.0], interference={"decode": {"prefill": 1.5, "decode": 1.0}})
+    assert loud["tpot_p90_s"] > 1.1 * base["tpot_p90_s"]
+    assert loud["ttft_p50_s"] == pytest.approx(base["ttft_p50_s"], rel=0.05)  # prefill beside decode: 1 (unlisted)
+
+
 def test_a_slower_decode_pace_lengthens_tpot_not_the_prefill(tmp_path):
     problem, plan = _same_dc_problem_and_plan()
     trace = _trace(tmp_path, [(k * 20.0, 2048, 64, 0.0) for k in range(3)])  # lone requests
