@@ -25,6 +25,11 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   points — the ``prefill_pace`` / ``decode_pace`` of ExecutorRuntime, the machine as it is
   when a setup is served against the machine the profile saw (a shared VM's memory
   bandwidth and last-level cache change over minutes, and decode is memory-bound).
+- :func:`probe_interference`: a lone forward of each kind (a PROBE_TOKENS-token prefill, a decode
+  step at ``INTERFERENCE_DECODE``) timed while one other engine thread runs prefills, decode
+  steps or nothing, in turns: the ``interference`` of ExecutorRuntime (a memory-bound decode step
+  beside a prefill took 1.23-1.25x its time alone here; ``speedup``, measured with prefills,
+  does not see it). Part of probe_host.
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
@@ -67,6 +72,7 @@ LONE_PROMPT_TOKENS = 64
 # bench trace's forwards (new conversations ~1000 tokens after the cached system prompt, turns ~40
 # tokens after ~1400 cached; decoders stepping 1-8 sequences at ~1000-1500 tokens)
 PACE_POINTS = {"prefill": ((1024, 0), (64, 2048)), "decode": ((1, 1024), (4, 1024))}
+INTERFERENCE_DECODE = (4, 1024)  # (batch, context): a decoder of the bench trace under load
 LONE_OUTPUTS = (8, 40)
 LONE_REQUESTS = 8
 
@@ -145,6 +151,103 @@ def probe_forwards(reps: int = 5) -> dict[str, list[list[float]]]:
                        for b, c in PACE_POINTS["decode"]]}
 
 
+class _Neighbour:
+    """One engine thread that runs forwards of one kind while ``on`` is set (a decoder restarts its
+    batch every 128 steps, so its context stays near INTERFERENCE_DECODE's)."""
+
+    def __init__(self, kind: str, seed: int):
+        import threading
+
+        self.kind, self.on, self.stop = kind, threading.Event(), threading.Event()
+        self.forwards = 0
+        batch, ctx = INTERFERENCE_DECODE
+        self.engine = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
+                                                           num_blocks=batch * (ctx + 256) // BLOCK + 16,
+                                                           max_prefill_tokens=4096), seed=seed, device="cpu")
+        self.rng = random.Random(seed)
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        eng, batch, reqs, steps = self.engine, INTERFERENCE_DECODE[0], [], 0
+        while not self.stop.is_set():
+            if not self.on.wait(0.05):
+                continue
+            if self.kind == "prefill":
+                eng.finish(eng.prefill(_prompt(self.rng, PROBE_TOKENS)).request)
+            else:
+                if steps % 128 == 0:
+                    for r in reqs:
+                        eng.finish(r)
+                    reqs = [eng.prefill(_prompt(self.rng, INTERFERENCE_DECODE[1])).request for _ in range(batch)]
+                eng.decode_step(reqs)
+                steps += 1
+            self.forwards += 1
+
+    def start(self) -> None:
+        """Run, and return once it has done a forward (its kind, not its set-up, is what is timed beside)."""
+        self.on.set()
+        begun = self.forwards
+        while self.forwards < begun + 1 + (self.kind == "decode") and self.thread.is_alive():
+            time.sleep(0.002)
+
+    def pause(self) -> None:
+        self.on.clear()
+        time.sleep(0.02)  # its forward in flight ends (a decode step ~50 ms, a prefill ~60 ms here)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.on.set()
+        self.thread.join()
+
+
+def probe_interference(rounds: int = 4, reps: int = 3) -> dict[str, dict[str, float]]:
+    """What one other engine thread costs a lone forward: ``{kind: {beside: factor}}``, the median
+    wall seconds of ``kind``'s forward (a PROBE_TOKENS-token prefill; a decode step at
+    INTERFERENCE_DECODE) while a neighbour thread runs ``beside`` forwards, ÷ the median with no
+    neighbour. Alone and each neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the
+    machine's drift over the probe falls on all three alike."""
+    eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
+                                               num_blocks=2 * INTERFERENCE_DECODE[0] * (INTERFERENCE_DECODE[1] + 64)
+                                               // BLOCK + 32, max_prefill_tokens=4096), seed=7, device="cpu")
+    rng = random.Random(7)
+    batch, ctx = INTERFERENCE_DECODE
+    reqs = [eng.prefill(_prompt(rng, ctx)).request for _ in range(batch)]
+
+    def forward(kind: str) -> float:
+        if kind == "decode":
+            t0 = time.perf_counter()
+            eng.decode_step(reqs)
+            return time.perf_counter() - t0
+        prompt = _prompt(rng, PROBE_TOKENS)
+        t0 = time.perf_counter()
+        res = eng.prefill(prompt)
+        seconds = time.perf_counter() - t0
+        eng.finish(res.request)
+        return seconds
+
+    kinds = ("prefill", "decode")
+    neighbours = {k: _Neighbour(k, 20 + i) for i, k in enumerate(kinds)}
+    times: dict[tuple[str, str], list[float]] = {}
+    try:
+        forward("prefill"), forward("decode")  # warm-up
+        for _ in range(rounds):
+            for beside in ("", *kinds):
+                if beside:
+                    neighbours[beside].start()
+                for kind in kinds:
+                    times.setdefault((kind, beside), []).extend(forward(kind) for _ in range(reps))
+                if beside:
+                    neighbours[beside].pause()
+    finally:
+        for n in neighbours.values():
+            n.close()
+        for r in reqs:
+            eng.finish(r)
+    return {kind: {beside: round(statistics.median(times[kind, beside]) / statistics.median(times[kind, ""]), 3)
+                   for beside in kinds} for kind in kinds}
+
+
 def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
     """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
     threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
@@ -168,7 +271,8 @@ def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
         for k in best:
             best[k] = max(best[k], forwards_per_s(k, window_s))
     speedup = [1.0] + [round(best[k] / best[1], 3) for k in range(2, most + 1)]
-    return {"slowdown": round(slowdown, 3), "speedup": speedup, "forwards": probe_forwards()}
+    return {"slowdown": round(slowdown, 3), "speedup": speedup, "forwards": probe_forwards(),
+            "interference": probe_interference()}
 
 
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:
@@ -301,6 +405,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     started = time.perf_counter()
     slowdown = probe_slowdown()
     speedup = measure_speedup(rounds)
+    interference = probe_interference(max(rounds, 4))
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
@@ -315,6 +420,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "cores": len(os.sched_getaffinity(0)),
         "slowdown": round(slowdown, 3),
         "speedup": speedup,
+        "interference": interference,
         "request_overhead_s": round(max(0.0, overhead), 5),
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
