@@ -172,6 +172,9 @@ def model_command(
     chip: Annotated[str | None, typer.Option(help="Catalog chip the table is for (default: from the device; "
                                              "'cpu' on the CPU).")] = None,
     reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 5,
+    rounds: Annotated[int, typer.Option(min=1, help="Passes over the whole grid, each point --reps times per pass; "
+                                        "the median of all a point's runs is kept (a shared machine's bursts "
+                                        "then reach one pass, not the point).")] = 1,
     layers: Annotated[int | None, typer.Option(help="Override: decoder layers.")] = None,
     hidden: Annotated[int | None, typer.Option(help="Override: hidden size.")] = None,
     heads: Annotated[int | None, typer.Option(help="Override: query heads.")] = None,
@@ -200,7 +203,7 @@ def model_command(
             task = progress.add_task("grid points", total=1)
             raw = profile_model(device, model, tp, grid, chip, reps, overrides,
                                 on_point=lambda done, total: progress.update(task, completed=done, total=total),
-                                dtype=dtype, name=name, clock=clock)
+                                dtype=dtype, name=name, clock=clock, rounds=rounds)
         record = ChipProfile.model_validate(raw)
         if out_path is not None:
             try:
@@ -225,4 +228,4 @@ def model_command(
         moved = grid_record.grid().max_cleanup_rel
         if moved > 0.05:
             out.print(f"  [yellow]{phase}: not monotone as measured; the planner's clean-up moves a point by up "
-                      f"to {moved:.0%} (a loaded machine? measure again with more --reps)[/yellow]", highlight=False)
+                      f"to {moved:.0%} (a loaded machine? measure again with --rounds 3)[/yellow]", highlight=False)

@@ -3,7 +3,8 @@
 in:  a catalog model (or an explicit shape), a device (cpu or cuda), a grid (quick or full)
 out: a chip profile (schema 2) whose ``tables`` hold one measured table: the seconds of
      ONE prefill forward by (new tokens, cached context) and of one decode step by
-     (batch, context tokens), each the median of ``reps`` timed runs after a warm-up,
+     (batch, context tokens), each the median of ``reps`` timed runs after a warm-up (in each of
+     ``rounds`` passes over the grid),
      with the exact shape and provenance (:class:`placer.profiles.table_io.TableRecord`).
 
 What runs: :class:`executor.engine.Engine` with random weights (``Engine.from_seed``; no
@@ -149,10 +150,11 @@ def _engine(torch, device, shape: Shape, grid, dtype: str):
     return Engine.from_seed(model, config, seed=0, device=device), config
 
 
-def prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int, clock: str) -> float:
+def prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int, clock: str,
+                  samples: list[float] | None = None) -> float:
     """Seconds of one ``eng.prefill`` of ``tokens`` new tokens after ``context`` cached ones: the
     median of ``reps`` after a warm-up (one grid point of the table; bench/measure_runtime.py probes
-    the same way)."""
+    the same way). ``samples``: where the timed runs are also appended (rounds pool them)."""
     prefix = [rng.randrange(256) for _ in range(context)]
     if context:
         eng.finish(eng.prefill(prefix + [rng.randrange(256)]).request)  # cache the prefix
@@ -164,24 +166,36 @@ def prefill_point(torch, device, eng, rng, tokens: int, context: int, reps: int,
         eng.finish(box[0].request)
         if i:
             times.append(seconds)
+    if samples is not None:
+        samples.extend(times)
     return statistics.median(times)
 
 
-def decode_point(torch, device, eng, rng, batch: int, context: int, reps: int, clock: str) -> float:
+def decode_point(torch, device, eng, rng, batch: int, context: int, reps: int, clock: str,
+                 samples: list[float] | None = None) -> float:
     """Seconds of one ``eng.decode_step`` of ``batch`` sequences of ``context`` tokens: the median of
-    ``reps`` after a warm-up step."""
+    ``reps`` after a warm-up step (``samples``: as :func:`prefill_point`)."""
     reqs = [eng.prefill([rng.randrange(256) for _ in range(context)]).request for _ in range(batch)]
     eng.decode_step(reqs)  # warm-up
     times = [_timed(torch, device, lambda: eng.decode_step(reqs), clock) for _ in range(reps)]
     for req in reqs:
         eng.finish(req)
+    if samples is not None:
+        samples.extend(times)
     return statistics.median(times)
 
 
 def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1, grid: str = "quick",
                   chip: str | None = None, reps: int = 3, overrides: dict | None = None, on_point=None,
-                  dtype: str | None = None, name: str | None = None, clock: str | None = None) -> dict:
+                  dtype: str | None = None, name: str | None = None, clock: str | None = None,
+                  rounds: int = 1) -> dict:
     """Measure the grids; return the chip-profile dict (schema 2) with one table.
+
+    ``rounds``: the whole grid is measured that many times over, each point ``reps`` times per
+    round, and each point keeps the median of all its timed runs. On a shared machine a burst of
+    other work lasts seconds — longer than one point's runs, so it can move a point whole (a
+    (64, 2048) prefill read 72.8 ms in one profile and 51.5-52.8 ms in a dozen probes around it,
+    2026-12-02) — while rounds are minutes apart, so the burst reaches one round of the point's.
 
     ``dtype``: the engine's dtype (default bfloat16 on CUDA, float32 on the CPU); ``name``:
     the table's model name (default: the catalog name, or ``llama-tiny-<hash>`` for an
@@ -194,6 +208,8 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
 
     if tp != 1:
         raise InputError(f"--tp {tp}: the executor's engine runs one device; only --tp 1 is measured")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise InputError(f"--rounds must be a whole number >= 1, got {rounds!r}")
     if grid not in GRIDS:
         raise InputError(f"--grid must be one of {', '.join(GRIDS)}, got {grid!r}")
     default_name, shape = shape_for(model, overrides or {})
@@ -217,26 +233,33 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
     threads = torch.get_num_threads()
     if clock == "thread":
         torch.set_num_threads(1)  # the op runs on the timed thread (as the bench's executor serves)
-    total, done = len(tokens) * len(contexts) + len(batches) * len(decode_contexts), 0
-    prefill, decode = [], []
+    total, done = rounds * (len(tokens) * len(contexts) + len(batches) * len(decode_contexts)), 0
+    pre_runs = {(t, c): [] for t in tokens for c in contexts}
+    dec_runs = {(b, c): [] for b in batches for c in decode_contexts}
     with torch.inference_mode():
-        for t in tokens:
-            prefill.append([prefill_point(torch, dev, eng, rng, t, c, reps, clock) for c in contexts])
-            done += len(contexts)
-            if on_point:
-                on_point(done, total)
-        for b in batches:
-            decode.append([decode_point(torch, dev, eng, rng, b, c, reps, clock) for c in decode_contexts])
-            done += len(decode_contexts)
-            if on_point:
-                on_point(done, total)
+        for _ in range(rounds):
+            for t in tokens:
+                for c in contexts:
+                    prefill_point(torch, dev, eng, rng, t, c, reps, clock, pre_runs[t, c])
+                done += len(contexts)
+                if on_point:
+                    on_point(done, total)
+            for b in batches:
+                for c in decode_contexts:
+                    decode_point(torch, dev, eng, rng, b, c, reps, clock, dec_runs[b, c])
+                done += len(decode_contexts)
+                if on_point:
+                    on_point(done, total)
     torch.set_num_threads(threads)
+    prefill = [[statistics.median(pre_runs[t, c]) for c in contexts] for t in tokens]
+    decode = [[statistics.median(dec_runs[b, c]) for c in decode_contexts] for b in batches]
     prov = provenance(torch, dev, device_model)
     table = {
         "chip": chip_name, "tp": tp, "model": name, "weight_dtype": "bf16", "kv_dtype": "bf16",
-        "prefill": {"sizes": list(tokens), "context_tokens": list(contexts), "seconds": prefill, "repeats": reps},
+        "prefill": {"sizes": list(tokens), "context_tokens": list(contexts), "seconds": prefill,
+                    "repeats": reps * rounds},
         "decode": {"sizes": list(batches), "context_tokens": list(decode_contexts), "seconds": decode,
-                   "repeats": reps},
+                   "repeats": reps * rounds},
         "measured_by": prov["measured_by"],
         "measured_at": prov["measured_at"],
         "engine": f"executor.engine ({config.backend}, {dtype}, block {BLOCK}, "

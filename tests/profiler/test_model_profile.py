@@ -61,3 +61,40 @@ def test_profile_model_on_cpu_times_one_core_by_default(tmp_path):
     table = ChipProfile.load(out).tables[0]
     assert "thread CPU time" in table.engine and table.model_shape["dtype"] == "float32"
     assert table.model_shape["scenario_model"]["head_dim"] == 2 * table.model_shape["head_dim"]
+
+
+def test_rounds_keep_a_burst_of_other_work_out_of_the_table(monkeypatch):
+    """A burst that lasts a whole pass over the grid reaches one of three rounds: the median leaves it out."""
+    import profiler.model as pm
+
+    state = {"burst": False}
+    def timed(torch, device, run, clock="wall"):
+        run()
+        return 10.0 if state["burst"] else 1.0
+
+    monkeypatch.setattr(pm, "_timed", timed)
+
+    def on_point(done, total):  # the second of three passes runs during the burst
+        state["burst"] = total / 3 <= done < 2 * total / 3
+
+    overrides = {"num_layers": 1, "hidden_size": 64, "num_q_heads": 2, "num_kv_heads": 1, "head_dim": 32,
+                 "intermediate_size": 128, "vocab_size": 300}
+    raw = pm.profile_model("cpu", grid="tiny", reps=1, overrides=overrides, on_point=on_point, rounds=3)
+    table = raw["tables"][0]
+    assert all(s == 1.0 for row in table["prefill"]["seconds"] + table["decode"]["seconds"] for s in row)
+    assert table["prefill"]["repeats"] == table["decode"]["repeats"] == 3
+    state["burst"] = True  # one pass: the burst is the table
+    raw = pm.profile_model("cpu", grid="tiny", reps=1, overrides=overrides, rounds=1)
+    assert all(s == 10.0 for row in raw["tables"][0]["decode"]["seconds"] for s in row)
+    with pytest.raises(pm.InputError, match="--rounds must be a whole number >= 1, got 0"):
+        pm.profile_model("cpu", grid="tiny", reps=1, overrides=overrides, rounds=0)
+
+
+def test_profile_model_rounds_on_the_command_line(tmp_path):
+    out = tmp_path / "tiny.json"
+    r = run("profile", "model", "--device", "cpu", "--grid", "tiny", "--reps", "1", "--rounds", "2", *TINY,
+            "--out", out, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert ChipProfile.load(out).tables[0].decode.repeats == 2
+    r = run("profile", "model", "--device", "cpu", "--rounds", "0", *TINY)
+    assert r.returncode == 2 and "--rounds" in r.stderr
