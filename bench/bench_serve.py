@@ -24,12 +24,13 @@ ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latenc
 measured vs predicted TTFT P50/P90/P99 and TPOT P50/P90 per setup with the error: the
 simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and the planner
 (`placer.optimize.evaluate_plan`, TTFT), both from the CPU profile of the bench model
-(`placer profile model --device cpu --grid serve`, measured first unless `--profile`)
+(`placer profile model --device cpu --grid serve --rounds 3`, measured first unless `--profile`)
 and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
 trace: same prompts, the arrival times each setup saw. The machine may be shared: the
 profile is in CPU seconds and each setup's simulation takes the one-thread slowdown, the
-speedup of 1-3 concurrent engine threads and each phase's pace (lone forwards at a few grid
-points ÷ the profile's) measured just before and after serving it
+speedup of 1-3 concurrent engine threads, each phase's pace (lone forwards at a few grid
+points ÷ the profile's) and what a neighbour thread's prefills or decode steps cost each kind of
+forward (``interference``), measured just before and after serving it
 (`measure_runtime.probe_host`). `--quick` is a smaller run of the same
 comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 
@@ -239,7 +240,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         streams, arrivals = replay(cluster.router, trace)
         wall_s = time.monotonic() - t0
         stats = cluster.stats()
-        served = {kind: [[r.size, r.context, r.cpu_s] for e in engines for r in e.forward_log.records(kind)]
+        served = {kind: [[r.size, r.context, r.cpu_s, r.wall_s] for e in engines for r in e.forward_log.records(kind)]
                   for kind in ("prefill", "decode")}
     errors = [s.error for s in streams if s is None or s.error]
     records = [s.record if s is not None else None for s in streams]
@@ -266,7 +267,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         "drc_hit": [r.extra.get("md_cached_tokens", 0) / r.input_tokens for r in records
                     if r is not None and "md_cached_tokens" in r.extra],
         "wan_bytes": _line_bytes(stats) - warm_bytes,
-        "forwards_served": served,  # [size, context, thread CPU s] of every prefill and decode step
+        "forwards_served": served,  # [size, context, thread CPU s, wall s] of every prefill and decode step
         "handoffs": handoffs,
         "rld_tokens": sum(r.extra.get("relay_tokens", 0) for r in records if r is not None
                           and r.pipeline in ("P-RLD-MD", "P-RLD")),
@@ -287,15 +288,16 @@ def pct(values: list[float], q: float) -> float:
 PROFILE_NAME = "bench-tiny"  # the measured table's model name = the scenario's inline model
 
 
-def measure_profile(path: Path, reps: int) -> Path:
-    """`placer profile model --device cpu --grid serve` with the bench model's shape, written to `path`."""
+def measure_profile(path: Path, reps: int, rounds: int = 3) -> Path:
+    """`placer profile model --device cpu --grid serve --rounds 3` with the bench model's shape, written to `path`."""
     from placer.profiles.records import ChipProfile
     from profiler.model import profile_model
 
     shape = {"num_layers": MODEL.num_layers, "hidden_size": MODEL.hidden_size, "num_q_heads": MODEL.num_q_heads,
              "num_kv_heads": MODEL.num_kv_heads, "head_dim": MODEL.head_dim,
              "intermediate_size": MODEL.intermediate_size, "vocab_size": MODEL.vocab_size}
-    raw = profile_model("cpu", "llama-3.1-8b", 1, "serve", None, reps, shape, dtype="float32", name=PROFILE_NAME)
+    raw = profile_model("cpu", "llama-3.1-8b", 1, "serve", None, reps, shape, dtype="float32", name=PROFILE_NAME,
+                        rounds=rounds)
     ChipProfile.model_validate(raw).save(path)
     return path
 
@@ -378,7 +380,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     from placer.optimize import SolveConfig, evaluate_plan
     from dataclasses import replace
 
-    from placer.sim.runtime import ExecutorRuntime
+    from placer.sim.runtime import ExecutorRuntime, interference_rows
 
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
@@ -387,7 +389,9 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
         paces = probe_paces(res.get("probe_forwards", {}), table)
         out["paces"][name] = paces
         rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
-                     speedup=tuple(res.get("speedup", base.speedup)), **paces)
+                     speedup=tuple(res.get("speedup", base.speedup)), **paces,
+                     interference=interference_rows(res["interference"]) if "interference" in res
+                     else base.interference)
         scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
         plan = plans[name]
         try:
@@ -399,7 +403,9 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
         served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
         if served:
             out["served_paces"][name] = served
-            out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"], replace(rt, **served), seed)
+            # the served forwards' CPU seconds already hold what they cost each other: no interference on top
+            out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
+                                               replace(rt, **served, interference=()), seed)
     return out
 
 
@@ -427,7 +433,7 @@ def _against_table(forwards: dict[str, list[list[float]]], table) -> dict[str, l
     out = {}
     for phase, rows in forwards.items():
         grid = table.prefill if phase == "prefill" else table.decode
-        pairs = [(s, grid.seconds_at(size, ctx)) for size, ctx, s in rows]
+        pairs = [(s, grid.seconds_at(size, ctx)) for size, ctx, s, *_ in rows]
         out[phase] = [(s, tab) for s, tab in pairs if tab]
     return out
 
@@ -444,8 +450,9 @@ def served_paces(forwards: dict[str, list[list[float]]], table, slowdown: float)
     """The pace the served forwards went (the engines' ``forward_log``): their thread CPU seconds
     ÷ the table's for the same shapes, summed over the forwards inside the table's grid, × the
     slowdown probed around the serving (wall ÷ CPU of one thread). It includes what forwards running
-    at the same time cost each other in CPU (shared caches, memory bandwidth), which the simulator
-    also charges through ``speedup`` — a little double counting while two forwards overlap."""
+    at the same time cost each other in CPU (shared caches, memory bandwidth), so the "as served"
+    simulation leaves out ``interference``; ``speedup``, measured with prefills, still charges a
+    little of it twice while two forwards overlap."""
     return {f"{phase}_pace": round(slowdown * sum(s for s, _ in pairs) / sum(t for _, t in pairs), 3)
             for phase, pairs in _against_table(forwards, table).items() if pairs}
 
@@ -555,11 +562,24 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
               "slowdown): " + ", ".join(f"{n} prefill {p.get('prefill_pace', math.nan):.2f} decode "
                                         f"{p.get('decode_pace', math.nan):.2f}"
                                         for n, p in pred["served_paces"].items()))
+    walls = {n: {phase: sum(r[3] for r in rows) / sum(r[2] for r in rows)
+                 for phase, rows in res.get("forwards_served", {}).items() if rows and len(rows[0]) > 3
+                 and sum(r[2] for r in rows) > 0}
+             for n, res in results.items()}
+    if any(walls.values()):
+        print("served forwards' wall ÷ thread CPU seconds (waits for a core or the GIL inside a forward): "
+              + ", ".join(f"{n} " + " ".join(f"{phase} {v:.2f}" for phase, v in w.items()) for n, w in walls.items()))
     if pred.get("paces"):
         print("pace at serve time (a lone forward's wall seconds ÷ the profile's, median of the probe's grid points; "
               "the profile was measured minutes before): "
               + ", ".join(f"{n} prefill {p.get('prefill_pace', math.nan):.2f} "
                           f"decode {p.get('decode_pace', math.nan):.2f}" for n, p in pred["paces"].items()))
+    if any("interference" in r for r in results.values()):
+        print("interference (a lone forward beside one neighbour thread's prefills / decode steps ÷ alone): "
+              + ", ".join(f"{n} prefill {r['interference']['prefill']['prefill']:.2f}/"
+                          f"{r['interference']['prefill']['decode']:.2f} decode "
+                          f"{r['interference']['decode']['prefill']:.2f}/{r['interference']['decode']['decode']:.2f}"
+                          for n, r in results.items() if "interference" in r))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")
     summary: dict = {}
@@ -614,7 +634,9 @@ def main(argv: list[str] | None = None) -> int:
                     "placer profile model --device cpu --grid serve)")
     ap.add_argument("--runtime", type=Path, help="runtime figures (default: measure them now, "
                     "bench/measure_runtime.py)")
-    ap.add_argument("--reps", type=int, default=5, help="timed runs per profile grid point")
+    ap.add_argument("--reps", type=int, default=2, help="timed runs per profile grid point in each round")
+    ap.add_argument("--profile-rounds", type=int, default=3,
+                    help="passes over the profile's grid (the median of a point's runs over all of them is kept)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each runtime measurement")
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
     ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
@@ -640,7 +662,7 @@ def run(args: argparse.Namespace) -> int:
         profile = args.profile
         if not args.no_predict:
             if profile is None:
-                profile = measure_profile(Path(tmp) / "cpu-profile.json", args.reps)
+                profile = measure_profile(Path(tmp) / "cpu-profile.json", args.reps, args.profile_rounds)
                 print(f"[profile: measured the serve grid in {time.monotonic() - t0:.0f} s]", file=sys.stderr)
             if args.runtime is not None:
                 runtime = json.loads(args.runtime.read_text())
@@ -654,6 +676,9 @@ def run(args: argparse.Namespace) -> int:
             after = probe_host()  # the cores other work left us, around the serving
             results[name]["slowdown"] = (before["slowdown"] + after["slowdown"]) / 2
             results[name]["speedup"] = [round((a + b) / 2, 3) for a, b in zip(before["speedup"], after["speedup"])]
+            results[name]["interference"] = {
+                kind: {other: round((v + after["interference"][kind][other]) / 2, 3) for other, v in row.items()}
+                for kind, row in before["interference"].items()}
             results[name]["probe_forwards"] = {
                 phase: [[*p[:2], (p[2] + q[2]) / 2] for p, q in zip(rows, after["forwards"][phase])]
                 for phase, rows in before["forwards"].items()}
