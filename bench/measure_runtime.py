@@ -21,7 +21,7 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   the cores other work leaves change within minutes).
 - :func:`probe_forwards`: wall seconds of lone prefill forwards and decode steps at a few
   points of the serve grid (``PACE_POINTS``), now, measured as the profiler measures its
-  table (``profiler.model``): bench_serve divides them by the profile's value at the same
+  table (``profiler.model``), in three passes spread over ~15 s: bench_serve divides them by the profile's value at the same
   points — the ``prefill_pace`` / ``decode_pace`` of ExecutorRuntime, the machine as it is
   when a setup is served against the machine the profile saw (a shared VM's memory
   bandwidth and last-level cache change over minutes, and decode is memory-bound).
@@ -134,9 +134,15 @@ def forwards_per_s(k: int, window_s: float = 1.0) -> float:
     return done / elapsed
 
 
-def probe_forwards(reps: int = 5) -> dict[str, list[list[float]]]:
+def probe_forwards(reps: int = 3, rounds: int = 3) -> dict[str, list[list[float]]]:
     """Wall seconds of a lone forward at each of PACE_POINTS now: [[size, context, seconds], …] per
-    phase, each the median of ``reps`` after a warm-up, timed as the profiler times its table."""
+    phase, timed as the profiler times its table, ``rounds`` passes over the points with ``reps``
+    timed runs each (after a warm-up), the median of a point's runs pooled over the passes.
+
+    One pass is a snapshot of a few tenths of a second per phase; on a shared VM a burst lasts
+    seconds, and eight single-pass probes taken back to back read a point at 0.78-1.78x the
+    profile (2026-12-03): passes spread over ~15 s (three), pooled, put the probe inside the spread of
+    the served forwards' own pace (bench_serve's "pace of the served forwards")."""
     import torch
 
     from profiler.model import decode_point, prefill_point
@@ -145,10 +151,14 @@ def probe_forwards(reps: int = 5) -> dict[str, list[list[float]]]:
     eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK, num_blocks=2 * most // BLOCK + 64,
                                                max_prefill_tokens=4096), seed=5, device="cpu")
     rng, cpu = random.Random(5), torch.device("cpu")
-    return {"prefill": [[t, c, prefill_point(torch, cpu, eng, rng, t, c, reps, "wall")]
-                        for t, c in PACE_POINTS["prefill"]],
-            "decode": [[b, c, decode_point(torch, cpu, eng, rng, b, c, reps, "wall")]
-                       for b, c in PACE_POINTS["decode"]]}
+    runs: dict[tuple[str, int, int], list[float]] = {}
+    for _ in range(rounds):
+        for t, c in PACE_POINTS["prefill"]:
+            prefill_point(torch, cpu, eng, rng, t, c, reps, "wall", runs.setdefault(("prefill", t, c), []))
+        for b, c in PACE_POINTS["decode"]:
+            decode_point(torch, cpu, eng, rng, b, c, reps, "wall", runs.setdefault(("decode", b, c), []))
+    return {phase: [[a, b, statistics.median(runs[phase, a, b])] for a, b in PACE_POINTS[phase]]
+            for phase in ("prefill", "decode")}
 
 
 class _Neighbour:
