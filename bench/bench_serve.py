@@ -41,11 +41,15 @@ of the error is the table's (the simulated column) and how much the simulator's 
 
 Each setup first serves one request of the shared system prompt to the end (`warm_up`):
 in steady state it is cached, and the simulator starts so. The trace is spaced (a
-conversation every 2 s, 3.5 s of thinking between turns) so that the decoders work about
-60-70 % of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a
-cost error e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's
-cost — the spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %
-(the report prints each setup's simulated busy fractions and that factor).
+conversation every 2 s, 6 s of thinking between turns) so that the decoders work about half
+of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a cost error
+e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the
+spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %. The bench
+model's decode step costs about the same per sequence at any batch (its attention reads 32 KiB
+of KV per token and dominates), so a decoder has no batching to absorb load: 3.5 s of thinking
+kept it 60-70 % busy when the host was fast and 75-87 % when it ran 10-30 % slower
+(2026-12-03), where a 16 % pace error moved TPOT P50 by 40-60 %. The report prints each
+setup's simulated busy fractions and that factor.
 """
 
 from __future__ import annotations
@@ -95,7 +99,7 @@ class TraceConfig:
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
     stagger_s: float = 2.0  # between conversation starts
-    think_s: float = 3.5  # between turns of one conversation
+    think_s: float = 6.0  # between turns of one conversation
 
 
 QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
