@@ -21,6 +21,7 @@ BOUND = 0.30
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # the profile alone is ~4 min on 2 cores (three passes over the serve grid)
 def test_bench_serve_quick_is_predicted_within_30_per_cent(tmp_path):
     out = tmp_path / "serve.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench" / "bench_serve.py"), "--quick", "--reps", "2",
