@@ -21,15 +21,16 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   the cores other work leaves change within minutes).
 - :func:`probe_forwards`: wall seconds of lone prefill forwards and decode steps at a few
   points of the serve grid (``PACE_POINTS``), now, measured as the profiler measures its
-  table (``profiler.model``), in three passes spread over ~15 s: bench_serve divides them by the profile's value at the same
-  points — the ``prefill_pace`` / ``decode_pace`` of ExecutorRuntime, the machine as it is
-  when a setup is served against the machine the profile saw (a shared VM's memory
-  bandwidth and last-level cache change over minutes, and decode is memory-bound).
+  table (``profiler.model``), in three passes spread over ~15 s: bench_serve divides them by
+  the profile's value at the same points — the ``prefill_pace`` / ``decode_pace`` of
+  ExecutorRuntime, the machine as it is when a setup is served against the machine the profile
+  saw (a shared VM's memory bandwidth and last-level cache change over minutes, and decode is
+  memory-bound).
 - :func:`probe_interference`: a lone forward of each kind (a PROBE_TOKENS-token prefill, a decode
   step at ``INTERFERENCE_DECODE``) timed while one other engine thread runs prefills, decode
   steps or nothing, in turns: the ``interference`` of ExecutorRuntime (a memory-bound decode step
-  beside a prefill took 1.23-1.25x its time alone here; ``speedup``, measured with prefills,
-  does not see it). Part of probe_host.
+  beside a prefill took 1.05-1.38x its time alone here, 2026-12-03; ``speedup``, measured with
+  prefills, does not see it). Part of probe_host.
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
