@@ -238,18 +238,14 @@ def profile_model(device: str = "cpu", model: str = "llama-3.1-8b", tp: int = 1,
     dec_runs = {(b, c): [] for b in batches for c in decode_contexts}
     with torch.inference_mode():
         for _ in range(rounds):
-            for t in tokens:
-                for c in contexts:
-                    prefill_point(torch, dev, eng, rng, t, c, reps, clock, pre_runs[t, c])
-                done += len(contexts)
-                if on_point:
-                    on_point(done, total)
-            for b in batches:
-                for c in decode_contexts:
-                    decode_point(torch, dev, eng, rng, b, c, reps, clock, dec_runs[b, c])
-                done += len(decode_contexts)
-                if on_point:
-                    on_point(done, total)
+            for point, outer, inner, runs in ((prefill_point, tokens, contexts, pre_runs),
+                                              (decode_point, batches, decode_contexts, dec_runs)):
+                for a in outer:
+                    for c in inner:
+                        point(torch, dev, eng, rng, a, c, reps, clock, runs[a, c])
+                    done += len(inner)
+                    if on_point:
+                        on_point(done, total)
     torch.set_num_threads(threads)
     prefill = [[statistics.median(pre_runs[t, c]) for c in contexts] for t in tokens]
     decode = [[statistics.median(dec_runs[b, c]) for c in decode_contexts] for b in batches]
