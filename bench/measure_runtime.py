@@ -169,7 +169,7 @@ class _Neighbour:
     def __init__(self, kind: str, seed: int):
         import threading
 
-        self.kind, self.on, self.stop = kind, threading.Event(), threading.Event()
+        self.kind, self.on, self.stop, self.idle = kind, threading.Event(), threading.Event(), threading.Event()
         self.forwards = 0
         batch, ctx = INTERFERENCE_DECODE
         self.engine = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
@@ -182,8 +182,11 @@ class _Neighbour:
     def _run(self) -> None:
         eng, batch, reqs, steps = self.engine, INTERFERENCE_DECODE[0], [], 0
         while not self.stop.is_set():
+            if not self.on.is_set():
+                self.idle.set()  # no forward in flight
             if not self.on.wait(0.05):
                 continue
+            self.idle.clear()
             if self.kind == "prefill":
                 eng.finish(eng.prefill(_prompt(self.rng, PROBE_TOKENS)).request)
             else:
@@ -203,8 +206,9 @@ class _Neighbour:
             time.sleep(0.002)
 
     def pause(self) -> None:
+        """Stop, and return once its forward in flight has ended (a decode step ~50 ms, a prefill ~60 ms)."""
         self.on.clear()
-        time.sleep(0.02)  # its forward in flight ends (a decode step ~50 ms, a prefill ~60 ms here)
+        self.idle.wait(5.0)
 
     def close(self) -> None:
         self.stop.set()
