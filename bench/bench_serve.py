@@ -237,14 +237,15 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
         warm_up(cluster.router, trace)
         warm_bytes = _line_bytes(cluster.stats())
-        engines = [inst.worker.engine for inst in cluster.instances.values()]
-        for engine in engines:
+        engines = {name: inst.worker.engine for name, inst in cluster.instances.items()}
+        for engine in engines.values():
             engine.forward_log.clear()
-        t0 = time.monotonic()
+        t0, at0 = time.monotonic(), time.perf_counter()
         streams, arrivals = replay(cluster.router, trace)
         wall_s = time.monotonic() - t0
         stats = cluster.stats()
-        served = {kind: [[r.size, r.context, r.cpu_s, r.wall_s] for e in engines for r in e.forward_log.records(kind)]
+        served = {kind: [[r.size, r.context, r.cpu_s, r.wall_s, round(r.at - at0, 4), name]
+                         for name, e in engines.items() for r in e.forward_log.records(kind)]
                   for kind in ("prefill", "decode")}
     errors = [s.error for s in streams if s is None or s.error]
     records = [s.record if s is not None else None for s in streams]
@@ -271,7 +272,8 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         "drc_hit": [r.extra.get("md_cached_tokens", 0) / r.input_tokens for r in records
                     if r is not None and "md_cached_tokens" in r.extra],
         "wan_bytes": _line_bytes(stats) - warm_bytes,
-        "forwards_served": served,  # [size, context, thread CPU s, wall s] of every prefill and decode step
+        # [size, context, thread CPU s, wall s, began (s into the replay), instance] of every prefill and decode step
+        "forwards_served": served,
         "handoffs": handoffs,
         "rld_tokens": sum(r.extra.get("relay_tokens", 0) for r in records if r is not None
                           and r.pipeline in ("P-RLD-MD", "P-RLD")),
@@ -396,6 +398,8 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                      speedup=tuple(res.get("speedup", base.speedup)), **paces,
                      interference=interference_rows(res["interference"]) if "interference" in res
                      else base.interference)
+        if rt.line_rows():  # measured beside the served line (probe_host at its rate)
+            rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
         scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
         plan = plans[name]
         try:
@@ -579,11 +583,12 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
               + ", ".join(f"{n} prefill {p.get('prefill_pace', math.nan):.2f} "
                           f"decode {p.get('decode_pace', math.nan):.2f}" for n, p in pred["paces"].items()))
     if any("interference" in r for r in results.values()):
-        print("interference (a lone forward beside one neighbour thread's prefills / decode steps ÷ alone): "
-              + ", ".join(f"{n} prefill {r['interference']['prefill']['prefill']:.2f}/"
-                          f"{r['interference']['prefill']['decode']:.2f} decode "
-                          f"{r['interference']['decode']['prefill']:.2f}/{r['interference']['decode']['decode']:.2f}"
-                          for n, r in results.items() if "interference" in r))
+        beside = ("prefill", "decode", "line")
+        print("interference (a lone forward beside one neighbour thread's prefills / decode steps / a busy line "
+              "÷ alone): " + ", ".join(
+                  f"{n} " + " ".join(kind + " " + "/".join(f"{r['interference'][kind].get(b, math.nan):.2f}"
+                                                           for b in beside) for kind in ("prefill", "decode"))
+                  for n, r in results.items() if "interference" in r))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")
     summary: dict = {}
@@ -675,9 +680,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
         results = json.loads(args.served.read_text()) if args.served else {}
         for name in [] if args.served else setups():
-            before = probe_host()
+            before = probe_host(gbit_per_s=line.gbit_per_s)
             results[name] = serve(name, trace, line, ec, args.seed)
-            after = probe_host()  # the cores other work left us, around the serving
+            after = probe_host(gbit_per_s=line.gbit_per_s)  # the cores other work left us, around the serving
             results[name]["slowdown"] = (before["slowdown"] + after["slowdown"]) / 2
             results[name]["speedup"] = [round((a + b) / 2, 3) for a, b in zip(before["speedup"], after["speedup"])]
             results[name]["interference"] = {

@@ -30,7 +30,9 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   step at ``INTERFERENCE_DECODE``) timed while one other engine thread runs prefills, decode
   steps or nothing, in turns: the ``interference`` of ExecutorRuntime (a memory-bound decode step
   beside a prefill took 1.05-1.38x its time alone here, 2026-12-03; ``speedup``, measured with
-  prefills, does not see it). Part of probe_host.
+  prefills, does not see it); and, at the served line's rate, while an emulated line in the
+  process carries KV (``line``: the I/O thread's framing and reassembly; ``line_bytes_per_s``
+  says at what rate). Part of probe_host.
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
@@ -76,6 +78,7 @@ PACE_POINTS = {"prefill": ((1024, 0), (64, 2048)), "decode": ((1, 1024), (4, 102
 INTERFERENCE_DECODE = (4, 1024)  # (batch, context): a decoder of the bench trace under load
 LONE_OUTPUTS = (8, 40)
 LONE_REQUESTS = 8
+LINE_KV_TOKENS = 256  # KVData the probe's busy line carries (8 MiB: 0.34 s at 200 Mbit/s)
 
 
 def _config() -> EngineConfig:
@@ -216,12 +219,84 @@ class _Neighbour:
         self.thread.join()
 
 
-def probe_interference(rounds: int = 4, reps: int = 3) -> dict[str, dict[str, float]]:
+class _Line:
+    """An emulated WAN line in this process carrying KV at ``gbit_per_s`` while ``on`` is set: the I/O
+    thread's framing, relaying and reassembly of a busy line, as a neighbour of the timed forwards.
+    LINE_KV_TOKENS-token KVData messages, two in flight, so the line never waits for a sender."""
+
+    def __init__(self, gbit_per_s: float, rtt_ms: float = 30.0):
+        import threading
+
+        self.on, self.stop = threading.Event(), threading.Event()
+        self.line, self.ends, delivered = _line_pair(gbit_per_s, rtt_ms)
+        self.in_flight = threading.Semaphore(2)
+        delivered.append(self.in_flight.release)
+        self.sent = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        from executor.transport.messages import KVData
+
+        size = LINE_KV_TOKENS * MODEL.kv_bytes_per_token
+        while not self.stop.is_set():
+            if not self.on.wait(0.05) or not self.in_flight.acquire(timeout=0.05):
+                continue
+            self.sent += 1
+            self.ends["src"].send("dst", KVData(f"l{self.sent}", 0, LINE_KV_TOKENS, 1, 0, bytes(size)),
+                                  deadline_s=60)
+
+    def start(self) -> None:
+        """Start sending, and return once the line has carried bytes for a while (its queue is full)."""
+        self.on.set()
+        time.sleep(0.3)
+
+    def pause(self) -> None:
+        """Stop sending, and return once what is in flight has crossed (~0.4 s at 200 Mbit/s)."""
+        self.on.clear()
+        got = sum(self.in_flight.acquire(timeout=10) for _ in range(2))
+        for _ in range(got):
+            self.in_flight.release()
+
+    def close(self) -> None:
+        self.stop.set()
+        for ep in self.ends.values():
+            ep.close()
+        self.line.close()
+
+
+def _line_pair(gbit_per_s: float, rtt_ms: float):
+    """An in-process ``LinkEmulator`` between two socket endpoints, ``src`` in dc-a and ``dst`` in dc-b;
+    returns (line, endpoints, the callback list ``dst`` calls on each message)."""
+    from executor.transport.base import PeerInfo
+    from executor.transport.link import LinkEmulator
+    from executor.transport.shaping import LinkShape
+    from executor.transport.tcp import Directory, TcpEndpoint
+
+    directory = Directory()
+    line = LinkEmulator("dc-a", "dc-b", LinkShape(gbit_per_s, rtt_ms=rtt_ms))
+    address = line.start()
+    directory.add_link("dc-a", "dc-b", address)
+    directory.add_link("dc-b", "dc-a", address)
+    ends = {}
+    for name, dc in (("src", "dc-a"), ("dst", "dc-b")):
+        ends[name] = TcpEndpoint(name, dc, directory)
+        directory.add(PeerInfo(name, dc, ends[name].start()))
+    callbacks: list = []
+    ends["dst"].set_handler(lambda src, msg: [cb() for cb in callbacks])
+    return line, ends, callbacks
+
+
+def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) -> dict[str, dict[str, float]]:
     """What one other engine thread costs a lone forward: ``{kind: {beside: factor}}``, the median
     wall seconds of ``kind``'s forward (a PROBE_TOKENS-token prefill; a decode step at
     INTERFERENCE_DECODE) while a neighbour thread runs ``beside`` forwards, ÷ the median with no
     neighbour. Alone and each neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the
-    machine's drift over the probe falls on all three alike."""
+    machine's drift over the probe falls on all of them alike. With ``gbit_per_s``, one more
+    neighbour, ``line``: an emulated WAN line in the process carrying KV at that rate (:class:`_Line`;
+    2026-12-03: a decode step took 1.19x its time alone beside a busy 200 Mbit/s line, its thread
+    CPU time 1.14x — the I/O thread's framing and reassembly cost the engine's thread more than the
+    share of a core they take)."""
     eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
                                                num_blocks=2 * INTERFERENCE_DECODE[0] * (INTERFERENCE_DECODE[1] + 64)
                                                // BLOCK + 32, max_prefill_tokens=4096), seed=7, device="cpu")
@@ -243,11 +318,13 @@ def probe_interference(rounds: int = 4, reps: int = 3) -> dict[str, dict[str, fl
 
     kinds = ("prefill", "decode")
     neighbours = {k: _Neighbour(k, 20 + i) for i, k in enumerate(kinds)}
+    if gbit_per_s:
+        neighbours["line"] = _Line(gbit_per_s)
     times: dict[tuple[str, str], list[float]] = {}
     try:
         forward("prefill"), forward("decode")  # warm-up
         for _ in range(rounds):
-            for beside in ("", *kinds):
+            for beside in ("", *neighbours):
                 if beside:
                     neighbours[beside].start()
                 for kind in kinds:
@@ -260,10 +337,10 @@ def probe_interference(rounds: int = 4, reps: int = 3) -> dict[str, dict[str, fl
         for r in reqs:
             eng.finish(r)
     return {kind: {beside: round(statistics.median(times[kind, beside]) / statistics.median(times[kind, ""]), 3)
-                   for beside in kinds} for kind in kinds}
+                   for beside in neighbours} for kind in kinds}
 
 
-def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
+def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3, gbit_per_s: float = 0.0) -> dict:
     """The host as it is now: one thread's ``slowdown`` and the ``speedup`` of k = 1…most engine
     threads (aggregate forwards/s ÷ one thread's, each over ``window_s``), measured together.
 
@@ -279,6 +356,8 @@ def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
     a burst of other work only ever lowers a window's count, and one disturbed window read
     [1, 1.22, 2.07] for 1-3 threads on two cores (3 threads cannot do 2.07x; 2 did 1.89x minutes
     before) — a noise that decided the simulator's step times for a whole setup.
+
+    With ``gbit_per_s`` (the served line's rate), the interference includes a busy line's.
     """
     slowdown = probe_slowdown(reps=5)
     best = {k: 0.0 for k in range(1, most + 1)}
@@ -287,7 +366,7 @@ def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3) -> dict:
             best[k] = max(best[k], forwards_per_s(k, window_s))
     speedup = [1.0] + [round(best[k] / best[1], 3) for k in range(2, most + 1)]
     return {"slowdown": round(slowdown, 3), "speedup": speedup, "forwards": probe_forwards(),
-            "interference": probe_interference()}
+            "interference": probe_interference(gbit_per_s=gbit_per_s)}
 
 
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:
@@ -332,23 +411,11 @@ def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 0.2) -> float:
     I/O thread's own clock over a served cross-dc run read 7.2, control messages included)."""
     import threading
 
-    from executor.transport.base import PeerInfo
-    from executor.transport.link import LinkEmulator
     from executor.transport.messages import KVData
-    from executor.transport.shaping import LinkShape
-    from executor.transport.tcp import Directory, TcpEndpoint
 
-    directory = Directory()
-    line = LinkEmulator("dc-a", "dc-b", LinkShape(gbit_per_s, rtt_ms=2.0))
-    address = line.start()
-    directory.add_link("dc-a", "dc-b", address)
-    directory.add_link("dc-b", "dc-a", address)
-    ends = {}
-    for name, dc in (("src", "dc-a"), ("dst", "dc-b")):
-        ends[name] = TcpEndpoint(name, dc, directory)
-        directory.add(PeerInfo(name, dc, ends[name].start()))
+    line, ends, delivered = _line_pair(gbit_per_s, rtt_ms=2.0)
     got = threading.Event()
-    ends["dst"].set_handler(lambda src, msg: got.set())
+    delivered.append(got.set)
     size = KV_TOKENS * MODEL.kv_bytes_per_token
     per_byte = []
     try:
@@ -420,7 +487,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     started = time.perf_counter()
     slowdown = probe_slowdown()
     speedup = measure_speedup(rounds)
-    interference = probe_interference(max(rounds, 4))
+    interference = probe_interference(max(rounds, 4), gbit_per_s=gbit_per_s)
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
@@ -436,6 +503,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "slowdown": round(slowdown, 3),
         "speedup": speedup,
         "interference": interference,
+        "line_bytes_per_s": gbit_per_s * 1e9 / 8,
         "request_overhead_s": round(max(0.0, overhead), 5),
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
@@ -444,7 +512,8 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {
-            "kv_bytes": kv_bytes, "wan_cpu_line_gbit_per_s": gbit_per_s, "engine_prefill_64_cpu_s": prefill_s, "engine_decode_step_b1_cpu_s": step_s,
+            "kv_bytes": kv_bytes, "wan_cpu_line_gbit_per_s": gbit_per_s, "engine_prefill_64_cpu_s": prefill_s,
+            "engine_decode_step_b1_cpu_s": step_s,
             f"lone_request_cpu_s_{short}_tokens": c_short, f"lone_request_cpu_s_{long}_tokens": c_long,
             "seconds": round(time.perf_counter() - started, 1),
         },

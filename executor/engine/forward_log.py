@@ -32,6 +32,7 @@ class ForwardRecord:
     context: float  # cached tokens before the forward, or mean tokens per sequence (decode)
     cpu_s: float  # the engine thread's CPU seconds
     wall_s: float
+    at: float = 0.0  # time.perf_counter() when it began (to place it beside the requests it served)
 
 
 class ForwardLog:
@@ -50,7 +51,7 @@ class ForwardLog:
     def add(self, kind: str, size: int, context: float, start: tuple[float, float]) -> None:
         """A forward that began at ``start`` (from :meth:`clocks`) ended now."""
         cpu, wall = self.clocks()
-        self._rows.append(ForwardRecord(kind, size, float(context), cpu - start[0], wall - start[1]))
+        self._rows.append(ForwardRecord(kind, size, float(context), cpu - start[0], wall - start[1], start[1]))
 
     def records(self, kind: str | None = None) -> list[ForwardRecord]:
         return [r for r in self._rows if kind is None or r.kind == kind]

@@ -48,8 +48,9 @@ the executor's code, every number is measured:
   emulated line are framed, relayed, reassembled and decoded there, in Python, beside the
   engines' threads. ``wan_cpu_s_per_byte`` (measured: process CPU time of one KV-sized
   message sent through an in-process line, per byte) times a busy line's rate is that
-  thread's load, which :class:`Host` adds to the busy forwards (same-datacenter
-  messages are handed over in process: no bytes, no load).
+  thread's load, which :class:`Host` adds to the busy forwards where what a busy line costs
+  a forward was not measured (below: interference); the runtime's CPU-second overheads
+  always see it (same-datacenter messages are handed over in process: no bytes, no load).
 * **Pulls, between two steps** (``executor/roles/md.py`` / ``rld.py``: ``on_order`` →
   ``_pull``; ``roles/p.py``: ``on_pull``, ``early_pulls``): each decoder handles its order —
   and sends ``KVPull`` to P — between two of its steps, so a busy decoder's pull leaves when
@@ -105,8 +106,17 @@ the executor's code, every number is measured:
   others is charged the mean of its kind's figure over the other busy forwards (by kind),
   which replaces what ``speedup`` charges for two threads; ``speedup`` still charges the
   threads past two (n / speedup(n) ÷ 2 / speedup(2): with more threads than cores, each runs
-  beside one of the others at a time). The I/O thread is not a neighbour here: a lone forward
-  beside a busy in-process line (200 Mbit/s of KV) moved by −4 … +3 %, inside the probe's noise.
+  beside one of the others at a time).
+* **A busy line** (``interference`` beside ``line``, at ``line_bytes_per_s``): the same probe
+  times the lone forwards while an emulated line in the process carries KV at the served rate
+  (``measure_runtime._Line``). A decode step beside a busy 200 Mbit/s line took 1.09-1.26x its
+  time alone and a prefill 1.10-1.37x (2026-12-03, three probes) — more than the I/O thread's
+  share of a core (0.25 at that rate) costs through ``speedup``, and part of it in the engine
+  thread's own CPU time (1.14x in a 40 s alternating run): the I/O thread's GIL hand-offs
+  between the engine's torch calls, and the bytes it moves through the caches. Where measured,
+  a forward pays that figure while any line carries bytes, scaled by the busy lines' rate over
+  the measured line's (the I/O thread's work grows with the bytes it moves), and the I/O
+  thread's share no longer counts in n for the table's forwards; where not measured, n counts it.
 """
 
 from __future__ import annotations
@@ -148,7 +158,10 @@ class ExecutorRuntime:
     empty: the cores alone (k / max(1, k / cores))."""
     interference: tuple[tuple[str, str, float], ...] = ()
     """(kind, beside, factor): wall seconds of a lone ``kind`` forward while one other engine thread
-    runs ``beside`` forwards ÷ its seconds alone (kinds: prefill, decode); empty: not measured (1)."""
+    runs ``beside`` forwards ÷ its seconds alone (kinds: prefill, decode), or while an emulated WAN
+    line in the process carries KV at ``line_bytes_per_s`` (beside ``line``); empty: not measured (1)."""
+    line_bytes_per_s: float = 0.0
+    """The rate of the busy line the ``line`` rows were measured beside; 0: no ``line`` rows."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
@@ -199,15 +212,24 @@ class ExecutorRuntime:
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
-                                        "interference"}
+                                        "interference", "line_bytes_per_s"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
         if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
             raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
-        return cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
-                      "interference": interference_rows(data.get("interference", {}))})
+        rt = cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
+                    "interference": interference_rows(data.get("interference", {}))})
+        if rt.line_rows() and not rt.line_bytes_per_s:
+            raise InputError("runtime.line_bytes_per_s: the interference beside 'line' needs the rate of the line "
+                             f"it was measured beside (> 0), got {rt.line_bytes_per_s!r}")
+        return rt
+
+    def line_rows(self) -> bool:
+        """Whether the interference of a busy line was measured (then it, not ``wan_cpu_s_per_byte``'s share
+        of a core, is what a busy line costs the forwards)."""
+        return any(b == "line" for _, b, _ in self.interference)
 
     @classmethod
     def from_json(cls, path: str | Path) -> ExecutorRuntime:
@@ -221,6 +243,7 @@ class ExecutorRuntime:
 
 
 KINDS = ("prefill", "decode")
+BESIDE = (*KINDS, "line")  # what a forward was timed beside: another forward, or a busy WAN line
 
 
 def interference_rows(data) -> tuple[tuple[str, str, float], ...]:
@@ -234,8 +257,8 @@ def interference_rows(data) -> tuple[tuple[str, str, float], ...]:
         if not isinstance(row, dict):
             raise InputError(f"runtime.interference.{kind}: expected an object, got {row!r}")
         for other, v in row.items():
-            if other not in KINDS:
-                raise InputError(f"runtime.interference.{kind}: kind must be one of {', '.join(KINDS)}, got {other!r}")
+            if other not in BESIDE:
+                raise InputError(f"runtime.interference.{kind}: must be one of {', '.join(BESIDE)}, got {other!r}")
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
                 raise InputError(f"runtime.interference.{kind}.{other}: must be a number > 0, got {v!r}")
             rows.append((kind, other, float(v)))
@@ -249,20 +272,23 @@ class Host:
     time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
     cores and GIL together), times the measured one-thread ``slowdown`` that the
     machine's other work causes — or, for a table's prefill or decode seconds, times that
-    phase's measured pace (:meth:`factor`). While a WAN line carries bytes, the process's I/O thread
-    moves them (``wan_cpu_s_per_byte`` × the line's rate: a fraction of a thread), so n
-    counts that fraction too. A table's forward is also charged what the other busy forwards'
-    kinds cost it (``ExecutorRuntime.interference``).
+    phase's measured pace (:meth:`factor`). A table's forward is also charged what the other
+    busy forwards' kinds cost it (``ExecutorRuntime.interference``). While a WAN line carries
+    bytes, the process's I/O thread moves them: where the runtime measured a forward beside a
+    busy line, that figure is charged, in proportion to the busy lines' rate over the measured
+    line's (the I/O thread's work grows with the bytes it moves); where not, n counts the I/O
+    thread's share of a core (``wan_cpu_s_per_byte`` × the lines' rate).
     """
 
-    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "lines")
+    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
         self.busy = 0
         self.kinds = dict.fromkeys(KINDS, 0)  # busy instances by the kind of forward they run
         self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
-        self.lines: dict = {}  # busy line → its I/O load (cores)
+        self.line_rate = 0.0  # bytes/s the busy lines carry now
+        self.lines: dict = {}  # busy line → its rate (bytes/s)
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
@@ -270,14 +296,17 @@ class Host:
         """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
         overheads (``kind`` empty: × ``slowdown``), or of a table's ``"prefill"`` or ``"decode"``
         seconds (× that phase's measured pace, ``slowdown`` where it was not measured, × what the
-        other busy forwards cost it). ``own``: the kind the caller is counted busy as (default
-        ``kind``; a decoder's extend is a prefill-shaped forward on a decoder)."""
+        other busy forwards and the busy lines cost it). ``own``: the kind the caller is counted busy
+        as (default ``kind``; a decoder's extend is a prefill-shaped forward on a decoder)."""
         rt = self.runtime
-        n = (self.busy if self.busy > 1 else 1) + self.io_cores
+        measured_line = rt.line_rows()
+        n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and measured_line else self.io_cores)
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
         base = (pace or rt.slowdown) * n / rt.speedup_at(n)
         if not kind or not rt.interference:
             return base
+        if measured_line and self.line_rate:
+            base *= 1.0 + (rt.beside(kind, "line") - 1.0) * self.line_rate / rt.line_bytes_per_s
         own = kind if own is None else own
         others = {k: c - (k == own) for k, c in self.kinds.items()}
         total = sum(c for c in others.values() if c > 0)
@@ -289,14 +318,15 @@ class Host:
 
     def line(self, t: float, link, busy: bool) -> None:
         """A WAN line started or stopped carrying bytes: the I/O thread moves them at the line's rate."""
-        cores = link.rate * self.runtime.wan_cpu_s_per_byte if busy else 0.0
-        if self.lines.get(link, 0.0) == cores:
+        rate = link.rate if busy else 0.0
+        if self.lines.get(link, 0.0) == rate:
             return
-        if cores:
-            self.lines[link] = cores
+        if rate:
+            self.lines[link] = rate
         else:
             self.lines.pop(link, None)
-        self.io_cores = sum(self.lines.values())
+        self.line_rate = sum(self.lines.values())
+        self.io_cores = self.line_rate * self.runtime.wan_cpu_s_per_byte
         self.change(t, 0)
 
     def change(self, t: float, delta: int, kind: str = "") -> None:

@@ -100,8 +100,11 @@ def test_bad_interference_figures_name_the_field():
         _runtime(interference={"extend": {"prefill": 1.1}})
     with pytest.raises(InputError, match="runtime.interference.decode.prefill: must be a number > 0, got 0"):
         _runtime(interference={"decode": {"prefill": 0}})
-    with pytest.raises(InputError, match="runtime.interference.decode: kind must be"):
+    with pytest.raises(InputError, match="runtime.interference.decode: must be one of prefill, decode, line, "
+                                         "got 'router'"):
         _runtime(interference={"decode": {"router": 1.1}})
+    with pytest.raises(InputError, match="runtime.line_bytes_per_s: the interference beside 'line' needs"):
+        _runtime(interference={"decode": {"line": 1.2}})
     with pytest.raises(InputError, match="runtime.interference: expected an object"):
         _runtime(interference=[1.2])
 
@@ -142,6 +145,32 @@ def test_a_busy_wan_line_loads_the_io_thread_beside_the_forwards():
     host.line(1.0, line, False)
     assert host.factor() == 1.0
     assert Host(_runtime()).runtime.wan_cpu_s_per_byte == 0.0
+
+
+def test_a_measured_busy_line_costs_the_forwards_its_figure_in_proportion_to_the_bytes():
+    """Measured beside a busy line, a forward pays that figure — not the I/O thread's share of a core
+    — scaled by the busy lines' rate over the measured line's; overheads keep the share of a core."""
+    host = Host(_runtime(wan_cpu_s_per_byte=8e-9, speedup=[1.0, 1.5], line_bytes_per_s=25e6,
+                         interference={"decode": {"prefill": 1.1, "line": 1.2}, "prefill": {"line": 1.3}}))
+    host.change(0.0, +1, "decode")
+
+    class Line:
+        def __init__(self, rate):
+            self.rate = rate
+
+    full, half = Line(25e6), Line(12.5e6)
+    assert host.factor("decode") == 1.0
+    host.line(0.0, full, True)
+    assert host.factor("decode") == pytest.approx(1.2)
+    assert host.factor("prefill", own="decode") == pytest.approx(1.3)
+    assert host.factor() == pytest.approx(1.2 / (1.0 + 0.2 * 0.5))  # an overhead: the I/O thread's share
+    host.line(0.0, half, True)  # 1.5x the measured line's bytes
+    assert host.factor("decode") == pytest.approx(1.0 + 0.2 * 1.5)
+    host.line(1.0, full, False)
+    host.change(1.0, +1, "prefill")  # and beside a prefill: both figures
+    assert host.factor("decode") == pytest.approx((1.0 + 0.2 * 0.5) * 1.1)  # the pair: its measured figure
+    host.line(2.0, half, False)
+    assert host.factor("decode") == pytest.approx(1.1)
 
 
 def _trace(tmp_path, rows) -> str:
