@@ -69,6 +69,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import served_forwards
 from executor.cluster import LocalCluster
 from executor.config import ServingConfig
 from executor.engine import EngineConfig, ModelConfig, SamplingParams
@@ -390,7 +391,8 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
 
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
-    out: dict = {"planner": {}, "simulator": {}, "as_served": {}, "notes": [], "paces": {}, "served_paces": {}}
+    out: dict = {"planner": {}, "simulator": {}, "as_served": {}, "notes": [], "paces": {}, "served_paces": {},
+                 "forwards": {}}
     for name, res in results.items():
         paces = probe_paces(res.get("probe_forwards", {}), table)
         out["paces"][name] = paces
@@ -408,6 +410,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
         except Exception as exc:  # the planner's figure is advisory here: report it
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
         out["simulator"][name] = _simulate(scenario, plan, trace, res["arrivals"], rt, seed)
+        out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), table, rt)
         served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
         if served:
             out["served_paces"][name] = served
@@ -531,7 +534,22 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         print(f"  as served (the simulator given the forwards' served pace): worst error {100 * worst_served:.0f} %")
     for note in pred.get("notes", []):
         print(f"  note: {note}")
+    print_forwards(pred.get("forwards", {}))
     return {"rows": rows, "same_order": same, "worst_gated_error": worst, "worst_as_served_error": worst_served}
+
+
+def print_forwards(forwards: dict[str, list[dict]]) -> None:
+    """The simulator's cost of a forward, checked forward by forward (bench/served_forwards.py)."""
+    if not any(forwards.values()):
+        return
+    print("\nserved forwards by what the other instances ran meanwhile (wall and thread CPU seconds ÷ the table's; "
+          "simulated: what the simulator's Host charges that kind beside those, from the probes — a busy line's "
+          "cost left out):")
+    for name, rows in forwards.items():
+        for r in rows:
+            print(f"  {name:<12} {r['kind']:<8} {served_forwards.describe(r['beside']):<34} {r['forwards']:>5} "
+                  f"served {r['served_wall']:5.2f} (CPU {r['served_cpu']:4.2f})  simulated {r['simulated']:5.2f} "
+                  f"{100 * r['error']:>+5.0f}%")
 
 
 PHASES = ("orders_sent_after_s", "p_queue_s", "prefill_s", "md_p_pull_wait_s", "md_p_export_s", "md_kv_transfer_s",
@@ -584,10 +602,10 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
                           f"decode {p.get('decode_pace', math.nan):.2f}" for n, p in pred["paces"].items()))
     if any("interference" in r for r in results.values()):
         beside = ("prefill", "decode", "line")
-        print("interference (a lone forward beside one neighbour thread's prefills / decode steps / a busy line "
-              "÷ alone): " + ", ".join(
-                  f"{n} " + " ".join(kind + " " + "/".join(f"{r['interference'][kind].get(b, math.nan):.2f}"
-                                                           for b in beside) for kind in ("prefill", "decode"))
+        print("interference (a lone forward — decode@B: a step of B sequences — beside one neighbour thread's "
+              "prefills / decode steps / a busy line ÷ alone): " + ", ".join(
+                  f"{n} " + " ".join(kind + " " + "/".join(f"{row.get(b, math.nan):.2f}" for b in beside)
+                                     for kind, row in r["interference"].items())
                   for n, r in results.items() if "interference" in r))
     print()
     print(f"{'setup':<13} {'TTFT P50':>9} {'P90':>8} {'P99':>8}   {'WAN MB':>7}  pipelines / by kind (P50 s)")

@@ -26,11 +26,12 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   ExecutorRuntime, the machine as it is when a setup is served against the machine the profile
   saw (a shared VM's memory bandwidth and last-level cache change over minutes, and decode is
   memory-bound).
-- :func:`probe_interference`: a lone forward of each kind (a PROBE_TOKENS-token prefill, a decode
-  step at ``INTERFERENCE_DECODE``) timed while one other engine thread runs prefills, decode
-  steps or nothing, in turns: the ``interference`` of ExecutorRuntime (a memory-bound decode step
-  beside a prefill took 1.05-1.38x its time alone here, 2026-12-03; ``speedup``, measured with
-  prefills, does not see it); and, at the served line's rate, while an emulated line in the
+- :func:`probe_interference`: a lone forward of each kind (a PROBE_TOKENS-token prefill, decode
+  steps of each of ``INTERFERENCE_BATCHES`` sequences: ``decode@B``) timed while one other engine
+  thread runs prefills, decode steps or nothing, in turns: the ``interference`` of ExecutorRuntime
+  (a memory-bound decode step beside a prefill took 1.05-1.38x its time alone here, 2026-12-03;
+  ``speedup``, measured with prefills, does not see it; a one-sequence step beside another
+  decoder 1.18-1.33x, a four-sequence one 0.92-1.08x); and, at the served line's rate, while an emulated line in the
   process carries KV (``line``: the I/O thread's framing and reassembly; ``line_bytes_per_s``
   says at what rate). Part of probe_host.
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
@@ -75,7 +76,11 @@ LONE_PROMPT_TOKENS = 64
 # bench trace's forwards (new conversations ~1000 tokens after the cached system prompt, turns ~40
 # tokens after ~1400 cached; decoders stepping 1-8 sequences at ~1000-1500 tokens)
 PACE_POINTS = {"prefill": ((1024, 0), (64, 2048)), "decode": ((1, 1024), (4, 1024))}
-INTERFERENCE_DECODE = (4, 1024)  # (batch, context): a decoder of the bench trace under load
+# decode steps timed beside a neighbour, at batch 1 (a decoder of the bench trace most of the time) and 4 (under
+# load), of INTERFERENCE_CONTEXT tokens each: a small batch is more Python (the GIL) per second, a big one more memory
+INTERFERENCE_BATCHES = (1, 4)
+INTERFERENCE_CONTEXT = 1024
+NEIGHBOUR_DECODE = (2, 1024)  # (batch, context): the neighbour decoder's steps (the served median batch)
 LONE_OUTPUTS = (8, 40)
 LONE_REQUESTS = 8
 LINE_KV_TOKENS = 256  # KVData the probe's busy line carries (8 MiB: 0.34 s at 200 Mbit/s)
@@ -167,14 +172,14 @@ def probe_forwards(reps: int = 3, rounds: int = 3) -> dict[str, list[list[float]
 
 class _Neighbour:
     """One engine thread that runs forwards of one kind while ``on`` is set (a decoder restarts its
-    batch every 128 steps, so its context stays near INTERFERENCE_DECODE's)."""
+    batch every 128 steps, so its context stays near NEIGHBOUR_DECODE's)."""
 
     def __init__(self, kind: str, seed: int):
         import threading
 
         self.kind, self.on, self.stop, self.idle = kind, threading.Event(), threading.Event(), threading.Event()
         self.forwards = 0
-        batch, ctx = INTERFERENCE_DECODE
+        batch, ctx = NEIGHBOUR_DECODE
         self.engine = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
                                                            num_blocks=batch * (ctx + 256) // BLOCK + 16,
                                                            max_prefill_tokens=4096), seed=seed, device="cpu")
@@ -183,7 +188,7 @@ class _Neighbour:
         self.thread.start()
 
     def _run(self) -> None:
-        eng, batch, reqs, steps = self.engine, INTERFERENCE_DECODE[0], [], 0
+        eng, batch, reqs, steps = self.engine, NEIGHBOUR_DECODE[0], [], 0
         while not self.stop.is_set():
             if not self.on.is_set():
                 self.idle.set()  # no forward in flight
@@ -196,7 +201,7 @@ class _Neighbour:
                 if steps % 128 == 0:
                     for r in reqs:
                         eng.finish(r)
-                    reqs = [eng.prefill(_prompt(self.rng, INTERFERENCE_DECODE[1])).request for _ in range(batch)]
+                    reqs = [eng.prefill(_prompt(self.rng, NEIGHBOUR_DECODE[1])).request for _ in range(batch)]
                 eng.decode_step(reqs)
                 steps += 1
             self.forwards += 1
@@ -289,25 +294,29 @@ def _line_pair(gbit_per_s: float, rtt_ms: float):
 
 def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) -> dict[str, dict[str, float]]:
     """What one other engine thread costs a lone forward: ``{kind: {beside: factor}}``, the median
-    wall seconds of ``kind``'s forward (a PROBE_TOKENS-token prefill; a decode step at
-    INTERFERENCE_DECODE) while a neighbour thread runs ``beside`` forwards, ÷ the median with no
-    neighbour. Alone and each neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the
-    machine's drift over the probe falls on all of them alike. With ``gbit_per_s``, one more
+    wall seconds of ``kind``'s forward (a PROBE_TOKENS-token prefill; ``decode@B``: a decode step of
+    B sequences of INTERFERENCE_CONTEXT tokens, for each B of INTERFERENCE_BATCHES) while a neighbour
+    thread runs ``beside`` forwards (decode steps at NEIGHBOUR_DECODE), ÷ the median with no
+    neighbour. A small batch's step is mostly Python between small torch calls, so it waits for the
+    GIL beside another thread more than a big one, which is mostly memory traffic. Alone and each
+    neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the machine's drift over the
+    probe falls on all of them alike. With ``gbit_per_s``, one more
     neighbour, ``line``: an emulated WAN line in the process carrying KV at that rate (:class:`_Line`;
     2026-12-03: a decode step took 1.19x its time alone beside a busy 200 Mbit/s line, its thread
     CPU time 1.14x — the I/O thread's framing and reassembly cost the engine's thread more than the
     share of a core they take)."""
+    most = max(INTERFERENCE_BATCHES)
     eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
-                                               num_blocks=2 * INTERFERENCE_DECODE[0] * (INTERFERENCE_DECODE[1] + 64)
-                                               // BLOCK + 32, max_prefill_tokens=4096), seed=7, device="cpu")
+                                               num_blocks=2 * most * (INTERFERENCE_CONTEXT + 64) // BLOCK + 32,
+                                               max_prefill_tokens=4096), seed=7, device="cpu")
     rng = random.Random(7)
-    batch, ctx = INTERFERENCE_DECODE
-    reqs = [eng.prefill(_prompt(rng, ctx)).request for _ in range(batch)]
+    reqs = [eng.prefill(_prompt(rng, INTERFERENCE_CONTEXT)).request for _ in range(most)]
 
     def forward(kind: str) -> float:
-        if kind == "decode":
+        if kind.startswith("decode@"):
+            batch = reqs[:int(kind[7:])]
             t0 = time.perf_counter()
-            eng.decode_step(reqs)
+            eng.decode_step(batch)
             return time.perf_counter() - t0
         prompt = _prompt(rng, PROBE_TOKENS)
         t0 = time.perf_counter()
@@ -316,18 +325,19 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
         eng.finish(res.request)
         return seconds
 
-    kinds = ("prefill", "decode")
-    neighbours = {k: _Neighbour(k, 20 + i) for i, k in enumerate(kinds)}
+    timed = ("prefill", *(f"decode@{b}" for b in INTERFERENCE_BATCHES))
+    neighbours = {k: _Neighbour(k, 20 + i) for i, k in enumerate(("prefill", "decode"))}
     if gbit_per_s:
         neighbours["line"] = _Line(gbit_per_s)
     times: dict[tuple[str, str], list[float]] = {}
     try:
-        forward("prefill"), forward("decode")  # warm-up
+        for kind in timed:  # warm-up
+            forward(kind)
         for _ in range(rounds):
             for beside in ("", *neighbours):
                 if beside:
                     neighbours[beside].start()
-                for kind in kinds:
+                for kind in timed:
                     times.setdefault((kind, beside), []).extend(forward(kind) for _ in range(reps))
                 if beside:
                     neighbours[beside].pause()
@@ -337,7 +347,7 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
         for r in reqs:
             eng.finish(r)
     return {kind: {beside: round(statistics.median(times[kind, beside]) / statistics.median(times[kind, ""]), 3)
-                   for beside in neighbours} for kind in kinds}
+                   for beside in neighbours} for kind in timed}
 
 
 def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3, gbit_per_s: float = 0.0) -> dict:
@@ -366,7 +376,7 @@ def probe_host(window_s: float = 0.6, most: int = 3, repeats: int = 3, gbit_per_
             best[k] = max(best[k], forwards_per_s(k, window_s))
     speedup = [1.0] + [round(best[k] / best[1], 3) for k in range(2, most + 1)]
     return {"slowdown": round(slowdown, 3), "speedup": speedup, "forwards": probe_forwards(),
-            "interference": probe_interference(gbit_per_s=gbit_per_s)}
+            "interference": probe_interference(rounds=6, gbit_per_s=gbit_per_s)}
 
 
 def measure_speedup(rounds: int, most: int = 3) -> list[float]:

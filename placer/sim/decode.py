@@ -89,7 +89,7 @@ class DecodeInstance:
             step = self._steps[key] = self.im.step_s(b, key[1])
         rt = self.runtime
         if rt is not None:
-            return step * self.host.factor("decode") + b * rt.token_stream_s * self.host.factor()
+            return step * self.host.factor("decode", batch=b) + b * rt.token_stream_s * self.host.factor()
         return step
 
     def retime(self, t: float) -> None:

@@ -106,7 +106,13 @@ the executor's code, every number is measured:
   others is charged the mean of its kind's figure over the other busy forwards (by kind),
   which replaces what ``speedup`` charges for two threads; ``speedup`` still charges the
   threads past two (n / speedup(n) ÷ 2 / speedup(2): with more threads than cores, each runs
-  beside one of the others at a time).
+  beside one of the others at a time). Decode steps are timed at one and at four sequences
+  (``decode@1``, ``decode@4``): a one-sequence step is mostly Python between small torch
+  calls, so it waits for the GIL beside another thread more (beside another decoder
+  1.06-1.33x in this session's probes, a four-sequence step 0.80-1.08x); a step of b
+  sequences pays the figure linear in b between them (the nearest one's outside).
+  ``bench/served_forwards.py`` checks this charge against every served forward, grouped by
+  what the other instances ran meanwhile (bench_serve prints it).
 * **A busy line** (``interference`` beside ``line``, at ``line_bytes_per_s``): the same probe
   times the lone forwards while an emulated line in the process carries KV at the served rate
   (``measure_runtime._Line``). A decode step beside a busy 200 Mbit/s line took 1.09-1.26x its
@@ -190,11 +196,22 @@ class ExecutorRuntime:
         got = at(lo) + (k - lo) * (at(lo + 1) - at(lo)) if k > lo else at(lo)
         return min(got, most)
 
-    def beside(self, kind: str, other: str) -> float:
-        """``kind``'s forward beside one ``other`` forward ÷ alone (1 where not measured)."""
+    def beside(self, kind: str, other: str, batch: int = 0) -> float:
+        """``kind``'s forward beside one ``other`` forward (or a busy line) ÷ alone (1 where not measured).
+        A decode step of ``batch`` sequences: where decode steps were measured at several batches
+        (``decode@B`` rows), linear in the batch between them, the nearest one's outside."""
+        if kind == "decode" and batch:
+            points = sorted((int(a[7:]), v) for a, b, v in self.interference if a.startswith("decode@") and b == other)
+            if points:
+                if batch <= points[0][0]:
+                    return points[0][1]
+                for (b0, v0), (b1, v1) in zip(points, points[1:]):
+                    if batch <= b1:
+                        return v0 + (batch - b0) * (v1 - v0) / (b1 - b0)
+                return points[-1][1]
         for a, b, v in self.interference:
-            if a == kind and b == other:
-                return v
+            if b == other and (a == kind or (kind == "decode" and a.startswith("decode@"))):
+                return v  # a decode step of no given batch: the first batch measured
         return 1.0
 
     def export_s(self, n_bytes: float) -> float:
@@ -247,13 +264,16 @@ BESIDE = (*KINDS, "line")  # what a forward was timed beside: another forward, o
 
 
 def interference_rows(data) -> tuple[tuple[str, str, float], ...]:
-    """``{"decode": {"prefill": 1.23, …}, …}`` (measure_runtime's JSON) as (kind, beside, factor) rows."""
+    """``{"decode@1": {"prefill": 1.23, …}, …}`` (measure_runtime's JSON) as (kind, beside, factor) rows.
+    Kinds: ``prefill``, ``decode``, or ``decode@B``: a decode step of B sequences."""
     if not isinstance(data, dict):
         raise InputError(f"runtime.interference: expected an object of kinds, got {data!r}")
     rows = []
     for kind, row in data.items():
-        if kind not in KINDS:
-            raise InputError(f"runtime.interference: kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        batch = kind[7:] if isinstance(kind, str) and kind.startswith("decode@") else ""
+        if kind not in KINDS and not (batch.isdigit() and int(batch) >= 1):
+            raise InputError(f"runtime.interference: kind must be one of {', '.join(KINDS)} or decode@<batch>, "
+                             f"got {kind!r}")
         if not isinstance(row, dict):
             raise InputError(f"runtime.interference.{kind}: expected an object, got {row!r}")
         for other, v in row.items():
@@ -292,12 +312,13 @@ class Host:
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
-    def factor(self, kind: str = "", own: str | None = None) -> float:
+    def factor(self, kind: str = "", own: str | None = None, batch: int = 0) -> float:
         """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
         overheads (``kind`` empty: × ``slowdown``), or of a table's ``"prefill"`` or ``"decode"``
         seconds (× that phase's measured pace, ``slowdown`` where it was not measured, × what the
         other busy forwards and the busy lines cost it). ``own``: the kind the caller is counted busy
-        as (default ``kind``; a decoder's extend is a prefill-shaped forward on a decoder)."""
+        as (default ``kind``; a decoder's extend is a prefill-shaped forward on a decoder); ``batch``: a
+        decode step's sequences (what it suffers from a neighbour depends on it, where measured so)."""
         rt = self.runtime
         measured_line = rt.line_rows()
         n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and measured_line else self.io_cores)
@@ -306,13 +327,13 @@ class Host:
         if not kind or not rt.interference:
             return base
         if measured_line and self.line_rate:
-            base *= 1.0 + (rt.beside(kind, "line") - 1.0) * self.line_rate / rt.line_bytes_per_s
+            base *= 1.0 + (rt.beside(kind, "line", batch) - 1.0) * self.line_rate / rt.line_bytes_per_s
         own = kind if own is None else own
         others = {k: c - (k == own) for k, c in self.kinds.items()}
         total = sum(c for c in others.values() if c > 0)
         if total <= 0:
             return base
-        beside = sum(c * rt.beside(kind, k) for k, c in others.items() if c > 0) / total
+        beside = sum(c * rt.beside(kind, k, batch) for k, c in others.items() if c > 0) / total
         # the pair's cost is measured whole (cores, GIL, memory): speedup only adds the threads past two
         return base * beside * rt.speedup_at(2) / 2
 

@@ -95,9 +95,29 @@ def test_a_decode_step_beside_a_prefill_pays_the_measured_interference():
     assert unmeasured.factor("decode") == pytest.approx(2 / 1.9)  # not measured: speedup alone, as before
 
 
+def test_a_decode_step_pays_the_figure_measured_at_its_batch():
+    """Measured at one and four sequences (a small batch is more Python, so more GIL, per second): a
+    step pays its own batch's figure, linear between them, the nearest one's outside."""
+    rt = _runtime(interference={"decode@1": {"decode": 1.3, "prefill": 1.2}, "decode@4": {"decode": 1.0}})
+    assert rt.beside("decode", "decode", 1) == pytest.approx(1.3)
+    assert rt.beside("decode", "decode", 2) == pytest.approx(1.2)
+    assert rt.beside("decode", "decode", 4) == pytest.approx(1.0)
+    assert rt.beside("decode", "decode", 9) == pytest.approx(1.0)
+    assert rt.beside("decode", "prefill", 3) == pytest.approx(1.2)  # measured at one batch only
+    assert rt.beside("prefill", "decode") == 1.0  # not measured
+    host = Host(rt)
+    host.change(0.0, +1, "decode")
+    host.change(0.0, +1, "decode")  # two decoders: each beside the other
+    assert host.factor("decode", batch=1) == pytest.approx(1.3)
+    assert host.factor("decode", batch=3) == pytest.approx(1.1)
+
+
 def test_bad_interference_figures_name_the_field():
-    with pytest.raises(InputError, match="runtime.interference: kind must be one of prefill, decode, got 'extend'"):
+    with pytest.raises(InputError, match="runtime.interference: kind must be one of prefill, decode or "
+                                         "decode@<batch>, got 'extend'"):
         _runtime(interference={"extend": {"prefill": 1.1}})
+    with pytest.raises(InputError, match="or decode@<batch>, got 'decode@0'"):
+        _runtime(interference={"decode@0": {"prefill": 1.1}})
     with pytest.raises(InputError, match="runtime.interference.decode.prefill: must be a number > 0, got 0"):
         _runtime(interference={"decode": {"prefill": 0}})
     with pytest.raises(InputError, match="runtime.interference.decode: must be one of prefill, decode, line, "
