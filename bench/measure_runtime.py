@@ -172,12 +172,16 @@ def probe_forwards(reps: int = 3, rounds: int = 3) -> dict[str, list[list[float]
 
 class _Neighbour:
     """One engine thread that runs forwards of one kind while ``on`` is set (a decoder restarts its
-    batch every 128 steps, so its context stays near NEIGHBOUR_DECODE's)."""
+    batch every 128 steps, so its context stays near NEIGHBOUR_DECODE's). With ``stream`` (an
+    endpoint and a peer's name), a decoder serves as the executor's do: after each step it sends one
+    ``Tokens`` message per sequence to that peer (roles/md.py, rld.py) — Python on its thread and on
+    the I/O thread between its forwards, which the GIL makes the timed forward wait for."""
 
-    def __init__(self, kind: str, seed: int):
+    def __init__(self, kind: str, seed: int, stream: tuple | None = None):
         import threading
 
         self.kind, self.on, self.stop, self.idle = kind, threading.Event(), threading.Event(), threading.Event()
+        self.stream = stream
         self.forwards = 0
         batch, ctx = NEIGHBOUR_DECODE
         self.engine = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
@@ -202,8 +206,14 @@ class _Neighbour:
                     for r in reqs:
                         eng.finish(r)
                     reqs = [eng.prefill(_prompt(self.rng, NEIGHBOUR_DECODE[1])).request for _ in range(batch)]
-                eng.decode_step(reqs)
+                tokens = eng.decode_step(reqs)
                 steps += 1
+                if self.stream is not None:
+                    from executor.transport.messages import Tokens
+
+                    endpoint, peer = self.stream
+                    for i, token in enumerate(tokens):
+                        endpoint.send(peer, Tokens(f"n{i}", steps, [token], "neighbour"))
             self.forwards += 1
 
     def start(self) -> None:
@@ -296,8 +306,9 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
     """What one other engine thread costs a lone forward: ``{kind: {beside: factor}}``, the median
     wall seconds of ``kind``'s forward (a PROBE_TOKENS-token prefill; ``decode@B``: a decode step of
     B sequences of INTERFERENCE_CONTEXT tokens, for each B of INTERFERENCE_BATCHES) while a neighbour
-    thread runs ``beside`` forwards (decode steps at NEIGHBOUR_DECODE), ÷ the median with no
-    neighbour. A small batch's step is mostly Python between small torch calls, so it waits for the
+    thread runs ``beside`` forwards (decode steps at NEIGHBOUR_DECODE; with ``gbit_per_s``, streaming
+    a ``Tokens`` message per sequence per step over an emulated line, as MD streams to the router),
+    ÷ the median with no neighbour. A small batch's step is mostly Python between small torch calls, so it waits for the
     GIL beside another thread more than a big one, which is mostly memory traffic. Alone and each
     neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the machine's drift over the
     probe falls on all of them alike. With ``gbit_per_s``, one more
@@ -326,7 +337,9 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
         return seconds
 
     timed = ("prefill", *(f"decode@{b}" for b in INTERFERENCE_BATCHES))
-    neighbours = {k: _Neighbour(k, 20 + i) for i, k in enumerate(("prefill", "decode"))}
+    stream = _line_pair(gbit_per_s, 30.0) if gbit_per_s else None  # the decoder streams to a far router
+    neighbours = {"prefill": _Neighbour("prefill", 20),
+                  "decode": _Neighbour("decode", 21, (stream[1]["src"], "dst") if stream else None)}
     if gbit_per_s:
         neighbours["line"] = _Line(gbit_per_s)
     times: dict[tuple[str, str], list[float]] = {}
@@ -344,6 +357,10 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
     finally:
         for n in neighbours.values():
             n.close()
+        if stream:
+            for ep in stream[1].values():
+                ep.close()
+            stream[0].close()
         for r in reqs:
             eng.finish(r)
     return {kind: {beside: round(statistics.median(times[kind, beside]) / statistics.median(times[kind, ""]), 3)
