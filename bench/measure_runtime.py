@@ -308,14 +308,16 @@ def probe_interference(rounds: int = 4, reps: int = 3, gbit_per_s: float = 0.0) 
     B sequences of INTERFERENCE_CONTEXT tokens, for each B of INTERFERENCE_BATCHES) while a neighbour
     thread runs ``beside`` forwards (decode steps at NEIGHBOUR_DECODE; with ``gbit_per_s``, streaming
     a ``Tokens`` message per sequence per step over an emulated line, as MD streams to the router),
-    ÷ the median with no neighbour. A small batch's step is mostly Python between small torch calls, so it waits for the
-    GIL beside another thread more than a big one, which is mostly memory traffic. Alone and each
-    neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the machine's drift over the
-    probe falls on all of them alike. With ``gbit_per_s``, one more
+    ÷ the median with no neighbour. A small batch's step is mostly Python between small torch calls,
+    so it waits for the GIL beside another thread more than a big one, which is mostly memory
+    traffic. Alone and each neighbour take turns, ``reps`` forwards each, ``rounds`` times, so the
+    machine's drift over the probe falls on all of them alike. With ``gbit_per_s``, one more
     neighbour, ``line``: an emulated WAN line in the process carrying KV at that rate (:class:`_Line`;
     2026-12-03: a decode step took 1.19x its time alone beside a busy 200 Mbit/s line, its thread
     CPU time 1.14x — the I/O thread's framing and reassembly cost the engine's thread more than the
-    share of a core they take)."""
+    share of a core they take). A streaming neighbour decoder read 1.07-1.27x for a one-sequence
+    step and 1.11-1.26x for a four-sequence one (three probes; served pdd decoders beside each
+    other ran 1.88 wall seconds per CPU second: more than this probe shows)."""
     most = max(INTERFERENCE_BATCHES)
     eng = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
                                                num_blocks=2 * most * (INTERFERENCE_CONTEXT + 64) // BLOCK + 32,
