@@ -130,6 +130,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 from pathlib import Path
 
 from placer.errors import InputError
@@ -201,7 +202,7 @@ class ExecutorRuntime:
         A decode step of ``batch`` sequences: where decode steps were measured at several batches
         (``decode@B`` rows), linear in the batch between them, the nearest one's outside."""
         if kind == "decode" and batch:
-            points = sorted((int(a[7:]), v) for a, b, v in self.interference if a.startswith("decode@") and b == other)
+            points = self._decode_points.get(other)
             if points:
                 if batch <= points[0][0]:
                     return points[0][1]
@@ -242,6 +243,16 @@ class ExecutorRuntime:
             raise InputError("runtime.line_bytes_per_s: the interference beside 'line' needs the rate of the line "
                              f"it was measured beside (> 0), got {rt.line_bytes_per_s!r}")
         return rt
+
+    @cached_property
+    def _decode_points(self) -> dict[str, list[tuple[int, float]]]:
+        """beside → [(batch, factor), …] of the ``decode@B`` rows, by batch (read once: ``beside`` is on
+        the simulator's hot path)."""
+        points: dict[str, list[tuple[int, float]]] = {}
+        for a, b, v in self.interference:
+            if a.startswith("decode@"):
+                points.setdefault(b, []).append((int(a[7:]), v))
+        return {b: sorted(p) for b, p in points.items()}
 
     def line_rows(self) -> bool:
         """Whether the interference of a busy line was measured (then it, not ``wan_cpu_s_per_byte``'s share
@@ -300,7 +311,7 @@ class Host:
     thread's share of a core (``wan_cpu_s_per_byte`` × the lines' rate).
     """
 
-    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines")
+    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines", "measured_line")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
@@ -309,6 +320,7 @@ class Host:
         self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
         self.line_rate = 0.0  # bytes/s the busy lines carry now
         self.lines: dict = {}  # busy line → its rate (bytes/s)
+        self.measured_line = runtime.line_rows()  # a busy line's cost measured: charge it, not the I/O share
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
@@ -320,7 +332,7 @@ class Host:
         as (default ``kind``; a decoder's extend is a prefill-shaped forward on a decoder); ``batch``: a
         decode step's sequences (what it suffers from a neighbour depends on it, where measured so)."""
         rt = self.runtime
-        measured_line = rt.line_rows()
+        measured_line = self.measured_line
         n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and measured_line else self.io_cores)
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
         base = (pace or rt.slowdown) * n / rt.speedup_at(n)
