@@ -31,9 +31,9 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   thread runs prefills, decode steps or nothing, in turns: the ``interference`` of ExecutorRuntime
   (a memory-bound decode step beside a prefill took 1.05-1.38x its time alone here, 2026-12-03;
   ``speedup``, measured with prefills, does not see it; a one-sequence step beside another
-  decoder 1.18-1.33x, a four-sequence one 0.92-1.08x); and, at the served line's rate, while an emulated line in the
-  process carries KV (``line``: the I/O thread's framing and reassembly; ``line_bytes_per_s``
-  says at what rate). Part of probe_host.
+  decoder 1.06-1.33x, a four-sequence one 0.80-1.26x); and, at the served line's rate, while an
+  emulated line in the process carries KV (``line``: the I/O thread's framing and reassembly;
+  ``line_bytes_per_s`` says at what rate). Part of probe_host.
 - ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
   1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
   thread CPU time (median of 9 each).
@@ -182,6 +182,10 @@ class _Neighbour:
 
         self.kind, self.on, self.stop, self.idle = kind, threading.Event(), threading.Event(), threading.Event()
         self.stream = stream
+        if stream is not None:
+            from executor.transport.messages import Tokens
+
+            self.message = Tokens
         self.forwards = 0
         batch, ctx = NEIGHBOUR_DECODE
         self.engine = Engine.from_seed(MODEL, EngineConfig(backend="torch", block_size=BLOCK,
@@ -209,11 +213,9 @@ class _Neighbour:
                 tokens = eng.decode_step(reqs)
                 steps += 1
                 if self.stream is not None:
-                    from executor.transport.messages import Tokens
-
                     endpoint, peer = self.stream
                     for i, token in enumerate(tokens):
-                        endpoint.send(peer, Tokens(f"n{i}", steps, [token], "neighbour"))
+                        endpoint.send(peer, self.message(f"n{i}", steps, [token], "neighbour"))
             self.forwards += 1
 
     def start(self) -> None:
