@@ -29,15 +29,18 @@ and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the
 trace: same prompts, the arrival times each setup saw. The machine may be shared: the
 profile is in CPU seconds and each setup's simulation takes the one-thread slowdown, the
 speedup of 1-3 concurrent engine threads, each phase's pace (lone forwards at a few grid
-points ÷ the profile's) and what a neighbour thread's prefills or decode steps cost each kind of
-forward (``interference``), measured just before and after serving it
+points ÷ the profile's) and what a neighbour thread's prefills or decode steps, or a busy line at
+the served rate, cost each kind of forward (``interference``), measured just before and after serving it
 (`measure_runtime.probe_host`). `--quick` is a smaller run of the same
 comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 
 The report has a third column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
 the same shapes). It uses the run's own forwards, so it is no prediction; it tells how much
-of the error is the table's (the simulated column) and how much the simulator's own.
+of the error is the table's (the simulated column) and how much the simulator's own. The last
+table checks the simulator's cost model forward by forward (`bench/served_forwards.py`): the
+served forwards grouped by what the other instances ran meanwhile, their wall ÷ table seconds
+beside what the simulator charges that kind with those neighbours.
 
 Each setup first serves one request of the shared system prompt to the end (`warm_up`):
 in steady state it is cached, and the simulator starts so. The trace is spaced (a
