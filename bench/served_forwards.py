@@ -38,11 +38,11 @@ def _neighbours(at: float, wall: float, inst: str, spans: dict[str, list[tuple[f
     return tuple(sorted(kinds))
 
 
-def groups(forwards: dict[str, list[list]], table, rt: ExecutorRuntime | None = None
+def groups(forwards: dict[str, list[list]], table, rt: ExecutorRuntime
            ) -> dict[tuple[str, tuple[str, ...]], list[float]]:
     """(kind, neighbours' kinds) → [forwards, thread CPU s, wall s, table s, the Host's charge × table s]
-    summed over the forwards inside the table's grid (the charge: with ``rt``, for each forward's own
-    batch). Empty for a run logged without start times and instances."""
+    summed over the forwards inside the table's grid (each charged at its own batch). Empty for a run
+    logged without start times and instances."""
     rows = [(kind, *r[:6]) for kind, rs in forwards.items() for r in rs if len(r) >= 6]
     spans: dict[str, list[tuple[float, float, str]]] = {}
     for kind, _size, _ctx, _cpu, wall, at, inst in rows:
@@ -58,14 +58,14 @@ def groups(forwards: dict[str, list[list]], table, rt: ExecutorRuntime | None = 
             continue
         beside = _neighbours(at, wall, inst, spans, starts)
         key = (kind, beside, size if kind == "decode" else 0)
-        if rt is not None and key not in charges:
+        if key not in charges:
             charges[key] = charge(rt, *key)
         g = out.setdefault((kind, beside), [0, 0.0, 0.0, 0.0, 0.0])
         g[0] += 1
         g[1] += cpu
         g[2] += wall
         g[3] += tab
-        g[4] += charges.get(key, 0.0) * tab
+        g[4] += charges[key] * tab
     return out
 
 
