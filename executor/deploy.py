@@ -24,6 +24,7 @@ line imports this module).
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +44,9 @@ from executor.transport.tcp import Directory, TcpEndpoint
 from placer.errors import InputError, PlacerError
 
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
+# a loaded host can keep the raylet past Ray's fixed 30 s to register; a second start usually succeeds
+START_ATTEMPTS = 2
+log = logging.getLogger(__name__)
 
 
 def _actor_classes():
@@ -119,8 +123,17 @@ def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
     for res in node_resources(specs).values():
         for k, v in res.items():
             resources[k] = resources.get(k, 0.0) + v
-    ray.init(num_cpus=num_cpus, resources=resources, include_dashboard=False,
-             object_store_memory=object_store_bytes, ignore_reinit_error=True, log_to_driver=False)
+    for attempt in range(1, START_ATTEMPTS + 1):
+        try:
+            ray.init(num_cpus=num_cpus, resources=resources, include_dashboard=False,
+                     object_store_memory=object_store_bytes, ignore_reinit_error=True, log_to_driver=False)
+            return
+        except Exception as e:  # Ray raises a bare Exception when its raylet misses its fixed 30 s to register
+            if "timed out during startup" not in str(e) or attempt == START_ATTEMPTS:
+                raise
+            log.warning("local Ray did not start (%s); starting it again (attempt %d of %d)",
+                        e, attempt + 1, START_ATTEMPTS)
+            ray.shutdown()
 
 
 class RayDeployment:

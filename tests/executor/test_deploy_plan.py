@@ -87,3 +87,34 @@ def test_deploy_bad_plan_exits_2_naming_the_problem(tmp_path):
     assert result.exit_code == 2 and "role" in result.output
     missing = CliRunner().invoke(_app(), ["deploy", str(tmp_path / "none.json"), "--dry-run"])
     assert missing.exit_code == 2 and "cannot read plan file" in missing.output
+
+
+def test_a_local_ray_that_misses_its_startup_deadline_is_started_once_more(plan, monkeypatch):
+    """Ray gives its raylet a fixed 30 s to register; a loaded host misses it now and then (CI did).
+    One more start is tried after a shutdown; a second miss, or any other error, reaches the caller."""
+    import ray
+
+    from executor.deploy import start_local_ray
+
+    calls: list[str] = []
+    outcomes = iter([Exception("The current node timed out during startup. ..."), None])
+
+    def init(**kwargs):
+        calls.append("init")
+        err = next(outcomes)
+        if err:
+            raise err
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "shutdown", lambda: calls.append("shutdown"))
+    start_local_ray(placement(plan))
+    assert calls == ["init", "shutdown", "init"]
+
+    outcomes = iter([Exception("The current node timed out during startup."), Exception("timed out during startup")])
+    with pytest.raises(Exception, match="timed out during startup"):
+        start_local_ray(placement(plan))
+    outcomes = iter([ValueError("resources must be positive")])
+    calls.clear()
+    with pytest.raises(ValueError):
+        start_local_ray(placement(plan))
+    assert calls == ["init"]
