@@ -123,6 +123,16 @@ the executor's code, every number is measured:
   a forward pays that figure while any line carries bytes, scaled by the busy lines' rate over
   the measured line's (the I/O thread's work grows with the bytes it moves), and the I/O
   thread's share no longer counts in n for the table's forwards; where not measured, n counts it.
+* **Calibrated by a served trace** (``line_in_pace``): the probes' neighbours are bare forwards,
+  while a serving process also runs the router, the transport's loops, the decoders' message
+  handling and the I/O thread beside them. Served forwards went 1.03-1.42x the table with nothing
+  of ours beside them against lone probes' 0.81-1.20 minutes apart, and pdd's decoders beside each
+  other 1.65-1.88 wall per CPU second against the probes' 1.07-1.33 (2026-12-03). So the paces and
+  the interference may instead be read off a short calibration trace served by the same setup just
+  before (``bench/served_forwards.py: calibration``; another seed, so other prompts and arrivals):
+  a kind's pace is its served forwards' wall seconds ÷ the table's with no neighbour of ours, and
+  its figure beside a kind is that group's ÷ the pace. The line's traffic was in those forwards, so
+  a busy line adds nothing more and the I/O thread's share is not counted in n for them.
 """
 
 from __future__ import annotations
@@ -169,12 +179,19 @@ class ExecutorRuntime:
     line in the process carries KV at ``line_bytes_per_s`` (beside ``line``); empty: not measured (1)."""
     line_bytes_per_s: float = 0.0
     """The rate of the busy line the ``line`` rows were measured beside; 0: no ``line`` rows."""
+    line_in_pace: bool = False
+    """The paces and interference were read off forwards served with the lines' traffic (a calibration
+    serve): what a busy line costs a forward is in them, so it is neither charged again nor counted in n."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if f.name in ("source", "speedup", "interference"):
+                continue
+            if f.name == "line_in_pace":
+                if not isinstance(self.line_in_pace, bool):
+                    raise InputError(f"runtime.line_in_pace: must be true or false, got {self.line_in_pace!r}")
                 continue
             value = getattr(self, f.name)
             if not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -230,7 +247,7 @@ class ExecutorRuntime:
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
-                                        "interference", "line_bytes_per_s"}
+                                        "interference", "line_bytes_per_s", "line_in_pace"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
@@ -320,7 +337,8 @@ class Host:
         self.io_cores = 0.0  # the I/O thread's load now: Σ over busy lines of rate × wan_cpu_s_per_byte
         self.line_rate = 0.0  # bytes/s the busy lines carry now
         self.lines: dict = {}  # busy line → its rate (bytes/s)
-        self.measured_line = runtime.line_rows()  # a busy line's cost measured: charge it, not the I/O share
+        # a busy line's cost measured (charge it, not the I/O share) or inside the calibrated paces (charge nothing)
+        self.measured_line = runtime.line_rows() or runtime.line_in_pace
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
@@ -338,7 +356,7 @@ class Host:
         base = (pace or rt.slowdown) * n / rt.speedup_at(n)
         if not kind or not rt.interference:
             return base
-        if measured_line and self.line_rate:
+        if measured_line and self.line_rate and not rt.line_in_pace:
             base *= 1.0 + (rt.beside(kind, "line", batch) - 1.0) * self.line_rate / rt.line_bytes_per_s
         own = kind if own is None else own
         others = {k: c - (k == own) for k, c in self.kinds.items()}

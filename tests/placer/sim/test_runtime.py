@@ -193,6 +193,23 @@ def test_a_measured_busy_line_costs_the_forwards_its_figure_in_proportion_to_the
     assert host.factor("decode") == pytest.approx(1.1)
 
 
+def test_paces_read_off_served_forwards_already_hold_the_lines_cost():
+    """Calibrated by a served trace (``line_in_pace``), a busy line adds nothing to a table forward — not
+    the I/O thread's share of a core, not a ``line`` row — while the overheads still see the I/O share."""
+    host = Host(_runtime(wan_cpu_s_per_byte=8e-9, speedup=[1.0, 1.5], decode_pace=1.25, line_in_pace=True,
+                         interference={"decode": {"prefill": 1.1, "line": 1.2}}, line_bytes_per_s=25e6))
+    host.change(0.0, +1, "decode")
+
+    class Line:
+        rate = 25e6
+
+    host.line(0.0, Line(), True)
+    assert host.factor("decode") == pytest.approx(1.25)
+    assert host.factor() == pytest.approx(1.2 / (1.0 + 0.2 * 0.5))
+    with pytest.raises(InputError, match="runtime.line_in_pace: must be true or false, got 'yes'"):
+        _runtime(line_in_pace="yes")
+
+
 def _trace(tmp_path, rows) -> str:
     path = tmp_path / "trace.jsonl"
     path.write_text("".join(json.dumps({"timestamp": t * 1000, "input_length": n, "output_length": o,

@@ -48,3 +48,47 @@ def test_forwards_are_grouped_by_what_the_other_instances_ran_and_charged_as_the
 
 def test_a_run_logged_without_start_times_has_no_groups():
     assert served_forwards.compare({"decode": [[1, 500, 0.02, 0.022]]}, _Table(), RT) == []
+
+
+def test_a_calibration_serve_gives_the_paces_and_the_figures_beside_each_kind():
+    """Pace: wall ÷ table of the forwards with nothing of ours beside; beside a kind: that group's ÷ the pace."""
+    decode = [[1, 500, 0.02, 0.025, 10.0 + 0.1 * k, "d0"] for k in range(10)]  # alone: 1.25x the table
+    prefill = [[1, 100, 0.1, 0.12, 20.0 + 0.5 * k, "p0"] for k in range(10)]  # alone: 1.2x
+    # ten prefills each with a decoder stepping through it, at 1.5x; the decoder's steps beside them at 1.5x
+    prefill += [[1, 100, 0.1, 0.15, 30.0 + 0.5 * k, "p0"] for k in range(10)]
+    decode += [[1, 500, 0.02, 0.03, 30.0 + 0.5 * k + 0.03 * j, "d1"] for k in range(10) for j in range(4)]
+    cal = served_forwards.calibration({"prefill": prefill, "decode": decode}, _Table())
+    assert cal["decode_pace"] == pytest.approx(1.25) and cal["prefill_pace"] == pytest.approx(1.2)
+    assert cal["interference"] == {"prefill": {"decode": pytest.approx(1.5 / 1.2, abs=1e-3)},
+                                   "decode": {"prefill": pytest.approx(1.5 / 1.25, abs=1e-3)}}
+    assert cal["forwards"] == {"decode alone": 10, "decode beside prefill": 40, "prefill alone": 10,
+                               "prefill beside decode": 10}
+    rt = ExecutorRuntime.from_dict({**{f: getattr(RT, f) for f in ("cores", "slowdown", "request_overhead_s",
+                                                                   "kv_export_bytes_per_s", "kv_import_bytes_per_s",
+                                                                   "token_stream_s")},
+                                    "prefill_pace": cal["prefill_pace"], "decode_pace": cal["decode_pace"],
+                                    "interference": cal["interference"], "speedup": [1.0, 2.0]})
+    # the simulator then charges each group what it was served at
+    for row in served_forwards.compare({"prefill": prefill, "decode": decode}, _Table(), rt, least=1):
+        assert row["simulated"] == pytest.approx(row["served_wall"], abs=1e-3)
+
+
+def test_too_few_forwards_in_a_group_give_no_figure():
+    decode = [[1, 500, 0.02, 0.025, 10.0 + 0.1 * k, "d0"] for k in range(9)]
+    assert served_forwards.calibration({"decode": decode}, _Table()) == {"forwards": {"decode alone": 9}}
+    assert served_forwards.calibration({"decode": decode}, _Table(), least=9)["decode_pace"] == pytest.approx(1.25)
+    assert served_forwards.calibration({"decode": [[1, 500, 0.02, 0.022]]}, _Table()) == {"forwards": {}}
+
+
+def test_the_calibration_replaces_the_probes_figures_where_it_has_them():
+    probes = ExecutorRuntime.from_dict({
+        **{f: getattr(RT, f) for f in ("cores", "slowdown", "request_overhead_s", "kv_export_bytes_per_s",
+                                       "kv_import_bytes_per_s", "token_stream_s")},
+        "prefill_pace": 0.9, "decode_pace": 0.95, "line_bytes_per_s": 25e6,
+        "interference": {"decode@1": {"prefill": 1.2, "decode": 1.1, "line": 1.15},
+                         "decode@4": {"prefill": 1.05, "decode": 1.0}, "prefill": {"decode": 1.3, "line": 1.2}}})
+    rt = served_forwards.calibrated(probes, {"decode_pace": 1.2, "interference": {"decode": {"decode": 1.4}}})
+    assert (rt.prefill_pace, rt.decode_pace, rt.line_in_pace) == (0.9, 1.2, True)  # no prefill figure: the probes'
+    assert rt.beside("decode", "decode", 1) == rt.beside("decode", "decode", 4) == 1.4  # the served figure, any batch
+    assert rt.beside("decode", "prefill", 4) == 1.05 and rt.beside("prefill", "decode") == 1.3  # the probes' stand
+    assert not rt.line_rows()  # a busy line's cost is in the served forwards
