@@ -34,6 +34,15 @@ the served rate, cost each kind of forward (``interference``), measured just bef
 (`measure_runtime.probe_host`). `--quick` is a smaller run of the same
 comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
 
+Calibration: the probes' neighbours are bare forwards, while a serving process also runs the router,
+the transport's loops and the I/O thread beside them; served forwards went 10-40 % slower than the
+probes read minutes apart (docs/benchmarks.md, 2026-12-03). So before the measured trace, each setup
+serves a calibration trace — the same shape of trace with another seed, so other
+prompts and arrival times — and the simulation takes its paces and interference from those served
+forwards (`served_forwards.calibration`: wall seconds ÷ the table's, grouped by what the other
+instances ran meanwhile). The "probes" column is the simulation without it; `--no-calibration`
+skips it (about 100 s per setup).
+
 The report has a third column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
 the same shapes). It uses the run's own forwards, so it is no prediction; it tells how much
@@ -42,17 +51,19 @@ table checks the simulator's cost model forward by forward (`bench/served_forwar
 served forwards grouped by what the other instances ran meanwhile, their wall ÷ table seconds
 beside what the simulator charges that kind with those neighbours.
 
-Each setup first serves one request of the shared system prompt to the end (`warm_up`):
-in steady state it is cached, and the simulator starts so. The trace is spaced (a
-conversation every 2 s, 6 s of thinking between turns) so that the decoders work about half
-of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a cost error
+Each setup first serves a fresh prompt as long as the trace's longest and one request of the
+shared system prompt to the end (`warm_up`): in steady state the engines are warm and the prompt
+is cached, and the simulator starts so. The trace is spaced (a conversation every 2 s, 10 s of
+thinking between turns) so that the decoders work well under half of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a cost error
 e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the
 spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %. The bench
 model's decode step costs about the same per sequence at any batch (its attention reads 32 KiB
 of KV per token and dominates), so a decoder has no batching to absorb load: 3.5 s of thinking
 kept it 60-70 % busy when the host was fast and 75-87 % when it ran 10-30 % slower
-(2026-12-03), where a 16 % pace error moved TPOT P50 by 40-60 %. The report prints each
-setup's simulated busy fractions and that factor.
+(2026-12-03), where a 16 % pace error moved TPOT P50 by 40-60 %; 6 s kept the simulated decoders
+56-73 % busy, where the 10-15 % the host's pace moved between a calibration serve and the measured
+one a minute later doubled TPOT P50 (run j). The report prints each setup's simulated busy
+fractions and that factor.
 """
 
 from __future__ import annotations
@@ -65,7 +76,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -103,11 +114,11 @@ class TraceConfig:
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
     stagger_s: float = 2.0  # between conversation starts
-    think_s: float = 6.0  # between turns of one conversation
+    think_s: float = 10.0  # between turns of one conversation
 
 
 QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
-                    stagger_s=1.5, think_s=2.0)  # 27 requests
+                    stagger_s=1.5, think_s=5.0)  # 27 requests
 FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
 
 
@@ -225,11 +236,20 @@ def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0) -> None:
     first conversation ships the prefix over the line and the decoder defers the next
     conversations' pulls until it lands (``executor/roles/md.py: _inflight_prefix``): 1.7 s of
     start-up queueing that the trace would charge to its first requests.
+
+    Before it, one fresh prompt as long as the trace's longest (a few output tokens): an engine's
+    first long prefill and KV export pay one-time costs — the allocators growing to the forward's
+    buffers — that the simulator's steady state does not have. Measured (2026-12-03, run j): the
+    trace's first 995-token prefill took 1005 ms of CPU and the next, 918 tokens, 352 ms; the first
+    anomalous request's export took 786 ms against 40-60 ms for the same size later.
     """
-    prompt = shared_prefix(trace)
-    stream = router.submit(prompt, SamplingParams(max_new_tokens=16, stop_at_eos=False))
-    if not stream.closed.wait(timeout_s) or stream.error:
-        raise RuntimeError(f"warm-up request failed: {stream.error or f'not done in {timeout_s:.0f} s'}")
+    longest = max(len(r.prompt) for r in trace)
+    rng = random.Random(-1)
+    fresh = [256, *(rng.randrange(256) for _ in range(longest - 1))]
+    for prompt, out in ((fresh, 4), (shared_prefix(trace), 16)):
+        stream = router.submit(prompt, SamplingParams(max_new_tokens=out, stop_at_eos=False))
+        if not stream.closed.wait(timeout_s) or stream.error:
+            raise RuntimeError(f"warm-up request failed: {stream.error or f'not done in {timeout_s:.0f} s'}")
 
 
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
@@ -388,14 +408,12 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     the serving; and, to tell the table's error from the simulator's, once more at the pace the
     served forwards really went (``served_paces``)."""
     from placer.optimize import SolveConfig, evaluate_plan
-    from dataclasses import replace
-
     from placer.sim.runtime import ExecutorRuntime, interference_rows
 
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
-    out: dict = {"planner": {}, "simulator": {}, "as_served": {}, "notes": [], "paces": {}, "served_paces": {},
-                 "forwards": {}}
+    out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
+                 "served_paces": {}, "forwards": {}, "calibration": {}}
     for name, res in results.items():
         paces = probe_paces(res.get("probe_forwards", {}), table)
         out["paces"][name] = paces
@@ -412,6 +430,12 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
         except Exception as exc:  # the planner's figure is advisory here: report it
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
+        probe_rt = rt
+        cal = served_forwards.calibration(res["calibration"]["forwards_served"], table) if "calibration" in res else {}
+        if "decode_pace" in cal or "prefill_pace" in cal:
+            out["calibration"][name] = cal
+            rt = served_forwards.calibrated(rt, cal)
+            out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
         out["simulator"][name] = _simulate(scenario, plan, trace, res["arrivals"], rt, seed)
         out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), table, rt)
         served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
@@ -419,7 +443,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             out["served_paces"][name] = served
             # the served forwards' CPU seconds already hold what they cost each other: no interference on top
             out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
-                                               replace(rt, **served, interference=()), seed)
+                                               replace(probe_rt, **served, interference=()), seed)
     return out
 
 
@@ -492,12 +516,19 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     """Print measured vs simulated (and the planner's TTFT) per setup with the error; return them."""
     rows: dict = {}
     spread_rng = random.Random(0)
-    print("\nmeasured vs predicted (s; error = predicted / measured - 1; simulated: from the profile and the probes "
-          "around the serving; as served: the same simulation at the pace the served forwards went):")
-    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'planner':>8} {'error':>7}"
-          f"   {'as served':>9} {'error':>7}")
+    print("\nmeasured vs predicted (s; error = predicted / measured - 1; simulated: from the profile, the probes "
+          "around the serving and the calibration serve before it; probes only: without the calibration; "
+          "as served: the probes' simulation at the pace the served forwards went):")
+    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'probes':>8} {'error':>7}"
+          f"   {'planner':>8} {'error':>7}   {'as served':>9} {'error':>7}")
+
+    def cell(got: float, meas: float, width: int) -> tuple[float, str]:
+        err = got / meas - 1 if meas > 0 else math.nan
+        return err, (f"{got:>{width}.3f} {100 * err:>+6.0f}%" if not math.isnan(got) else f"{'-':>{width}} {'':>7}")
+
     for name, res in results.items():
         sim = pred.get("simulator", {}).get(name)
+        probes = pred.get("probes", {}).get(name)
         plan = pred.get("planner", {}).get(name)
         served = pred.get("as_served", {}).get(name)
         rows[name] = {}
@@ -505,16 +536,18 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
             meas = pct(res[f"{kind}_s"], q)
             got = sim[kind][i] if sim else math.nan
             err = got / meas - 1 if meas > 0 else math.nan
+            b_got = probes[kind][i] if probes else math.nan
+            b_err, b_txt = cell(b_got, meas, 8)
             p_got = plan[kind][i] if plan and kind in plan else math.nan
-            p_err = p_got / meas - 1 if meas > 0 else math.nan
+            p_err, p_txt = cell(p_got, meas, 8)
             s_got = served[kind][i] if served else math.nan
-            s_err = s_got / meas - 1 if meas > 0 else math.nan
-            rows[name][label] = {"measured": meas, "simulated": got, "error": err, "planner": p_got,
-                                 "planner_error": p_err, "as_served": s_got, "as_served_error": s_err}
+            s_err, s_txt = cell(s_got, meas, 9)
+            rows[name][label] = {"measured": meas, "simulated": got, "error": err, "probes": b_got,
+                                 "probes_error": b_err, "planner": p_got, "planner_error": p_err,
+                                 "as_served": s_got, "as_served_error": s_err}
             flag = " *" if label in GATED and not abs(err) <= 0.15 else ""
-            p_txt = f"{p_got:>8.3f} {100 * p_err:>+6.0f}%" if not math.isnan(p_got) else f"{'-':>8} {'':>7}"
-            s_txt = f"{s_got:>9.3f} {100 * s_err:>+6.0f}%" if not math.isnan(s_got) else f"{'-':>9} {'':>7}"
-            print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {p_txt}   {s_txt}")
+            print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {b_txt}   "
+                  f"{p_txt}   {s_txt}")
         if sim and sim.get("busy"):
             busy = sim["busy"]
             most = max(busy.values())
@@ -598,6 +631,16 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     if any(walls.values()):
         print("served forwards' wall ÷ thread CPU seconds (waits for a core or the GIL inside a forward): "
               + ", ".join(f"{n} " + " ".join(f"{phase} {v:.2f}" for phase, v in w.items()) for n, w in walls.items()))
+    if pred.get("calibration"):
+        print("calibration (a shorter trace of another seed, served by each setup just before the measured one: "
+              "the pace — served wall seconds ÷ the table's with nothing of ours beside — / the factor beside a "
+              "prefill / beside a decode step): "
+              + ", ".join(f"{n} ({results[n]['calibration']['requests']} requests) "
+                          + " ".join(f"{k} {c.get(f'{k}_pace', math.nan):.2f}/"
+                                     + "/".join(f"{c.get('interference', {}).get(k, {}).get(o, math.nan):.2f}"
+                                                for o in ("prefill", "decode"))
+                                     for k in ("prefill", "decode"))
+                          for n, c in pred["calibration"].items()))
     if pred.get("paces"):
         print("pace at serve time (a lone forward's wall seconds ÷ the profile's, median of the probe's grid points; "
               "the profile was measured minutes before): "
@@ -669,6 +712,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="passes over the profile's grid (the median of a point's runs over all of them is kept)")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of each runtime measurement")
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
+    ap.add_argument("--no-calibration", action="store_true",
+                    help="do not serve a calibration trace before each setup: the simulation takes the probes' paces")
     ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
                     "as X.served.json) instead of serving again; needs --profile and --runtime")
     ap.add_argument("--json", type=Path, help="also write the figures here")
@@ -683,7 +728,12 @@ def run(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(1)
     sys.setswitchinterval(0.001)
-    trace = make_trace(QUICK if args.quick else FULL, args.seed)
+    shape = QUICK if args.quick else FULL
+    trace = make_trace(shape, args.seed)
+    # the calibration trace each setup serves just before the measured one: the same shape, another seed (with
+    # fewer turns its contexts were shorter and its load lighter, and its decode pace missed the measured one's
+    # by 10-40 %, 2026-12-03 runs j and k: the table's error differs from one region of the grid to another)
+    cal_trace = make_trace(shape, args.seed + 1)
     line = LinkShape(args.gbit_per_s, args.rtt_ms, args.jitter_ms, args.loss)
     ec = engine_config(trace)
     t0 = time.monotonic()
@@ -702,7 +752,10 @@ def run(args: argparse.Namespace) -> int:
         results = json.loads(args.served.read_text()) if args.served else {}
         for name in [] if args.served else setups():
             before = probe_host(gbit_per_s=line.gbit_per_s)
+            cal = None if args.no_predict or args.no_calibration else serve(name, cal_trace, line, ec, args.seed + 1)
             results[name] = serve(name, trace, line, ec, args.seed)
+            if cal is not None:  # served just before, by the same setup: the paces the simulation takes
+                results[name]["calibration"] = {k: cal[k] for k in ("requests", "wall_s", "errors", "forwards_served")}
             after = probe_host(gbit_per_s=line.gbit_per_s)  # the cores other work left us, around the serving
             results[name]["slowdown"] = (before["slowdown"] + after["slowdown"]) / 2
             results[name]["speedup"] = [round((a + b) / 2, 3) for a, b in zip(before["speedup"], after["speedup"])]
