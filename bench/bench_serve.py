@@ -579,8 +579,8 @@ def print_forwards(forwards: dict[str, list[dict]]) -> None:
     if not any(forwards.values()):
         return
     print("\nserved forwards by what the other instances ran meanwhile (wall and thread CPU seconds ÷ the table's; "
-          "simulated: what the simulator's Host charges that kind beside those, from the probes — a busy line's "
-          "cost left out):")
+          "simulated: what the simulator's Host charges that kind beside those, from the calibration serve where "
+          "there was one, else from the probes with a busy line's cost left out):")
     for name, rows in forwards.items():
         for r in rows:
             print(f"  {name:<12} {r['kind']:<8} {served_forwards.describe(r['beside']):<34} {r['forwards']:>5} "

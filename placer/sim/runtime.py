@@ -128,8 +128,10 @@ the executor's code, every number is measured:
   handling and the I/O thread beside them. Served forwards went 1.03-1.42x the table with nothing
   of ours beside them against lone probes' 0.81-1.20 minutes apart, and pdd's decoders beside each
   other 1.65-1.88 wall per CPU second against the probes' 1.07-1.33 (2026-12-03). So the paces and
-  the interference may instead be read off a short calibration trace served by the same setup just
-  before (``bench/served_forwards.py: calibration``; another seed, so other prompts and arrivals):
+  the interference may instead be read off a calibration trace served by the same setup just before
+  (``bench/served_forwards.py: calibration``; the same shape of trace with another seed, so other
+  prompts and arrivals — a shorter one ran at other contexts and batches, where the table's error
+  differs, and its decode pace missed the measured trace's by 10-40 %):
   a kind's pace is its served forwards' wall seconds ÷ the table's with no neighbour of ours, and
   its figure beside a kind is that group's ÷ the pace. The line's traffic was in those forwards, so
   a busy line adds nothing more and the I/O thread's share is not counted in n for them.
