@@ -43,7 +43,7 @@ forwards (`served_forwards.calibration`: wall seconds ÷ the table's, grouped by
 instances ran meanwhile). The "probes" column is the simulation without it; `--no-calibration`
 skips it (about 100 s per setup).
 
-The report has a third column, "as served": the same simulation at the pace the served
+The report has a fourth column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
 the same shapes). It uses the run's own forwards, so it is no prediction; it tells how much
 of the error is the table's (the simulated column) and how much the simulator's own. The last
@@ -54,9 +54,10 @@ beside what the simulator charges that kind with those neighbours.
 Each setup first serves a fresh prompt as long as the trace's longest and one request of the
 shared system prompt to the end (`warm_up`): in steady state the engines are warm and the prompt
 is cached, and the simulator starts so. The trace is spaced (a conversation every 2 s, 10 s of
-thinking between turns) so that the decoders work well under half of the time: closer to saturation, a queue's length moves by e / (1 - busy) for a cost error
-e, and at the 85-90 % the first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the
-spread of a shared host's memory bandwidth within minutes — moved TPOT by 30-50 %. The bench
+thinking between turns) so that the decoders work well under half of the time: closer to
+saturation, a queue's length moves by e / (1 - busy) for a cost error e, and at the 85-90 % the
+first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the spread of a shared host's
+memory bandwidth within minutes — moved TPOT by 30-50 %. The bench
 model's decode step costs about the same per sequence at any batch (its attention reads 32 KiB
 of KV per token and dominates), so a decoder has no batching to absorb load: 3.5 s of thinking
 kept it 60-70 % busy when the host was fast and 75-87 % when it ran 10-30 % slower
@@ -632,7 +633,7 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
         print("served forwards' wall ÷ thread CPU seconds (waits for a core or the GIL inside a forward): "
               + ", ".join(f"{n} " + " ".join(f"{phase} {v:.2f}" for phase, v in w.items()) for n, w in walls.items()))
     if pred.get("calibration"):
-        print("calibration (a shorter trace of another seed, served by each setup just before the measured one: "
+        print("calibration (the same shape of trace, another seed, served by each setup just before the measured one: "
               "the pace — served wall seconds ÷ the table's with nothing of ours beside — / the factor beside a "
               "prefill / beside a decode step): "
               + ", ".join(f"{n} ({results[n]['calibration']['requests']} requests) "
@@ -662,7 +663,9 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
         summary[name] = p
         kinds_txt = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in r["ttft_by_kind"].items())
         print(f"{name:<13} {p[0]:>8.3f}s {p[1]:>7.3f}s {p[2]:>7.3f}s   {r['wan_bytes'] / 1e6:>7.1f}  "
-              f"{r['pipelines']}; {kinds_txt}" + (f"  ERRORS {len(r['errors'])}" if r["errors"] else ""))
+              f"{r['pipelines']}; {kinds_txt}" + (f"  ERRORS {len(r['errors'])}" if r["errors"] else "")
+              + (f"  CALIBRATION ERRORS {len(r['calibration']['errors'])}"
+                 if r.get("calibration", {}).get("errors") else ""))
     ratio = summary["pdd"][1] / summary["cross-dc-pd"][1]
     print(f"\nPDD / naive cross-DC P90 TTFT: {ratio:.2f} (target <= 0.5; TTFT {100 * (ratio - 1):+.1f} %)")
     same = [results[n]["outputs"] == results["same-dc-pd"]["outputs"] for n in results]
@@ -780,7 +783,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n(bench wall time {time.monotonic() - t0:.1f} s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))
-    failed = any(r["errors"] for r in results.values())
+    failed = any(r["errors"] or r.get("calibration", {}).get("errors") for r in results.values())
     return 1 if failed else 0
 
 
