@@ -134,7 +134,9 @@ the executor's code, every number is measured:
   differs, and its decode pace missed the measured trace's by 10-40 %):
   a kind's pace is its served forwards' wall seconds ÷ the table's with no neighbour of ours, and
   its figure beside a kind is that group's ÷ the pace. The line's traffic was in those forwards, so
-  a busy line adds nothing more and the I/O thread's share is not counted in n for them.
+  a busy line adds nothing more and the I/O thread's share is not counted in n for them. It carries
+  the serving process's cost over, not the host's drift between the two serves: a setup's decode
+  pace moved by up to 40 % from one serve to the next (docs/benchmarks.md, 2026-12-03 afternoon).
 """
 
 from __future__ import annotations
