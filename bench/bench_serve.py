@@ -735,7 +735,7 @@ def run(args: argparse.Namespace) -> int:
     trace = make_trace(shape, args.seed)
     # the calibration trace each setup serves just before the measured one: the same shape, another seed (with
     # fewer turns its contexts were shorter and its load lighter, and its decode pace missed the measured one's
-    # by 10-40 %, 2026-12-03 runs j and k: the table's error differs from one region of the grid to another)
+    # by up to 40 %, 2026-12-03 runs j and k: the table's error differs from one region of the grid to another)
     cal_trace = make_trace(shape, args.seed + 1)
     line = LinkShape(args.gbit_per_s, args.rtt_ms, args.jitter_ms, args.loss)
     ec = engine_config(trace)

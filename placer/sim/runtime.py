@@ -131,7 +131,7 @@ the executor's code, every number is measured:
   the interference may instead be read off a calibration trace served by the same setup just before
   (``bench/served_forwards.py: calibration``; the same shape of trace with another seed, so other
   prompts and arrivals — a shorter one ran at other contexts and batches, where the table's error
-  differs, and its decode pace missed the measured trace's by 10-40 %):
+  differs, and its decode pace missed the measured trace's by up to 40 %):
   a kind's pace is its served forwards' wall seconds ÷ the table's with no neighbour of ours, and
   its figure beside a kind is that group's ÷ the pace. The line's traffic was in those forwards, so
   a busy line adds nothing more and the I/O thread's share is not counted in n for them. It carries
