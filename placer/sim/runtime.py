@@ -332,7 +332,8 @@ class Host:
     thread's share of a core (``wan_cpu_s_per_byte`` × the lines' rate).
     """
 
-    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines", "measured_line")
+    __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines", "measured_line",
+                 "charge_line")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
@@ -343,6 +344,7 @@ class Host:
         self.lines: dict = {}  # busy line → its rate (bytes/s)
         # a busy line's cost measured (charge it, not the I/O share) or inside the calibrated paces (charge nothing)
         self.measured_line = runtime.line_rows() or runtime.line_in_pace
+        self.charge_line = runtime.line_rows() and not runtime.line_in_pace  # read once: factor is on the hot path
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
 
@@ -354,13 +356,12 @@ class Host:
         as (default ``kind``; a decoder's extend is a prefill-shaped forward on a decoder); ``batch``: a
         decode step's sequences (what it suffers from a neighbour depends on it, where measured so)."""
         rt = self.runtime
-        measured_line = self.measured_line
-        n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and measured_line else self.io_cores)
+        n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and self.measured_line else self.io_cores)
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
         base = (pace or rt.slowdown) * n / rt.speedup_at(n)
         if not kind or not rt.interference:
             return base
-        if measured_line and self.line_rate and not rt.line_in_pace:
+        if self.charge_line and self.line_rate:
             base *= 1.0 + (rt.beside(kind, "line", batch) - 1.0) * self.line_rate / rt.line_bytes_per_s
         own = kind if own is None else own
         others = {k: c - (k == own) for k, c in self.kinds.items()}
