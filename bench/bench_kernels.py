@@ -141,7 +141,7 @@ def sdpa(torch, q, k, v, **kw):
 
 def bench_decode(ctx, batch, tokens, block_size, hq=32, hkv=8, head_dim=128):
     torch, dev, dtype = ctx.torch, ctx.device, ctx.dtype
-    from kernels.decode_attention import decode_attention
+    from placer_kernels.decode_attention import decode_attention
 
     row = Row("decode", f"B={batch} L={tokens} Hq={hq} Hkv={hkv} D={head_dim} page={block_size}", str(dtype))
     k_cache, v_cache, page_table = paged_cache(torch, batch, tokens, block_size, hkv, head_dim, dtype, dev, 1)
@@ -166,7 +166,7 @@ def bench_decode(ctx, batch, tokens, block_size, hq=32, hkv=8, head_dim=128):
 
 
 def sweep_decode(ctx, row, q, k_cache, v_cache, page_table, seq_lens, scale):
-    from kernels import decode_attention as mod
+    from placer_kernels import decode_attention as mod
 
     default = mod.default_config(q.device, q.shape[-1])
     auto = mod.auto_num_splits(q.shape[0], k_cache.shape[2], page_table.shape[1] * k_cache.shape[1], q.device)
@@ -193,7 +193,7 @@ def sweep_decode(ctx, row, q, k_cache, v_cache, page_table, seq_lens, scale):
 
 def bench_extend(ctx, batch, extend, prefix, block_size=16, hq=32, hkv=8, head_dim=128):
     torch, dev, dtype = ctx.torch, ctx.device, ctx.dtype
-    from kernels.extend_attention import extend_attention
+    from placer_kernels.extend_attention import extend_attention
 
     row = Row("extend", f"B={batch} E={extend} P={prefix} Hq={hq} Hkv={hkv} D={head_dim} page={block_size}", str(dtype))
     total = prefix + extend
@@ -234,7 +234,7 @@ def bench_extend(ctx, batch, extend, prefix, block_size=16, hq=32, hkv=8, head_d
     del k_dense, v_dense
     ms = ctx.timer(ours)
     if ctx.sweep:
-        from kernels import extend_attention as mod
+        from placer_kernels import extend_attention as mod
 
         def run(cfg):
             return lambda: mod.launch(q, k_cache, v_cache, page_table, prefix_lens, extend_lens, scale, extend, cfg)
@@ -267,7 +267,7 @@ def sweep_attention(ctx, name, row, config_cls, run):
 
 def bench_prefill(ctx, batch, tokens, hq=32, hkv=8, head_dim=128):
     torch, dev, dtype = ctx.torch, ctx.device, ctx.dtype
-    from kernels.prefill_attention import prefill_attention
+    from placer_kernels.prefill_attention import prefill_attention
 
     row = Row("prefill", f"B={batch} L={tokens} Hq={hq} Hkv={hkv} D={head_dim}", str(dtype))
     total = batch * tokens
@@ -292,7 +292,7 @@ def bench_prefill(ctx, batch, tokens, hq=32, hkv=8, head_dim=128):
     row.baseline, row.baseline_ms = "sdpa(is_causal)", ctx.timer(base)
     ms = ctx.timer(ours)
     if ctx.sweep:
-        from kernels import prefill_attention as mod
+        from placer_kernels import prefill_attention as mod
 
         def run(cfg):
             return lambda: mod.launch(q, k, v, cu, scale, tokens, cfg)
@@ -303,8 +303,8 @@ def bench_prefill(ctx, batch, tokens, hq=32, hkv=8, head_dim=128):
 
 def bench_rms_norm(ctx, tokens, hidden):
     torch, dev, dtype = ctx.torch, ctx.device, ctx.dtype
-    from kernels import reference
-    from kernels.rmsnorm import rms_norm
+    from placer_kernels import reference
+    from placer_kernels.rmsnorm import rms_norm
 
     row = Row("rms_norm", f"T={tokens} H={hidden}", str(dtype))
     x = torch.randn(tokens, hidden, device=dev, dtype=dtype)
@@ -320,8 +320,8 @@ def bench_rms_norm(ctx, tokens, hidden):
 
 def bench_rope(ctx, tokens, hq=32, hkv=8, head_dim=128):
     torch, dev, dtype = ctx.torch, ctx.device, ctx.dtype
-    from kernels import reference
-    from kernels.rope import apply_rope
+    from placer_kernels import reference
+    from placer_kernels.rope import apply_rope
 
     row = Row("rope", f"T={tokens} Hq={hq} Hkv={hkv} D={head_dim}", str(dtype))
     q = torch.randn(tokens, hq, head_dim, device=dev, dtype=dtype)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("placer", "db", "executor", "profiler", "kernels")
+PACKAGES = ("placer", "db", "executor", "profiler", "placer_kernels")
 HEAVY = ("torch", "triton", "ray")
 SERVICE_LIBS = ("fastapi", "uvicorn", "sqlalchemy", "alembic", "apscheduler", "psycopg")
 
@@ -93,10 +93,10 @@ RULES = [
      "placer never imports the executor or the profiler (they plug in through entry points)"),
     (_modules("placer", but=("placer.service",)), ("db",), False,
      "placer/service is the only part of placer that imports db"),
-    (_modules("db"), ("placer", "executor", "profiler", "kernels"), False,
+    (_modules("db"), ("placer", "executor", "profiler", "placer_kernels"), False,
      "db stores plain data and imports nothing of the project"),
-    (_modules("kernels"), ("placer", "executor", "profiler", "db"), False,
-     "kernels import nothing of the project"),
+    (_modules("placer_kernels"), ("placer", "executor", "profiler", "db"), False,
+     "placer_kernels imports nothing of the project"),
     (CHECKERS, ("placer.ilp",), False,
      "evaluate, validate and the simulator take PDD's rules from placer.flows, never from the MILP"),
     (_modules("executor.routing", "executor.handoff", "executor.admission", "executor.engine.radix_cache",
@@ -116,3 +116,14 @@ def test_import_rule(modules, forbidden, at_import, why):
 def test_the_checker_sees_imports_inside_functions():
     tree = ast.parse("import os\ndef f():\n    import torch\nif TYPE_CHECKING:\n    import ray\n")
     assert _imports(tree, "m") == [("os", True), ("torch", False)]
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_no_installed_distribution_ships_a_package_of_the_same_name(package):
+    # transformers 5.25 began to depend on Hugging Face's `kernels`; a top-level `kernels` of ours then
+    # shadowed it and every transformers import failed. A name another installed distribution ships
+    # is that failure waiting for the next dependency release.
+    import importlib.metadata
+
+    others = sorted(set(importlib.metadata.packages_distributions().get(package, [])) - {"placer"})
+    assert not others, f"top-level package {package!r} is also shipped by {others}: one shadows the other"

@@ -40,7 +40,7 @@ from executor.engine.request import Request, RequestStatus, SamplingParams
 from executor.engine.runner import ModelRunner, SeqInput, sample
 from executor.engine.scheduler import BatchKind, Scheduler, batch_kind_for
 from executor.engine.tokenizer import ByteTokenizer
-from kernels import get_ops
+from placer_kernels import get_ops
 
 
 class PrefixMissingError(RuntimeError):

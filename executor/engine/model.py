@@ -1,7 +1,7 @@
 """A small Llama-architecture transformer: weights (seeded or safetensors) and its forward.
 
 In: a `ModelConfig`, weights (a name → tensor dict, Hugging Face Llama names), an ops
-backend (`kernels.get_ops`), and per forward the new tokens, their positions and an
+backend (`placer_kernels.get_ops`), and per forward the new tokens, their positions and an
 attention callback. Out: final hidden states and logits.
 
 The model is pure math: it owns no KV cache and knows nothing of blocks or batches.

@@ -10,7 +10,7 @@ from pathlib import Path
 import db
 
 DB = Path(db.__file__).parent
-PROJECT = ("placer", "executor", "profiler", "kernels")
+PROJECT = ("placer", "executor", "profiler", "placer_kernels")
 
 
 def _imports(path: Path) -> set[str]:
@@ -33,6 +33,6 @@ def test_no_module_of_db_imports_the_project_or_reads_the_environment():
 
 def test_importing_db_loads_no_placer_module():
     code = ("import sys, db, db.repo, db.request_log, db.migrate; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('placer', 'executor', 'profiler', 'kernels')))")
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('placer', 'executor', 'profiler', 'placer_kernels')))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr

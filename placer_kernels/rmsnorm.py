@@ -13,7 +13,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.reference import check_rms_norm_inputs, check_triton_device
+from placer_kernels.reference import check_rms_norm_inputs, check_triton_device
 
 
 @triton.jit
@@ -33,7 +33,7 @@ def _rms_norm_kernel(
 
 
 def rms_norm(x: Tensor, weight: Tensor, eps: float) -> Tensor:
-    """RMSNorm over the last dim; same contract as ``kernels.reference.rms_norm``."""
+    """RMSNorm over the last dim; same contract as ``placer_kernels.reference.rms_norm``."""
     check_rms_norm_inputs(x, weight, eps)
     check_triton_device("x", x)
     hidden = x.shape[-1]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import reference
-from kernels.rmsnorm import rms_norm
+from placer_kernels import reference
+from placer_kernels.rmsnorm import rms_norm
 
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
 

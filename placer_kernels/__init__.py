@@ -4,7 +4,7 @@ Entry points: ``get_ops(backend)`` ("torch" | "triton") and the ``reference`` mo
 package never imports triton; the Triton modules load on ``get_ops("triton")``.
 """
 
-from kernels import reference
-from kernels.ops import BACKENDS, KernelOps, get_ops
+from placer_kernels import reference
+from placer_kernels.ops import BACKENDS, KernelOps, get_ops
 
 __all__ = ["BACKENDS", "KernelOps", "get_ops", "reference"]

@@ -19,9 +19,9 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.extend_attention import AttentionConfig
-from kernels.decode_attention import dot_flags, mma
-from kernels.reference import (
+from placer_kernels.extend_attention import AttentionConfig
+from placer_kernels.decode_attention import dot_flags, mma
+from placer_kernels.reference import (
     check_prefill_inputs,
     check_prefill_lengths,
     check_triton_device,
@@ -156,7 +156,7 @@ def launch(
 def prefill_attention(
     q: Tensor, k: Tensor, v: Tensor, cu_seqlens: Tensor, sm_scale: float, max_seq_len: int | None = None
 ) -> Tensor:
-    """Varlen causal attention; same contract as ``kernels.reference.prefill_attention``.
+    """Varlen causal attention; same contract as ``placer_kernels.reference.prefill_attention``.
 
     ``max_seq_len`` (>= every sequence length, known to the scheduler) sizes the grid without a
     device sync, and cu_seqlens is trusted. Without it the launcher copies cu_seqlens to the host

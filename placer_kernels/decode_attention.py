@@ -27,7 +27,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.reference import check_decode_inputs, check_triton_device, check_triton_head_dim
+from placer_kernels.reference import check_decode_inputs, check_triton_device, check_triton_head_dim
 
 LOG2E = 1.4426950408889634
 MAX_SPLITS = 64
@@ -264,7 +264,7 @@ def decode_attention(
     sm_scale: float,
     num_splits: int | None = None,
 ) -> Tensor:
-    """Paged decode attention; same contract as ``kernels.reference.decode_attention``.
+    """Paged decode attention; same contract as ``placer_kernels.reference.decode_attention``.
 
     ``num_splits`` splits each sequence's context over that many programs (flash-decoding); None
     picks it from the batch size, the kv heads, the SM count and the page table's capacity. Every

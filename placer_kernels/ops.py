@@ -1,7 +1,7 @@
 """Backend selection: ``get_ops("torch")`` or ``get_ops("triton")`` → the five kernel functions.
 
-The torch backend is ``kernels.reference`` (runs anywhere). The triton backend imports triton only
-when asked for, so ``import kernels`` works on machines without it.
+The torch backend is ``placer_kernels.reference`` (runs anywhere). The triton backend imports triton only
+when asked for, so ``import placer_kernels`` works on machines without it.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class KernelOps:
 def get_ops(backend: str) -> KernelOps:
     """Return the kernels of ``backend`` ("torch" or "triton"); ValueError for anything else."""
     if backend == "torch":
-        from kernels import reference as mod
+        from placer_kernels import reference as mod
 
         return KernelOps(
             backend="torch",
@@ -38,11 +38,11 @@ def get_ops(backend: str) -> KernelOps:
             apply_rope=mod.apply_rope,
         )
     if backend == "triton":
-        from kernels.decode_attention import decode_attention
-        from kernels.extend_attention import extend_attention
-        from kernels.prefill_attention import prefill_attention
-        from kernels.rmsnorm import rms_norm
-        from kernels.rope import apply_rope
+        from placer_kernels.decode_attention import decode_attention
+        from placer_kernels.extend_attention import extend_attention
+        from placer_kernels.prefill_attention import prefill_attention
+        from placer_kernels.rmsnorm import rms_norm
+        from placer_kernels.rope import apply_rope
 
         return KernelOps(
             backend="triton",

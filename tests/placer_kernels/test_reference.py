@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from kernels import get_ops, reference
+from placer_kernels import get_ops, reference
 
 HEADS = [(4, 1), (6, 2), (8, 8)]  # (Hq, Hkv)
 
@@ -175,9 +175,9 @@ def test_torch_backend_is_the_reference():
 
 
 def test_import_kernels_does_not_import_triton():
-    code = "import sys, kernels; kernels.get_ops('torch'); sys.exit('triton' in sys.modules)"
+    code = "import sys, placer_kernels; placer_kernels.get_ops('torch'); sys.exit('triton' in sys.modules)"
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
         cwd=Path(__file__).resolve().parents[2],
     )
-    assert result.returncode == 0, result.stderr or "kernels imported triton"
+    assert result.returncode == 0, result.stderr or "placer_kernels imported triton"

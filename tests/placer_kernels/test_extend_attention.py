@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import reference
-from kernels.extend_attention import extend_attention
+from placer_kernels import reference
+from placer_kernels.extend_attention import extend_attention
 
 HEADS = [(4, 1, 64), (6, 2, 32), (8, 8, 32)]  # (Hq, Hkv, head_dim)
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
@@ -47,7 +47,7 @@ def test_extend_handles_page_sizes_and_empty_extends(make_paged, randn, as_int32
 
 def test_extend_of_one_token_equals_decode(make_paged, randn, as_int32, tol):
     """Extending by one token is a decode step: both kernels must agree."""
-    from kernels.decode_attention import decode_attention
+    from placer_kernels.decode_attention import decode_attention
 
     args = _case(make_paged, randn, as_int32, [16, 99], [1, 1], 6, 2, 32, 16, torch.float32)
     q, k_cache, v_cache, page_table, prefix, extend, scale = args

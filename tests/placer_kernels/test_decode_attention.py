@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import reference
-from kernels.decode_attention import decode_attention
+from placer_kernels import reference
+from placer_kernels.decode_attention import decode_attention
 
 HEADS = [(4, 1, 64), (6, 2, 32), (8, 8, 32)]  # (Hq, Hkv, head_dim)
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]

@@ -4,7 +4,7 @@ Math: for token t at position p and pair i < D/2, a = p * inv_freq[i], inv_freq[
     out[i]       = x[i] cos a - x[i + D/2] sin a
     out[i + D/2] = x[i + D/2] cos a + x[i] sin a
 applied to every head of q [T, Hq, D] and k [T, Hkv, D]; returns new tensors. inv_freq comes from
-``kernels.reference.rope_inv_freq`` so both backends use bit-identical angles.
+``placer_kernels.reference.rope_inv_freq`` so both backends use bit-identical angles.
 
 Bytes moved: read q and k, write their rotated copies, 2 * T * (Hq + Hkv) * D * elem; positions
 and inv_freq are tiny.
@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.reference import check_rope_inputs, check_triton_device, rope_inv_freq
+from placer_kernels.reference import check_rope_inputs, check_triton_device, rope_inv_freq
 
 
 @functools.lru_cache(maxsize=32)
@@ -66,7 +66,7 @@ def _rope_kernel(
 
 
 def apply_rope(q: Tensor, k: Tensor, positions: Tensor, theta: float) -> tuple[Tensor, Tensor]:
-    """Rotate-half RoPE on q and k; same contract as ``kernels.reference.apply_rope``."""
+    """Rotate-half RoPE on q and k; same contract as ``placer_kernels.reference.apply_rope``."""
     check_rope_inputs(q, k, positions, theta)
     check_triton_device("q", q)
     tokens, num_q_heads, head_dim = q.shape

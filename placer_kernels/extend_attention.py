@@ -25,8 +25,8 @@ import triton
 import triton.language as tl
 from torch import Tensor
 
-from kernels.decode_attention import dot_flags, mma
-from kernels.reference import (
+from placer_kernels.decode_attention import dot_flags, mma
+from placer_kernels.reference import (
     check_extend_inputs,
     check_extend_lengths,
     check_triton_device,
@@ -189,7 +189,7 @@ def extend_attention(
     sm_scale: float,
     max_extend_len: int | None = None,
 ) -> Tensor:
-    """Paged extend attention; same contract as ``kernels.reference.extend_attention``.
+    """Paged extend attention; same contract as ``placer_kernels.reference.extend_attention``.
 
     ``max_extend_len`` (>= every extend_lens[b], e.g. from the scheduler's host-side lengths) sizes
     the grid without touching the device: the call then never syncs, and the lengths are trusted.
