@@ -41,7 +41,9 @@ serves a calibration trace — the same shape of trace with another seed, so oth
 prompts and arrival times — and the simulation takes its paces and interference from those served
 forwards (`served_forwards.calibration`: wall seconds ÷ the table's, grouped by what the other
 instances ran meanwhile). The "probes" column is the simulation without it; `--no-calibration`
-skips it (about 100 s per setup).
+skips it (about 100 s per setup). `--repeats N` serves the measured trace N times per setup:
+"measured" is then their median, and the report prints the executor's own spread over them, the
+noise floor any prediction of it is read against.
 
 The report has a fourth column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
@@ -527,14 +529,17 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         err = got / meas - 1 if meas > 0 else math.nan
         return err, (f"{got:>{width}.3f} {100 * err:>+6.0f}%" if not math.isnan(got) else f"{'-':>{width}} {'':>7}")
 
+    spreads: list[float] = []
     for name, res in results.items():
         sim = pred.get("simulator", {}).get(name)
         probes = pred.get("probes", {}).get(name)
         plan = pred.get("planner", {}).get(name)
         served = pred.get("as_served", {}).get(name)
         rows[name] = {}
+        own: list[str] = []
         for label, kind, i, q in METRICS:
-            meas = pct(res[f"{kind}_s"], q)
+            serves = serve_figures(res, kind, q)
+            meas = statistics.median(serves)
             got = sim[kind][i] if sim else math.nan
             err = got / meas - 1 if meas > 0 else math.nan
             b_got = probes[kind][i] if probes else math.nan
@@ -545,7 +550,13 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
             s_err, s_txt = cell(s_got, meas, 9)
             rows[name][label] = {"measured": meas, "simulated": got, "error": err, "probes": b_got,
                                  "probes_error": b_err, "planner": p_got, "planner_error": p_err,
-                                 "as_served": s_got, "as_served_error": s_err}
+                                 "as_served": s_got, "as_served_error": s_err, "serves": serves}
+            if len(serves) > 1 and label in GATED:
+                spread = (max(serves) - min(serves)) / meas if meas > 0 else math.nan
+                spreads.append(spread)
+                inside = min(serves) <= got <= max(serves)
+                own.append(f"{label} {min(serves):.3f}-{max(serves):.3f} (±{50 * spread:.0f} %, simulated "
+                           f"{'inside' if inside else 'outside'})")
             flag = " *" if label in GATED and not abs(err) <= 0.15 else ""
             print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {b_txt}   "
                   f"{p_txt}   {s_txt}")
@@ -555,6 +566,9 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
             print(f"  {name:<12} (simulated busy fraction {', '.join(f'{r} {b:.2f}' for r, b in busy.items())}: near "
                   f"{most:.2f} a cost error e moves the queueing by about e / (1 - {most:.2f}) = "
                   f"{1 / max(1 - most, 0.01):.1f} e)")
+        if own:
+            print(f"  {name:<12} (the executor itself, {len(serves)} serves of this trace, measured = their median: "
+                  + "; ".join(own) + ")")
         spread = p90_spread(res["ttft_s"], spread_rng)
         rows[name]["ttft_p90_spread"] = spread
         print(f"  {name:<12} (TTFT P90 of {len(res['ttft_s'])} requests: bootstrap 90 % interval "
@@ -569,10 +583,19 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     worst_served = max(served) if served and not any(math.isnan(x) for x in served) else math.nan
     if not math.isnan(worst_served):
         print(f"  as served (the simulator given the forwards' served pace): worst error {100 * worst_served:.0f} %")
+    if spreads:
+        print(f"  the executor's own spread (max - min over its serves ÷ their median) on {', '.join(GATED)}: "
+              f"median {100 * statistics.median(spreads):.0f} %, worst {100 * max(spreads):.0f} %")
     for note in pred.get("notes", []):
         print(f"  note: {note}")
     print_forwards(pred.get("forwards", {}))
-    return {"rows": rows, "same_order": same, "worst_gated_error": worst, "worst_as_served_error": worst_served}
+    return {"rows": rows, "same_order": same, "worst_gated_error": worst, "worst_as_served_error": worst_served,
+            "worst_executor_spread": max(spreads) if spreads else math.nan}
+
+
+def serve_figures(res: dict, kind: str, q: float) -> list[float]:
+    """A metric's percentile in each serve of the measured trace: the first, then each ``--repeats`` serve."""
+    return [pct(res[f"{kind}_s"], q)] + [pct(r[f"{kind}_s"], q) for r in res.get("repeats", [])]
 
 
 def print_forwards(forwards: dict[str, list[dict]]) -> None:
@@ -665,7 +688,9 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
         print(f"{name:<13} {p[0]:>8.3f}s {p[1]:>7.3f}s {p[2]:>7.3f}s   {r['wan_bytes'] / 1e6:>7.1f}  "
               f"{r['pipelines']}; {kinds_txt}" + (f"  ERRORS {len(r['errors'])}" if r["errors"] else "")
               + (f"  CALIBRATION ERRORS {len(r['calibration']['errors'])}"
-                 if r.get("calibration", {}).get("errors") else ""))
+                 if r.get("calibration", {}).get("errors") else "")
+              + "".join(f"  REPEAT {i + 2} ERRORS {len(x['errors'])}" for i, x in enumerate(r.get("repeats", []))
+                        if x["errors"]))
     ratio = summary["pdd"][1] / summary["cross-dc-pd"][1]
     print(f"\nPDD / naive cross-DC P90 TTFT: {ratio:.2f} (target <= 0.5; TTFT {100 * (ratio - 1):+.1f} %)")
     same = [results[n]["outputs"] == results["same-dc-pd"]["outputs"] for n in results]
@@ -717,10 +742,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
     ap.add_argument("--no-calibration", action="store_true",
                     help="do not serve a calibration trace before each setup: the simulation takes the probes' paces")
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="serve the measured trace this many times per setup (about 100 s each): 'measured' is "
+                         "their median and the report prints the executor's own spread")
     ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
                     "as X.served.json) instead of serving again; needs --profile and --runtime")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error(f"--repeats must be at least 1, got {args.repeats}")
     return run(args)
 
 
@@ -757,6 +787,10 @@ def run(args: argparse.Namespace) -> int:
             before = probe_host(gbit_per_s=line.gbit_per_s)
             cal = None if args.no_predict or args.no_calibration else serve(name, cal_trace, line, ec, args.seed + 1)
             results[name] = serve(name, trace, line, ec, args.seed)
+            for _ in range(args.repeats - 1):  # the same trace again: the executor's own spread
+                again = serve(name, trace, line, ec, args.seed)
+                results[name].setdefault("repeats", []).append(
+                    {k: again[k] for k in ("wall_s", "errors", "ttft_s", "tpot_s", "forwards_served")})
             if cal is not None:  # served just before, by the same setup: the paces the simulation takes
                 results[name]["calibration"] = {k: cal[k] for k in ("requests", "wall_s", "errors", "forwards_served")}
             after = probe_host(gbit_per_s=line.gbit_per_s)  # the cores other work left us, around the serving
@@ -783,7 +817,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"\n(bench wall time {time.monotonic() - t0:.1f} s)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2, default=str))
-    failed = any(r["errors"] or r.get("calibration", {}).get("errors") for r in results.values())
+    failed = any(r["errors"] or r.get("calibration", {}).get("errors") or any(x["errors"] for x in r.get("repeats", []))
+                 for r in results.values())
     return 1 if failed else 0
 
 
