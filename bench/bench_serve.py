@@ -43,7 +43,8 @@ forwards (`served_forwards.calibration`: wall seconds ÷ the table's, grouped by
 instances ran meanwhile). The "probes" column is the simulation without it; `--no-calibration`
 skips it (about 100 s per setup). `--repeats N` serves the measured trace N times per setup:
 "measured" is then their median, and the report prints the executor's own spread over them, the
-noise floor any prediction of it is read against.
+noise floor any prediction of it is read against, and predicts each serve from the serve just before
+it (the first from the calibration serve): as many predictions per setup as serves.
 
 The report has a fourth column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
@@ -450,6 +451,48 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     return out
 
 
+def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
+            seed: int) -> dict:
+    """With ``--repeats``: each measured serve predicted from the serve just before it (the first from the
+    calibration serve, each repeat from the serve before), so a setup gives as many predictions as serves.
+    Per setup, one row per serve: {metric: (measured, simulated)} on the gated metrics."""
+    out: dict = {}
+    for name, res in results.items():
+        if "calibration" not in res or not res.get("repeats"):
+            continue
+        serves = [res["calibration"], res, *res["repeats"]]
+        for before, serve in zip(serves, serves[1:]):
+            cur = {**res, **{k: serve[k] for k in ("ttft_s", "tpot_s", "forwards_served")},
+                   "arrivals": serve.get("arrivals", res["arrivals"]),  # runs saved before repeats kept theirs
+                   "calibration": {"forwards_served": before["forwards_served"]}}
+            sim = predict(trace, {name: cur}, line, profile, runtime, seed)["simulator"][name]
+            out.setdefault(name, []).append({label: (pct(serve[f"{kind}_s"], q), sim[kind][i])
+                                             for label, kind, i, q in METRICS if label in GATED})
+    return out
+
+
+def print_chained(chain: dict) -> dict:
+    """The chained predictions' errors, per setup and over all; returns the summary."""
+    if not chain:
+        return {}
+    print(f"\neach serve predicted from the serve just before it (calibration → serve 1 → serve 2 …; error on "
+          f"{', '.join(GATED)}):")
+    errors = []
+    for name, rows in chain.items():
+        cells = []
+        for row in rows:
+            errs = {m: sim / meas - 1 for m, (meas, sim) in row.items() if meas > 0}
+            errors += [abs(e) for e in errs.values()]
+            cells.append(" ".join(f"{100 * e:+.0f}%" for e in errs.values()))
+        print(f"  {name:<12} " + " | ".join(cells))
+    within = sum(e <= 0.15 for e in errors)
+    summary = {"figures": len(errors), "within_15": within, "median_abs_error": statistics.median(errors),
+               "worst_abs_error": max(errors)}
+    print(f"  {within} of {len(errors)} within 15 %; median |error| {100 * summary['median_abs_error']:.0f} %, "
+          f"worst {100 * summary['worst_abs_error']:.0f} %")
+    return summary
+
+
 def _simulate(scenario, plan, trace: list[TraceRequest], arrivals: list[float], rt, seed: int) -> dict:
     from placer.sim import SimConfig, simulate
 
@@ -719,6 +762,7 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
         print(f"RLD share of output tokens (PDD): {100 * pdd['rld_tokens'] / pdd['output_tokens']:.1f} %")
     print_phases(results)
     out["comparison"] = compare(results, pred)
+    out["chained"] = print_chained(pred.get("chained", {}))
     out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator")}
     return out
 
@@ -790,7 +834,7 @@ def run(args: argparse.Namespace) -> int:
             for _ in range(args.repeats - 1):  # the same trace again: the executor's own spread
                 again = serve(name, trace, line, ec, args.seed)
                 results[name].setdefault("repeats", []).append(
-                    {k: again[k] for k in ("wall_s", "errors", "ttft_s", "tpot_s", "forwards_served")})
+                    {k: again[k] for k in ("wall_s", "errors", "arrivals", "ttft_s", "tpot_s", "forwards_served")})
             if cal is not None:  # served just before, by the same setup: the paces the simulation takes
                 results[name]["calibration"] = {k: cal[k] for k in ("requests", "wall_s", "errors", "forwards_served")}
             after = probe_host(gbit_per_s=line.gbit_per_s)  # the cores other work left us, around the serving
@@ -812,6 +856,8 @@ def run(args: argparse.Namespace) -> int:
             if runtime and args.runtime is None:
                 args.json.with_suffix(".runtime.json").write_text(json.dumps(runtime, indent=2))
         pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed)
+        if pred and any(r.get("repeats") for r in results.values()):
+            pred["chained"] = chained(trace, results, line, profile, runtime, args.seed)
     out = report(results, pred, trace, line, runtime)
     out["runtime"] = runtime
     print(f"\n(bench wall time {time.monotonic() - t0:.1f} s)")

@@ -42,3 +42,30 @@ def test_repeats_below_one_are_refused(capsys):
         bench_serve.main(["--repeats", "0"])
     assert exc.value.code == 2
     assert "--repeats must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_each_serve_is_predicted_from_the_serve_just_before_it(monkeypatch, capsys):
+    seen = []
+
+    def fake_predict(trace, results, line, profile, runtime, seed):
+        (name, res), = results.items()
+        seen.append((res["calibration"]["forwards_served"], res["forwards_served"], res["arrivals"]))
+        return {"simulator": {name: {"ttft": (0.22, 0.22, 0.22), "tpot": (0.05, 0.05)}}}
+
+    monkeypatch.setattr(bench_serve, "predict", fake_predict)
+    first = {**_serve(0.2, 0.05), "forwards_served": "s1", "arrivals": [0.0], "calibration": {"forwards_served": "c"},
+             "repeats": [{**_serve(0.25, 0.05), "forwards_served": "s2", "arrivals": [0.1]},
+                         {**_serve(0.2, 0.04), "forwards_served": "s3"}]}  # saved without its arrivals
+    chain = bench_serve.chained([], {"pdd": first}, None, None, {}, 0)
+    assert seen == [("c", "s1", [0.0]), ("s1", "s2", [0.1]), ("s2", "s3", [0.0])]
+    assert [row["TTFT P50"] for row in chain["pdd"]] == [(0.2, 0.22), (0.25, 0.22), (0.2, 0.22)]
+    summary = bench_serve.print_chained(chain)
+    # TTFT P50 and P90: +10 %, -12 %, +10 %; TPOT P50: 0, 0, +25 %
+    assert summary["figures"] == 9 and summary["within_15"] == 8
+    assert summary["worst_abs_error"] == pytest.approx(0.25)
+    assert "8 of 9 within 15 %" in capsys.readouterr().out
+
+
+def test_a_setup_served_once_gives_no_chain():
+    assert bench_serve.chained([], {"pdd": {**_serve(0.2, 0.05), "calibration": {}}}, None, None, {}, 0) == {}
+    assert bench_serve.print_chained({}) == {}
