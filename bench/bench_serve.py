@@ -762,7 +762,8 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
         print(f"RLD share of output tokens (PDD): {100 * pdd['rld_tokens'] / pdd['output_tokens']:.1f} %")
     print_phases(results)
     out["comparison"] = compare(results, pred)
-    out["chained"] = print_chained(pred.get("chained", {}))
+    chain = pred.get("chained", {})
+    out["chained"] = {**print_chained(chain), "setups": chain}
     out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator")}
     return out
 
