@@ -40,8 +40,11 @@ probes read minutes apart (docs/benchmarks.md, 2026-12-03). So before the measur
 serves a calibration trace — the same shape of trace with another seed, so other
 prompts and arrival times — and the simulation takes its paces and interference from those served
 forwards (`served_forwards.calibration`: wall seconds ÷ the table's, grouped by what the other
-instances ran meanwhile). The "probes" column is the simulation without it; `--no-calibration`
-skips it (about 100 s per setup). `--repeats N` serves the measured trace N times per setup:
+instances ran meanwhile). It also reshapes the prefill table to the calibration's lone prefills
+(`served_forwards.table_shape`): one pace weighs the forwards by their seconds, and the few long
+prefills set it for the many short ones, which went 0.66-1.30x the table where the long ones went
+0.94-1.13x (2026-12-03); `--no-shape` keeps one prefill pace. The "probes" column is the simulation
+without the calibration; `--no-calibration` skips it (about 100 s per setup). `--repeats N` serves the measured trace N times per setup:
 "measured" is then their median, and the report prints the executor's own spread over them, the
 noise floor any prediction of it is read against, and predicts each serve from the serve just before
 it (the first from the calibration serve): as many predictions per setup as serves.
@@ -406,11 +409,12 @@ def trace_file(path: Path, trace: list[TraceRequest], arrivals: list[float]) -> 
 
 
 def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
-            seed: int) -> dict:
+            seed: int, shape: bool = True) -> dict:
     """Each setup's TTFT P50/P90/P99 and TPOT P50/P90 by the simulator on the executor's runtime
-    (and TTFT by the planner), at the arrivals it saw, from the CPU profile and the probes around
-    the serving; and, to tell the table's error from the simulator's, once more at the pace the
-    served forwards really went (``served_paces``)."""
+    (and TTFT by the planner), at the arrivals it saw, from the CPU profile, the probes around the
+    serving and the calibration serve before it; and, to tell the table's error from the
+    simulator's, once more at the pace the served forwards really went (``served_paces``).
+    ``shape``: the calibration also reshapes the prefill table (``served_forwards.table_shape``)."""
     from placer.optimize import SolveConfig, evaluate_plan
     from placer.sim.runtime import ExecutorRuntime, interference_rows
 
@@ -418,6 +422,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     table = _table(profile)
     out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
                  "served_paces": {}, "forwards": {}, "calibration": {}}
+    tmp = tempfile.TemporaryDirectory()  # the reshaped profiles
     for name, res in results.items():
         paces = probe_paces(res.get("probe_forwards", {}), table)
         out["paces"][name] = paces
@@ -434,25 +439,36 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
         except Exception as exc:  # the planner's figure is advisory here: report it
             out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
-        probe_rt = rt
-        cal = served_forwards.calibration(res["calibration"]["forwards_served"], table) if "calibration" in res else {}
+        probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
+        if "calibration" in res:
+            cal_forwards = res["calibration"]["forwards_served"]
+            factors = served_forwards.table_shape(cal_forwards, table, "prefill") if shape else []
+            if factors:  # the prefill table's shape as the calibration's lone prefills went
+                path = Path(tmp.name) / f"{name}-profile.json"
+                path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
+                                                                           "prefill", factors)))
+                sim_table = _table(path)
+                sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path)
+                sim_plan = sim_plans[name]
+            cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
         if "decode_pace" in cal or "prefill_pace" in cal:
             out["calibration"][name] = cal
             rt = served_forwards.calibrated(rt, cal)
             out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
-        out["simulator"][name] = _simulate(scenario, plan, trace, res["arrivals"], rt, seed)
-        out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), table, rt)
+        out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
+        out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
         served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
         if served:
             out["served_paces"][name] = served
             # the served forwards' CPU seconds already hold what they cost each other: no interference on top
             out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
                                                replace(probe_rt, **served, interference=()), seed)
+    tmp.cleanup()
     return out
 
 
 def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
-            seed: int) -> dict:
+            seed: int, shape: bool = True) -> dict:
     """With ``--repeats``: each measured serve predicted from the serve just before it (the first from the
     calibration serve, each repeat from the serve before), so a setup gives as many predictions as serves.
     Per setup, one row per serve: {metric: (measured, simulated)} on the gated metrics."""
@@ -465,7 +481,7 @@ def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             cur = {**res, **{k: serve[k] for k in ("ttft_s", "tpot_s", "forwards_served")},
                    "arrivals": serve.get("arrivals", res["arrivals"]),  # runs saved before repeats kept theirs
                    "calibration": {"forwards_served": before["forwards_served"]}}
-            sim = predict(trace, {name: cur}, line, profile, runtime, seed)["simulator"][name]
+            sim = predict(trace, {name: cur}, line, profile, runtime, seed, shape)["simulator"][name]
             out.setdefault(name, []).append({label: (pct(serve[f"{kind}_s"], q), sim[kind][i])
                                              for label, kind, i, q in METRICS if label in GATED})
     return out
@@ -707,6 +723,9 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
                                      + "/".join(f"{c.get('interference', {}).get(k, {}).get(o, math.nan):.2f}"
                                                 for o in ("prefill", "decode"))
                                      for k in ("prefill", "decode"))
+                          + (" (prefill table reshaped to its prefills: its points × {:.2f}-{:.2f})".format(
+                              min(map(min, c["prefill_shape"])), max(map(max, c["prefill_shape"])))
+                             if c.get("prefill_shape") else "")
                           for n, c in pred["calibration"].items()))
     if pred.get("paces"):
         print("pace at serve time (a lone forward's wall seconds ÷ the profile's, median of the probe's grid points; "
@@ -787,6 +806,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-predict", action="store_true", help="skip the planner and simulator predictions")
     ap.add_argument("--no-calibration", action="store_true",
                     help="do not serve a calibration trace before each setup: the simulation takes the probes' paces")
+    ap.add_argument("--no-shape", action="store_true",
+                    help="the calibration carries one prefill pace: it does not reshape the prefill table to its "
+                         "served prefills")
     ap.add_argument("--repeats", type=int, default=1,
                     help="serve the measured trace this many times per setup (about 100 s each): 'measured' is "
                          "their median and the report prints the executor's own spread")
@@ -856,9 +878,10 @@ def run(args: argparse.Namespace) -> int:
                 args.json.with_suffix(".profile.json").write_text(profile.read_text())
             if runtime and args.runtime is None:
                 args.json.with_suffix(".runtime.json").write_text(json.dumps(runtime, indent=2))
-        pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed)
+        shape = not args.no_shape
+        pred = {} if args.no_predict else predict(trace, results, line, profile, runtime, args.seed, shape)
         if pred and any(r.get("repeats") for r in results.values()):
-            pred["chained"] = chained(trace, results, line, profile, runtime, args.seed)
+            pred["chained"] = chained(trace, results, line, profile, runtime, args.seed, shape)
     out = report(results, pred, trace, line, runtime)
     out["runtime"] = runtime
     print(f"\n(bench wall time {time.monotonic() - t0:.1f} s)")

@@ -141,6 +141,16 @@ class Grid:
                  + (1 - u) * v * g[i][j1] + u * v * g[i1][j1])
         return math.exp(value)
 
+    def weights(self, size: float, context: float) -> list[tuple[tuple[int, int], float]]:
+        """((i, j), weight) of the grid points :meth:`seconds_at` interpolates between (in log seconds)
+        at (size, context) inside the hull; empty outside."""
+        bx, by = _bracket(self.sizes, size), _bracket(self.contexts, context)
+        if bx is None or by is None:
+            return []
+        (i, u), (j, v) = bx, by
+        i1, j1 = min(i + 1, len(self.sizes) - 1), min(j + 1, len(self.contexts) - 1)
+        return [((i, j), (1 - u) * (1 - v)), ((i1, j), u * (1 - v)), ((i, j1), (1 - u) * v), ((i1, j1), u * v)]
+
     def bounds(self, size: float, context: float) -> tuple[float | None, float | None]:
         """(lower, upper) bound on the latency at a query outside the hull, from the
         grid's answer at the query clamped into the grid: a lower bound when the query is

@@ -1,6 +1,7 @@
 """Measured latency tables as the performance model: import, interpolation, fallback, the plan."""
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -78,6 +79,18 @@ def test_between_grid_points_the_answer_is_monotone_and_between_the_neighbours()
     tokens = [512 + i * 7680 / 100 for i in range(101)]
     by_tokens = [im.prefill_chunk_s(t, 0, t) for t in tokens]
     assert all(b >= a for a, b in zip(by_tokens, by_tokens[1:]))
+
+
+def test_a_grid_names_the_points_and_weights_it_interpolates_between():
+    grid = Grid((1.0, 4.0), (100.0, 1000.0), ((0.01, 0.03), (0.02, 0.09)))
+    weights = grid.weights(2.0, 300.0)
+    assert {p for p, _ in weights} == {(0, 0), (1, 0), (0, 1), (1, 1)}
+    assert sum(w for _, w in weights) == pytest.approx(1.0)
+    # the answer is the weighted mean of the points' log seconds
+    assert grid.seconds_at(2.0, 300.0) == pytest.approx(
+        math.exp(sum(w * math.log(grid.seconds[i][j]) for (i, j), w in weights)))
+    assert dict(grid.weights(4.0, 1000.0))[(1, 1)] == pytest.approx(1.0)
+    assert grid.weights(8.0, 300.0) == []
 
 
 def test_outside_the_grid_the_roofline_answers_and_says_so():

@@ -47,7 +47,7 @@ def test_repeats_below_one_are_refused(capsys):
 def test_each_serve_is_predicted_from_the_serve_just_before_it(monkeypatch, capsys):
     seen = []
 
-    def fake_predict(trace, results, line, profile, runtime, seed):
+    def fake_predict(trace, results, line, profile, runtime, seed, shape):
         (name, res), = results.items()
         seen.append((res["calibration"]["forwards_served"], res["forwards_served"], res["arrivals"]))
         return {"simulator": {name: {"ttft": (0.22, 0.22, 0.22), "tpot": (0.05, 0.05)}}}

@@ -92,3 +92,49 @@ def test_the_calibration_replaces_the_probes_figures_where_it_has_them():
     assert rt.beside("decode", "decode", 1) == rt.beside("decode", "decode", 4) == 1.4  # the served figure, any batch
     assert rt.beside("decode", "prefill", 4) == 1.05 and rt.beside("prefill", "decode") == 1.3  # the probes' stand
     assert not rt.line_rows()  # a busy line's cost is in the served forwards
+
+
+def _grid_table():
+    from placer.profiles.tables import Grid
+
+    sizes, contexts = (16.0, 64.0, 256.0, 1024.0, 2048.0), (0.0, 512.0, 2048.0)
+
+    class Table:
+        prefill = Grid(sizes, contexts, tuple(tuple(1e-4 * n + 2e-5 * c + 1e-3 for c in contexts) for n in sizes))
+        decode = Grid((1.0, 4.0), (256.0, 2048.0), ((0.01, 0.03), (0.02, 0.09)))
+
+    return Table()
+
+
+def _lone_prefills(table, shapes_and_ratios, n=30):
+    """[size, context, cpu, wall, began, instance] rows of lone prefills, one after another."""
+    rows, t = [], 0.0
+    for size, ctx, ratio in shapes_and_ratios:
+        for _ in range(n):
+            wall = ratio * table.prefill.seconds_at(size, ctx)
+            rows.append([size, ctx, wall, wall, t, "p0"])
+            t += wall + 0.01
+    return {"prefill": rows, "decode": []}
+
+
+def test_the_prefill_table_is_reshaped_to_the_served_prefills_and_keeps_its_level():
+    table = _grid_table()
+    # short prefills after a long context served at 0.7x the table, long ones at 1.1x (one pace misses both)
+    forwards = _lone_prefills(table, [(64, 1500, 0.7), (1024, 256, 1.1)])
+    factors = served_forwards.table_shape(forwards, table, "prefill")
+    profile = {"tables": [{"prefill": {"seconds": [list(r) for r in table.prefill.seconds]}, "engine": "e"}]}
+    seconds = served_forwards.reshaped_profile(profile, "prefill", factors)["tables"][0]["prefill"]["seconds"]
+    from placer.profiles.tables import Grid
+
+    shaped = Grid(table.prefill.sizes, table.prefill.contexts, tuple(map(tuple, seconds)))
+    short = 0.7 * table.prefill.seconds_at(64, 1500) / shaped.seconds_at(64, 1500)
+    long = 1.1 * table.prefill.seconds_at(1024, 256) / shaped.seconds_at(1024, 256)
+    assert abs(long / short - 1) < 0.2 < 1.1 / 0.7 - 1  # the 57 % between the two shapes mostly gone
+    assert factors[0][0] == 1.0  # a point no prefill comes near keeps its profiled value
+    assert served_forwards.calibration(forwards, type("T", (), {"prefill": shaped, "decode": table.decode})(),
+                                       least=10)["prefill_pace"] == pytest.approx(1.0, abs=0.15)
+
+
+def test_too_few_lone_prefills_leave_the_table_as_profiled():
+    table = _grid_table()
+    assert served_forwards.table_shape(_lone_prefills(table, [(64, 1500, 0.7)], n=5), table, "prefill") == []
