@@ -8,7 +8,8 @@ out: per (kind, the kinds of forward the other instances were running): how many
      :class:`~placer.sim.runtime.Host` charges a forward of that kind beside those — the
      simulator's cost model checked forward by forward, apart from the queueing its errors feed;
      and (:func:`calibration`, :func:`calibrated`) the same groups of a calibration trace's forwards
-     as the paces and interference the simulation of the measured trace takes.
+     as the paces and interference the simulation of the measured trace takes; (:func:`table_shape`,
+     :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards.
 
 A neighbour is another instance whose forwards cover more than half of the forward's wall time
 (counted once, as the kind it ran longest). The line's state is not logged: the charge leaves out
