@@ -125,9 +125,9 @@ def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", l
     prefill of 24-70 new tokens after 1100-1600 cached went 0.66-0.76x the table alone, one of ~1000
     new tokens 0.94-1.06x, in every serve; the pace (0.83) charged the many short ones 15-25 % too much,
     and same-dc's TTFT P50 came out +22 %. In run m the two went the other way round (1.07-1.30x and
-    0.94-1.13x): the error is the profile's, not the engine's. Re-predicting runs k, l, m and n, TTFT
-    P50/P90 went from 18 to 20 of 24 within 15 % (mean error 11 % → 10 %). The decode table, fitted the
-    same way, made TPOT P50 worse in two of the four runs, so bench_serve reshapes the prefill table only."""
+    0.94-1.13x): the error is the profile's, not the engine's. Re-predicting runs k-o, TTFT P50/P90
+    went from 22 to 23 of 30 within 15 % (mean error 12 % → 11 %). The decode table, fitted the same
+    way, made TPOT P50 worse in two of four runs, so bench_serve reshapes the prefill table only."""
     import numpy as np
 
     grid = table.prefill if kind == "prefill" else table.decode
