@@ -44,10 +44,11 @@ instances ran meanwhile). It also reshapes the prefill table to the calibration'
 (`served_forwards.table_shape`): one pace weighs the forwards by their seconds, and the few long
 prefills set it for the many short ones, which went 0.66-1.30x the table where the long ones went
 0.94-1.13x (2026-12-03); `--no-shape` keeps one prefill pace. The "probes" column is the simulation
-without the calibration; `--no-calibration` skips it (about 100 s per setup). `--repeats N` serves the measured trace N times per setup:
-"measured" is then their median, and the report prints the executor's own spread over them, the
-noise floor any prediction of it is read against, and predicts each serve from the serve just before
-it (the first from the calibration serve): as many predictions per setup as serves.
+without the calibration; `--no-calibration` skips it (about 100 s per setup). `--repeats N`
+serves the measured trace N times per setup: "measured" is then their median, and the report prints
+the executor's own spread over them, the noise floor any prediction of it is read against, and
+predicts each serve from the serve just before it (the first from the calibration serve): as many
+predictions per setup as serves.
 
 The report has a fourth column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
@@ -422,48 +423,47 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     table = _table(profile)
     out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
                  "served_paces": {}, "forwards": {}, "calibration": {}}
-    tmp = tempfile.TemporaryDirectory()  # the reshaped profiles
-    for name, res in results.items():
-        paces = probe_paces(res.get("probe_forwards", {}), table)
-        out["paces"][name] = paces
-        rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
-                     speedup=tuple(res.get("speedup", base.speedup)), **paces,
-                     interference=interference_rows(res["interference"]) if "interference" in res
-                     else base.interference)
-        if rt.line_rows():  # measured beside the served line (probe_host at its rate)
-            rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
-        scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
-        plan = plans[name]
-        try:
-            m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
-            out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
-        except Exception as exc:  # the planner's figure is advisory here: report it
-            out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
-        probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
-        if "calibration" in res:
-            cal_forwards = res["calibration"]["forwards_served"]
-            factors = served_forwards.table_shape(cal_forwards, table, "prefill") if shape else []
-            if factors:  # the prefill table's shape as the calibration's lone prefills went
-                path = Path(tmp.name) / f"{name}-profile.json"
-                path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
-                                                                           "prefill", factors)))
-                sim_table = _table(path)
-                sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path)
-                sim_plan = sim_plans[name]
-            cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
-        if "decode_pace" in cal or "prefill_pace" in cal:
-            out["calibration"][name] = cal
-            rt = served_forwards.calibrated(rt, cal)
-            out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
-        out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
-        out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
-        served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
-        if served:
-            out["served_paces"][name] = served
-            # the served forwards' CPU seconds already hold what they cost each other: no interference on top
-            out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
-                                               replace(probe_rt, **served, interference=()), seed)
-    tmp.cleanup()
+    with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
+        for name, res in results.items():
+            paces = probe_paces(res.get("probe_forwards", {}), table)
+            out["paces"][name] = paces
+            rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
+                         speedup=tuple(res.get("speedup", base.speedup)), **paces,
+                         interference=interference_rows(res["interference"]) if "interference" in res
+                         else base.interference)
+            if rt.line_rows():  # measured beside the served line (probe_host at its rate)
+                rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
+            scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
+            plan = plans[name]
+            try:
+                m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
+                out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
+            except Exception as exc:  # the planner's figure is advisory here: report it
+                out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
+            probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
+            if "calibration" in res:
+                cal_forwards = res["calibration"]["forwards_served"]
+                factors = served_forwards.table_shape(cal_forwards, table, "prefill") if shape else []
+                if factors:  # the prefill table's shape as the calibration's lone prefills went
+                    path = Path(tmp) / f"{name}-profile.json"
+                    path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
+                                                                               "prefill", factors)))
+                    sim_table = _table(path)
+                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path)
+                    sim_plan = sim_plans[name]
+                cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
+            if "decode_pace" in cal or "prefill_pace" in cal:
+                out["calibration"][name] = cal
+                rt = served_forwards.calibrated(rt, cal)
+                out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
+            out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
+            out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
+            served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
+            if served:
+                out["served_paces"][name] = served
+                # the served forwards' CPU seconds already hold what they cost each other: no interference on top
+                out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
+                                                   replace(probe_rt, **served, interference=()), seed)
     return out
 
 
