@@ -127,7 +127,7 @@ def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", l
     and same-dc's TTFT P50 came out +22 %. In run m the two went the other way round (1.07-1.30x and
     0.94-1.13x): the error is the profile's, not the engine's. Re-predicting runs k-o, TTFT P50/P90
     went from 22 to 23 of 30 within 15 % (mean error 12 % → 11 %). The decode table, fitted the same
-    way, made TPOT P50 worse in two of four runs, so bench_serve reshapes the prefill table only."""
+    way, made TPOT P50 worse in three of four runs, so bench_serve reshapes the prefill table only."""
     import numpy as np
 
     grid = table.prefill if kind == "prefill" else table.decode
