@@ -4,6 +4,7 @@ import json
 
 import pytest
 import torch
+from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from executor.engine import KVPayload, KVPayloadError, ModelConfig, PrefixMissingError, SamplingParams
@@ -73,6 +74,34 @@ def test_payload_bytes_round_trip(make_engine, prompt):
     assert (back.start, back.end, back.token_ids, back.version) == (3, 19, tuple(prompt[3:19]), 1)
     assert torch.equal(back.k, payload.k) and torch.equal(back.v, payload.v)
     assert payload.num_bytes == 2 * 2 * 16 * 2 * 16 * 4  # k+v × layers × tokens × heads × dim × fp32
+
+
+def test_payload_bytes_are_safetensors_both_ways(make_engine, prompt):
+    """Written here, read by safetensors; written by safetensors, read here (bf16 too)."""
+    engine = make_engine()
+    payload = engine.export_kv(engine.prefill(prompt, NO_EOS).request, 0, 10)
+    theirs = st_load(payload.to_bytes())
+    assert torch.equal(theirs["k"], payload.k) and torch.equal(theirs["v"], payload.v)
+    k = torch.randn(2, 3, 2, 16).to(torch.bfloat16)
+    back = KVPayload.from_bytes(_blob("1", k))
+    assert back.k.dtype == torch.bfloat16 and torch.equal(back.k, k) and torch.equal(back.v, k)
+    again = KVPayload.from_bytes(back.to_bytes())
+    assert torch.equal(again.k, k) and again.token_ids == (1, 1, 1)
+
+
+def test_cut_or_lying_payload_bytes_are_rejected_by_name(make_engine, prompt):
+    engine = make_engine()
+    data = engine.export_kv(engine.prefill(prompt, NO_EOS).request, 0, 10).to_bytes()
+    with pytest.raises(KVPayloadError, match=r"tensor 'v' ends at byte 5120 of the data, which has 5119"):
+        KVPayload.from_bytes(data[:-1])  # the wire cut the last byte
+    with pytest.raises(KVPayloadError, match="header length 4294967295 exceeds"):
+        KVPayload.from_bytes(b"\xff\xff\xff\xff" + data[4:])
+    n = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8 : 8 + n])
+    header["k"]["dtype"] = "F99"
+    head = json.dumps(header).encode()
+    with pytest.raises(KVPayloadError, match="tensor 'k' has a bad header entry"):
+        KVPayload.from_bytes(len(head).to_bytes(8, "little") + head + data[8 + n :])
 
 
 def _blob(version: str, k: torch.Tensor, start: int = 0) -> bytes:
