@@ -74,8 +74,8 @@ class ModelRunner:
 
         def attend(layer: int, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
             kc, vc = self.k_caches[layer], self.v_caches[layer]
-            kc.view(-1, *kc.shape[2:])[slot_t] = k
-            vc.view(-1, *vc.shape[2:])[slot_t] = v
+            kc.view(-1, *kc.shape[2:]).index_copy_(0, slot_t, k)
+            vc.view(-1, *vc.shape[2:]).index_copy_(0, slot_t, v)
             if kind is BatchKind.PREFILL:
                 return ops.prefill_attention(q, k, v, cu_seqlens, self.sm_scale)
             if kind is BatchKind.EXTEND:
@@ -97,8 +97,12 @@ class ModelRunner:
     def read_kv(self, block_ids: list[int], start: int, end: int) -> tuple[Tensor, Tensor]:
         """K and V of positions `start..end-1`, each `[num_layers, end-start, kv_heads, head_dim]`."""
         slots = torch.tensor(self._slots(block_ids, range(start, end)), dtype=torch.long, device=self.device)
-        k = torch.stack([c.view(-1, *c.shape[2:])[slots] for c in self.k_caches])
-        v = torch.stack([c.view(-1, *c.shape[2:])[slots] for c in self.v_caches])
+        c = self.k_caches[0]
+        k = torch.empty(len(self.k_caches), end - start, *c.shape[2:], dtype=c.dtype, device=c.device)
+        v = torch.empty_like(k)
+        for layer, (kc, vc) in enumerate(zip(self.k_caches, self.v_caches)):
+            torch.index_select(kc.view(-1, *kc.shape[2:]), 0, slots, out=k[layer])
+            torch.index_select(vc.view(-1, *vc.shape[2:]), 0, slots, out=v[layer])
         return k, v
 
     @torch.no_grad()
@@ -110,8 +114,8 @@ class ModelRunner:
         k = k.to(device=self.device, dtype=self.model.dtype)
         v = v.to(device=self.device, dtype=self.model.dtype)
         for layer, (kc, vc) in enumerate(zip(self.k_caches, self.v_caches)):
-            kc.view(-1, *kc.shape[2:])[slots] = k[layer]
-            vc.view(-1, *vc.shape[2:])[slots] = v[layer]
+            kc.view(-1, *kc.shape[2:]).index_copy_(0, slots, k[layer])
+            vc.view(-1, *vc.shape[2:]).index_copy_(0, slots, v[layer])
 
     # ---- internals -----------------------------------------------------------------
 
