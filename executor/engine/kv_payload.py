@@ -12,10 +12,12 @@ with `KVPayloadError` naming what is wrong.
 The blob is written and read here rather than by `safetensors.torch.save` / `load`
 (any safetensors reader still reads it, and this one reads theirs): the format is an
 8-byte header length, a JSON header, then the raw tensors, so writing it is one copy of
-the tensors into the bytes and reading it one copy out. `safetensors.torch.save` took
-48 ms of CPU for a 1300-token payload of the bench's model (42 MB) against 4 ms for the
-copy, and beside two decoding engines on two cores up to 770 ms of CPU and 1.1 s of wall
-(bench/bench_serve.py's P export, 2026-12-03: 150-430 ms outliers on the served trace).
+the tensors into the bytes and reading it one copy out. `bench/bench_kv_io.py`, a
+1300-token payload of the bench's model (42 MB) on the 2-core CPU VM, 2026-12-03: alone,
+`to_bytes` 22 ms against `safetensors.torch.save`'s 45 ms; beside two decoding engines both
+are dominated by page faults on the fresh buffer (medians 104 and 60 ms in one run, maxima
+410 and 643 ms; other runs the other way round). Served by bench_serve, P's exports went
+8-45 ms at the median against 38-89 ms before.
 """
 
 from __future__ import annotations
