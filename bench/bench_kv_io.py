@@ -45,8 +45,7 @@ def _timed(fn, reps: int) -> tuple[list[float], list[float]]:
 
 
 def _summary(xs: list[float]) -> str:
-    xs = sorted(xs)
-    return f"{statistics.median(xs):7.1f} {xs[int(0.9 * (len(xs) - 1))]:7.1f} {xs[-1]:7.1f}"
+    return f"{statistics.median(xs):7.1f} {bench_serve.pct(xs, 90):7.1f} {max(xs):7.1f}"
 
 
 def measure(tokens: int, context: int, reps: int, beside: int) -> dict[str, tuple[list[float], list[float]]]:
