@@ -41,6 +41,8 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   an in-process ``LinkEmulator`` between two socket endpoints at the served line's rate
   (``--gbit-per-s``, 200 Mbit/s by default), per byte (median of 3): the I/O thread's work
   while a line is busy (5.5 ns/byte here: 0.14 core at 200 Mbit/s).
+- ``wan_frame_bytes``: the transport's frame on a WAN line (``executor.transport.tcp.CHUNK_BYTES``,
+  read from the code): the emulated line delays each frame on its own and releases them in order.
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
@@ -66,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from executor.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 from executor.engine.kv_payload import KVPayload  # noqa: E402
+from executor.transport.tcp import CHUNK_BYTES  # noqa: E402
 
 from bench.bench_serve import BLOCK, MODEL  # noqa: E402
 
@@ -540,6 +543,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "kv_import_bytes_per_s": round(import_bps),
         "token_stream_s": round(max(0.0, stream), 6),
         "wan_cpu_s_per_byte": float(f"{wan_cpu:.4g}"),
+        "wan_frame_bytes": CHUNK_BYTES,
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {

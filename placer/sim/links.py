@@ -9,8 +9,9 @@
   the standard deviation of the one-way delay). Time-average M/G/1-PS sojourn is
   b/(C(1−ρ)), the mean :func:`placer.queueing.wan_transfer_s` predicts; the
   simulator adds its spread. On the executor's runtime (:mod:`placer.sim.runtime`) the
-  delay after the last byte is the LinkEmulator's: one way (RTT/2 + jitter, clamped at
-  0) for the KV, and on P-MD one way more for the first token back to the router.
+  delay after the last byte is the LinkEmulator's: one way per frame (RTT/2 + jitter,
+  clamped at 0), frames of one connection released in order, and on P-MD one way more for
+  the first token back to the router, in order behind the decoder's other Tokens messages.
 * RDMA inside a datacenter: bytes over the slower NIC + a fixed latency
   (:meth:`placer.perfmodel.InstanceModel.rdma_s`), uncontended — at 400 Gbit/s per
   chip a 64K-token prompt moves in milliseconds.
@@ -29,7 +30,7 @@ _RELAYED = PIPE_CODE[P_RLD_MD]
 
 class WanLink:
     __slots__ = ("engine", "src", "dst", "rate", "rtt_s", "jitter_s", "n", "V", "t_last", "heap", "next_t",
-                 "busy_s", "bytes_total", "series", "rand_gauss", "flows", "_on_event", "peak_flows")
+                 "busy_s", "bytes_total", "series", "rand_gauss", "flows", "_on_event", "peak_flows", "released")
 
     def __init__(self, engine, src: str, dst: str, bytes_per_s: float, rtt_s: float, jitter_s: float, series,
                  rng):
@@ -50,6 +51,7 @@ class WanLink:
         self.flows = 0
         self.peak_flows = 0
         self._on_event = self.on_event
+        self.released: dict = {}  # executor's runtime: (P, decoder) connection → when its last KV landed
 
     def one_way_s(self) -> float:
         """A one-way message delay with jitter (token-ID handoffs)."""
@@ -58,16 +60,67 @@ class WanLink:
             d += self.rand_gauss(0.0, self.jitter_s)
         return d if d > 0 else 0.0
 
-    def _delay(self, req) -> float:
-        if getattr(self.engine, "runtime", None) is not None:
-            # LinkEmulator: the KV's last frame one way (RTT/2 + jitter, clamped at 0); on P-MD the
-            # first token then crosses back to the router, one way more (placer.sim.runtime)
-            d = self.one_way_s()
-            return d if req.path.pipe == _RELAYED else d + self.one_way_s()
+    def _delay(self, req, t: float, flows: int) -> float:
+        """From the KV's last byte crossing at ``t`` (``flows`` transfers on the line then, this one
+        included) to its landing."""
+        rt = getattr(self.engine, "runtime", None)
+        if rt is not None:
+            # LinkEmulator: the KV's frames one way each (RTT/2 + jitter, clamped at 0), in order; on
+            # P-MD the first token then crosses back to the router, one way more (placer.sim.runtime)
+            d = self._kv_release(req, t, flows, rt.wan_frame_bytes)
+            return d if req.path.pipe == _RELAYED else d + self._t0_back(req, rt)
         d = self.rtt_s
         if self.jitter_s > 0:
             j = self.rand_gauss(0.0, self.jitter_s)
             d += j if j > -self.rtt_s / 2 else -self.rtt_s / 2
+        return d
+
+    def _reach_s(self) -> float:
+        """How much earlier than a frame another may leave and still land after it (5 sigma)."""
+        return self.rtt_s / 2 + 5 * self.jitter_s
+
+    def _kv_release(self, req, t: float, flows: int, frame: float) -> float:
+        """The emulator's in-order release of ``req``'s KV (``frame``: the transport's frame on the line; 0:
+        one draw): the latest, over its connection's frames that crossed up to its last, of when each
+        lands. The connection is P's endpoint → the decoder's; its frames cross ``frame × flows ÷ mine``
+        apart (round robin over the transfers), and none lands before the connection's last landing."""
+        d = self.one_way_s()
+        if frame <= 0 or self.jitter_s <= 0:
+            return d
+        conn = (req.p, req.md)
+        mine = 1 + sum(1 for _, _, r in self.heap if r.flow is self and r.p is req.p and r.md is req.md)
+        gap = frame * flows / (mine * self.rate)
+        frames = -(-req.xfer // frame) if mine == 1 else INF  # others of the connection: its frames go on
+        reach = self._reach_s()
+        k = 1
+        while k < frames and k * gap < reach:
+            late = self.one_way_s() - k * gap
+            if late > d:
+                d = late
+            k += 1
+        last = self.released.get(conn, -INF) - t
+        if last > d:
+            d = last
+        self.released[conn] = t + d
+        return d
+
+    def _t0_back(self, req, rt) -> float:
+        """The first token's trip from the decoder back to the router: one way, in order behind the
+        Tokens messages the decoder sent after each of its last steps (one per sequence,
+        ``executor/roles/md.py: _advance``) — the latest sent as the KV's import began, the step before
+        one step earlier, and so on."""
+        d = self.one_way_s()
+        dec = req.md
+        if self.jitter_s <= 0 or dec is None or not dec.B or dec.step <= 0:
+            return d
+        ago = rt.import_s(req.xfer)
+        reach = self._reach_s()
+        while ago < reach:
+            for _ in range(dec.B):
+                late = self.one_way_s() - ago
+                if late > d:
+                    d = late
+            ago += dec.step
         return d
 
     def advance(self, t: float) -> None:
@@ -119,7 +172,7 @@ class WanLink:
             if req.flow is self:
                 req.flow = None
                 self.n -= 1
-                eng.kv_landed(req, t + self._delay(req))
+                eng.kv_landed(req, t + self._delay(req, t, self.n + 1))
         host = getattr(eng, "host", None)
         if host is not None and self.n == 0:
             host.line(t, self, False)

@@ -70,6 +70,17 @@ the executor's code, every number is measured:
   jitter of standard deviation ``jitter_ms``, clamped at 0 (``LinkShape.arrival_delay_s``);
   the KV pays that one way, and the first token streamed back to the router from the far
   datacenter another.
+* **Frames in order** (``wan_frame_bytes``): the emulator draws each frame's delay on its own and
+  releases a frame no earlier than the frame before it on the same connection (``link.py``:
+  ``release = max(end + delay, relay.last_release)``: TCP's order). A KV of m frames therefore
+  lands when the latest of its connection's last frames does: the maximum over them of their own
+  delay less how much earlier they crossed (frames of one connection cross ``frame × n ÷ rate``
+  apart with n transfers sharing the line round robin), not one draw — 2.2 ms more at the median
+  for a 1.5 MB KV at 200 Mbit/s with 5 ms of jitter. The first token MD streams back waits the same
+  way behind the Tokens messages its last steps sent to the router, one per sequence per step
+  (``roles/md.py: _advance``): 2-4 ms more with 1-3 sequences decoding. Served (bench_serve,
+  2026-12-04 run r), the turns' KV reached MD 19-25 ms after its bytes' line time at the median,
+  and t0 the router 18 ms after MD sent it, against the line's 15 ms one way.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
   ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
@@ -183,6 +194,11 @@ class ExecutorRuntime:
     line in the process carries KV at ``line_bytes_per_s`` (beside ``line``); empty: not measured (1)."""
     line_bytes_per_s: float = 0.0
     """The rate of the busy line the ``line`` rows were measured beside; 0: no ``line`` rows."""
+    wan_frame_bytes: float = 0.0
+    """The transport's frame on a WAN line (``executor.transport.tcp.CHUNK_BYTES``: read from the code, not
+    measured). The emulated line delays each frame by its own draw and never lets one overtake an earlier
+    frame of its connection, so a message lands when the latest of its connection's frames does
+    (:class:`~placer.sim.links.WanLink`); 0: one draw per message."""
     line_in_pace: bool = False
     """The paces and interference were read off forwards served with the lines' traffic (a calibration
     serve): what a busy line costs a forward is in them, so it is neither charged again nor counted in n."""
@@ -251,7 +267,7 @@ class ExecutorRuntime:
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
-                                        "interference", "line_bytes_per_s", "line_in_pace"}
+                                        "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")

@@ -351,3 +351,102 @@ def test_a_prefill_slows_down_when_the_decoders_start_stepping_beside_it(tmp_pat
                                                           warmup_fraction=0.0, runtime=_runtime(cores=cores)))
     roomy, shared = run(8)["ttft_p99_s"], run(1)["ttft_p99_s"]  # the long prompt's TTFT
     assert shared > 1.6 * roomy  # on one core, P's forward shares it with MD's steps almost throughout
+
+
+class _LineLoop:
+    """An event heap on the executor's runtime, recording when each KV landed."""
+
+    def __init__(self, runtime):
+        self.heap, self.seq, self.runtime, self.landed = [], iter(range(10**9)), runtime, {}
+
+    def kv_landed(self, req, t):
+        self.landed[req.rid] = t
+
+    def send(self, link, req, t):
+        """``req``'s KV starts crossing ``link`` at ``t`` (in the loop's time order)."""
+        from heapq import heappush
+
+        heappush(self.heap, (t, next(self.seq), lambda now, r: link.add(r, r.xfer, now), req))
+
+    def run(self):
+        from heapq import heappop
+
+        while self.heap:
+            t, _, fn, arg = heappop(self.heap)
+            fn(t, arg)
+
+
+def _line(frame_bytes: float, jitter_s: float = 0.005):
+    import random
+
+    from placer.sim.links import WanLink
+    from placer.sim.metrics import TimeSeries
+
+    loop = _LineLoop(_runtime(wan_frame_bytes=frame_bytes))
+    link = WanLink(loop, "dc-a", "dc-b", bytes_per_s=25e6, rtt_s=0.03, jitter_s=jitter_s,
+                   series=TimeSeries(10, 10, "sum"), rng=random.Random(3))
+    return loop, link
+
+
+def _wan_req(rid, n_bytes, pipe="P-RLD-MD", p="p0", md=None):
+    from types import SimpleNamespace
+
+    from placer.sim.router import PIPE_CODE
+
+    req = _req(rid)
+    req.flow, req.xfer, req.p, req.md = None, n_bytes, p, md
+    req.path = SimpleNamespace(pipe=PIPE_CODE[pipe])
+    return req
+
+
+def test_a_kv_of_many_frames_lands_when_its_connections_latest_frame_does():
+    """The emulated line draws each frame's delay on its own and releases frames in order: a 1.5 MB KV
+    (24 frames of 64 KiB) lands about 2 ms later than one draw of the one way says; with no jitter, no later."""
+    import statistics
+
+    n_bytes = 1.5e6
+    late = {}
+    for frame, jitter in ((0, 0.005), (65536, 0.005), (65536, 0.0)):
+        loop, link = _line(frame, jitter)
+        for k in range(400):  # lone transfers, one a second
+            loop.send(link, _wan_req(k, n_bytes), float(k))
+        loop.run()
+        late[frame, jitter] = statistics.median(loop.landed[k] - k - n_bytes / 25e6 for k in range(400))
+    assert late[0, 0.005] == pytest.approx(0.015, abs=0.0008)  # one draw: RTT/2 at the median
+    assert 0.0165 < late[65536, 0.005] < 0.019
+    assert late[65536, 0.0] == pytest.approx(0.015)
+
+
+def test_kvs_of_one_connection_never_land_out_of_order():
+    """Frames of one connection are released in order: a small KV that finishes crossing while a big one
+    from the same P to the same decoder is still crossing lands first, and the big one no earlier; KVs
+    of other connections are not held back."""
+    loop, link = _line(65536)
+    for k in range(300):  # a big KV to md0, and 70 ms later a small one to md0 (odd k) or md1 (even k)
+        t = 0.2 * k
+        loop.send(link, _wan_req(2 * k, 2e6, md="md0"), t)
+        loop.send(link, _wan_req(2 * k + 1, 70e3, md="md0" if k % 2 else "md1"), t + 0.07)
+    loop.run()
+    same = [(loop.landed[2 * k + 1], loop.landed[2 * k]) for k in range(1, 300, 2)]
+    other = [(loop.landed[2 * k + 1], loop.landed[2 * k]) for k in range(0, 300, 2)]
+    assert all(small <= big for small, big in same)
+    assert all(loop.landed[2 * k] >= max(loop.landed[2 * k - 1], loop.landed[2 * k - 2]) for k in range(2, 300, 2))
+    assert min(big - small for small, big in other) < min(big - small for small, big in same)
+
+
+def test_the_first_token_from_a_busy_decoder_waits_behind_its_token_messages():
+    """On P-MD the first token crosses back to the router in order behind the Tokens messages the decoder
+    sent after its last steps: a decoder stepping three sequences every 10 ms makes it later."""
+    import statistics
+    from types import SimpleNamespace
+
+    late = {}
+    for batch in (0, 3):
+        loop, link = _line(0)
+        md = SimpleNamespace(B=batch, step=0.01)
+        for k in range(400):
+            loop.send(link, _wan_req(k, 1e5, pipe="P-MD", md=md), float(k))
+        loop.run()
+        late[batch] = statistics.median(loop.landed[k] - k - 1e5 / 25e6 for k in range(400))
+    assert late[0] == pytest.approx(0.030, abs=0.0015)  # the KV's one way and t0's
+    assert late[3] - late[0] > 0.002
