@@ -7,8 +7,9 @@ bench_serve serves. For each number of neighbour threads (each an engine steppin
 sequences without end), times in thread CPU and wall milliseconds (median / p90 / max of ``--reps``):
 - export: ``export_kv`` + ``KVPayload.to_bytes`` of a ``--tokens``-token prompt (P's thread, per pull),
   and ``to_bytes`` alone;
-- import: ``KVPayload.from_bytes`` + ``write_kv`` of those bytes (the decoder's thread; written back
-  into the request's own blocks), and ``from_bytes`` alone;
+- import: ``KVPayload.from_bytes(copy=False)`` + ``write_kv`` of those bytes (the decoder's thread, as
+  it reads a payload: views of the bytes; written back into the request's own blocks), and
+  ``from_bytes`` alone, with its copy and as views;
 - safetensors save / load: the same tensors through ``safetensors.torch`` (what the payload was
   written and read with before 2026-12-03), the baseline measured in the same run;
 - decode step: one sequence of ``--context`` tokens.
@@ -85,13 +86,14 @@ def measure(tokens: int, context: int, reps: int, beside: int) -> dict[str, tupl
     out: dict[str, tuple[list[float], list[float]]] = {}
     try:
         def write() -> None:  # into the request's own blocks: the same bytes, the whole cost of the write
-            p = KVPayload.from_bytes(blob)
+            p = KVPayload.from_bytes(blob, copy=False)  # as the decoders read it
             src.runner.write_kv(list(req.block_ids), 0, p.k, p.v)
 
         out["export"] = _timed(lambda: src.export_kv(req, 0, tokens).to_bytes(), reps)
         out["to_bytes"] = _timed(payload.to_bytes, reps)
         out["import"] = _timed(write, reps)
         out["from_bytes"] = _timed(lambda: KVPayload.from_bytes(blob), reps)
+        out["from_bytes view"] = _timed(lambda: KVPayload.from_bytes(blob, copy=False), reps)
         out["safetensors save"] = _timed(lambda: st_save(tensors), reps)
         out["safetensors load"] = _timed(lambda: st_load(st_blob), reps)
         out["decode step"] = _timed(lambda: step_engine.decode_step(step_reqs), reps)

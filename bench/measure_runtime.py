@@ -427,7 +427,7 @@ def measure_kv(reps: int = 9) -> tuple[float, float, int]:
         export_s.append(time.thread_time() - t0)
         size = len(data)
         t0 = time.thread_time()
-        req = dst.import_kv([*prompt, res.first_token], KVPayload.from_bytes(data),
+        req = dst.import_kv([*prompt, res.first_token], KVPayload.from_bytes(data, copy=False),
                             SamplingParams(max_new_tokens=4, stop_at_eos=False), num_prompt_tokens=len(prompt))
         import_s.append(time.thread_time() - t0)
         dst.finish(req)

@@ -18,12 +18,19 @@ the tensors into the bytes and reading it one copy out. `bench/bench_kv_io.py`, 
 are dominated by page faults on the fresh buffer (medians 104 and 60 ms in one run, maxima
 410 and 643 ms; other runs the other way round). Served by bench_serve, P's exports went
 8-45 ms at the median against 38-89 ms before.
+
+A decoder importing a payload reads it with ``copy=False``: the tensors are then read-only views of
+the received bytes, and the import's one copy is the one into its KV cache. A fresh 40 MB buffer per
+import is what a page fault storm is made of on this VM: served, RLD's imports of new conversations
+took 6-270 ms (median 36 ms) in pdd while P serialised the same KV for MD beside them, against 13-16
+ms for payloads as large with nothing beside (bench_serve run r, 2026-12-04).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import warnings
 from dataclasses import dataclass
 
 import torch
@@ -104,8 +111,9 @@ class KVPayload:
         return b"".join((len(head).to_bytes(8, "little"), head, _raw(k), _raw(v)))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> KVPayload:
-        """Parse `to_bytes` output; raises `KVPayloadError` on anything unexpected."""
+    def from_bytes(cls, data: bytes, *, copy: bool = True) -> KVPayload:
+        """Parse `to_bytes` output; raises `KVPayloadError` on anything unexpected. ``copy=False``: `k`
+        and `v` are views of ``data`` (no copy; read-only where ``data`` is: copy them to change them)."""
         header, body = _read_header(data)
         meta = header.get("__metadata__") or {}
         if not isinstance(meta, dict) or meta.get("format") != KV_PAYLOAD_FORMAT:
@@ -124,7 +132,7 @@ class KVPayload:
         names = sorted(key for key in header if key != "__metadata__")
         if names != ["k", "v"]:
             raise KVPayloadError(f"KV payload must hold tensors 'k' and 'v', got {names}")
-        k, v = (_tensor(data, body, key, header[key]) for key in ("k", "v"))
+        k, v = (_tensor(data, body, key, header[key], copy) for key in ("k", "v"))
         return cls(start=start, end=end, token_ids=token_ids, k=k, v=v, version=version)
 
 
@@ -133,8 +141,9 @@ def _raw(t: Tensor):
     return t.reshape(-1).view(torch.uint8).numpy() if t.numel() else b""
 
 
-def _tensor(data: bytes, body: int, key: str, entry) -> Tensor:
-    """Tensor ``key`` of a safetensors blob whose data starts at byte ``body``: a copy of its bytes."""
+def _tensor(data: bytes, body: int, key: str, entry, copy: bool = True) -> Tensor:
+    """Tensor ``key`` of a safetensors blob whose data starts at byte ``body``: a copy of its bytes, or
+    (``copy`` False, the tensor aligned in the blob) a view of them."""
     try:
         dtype = _BY_NAME[entry["dtype"]]
         shape = [int(d) for d in entry["shape"]]
@@ -150,8 +159,12 @@ def _tensor(data: bytes, body: int, key: str, entry) -> Tensor:
                              "(the payload was cut short)")
     if not size:
         return torch.empty(shape, dtype=dtype)
-    raw = bytearray(memoryview(data)[body + a : body + b])  # the one copy: a tensor owns writable memory
-    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    raw = memoryview(data)[body + a : body + b]
+    if copy or (body + a) % dtype.itemsize:
+        raw = bytearray(raw)  # the one copy: a tensor owns writable memory
+    with warnings.catch_warnings():  # a view of immutable bytes: the caller asked for it (copy=False)
+        warnings.filterwarnings("ignore", "The given buffer is not writable", UserWarning)
+        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 def _read_header(data: bytes) -> tuple[dict, int]:

@@ -151,7 +151,7 @@ class MainWorker(RoleWorker):
         o = main.order
         t_import = time.perf_counter()
         try:
-            req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload),
+            req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload, copy=False),
                                         sampling_from(o.sampling), num_prompt_tokens=len(o.prompt))
         except PrefixMissingError:
             self.counters["repulls"] += 1

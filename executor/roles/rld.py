@@ -112,7 +112,7 @@ class RelayWorker(RoleWorker):
         o = relay.order
         t_import = time.perf_counter()
         try:
-            req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload),
+            req = self.engine.import_kv([*o.prompt, kv.first_token], KVPayload.from_bytes(kv.payload, copy=False),
                                         sampling_from(o.sampling), num_prompt_tokens=len(o.prompt))
         except PrefixMissingError:  # our cached prefix was evicted meanwhile: ask again
             self.counters["repulls"] += 1

@@ -1,5 +1,6 @@
 """KV export / import between engines, and the payload's wire format."""
 
+import ctypes
 import json
 
 import pytest
@@ -74,6 +75,22 @@ def test_payload_bytes_round_trip(make_engine, prompt):
     assert (back.start, back.end, back.token_ids, back.version) == (3, 19, tuple(prompt[3:19]), 1)
     assert torch.equal(back.k, payload.k) and torch.equal(back.v, payload.v)
     assert payload.num_bytes == 2 * 2 * 16 * 2 * 16 * 4  # k+v × layers × tokens × heads × dim × fp32
+
+
+def test_a_payload_read_without_a_copy_views_the_bytes_and_imports_the_same(make_engine, prompt):
+    """The decoders read a payload with copy=False: its tensors are the received bytes themselves, and the
+    import continues the sequence as from a copy; by default from_bytes copies (writable tensors of its own)."""
+    p, d = make_engine(), make_engine()
+    pre = p.prefill(prompt, NO_EOS)
+    blob = p.export_kv(pre.request, 0, len(prompt)).to_bytes()
+    view, copied = KVPayload.from_bytes(blob, copy=False), KVPayload.from_bytes(blob)
+    lo = ctypes.cast(ctypes.c_char_p(blob), ctypes.c_void_p).value  # where the bytes object keeps its bytes
+    inside = lambda t: lo <= t.data_ptr() < lo + len(blob)
+    assert inside(view.k) and inside(view.v)
+    assert not inside(copied.k) and not inside(copied.v)
+    assert torch.equal(view.k, copied.k) and torch.equal(view.v, copied.v)
+    req = d.import_kv([*prompt, pre.first_token], view, NO_EOS)
+    assert _decode(d, req, 8) == _decode(p, pre.request, 8)
 
 
 def test_payload_bytes_are_safetensors_both_ways(make_engine, prompt):
