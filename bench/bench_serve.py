@@ -694,7 +694,8 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
           f" a 1000-token uncached KV takes {line.transfer_estimate_s(1000 * MODEL.kv_bytes_per_token):.2f} s")
     if cal:
         print(f"runtime (measured, {cal.get('source', '')}): cores {cal['cores']:g}, per-request overhead "
-              f"{1000 * cal['request_overhead_s']:.1f} ms CPU, KV export "
+              f"{1000 * cal['request_overhead_s']:.1f} ms CPU ({1000 * cal.get('ttft_overhead_s', 0.0):.1f} ms wall on "
+              f"the first token's path), KV export "
               f"{cal['kv_export_bytes_per_s'] / 1e6:.0f} MB/s, "
               f"import {cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
               f"{1e6 * cal['token_stream_s']:.0f} us CPU, WAN bytes on the I/O thread "

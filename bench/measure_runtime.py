@@ -49,6 +49,10 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   its prefill, export, import and decode steps (measured on one thread). The difference
   between the two output lengths, per token, is ``token_stream_s`` (the ``Tokens`` message,
   the worker loop); the rest is ``request_overhead_s`` (router, orders, control messages).
+- ``ttft_overhead_s``: the part of it on the first token's path, from the same lone requests with 8
+  output tokens: the executor's own record of each (``RequestRecord.extra``), TTFT less the engine's
+  prefill, KV export and KV import (medians; the hops between the router, P and D, and the router's
+  dispatch: 2-3 ms of the 6-8 ms CPU overhead here, 2026-12-04).
 """
 
 from __future__ import annotations
@@ -486,8 +490,9 @@ def engine_times(reps: int = 9) -> tuple[float, float]:
     return statistics.median(pre), statistics.median(step)
 
 
-def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> float:
-    """Median process CPU seconds of one lone request through a same-datacenter P-D cluster."""
+def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, float]:
+    """Medians of one lone request through a same-datacenter P-D cluster: (its process CPU seconds, the
+    wall seconds its first token took beyond the engine's prefill, KV export and KV import)."""
     from executor.cluster import LocalCluster
     from executor.config import ServingConfig
     from executor.placement import InstanceSpec
@@ -497,7 +502,7 @@ def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> float:
     config = ServingConfig(routing=RoutingPolicy(allowed=frozenset({Pipeline.P_D})), heartbeat_s=None,
                            request_timeout_s=120)
     rng = random.Random(5)
-    cpu = []
+    cpu, path = [], []
     with LocalCluster(specs, MODEL, _config(), config, transport="tcp") as cluster:
         for i in range(n + 1):  # the first warms up
             time.sleep(0.1)  # idle loops settle
@@ -508,7 +513,9 @@ def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> float:
                 raise RuntimeError(f"lone request {i} failed: {stream.error}")
             if i:
                 cpu.append(time.process_time() - c0)
-    return statistics.median(cpu)
+                r = stream.record
+                path.append(r.ttft_s - sum(r.extra.get(k, 0.0) for k in ("prefill_s", "md_p_export_s", "md_import_s")))
+    return statistics.median(cpu), statistics.median(path)
 
 
 def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
@@ -526,8 +533,9 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     prefill_s, step_s = engine_times()
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
     short, long = LONE_OUTPUTS
-    c_short = statistics.median(lone_request_cpu_s(short) for _ in range(rounds))
-    c_long = statistics.median(lone_request_cpu_s(long) for _ in range(rounds))
+    lone = [lone_request_cpu_s(short) for _ in range(rounds)]
+    c_short = statistics.median(c for c, _ in lone)
+    c_long = statistics.median(lone_request_cpu_s(long)[0] for _ in range(rounds))
     per_token = (c_long - c_short) / (long - short)
     stream = per_token - step_s
     lone_kv = LONE_PROMPT_TOKENS * MODEL.kv_bytes_per_token
@@ -539,6 +547,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "interference": interference,
         "line_bytes_per_s": gbit_per_s * 1e9 / 8,
         "request_overhead_s": round(max(0.0, overhead), 5),
+        "ttft_overhead_s": round(statistics.median(p for _, p in lone), 5),
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
         "token_stream_s": round(max(0.0, stream), 6),

@@ -276,7 +276,7 @@ class Simulation:
         if self.runtime is None:
             req.p.enqueue(req, t)
             return
-        sent = t + self.runtime.request_overhead_s * self.host.factor()  # the router's orders leave
+        sent = t + self.runtime.path_overhead_s() * self.host.factor()  # the router's orders leave
         if sent > t:
             heappush(self.heap, (sent, next(self.seq), self._ev_at_p, req))
         else:

@@ -35,10 +35,16 @@ the executor's code, every number is measured:
   export/import of the bench model's KV at the trace's sizes). Inside a datacenter the
   payload then goes by the in-process fast path (an object handed over: no bytes on a
   wire), so no RDMA time is added.
-* **Per request overhead** ``request_overhead_s``: the router's dispatch (admission,
-  routing, orders through the outbox), the control messages and the worker loops — CPU
-  seconds, paid before the prefill (measured: process CPU time of lone same-datacenter
-  requests less the engine's own CPU time for their prefill, export, import and steps).
+* **Per request overhead** ``ttft_overhead_s``: the router's dispatch (admission, routing,
+  orders through the outbox) and the hops of the orders, the KV and the first token between
+  the router's and the workers' threads — paid before the prefill (measured: lone
+  same-datacenter requests' TTFT less the engine's prefill, export and import, as the
+  executor records them). ``request_overhead_s``, the CPU seconds of a request beyond the
+  engine's (process CPU time of the same lone requests less the engine's own for their
+  prefill, export, import and steps), stands in where it was not measured: it is 2-3x more
+  (6-8 ms against 2-3 ms, 2026-12-04), most of it off the first token's path (PrefillDone,
+  KVDone, the stream's end), and charged whole before the prefill it put same-dc's turns'
+  first tokens 13-25 % late (bench_serve run s).
 * **Per streamed token** ``token_stream_s``: each decode step sends one ``Tokens``
   message per request to the router (encode, endpoint, I/O loop) — CPU seconds added
   per request to the step (measured: the growth of a lone request's process CPU time
@@ -170,7 +176,7 @@ class ExecutorRuntime:
     slowdown: float
     """Wall ÷ CPU time of one thread's forward when the run happened (>= 1: other work on the machine)."""
     request_overhead_s: float
-    """Router dispatch, control messages and worker wake-ups on a request's critical path."""
+    """Router dispatch, control messages and worker wake-ups: the CPU seconds of a request beyond the engine's."""
     kv_export_bytes_per_s: float
     """KV export + serialisation on P's worker thread, per consumer pull."""
     kv_import_bytes_per_s: float
@@ -194,6 +200,9 @@ class ExecutorRuntime:
     line in the process carries KV at ``line_bytes_per_s`` (beside ``line``); empty: not measured (1)."""
     line_bytes_per_s: float = 0.0
     """The rate of the busy line the ``line`` rows were measured beside; 0: no ``line`` rows."""
+    ttft_overhead_s: float = 0.0
+    """The wall seconds of those on the first token's path (a lone request's TTFT less its prefill, KV
+    export and import); 0: not measured, ``request_overhead_s`` stands in."""
     wan_frame_bytes: float = 0.0
     """The transport's frame on a WAN line (``executor.transport.tcp.CHUNK_BYTES``: read from the code, not
     measured). The emulated line delays each frame by its own draw and never lets one overtake an earlier
@@ -252,6 +261,10 @@ class ExecutorRuntime:
                 return v  # a decode step of no given batch: the first batch measured
         return 1.0
 
+    def path_overhead_s(self) -> float:
+        """A request's overhead on its first token's path (CPU seconds where only those were measured)."""
+        return self.ttft_overhead_s or self.request_overhead_s
+
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
 
@@ -267,7 +280,8 @@ class ExecutorRuntime:
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
-                                        "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes"}
+                                        "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes",
+                                        "ttft_overhead_s"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")

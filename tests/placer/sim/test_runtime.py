@@ -267,6 +267,19 @@ def test_serialising_the_kv_shows_in_ttft(tmp_path):
     assert slow["ttft_p50_s"] - fast["ttft_p50_s"] == pytest.approx(kv_s, rel=0.1)
 
 
+def test_only_the_overhead_on_the_first_tokens_path_delays_it(tmp_path):
+    """A request's CPU overhead is mostly off its first token's path: where that part was measured
+    (ttft_overhead_s), it alone delays the first token; where not, the whole CPU overhead stands in."""
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 10.0, 1024, 8, 0.0) for k in range(4)])  # lone requests
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=4, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    whole = run(request_overhead_s=0.008)
+    path = run(request_overhead_s=0.008, ttft_overhead_s=0.002)
+    assert whole["ttft_p50_s"] - path["ttft_p50_s"] == pytest.approx(0.006, rel=0.01)
+    assert whole["tpot_p50_s"] == pytest.approx(path["tpot_p50_s"])
+
+
 class _Series:
     def peak(self, t, value):
         pass
