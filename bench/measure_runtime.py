@@ -52,7 +52,7 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
 - ``ttft_overhead_s``: the part of it on the first token's path, from the same lone requests with 8
   output tokens: the executor's own record of each (``RequestRecord.extra``), TTFT less the engine's
   prefill, KV export and KV import (medians; the hops between the router, P and D, and the router's
-  dispatch: 1.3-1.6 ms against 6-8 ms of CPU overhead here, 2026-12-04).
+  dispatch: 1.3-1.9 ms against 5-8 ms of CPU overhead here, 2026-12-04).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ the executor's code, every number is measured:
   executor records them). ``request_overhead_s``, the CPU seconds of a request beyond the
   engine's (process CPU time of the same lone requests less the engine's own for their
   prefill, export, import and steps), stands in where it was not measured: it is 4-5 times
-  more (6-8 ms against 1.3-1.6 ms, 2026-12-04), most of it off the first token's path (PrefillDone,
+  more (5-8 ms against 1.3-1.9 ms, 2026-12-04), most of it off the first token's path (PrefillDone,
   KVDone, the stream's end), and charged whole before the prefill it put same-dc's turns'
   first tokens 13-25 % late (bench_serve run s).
 * **Per streamed token** ``token_stream_s``: each decode step sends one ``Tokens``
