@@ -26,7 +26,7 @@ PROMPTS = [
     [256, *b"pack my box with five dozen liquor jugs"],
     [256, *b"sphinx of black quartz, judge my vow. " * 2],
 ]
-MAX_NEW = 160  # long enough that RLD is still decoding when MD has the KV
+MAX_NEW = 480  # long enough that RLD is still decoding when MD has the KV (160 was not, on a quiet machine)
 
 
 
