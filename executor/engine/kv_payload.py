@@ -36,6 +36,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+# copy=False views immutable bytes on purpose; torch warns about that (once). Said here, once, for this
+# module's calls only: warnings.catch_warnings around each call would race between decoder threads.
+warnings.filterwarnings("ignore", "The given buffer is not writable", UserWarning, __name__)
+
 KV_PAYLOAD_FORMAT = "placer-kv"
 KV_PAYLOAD_VERSION = 1
 
@@ -162,9 +166,7 @@ def _tensor(data: bytes, body: int, key: str, entry, copy: bool = True) -> Tenso
     raw = memoryview(data)[body + a : body + b]
     if copy or (body + a) % dtype.itemsize:
         raw = bytearray(raw)  # the one copy: a tensor owns writable memory
-    with warnings.catch_warnings():  # a view of immutable bytes: the caller asked for it (copy=False)
-        warnings.filterwarnings("ignore", "The given buffer is not writable", UserWarning)
-        return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
+    return torch.frombuffer(raw, dtype=torch.uint8).view(dtype).reshape(shape)
 
 
 def _read_header(data: bytes) -> tuple[dict, int]:
