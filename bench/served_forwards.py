@@ -9,7 +9,8 @@ out: per (kind, the kinds of forward the other instances were running): how many
      simulator's cost model checked forward by forward, apart from the queueing its errors feed;
      and (:func:`calibration`, :func:`calibrated`) the same groups of a calibration trace's forwards
      as the paces and interference the simulation of the measured trace takes; (:func:`table_shape`,
-     :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards.
+     :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards; and
+     (:func:`host_drift`) how far the host's own pace moved between two serves.
 
 A neighbour is another instance whose forwards cover more than half of the forward's wall time
 (counted once, as the kind it ran longest). The line's state is not logged: the charge leaves out
@@ -107,6 +108,34 @@ def calibration(forwards: dict[str, list[list]], table, least: int = 10) -> dict
     if interference:
         out["interference"] = interference
     return out
+
+
+# Two serves of the same shape of trace on a steady host ran their lone forwards within 1.26x of each other's
+# thread-CPU pace (:func:`host_drift` of the calibration vs the measured serve and of the repeats, 2026-12-04
+# full runs r-t and two quick runs: 1.03-1.26x); in one quick
+# run the same-dc calibration ran at 2.36x its serve's, every 2-s window of it at 2-3x the table, its threads'
+# CPU time doubled with them: the host, not the executor. Beyond this factor the pair says nothing of the simulator.
+HOST_DRIFT = 1.5
+
+
+def cpu_paces(forwards: dict[str, list[list]], table, least: int = 20) -> dict[str, float]:
+    """Per kind, the thread CPU seconds ÷ the table's of a serve's forwards with no neighbour of ours (kinds
+    with at least ``least`` of them): the host's speed on that trace, apart from waits for a core or the GIL."""
+    sums: dict[str, list[float]] = {}
+    for kind, beside, _size, cpu, _wall, tab, _ctx in _rows(forwards, table):
+        if not beside:
+            g = sums.setdefault(kind, [0, 0.0, 0.0])
+            g[0] += 1
+            g[1] += cpu
+            g[2] += tab
+    return {kind: g[1] / g[2] for kind, g in sums.items() if g[0] >= least and g[2] > 0}
+
+
+def host_drift(first: dict[str, list[list]], second: dict[str, list[list]], table) -> float:
+    """The factor (≥ 1) by which the host's pace (:func:`cpu_paces`) moved between two serves: the largest
+    over the kinds both have enough lone forwards of; 1.0 where they share none."""
+    a, b = cpu_paces(first, table), cpu_paces(second, table)
+    return max((max(a[k] / b[k], b[k] / a[k]) for k in a.keys() & b.keys()), default=1.0)
 
 
 def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", least: int = 20,

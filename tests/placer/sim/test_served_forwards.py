@@ -138,3 +138,45 @@ def test_the_prefill_table_is_reshaped_to_the_served_prefills_and_keeps_its_leve
 def test_too_few_lone_prefills_leave_the_table_as_profiled():
     table = _grid_table()
     assert served_forwards.table_shape(_lone_prefills(table, [(64, 1500, 0.7)], n=5), table, "prefill") == []
+
+
+def _lone_decodes(cpu: float, wall: float, n: int = 20, at: float = 0.0) -> dict:
+    return {"decode": [[1, 500, cpu, wall, at + 0.1 * k, "d0"] for k in range(n)]}
+
+
+def test_the_host_drift_between_two_serves_is_their_thread_cpu_pace_not_their_waits():
+    steady = _lone_decodes(0.02, 0.022)
+    waited = _lone_decodes(0.02, 0.05)  # the same CPU seconds, waiting for a core or the GIL: the host's speed held
+    burst = _lone_decodes(0.045, 0.046)  # every step's CPU seconds 2.25x: the host itself slowed
+    assert served_forwards.host_drift(steady, waited, _Table()) == pytest.approx(1.0)
+    assert served_forwards.host_drift(steady, burst, _Table()) == pytest.approx(2.25)
+    assert served_forwards.host_drift(burst, steady, _Table()) == pytest.approx(2.25)
+    # too few lone forwards of a kind to say: no drift claimed
+    assert served_forwards.host_drift(steady, _lone_decodes(0.045, 0.046, n=19), _Table()) == 1.0
+
+
+def test_a_calibration_the_host_disturbed_is_served_again_with_its_serve(monkeypatch):
+    """bench_serve serves the calibration and the measured trace as a pair again while the host's pace moved
+    beyond HOST_DRIFT between them, at most ``retries`` times, and keeps the pair that moved least."""
+    from bench import bench_serve
+    served = iter([_lone_decodes(0.045, 0.046), _lone_decodes(0.02, 0.021),  # pair 1: 2.25x
+                   _lone_decodes(0.034, 0.035), _lone_decodes(0.02, 0.021),  # pair 2: 1.7x
+                   _lone_decodes(0.05, 0.05), _lone_decodes(0.02, 0.021)])  # pair 3: 2.5x
+    calls = []
+
+    def serve(name, trace, line, ec, seed):
+        calls.append(seed)
+        return {"forwards_served": next(served), "seed": seed, "call": len(calls)}
+
+    monkeypatch.setattr(bench_serve, "serve", serve)
+    cal, res, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, _Table(), retries=2)
+    assert drifts == [2.25, 1.7, 2.5] and calls == [8, 7] * 3  # the calibration's seed, then the trace's
+    assert (cal["call"], res["call"]) == (3, 4)  # the pair that moved least
+    served = iter([_lone_decodes(0.022, 0.023), _lone_decodes(0.02, 0.021)])
+    calls.clear()
+    *_, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, _Table(), retries=2)
+    assert drifts == [1.1] and len(calls) == 2  # a steady host: served once
+    served = iter([_lone_decodes(0.02, 0.021)])
+    calls.clear()
+    cal, res, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, None, retries=2)
+    assert cal is None and drifts == [1.0] and calls == [7]  # no calibration: the trace alone, once
