@@ -1,8 +1,9 @@
 """The simulator predicts our own executor: bench_serve --quick end to end, simulated vs measured.
 
-Slow (minutes on a CPU): it measures the CPU profile and the runtime figures, serves the
-quick trace three ways through the real executor, and replays the same trace (same
-prompts, same arrival times) in the simulator on the executor's runtime. The bound is
+Slow (about 10 minutes on 2 cores): it measures the CPU profile and the runtime figures, serves
+the quick trace three ways through the real executor (a calibration serve, then the trace twice;
+the pair served again where the host itself changed speed between them), and replays the same
+trace (same prompts, same arrival times) in the simulator on the executor's runtime. The bound is
 looser than the full run's 15 % (issue 19): the quick trace has 27 requests, and its TTFT
 P90 is held to the wider of the bound and the run's own bootstrap interval for it.
 """
