@@ -46,12 +46,12 @@ prefills set it for the many short ones, which went 0.66-1.30x the table where t
 0.94-1.13x (2026-12-03); `--no-shape` keeps one prefill pace. A prediction from a calibration says
 nothing of the simulator when the host itself changed speed between the two serves: where the lone
 forwards' thread CPU ÷ the table's moved more than 1.5x between them (a steady host: within 1.26x),
-the setup serves both again (`--host-retries`, 2) and the report prints the drift it kept. The "probes" column is the simulation
-without the calibration; `--no-calibration` skips it (about 100 s per setup). `--repeats N`
-serves the measured trace N times per setup: "measured" is then their median, and the report prints
-the executor's own spread over them, the noise floor any prediction of it is read against, and
-predicts each serve from the serve just before it (the first from the calibration serve): as many
-predictions per setup as serves.
+the setup serves both again (`--host-retries`, 2) and the report prints the drift it kept. The
+"probes" column is the simulation without the calibration; `--no-calibration` skips it (about
+100 s per setup). `--repeats N` serves the measured trace N times per setup: "measured" is then
+their median, and the report prints the executor's own spread over them, the noise floor any
+prediction of it is read against, and predicts each serve from the serve just before it (the first
+from the calibration serve): as many predictions per setup as serves.
 
 The report has a fourth column, "as served": the same simulation at the pace the served
 forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
@@ -418,7 +418,8 @@ def calibrated_serve(name: str, trace: list[TraceRequest], cal_trace: list[Trace
         if moved <= served_forwards.HOST_DRIFT:
             break
         print(f"[{name}: the host's own pace moved {moved:.2f}x between the calibration and the serve (lone "
-              f"forwards' thread CPU ÷ the table's; a steady host: within 1.26x): "
+              f"forwards' thread CPU ÷ the table's; beyond {served_forwards.HOST_DRIFT}x, where a steady host "
+              f"stays within 1.26x): "
               + ("serving both again]" if attempt < retries else "kept the pair that moved least]"), file=sys.stderr)
     _moved, cal, res = min(pairs, key=lambda p: p[0])
     return cal, res, [round(p[0], 3) for p in pairs]
@@ -431,7 +432,8 @@ def _drift_text(drifts: list[float] | None) -> str:
     kept = min(drifts)
     again = f"; served again {len(drifts) - 1}x after {', '.join(f'{d:.2f}x' for d in drifts[:-1])}" \
         if len(drifts) > 1 else ""
-    flag = " BEYOND 1.5x: the host, not the simulator" if kept > served_forwards.HOST_DRIFT else ""
+    flag = f" BEYOND {served_forwards.HOST_DRIFT}x: the host, not the simulator" \
+        if kept > served_forwards.HOST_DRIFT else ""
     return f" [host's pace vs the serve {kept:.2f}x{again}{flag}]"
 
 
@@ -858,6 +860,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
+    if args.host_retries < 0:
+        ap.error(f"--host-retries must be 0 or more, got {args.host_retries}")
     return run(args)
 
 

@@ -110,11 +110,11 @@ def calibration(forwards: dict[str, list[list]], table, least: int = 10) -> dict
     return out
 
 
-# Two serves of the same shape of trace on a steady host ran their lone forwards within 1.26x of each other's
-# thread-CPU pace (:func:`host_drift` of the calibration vs the measured serve and of the repeats, 2026-12-04
-# full runs r-t and two quick runs: 1.03-1.26x); in one quick
-# run the same-dc calibration ran at 2.36x its serve's, every 2-s window of it at 2-3x the table, its threads'
-# CPU time doubled with them: the host, not the executor. Beyond this factor the pair says nothing of the simulator.
+# Two serves of the same shape of trace on a steady host ran their lone forwards within 1.26x of each
+# other's thread-CPU pace (:func:`host_drift` of the calibration vs the measured serve and of the repeats,
+# 2026-12-04: full runs r-t and two quick runs, 1.03-1.26x). In one quick run the same-dc calibration ran at
+# 2.35x its serve's, every 2-s window of it at 2-3x the table, its threads' CPU time doubled with them: the
+# host, not the executor. Beyond this factor the pair says nothing of the simulator.
 HOST_DRIFT = 1.5
 
 
