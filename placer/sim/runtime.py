@@ -31,8 +31,9 @@ the executor's code, every number is measured:
   for each consumer's pull (``export_kv`` + ``KVPayload.to_bytes``) right after the
   prefill, before its next one; the decoder's worker deserialises and imports it
   (``from_bytes`` + ``import_kv``), stalling its batch meanwhile. ``kv_export_bytes_per_s``
-  and ``kv_import_bytes_per_s`` are those rates (measured: median of repeated
-  export/import of the bench model's KV at the trace's sizes). Inside a datacenter the
+  and ``kv_import_bytes_per_s`` are those rates (measured: bytes ÷ the mean of 15 exports
+  and imports of a 1024-token prompt of the bench model's KV; an export's cost is bimodal,
+  ``bench/measure_runtime.measure_kv``). Inside a datacenter the
   payload then goes by the in-process fast path (an object handed over: no bytes on a
   wire), so no RDMA time is added.
 * **Per request overhead** ``ttft_overhead_s``: the router's dispatch (admission, routing,
