@@ -35,6 +35,7 @@ from executor.engine.config import EngineConfig, ModelConfig
 from executor.engine.forward_log import ForwardLog
 from executor.engine.kv_manager import BlockManager
 from executor.engine.kv_payload import KVPayload, KVPayloadError, check_payload_layout
+from executor.engine.memory import keep_freed_memory
 from executor.engine.model import LlamaModel, init_weights, load_weights, save_weights
 from executor.engine.request import Request, RequestStatus, SamplingParams
 from executor.engine.runner import ModelRunner, SeqInput, sample
@@ -78,6 +79,7 @@ class Engine:
         tokenizer: Any = None,
     ) -> None:
         """`tokenizer`: text ↔ ids and the EOS ids (default: the byte tokenizer of the tiny model)."""
+        keep_freed_memory()  # KV payloads reuse freed memory instead of faulting pages in: engine/memory.py
         self.model_config = model_config
         self.config = engine_config
         self.device = torch.device(device)
