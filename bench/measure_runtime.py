@@ -46,9 +46,14 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
-  its prefill, export, import and decode steps (measured on one thread). The difference
-  between the two output lengths, per token, is ``token_stream_s`` (the ``Tokens`` message,
-  the worker loop); the rest is ``request_overhead_s`` (router, orders, control messages).
+  its prefill, export, import and decode steps (measured on one thread); the rest is
+  ``request_overhead_s`` (router, orders, control messages). ``token_stream_s`` is what lies on the
+  decoder's steps' path per output token: its worker thread's CPU time (``RoleWorker.thread_cpu_s``)
+  less its engine's forwards, per token between the two output lengths (sending the ``Tokens``
+  message, the worker loop) — 50 us here, 2026-12-05. Until then it was the process's CPU growth
+  per token less a decode step timed apart: the I/O and router threads' share too (~40 us, beside
+  the next step on the other core), and the difference of two noisy medians, so it landed anywhere
+  in 0.1-1 ms from run to run and the simulated TPOT came out 8-38 % long (bench_serve run w).
 - ``ttft_overhead_s``: the part of it on the first token's path, from the same lone requests with 8
   output tokens: the executor's own record of each (``RequestRecord.extra``), TTFT less the engine's
   prefill, KV export and KV import (medians; the hops between the router, P and D, and the router's
@@ -59,6 +64,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import random
@@ -422,13 +428,13 @@ def measure_kv(reps: int = 15) -> tuple[float, float, int]:
     """(export bytes/s, import bytes/s, bytes) for one KV_TOKENS-token prompt: bytes ÷ the MEAN of
     ``reps`` timings each, the expected cost the simulator charges every export and import.
 
-    Why the mean: in one process an export's cost is bimodal, 5-8 GB/s when its copy lands on pages
-    the process already holds and 1.1-2.3 GB/s when it faults in fresh ones (about 3 us a page on this
-    Firecracker guest), and it moves between the two over consecutive exports of one size with no
-    size threshold (2026-12-04: a 1536-token payload took 6 ms twice, then 21-34 ms fourteen times
-    running; a 1024-token one 3.5-27 ms, in no order). A median of 9 landed on one mode or the other:
-    1118-1275 MB/s in some runs, 5774 MB/s in others, where the served exports of the same runs went
-    4-8 ms for a new conversation's ~33 MB at the median and 14-23 ms for an anomalous request's 51 MB."""
+    An export's cost was bimodal until 2026-12-05: 5-8 GB/s when its copy landed on pages the process
+    already held and 1.1-2.3 GB/s when it faulted in fresh ones (about 3 us a page on this Firecracker
+    guest), moving between the two over consecutive exports of one size, so a median of 9 landed on
+    1118-1275 MB/s in some runs and 5774 MB/s in others. The cause was glibc's malloc unmapping every
+    freed payload (executor/engine/memory.py); the engine now keeps freed memory, and an export goes
+    6.3 GB/s run after run (5.1 GB/s, and in other runs 1.3, without). The mean stays: a first export
+    into a heap that has not grown yet still pays the faults once."""
     src, dst = _engine(0), _engine(1)
     rng = random.Random(3)
     export_s, import_s, size = [], [], 0
@@ -499,9 +505,10 @@ def engine_times(reps: int = 9) -> tuple[float, float]:
     return statistics.median(pre), statistics.median(step)
 
 
-def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, float]:
+def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, float, float]:
     """Medians of one lone request through a same-datacenter P-D cluster: (its process CPU seconds, the
-    wall seconds its first token took beyond the engine's prefill, KV export and KV import)."""
+    wall seconds its first token took beyond the engine's prefill, KV export and KV import, the CPU
+    seconds of the decoder's worker thread beyond its engine's forwards — what lies on its steps' path)."""
     from executor.cluster import LocalCluster
     from executor.config import ServingConfig
     from executor.placement import InstanceSpec
@@ -511,11 +518,13 @@ def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, flo
     config = ServingConfig(routing=RoutingPolicy(allowed=frozenset({Pipeline.P_D})), heartbeat_s=None,
                            request_timeout_s=120)
     rng = random.Random(5)
-    cpu, path = [], []
+    cpu, path, beyond = [], [], []
     with LocalCluster(specs, MODEL, _config(), config, transport="tcp") as cluster:
+        decoder = cluster.instances["d0"].worker
         for i in range(n + 1):  # the first warms up
             time.sleep(0.1)  # idle loops settle
-            c0 = time.process_time()
+            decoder.engine.forward_log.clear()
+            c0, d0 = time.process_time(), decoder.thread_cpu_s()
             stream = cluster.router.submit(_prompt(rng, LONE_PROMPT_TOKENS),
                                            SamplingParams(max_new_tokens=outputs, stop_at_eos=False))
             if not stream.closed.wait(120) or stream.error:
@@ -524,7 +533,11 @@ def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, flo
                 cpu.append(time.process_time() - c0)
                 r = stream.record
                 path.append(r.ttft_s - sum(r.extra.get(k, 0.0) for k in ("prefill_s", "md_p_export_s", "md_import_s")))
-    return statistics.median(cpu), statistics.median(path)
+                d1 = decoder.thread_cpu_s()
+                if d0 is not None and d1 is not None:
+                    log = decoder.engine.forward_log
+                    beyond.append(d1 - d0 - sum(f.cpu_s for kind in ("decode", "extend") for f in log.records(kind)))
+    return statistics.median(cpu), statistics.median(path), statistics.median(beyond) if beyond else math.nan
 
 
 def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
@@ -543,10 +556,16 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
     short, long = LONE_OUTPUTS
     lone = [lone_request_cpu_s(short) for _ in range(rounds)]
-    c_short = statistics.median(c for c, _ in lone)
-    c_long = statistics.median(lone_request_cpu_s(long)[0] for _ in range(rounds))
+    lone_long = [lone_request_cpu_s(long) for _ in range(rounds)]
+    c_short = statistics.median(c for c, _, _ in lone)
+    c_long = statistics.median(c for c, _, _ in lone_long)
     per_token = (c_long - c_short) / (long - short)
-    stream = per_token - step_s
+    # on the decoder's thread, beside its steps: the Tokens message each step sends per sequence. Its thread's
+    # own CPU less its engine's forwards, per extra output token (the rest of the process's CPU per token runs
+    # on the I/O and router threads, beside the next step; where the platform has no thread clock, all of it)
+    on_thread = statistics.median((x_long - x_short) / (long - short)
+                                  for (_, _, x_short), (_, _, x_long) in zip(lone, lone_long))
+    stream = on_thread if math.isfinite(on_thread) else per_token - step_s
     lone_kv = LONE_PROMPT_TOKENS * MODEL.kv_bytes_per_token
     overhead = c_short - prefill_s - lone_kv / export_bps - lone_kv / import_bps - (short - 1) * per_token
     return {
@@ -556,7 +575,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "interference": interference,
         "line_bytes_per_s": gbit_per_s * 1e9 / 8,
         "request_overhead_s": round(max(0.0, overhead), 5),
-        "ttft_overhead_s": round(statistics.median(p for _, p in lone), 5),
+        "ttft_overhead_s": round(statistics.median(p for _, p, _ in lone), 5),
         "kv_export_bytes_per_s": round(export_bps),
         "kv_import_bytes_per_s": round(import_bps),
         "token_stream_s": round(max(0.0, stream), 6),
@@ -568,6 +587,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
             "kv_bytes": kv_bytes, "wan_cpu_line_gbit_per_s": gbit_per_s, "engine_prefill_64_cpu_s": prefill_s,
             "engine_decode_step_b1_cpu_s": step_s,
             f"lone_request_cpu_s_{short}_tokens": c_short, f"lone_request_cpu_s_{long}_tokens": c_long,
+            "process_cpu_s_per_output_token": per_token,
             "seconds": round(time.perf_counter() - started, 1),
         },
     }

@@ -203,6 +203,17 @@ class RoleWorker:
         self._thread = threading.Thread(target=self._run, name=f"{self.ROLE}-{self.name}", daemon=True)
         self._thread.start()
 
+    def thread_cpu_s(self) -> float | None:
+        """CPU seconds its worker thread has run (None before ``start``, after ``stop``, or where the
+        platform has no per-thread clock): what the role costs on its own thread, engine included."""
+        thread = self._thread
+        if thread is None or thread.ident is None or not hasattr(time, "pthread_getcpuclockid"):
+            return None
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
+        except OSError:  # the thread has just ended
+            return None
+
     def _run(self) -> None:
         while not self._stopping.is_set():
             self.run_once(block=True)

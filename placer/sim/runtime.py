@@ -32,8 +32,12 @@ the executor's code, every number is measured:
   prefill, before its next one; the decoder's worker deserialises and imports it
   (``from_bytes`` + ``import_kv``), stalling its batch meanwhile. ``kv_export_bytes_per_s``
   and ``kv_import_bytes_per_s`` are those rates (measured: bytes ÷ the mean of 15 exports
-  and imports of a 1024-token prompt of the bench model's KV; an export's cost is bimodal,
-  ``bench/measure_runtime.measure_kv``). Inside a datacenter the
+  and imports of a 1024-token prompt of the bench model's KV, ``bench/measure_runtime.measure_kv``;
+  the engine keeps freed memory for the next payload, ``executor/engine/memory.py``, without which
+  an export's cost was bimodal). The copies hold the GIL: a decoder importing while P serialises
+  for another consumer waits for that (measured: an RLD import of 3.5 ms took as long as P's
+  export for MD beside it), so P's exports of one forward all come before its consumers' imports
+  here — RLD's KV is handed over when P has also exported MD's. Inside a datacenter the
   payload then goes by the in-process fast path (an object handed over: no bytes on a
   wire), so no RDMA time is added.
 * **Per request overhead** ``ttft_overhead_s``: the router's dispatch (admission, routing,
@@ -48,8 +52,9 @@ the executor's code, every number is measured:
   first tokens 13-25 % late (bench_serve run s).
 * **Per streamed token** ``token_stream_s``: each decode step sends one ``Tokens``
   message per request to the router (encode, endpoint, I/O loop) — CPU seconds added
-  per request to the step (measured: the growth of a lone request's process CPU time
-  per output token, less the engine's decode step).
+  per request to the step (measured: a lone request's decoder thread's CPU time beyond its
+  engine's forwards, per output token; the I/O and router threads' share runs beside the next
+  step and is not charged to it).
 * **The I/O thread**: every socket, and the ``LinkEmulator`` relay, runs on one asyncio
   thread of the process (``executor/transport/frames.py: IoLoop``); bytes crossing the
   emulated line are framed, relayed, reassembled and decoded there, in Python, beside the
