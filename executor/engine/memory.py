@@ -13,7 +13,7 @@ itself — and, as the threshold moved with what was freed before, in no predict
 export of one size took 4-6 ms or 20-34 ms, bench/measure_runtime.measure_kv). Those copies
 hold the GIL, so every other thread of the process (a decoder importing a KV, a decode step)
 waited for them too. Measured 2026-12-05: a 1536-token payload's export went 5.6-7.8 ms twelve
-times running with this policy, against 5.9-22.8 ms without; its encoding 2.4-3 ms against
+times running with this policy, against 5.9-22.8 ms without; its encoding 2.4-3.1 ms (once 12.7) against
 17-19 ms; a decoder's import beside P's export for a second consumer waited as long as that
 export did.
 
