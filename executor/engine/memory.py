@@ -1,7 +1,7 @@
 """The serving process's memory policy: keep freed memory for the next KV payload.
 
 in:  nothing (called once per process, by :class:`~executor.engine.Engine` on construction)
-out: glibc's ``malloc`` set to reuse freed blocks of any size from its heap; True when applied
+out: glibc's ``malloc`` set to keep freed blocks up to 1 GiB in its heap for reuse; True when applied
 
 Why: a KV payload is tens of megabytes (the bench model's 1024-token prompt: 32 MiB), and every
 export (``export_kv`` + ``KVPayload.to_bytes``), every wire encoding (``messages.encode``) and
