@@ -53,10 +53,18 @@ their median, and the report prints the executor's own spread over them, the noi
 prediction of it is read against, and predicts each serve from the serve just before it (the first
 from the calibration serve): as many predictions per setup as serves.
 
-The report has a fourth column, "as served": the same simulation at the pace the served
-forwards really went (each engine's `forward_log`: their thread CPU seconds ÷ the table's for
-the same shapes). It uses the run's own forwards, so it is no prediction; it tells how much
-of the error is the table's (the simulated column) and how much the simulator's own. The last
+The report has a fourth column, "as served": the same simulation at the host's speed as each serve
+really went — its lone forwards' thread CPU seconds (each engine's `forward_log`) ÷ the
+calibration's for the same shapes, 10 s by 10 s (`served_forwards.pace_timeline`, the runtime's
+`host_pace`), each serve simulated at its own arrivals and timeline, the figure the median over the
+serves. It uses the serves' own forwards, so it is no prediction; it tells how much of the error is
+the host's moving between the calibration and the serve (printed per setup: each serve's mean
+speed and its slowest and fastest window) and how much the simulator's own. A shared host moved
+that much: in run y (2026-12-05) same-dc's serves went 1.08, 1.16 and 1.20x the calibration's pace
+(windows 0.87-1.43x) and TPOT P50 came out -30 %, where the same simulation at the serves' speed
+came within 11 %: turns that arrive together share the decoder's steps, so a slower host lengthens
+what they share as well as each step, and TPOT moved about twice as much as the pace. Without a
+calibration the column is the probes' simulation at the served forwards' mean pace. The last
 table checks the simulator's cost model forward by forward (`bench/served_forwards.py`): the
 served forwards grouped by what the other instances ran meanwhile, their wall ÷ table seconds
 beside what the simulator charges that kind with those neighbours.
@@ -459,7 +467,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
     out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
-                 "served_paces": {}, "forwards": {}, "calibration": {}}
+                 "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
         for name, res in results.items():
             paces = probe_paces(res.get("probe_forwards", {}), table)
@@ -498,10 +506,39 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
             if served:
                 out["served_paces"][name] = served
-                # the served forwards' CPU seconds already hold what they cost each other: no interference on top
+            at_host = host_paced(trace, res, cal_forwards, sim_table, sim_scenario, sim_plan, rt, seed) \
+                if name in out["calibration"] else {}
+            if at_host:  # the calibrated simulation at the host's speed as it went in each serve
+                out["host_pace"][name] = at_host.pop("host_pace")
+                out["as_served"][name] = at_host
+            elif served:  # no calibration: at the served forwards' pace (their CPU seconds hold what they cost
+                # each other: no interference on top)
                 out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
                                                    replace(probe_rt, **served, interference=()), seed)
     return out
+
+
+def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, scenario, plan, rt, seed: int
+               ) -> dict:
+    """The calibrated simulation (``rt``) of each serve of a setup at the host's speed as that serve's lone
+    forwards went, 10 s by 10 s, against the calibration's (``served_forwards.pace_timeline``), at the serve's
+    own arrivals; each figure the median over the serves, as "measured" is. ``host_pace``: per serve, its
+    timeline, the time-weighted mean of it and its lowest and highest window. Empty where a serve had too few
+    lone forwards to read it (a run saved without their times)."""
+    reference = served_forwards.cpu_paces(cal_forwards, table)
+    sims, timelines = [], []
+    for serve in [res, *res.get("repeats", [])]:
+        arrivals = serve.get("arrivals", res["arrivals"])
+        timeline = served_forwards.pace_timeline(serve.get("forwards_served", {}), table, reference,
+                                                 start=min(a for a in arrivals if not math.isnan(a)))
+        if not timeline:
+            return {}
+        span = max(a for a in arrivals if not math.isnan(a)) - min(a for a in arrivals if not math.isnan(a))
+        timelines.append({"timeline": timeline, "mean": round(served_forwards.mean_pace(timeline, span), 3),
+                          "low": min(f for _, f in timeline), "high": max(f for _, f in timeline)})
+        sims.append(_simulate(scenario, plan, trace, arrivals, replace(rt, host_pace=tuple(timeline)), seed))
+    return {kind: tuple(statistics.median(s[kind][i] for s in sims) for i in range(len(sims[0][kind])))
+            for kind in ("ttft", "tpot")} | {"host_pace": timelines}
 
 
 def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
@@ -617,7 +654,8 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     spread_rng = random.Random(0)
     print("\nmeasured vs predicted (s; error = predicted / measured - 1; simulated: from the profile, the probes "
           "around the serving and the calibration serve before it; probes only: without the calibration; "
-          "as served: the probes' simulation at the pace the served forwards went):")
+          "as served: the same simulation at the host's speed as each serve's own forwards went, or without a "
+          "calibration the probes' at their pace):")
     print(f"  {'setup':<12} {'metric':<9} {'measured':>9} {'simulated':>10} {'error':>7}   {'probes':>8} {'error':>7}"
           f"   {'planner':>8} {'error':>7}   {'as served':>9} {'error':>7}")
 
@@ -662,6 +700,12 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
             print(f"  {name:<12} (simulated busy fraction {', '.join(f'{r} {b:.2f}' for r, b in busy.items())}: near "
                   f"{most:.2f} a cost error e moves the queueing by about e / (1 - {most:.2f}) = "
                   f"{1 / max(1 - most, 0.01):.1f} e)")
+        moves = pred.get("host_pace", {}).get(name)
+        if moves:
+            print(f"  {name:<12} (the host's speed in each serve ÷ the calibration's, its lone forwards' thread CPU "
+                  "÷ the table's, mean of its 10-s windows (lowest-highest): "
+                  + ", ".join(f"{m['mean']:.2f} ({m['low']:.2f}-{m['high']:.2f})" for m in moves)
+                  + "; the as-served column charges them)")
         if own:
             print(f"  {name:<12} (the executor itself, {len(serves)} serves of this trace, measured = their median: "
                   + "; ".join(own) + ")")
@@ -678,7 +722,8 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     served = [abs(r[m]["as_served_error"]) for r in rows.values() for m in GATED]
     worst_served = max(served) if served and not any(math.isnan(x) for x in served) else math.nan
     if not math.isnan(worst_served):
-        print(f"  as served (the simulator given the forwards' served pace): worst error {100 * worst_served:.0f} %")
+        print(f"  as served (the simulator given the host's speed as it went in the serves): worst error "
+              f"{100 * worst_served:.0f} %")
     if spreads:
         print(f"  the executor's own spread (max - min over its serves ÷ their median) on {', '.join(GATED)}: "
               f"median {100 * statistics.median(spreads):.0f} %, worst {100 * max(spreads):.0f} %")

@@ -46,8 +46,8 @@ def _neighbours(at: float, wall: float, inst: str, spans: dict[str, list[tuple[f
 
 
 def _rows(forwards: dict[str, list[list]], table):
-    """(kind, neighbours' kinds, size, thread CPU s, wall s, table s, context) of each served forward inside
-    the grid."""
+    """(kind, neighbours' kinds, size, thread CPU s, wall s, table s, context, began s) of each served forward
+    inside the grid."""
     rows = [(kind, *r[:6]) for kind, rs in forwards.items() for r in rs if len(r) >= 6]
     spans: dict[str, list[tuple[float, float, str]]] = {}
     for kind, _size, _ctx, _cpu, wall, at, inst in rows:
@@ -58,7 +58,7 @@ def _rows(forwards: dict[str, list[list]], table):
     for kind, size, ctx, cpu, wall, at, inst in rows:
         tab = (table.prefill if kind == "prefill" else table.decode).seconds_at(size, ctx)
         if tab and wall > 0:
-            yield kind, _neighbours(at, wall, inst, spans, starts), size, cpu, wall, tab, ctx
+            yield kind, _neighbours(at, wall, inst, spans, starts), size, cpu, wall, tab, ctx, at
 
 
 def groups(forwards: dict[str, list[list]], table, rt: ExecutorRuntime
@@ -68,7 +68,7 @@ def groups(forwards: dict[str, list[list]], table, rt: ExecutorRuntime
     logged without start times and instances."""
     charges: dict[tuple, float] = {}
     out: dict[tuple[str, tuple[str, ...]], list[float]] = {}
-    for kind, beside, size, cpu, wall, tab, _ctx in _rows(forwards, table):
+    for kind, beside, size, cpu, wall, tab, _ctx, _at in _rows(forwards, table):
         key = (kind, beside, size if kind == "decode" else 0)
         if key not in charges:
             charges[key] = charge(rt, *key)
@@ -88,7 +88,7 @@ def calibration(forwards: dict[str, list[list]], table, least: int = 10) -> dict
     neighbour's kind, that group's ÷ the pace. Groups of fewer than ``least`` forwards give nothing
     (the probes' figure stands). Empty for a run logged without start times and instances."""
     sums: dict[tuple[str, tuple[str, ...]], list[float]] = {}
-    for kind, beside, _size, _cpu, wall, tab, _ctx in _rows(forwards, table):
+    for kind, beside, _size, _cpu, wall, tab, _ctx, _at in _rows(forwards, table):
         g = sums.setdefault((kind, beside), [0, 0.0, 0.0])
         g[0] += 1
         g[1] += wall
@@ -122,7 +122,7 @@ def cpu_paces(forwards: dict[str, list[list]], table, least: int = 20) -> dict[s
     """Per kind, the thread CPU seconds ÷ the table's of a serve's forwards with no neighbour of ours (kinds
     with at least ``least`` of them): the host's speed on that trace, apart from waits for a core or the GIL."""
     sums: dict[str, list[float]] = {}
-    for kind, beside, _size, cpu, _wall, tab, _ctx in _rows(forwards, table):
+    for kind, beside, _size, cpu, _wall, tab, _ctx, _at in _rows(forwards, table):
         if not beside:
             g = sums.setdefault(kind, [0, 0.0, 0.0])
             g[0] += 1
@@ -136,6 +136,52 @@ def host_drift(first: dict[str, list[list]], second: dict[str, list[list]], tabl
     over the kinds both have enough lone forwards of; 1.0 where they share none."""
     a, b = cpu_paces(first, table), cpu_paces(second, table)
     return max((max(a[k] / b[k], b[k] / a[k]) for k in a.keys() & b.keys()), default=1.0)
+
+
+def pace_timeline(forwards: dict[str, list[list]], table, reference: dict[str, float], start: float = 0.0,
+                  window_s: float = 10.0, least: int = 20) -> list[tuple[float, float]]:
+    """The host's speed over a serve, window by window: [(from s, factor)], the thread CPU seconds of the
+    window's forwards with no neighbour of ours ÷ what ``reference`` (:func:`cpu_paces`, per kind: a
+    calibration serve's) gives their table seconds — the ``ExecutorRuntime.host_pace`` of a simulation whose
+    paces came from that reference. Times are on the simulation's clock: the serve's less ``start`` (its
+    first arrival). A window of fewer than ``least`` such forwards takes its neighbours' (the one before; the
+    first ones, the first window with enough); the first window starts at 0. Empty with no window of enough.
+
+    Why: one pace per serve leaves out a host that changed speed within it. In 2026-12-05 run y the same-dc
+    serve's lone decode steps went 0.91x the table in its first quarter and 1.22x in its second, the last
+    turns' at 2x: the new conversations' 96-token answers, early in the trace, were fast and the turns, later,
+    slow, and TPOT P50 (a turn's) came out -30 % at the serve's mean pace."""
+    sums: dict[int, list[float]] = {}
+    for kind, beside, _size, cpu, _wall, tab, _ctx, at in _rows(forwards, table):
+        if beside or kind not in reference:
+            continue
+        g = sums.setdefault(int(max(at - start, 0.0) // window_s), [0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += cpu
+        g[2] += tab * reference[kind]
+    full = {i: g[1] / g[2] for i, g in sums.items() if g[0] >= least and g[2] > 0}
+    if not full:
+        return []
+    out: list[tuple[float, float]] = []
+    factor = round(full[min(full)], 4)
+    for i in range(max(full) + 1):
+        factor = round(full[i], 4) if i in full else factor
+        if not out or out[-1][1] != factor:
+            out.append((i * window_s, factor))
+    return out
+
+
+def mean_pace(timeline: list[tuple[float, float]], end_s: float) -> float:
+    """The time-weighted geometric mean of a :func:`pace_timeline` over 0..``end_s`` (1.0 when empty): by how
+    much the host moved on the whole, as a request that came at any time felt it."""
+    if not timeline:
+        return 1.0
+    ends = [t for t, _ in timeline[1:]] + [max(end_s, timeline[-1][0] + 1e-9)]
+    spans = [(max(e, 0.0) - max(t, 0.0), f) for (t, f), e in zip(timeline, ends)]
+    total = sum(d for d, _ in spans)
+    if total <= 0:
+        return timeline[-1][1]
+    return math.exp(sum(d * math.log(f) for d, f in spans if d > 0) / total)
 
 
 def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", least: int = 20,
@@ -160,7 +206,7 @@ def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", l
     import numpy as np
 
     grid = table.prefill if kind == "prefill" else table.decode
-    lone = [(size, ctx, wall, tab) for k, beside, size, _cpu, wall, tab, ctx in _rows(forwards, table)
+    lone = [(size, ctx, wall, tab) for k, beside, size, _cpu, wall, tab, ctx, _at in _rows(forwards, table)
             if k == kind and not beside]
     if len(lone) < least:
         return []

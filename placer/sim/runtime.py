@@ -116,8 +116,8 @@ the executor's code, every number is measured:
   phase's table seconds (P's KV export, which follows on the same thread, goes at the
   prefill's pace). Measured on bench_serve's host: 0.9-1.05 within minutes of the profile,
   the grid points of one probe ±10 % apart. The forwards a run serves went at 1.08-1.23
-  (bench_serve's "as served" column): contention inside the serving process that a lone
-  probe does not see.
+  (their thread CPU ÷ the table's, 2026-12-03): contention inside the serving process that a
+  lone probe does not see.
 * **Interference** (``interference``): two forwards on two cores still share the memory
   bus and the last-level cache. ``speedup`` is measured with prefills beside prefills,
   which are compute-bound and barely feel each other; a decode step, memory-bound, does.
@@ -160,6 +160,12 @@ the executor's code, every number is measured:
   a busy line adds nothing more and the I/O thread's share is not counted in n for them. It carries
   the serving process's cost over, not the host's drift between the two serves: a setup's decode
   pace moved by up to 40 % from one serve to the next (docs/benchmarks.md, 2026-12-03 afternoon).
+* **The host's speed over time** (``host_pace``): where given, every charge from each listed time on
+  is multiplied by its factor (:meth:`Host.set_drift`; the instances in flight are re-timed then).
+  A shared host's speed moved within a serve — run y's same-dc serves (2026-12-05) ran their lone
+  decode steps 0.87-1.43x the calibration's, 10 s by 10 s, 1.08-1.20x on the whole — which no
+  figure measured beforehand can carry; ``bench/bench_serve.py`` reads the timeline off each
+  serve's own lone forwards to tell that from the simulator's own error (its "as served" column).
 """
 
 from __future__ import annotations
@@ -217,12 +223,21 @@ class ExecutorRuntime:
     line_in_pace: bool = False
     """The paces and interference were read off forwards served with the lines' traffic (a calibration
     serve): what a busy line costs a forward is in them, so it is neither charged again nor counted in n."""
+    host_pace: tuple[tuple[float, float], ...] = ()
+    """(from s, factor) pairs on the simulation's clock (its first arrival at 0): from each time on, every
+    charge × factor — the host's speed moving within a run, about the level the paces above give. Empty: a
+    steady host. No prediction knows these beforehand: ``bench/bench_serve.py`` reads them off a serve's own
+    lone forwards (``served_forwards.pace_timeline``) to tell a host that changed speed mid-serve from the
+    simulator's own error."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
     def __post_init__(self) -> None:
         for f in fields(self):
             if f.name in ("source", "speedup", "interference"):
+                continue
+            if f.name == "host_pace":
+                _check_host_pace(self.host_pace)
                 continue
             if f.name == "line_in_pace":
                 if not isinstance(self.line_in_pace, bool):
@@ -287,15 +302,19 @@ class ExecutorRuntime:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
                                         "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes",
-                                        "ttft_overhead_s"}
+                                        "ttft_overhead_s", "host_pace"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
         if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
             raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
+        host_pace = data.get("host_pace", ())
+        if not isinstance(host_pace, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in host_pace):
+            raise InputError(f"runtime.host_pace: must be a list of [from s, factor] pairs, got {host_pace!r}")
         rt = cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
-                    "interference": interference_rows(data.get("interference", {}))})
+                    "interference": interference_rows(data.get("interference", {})),
+                    "host_pace": tuple(tuple(p) for p in host_pace)})
         if rt.line_rows() and not rt.line_bytes_per_s:
             raise InputError("runtime.line_bytes_per_s: the interference beside 'line' needs the rate of the line "
                              f"it was measured beside (> 0), got {rt.line_bytes_per_s!r}")
@@ -325,6 +344,18 @@ class ExecutorRuntime:
         except json.JSONDecodeError as e:
             raise InputError(f"runtime: {str(path)!r} is not JSON: {e}") from None
         return cls.from_dict(data)
+
+
+def _check_host_pace(points) -> None:
+    """InputError unless ``points`` are (time, factor > 0) pairs of finite numbers at increasing times."""
+    last = -math.inf
+    for i, point in enumerate(points):
+        ok = isinstance(point, tuple) and len(point) == 2 and all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in point)
+        if not ok or point[1] <= 0 or point[0] <= last:
+            raise InputError(f"runtime.host_pace[{i}]: must be a [from s, factor > 0] pair of numbers after the "
+                             f"one before, got {point!r}")
+        last = point[0]
 
 
 KINDS = ("prefill", "decode")
@@ -360,7 +391,8 @@ class Host:
     time (``ExecutorRuntime.speedup``: measured concurrent throughput in one process,
     cores and GIL together), times the measured one-thread ``slowdown`` that the
     machine's other work causes — or, for a table's prefill or decode seconds, times that
-    phase's measured pace (:meth:`factor`). A table's forward is also charged what the other
+    phase's measured pace (:meth:`factor`), all of it times the host's speed at the time where the
+    runtime gives it as a timeline (``host_pace``). A table's forward is also charged what the other
     busy forwards' kinds cost it (``ExecutorRuntime.interference``). While a WAN line carries
     bytes, the process's I/O thread moves them: where the runtime measured a forward beside a
     busy line, that figure is charged, in proportion to the busy lines' rate over the measured
@@ -369,7 +401,7 @@ class Host:
     """
 
     __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines", "measured_line",
-                 "charge_line")
+                 "charge_line", "drift")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
@@ -383,6 +415,7 @@ class Host:
         self.charge_line = runtime.line_rows() and not runtime.line_in_pace  # read once: factor is on the hot path
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
+        self.drift = 1.0  # the host's speed now about the paces' level (ExecutorRuntime.host_pace)
 
     def factor(self, kind: str = "", own: str | None = None, batch: int = 0) -> float:
         """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
@@ -394,7 +427,7 @@ class Host:
         rt = self.runtime
         n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and self.measured_line else self.io_cores)
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
-        base = (pace or rt.slowdown) * n / rt.speedup_at(n)
+        base = (pace or rt.slowdown) * self.drift * n / rt.speedup_at(n)
         if not kind or not rt.interference:
             return base
         if self.charge_line and self.line_rate:
@@ -420,6 +453,12 @@ class Host:
         self.line_rate = sum(self.lines.values())
         self.io_cores = self.line_rate * self.runtime.wan_cpu_s_per_byte
         self.change(t, 0)
+
+    def set_drift(self, t: float, factor: float) -> None:
+        """From ``t`` on the host runs at ``factor`` × the paces' level (``ExecutorRuntime.host_pace``)."""
+        if factor != self.drift:
+            self.drift = factor
+            self.change(t, 0)
 
     def change(self, t: float, delta: int, kind: str = "") -> None:
         """``delta`` instances started (+1) or stopped (−1) running forwards of ``kind`` at ``t``."""

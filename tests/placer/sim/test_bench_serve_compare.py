@@ -69,3 +69,56 @@ def test_each_serve_is_predicted_from_the_serve_just_before_it(monkeypatch, caps
 def test_a_setup_served_once_gives_no_chain():
     assert bench_serve.chained([], {"pdd": {**_serve(0.2, 0.05), "calibration": {}}}, None, None, {}, 0) == {}
     assert bench_serve.print_chained({}) == {}
+
+
+class _Grid:
+    def seconds_at(self, size, context):
+        return 0.02 * size
+
+
+class _Table:
+    prefill = decode = _Grid()
+
+
+def _lone_steps(cpu: float, at: float, n: int = 30) -> dict:
+    return {"decode": [[1, 500, cpu, cpu, at + 0.1 * k, "d0"] for k in range(n)]}
+
+
+def test_as_served_is_each_serve_simulated_at_the_hosts_speed_as_it_went_then_their_median(monkeypatch, capsys):
+    """The calibration's lone steps ran at the table's CPU seconds; serve 1 at 1.2x them from its 10th second,
+    serve 2 at 1.5x throughout, serve 3 as the calibration. Each is simulated at its own arrivals with its own
+    timeline, and the as-served figure is the median over the three, as 'measured' is."""
+    seen = []
+
+    def fake_simulate(scenario, plan, trace, arrivals, rt, seed):
+        seen.append((arrivals[0], rt.host_pace))
+        slowest = max(f for _, f in rt.host_pace)
+        return {"ttft": (0.1 * slowest,) * 3, "tpot": (0.01 * slowest,) * 2}
+
+    monkeypatch.setattr(bench_serve, "_simulate", fake_simulate)
+    s1 = {"arrivals": [1.0, 30.0], "forwards_served": {"decode": _lone_steps(0.02, 1.0)["decode"]
+                                                       + _lone_steps(0.024, 11.0)["decode"]}}
+    s2 = {"arrivals": [2.0, 30.0], "forwards_served": _lone_steps(0.03, 2.0)}
+    s3 = {"arrivals": [3.0, 30.0], "forwards_served": _lone_steps(0.02, 3.0)}
+    res = {**s1, "repeats": [s2, s3]}
+    got = bench_serve.host_paced([], res, _lone_steps(0.02, 0.0), _Table(), None, None, _rt(), 0)
+    assert seen == [(1.0, ((0.0, 1.0), (10.0, 1.2))), (2.0, ((0.0, 1.5),)), (3.0, ((0.0, 1.0),))]
+    assert got["ttft"] == pytest.approx((0.12,) * 3)  # the median of 0.12, 0.15 and 0.10
+    moves = got["host_pace"]
+    assert [m["high"] for m in moves] == [1.2, 1.5, 1.0]
+    assert moves[0]["mean"] == pytest.approx(1.2 ** (19 / 29), abs=1e-3)  # 1.2 over 19 of its 29 s
+    pred = {"simulator": {"pdd": {"ttft": (0.1,) * 3, "tpot": (0.01,) * 2}},
+            "as_served": {"pdd": {k: v for k, v in got.items() if k != "host_pace"}}, "host_pace": {"pdd": moves}}
+    bench_serve.compare({"pdd": {"ttft_s": [0.12] * 20, "tpot_s": [0.012] * 20}}, pred)
+    assert "the host's speed in each serve ÷ the calibration's" in capsys.readouterr().out
+    # a serve saved without its forwards' times cannot be read: no as-served figure rather than a wrong one
+    assert bench_serve.host_paced([], {**s1, "repeats": [{"arrivals": [0.0]}]}, _lone_steps(0.02, 0.0), _Table(),
+                                  None, None, _rt(), 0) == {}
+
+
+def _rt():
+    from placer.sim.runtime import ExecutorRuntime
+
+    return ExecutorRuntime.from_dict({"cores": 2, "slowdown": 1.0, "request_overhead_s": 0.0,
+                                      "kv_export_bytes_per_s": 1e9, "kv_import_bytes_per_s": 1e9,
+                                      "token_stream_s": 0.0})

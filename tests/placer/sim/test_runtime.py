@@ -463,3 +463,29 @@ def test_the_first_token_from_a_busy_decoder_waits_behind_its_token_messages():
         late[batch] = statistics.median(loop.landed[k] - k - 1e5 / 25e6 for k in range(400))
     assert late[0] == pytest.approx(0.030, abs=0.0015)  # the KV's one way and t0's
     assert late[3] - late[0] > 0.002
+
+
+def test_a_host_pace_timeline_is_read_checked_and_scales_every_charge():
+    rt = _runtime(host_pace=[[0.0, 1.0], [10.0, 1.5]])
+    assert rt.host_pace == ((0.0, 1.0), (10.0, 1.5))
+    for bad in ([[0.0, 0.0]], [[5.0, 1.0], [5.0, 1.2]], [[0.0, "fast"]], [[0.0]], [1.0]):
+        with pytest.raises(InputError, match=r"runtime.host_pace"):
+            _runtime(host_pace=bad)
+    host = Host(_runtime(decode_pace=1.2))
+    before = host.factor("decode"), host.factor()
+    host.set_drift(0.0, 1.5)
+    assert (host.factor("decode"), host.factor()) == pytest.approx((1.5 * before[0], 1.5 * before[1]))
+
+
+def test_the_host_slowing_mid_run_slows_only_what_runs_after(tmp_path):
+    """Lone requests 20 s apart; the host runs at half speed from 30 s: the last two decode at half speed, the
+    first two as before, and a timeline longer than the run does not stretch its end."""
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 20.0, 2048, 64, 0.0) for k in range(4)])
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=4, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    steady = run()
+    moved = run(host_pace=[[0.0, 1.0], [30.0, 2.0], [500.0, 1.0]])
+    assert moved["tpot_p90_s"] > 1.8 * steady["tpot_p50_s"]
+    assert moved["tpot_p50_s"] < 1.9 * steady["tpot_p50_s"]  # two of four at the steady pace
+    assert moved["simulated_s"] == pytest.approx(steady["simulated_s"], abs=5.0)

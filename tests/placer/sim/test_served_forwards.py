@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from bench import served_forwards
@@ -180,3 +182,23 @@ def test_a_calibration_the_host_disturbed_is_served_again_with_its_serve(monkeyp
     calls.clear()
     cal, res, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, None, retries=2)
     assert cal is None and drifts == [1.0] and calls == [7]  # no calibration: the trace alone, once
+
+
+def test_the_hosts_speed_over_a_serve_is_read_window_by_window_off_its_lone_forwards():
+    """Lone decode steps at the calibration's pace for 20 s, then 1.5x its CPU seconds; steps beside a prefill
+    are left out, a window with too few lone steps takes the one before, and times start at the first arrival."""
+    fast = _lone_decodes(0.022, 0.023, n=30, at=5.0)  # 5.0-7.9 s: window 0 (first arrival at 5 s)
+    slow = _lone_decodes(0.033, 0.034, n=30, at=25.0)  # 25-27.9 s: window 2
+    few = _lone_decodes(0.05, 0.05, n=5, at=37.0)  # window 3: too few, takes window 2's
+    beside = {"decode": [[1, 500, 0.08, 0.08, 46.0 + 0.1 * k, "d1"] for k in range(30)],
+              "prefill": [[30, 100, 3.0, 3.0, 45.9, "p0"]]}  # window 4: every step beside the prefill
+    late = _lone_decodes(0.022, 0.023, n=30, at=55.0)  # window 5: back to the calibration's pace
+    forwards = {"decode": fast["decode"] + slow["decode"] + few["decode"] + beside["decode"] + late["decode"],
+                "prefill": beside["prefill"]}
+    reference = {"decode": 1.1}  # the calibration's lone steps: CPU 1.1x the table (0.022 s)
+    timeline = served_forwards.pace_timeline(forwards, _Table(), reference, start=5.0)
+    assert timeline == [(0.0, pytest.approx(1.0)), (20.0, pytest.approx(1.5)), (50.0, pytest.approx(1.0))]
+    # as a request felt it, on the whole: 20 s at 1.0, 30 s at 1.5, 10 s at 1.0
+    assert served_forwards.mean_pace(timeline, 60.0) == pytest.approx(math.exp(30 * math.log(1.5) / 60))
+    assert served_forwards.pace_timeline(_lone_decodes(0.02, 0.02, n=19), _Table(), reference) == []
+    assert served_forwards.pace_timeline(forwards, _Table(), {"prefill": 1.0}) == []  # no lone prefills to read
