@@ -147,10 +147,10 @@ def pace_timeline(forwards: dict[str, list[list]], table, reference: dict[str, f
     first arrival). A window of fewer than ``least`` such forwards takes its neighbours' (the one before; the
     first ones, the first window with enough); the first window starts at 0. Empty with no window of enough.
 
-    Why: one pace per serve leaves out a host that changed speed within it. In 2026-12-05 run y the same-dc
-    serve's lone decode steps went 0.91x the table in its first quarter and 1.22x in its second, the last
-    turns' at 2x: the new conversations' 96-token answers, early in the trace, were fast and the turns, later,
-    slow, and TPOT P50 (a turn's) came out -30 % at the serve's mean pace."""
+    Why: one pace per serve leaves out a host that changed speed within it. In 2026-12-05 run y the first
+    same-dc serve's lone decode steps went 0.87x the calibration's in its first 10 s, 1.18x in its fourth and
+    1.41x in its last: the new conversations' 96-token answers, early in the trace, ran on a faster host than
+    the calibration's and the turns, later, on a slower one, and TPOT P50 (a turn's) came out -30 %."""
     sums: dict[int, list[float]] = {}
     for kind, beside, _size, cpu, _wall, tab, _ctx, at in _rows(forwards, table):
         if beside or kind not in reference:
