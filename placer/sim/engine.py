@@ -199,10 +199,10 @@ class Simulation:
             for prefix in warm:
                 for cache in caches:
                     cache.insert(prefix)
-        self.n_total = n_total
+        self._pace_ev = pace = self._ev_host_pace  # one bound method, so the loop below tells it by identity
         if self.host is not None and self.runtime.host_pace:
             at = self.runtime.host_pace[0][0]
-            heappush(self.heap, (at if at > 0.0 else 0.0, next(self.seq), self._ev_host_pace, 0))
+            heappush(self.heap, (at if at > 0.0 else 0.0, next(self.seq), pace, 0))
         start = time.perf_counter()
         heap = self.heap
         pop = heappop
@@ -212,18 +212,16 @@ class Simulation:
         count = 0
         nxt = next(items, None)
         t = t_work = 0.0
-        pace = self._ev_host_pace
         while True:
             if heap and (nxt is None or heap[0][0] <= nxt[0]):
                 t, _, fn, arg = pop(heap)
                 fn(t, arg)
-                if fn != pace:  # the host's speed moving is no work: it does not set the run's end
+                if fn is not pace:  # the host's speed moving is no work: it does not set the run's end
                     t_work = t
             elif nxt is not None:
                 t = t_work = nxt[0]
                 arrive(nxt, count)
                 count += 1
-                self.arrived = count
                 if count >= n_total:
                     nxt = None
                 else:
@@ -242,12 +240,12 @@ class Simulation:
         return collect(self, wall)
 
     def _ev_host_pace(self, t: float, i: int) -> None:
-        """The host's speed moves (``ExecutorRuntime.host_pace``); the next move is scheduled only while work is
-        left (and none sets the run's end: a timeline longer than the run does not stretch it)."""
+        """The host's speed moves (``ExecutorRuntime.host_pace``), then the next move is scheduled. A move is no
+        work: :meth:`run` does not end the run at one, so a timeline longer than the run does not stretch it."""
         points = self.runtime.host_pace
         self.host.set_drift(t, points[i][1])
-        if i + 1 < len(points) and (self.heap or self.arrived < self.n_total):
-            heappush(self.heap, (points[i + 1][0], next(self.seq), self._ev_host_pace, i + 1))
+        if i + 1 < len(points):
+            heappush(self.heap, (points[i + 1][0], next(self.seq), self._pace_ev, i + 1))
 
     def _init_stats(self) -> None:
         self.ttft = QuantileSketch()
