@@ -9,8 +9,9 @@ out: per (kind, the kinds of forward the other instances were running): how many
      simulator's cost model checked forward by forward, apart from the queueing its errors feed;
      and (:func:`calibration`, :func:`calibrated`) the same groups of a calibration trace's forwards
      as the paces and interference the simulation of the measured trace takes; (:func:`table_shape`,
-     :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards; and
-     (:func:`host_drift`) how far the host's own pace moved between two serves.
+     :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards;
+     (:func:`host_drift`) how far the host's own pace moved between two serves; and
+     (:func:`pace_timeline`, :func:`mean_pace`) how it moved within one, 10 s by 10 s.
 
 A neighbour is another instance whose forwards cover more than half of the forward's wall time
 (counted once, as the kind it ran longest). The line's state is not logged: the charge leaves out
