@@ -529,11 +529,11 @@ def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, 
     sims, timelines = [], []
     for serve in [res, *res.get("repeats", [])]:
         arrivals = serve.get("arrivals", res["arrivals"])
-        timeline = served_forwards.pace_timeline(serve.get("forwards_served", {}), table, reference,
-                                                 start=min(a for a in arrivals if not math.isnan(a)))
+        came = [a for a in arrivals if not math.isnan(a)]
+        timeline = served_forwards.pace_timeline(serve.get("forwards_served", {}), table, reference, start=min(came))
         if not timeline:
             return {}
-        span = max(a for a in arrivals if not math.isnan(a)) - min(a for a in arrivals if not math.isnan(a))
+        span = max(came) - min(came)
         timelines.append({"timeline": timeline, "mean": round(served_forwards.mean_pace(timeline, span), 3),
                           "low": min(f for _, f in timeline), "high": max(f for _, f in timeline)})
         sims.append(_simulate(scenario, plan, trace, arrivals, replace(rt, host_pace=tuple(timeline)), seed))
