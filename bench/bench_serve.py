@@ -781,7 +781,10 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
               f"{cal['kv_export_bytes_per_s'] / 1e6:.0f} MB/s, "
               f"import {cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
               f"{1e6 * cal['token_stream_s']:.0f} us CPU, WAN bytes on the I/O thread "
-              f"{1e9 * cal.get('wan_cpu_s_per_byte', 0.0):.1f} ns CPU/byte; at serve time, one thread's slowdown "
+              f"{1e9 * cal.get('wan_cpu_s_per_byte', 0.0):.1f} ns CPU/byte, a WAN message's socket path "
+              f"{1000 * cal.get('wan_latency_s', 0.0):.1f} ms + {1e9 * cal.get('wan_latency_s_per_byte', 0.0):.2f} "
+              f"ns/byte, a KV joining a busy connection behind {cal.get('wan_hol_bytes', 0.0) / 1e6:.2f} MB; "
+              "at serve time, one thread's slowdown "
               "by other work "
               "and the speedup of 1-3 engine threads: "
               + ", ".join(f"{n} {r.get('slowdown', math.nan):.2f} {r.get('speedup', '-')}" for n, r in results.items()))

@@ -43,6 +43,9 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   while a line is busy (5.5 ns/byte here: 0.14 core at 200 Mbit/s).
 - ``wan_frame_bytes``: the transport's frame on a WAN line (``executor.transport.tcp.CHUNK_BYTES``,
   read from the code): the emulated line delays each frame on its own and releases them in order.
+- ``wan_latency_s``, ``wan_latency_s_per_byte``, ``wan_hol_bytes``: a message's time through the
+  sockets and the relay beyond the line's shaping, and what a KV joining a busy connection waits behind
+  (:func:`measure_line_path`); ``wan_read_ahead_s``: the relay's read-ahead, read from the code.
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
@@ -96,6 +99,9 @@ INTERFERENCE_CONTEXT = 1024
 NEIGHBOUR_DECODE = (2, 1024)  # (batch, context): the neighbour decoder's steps (the served median batch)
 LONE_OUTPUTS = (8, 40)
 LONE_REQUESTS = 8
+LATENCY_SIZES = (256, 1 << 20, 4 << 20)  # bytes of the lone messages measure_line_path times
+HOL_BIG_BYTES, HOL_SMALL_BYTES = 8 << 20, 3 << 19  # big: beyond the relay's read-ahead; small: a turn's KV
+HOL_AFTER_S = 0.1  # the small one goes while the big one is crossing
 LINE_KV_TOKENS = 256  # KVData the probe's busy line carries (8 MiB: 0.34 s at 200 Mbit/s)
 
 
@@ -295,9 +301,9 @@ class _Line:
         self.line.close()
 
 
-def _line_pair(gbit_per_s: float, rtt_ms: float):
-    """An in-process ``LinkEmulator`` between two socket endpoints, ``src`` in dc-a and ``dst`` in dc-b;
-    returns (line, endpoints, the callback list ``dst`` calls on each message)."""
+def _line_pair(gbit_per_s: float, rtt_ms: float, senders: tuple[str, ...] = ("src",)):
+    """An in-process ``LinkEmulator`` between socket endpoints, ``senders`` (``src``) in dc-a and ``dst`` in
+    dc-b; returns (line, endpoints, the callback list ``dst`` calls on each message)."""
     from executor.transport.base import PeerInfo
     from executor.transport.link import LinkEmulator
     from executor.transport.shaping import LinkShape
@@ -309,7 +315,7 @@ def _line_pair(gbit_per_s: float, rtt_ms: float):
     directory.add_link("dc-a", "dc-b", address)
     directory.add_link("dc-b", "dc-a", address)
     ends = {}
-    for name, dc in (("src", "dc-a"), ("dst", "dc-b")):
+    for name, dc in (*((n, "dc-a") for n in senders), ("dst", "dc-b")):
         ends[name] = TcpEndpoint(name, dc, directory)
         directory.add(PeerInfo(name, dc, ends[name].start()))
     callbacks: list = []
@@ -488,6 +494,89 @@ def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 0.2) -> float:
     return statistics.median(per_byte)
 
 
+def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float]:
+    """What a message across an in-process ``LinkEmulator`` (no delay, no jitter: only its rate) takes beyond
+    the line's own time, between two socket endpoints as the serving process has them (medians of ``reps``):
+
+    - ``wan_latency_s`` and ``wan_latency_s_per_byte``: a lone message's transit less its bytes' line time,
+      at LATENCY_SIZES (a Tokens-sized message, a KV of 1-4 MiB), fitted as fixed + per byte (least squares):
+      the relay's wake-up and write, the receiver's read, reassembly and decode (2026-12-05: 0.7-2 ms +
+      0.3-0.9 ns/B over three runs; 44 ms for a lone 42 MB KV).
+    - ``wan_hol_bytes``: a HOL_SMALL_BYTES KV sent HOL_AFTER_S after a big one (the relay's read-ahead
+      and HOL_BIG_BYTES more: the relay's queue for the connection full, its sockets too), both on one
+      connection, took longer than beside the same big one sent from another endpoint (a connection of its
+      own; processor sharing, as the line's round-robin shares it): the difference × the line's rate is what
+      was buffered ahead of it on its connection past the relay's read-ahead (the sender's and the relay's
+      socket buffers, the relay's reader) and crossed before the round-robin saw it (2026-12-05: 16-18 ms at
+      200 Mbit/s, 0.40-0.45 MB over three runs; served cross-dc turns whose KV shared the line with a new
+      conversation's took 13-26 ms more than fair sharing). With the big one's rest inside the read-ahead,
+      nothing waits (an 8 MiB one: 0.02 MB).
+    - ``wan_read_ahead_s``: the relay's read-ahead in seconds of line time (``executor.transport.link.
+      READ_AHEAD_S``, read from the code).
+    """
+    import threading
+
+    from executor.transport.link import READ_AHEAD_S
+    from executor.transport.messages import KVData
+
+    rate = gbit_per_s * 1e9 / 8
+    big = int(rate * READ_AHEAD_S) + HOL_BIG_BYTES
+    line, ends, _ = _line_pair(gbit_per_s, rtt_ms=0.0, senders=("src", "src2"))
+    landed: dict[str, float] = {}
+    cond = threading.Condition()
+
+    def on_message(_src: str, msg) -> None:
+        with cond:
+            landed[msg.request_id] = time.monotonic()
+            cond.notify_all()
+
+    ends["dst"].set_handler(on_message)
+
+    def send(sender: str, rid: str, size: int) -> None:
+        ends[sender].send("dst", KVData(rid, 0, 1, 1, 0, bytes(size)), deadline_s=60)
+
+    def wait(rid: str) -> float:
+        with cond:
+            if not cond.wait_for(lambda: rid in landed, 60):
+                raise RuntimeError("a message did not cross the emulated line")
+            return landed[rid]
+
+    try:
+        send("src", "warm", 1024)
+        send("src2", "warm2", 1024)
+        wait("warm2")
+        lone: dict[int, list[float]] = {size: [] for size in LATENCY_SIZES}
+        hol: dict[str, list[float]] = {"src": [], "src2": []}
+        for i in range(reps):
+            for size in LATENCY_SIZES:
+                time.sleep(0.1)  # the I/O loop idle again
+                t0 = time.monotonic()
+                send("src", f"l{i}-{size}", size)
+                lone[size].append(wait(f"l{i}-{size}") - t0 - size / rate)
+            for sender in hol:
+                time.sleep(0.05)
+                send("src", f"b{i}{sender}", big)
+                time.sleep(HOL_AFTER_S)
+                t0 = time.monotonic()
+                send(sender, f"s{i}{sender}", HOL_SMALL_BYTES)
+                hol[sender].append(wait(f"s{i}{sender}") - t0)
+                wait(f"b{i}{sender}")
+    finally:
+        for ep in ends.values():
+            ep.close()
+        line.close()
+    xs = list(LATENCY_SIZES)
+    ys = [statistics.median(lone[x]) for x in xs]
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / sum((x - mx) ** 2 for x in xs)
+    slope = max(0.0, slope)
+    same, other = statistics.median(hol["src"]), statistics.median(hol["src2"])
+    return {"wan_latency_s": max(0.0, my - slope * mx), "wan_latency_s_per_byte": slope,
+            "wan_hol_bytes": max(0.0, (same - other) * rate), "wan_read_ahead_s": READ_AHEAD_S,
+            "lone_s_beyond_line": dict(zip(map(str, xs), ys)), "hol_same_connection_s": same,
+            "hol_other_connection_s": other}
+
+
 def engine_times(reps: int = 9) -> tuple[float, float]:
     """Thread CPU seconds of (a LONE_PROMPT_TOKENS-token prefill, a decode step at batch 1), medians."""
     eng = _engine(0)
@@ -554,6 +643,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     export_bps, import_bps, kv_bytes = measure_kv()
     prefill_s, step_s = engine_times()
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
+    path = measure_line_path(gbit_per_s=gbit_per_s)
     short, long = LONE_OUTPUTS
     lone = [lone_request_cpu_s(short) for _ in range(rounds)]
     lone_long = [lone_request_cpu_s(long) for _ in range(rounds)]
@@ -581,6 +671,10 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "token_stream_s": round(max(0.0, stream), 6),
         "wan_cpu_s_per_byte": float(f"{wan_cpu:.4g}"),
         "wan_frame_bytes": CHUNK_BYTES,
+        "wan_latency_s": round(path["wan_latency_s"], 6),
+        "wan_latency_s_per_byte": float(f"{path['wan_latency_s_per_byte']:.4g}"),
+        "wan_hol_bytes": round(path["wan_hol_bytes"]),
+        "wan_read_ahead_s": path["wan_read_ahead_s"],
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {
@@ -588,6 +682,7 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
             "engine_decode_step_b1_cpu_s": step_s,
             f"lone_request_cpu_s_{short}_tokens": c_short, f"lone_request_cpu_s_{long}_tokens": c_long,
             "process_cpu_s_per_output_token": per_token,
+            "line_path": {k: v for k, v in path.items() if not k.startswith("wan_")},
             "seconds": round(time.perf_counter() - started, 1),
         },
     }

@@ -11,7 +11,9 @@
   simulator adds its spread. On the executor's runtime (:mod:`placer.sim.runtime`) the
   delay after the last byte is the LinkEmulator's: one way per frame (RTT/2 + jitter,
   clamped at 0), frames of one connection released in order, and on P-MD one way more for
-  the first token back to the router, in order behind the decoder's other Tokens messages.
+  the first token back to the router, in order behind the decoder's other Tokens messages; every message
+  pays the socket path's latency, and a KV joining a connection that carries others waits behind the bytes
+  buffered ahead of it before it shares the line.
 * RDMA inside a datacenter: bytes over the slower NIC + a fixed latency
   (:meth:`placer.perfmodel.InstanceModel.rdma_s`), uncontended — at 400 Gbit/s per
   chip a 64K-token prompt moves in milliseconds.
@@ -67,8 +69,8 @@ class WanLink:
         if rt is not None:
             # LinkEmulator: the KV's frames one way each (RTT/2 + jitter, clamped at 0), in order; on
             # P-MD the first token then crosses back to the router, one way more (placer.sim.runtime)
-            d = self._kv_release(req, t, flows, rt.wan_frame_bytes)
-            return d if req.path.pipe == _RELAYED else d + self._t0_back(req, rt)
+            d = self._kv_release(req, t, flows, rt.wan_frame_bytes) + rt.wan_message_s(req.xfer)
+            return d if req.path.pipe == _RELAYED else d + self._t0_back(req, rt) + rt.wan_latency_s
         d = self.rtt_s
         if self.jitter_s > 0:
             j = self.rand_gauss(0.0, self.jitter_s)
@@ -134,7 +136,39 @@ class WanLink:
             self.t_last = t
 
     def add(self, req, n_bytes: float, t: float) -> None:
-        """Start moving ``n_bytes`` for ``req``; the engine hears ``kv_arrived`` when they land."""
+        """Start moving ``n_bytes`` for ``req``; the engine hears ``kv_arrived`` when they land. On the
+        executor's runtime a transfer joining a connection that carries others first waits behind the
+        bytes buffered ahead of it (:meth:`_hol_s`)."""
+        rt = getattr(self.engine, "runtime", None)
+        if rt is not None and rt.wan_hol_bytes > 0 and self.n:
+            self.advance(t)
+            lag = self._hol_s(req, rt.wan_hol_bytes, rt.wan_read_ahead_s * self.rate)
+            if lag > 0:
+                eng = self.engine
+                heappush(eng.heap, (t + lag, next(eng.seq), self._ev_join, (req, n_bytes)))
+                return
+        self._join(req, n_bytes, t)
+
+    def _ev_join(self, t: float, arg) -> None:
+        self._join(*arg, t)
+
+    def _hol_s(self, req, hol_bytes: float, read_ahead: float) -> float:
+        """How long a transfer for ``req`` waits before the line's round-robin sees it. One connection (P's
+        endpoint → the decoder's) carries all of their transfers; the relay holds up to ``read_ahead`` bytes
+        of it where the round-robin sees them, and the sockets and the relay's reader before it up to
+        ``hol_bytes`` more (``ExecutorRuntime.wan_hol_bytes``), already past the sender's round-robin: those
+        cross first, at the connection's share of the line."""
+        left, mine = 0.0, 0
+        for v_end, _, r in self.heap:
+            if r.flow is self and r.p is req.p and r.md is req.md:
+                left += v_end - self.V
+                mine += 1
+        ahead = min(hol_bytes, left - read_ahead)
+        if ahead <= 0:
+            return 0.0
+        return ahead * self.n / (mine * self.rate)
+
+    def _join(self, req, n_bytes: float, t: float) -> None:
         self.advance(t)
         self.n += 1
         self.flows += 1

@@ -93,6 +93,25 @@ the executor's code, every number is measured:
   (``roles/md.py: _advance``): 2-4 ms more with 1-3 sequences decoding. Served (bench_serve,
   2026-12-04 run r), the turns' KV reached MD 19-25 ms after its bytes' line time at the median,
   and t0 the router 18 ms after MD sent it, against the line's 15 ms one way.
+* **A transfer joining a busy connection** (``wan_hol_bytes``, ``wan_read_ahead_s``): one connection from
+  P's endpoint to a decoder's carries all of their KV (``executor/transport/tcp.py``), and the round-robins
+  that share the line are the sender's and the relay's (``link.py``); the relay reads ahead ``READ_AHEAD_S``
+  of line time per connection, and the sockets and the relay's reader between the two hold bytes that are
+  past the sender's round-robin but not yet where the relay's sees them. A KV that joins a connection whose
+  other transfers fill the read-ahead waits behind those — up to ``wan_hol_bytes`` — crossing at the
+  connection's share of the line, then shares it (:meth:`~placer.sim.links.WanLink.add`); the line loses no
+  capacity. Measured (``bench/measure_runtime.py: measure_line_path``): a 1.5 MiB KV sent while a
+  14 MiB one crossed took 13-18 ms longer on the same connection than from another endpoint at
+  200 Mbit/s, ~0.4 MB; in bench_serve's cross-dc and pdd serves (2026-12-04/05, runs y-z2) the turns whose
+  KV shared the line with a new conversation's took 13-26 ms more than processor sharing gives.
+* **The socket path** (``wan_latency_s``, ``wan_latency_s_per_byte``): a message crossing the emulated
+  line also goes through the relay's delivery, the receiving endpoint's read, reassembly and decode, and
+  the hand-off to its handler — a fixed time and a part per byte, measured with lone messages of 256 B to
+  4 MiB through an in-process line with no delay or jitter (``measure_line_path``: ~1 ms + ~0.8 ns/byte,
+  2026-12-05; the per-byte part held to a 42 MB KV, 44 ms). Every WAN message pays it on the executor's
+  runtime: the orders and pulls, the KV, the first token back, the handoff. Served, the turns' KV landed
+  3-5 ms after the line's shaping says (a 1.5 MB KV: 2.2 ms of it is this) and the first token 1-4 ms: the
+  rest is a busy process's I/O thread waking late, not measured.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
   ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
@@ -220,6 +239,19 @@ class ExecutorRuntime:
     measured). The emulated line delays each frame by its own draw and never lets one overtake an earlier
     frame of its connection, so a message lands when the latest of its connection's frames does
     (:class:`~placer.sim.links.WanLink`); 0: one draw per message."""
+    wan_latency_s: float = 0.0
+    """A message's time through the executor's socket path across a WAN line beyond the line's shaping (the
+    relay's wake-up and write, the receiving endpoint's read, reassembly and decode, the hand-off to the
+    handler): fixed part; 0: not measured."""
+    wan_latency_s_per_byte: float = 0.0
+    """Its part per byte of the message (the reassembled payload decoded after its last frame)."""
+    wan_hol_bytes: float = 0.0
+    """Bytes of a connection's transfers already buffered between the sender's round-robin and the line's
+    (socket buffers, the relay's reader) past the relay's read-ahead that a transfer joining that connection
+    waits behind; 0: not measured."""
+    wan_read_ahead_s: float = 0.0
+    """The relay's read-ahead per connection, in seconds of line time (``executor.transport.link.READ_AHEAD_S``:
+    read from the code): a connection's bytes up to it wait where the line's round-robin sees them."""
     line_in_pace: bool = False
     """The paces and interference were read off forwards served with the lines' traffic (a calibration
     serve): what a busy line costs a forward is in them, so it is neither charged again nor counted in n."""
@@ -286,6 +318,10 @@ class ExecutorRuntime:
         """A request's overhead on its first token's path (CPU seconds where only those were measured)."""
         return self.ttft_overhead_s or self.request_overhead_s
 
+    def wan_message_s(self, n_bytes: float = 0.0) -> float:
+        """A message's latency through the socket path across a WAN line, beyond the line's shaping."""
+        return self.wan_latency_s + n_bytes * self.wan_latency_s_per_byte
+
     def export_s(self, n_bytes: float) -> float:
         return n_bytes / self.kv_export_bytes_per_s
 
@@ -302,7 +338,8 @@ class ExecutorRuntime:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
                                         "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes",
-                                        "ttft_overhead_s", "host_pace"}
+                                        "ttft_overhead_s", "host_pace", "wan_latency_s",
+                                        "wan_latency_s_per_byte", "wan_hol_bytes", "wan_read_ahead_s"}
                    if n not in data]
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")

@@ -25,6 +25,10 @@ def test_bad_runtime_figures_name_the_field(tmp_path):
         _runtime(cores=0)
     with pytest.raises(InputError, match="runtime.token_stream_s"):
         _runtime(token_stream_s=-1)
+    with pytest.raises(InputError, match="runtime.wan_hol_bytes: must be >= 0, got -1"):
+        _runtime(wan_hol_bytes=-1)
+    with pytest.raises(InputError, match="runtime.wan_latency_s: must be a number"):
+        _runtime(wan_latency_s="2 ms")
     with pytest.raises(InputError, match="missing field 'slowdown'"):
         ExecutorRuntime.from_dict({k: v for k, v in FIGURES.items() if k != "slowdown"})
     with pytest.raises(InputError, match="unknown field 'cpus'"):
@@ -389,13 +393,13 @@ class _LineLoop:
             fn(t, arg)
 
 
-def _line(frame_bytes: float, jitter_s: float = 0.005):
+def _line(frame_bytes: float, jitter_s: float = 0.005, **figures):
     import random
 
     from placer.sim.links import WanLink
     from placer.sim.metrics import TimeSeries
 
-    loop = _LineLoop(_runtime(wan_frame_bytes=frame_bytes))
+    loop = _LineLoop(_runtime(wan_frame_bytes=frame_bytes, **figures))
     link = WanLink(loop, "dc-a", "dc-b", bytes_per_s=25e6, rtt_s=0.03, jitter_s=jitter_s,
                    series=TimeSeries(10, 10, "sum"), rng=random.Random(3))
     return loop, link
@@ -463,6 +467,39 @@ def test_the_first_token_from_a_busy_decoder_waits_behind_its_token_messages():
         late[batch] = statistics.median(loop.landed[k] - k - 1e5 / 25e6 for k in range(400))
     assert late[0] == pytest.approx(0.030, abs=0.0015)  # the KV's one way and t0's
     assert late[3] - late[0] > 0.002
+
+
+def test_a_kv_joining_a_busy_connection_waits_behind_the_bytes_buffered_before_the_line():
+    """A turn's 1.5 MB KV sent while a 30 MB one crosses from the same P to the same decoder waits behind the
+    bytes past the relay's read-ahead (wan_hol_bytes: 0.4 MB = 16 ms at 25 MB/s), then shares the line; on a
+    connection of its own it shares at once; beside a big one whose rest fits the read-ahead it waits for
+    nothing. The line loses no capacity: the big one lands when all the bytes have crossed."""
+    figures = dict(wan_hol_bytes=4e5, wan_read_ahead_s=0.25)
+    took = {}
+    for big, md in ((30e6, "md0"), (30e6, "md1"), (8e6, "md0")):
+        loop, link = _line(0, 0.0, **figures)
+        loop.send(link, _wan_req(0, big, md="md0"), 0.0)
+        loop.send(link, _wan_req(1, 1.5e6, md=md), 0.1)
+        loop.run()
+        took[big, md] = loop.landed[1] - 0.1 - 0.015
+        assert loop.landed[0] == pytest.approx((big + 1.5e6) / 25e6 + 0.015)
+    fair = 2 * 1.5e6 / 25e6
+    assert took[30e6, "md1"] == pytest.approx(fair)
+    assert took[30e6, "md0"] == pytest.approx(fair + 4e5 / 25e6)
+    assert took[8e6, "md0"] == pytest.approx(fair)  # 5.5 MB left: inside the 6.25 MB read-ahead
+
+
+def test_a_message_across_the_line_pays_the_socket_paths_latency():
+    """Beyond the line's shaping a message crossing the executor's sockets pays wan_latency_s and its bytes'
+    share; on P-MD so does the first token's trip back to the router."""
+    for pipe, messages in (("P-RLD-MD", 1), ("P-MD", 2)):
+        landed = []
+        for figures in ({}, {"wan_latency_s": 0.002, "wan_latency_s_per_byte": 1e-9}):
+            loop, link = _line(0, 0.0, **figures)
+            loop.send(link, _wan_req(0, 1.5e6, pipe=pipe), 0.0)
+            loop.run()
+            landed.append(loop.landed[0])
+        assert landed[1] - landed[0] == pytest.approx(0.002 * messages + 1.5e6 * 1e-9)
 
 
 def test_a_host_pace_timeline_is_read_checked_and_scales_every_charge():
