@@ -30,6 +30,21 @@ def test_repeated_serves_are_compared_by_their_median_and_their_spread_is_report
     assert "TPOT P50 0.040-0.060 (±20 %, simulated outside)" in text
 
 
+def test_the_ordering_is_checked_on_the_setups_the_executors_serves_order(capsys):
+    """same-dc and pdd's serves overlap (0.30-0.36 against 0.31-0.35): which comes first is a coin toss, so the
+    simulation may put them either way; cross-dc is slower in every serve and must stay last."""
+    serves = {"same-dc-pd": (0.33, 0.30, 0.36), "pdd": (0.34, 0.31, 0.35), "cross-dc-pd": (1.9, 1.8, 2.0)}
+    results = {n: {**_serve(v[0], 0.01), "repeats": [_serve(x, 0.01) for x in v[1:]]} for n, v in serves.items()}
+    sim = lambda **p90: {"simulator": {n: {"ttft": (v, v, v), "tpot": (0.01, 0.01)} for n, v in p90.items()}}
+    out = bench_serve.compare(results, sim(**{"same-dc-pd": 0.34, "pdd": 0.33, "cross-dc-pd": 1.9}))
+    assert out["same_order"] and out["tied"] == [("same-dc-pd", "pdd")]
+    assert "same on the pairs the executor's serves order; tied, their serves' P90s overlapping: same-dc-pd and pdd" \
+        in capsys.readouterr().out
+    out = bench_serve.compare(results, sim(**{"same-dc-pd": 0.34, "pdd": 2.0, "cross-dc-pd": 1.9}))
+    assert not out["same_order"]
+    assert "DIFFERENT" in capsys.readouterr().out
+
+
 def test_one_serve_reports_no_spread():
     out = bench_serve.compare({"pdd": _serve(1.0, 0.05)},
                               {"simulator": {"pdd": {"ttft": (1.0, 1.0, 1.0), "tpot": (0.05, 0.05)}}})
