@@ -54,10 +54,11 @@ prediction of it is read against, and predicts each serve from the serve just be
 from the calibration serve): as many predictions per setup as serves.
 
 The report has a fourth column, "as served": the same simulation at the host's speed as each serve
-really went — its lone forwards' thread CPU seconds (each engine's `forward_log`) ÷ the
+really went — its lone decode steps' thread CPU seconds (each engine's `forward_log`) ÷ the
 calibration's for the same shapes, 10 s by 10 s (`served_forwards.pace_timeline`, the runtime's
-`host_pace`), each serve simulated at its own arrivals and timeline, the figure the median over the
-serves. It uses the serves' own forwards, so it is no prediction; it tells how much of the error is
+`host_pace`), and its lone prefills' the same way, 20 s by 20 s (`host_pace_prefill`: the compute-bound
+prefill and the memory-bound step move apart), each serve simulated at its own arrivals and timelines,
+the figure the median over the serves. It uses the serves' own forwards, so it is no prediction; it tells how much of the error is
 the host's moving between the calibration and the serve (printed per setup: each serve's mean
 speed and its slowest and fastest window) and how much the simulator's own. A shared host moved
 that much: in run y (2026-12-05) same-dc's serves went 1.08, 1.16 and 1.20x the calibration's pace
@@ -519,25 +520,40 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     return out
 
 
+PREFILL_PACE_WINDOW_S, PREFILL_PACE_LEAST = 20.0, 8  # the bench's serves prefill ~1 prompt a second
+
+
+def _only(reference: dict[str, float], kind: str) -> dict[str, float]:
+    return {kind: reference[kind]} if kind in reference else {}
+
+
 def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, scenario, plan, rt, seed: int
                ) -> dict:
     """The calibrated simulation (``rt``) of each serve of a setup at the host's speed as that serve's lone
-    forwards went, 10 s by 10 s, against the calibration's (``served_forwards.pace_timeline``), at the serve's
-    own arrivals; each figure the median over the serves, as "measured" is. ``host_pace``: per serve, its
-    timeline, the time-weighted mean of it and its lowest and highest window. Empty where a serve had too few
-    lone forwards to read it (a run saved without their times)."""
+    decode steps went, 10 s by 10 s, against the calibration's (``served_forwards.pace_timeline``), and its
+    prefills at their own (20 s by 20 s: the compute-bound prefill moves less than the memory-bound step), at
+    the serve's own arrivals; each figure the median over the serves, as "measured" is. ``host_pace``: per
+    serve, its timelines, the time-weighted mean of each and the decode steps' lowest and highest window.
+    Empty where a serve had too few lone decode steps to read it (a run saved without their times)."""
     reference = served_forwards.cpu_paces(cal_forwards, table)
     sims, timelines = [], []
     for serve in [res, *res.get("repeats", [])]:
         arrivals = serve.get("arrivals", res["arrivals"])
         came = [a for a in arrivals if not math.isnan(a)]
-        timeline = served_forwards.pace_timeline(serve.get("forwards_served", {}), table, reference, start=min(came))
+        forwards = serve.get("forwards_served", {})
+        timeline = served_forwards.pace_timeline(forwards, table, _only(reference, "decode"), start=min(came))
         if not timeline:
             return {}
+        # the prefills' own (compute-bound, they move less than the decode steps): fewer, so longer windows
+        prefill = served_forwards.pace_timeline(forwards, table, _only(reference, "prefill"), start=min(came),
+                                                window_s=PREFILL_PACE_WINDOW_S, least=PREFILL_PACE_LEAST)
         span = max(came) - min(came)
         timelines.append({"timeline": timeline, "mean": round(served_forwards.mean_pace(timeline, span), 3),
-                          "low": min(f for _, f in timeline), "high": max(f for _, f in timeline)})
-        sims.append(_simulate(scenario, plan, trace, arrivals, replace(rt, host_pace=tuple(timeline)), seed))
+                          "low": min(f for _, f in timeline), "high": max(f for _, f in timeline),
+                          "prefill_timeline": prefill,
+                          "prefill_mean": round(served_forwards.mean_pace(prefill, span), 3) if prefill else math.nan})
+        sims.append(_simulate(scenario, plan, trace, arrivals,
+                              replace(rt, host_pace=tuple(timeline), host_pace_prefill=tuple(prefill)), seed))
     return {kind: tuple(statistics.median(s[kind][i] for s in sims) for i in range(len(sims[0][kind])))
             for kind in ("ttft", "tpot")} | {"host_pace": timelines}
 
@@ -704,8 +720,9 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         moves = pred.get("host_pace", {}).get(name)
         if moves:
             print(f"  {name:<12} (the host's speed in each serve ÷ the calibration's, its lone forwards' thread CPU "
-                  "÷ the table's, mean of its 10-s windows (lowest-highest): "
-                  + ", ".join(f"{m['mean']:.2f} ({m['low']:.2f}-{m['high']:.2f})" for m in moves)
+                  "÷ the table's, mean of its decode steps' 10-s windows (lowest-highest) / of its prefills': "
+                  + ", ".join(f"{m['mean']:.2f} ({m['low']:.2f}-{m['high']:.2f}) / "
+                              f"{m.get('prefill_mean', math.nan):.2f}" for m in moves)
                   + "; the as-served column charges them)")
         if own:
             print(f"  {name:<12} (the executor itself, {len(serves)} serves of this trace, measured = their median: "
@@ -732,7 +749,8 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     for note in pred.get("notes", []):
         print(f"  note: {note}")
     print_forwards(pred.get("forwards", {}))
-    return {"rows": rows, "same_order": same, "tied": tied, "worst_gated_error": worst, "worst_as_served_error": worst_served,
+    return {"rows": rows, "same_order": same, "tied": tied, "worst_gated_error": worst,
+            "worst_as_served_error": worst_served,
             "worst_executor_spread": max(spreads) if spreads else math.nan}
 
 

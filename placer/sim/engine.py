@@ -200,9 +200,11 @@ class Simulation:
                 for cache in caches:
                     cache.insert(prefix)
         self._pace_ev = pace = self._ev_host_pace  # one bound method, so the loop below tells it by identity
-        if self.host is not None and self.runtime.host_pace:
-            at = self.runtime.host_pace[0][0]
-            heappush(self.heap, (at if at > 0.0 else 0.0, next(self.seq), pace, 0))
+        timelines = ((False, self.runtime.host_pace), (True, self.runtime.host_pace_prefill)) if self.host else ()
+        for prefill, points in timelines:
+            if points:
+                at = points[0][0]
+                heappush(self.heap, (at if at > 0.0 else 0.0, next(self.seq), pace, (prefill, 0)))
         start = time.perf_counter()
         heap = self.heap
         pop = heappop
@@ -239,13 +241,15 @@ class Simulation:
             raise InputError("the workload produced no requests")
         return collect(self, wall)
 
-    def _ev_host_pace(self, t: float, i: int) -> None:
-        """The host's speed moves (``ExecutorRuntime.host_pace``), then the next move is scheduled. A move is no
-        work: :meth:`run` does not end the run at one, so a timeline longer than the run does not stretch it."""
-        points = self.runtime.host_pace
-        self.host.set_drift(t, points[i][1])
+    def _ev_host_pace(self, t: float, arg: tuple[bool, int]) -> None:
+        """The host's speed moves (``ExecutorRuntime.host_pace``, or with ``prefill`` the prefills' own,
+        ``host_pace_prefill``), then the next move is scheduled. A move is no work: :meth:`run` does not end the
+        run at one, so a timeline longer than the run does not stretch it."""
+        prefill, i = arg
+        points = self.runtime.host_pace_prefill if prefill else self.runtime.host_pace
+        self.host.set_drift(t, points[i][1], prefill)
         if i + 1 < len(points):
-            heappush(self.heap, (points[i + 1][0], next(self.seq), self._pace_ev, i + 1))
+            heappush(self.heap, (points[i + 1][0], next(self.seq), self._pace_ev, (prefill, i + 1)))
 
     def _init_stats(self) -> None:
         self.ttft = QuantileSketch()

@@ -185,6 +185,12 @@ the executor's code, every number is measured:
   decode steps 0.87-1.43x the calibration's, 10 s by 10 s, 1.08-1.20x on the whole — which no
   figure measured beforehand can carry; ``bench/bench_serve.py`` reads the timeline off each
   serve's own lone forwards to tell that from the simulator's own error (its "as served" column).
+  ``host_pace_prefill``, where given, is the prefills' own (P's forwards and a decoder's extend): the
+  compute-bound prefill and the memory-bound decode step move apart, as the two paces above drift apart
+  — over runs z-h2 (2026-12-05, 18 serves) a serve's decode steps moved 0.73-1.25x the calibration's and
+  its prefills 0.91-1.35x, up to 0.2 apart (run h2, same-dc: decode 0.73, prefill 0.91), and one timeline
+  read off all lone forwards (the decode steps, thousands, weigh most) charged the prefills the decode
+  steps' move (h2 same-dc TTFT P50 −20 % as served; −8 % with the prefills' own).
 """
 
 from __future__ import annotations
@@ -261,6 +267,9 @@ class ExecutorRuntime:
     steady host. No prediction knows these beforehand: ``bench/bench_serve.py`` reads them off a serve's own
     lone forwards (``served_forwards.pace_timeline``) to tell a host that changed speed mid-serve from the
     simulator's own error."""
+    host_pace_prefill: tuple[tuple[float, float], ...] = ()
+    """The same for the prefill forwards alone (compute-bound: they move apart from the decode steps); empty:
+    ``host_pace`` holds for them too."""
     source: str = ""
     """Who measured these figures, where and when (bench/measure_runtime.py)."""
 
@@ -268,8 +277,8 @@ class ExecutorRuntime:
         for f in fields(self):
             if f.name in ("source", "speedup", "interference"):
                 continue
-            if f.name == "host_pace":
-                _check_host_pace(self.host_pace)
+            if f.name in ("host_pace", "host_pace_prefill"):
+                _check_host_pace(getattr(self, f.name), f.name)
                 continue
             if f.name == "line_in_pace":
                 if not isinstance(self.line_in_pace, bool):
@@ -338,7 +347,7 @@ class ExecutorRuntime:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
         missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
                                         "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes",
-                                        "ttft_overhead_s", "host_pace", "wan_latency_s",
+                                        "ttft_overhead_s", "host_pace", "host_pace_prefill", "wan_latency_s",
                                         "wan_latency_s_per_byte", "wan_hol_bytes", "wan_read_ahead_s"}
                    if n not in data]
         if missing:
@@ -346,12 +355,14 @@ class ExecutorRuntime:
         speedup = data.get("speedup", ())
         if not isinstance(speedup, (list, tuple)) or not all(isinstance(x, (int, float)) and x > 0 for x in speedup):
             raise InputError(f"runtime.speedup: must be a list of positive numbers, got {speedup!r}")
-        host_pace = data.get("host_pace", ())
-        if not isinstance(host_pace, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in host_pace):
-            raise InputError(f"runtime.host_pace: must be a list of [from s, factor] pairs, got {host_pace!r}")
+        timelines = {}
+        for name in ("host_pace", "host_pace_prefill"):
+            points = data.get(name, ())
+            if not isinstance(points, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in points):
+                raise InputError(f"runtime.{name}: must be a list of [from s, factor] pairs, got {points!r}")
+            timelines[name] = tuple(tuple(p) for p in points)
         rt = cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
-                    "interference": interference_rows(data.get("interference", {})),
-                    "host_pace": tuple(tuple(p) for p in host_pace)})
+                    "interference": interference_rows(data.get("interference", {})), **timelines})
         if rt.line_rows() and not rt.line_bytes_per_s:
             raise InputError("runtime.line_bytes_per_s: the interference beside 'line' needs the rate of the line "
                              f"it was measured beside (> 0), got {rt.line_bytes_per_s!r}")
@@ -383,14 +394,14 @@ class ExecutorRuntime:
         return cls.from_dict(data)
 
 
-def _check_host_pace(points) -> None:
+def _check_host_pace(points, name: str = "host_pace") -> None:
     """InputError unless ``points`` are (time, factor > 0) pairs of finite numbers at increasing times."""
     last = -math.inf
     for i, point in enumerate(points):
         ok = isinstance(point, tuple) and len(point) == 2 and all(
             isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) for x in point)
         if not ok or point[1] <= 0 or point[0] <= last:
-            raise InputError(f"runtime.host_pace[{i}]: must be a [from s, factor > 0] pair of numbers after the "
+            raise InputError(f"runtime.{name}[{i}]: must be a [from s, factor > 0] pair of numbers after the "
                              f"one before, got {point!r}")
         last = point[0]
 
@@ -438,7 +449,7 @@ class Host:
     """
 
     __slots__ = ("runtime", "busy", "kinds", "decoders", "prefills", "io_cores", "line_rate", "lines", "measured_line",
-                 "charge_line", "drift")
+                 "charge_line", "drift", "drift_prefill")
 
     def __init__(self, runtime: ExecutorRuntime):
         self.runtime = runtime
@@ -453,6 +464,7 @@ class Host:
         self.decoders: list = []  # re-timed when the busy count changes
         self.prefills: list = []  # so is a prefill in flight
         self.drift = 1.0  # the host's speed now about the paces' level (ExecutorRuntime.host_pace)
+        self.drift_prefill: float | None = None  # the prefills' own, where read apart (host_pace_prefill)
 
     def factor(self, kind: str = "", own: str | None = None, batch: int = 0) -> float:
         """Wall seconds per CPU second of each running forward now: of the runtime's CPU-second
@@ -464,7 +476,8 @@ class Host:
         rt = self.runtime
         n = (self.busy if self.busy > 1 else 1) + (0.0 if kind and self.measured_line else self.io_cores)
         pace = rt.prefill_pace if kind == "prefill" else rt.decode_pace if kind == "decode" else 0.0
-        base = (pace or rt.slowdown) * self.drift * n / rt.speedup_at(n)
+        drift = self.drift_prefill if kind == "prefill" and self.drift_prefill is not None else self.drift
+        base = (pace or rt.slowdown) * drift * n / rt.speedup_at(n)
         if not kind or not rt.interference:
             return base
         if self.charge_line and self.line_rate:
@@ -491,9 +504,14 @@ class Host:
         self.io_cores = self.line_rate * self.runtime.wan_cpu_s_per_byte
         self.change(t, 0)
 
-    def set_drift(self, t: float, factor: float) -> None:
-        """From ``t`` on the host runs at ``factor`` × the paces' level (``ExecutorRuntime.host_pace``)."""
-        if factor != self.drift:
+    def set_drift(self, t: float, factor: float, prefill: bool = False) -> None:
+        """From ``t`` on the host runs at ``factor`` × the paces' level (``ExecutorRuntime.host_pace``; with
+        ``prefill``, for the prefill forwards alone: ``host_pace_prefill``)."""
+        if prefill:
+            if factor != self.drift_prefill:
+                self.drift_prefill = factor
+                self.change(t, 0)
+        elif factor != self.drift:
             self.drift = factor
             self.change(t, 0)
 

@@ -131,6 +131,27 @@ def test_as_served_is_each_serve_simulated_at_the_hosts_speed_as_it_went_then_th
                                   None, None, _rt(), 0) == {}
 
 
+def test_as_served_charges_the_prefills_their_own_move(monkeypatch, capsys):
+    """The serve's decode steps went as the calibration's, its prefills 1.3x: the simulation gets the decode
+    steps' timeline as host_pace and the prefills' as host_pace_prefill, and the report prints both moves."""
+    seen = []
+
+    def fake_simulate(scenario, plan, trace, arrivals, rt, seed):
+        seen.append((rt.host_pace, rt.host_pace_prefill))
+        return {"ttft": (0.1,) * 3, "tpot": (0.01,) * 2}
+
+    monkeypatch.setattr(bench_serve, "_simulate", fake_simulate)
+    prefills = lambda cpu: [[1, 500, cpu, cpu, 5.0 + 0.5 * k, "p0"] for k in range(20)]  # table: 0.02 s each
+    cal = {**_lone_steps(0.02, 0.0), "prefill": prefills(0.02)}
+    serve = {"arrivals": [0.0, 30.0], "forwards_served": {**_lone_steps(0.02, 0.0), "prefill": prefills(0.026)}}
+    got = bench_serve.host_paced([], serve, cal, _Table(), None, None, _rt(), 0)
+    assert seen == [(((0.0, 1.0),), ((0.0, 1.3),))]
+    assert got["host_pace"][0]["prefill_mean"] == pytest.approx(1.3)
+    pred = {"simulator": {"pdd": {"ttft": (0.1,) * 3, "tpot": (0.01,) * 2}}, "host_pace": {"pdd": got["host_pace"]}}
+    bench_serve.compare({"pdd": {"ttft_s": [0.1] * 20, "tpot_s": [0.01] * 20}}, pred)
+    assert "1.00 (1.00-1.00) / 1.30" in capsys.readouterr().out
+
+
 def _rt():
     from placer.sim.runtime import ExecutorRuntime
 

@@ -526,3 +526,27 @@ def test_the_host_slowing_mid_run_slows_only_what_runs_after(tmp_path):
     assert moved["tpot_p90_s"] > 1.8 * steady["tpot_p50_s"]
     assert moved["tpot_p50_s"] < 1.9 * steady["tpot_p50_s"]  # two of four at the steady pace
     assert moved["simulated_s"] == pytest.approx(steady["simulated_s"], abs=5.0)
+
+
+def test_the_prefills_own_host_pace_moves_the_prefills_and_leaves_the_decode_steps(tmp_path):
+    """A compute-bound prefill moves apart from a memory-bound decode step on a shared host: a prefill timeline
+    at 2x doubles the lone requests' prefill (their TTFT), not their steps; the decode timeline still moves
+    the steps, and a bad prefill timeline names its field."""
+    with pytest.raises(InputError, match=r"runtime.host_pace_prefill\[0\]"):
+        _runtime(host_pace_prefill=[[0.0, -1.0]])
+    host = Host(_runtime())
+    host.set_drift(0.0, 1.5)
+    host.set_drift(0.0, 0.5, prefill=True)
+    assert host.factor("prefill") == pytest.approx(0.5) and host.factor("decode") == pytest.approx(1.5)
+    problem, plan = _same_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 20.0, 2048, 64, 0.0) for k in range(3)])
+    fast_kv = dict(kv_export_bytes_per_s=1e13, kv_import_bytes_per_s=1e13)  # TTFT: the prefill, and overheads
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=3, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**fast_kv, **rt)))
+    steady = run()
+    slow_prefill = run(host_pace_prefill=[[0.0, 2.0]])
+    assert slow_prefill["ttft_p50_s"] > 1.8 * steady["ttft_p50_s"]
+    assert slow_prefill["tpot_p50_s"] == pytest.approx(steady["tpot_p50_s"], rel=0.01)
+    both = run(host_pace=[[0.0, 2.0]], host_pace_prefill=[[0.0, 1.0]])
+    assert both["tpot_p50_s"] > 1.8 * steady["tpot_p50_s"]
+    assert both["ttft_p50_s"] < 1.2 * steady["ttft_p50_s"]  # the prefill at its own pace: only overheads move
