@@ -58,9 +58,9 @@ really went — its lone decode steps' thread CPU seconds (each engine's `forwar
 calibration's for the same shapes, 10 s by 10 s (`served_forwards.pace_timeline`, the runtime's
 `host_pace`), and its lone prefills' the same way, 20 s by 20 s (`host_pace_prefill`: the compute-bound
 prefill and the memory-bound step move apart), each serve simulated at its own arrivals and timelines,
-the figure the median over the serves. It uses the serves' own forwards, so it is no prediction; it tells how much of the error is
-the host's moving between the calibration and the serve (printed per setup: each serve's mean
-speed and its slowest and fastest window) and how much the simulator's own. A shared host moved
+the figure the median over the serves. It uses the serves' own forwards, so it is no prediction; it
+tells how much of the error is the host's moving between the calibration and the serve (printed per
+setup: each serve's mean speed and its slowest and fastest window) and how much the simulator's own. A shared host moved
 that much: in run y (2026-12-05) same-dc's serves went 1.08, 1.16 and 1.20x the calibration's pace
 (windows 0.87-1.43x) and TPOT P50 came out -30 %, where the same simulation at the serves' speed
 came within 11 %: turns that arrive together share the decoder's steps, so a slower host lengthens
@@ -531,7 +531,7 @@ def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, 
                ) -> dict:
     """The calibrated simulation (``rt``) of each serve of a setup at the host's speed as that serve's lone
     decode steps went, 10 s by 10 s, against the calibration's (``served_forwards.pace_timeline``), and its
-    prefills at their own (20 s by 20 s: the compute-bound prefill moves less than the memory-bound step), at
+    prefills at their own (20 s by 20 s: the compute-bound prefill moves apart from the memory-bound step), at
     the serve's own arrivals; each figure the median over the serves, as "measured" is. ``host_pace``: per
     serve, its timelines, the time-weighted mean of each and the decode steps' lowest and highest window.
     Empty where a serve had too few lone decode steps to read it (a run saved without their times)."""
@@ -544,7 +544,7 @@ def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, 
         timeline = served_forwards.pace_timeline(forwards, table, _only(reference, "decode"), start=min(came))
         if not timeline:
             return {}
-        # the prefills' own (compute-bound, they move less than the decode steps): fewer, so longer windows
+        # the prefills' own (compute-bound, they move apart from the decode steps): fewer, so longer windows
         prefill = served_forwards.pace_timeline(forwards, table, _only(reference, "prefill"), start=min(came),
                                                 window_s=PREFILL_PACE_WINDOW_S, least=PREFILL_PACE_LEAST)
         span = max(came) - min(came)

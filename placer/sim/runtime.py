@@ -187,7 +187,7 @@ the executor's code, every number is measured:
   serve's own lone forwards to tell that from the simulator's own error (its "as served" column).
   ``host_pace_prefill``, where given, is the prefills' own (P's forwards and a decoder's extend): the
   compute-bound prefill and the memory-bound decode step move apart, as the two paces above drift apart
-  — over runs z-h2 (2026-12-05, 18 serves) a serve's decode steps moved 0.73-1.25x the calibration's and
+  — over runs z-h2 (2026-12-05, 36 serves) a serve's decode steps moved 0.73-1.25x the calibration's and
   its prefills 0.91-1.35x, up to 0.2 apart (run h2, same-dc: decode 0.73, prefill 0.91), and one timeline
   read off all lone forwards (the decode steps, thousands, weigh most) charged the prefills the decode
   steps' move (h2 same-dc TTFT P50 −20 % as served; −8 % with the prefills' own).
