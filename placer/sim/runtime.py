@@ -107,10 +107,10 @@ the executor's code, every number is measured:
 * **The socket path** (``wan_latency_s``, ``wan_latency_s_per_byte``): a message crossing the emulated
   line also goes through the relay's delivery, the receiving endpoint's read, reassembly and decode, and
   the hand-off to its handler — a fixed time and a part per byte, measured with lone messages of 256 B to
-  4 MiB through an in-process line with no delay or jitter (``measure_line_path``: ~1 ms + ~0.8 ns/byte,
-  2026-12-05; the per-byte part held to a 42 MB KV, 44 ms). Every WAN message pays it on the executor's
+  4 MiB through an in-process line with no delay or jitter (``measure_line_path``: 0.7-2 ms + 0.3-0.9
+  ns/byte over five measurements, 2026-12-05; the per-byte part held to a 42 MB KV, 44 ms). Every WAN message pays it on the executor's
   runtime: the orders and pulls, the KV, the first token back, the handoff. Served, the turns' KV landed
-  3-5 ms after the line's shaping says (a 1.5 MB KV: 2.2 ms of it is this) and the first token 1-4 ms: the
+  1-5 ms after the line's shaping says (a 1.5 MB KV: 1-3 ms of it is this) and the first token 1-4 ms: the
   rest is a busy process's I/O thread waking late, not measured.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
