@@ -110,8 +110,10 @@ the executor's code, every number is measured:
   4 MiB through an in-process line with no delay or jitter (``measure_line_path``: 0.7-2 ms + 0.3-0.9
   ns/byte over five measurements, 2026-12-05; the per-byte part held to a 42 MB KV, 44 ms). Every WAN message pays it on the executor's
   runtime: the orders and pulls, the KV, the first token back, the handoff. Served, the turns' KV landed
-  1-5 ms after the line's shaping says (a 1.5 MB KV: 1-3 ms of it is this) and the first token 1-4 ms: the
-  rest is a busy process's I/O thread waking late, not measured.
+  1-5 ms after the line's shaping says (a 1.5 MB KV: 1-3 ms of it is this) and the first token 1-4 ms. The
+  rest is not modelled: lone messages beside a decoding engine thread, a prefilling one or a second busy line
+  in the process crossed as fast as alone (0.4-0.8 ms for 256 B), so it is the serving process's own (its
+  router, its many connections), not the engines' load on the I/O thread.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
   ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
