@@ -311,9 +311,7 @@ class Simulation:
         """A message between P's datacenter and ``inst``'s: the line's one way and the socket path's latency,
         or 0 in process."""
         link = req.path.link
-        if link is None or inst.pool.dc == req.p.pool.dc:
-            return 0.0
-        return link.one_way_s() + self.runtime.wan_latency_s
+        return link.message_s() if link is not None and inst.pool.dc != req.p.pool.dc else 0.0
 
     def _ev_order_at(self, t: float, arg) -> None:
         """The decoder's order reached it; its worker handles it — and sends ``KVPull`` to P — between
@@ -575,8 +573,7 @@ class Simulation:
                 return im.prefill_chunk_s(ctx + k, ctx, k) * self.host.factor("prefill", own="decode")
             return im.extend_s(k, ctx)
 
-        one_way = link.one_way_s() + (self.runtime.wan_latency_s if self.runtime is not None else 0.0)
-        plan = plan_handoff(mode, pending, one_way, link.rate, rld.step, extend_s)
+        plan = plan_handoff(mode, pending, link.message_s(), link.rate, rld.step, extend_s)
         self.handoffs[plan.mode] += 1
         req.stage = HANDOFF
         req.md_pause = plan.md_extend_s

@@ -62,6 +62,17 @@ class WanLink:
             d += self.rand_gauss(0.0, self.jitter_s)
         return d if d > 0 else 0.0
 
+    def message_s(self) -> float:
+        """A small message's crossing (orders, pulls, token-ID handoffs): one way, and on the executor's runtime
+        the socket path's latency too (``ExecutorRuntime.wan_latency_s``)."""
+        rt = getattr(self.engine, "runtime", None)
+        return self.one_way_s() + (rt.wan_latency_s if rt is not None else 0.0)
+
+    def _connection(self, req):
+        """The heap entries (virtual end, rid, request) of the transfers in flight on ``req``'s connection (P's
+        endpoint → the decoder's)."""
+        return [e for e in self.heap if e[2].flow is self and e[2].p is req.p and e[2].md is req.md]
+
     def _delay(self, req, t: float, flows: int) -> float:
         """From the KV's last byte crossing at ``t`` (``flows`` transfers on the line then, this one
         included) to its landing."""
@@ -90,7 +101,7 @@ class WanLink:
         if frame <= 0 or self.jitter_s <= 0:
             return d
         conn = (req.p, req.md)
-        mine = 1 + sum(1 for _, _, r in self.heap if r.flow is self and r.p is req.p and r.md is req.md)
+        mine = 1 + len(self._connection(req))
         gap = frame * flows / (mine * self.rate)
         frames = -(-req.xfer // frame) if mine == 1 else INF  # others of the connection: its frames go on
         reach = self._reach_s()
@@ -158,15 +169,11 @@ class WanLink:
         of it where the round-robin sees them, and the sockets and the relay's reader before it up to
         ``hol_bytes`` more (``ExecutorRuntime.wan_hol_bytes``), already past the sender's round-robin: those
         cross first, at the connection's share of the line."""
-        left, mine = 0.0, 0
-        for v_end, _, r in self.heap:
-            if r.flow is self and r.p is req.p and r.md is req.md:
-                left += v_end - self.V
-                mine += 1
-        ahead = min(hol_bytes, left - read_ahead)
+        mine = self._connection(req)
+        ahead = min(hol_bytes, sum(v_end for v_end, _, _ in mine) - len(mine) * self.V - read_ahead)
         if ahead <= 0:
             return 0.0
-        return ahead * self.n / (mine * self.rate)
+        return ahead * self.n / (len(mine) * self.rate)
 
     def _join(self, req, n_bytes: float, t: float) -> None:
         self.advance(t)
