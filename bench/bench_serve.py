@@ -811,13 +811,16 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     if cal:
         print(f"runtime (measured, {cal.get('source', '')}): cores {cal['cores']:g}, per-request overhead "
               f"{1000 * cal['request_overhead_s']:.1f} ms CPU ({1000 * cal.get('ttft_overhead_s', 0.0):.1f} ms wall on "
-              f"the first token's path), KV export "
+              f"the first token's path), KV export {1000 * cal.get('kv_export_fixed_s', 0.0):.2f} ms + "
               f"{cal['kv_export_bytes_per_s'] / 1e6:.0f} MB/s, "
-              f"import {cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
+              f"import {1000 * cal.get('kv_import_fixed_s', 0.0):.2f} ms + "
+              f"{cal['kv_import_bytes_per_s'] / 1e6:.0f} MB/s, per streamed token "
               f"{1e6 * cal['token_stream_s']:.0f} us CPU, WAN bytes on the I/O thread "
               f"{1e9 * cal.get('wan_cpu_s_per_byte', 0.0):.1f} ns CPU/byte, a WAN message's socket path "
               f"{1000 * cal.get('wan_latency_s', 0.0):.1f} ms + {1e9 * cal.get('wan_latency_s_per_byte', 0.0):.2f} "
-              f"ns/byte, a KV joining a busy connection behind {cal.get('wan_hol_bytes', 0.0) / 1e6:.2f} MB; "
+              f"ns/byte (more beside 1, 2 … busy engine threads: "
+              f"{', '.join(f'{1000 * x:.1f}' for x in cal.get('wan_latency_beside_s', ())) or '-'} ms), "
+              f"a KV joining a busy connection behind {cal.get('wan_hol_bytes', 0.0) / 1e6:.2f} MB; "
               "at serve time, one thread's slowdown "
               "by other work "
               "and the speedup of 1-3 engine threads: "
@@ -973,7 +976,7 @@ def run(args: argparse.Namespace) -> int:
             if args.runtime is not None:
                 runtime = json.loads(args.runtime.read_text())
             else:
-                runtime = measure_runtime(rounds=args.rounds, gbit_per_s=args.gbit_per_s)
+                runtime = measure_runtime(rounds=args.rounds, gbit_per_s=args.gbit_per_s, rtt_ms=args.rtt_ms)
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
         results = json.loads(args.served.read_text()) if args.served else {}
         table = None if args.no_predict or args.no_calibration else _table(profile)

@@ -34,9 +34,10 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   decoder 1.06-1.33x, a four-sequence one 0.80-1.26x); and, at the served line's rate, while an
   emulated line in the process carries KV (``line``: the I/O thread's framing and reassembly;
   ``line_bytes_per_s`` says at what rate). Part of probe_host.
-- ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s``: ``export_kv`` + ``to_bytes`` of a
-  1024-token prompt's KV on one engine, ``from_bytes`` + ``import_kv`` into another, in
-  thread CPU time (the mean of 15 each: an export's cost is bimodal, see :func:`measure_kv`).
+- ``kv_export_bytes_per_s`` / ``kv_import_bytes_per_s`` and ``kv_export_fixed_s`` / ``kv_import_fixed_s``:
+  ``export_kv`` + ``to_bytes`` on one engine, ``from_bytes`` + ``import_kv`` into another, in thread CPU
+  time, of a 1024-token prompt's KV and of a turn's 48 tokens past it (the mean of 15 each: an export's
+  cost is bimodal, see :func:`measure_kv`): the line through the two, a rate and a fixed part.
 - ``wan_cpu_s_per_byte``: process CPU time of a ``KV_TOKENS``-token ``KVData`` sent through
   an in-process ``LinkEmulator`` between two socket endpoints at the served line's rate
   (``--gbit-per-s``, 200 Mbit/s by default), per byte (median of 3): the I/O thread's work
@@ -87,6 +88,7 @@ from bench.bench_serve import BLOCK, MODEL  # noqa: E402
 
 PROBE_TOKENS = 256
 KV_TOKENS = 1024
+KV_TAIL_TOKENS = 48  # a turn's new tokens past its cached conversation (the bench trace's: about 45)
 LONE_PROMPT_TOKENS = 64
 # (new tokens, cached context) / (batch, context per sequence): grid points of `--grid serve`, near the
 # bench trace's forwards (new conversations ~1000 tokens after the cached system prompt, turns ~40
@@ -102,6 +104,8 @@ LONE_REQUESTS = 8
 LATENCY_SIZES = (256, 1 << 20, 4 << 20)  # bytes of the lone messages measure_line_path times
 HOL_BIG_BYTES, HOL_SMALL_BYTES = 8 << 20, 3 << 19  # big: beyond the relay's read-ahead; small: a turn's KV
 HOL_AFTER_S = 0.1  # the small one goes while the big one is crossing
+BESIDE_NEIGHBOURS = ("decode", "prefill")  # engine threads busy beside the small messages, one more each time
+BESIDE_REPS = 25
 LINE_KV_TOKENS = 256  # KVData the probe's busy line carries (8 MiB: 0.34 s at 200 Mbit/s)
 
 
@@ -430,9 +434,17 @@ def measure_speedup(rounds: int, most: int = 3) -> list[float]:
     return [round(statistics.median(v), 3) for v in per_k.values()]
 
 
-def measure_kv(reps: int = 15) -> tuple[float, float, int]:
-    """(export bytes/s, import bytes/s, bytes) for one KV_TOKENS-token prompt: bytes ÷ the MEAN of
-    ``reps`` timings each, the expected cost the simulator charges every export and import.
+def measure_kv(reps: int = 15) -> dict:
+    """A KV export's and import's cost as a fixed part and a rate: ``export_kv`` + ``to_bytes`` on one engine,
+    ``from_bytes`` + ``import_kv`` into another, in thread CPU time, for a KV_TOKENS-token prompt's whole KV
+    and for a turn's KV_TAIL_TOKENS new tokens past it (the consumer caching the prompt, as MD pulls only
+    what its radix cache lacks); the line through the two means of ``reps`` each, the expected cost the
+    simulator charges every export and import.
+
+    The fixed part: served turns' 1.5 MB KV took 0.4-0.7 ms to export and 0.6-1.4 ms to import where the
+    rate alone gives 0.25 (bench_serve runs h-z2, 2026-12-05: a + b x over each setup's 102 requests gave
+    a = 0.25-0.6 ms for exports and 0.56-1.28 ms for imports): the payload's header and token ids, the
+    radix cache's walk, the blocks' allocation, the request's creation.
 
     An export's cost was bimodal until 2026-12-05: 5-8 GB/s when its copy landed on pages the process
     already held and 1.1-2.3 GB/s when it faulted in fresh ones (about 3 us a page on this Firecracker
@@ -443,21 +455,33 @@ def measure_kv(reps: int = 15) -> tuple[float, float, int]:
     into a heap that has not grown yet still pays the faults once."""
     src, dst = _engine(0), _engine(1)
     rng = random.Random(3)
-    export_s, import_s, size = [], [], 0
+    timed: dict[str, dict[str, list[float]]] = {kind: {"tail": [], "whole": []} for kind in ("export", "import")}
+    sizes: dict[str, list[int]] = {"tail": [], "whole": []}
     for _ in range(reps):
         prompt = _prompt(rng, KV_TOKENS)
-        res = src.prefill(prompt)
-        t0 = time.thread_time()
-        data = src.export_kv(res.request, 0, len(prompt)).to_bytes()
-        export_s.append(time.thread_time() - t0)
-        size = len(data)
-        t0 = time.thread_time()
-        req = dst.import_kv([*prompt, res.first_token], KVPayload.from_bytes(data, copy=False),
-                            SamplingParams(max_new_tokens=4, stop_at_eos=False), num_prompt_tokens=len(prompt))
-        import_s.append(time.thread_time() - t0)
-        dst.finish(req)
-        src.finish(res.request)
-    return size / statistics.mean(export_s), size / statistics.mean(import_s), size
+        for part, tokens in (("whole", prompt), ("tail", prompt + _prompt(rng, KV_TAIL_TOKENS))):
+            res = src.prefill(tokens)
+            start = dst.cached_prefix_len(tokens)  # the whole prompt's blocks, for the turn past it
+            t0 = time.thread_time()
+            data = src.export_kv(res.request, start, len(tokens)).to_bytes()
+            timed["export"][part].append(time.thread_time() - t0)
+            t0 = time.thread_time()
+            req = dst.import_kv([*tokens, res.first_token], KVPayload.from_bytes(data, copy=False),
+                                SamplingParams(max_new_tokens=4, stop_at_eos=False), num_prompt_tokens=len(tokens))
+            timed["import"][part].append(time.thread_time() - t0)
+            sizes[part].append(len(data))
+            dst.finish(req)
+            src.finish(res.request)
+    small, big = statistics.mean(sizes["tail"]), statistics.mean(sizes["whole"])
+    out: dict = {}
+    for kind, by_part in timed.items():
+        t_small, t_big = statistics.mean(by_part["tail"]), statistics.mean(by_part["whole"])
+        per_byte = (t_big - t_small) / (big - small)
+        out[f"{kind}_bytes_per_s"] = 1 / per_byte if per_byte > 0 else big / t_big
+        out[f"{kind}_fixed_s"] = max(0.0, t_small - small * per_byte) if per_byte > 0 else 0.0
+        out[f"{kind}_mean_s"] = {"tail": t_small, "whole": t_big}
+    out["bytes"], out["tail_bytes"] = round(big), round(small)
+    return out
 
 
 def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 0.2) -> float:
@@ -494,14 +518,17 @@ def measure_wan_cpu(reps: int = 3, gbit_per_s: float = 0.2) -> float:
     return statistics.median(per_byte)
 
 
-def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float]:
-    """What a message across an in-process ``LinkEmulator`` (no delay, no jitter: only its rate) takes beyond
-    the line's own time, between two socket endpoints as the serving process has them (medians of ``reps``):
+def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2, rtt_ms: float = 30.0) -> dict[str, float]:
+    """What a message across an in-process ``LinkEmulator`` (the served line's rate and round trip, no jitter)
+    takes beyond the line's own time (its bytes at the rate, one way), between two socket endpoints as the
+    serving process has them (medians of ``reps``):
 
     - ``wan_latency_s`` and ``wan_latency_s_per_byte``: a lone message's transit less its bytes' line time,
       at LATENCY_SIZES (a Tokens-sized message, a KV of 1-4 MiB), fitted as fixed + per byte (least squares):
       the relay's wake-up and write, the receiver's read, reassembly and decode (2026-12-05: 0.7-2 ms +
-      0.3-0.9 ns/B over three runs; 44 ms for a lone 42 MB KV).
+      0.3-0.9 ns/B over three runs; 44 ms for a lone 42 MB KV). At the served round trip, not none: the relay
+      holds each frame until its release and sleeps meanwhile, so its timer's wake-up is in the path
+      (a 256 B message 0.8-1.5 ms beyond one way at 30 ms, 0.56-0.66 ms on a line without delay).
     - ``wan_hol_bytes``: a HOL_SMALL_BYTES KV sent HOL_AFTER_S after a big one (the relay's read-ahead
       and HOL_BIG_BYTES more: the relay's queue for the connection full, its sockets too), both on one
       connection, took longer than beside the same big one sent from another endpoint (a connection of its
@@ -513,6 +540,12 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
       nothing waits (an 8 MiB one: 0.02 MB).
     - ``wan_read_ahead_s``: the relay's read-ahead in seconds of line time (``executor.transport.link.
       READ_AHEAD_S``, read from the code).
+    - ``wan_latency_beside_s``: what a small message takes more, on the mean, while 1, 2 … engine threads
+      run forwards in the process (BESIDE_NEIGHBOURS: a decoder streaming its Tokens back across the line,
+      then a prefill too, as MD and P do): the I/O thread, which relays, reads and decodes every message,
+      waits for a core and the GIL (2026-12-05, 256 B at 30 ms: 0.8-0.9 ms alone, +0.4 beside a decoder,
+      +1.2 beside a decoder and a prefill, +3.0 beside three; served cross-dc orders crossed in 18.1 ms
+      against 16.5 modelled without it).
     """
     import threading
 
@@ -521,7 +554,8 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
 
     rate = gbit_per_s * 1e9 / 8
     big = int(rate * READ_AHEAD_S) + HOL_BIG_BYTES
-    line, ends, _ = _line_pair(gbit_per_s, rtt_ms=0.0, senders=("src", "src2"))
+    line, ends, _ = _line_pair(gbit_per_s, rtt_ms=rtt_ms, senders=("src", "src2"))
+    one_way = rtt_ms / 2000
     landed: dict[str, float] = {}
     cond = threading.Condition()
 
@@ -541,6 +575,12 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
                 raise RuntimeError("a message did not cross the emulated line")
             return landed[rid]
 
+    def lone_small(rid: str) -> float:
+        time.sleep(0.03)
+        t0 = time.monotonic()
+        send("src", rid, LATENCY_SIZES[0])
+        return wait(rid) - t0 - one_way - LATENCY_SIZES[0] / rate
+
     try:
         send("src", "warm", 1024)
         send("src2", "warm2", 1024)
@@ -549,10 +589,10 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
         hol: dict[str, list[float]] = {"src": [], "src2": []}
         for i in range(reps):
             for size in LATENCY_SIZES:
-                time.sleep(0.1)  # the I/O loop idle again
+                time.sleep(0.1 + 2 * one_way)  # the I/O loop idle again
                 t0 = time.monotonic()
                 send("src", f"l{i}-{size}", size)
-                lone[size].append(wait(f"l{i}-{size}") - t0 - size / rate)
+                lone[size].append(wait(f"l{i}-{size}") - t0 - one_way - size / rate)
             for sender in hol:
                 time.sleep(0.05)
                 send("src", f"b{i}{sender}", big)
@@ -561,10 +601,23 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
                 send(sender, f"s{i}{sender}", HOL_SMALL_BYTES)
                 hol[sender].append(wait(f"s{i}{sender}") - t0)
                 wait(f"b{i}{sender}")
+        ends["src"].set_handler(lambda _src, _msg: None)  # the neighbour decoders' Tokens
+        alone = [lone_small(f"a{i}") for i in range(BESIDE_REPS)]
+        beside = []
+        neighbours = [_Neighbour(kind, seed, stream=(ends["dst"], "src") if kind == "decode" else None)
+                      for seed, kind in enumerate(BESIDE_NEIGHBOURS, start=11)]
+        try:
+            for k, n in enumerate(neighbours, start=1):
+                n.start()
+                beside.append([lone_small(f"n{k}-{i}") for i in range(BESIDE_REPS)])
+        finally:
+            for n in neighbours:
+                n.close()
     finally:
         for ep in ends.values():
             ep.close()
         line.close()
+    extra = [max(0.0, statistics.fmean(b) - statistics.fmean(alone)) for b in beside]
     xs = list(LATENCY_SIZES)
     ys = [statistics.median(lone[x]) for x in xs]
     mx, my = statistics.fmean(xs), statistics.fmean(ys)
@@ -573,6 +626,7 @@ def measure_line_path(reps: int = 7, gbit_per_s: float = 0.2) -> dict[str, float
     same, other = statistics.median(hol["src"]), statistics.median(hol["src2"])
     return {"wan_latency_s": max(0.0, my - slope * mx), "wan_latency_s_per_byte": slope,
             "wan_hol_bytes": max(0.0, (same - other) * rate), "wan_read_ahead_s": READ_AHEAD_S,
+            "wan_latency_beside_s": [round(x, 6) for x in extra],
             "lone_s_beyond_line": dict(zip(map(str, xs), ys)), "hol_same_connection_s": same,
             "hol_other_connection_s": other}
 
@@ -629,7 +683,7 @@ def lone_request_cpu_s(outputs: int, n: int = LONE_REQUESTS) -> tuple[float, flo
     return statistics.median(cpu), statistics.median(path), statistics.median(beyond) if beyond else math.nan
 
 
-def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
+def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2, rtt_ms: float = 30.0) -> dict:
     """The ExecutorRuntime figures (and the raw measurements behind them); ``gbit_per_s``: the rate of
     the line that will be served (the I/O thread's cost per byte depends on it, see measure_wan_cpu)."""
     import torch
@@ -640,10 +694,10 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
     slowdown = probe_slowdown()
     speedup = measure_speedup(rounds)
     interference = probe_interference(max(rounds, 4), gbit_per_s=gbit_per_s)
-    export_bps, import_bps, kv_bytes = measure_kv()
+    kv = measure_kv()
     prefill_s, step_s = engine_times()
     wan_cpu = measure_wan_cpu(gbit_per_s=gbit_per_s)
-    path = measure_line_path(gbit_per_s=gbit_per_s)
+    path = measure_line_path(gbit_per_s=gbit_per_s, rtt_ms=rtt_ms)
     short, long = LONE_OUTPUTS
     lone = [lone_request_cpu_s(short) for _ in range(rounds)]
     lone_long = [lone_request_cpu_s(long) for _ in range(rounds)]
@@ -657,7 +711,8 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
                                   for (_, _, x_short), (_, _, x_long) in zip(lone, lone_long))
     stream = on_thread if math.isfinite(on_thread) else per_token - step_s
     lone_kv = LONE_PROMPT_TOKENS * MODEL.kv_bytes_per_token
-    overhead = c_short - prefill_s - lone_kv / export_bps - lone_kv / import_bps - (short - 1) * per_token
+    overhead = (c_short - prefill_s - kv["export_fixed_s"] - lone_kv / kv["export_bytes_per_s"] - kv["import_fixed_s"]
+                - lone_kv / kv["import_bytes_per_s"] - (short - 1) * per_token)
     return {
         "cores": len(os.sched_getaffinity(0)),
         "slowdown": round(slowdown, 3),
@@ -666,8 +721,10 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "line_bytes_per_s": gbit_per_s * 1e9 / 8,
         "request_overhead_s": round(max(0.0, overhead), 5),
         "ttft_overhead_s": round(statistics.median(p for _, p, _ in lone), 5),
-        "kv_export_bytes_per_s": round(export_bps),
-        "kv_import_bytes_per_s": round(import_bps),
+        "kv_export_bytes_per_s": round(kv["export_bytes_per_s"]),
+        "kv_import_bytes_per_s": round(kv["import_bytes_per_s"]),
+        "kv_export_fixed_s": round(kv["export_fixed_s"], 6),
+        "kv_import_fixed_s": round(kv["import_fixed_s"], 6),
         "token_stream_s": round(max(0.0, stream), 6),
         "wan_cpu_s_per_byte": float(f"{wan_cpu:.4g}"),
         "wan_frame_bytes": CHUNK_BYTES,
@@ -675,10 +732,13 @@ def measure_runtime(rounds: int = 3, gbit_per_s: float = 0.2) -> dict:
         "wan_latency_s_per_byte": float(f"{path['wan_latency_s_per_byte']:.4g}"),
         "wan_hol_bytes": round(path["wan_hol_bytes"]),
         "wan_read_ahead_s": path["wan_read_ahead_s"],
+        "wan_latency_beside_s": path["wan_latency_beside_s"],
         "source": f"bench/measure_runtime.py on {platform.node()} ({platform.machine()}), "
                   f"{datetime.now(UTC):%Y-%m-%d %H:%M}Z, {rounds} rounds",
         "measurements": {
-            "kv_bytes": kv_bytes, "wan_cpu_line_gbit_per_s": gbit_per_s, "engine_prefill_64_cpu_s": prefill_s,
+            "kv_bytes": kv["bytes"], "kv_tail_bytes": kv["tail_bytes"], "kv_export_mean_s": kv["export_mean_s"],
+            "kv_import_mean_s": kv["import_mean_s"], "wan_cpu_line_gbit_per_s": gbit_per_s,
+            "engine_prefill_64_cpu_s": prefill_s,
             "engine_decode_step_b1_cpu_s": step_s,
             f"lone_request_cpu_s_{short}_tokens": c_short, f"lone_request_cpu_s_{long}_tokens": c_long,
             "process_cpu_s_per_output_token": per_token,
@@ -692,9 +752,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--gbit-per-s", type=float, default=0.2, help="rate of the line to be served (bench_serve's)")
+    ap.add_argument("--rtt-ms", type=float, default=30.0, help="round trip of the line to be served (bench_serve's)")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
-    figures = measure_runtime(args.rounds, args.gbit_per_s)
+    figures = measure_runtime(args.rounds, args.gbit_per_s, args.rtt_ms)
     text = json.dumps(figures, indent=2)
     if args.out:
         args.out.write_text(text + "\n")

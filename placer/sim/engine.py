@@ -301,17 +301,29 @@ class Simulation:
             req.p.enqueue(req, t)
         for bit, inst in ((_PULL_MD, req.md), (_PULL_RLD, req.rld)):
             if inst is not None:
-                heappush(self.heap, (sent + self._one_way(req, inst), next(self.seq), self._ev_order_at, (req, bit)))
+                heappush(self.heap, (sent, next(self.seq), self._ev_order_sent, (req, bit)))
 
     def _ev_at_p(self, t: float, req) -> None:
         req.p.enqueue(req, t)
 
     # ---- the executor's pulls (runtime only) ------------------------------------
-    def _one_way(self, req, inst) -> float:
-        """A message between P's datacenter and ``inst``'s: the line's one way and the socket path's latency,
-        or 0 in process."""
+    def _one_way(self, req, inst, back: bool = False) -> float:
+        """A message from P's datacenter to ``inst``'s (``back``: the other way) across the line (``WanLink.
+        message_s``: behind the transfers crossing that direction), or 0 in process."""
         link = req.path.link
-        return link.message_s() if link is not None and inst.pool.dc != req.p.pool.dc else 0.0
+        if link is None or inst.pool.dc == req.p.pool.dc:
+            return 0.0
+        if not back:
+            return link.message_s()
+        rev = self.links.get((link.dst, link.src))
+        return rev.message_s() if rev is not None else link.message_s(queued=False)
+
+    def _ev_order_sent(self, t: float, arg) -> None:
+        """The router's order for a decoder leaves, P's prefill begun (its order left first): it crosses
+        beside that prefill (``WanLink.message_s``)."""
+        req, bit = arg
+        inst = req.md if bit == _PULL_MD else req.rld
+        heappush(self.heap, (t + self._one_way(req, inst), next(self.seq), self._ev_order_at, arg))
 
     def _ev_order_at(self, t: float, arg) -> None:
         """The decoder's order reached it; its worker handles it — and sends ``KVPull`` to P — between
@@ -319,7 +331,7 @@ class Simulation:
         req, bit = arg
         inst = req.md if bit == _PULL_MD else req.rld
         at = inst.step_boundary(t)
-        heappush(self.heap, (at + self._one_way(req, inst), next(self.seq), self._ev_pull_at_p, arg))
+        heappush(self.heap, (at + self._one_way(req, inst, back=True), next(self.seq), self._ev_pull_at_p, arg))
 
     def _ev_pull_at_p(self, t: float, arg) -> None:
         """A pull reached P: served now if the KV is staged (between two of P's forwards: when the
@@ -336,13 +348,19 @@ class Simulation:
         with that, the pull being there when it began) and sends it."""
         path = req.path
         if not req.exported & bit:
-            t += self.runtime.export_s(self.exported_bytes(req, bit)) * self.host.factor()
+            t += self.export_cpu_s(req, bit) * self.host.factor()
         if bit == _PULL_RLD:
             heappush(self.heap, (t, next(self.seq), self._ev_rld_arrive, req))
         elif path.link is not None:
             path.link.add(req, req.xfer, t)
         else:
             heappush(self.heap, (t, next(self.seq), self._ev_decode_arrive, req))
+
+    def export_cpu_s(self, req, pulls: int) -> float:
+        """P's CPU seconds exporting ``req``'s KV for the consumers among ``pulls``: one export each, each
+        paying the fixed part and its bytes (``ExecutorRuntime.export_s``); 0 for none."""
+        return sum(self.runtime.export_s(self.exported_bytes(req, bit)) for bit in (_PULL_RLD, _PULL_MD)
+                   if pulls & bit)
 
     def exported_bytes(self, req, pulls: int = _PULL_MD | _PULL_RLD) -> float:
         """KV bytes P serialises for ``req``'s consumers among ``pulls``: what MD/D lacks, and the

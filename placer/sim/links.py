@@ -12,8 +12,10 @@
   delay after the last byte is the LinkEmulator's: one way per frame (RTT/2 + jitter,
   clamped at 0), frames of one connection released in order, and on P-MD one way more for
   the first token back to the router, in order behind the decoder's other Tokens messages; every message
-  pays the socket path's latency, and a KV joining a connection that carries others waits behind the bytes
-  buffered ahead of it before it shares the line.
+  pays the socket path's latency (more while engine threads run forwards: the I/O thread waits for a core
+  and the GIL), and a KV joining a connection that carries others waits behind the bytes
+  buffered ahead of it before it shares the line. A small message (an order, a handoff) waits for its turn
+  in the relay's frame-by-frame round-robin over the transfers crossing its direction.
 * RDMA inside a datacenter: bytes over the slower NIC + a fixed latency
   (:meth:`placer.perfmodel.InstanceModel.rdma_s`), uncontended — at 400 Gbit/s per
   chip a 64K-token prompt moves in milliseconds.
@@ -62,11 +64,20 @@ class WanLink:
             d += self.rand_gauss(0.0, self.jitter_s)
         return d if d > 0 else 0.0
 
-    def message_s(self) -> float:
-        """A small message's crossing (orders, pulls, token-ID handoffs): one way, and on the executor's runtime
-        the socket path's latency too (``ExecutorRuntime.wan_latency_s``)."""
+    def message_s(self, queued: bool = True) -> float:
+        """A small message's crossing in this direction (orders, pulls, token-ID handoffs): one way, and on the
+        executor's runtime the socket path's latency too (``ExecutorRuntime.wan_message_s``: more while engine
+        threads run forwards) and, ``queued``, its turn on the line: the emulator's relay serialises one frame at
+        a time, round-robin over the transfers waiting (``executor/transport/link.py: _pace``), so a message
+        joining n transfers in flight waits for the frame on the line to end (half of one, expected) and one
+        frame of each of them before its own."""
         rt = getattr(self.engine, "runtime", None)
-        return self.one_way_s() + (rt.wan_latency_s if rt is not None else 0.0)
+        if rt is None:
+            return self.one_way_s()
+        d = self.one_way_s() + rt.wan_message_s(0.0, self.engine.host.busy)
+        if queued and self.n and rt.wan_frame_bytes:
+            d += (0.5 + self.n) * rt.wan_frame_bytes / self.rate
+        return d
 
     def _connection(self, req):
         """The heap entries (virtual end, rid, request) of the transfers in flight on ``req``'s connection (P's
@@ -80,8 +91,9 @@ class WanLink:
         if rt is not None:
             # LinkEmulator: the KV's frames one way each (RTT/2 + jitter, clamped at 0), in order; on
             # P-MD the first token then crosses back to the router, one way more (placer.sim.runtime)
-            d = self._kv_release(req, t, flows, rt.wan_frame_bytes) + rt.wan_message_s(req.xfer)
-            return d if req.path.pipe == _RELAYED else d + self._t0_back(req, rt) + rt.wan_latency_s
+            busy = self.engine.host.busy
+            d = self._kv_release(req, t, flows, rt.wan_frame_bytes) + rt.wan_message_s(req.xfer, busy)
+            return d if req.path.pipe == _RELAYED else d + self._t0_back(req, rt) + rt.wan_message_s(0.0, busy)
         d = self.rtt_s
         if self.jitter_s > 0:
             j = self.rand_gauss(0.0, self.jitter_s)

@@ -159,8 +159,7 @@ class PrefillInstance:
         serialised for each consumer's pull — CPU seconds turned into wall seconds by the cores it
         shares, re-timed whenever the number of busy instances changes (:meth:`retime`)."""
         req.exported = req.pulls  # the pulls already here are served on this thread right after the forward
-        self.cpu_left = self._parts(req.n_in, req.pos, req.left)[2] + \
-            self.runtime.export_s(self.engine.exported_bytes(req, req.pulls))
+        self.cpu_left = self._parts(req.n_in, req.pos, req.left)[2] + self.engine.export_cpu_s(req, req.pulls)
         self.busy = True
         self.t_from = self.t_started = t
         self.forwards += 1

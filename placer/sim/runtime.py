@@ -30,11 +30,14 @@ the executor's code, every number is measured:
 * **KV serialisation on the workers' threads**: P's worker exports and serialises the KV
   for each consumer's pull (``export_kv`` + ``KVPayload.to_bytes``) right after the
   prefill, before its next one; the decoder's worker deserialises and imports it
-  (``from_bytes`` + ``import_kv``), stalling its batch meanwhile. ``kv_export_bytes_per_s``
-  and ``kv_import_bytes_per_s`` are those rates (measured: bytes ÷ the mean of 15 exports
-  and imports of a 1024-token prompt of the bench model's KV, ``bench/measure_runtime.measure_kv``;
-  the engine keeps freed memory for the next payload, ``executor/engine/memory.py``, without which
-  an export's cost was bimodal). The copies hold the GIL: a decoder importing while P serialises
+  (``from_bytes`` + ``import_kv``), stalling its batch meanwhile. Each costs a fixed part and one per
+  byte: ``kv_export_fixed_s`` + bytes ÷ ``kv_export_bytes_per_s``, the same for imports (measured: the
+  line through the means of 15 exports and imports of a 1024-token prompt's KV of the bench model and
+  of a turn's 48 tokens past it, ``bench/measure_runtime.measure_kv``; the engine keeps freed memory for
+  the next payload, ``executor/engine/memory.py``, without which an export's cost was bimodal). The
+  fixed part is most of a turn's: served turns' 1.5 MB took 0.4-0.7 ms to export and 0.6-1.4 ms to
+  import where the rate alone gives 0.25 ms (bench_serve runs h-z2, 2026-12-05; measured apart, 0.15-0.17
+  and 0.38-0.40 ms of thread CPU). The copies hold the GIL: a decoder importing while P serialises
   for another consumer waits for that (measured: an RLD import of 3.5 ms took as long as P's
   export for MD beside it), so P's exports of one forward all come before its consumers' imports
   here — RLD's KV is handed over when P has also exported MD's. Inside a datacenter the
@@ -104,16 +107,24 @@ the executor's code, every number is measured:
   14 MiB one crossed took 13-18 ms longer on the same connection than from another endpoint at
   200 Mbit/s, ~0.4 MB; in bench_serve's cross-dc and pdd serves (2026-12-04/05, runs y-z2) the turns whose
   KV shared the line with a new conversation's took 13-26 ms more than processor sharing gives.
-* **The socket path** (``wan_latency_s``, ``wan_latency_s_per_byte``): a message crossing the emulated
-  line also goes through the relay's delivery, the receiving endpoint's read, reassembly and decode, and
-  the hand-off to its handler — a fixed time and a part per byte, measured with lone messages of 256 B to
-  4 MiB through an in-process line with no delay or jitter (``measure_line_path``: 0.7-2 ms + 0.3-0.9
-  ns/byte over five measurements, 2026-12-05; the per-byte part held to a 42 MB KV, 44 ms). Every WAN message pays it on the executor's
-  runtime: the orders and pulls, the KV, the first token back, the handoff. Served, the turns' KV landed
-  1-5 ms after the line's shaping says (a 1.5 MB KV: 1-3 ms of it is this) and the first token 1-4 ms. The
-  rest is not modelled: lone messages beside a decoding engine thread, a prefilling one or a second busy line
-  in the process crossed as fast as alone (0.4-0.8 ms for 256 B), so it is the serving process's own (its
-  router, its many connections), not the engines' load on the I/O thread.
+* **The socket path** (``wan_latency_s``, ``wan_latency_s_per_byte``, ``wan_latency_beside_s``): a message
+  crossing the emulated line also goes through the relay's timer (it holds each frame until its release), its
+  delivery, the receiving endpoint's read, reassembly and decode, and the hand-off to its handler — a fixed
+  time and a part per byte, measured with lone messages of 256 B to 4 MiB through an in-process line of the
+  served rate and round trip, no jitter (``measure_line_path``: 1.1-1.5 ms + 0.3-0.7 ns/byte, 2026-12-05;
+  on a line without delay 0.6-0.9 ms, the relay forwarding at once), and more while engine threads run
+  forwards, as they do beside every served message: the one I/O thread that relays, reads and decodes waits
+  for a core and the GIL (``wan_latency_beside_s``, the mean over 25 small messages beside a decoder
+  streaming its Tokens back, then a prefill too: +0.1-0.4 and +0.8-1.4 ms; beside three, +3 ms). Every WAN
+  message pays it on the executor's runtime, with the host's busy forwards when it crosses: the orders (sent
+  as P's prefill of the same request begins), the pulls, the KV, the first token back, the handoff. Served
+  (2026-12-05, cross-dc, every message stamped), an order crossed in 18.1 ms at the median and a pull in
+  16.9 ms against the line's 15 ms one way.
+* **A message's turn on a busy line**: the relay serialises one frame at a time, round-robin over the
+  transfers waiting in that direction (``link.py: _pace``); a small message joining n transfers waits for
+  the frame on the line to end and one frame of each of them (:meth:`~placer.sim.links.WanLink.message_s`:
+  half a frame expected, then n; a 64 KiB frame is 2.6 ms at 200 Mbit/s). No figure: the frame is the
+  code's, ``wan_frame_bytes``.
 * **Cores** (:class:`Host`): every instance runs in one process (one worker thread each,
   ``torch.set_num_threads(1)``), so forwards running at the same time share the
   ``cores`` CPUs and the GIL — as the measured ``speedup`` of k concurrent engine threads
@@ -199,7 +210,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from functools import cached_property
 from pathlib import Path
 
@@ -222,6 +233,11 @@ class ExecutorRuntime:
     """KV deserialisation + import on the decoder's worker thread (stalls its batch)."""
     token_stream_s: float
     """Per request per decode step: sending one Tokens message to the router."""
+    kv_export_fixed_s: float = 0.0
+    """An export's cost beyond its bytes (the payload's header, the request's bookkeeping); 0: not measured."""
+    kv_import_fixed_s: float = 0.0
+    """An import's cost beyond its bytes (the radix cache's walk, the blocks' allocation, the request); 0: not
+    measured."""
     wan_cpu_s_per_byte: float = 0.0
     """CPU seconds the process's I/O thread spends per byte crossing the emulated WAN line (framing,
     the LinkEmulator's relay, reassembly and decoding); 0: not measured."""
@@ -253,6 +269,10 @@ class ExecutorRuntime:
     handler): fixed part; 0: not measured."""
     wan_latency_s_per_byte: float = 0.0
     """Its part per byte of the message (the reassembled payload decoded after its last frame)."""
+    wan_latency_beside_s: tuple[float, ...] = ()
+    """What a message takes more on the mean while k = 1, 2, … engine threads run forwards beside it (the k-th
+    value; past the table, its last): the I/O thread that carries it waits for a core and the GIL. Empty: not
+    measured (nothing more)."""
     wan_hol_bytes: float = 0.0
     """Bytes of a connection's transfers already buffered between the sender's round-robin and the line's
     (socket buffers, the relay's reader) past the relay's read-ahead that a transfer joining that connection
@@ -278,6 +298,13 @@ class ExecutorRuntime:
     def __post_init__(self) -> None:
         for f in fields(self):
             if f.name in ("source", "speedup", "interference"):
+                continue
+            if f.name == "wan_latency_beside_s":
+                v = self.wan_latency_beside_s
+                if not isinstance(v, tuple) or not all(isinstance(x, (int, float)) and math.isfinite(x) and x >= 0
+                                                       for x in v):
+                    raise InputError(f"runtime.wan_latency_beside_s: must be a list of numbers >= 0 (seconds), "
+                                     f"got {v!r}")
                 continue
             if f.name in ("host_pace", "host_pace_prefill"):
                 _check_host_pace(getattr(self, f.name), f.name)
@@ -329,15 +356,21 @@ class ExecutorRuntime:
         """A request's overhead on its first token's path (CPU seconds where only those were measured)."""
         return self.ttft_overhead_s or self.request_overhead_s
 
-    def wan_message_s(self, n_bytes: float = 0.0) -> float:
-        """A message's latency through the socket path across a WAN line, beyond the line's shaping."""
-        return self.wan_latency_s + n_bytes * self.wan_latency_s_per_byte
+    def wan_message_s(self, n_bytes: float = 0.0, busy: int = 0) -> float:
+        """A message's latency through the socket path across a WAN line, beyond the line's shaping, with
+        ``busy`` engine threads running forwards meanwhile."""
+        d = self.wan_latency_s + n_bytes * self.wan_latency_s_per_byte
+        if busy > 0 and self.wan_latency_beside_s:
+            d += self.wan_latency_beside_s[min(busy, len(self.wan_latency_beside_s)) - 1]
+        return d
 
     def export_s(self, n_bytes: float) -> float:
-        return n_bytes / self.kv_export_bytes_per_s
+        """One export of ``n_bytes`` of KV for one consumer's pull (CPU seconds on P's worker)."""
+        return self.kv_export_fixed_s + n_bytes / self.kv_export_bytes_per_s
 
     def import_s(self, n_bytes: float) -> float:
-        return n_bytes / self.kv_import_bytes_per_s
+        """One import of ``n_bytes`` of KV (CPU seconds on the decoder's worker)."""
+        return self.kv_import_fixed_s + n_bytes / self.kv_import_bytes_per_s
 
     @classmethod
     def from_dict(cls, data: dict) -> ExecutorRuntime:
@@ -347,11 +380,7 @@ class ExecutorRuntime:
         unknown = sorted(set(data) - names - {"measurements"})
         if unknown:
             raise InputError(f"runtime: unknown field {unknown[0]!r}")
-        missing = [n for n in names - {"source", "speedup", "wan_cpu_s_per_byte", "prefill_pace", "decode_pace",
-                                        "interference", "line_bytes_per_s", "line_in_pace", "wan_frame_bytes",
-                                        "ttft_overhead_s", "host_pace", "host_pace_prefill", "wan_latency_s",
-                                        "wan_latency_s_per_byte", "wan_hol_bytes", "wan_read_ahead_s"}
-                   if n not in data]
+        missing = [f.name for f in fields(cls) if f.default is MISSING and f.name not in data]  # the rest: optional
         if missing:
             raise InputError(f"runtime: missing field {sorted(missing)[0]!r}")
         speedup = data.get("speedup", ())
@@ -363,7 +392,9 @@ class ExecutorRuntime:
             if not isinstance(points, (list, tuple)) or not all(isinstance(p, (list, tuple)) for p in points):
                 raise InputError(f"runtime.{name}: must be a list of [from s, factor] pairs, got {points!r}")
             timelines[name] = tuple(tuple(p) for p in points)
+        beside = data.get("wan_latency_beside_s", ())
         rt = cls(**{**{k: v for k, v in data.items() if k in names}, "speedup": tuple(speedup),
+                    "wan_latency_beside_s": tuple(beside) if isinstance(beside, list) else beside,
                     "interference": interference_rows(data.get("interference", {})), **timelines})
         if rt.line_rows() and not rt.line_bytes_per_s:
             raise InputError("runtime.line_bytes_per_s: the interference beside 'line' needs the rate of the line "

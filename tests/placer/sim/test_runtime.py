@@ -237,6 +237,22 @@ def _same_dc_problem_and_plan():
     return problem, plan
 
 
+def _cross_dc_problem_and_plan():
+    """P in dc-a, its decoder in dc-b across a 10 Gbit/s line of 30 ms and no jitter."""
+    from placer.optimize import as_problem
+    from placer.plan import Plan
+
+    data = small_pdd_dict(links=[{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 10, "rtt_ms": 30, "jitter_ms": 0}])
+    problem = as_problem(parse_scenario(data))
+    plan = Plan.model_validate({
+        "scenario": "small-pdd",
+        "pools": [{"role": "P", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1},
+                  {"role": "MD", "datacenter": "dc-b", "chip": "H20", "tp": 1, "count": 1}],
+        "routes": [{"request_class": c.name, "pipeline": "P-MD", "src": "dc-a", "dst": "dc-b", "rps": 1.0}
+                   for c in problem.classes]})
+    return problem, plan
+
+
 def test_the_executor_prefills_one_request_per_forward(tmp_path):
     """Short prompts arriving together are packed into one forward by the planner's P, one each by the executor's."""
     problem, plan = _same_dc_problem_and_plan()
@@ -269,6 +285,23 @@ def test_serialising_the_kv_shows_in_ttft(tmp_path):
     slow = run(kv_export_bytes_per_s=1e9, kv_import_bytes_per_s=2e9)
     kv_s = 8192 * problem.kv_bytes_per_token * (1 / 1e9 + 1 / 2e9)  # export on P + import on MD
     assert slow["ttft_p50_s"] - fast["ttft_p50_s"] == pytest.approx(kv_s, rel=0.1)
+
+
+def test_an_export_and_an_import_pay_their_fixed_part_whatever_the_bytes(tmp_path):
+    """A turn's small KV costs more than its bytes (served: 0.4-0.7 ms to export and 0.6-1.4 ms to import 1.5 MB
+    where the rate gives 0.25): the fixed parts delay each first token by their sum, for a short prompt as for a
+    long one, and the decoder's import stalls its batch by its own."""
+    problem, plan = _same_dc_problem_and_plan()
+    for tokens in (64, 8192):
+        trace = _trace(tmp_path, [(k * 10.0, tokens, 8, 0.0) for k in range(4)])  # lone requests
+        run = lambda **rt: simulate(problem, plan, SimConfig(requests=4, workload="trace", trace=trace,
+                                                             warmup_fraction=0.0, runtime=_runtime(**rt)))
+        base, fixed = run(), run(kv_export_fixed_s=0.0004, kv_import_fixed_s=0.001)
+        assert fixed["ttft_p50_s"] - base["ttft_p50_s"] == pytest.approx(0.0014, rel=0.02)
+    rt = _runtime(kv_export_fixed_s=0.0004, kv_import_fixed_s=0.001)
+    assert rt.export_s(0) == 0.0004 and rt.import_s(4e9) == pytest.approx(1.001)
+    with pytest.raises(InputError, match="runtime.kv_import_fixed_s: must be >= 0, got -0.001"):
+        _runtime(kv_import_fixed_s=-0.001)
 
 
 def test_only_the_overhead_on_the_first_tokens_path_delays_it(tmp_path):
@@ -375,6 +408,7 @@ class _LineLoop:
 
     def __init__(self, runtime):
         self.heap, self.seq, self.runtime, self.landed = [], iter(range(10**9)), runtime, {}
+        self.host = Host(runtime)  # no forwards running unless a test says so
 
     def kv_landed(self, req, t):
         self.landed[req.rid] = t
@@ -500,6 +534,49 @@ def test_a_message_across_the_line_pays_the_socket_paths_latency():
             loop.run()
             landed.append(loop.landed[0])
         assert landed[1] - landed[0] == pytest.approx(0.002 * messages + 1.5e6 * 1e-9)
+
+
+def test_a_message_across_the_line_pays_more_while_engine_threads_run_forwards():
+    """The I/O thread that carries a message waits for a core and the GIL while engines run forwards: with k of
+    them busy the message pays the k-th measured figure more (past the table its last), the KV and the first
+    token back alike."""
+    figures = {"wan_latency_s": 0.001, "wan_latency_beside_s": [0.0002, 0.0012]}
+    landed = {}
+    for busy in (0, 1, 2, 3):
+        loop, link = _line(0, 0.0, **figures)
+        loop.host.busy = busy
+        loop.send(link, _wan_req(0, 1.5e6, pipe="P-MD"), 0.0)
+        loop.run()
+        landed[busy] = loop.landed[0]
+        assert link.message_s(queued=False) == pytest.approx(0.015 + 0.001 + (0, 0.0002, 0.0012, 0.0012)[busy])
+    assert landed[1] - landed[0] == pytest.approx(2 * 0.0002)  # the KV and t0
+    assert landed[3] - landed[0] == pytest.approx(2 * 0.0012)
+    with pytest.raises(InputError, match="runtime.wan_latency_beside_s: must be a list of numbers >= 0"):
+        _runtime(wan_latency_beside_s=[0.001, -0.001])
+
+
+def test_a_small_message_waits_its_turn_in_the_lines_round_robin():
+    """The emulator's relay sends one 64 KiB frame at a time, round-robin over the transfers waiting: an order
+    joining two KVs in flight waits for the frame on the line (half of one, expected) and one of each KV —
+    2.5 frames, 6.6 ms at 25 MB/s; on an idle line, or with the wait not asked for (the way back), nothing."""
+    loop, link = _line(65536, 0.0)
+    assert link.message_s() == pytest.approx(0.015)
+    link.n = 2
+    assert link.message_s() == pytest.approx(0.015 + 2.5 * 65536 / 25e6)
+    assert link.message_s(queued=False) == pytest.approx(0.015)
+
+
+def test_the_order_to_a_remote_decoder_crosses_beside_ps_prefill(tmp_path):
+    """The router's orders leave together: the decoder's crosses while P's prefill of the same request runs, so
+    it pays the latency beside one busy engine thread, as does the decoder's pull back; the KV and the first token
+    cross with nothing running (lone requests, the decoder idle between them)."""
+    problem, plan = _cross_dc_problem_and_plan()
+    trace = _trace(tmp_path, [(k * 10.0, 1024, 8, 0.0) for k in range(4)])  # lone requests
+    run = lambda **rt: simulate(problem, plan, SimConfig(requests=4, workload="trace", trace=trace,
+                                                         warmup_fraction=0.0, runtime=_runtime(**rt)))
+    base = run(wan_latency_s=0.001)["ttft_p50_s"]
+    beside = run(wan_latency_s=0.001, wan_latency_beside_s=[0.004, 0.009])["ttft_p50_s"]
+    assert beside - base == pytest.approx(2 * 0.004)
 
 
 def test_a_host_pace_timeline_is_read_checked_and_scales_every_charge():
