@@ -44,9 +44,10 @@ the time it matters (:func:`probe_slowdown`, which bench_serve runs around each 
   while a line is busy (5.5 ns/byte here: 0.14 core at 200 Mbit/s).
 - ``wan_frame_bytes``: the transport's frame on a WAN line (``executor.transport.tcp.CHUNK_BYTES``,
   read from the code): the emulated line delays each frame on its own and releases them in order.
-- ``wan_latency_s``, ``wan_latency_s_per_byte``, ``wan_hol_bytes``: a message's time through the
-  sockets and the relay beyond the line's shaping, and what a KV joining a busy connection waits behind
-  (:func:`measure_line_path`); ``wan_read_ahead_s``: the relay's read-ahead, read from the code.
+- ``wan_latency_s``, ``wan_latency_s_per_byte``, ``wan_latency_beside_s``, ``wan_hol_bytes``: a message's
+  time through the sockets and the relay beyond the line's shaping (at the served round trip; more beside
+  busy engine threads), and what a KV joining a busy connection waits behind (:func:`measure_line_path`);
+  ``wan_read_ahead_s``: the relay's read-ahead, read from the code.
 - ``request_overhead_s`` and ``token_stream_s``: lone requests (64 fresh tokens) through a
   same-datacenter LocalCluster (P and D, tcp transport), one at a time, with 8 and with 40
   output tokens: the process CPU time of each request less the engine's own CPU time for
