@@ -5,14 +5,19 @@
 #
 #   OUT=/tmp/gpu bash bench/gpu_check.sh        # on the GPU machine (device tool: $OUT is set)
 #
-# Needs only python3 with torch and triton (no pydantic, typer or rich): the profile runs
-# through `python3 -m profiler.run`, which writes the ChipProfile JSON as plain data; load
-# it here with `placer.profiles.records.ChipProfile.load` (which re-checks every roofline).
-# Engine vs model: when `placer profile model` exists it measures our engine (executor + Triton
-# kernels, random weights) for a dense 8B-class and a 1B-class shape (MODELS); every measured
-# point is then predicted by the roofline path of placer.perfmodel with the chip profile just
-# measured (efficiencies only, no tables) and summary.json["estimate_vs_measured"] lists
-# predicted / measured per point with the median and worst error (target: within 15 %).
+# The device image has torch, triton, typer and rich but not pydantic, which placer's estimate needs:
+# run `bash bench/gpu_wheels.sh` here first and carry ".whl" in the device call (2.7 MB).
+#
+# The chip profile and the kernel benchmarks need only torch and triton: the profile runs through
+# `python3 -m profiler.run`, which writes the ChipProfile JSON as plain data; load it here with
+# `placer.profiles.records.ChipProfile.load` (which re-checks every roofline).
+# Engine vs model (issue 13 part 5): bench/bench_engine_estimate.py per model of MODELS (a dense
+# 8B-class and a 1B-class shape, the catalog's, random weights): `placer profile model` on the
+# MODEL_GRID grid, then every grid point and every point between them timed again, each predicted
+# by the roofline path (this run's chip profile: efficiencies only) and by the table path (the
+# measured table); model-<M>.json holds the table, the points and the summary; summary.json
+# ["estimate_vs_measured"] the per-path median and worst factor against the targets (roofline
+# 15 %, table 5 % at grid points, 10 % between them).
 # Serving (issue 15 part 5): the gpu-marked checkpoint parity tests (bf16 Triton vs transformers
 # fp32) into check.log, then bench/bench_gpu_serve.py — `placer deploy --model-dir` of a random
 # SERVE_MODEL checkpoint with the Triton and the torch backend at SERVE_LOADS concurrent clients,
@@ -29,13 +34,20 @@ PROFILE_DEVICE="${PROFILE_DEVICE:-cuda:0}"   # cpu for a dry run of this script 
 KERNEL_DEVICE="${KERNEL_DEVICE:-cuda}"
 PROFILE_ARGS="${PROFILE_ARGS:-}"           # e.g. --quick
 MODELS="${MODELS:-llama-3.1-8b llama-3.2-1b}"
-MODEL_TIMEOUT_S="${MODEL_TIMEOUT_S:-120}"
+MODEL_TIMEOUT_S="${MODEL_TIMEOUT_S:-240}"
+MODEL_GRID="${MODEL_GRID:-gpu}"             # profiler.model.GRIDS: gpu fits an 8B model on an 80 GB card
+MODEL_REPS="${MODEL_REPS:-5}"
+MODEL_ARGS="${MODEL_ARGS:-}"               # e.g. --tiny (with MODEL_GRID=tiny) for a dry run on the CPU
 SERVE="${SERVE:-1}"
 SERVE_MODEL="${SERVE_MODEL:-llama-3.2-1b}"
 SERVE_LOADS="${SERVE_LOADS:-1,8}"
 SERVE_TIMEOUT_S="${SERVE_TIMEOUT_S:-300}"
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 T0=$(date +%s)
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then  # bench/gpu_wheels.sh's, carried: what the image lacks
+  "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 
 { nvidia-smi; nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem --format=csv; } \
   >"$OUT/nvidia-smi.txt" 2>&1
@@ -50,16 +62,13 @@ timeout 95 "$PY" bench/bench_kernels.py --device "$KERNEL_DEVICE" --json-out "$O
 KERNELS_RC=${PIPESTATUS[0]}
 echo "kernels exit code: $KERNELS_RC  ($(( $(date +%s) - T0 )) s so far)"
 
-echo "== engine model profiles ($MODELS) =="
-if "$PY" -m placer.cli profile model --help >/dev/null 2>&1; then
-  for M in $MODELS; do
-    timeout "$MODEL_TIMEOUT_S" "$PY" -m placer.cli profile model --device "$KERNEL_DEVICE" --model "$M" --tp 1 \
-      --out "$OUT/model-$M.json" 2>&1 | tee -a "$OUT/check.log"
-    echo "profile model $M exit code: ${PIPESTATUS[0]}  ($(( $(date +%s) - T0 )) s so far)"
-  done
-else
-  echo "placer profile model is not available here: engine-vs-model comparison skipped" | tee -a "$OUT/check.log"
-fi
+echo "== our engine vs placer estimate ($MODELS, grid $MODEL_GRID) =="
+for M in $MODELS; do
+  timeout "$MODEL_TIMEOUT_S" "$PY" bench/bench_engine_estimate.py --device "$KERNEL_DEVICE" --model "$M" \
+    --grid "$MODEL_GRID" --reps "$MODEL_REPS" --chip-profile "$OUT/profile.json" --json "$OUT/model-$M.json" \
+    $MODEL_ARGS 2>&1 | tee -a "$OUT/check.log"
+  echo "engine vs estimate $M exit code: ${PIPESTATUS[0]}  ($(( $(date +%s) - T0 )) s so far)"
+done
 
 SERVE_MISSING=$("$PY" bench/bench_gpu_serve.py --check-deps 2>&1)
 if [ "$SERVE" = "1" ] && [ -n "$SERVE_MISSING" ]; then
@@ -75,61 +84,22 @@ elif [ "$SERVE" = "1" ]; then
 fi
 
 "$PY" - "$OUT" "$PROFILE_RC" "$KERNELS_RC" "$T0" <<'PYEOF'
-import glob, json, math, os, statistics, sys, time
+import glob, json, os, sys, time
 out, profile_rc, kernels_rc, t0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 
 
-def _num(rec, *keys):
-    for k in keys:
-        if rec.get(k) is not None:
-            return float(rec[k])
-    return None
-
-
-def estimate_vs_measured(chip_profile_path):
-    """Each measured engine point of model-*.json beside the roofline path's prediction."""
-    try:
-        from placer.catalog import get_model
-        from placer.estimate import instance
-    except Exception as exc:  # planner deps missing on this machine
-        return {"error": f"placer not importable: {exc}"}
-    rows = []
+def estimate_vs_measured():
+    """Per model of bench_engine_estimate.py: its summary (per path: points, median and worst factor, target)."""
+    out_rows = {}
     for path in sorted(glob.glob(os.path.join(out, "model-*.json"))):
+        name = os.path.basename(path)[len("model-"):-len(".json")]
         try:
-            prof = json.load(open(path))
-        except (OSError, ValueError) as exc:
-            rows.append({"file": os.path.basename(path), "error": str(exc)})
-            continue
-        model, chip = prof.get("model"), prof.get("chip") or "H200-SXM"
-        profiles = chip_profile_path if os.path.exists(chip_profile_path) else None
-        try:
-            get_model(model)
-            im, source = instance(model, chip, int(prof.get("tp", 1)), prof.get("weight_dtype") or "bf16",
-                                  prof.get("kv_dtype") or "bf16", profiles=profiles)
-        except Exception as exc:
-            rows.append({"file": os.path.basename(path), "error": f"{type(exc).__name__}: {exc}"})
-            continue
-        points = prof.get("measurements") or prof.get("points") or prof.get("rows") or []
-        for p in points:
-            phase = p.get("phase") or p.get("kind")
-            measured = _num(p, "seconds", "latency_s", "median_s", "time_s")
-            context = _num(p, "context", "context_tokens") or 0.0
-            if not measured:
-                continue
-            if phase == "prefill":
-                tokens = _num(p, "tokens", "new_tokens", "input_tokens")
-                predicted = im.prefill_chunk_s(context + tokens, context, tokens)
-            elif phase == "decode":
-                predicted = im.step_s(_num(p, "batch"), context)
-            else:
-                continue
-            rows.append({"model": model, "phase": phase, "point": {k: p.get(k) for k in ("tokens", "batch", "context")},
-                         "measured_s": measured, "predicted_s": predicted, "ratio": predicted / measured,
-                         "source": source})
-    errs = [abs(math.log(r["ratio"])) for r in rows if "ratio" in r]
-    return {"rows": rows, "n": len(errs),
-            "median_factor": math.exp(statistics.median(errs)) if errs else None,
-            "worst_factor": math.exp(max(errs)) if errs else None, "target_factor": 1.15}
+            with open(path) as fh:
+                result = json.load(fh)
+            out_rows[name] = {"chip": result["chip"], "engine": result["engine"], "summary": result["summary"]}
+        except (OSError, ValueError, KeyError) as exc:
+            out_rows[name] = {"error": f"{type(exc).__name__}: {exc}"}
+    return out_rows
 
 def load(name):
     try:
@@ -153,22 +123,20 @@ summary = {
                 "rows": [{k: r.get(k) for k in ("kernel", "shape", "ms", "gb_per_s", "frac_peak_bw", "tflop_per_s",
                                                  "ratio_to_baseline", "max_abs_err", "error")}
                          for r in kernels.get("rows", [])]},
-    "estimate_vs_measured": estimate_vs_measured(os.path.join(out, "profile.json")),
+    "estimate_vs_measured": estimate_vs_measured(),
     "serve": serve,
 }
 with open(os.path.join(out, "summary.json"), "w") as fh:
     json.dump(summary, fh, indent=2)
 print(json.dumps({k: summary[k] for k in ("profile_rc", "kernels_rc", "wall_s", "efficiency")}, indent=2))
-ev = summary["estimate_vs_measured"]
-for r in ev.get("rows", []):
-    if "ratio" in r:
-        print(f"{r['model']:14} {r['phase']:8} {json.dumps(r['point']):48} measured {r['measured_s']:.5f} s "
-              f"predicted {r['predicted_s']:.5f} s ratio {r['ratio']:.2f}")
-    else:
-        print(r)
-if ev.get("n"):
-    print(f"engine vs roofline path: {ev['n']} points, median factor {ev['median_factor']:.3f}, "
-          f"worst {ev['worst_factor']:.3f} (target {ev['target_factor']})")
+for model, ev in summary["estimate_vs_measured"].items():
+    if "error" in ev:
+        print(f"engine vs estimate {model}: {ev['error']}")
+        continue
+    for path, s in ev["summary"].items():
+        if s["n"]:
+            print(f"engine vs estimate {model} ({ev['chip']}), {path}: {s['n']} points, median factor "
+                  f"{s['median_factor']:.3f}, worst {s['worst_factor']:.3f} (target {s['target_factor']})")
 PYEOF
 echo "total $(( $(date +%s) - T0 )) s"
 exit $(( PROFILE_RC != 0 || KERNELS_RC != 0 ))

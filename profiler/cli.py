@@ -168,7 +168,9 @@ def model_command(
     model: Annotated[str, typer.Option(help="Catalog model whose shape is built (random weights).")] = "llama-3.1-8b",
     tp: Annotated[int, typer.Option(help="Chips per instance (the engine runs one: 1).")] = 1,
     grid: Annotated[str, typer.Option(help="tiny (smoke check), quick (CPU: under a minute for a tiny shape), serve "
-                                         "(bench_serve's sizes: prompts to 2K, batches to 16) or full.")] = "quick",
+                                         "(bench_serve's sizes: prompts to 2K, batches to 16), gpu (an 8B model on "
+                                         "an 80 GB card: prompts to 8K after 8K, batches to 64 at 4K) or full.")
+                ] = "quick",
     chip: Annotated[str | None, typer.Option(help="Catalog chip the table is for (default: from the device; "
                                              "'cpu' on the CPU).")] = None,
     reps: Annotated[int, typer.Option(min=1, help="Timed runs per grid point (the median is kept).")] = 5,

@@ -1,0 +1,106 @@
+"""Issue 13 part 5's comparison, run on the CPU: `placer profile model`'s shape is the catalog model's,
+bench/bench_engine_estimate.py measures a table and the points between its grid and predicts them by
+both paths, and bench/gpu_check.sh carries the result into its summary."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from bench import bench_engine_estimate as bee
+from placer.catalog import get_model
+from placer.errors import InputError
+from placer.profiles.records import ChipProfile
+from profiler.model import between_grid, ffn_width, shape_for
+from tests.profiler.conftest import ROOT
+
+
+@pytest.mark.parametrize("model, ffn, tied", [("llama-3.1-8b", 14336, False), ("llama-3.2-1b", 8192, True),
+                                              ("llama-2-7b", 11008, False), ("llama-2-70b", 28672, False)])
+def test_profiled_shape_is_the_catalog_models(model, ffn, tied):
+    """The FFN width the parameter count implies is the model's config's, embeddings tied where the model
+    ties them, so the table's bytes are the ones the roofline of the catalog model reads."""
+    m = get_model(model)
+    name, shape = shape_for(model, {})
+    assert name == model and ffn_width(m) == shape.intermediate_size == ffn and shape.tied_embeddings == tied
+    assert shape.vocab_size == m.vocab
+    assert shape.params() == pytest.approx(m.params_total_b * 1e9, rel=0.01)
+
+
+def test_points_between_a_grid():
+    assert between_grid("gpu") == ((256, 1024, 4096), (1024, 4096), (3, 16, 45), (1024, 2896))
+    with pytest.raises(InputError, match="--grid must be one of .*got 'huge'"):
+        between_grid("huge")
+
+
+def test_engine_against_both_paths_on_the_cpu(tmp_path):
+    """Every grid point measured twice and every point between them once; the table path answers from the
+    table (exactly its value on the grid, between its neighbours off it), the roofline path from the chip."""
+    out = tmp_path / "tiny.json"
+    assert bee.main(["--tiny", "--reps", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    pre, dec = result["profile"]["tables"][0]["prefill"], result["profile"]["tables"][0]["decode"]
+    rows = result["points"]
+    assert len([r for r in rows if r["on_grid"]]) == len(pre["sizes"]) * len(pre["context_tokens"]) \
+        + len(dec["sizes"]) * len(dec["context_tokens"])
+    assert {(r["phase"], r.get("tokens", r.get("batch")), r["context"]) for r in rows if not r["on_grid"]} \
+        == {("prefill", 16, 16), ("decode", 1, 32)}
+    assert all(r["table_source"].startswith("measured") for r in rows)
+    measured = ChipProfile.model_validate(result["profile"]).tables[0]
+    for r in rows:
+        grid = (measured.prefill if r["phase"] == "prefill" else measured.decode).grid()
+        size = r.get("tokens", r.get("batch"))
+        if r["on_grid"]:  # the table's value there (after its isotonic clean-up)
+            assert r["table_s"] == pytest.approx(grid.seconds_at(size, r["context"]))
+        else:  # between the corners below and above it
+            below = max(s for s in grid.sizes if s <= size), max(c for c in grid.contexts if c <= r["context"])
+            above = min(s for s in grid.sizes if s >= size), min(c for c in grid.contexts if c >= r["context"])
+            assert grid.seconds_at(*below) <= r["table_s"] <= grid.seconds_at(*above)
+        assert r["roofline_s"] > 0 and r["measured_s"] > 0
+    summary = result["summary"]
+    assert [summary[k]["target_factor"] for k in bee.TARGETS] == [1.15, 1.05, 1.10]
+    assert summary["roofline"]["n"] == len(rows) and summary["table between grid points"]["n"] == 2
+
+
+def test_a_float32_engine_is_compared_by_its_table_alone(tmp_path, capsys):
+    assert bee.main(["--tiny", "--reps", "1", "--dtype", "float32"]) == 0
+    printed = capsys.readouterr().out
+    assert "roofline: no points (the roofline needs a bfloat16 engine)" in printed
+    assert "table at grid points: 8 points" in printed
+
+
+def test_bench_refuses_a_bad_grid(capsys):
+    assert bee.main(["--tiny", "--grid", "huge"]) == 2
+    assert "--grid must be one of" in capsys.readouterr().err
+
+
+def test_gpu_check_dry_run_on_the_cpu_summarises_engine_vs_estimate(tmp_path):
+    """The one prepared device script, off the GPU (tiny shapes, quick profile, no serving): its summary
+    holds each model's comparison, as a device run's would."""
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable, "PROFILE_DEVICE": "cpu",
+           "KERNEL_DEVICE": "cpu", "PROFILE_ARGS": "--quick", "MODELS": "llama-3.2-1b", "MODEL_GRID": "tiny",
+           "MODEL_REPS": "1", "MODEL_ARGS": "--tiny", "SERVE": "0"}
+    r = subprocess.run(["bash", "bench/gpu_check.sh"], cwd=ROOT, env=env, capture_output=True, text=True,
+                       timeout=280)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    ev = summary["estimate_vs_measured"]["llama-3.2-1b"]
+    assert ev["chip"] == "cpu" and ev["summary"]["table at grid points"]["n"] == 8
+    assert "engine vs estimate llama-3.2-1b (cpu), roofline: 10 points" in r.stdout
+
+
+def test_a_tied_model_is_profiled_with_its_lm_head_the_embedding():
+    """A shape of Llama-3.2-1B keeps its tied embeddings through overrides: the engine runs without an
+    LM head of its own and the parameter count holds the vocabulary matrix once."""
+    from profiler.model import profile_model
+
+    overrides = dict(bee.TINY_SHAPE)
+    raw = profile_model("cpu", "llama-3.2-1b", 1, "tiny", None, 1, overrides)
+    shape = raw["tables"][0]["model_shape"]
+    assert shape["tied_embeddings"] is True
+    assert shape["params"] == shape_for("llama-3.2-1b", overrides)[1].params() \
+        == shape_for("llama-3.1-8b", overrides)[1].params() - shape["vocab_size"] * shape["hidden_size"]
