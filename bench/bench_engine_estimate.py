@@ -20,8 +20,14 @@ What it does, for one model shape on one device:
 4. Prints measured, each prediction and its ratio per point, then per path the median and worst
    factor (max(r, 1/r)) against the issue's targets: roofline within 15 %; table within 5 % at
    the grid points (a second measurement of the same point: the table's repeatability) and 10 %
-   between them (its interpolation). ``--json`` writes the table's profile, the points and the
-   summary (bench/gpu_check.sh reads it).
+   between them (its interpolation). Between the grid's points it also prints the table's
+   corners interpolated bilinearly in plain tokens and seconds (the "linear rule"): a latency
+   that is a fixed part plus work affine in each axis (decode: ∝ batch, KV read ∝ batch ×
+   context) is exact under it, while the table's log-log rule overestimates it between grid
+   points (up to 17 % at the ``gpu`` grid's midpoints for an 8B prefill on the roofline); a
+   step where a cached context first appears (another kernel path) favours the log axis. Which
+   holds on hardware is this comparison's to show. ``--json`` writes the table's profile, the
+   points and the summary (bench/gpu_check.sh reads it).
 
 The roofline column needs a bfloat16 engine (the planner's ``bf16``); a float32 engine's table is
 compared by the table path alone. On the CPU the chip is the profiler's rooflines of this host
@@ -37,14 +43,17 @@ import math
 import statistics
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip
 from placer.errors import InputError
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import ChipProfile
+from profiler.model import between_grid
 
-TARGETS = {"roofline": 1.15, "table at grid points": 1.05, "table between grid points": 1.10}
+TARGETS = {"roofline": 1.15, "table at grid points": 1.05, "table between grid points": 1.10,
+           "table between grid points, linear rule": 1.10}
 TINY_SHAPE = {"num_layers": 2, "hidden_size": 128, "num_q_heads": 4, "num_kv_heads": 2, "head_dim": 32,
               "intermediate_size": 384, "vocab_size": 512}
 SHAPE_FLAGS = {"layers": "num_layers", "hidden": "hidden_size", "heads": "num_q_heads", "kv-heads": "num_kv_heads",
@@ -85,6 +94,7 @@ def predictions(profile_path: Path, profile: dict, chip_profile: Path | None, po
     measured = measured_instance(model, chip, 1, "bf16", "bf16", [*base, profile_path])
     on_grid = {("prefill", t, c) for t in table["prefill"]["sizes"] for c in table["prefill"]["context_tokens"]}
     on_grid |= {("decode", b, c) for b in table["decode"]["sizes"] for c in table["decode"]["context_tokens"]}
+    grids = {"prefill": measured.table.prefill, "decode": measured.table.decode}  # the cleaned grids
     rows = []
     for phase, size_key in (("prefill", "tokens"), ("decode", "batch")):
         for p in points[phase]:
@@ -97,10 +107,50 @@ def predictions(profile_path: Path, profile: dict, chip_profile: Path | None, po
                 source = measured.source_of_step(size, context)
             row = {"phase": phase, size_key: size, "context": context, "measured_s": p["seconds"],
                    "on_grid": (phase, size, context) in on_grid, "table_s": predict(measured), "table_source": source}
+            if not row["on_grid"]:
+                row["table_linear_s"] = linear_rule(grids[phase], size, context)
             if roofline is not None:
                 row["roofline_s"] = predict(roofline)
             rows.append(row)
     return rows
+
+
+def linear_rule(grid, size: float, context: float) -> float:
+    """The table's cleaned corners interpolated bilinearly in plain tokens and seconds: the rule a
+    latency affine in each axis (a fixed part + work ∝ batch, ∝ batch × context) is exact under,
+    printed beside the table's own log-log rule for points between the grid's (issue 13 part 3)."""
+    def cell(axis, x):
+        i = max(k for k in range(len(axis) - 1) if axis[k] <= x) if len(axis) > 1 else 0
+        i = min(i, len(axis) - 2)
+        return i, (x - axis[i]) / (axis[i + 1] - axis[i])
+    (i, u), (j, v) = cell(grid.sizes, size), cell(grid.contexts, context)
+    at = lambda a, b: grid.seconds_at(grid.sizes[a], grid.contexts[b])  # noqa: E731
+    return ((1 - u) * (1 - v) * at(i, j) + u * (1 - v) * at(i + 1, j) + (1 - u) * v * at(i, j + 1)
+            + u * v * at(i + 1, j + 1))
+
+
+def rules_on_roofline(model: str, chip: str, grid: str) -> str:
+    """Both interpolation rules on a noise-free table: the roofline's own latencies on ``grid``, asked
+    at every point between the grid's (no device: what the rules alone cost)."""
+    from placer.catalog import get_model
+    from placer.perfmodel import InstanceModel
+    from placer.profiles.tables import Grid
+    from profiler.model import GRIDS
+
+    im = InstanceModel(get_chip(chip), 1, get_model(model), "bf16", "bf16")
+    phases = {"prefill": lambda t, c: im.prefill_chunk_s(c + t, c, t), "decode": im.step_s}
+    lines = [f"interpolation rules on the roofline of {model} on {chip}, grid {grid} (predicted / roofline):"]
+    for (phase, latency), sizes, contexts, mid_sizes, mid_contexts in zip(
+            phases.items(), GRIDS[grid][::2], GRIDS[grid][1::2], between_grid(grid)[::2], between_grid(grid)[1::2]):
+        table = Grid(tuple(map(float, sizes)), tuple(map(float, contexts)),
+                     tuple(tuple(latency(s, c) for c in contexts) for s in sizes))
+        points = [(s, c) for s in mid_sizes for c in contexts] + [(s, c) for s in (*sizes, *mid_sizes)
+                                                                   for c in mid_contexts]
+        for rule, answer in (("log-log (the table's)", table.seconds_at), ("linear", partial(linear_rule, table))):
+            r = [answer(s, c) / latency(s, c) for s, c in points]
+            lines.append(f"  {phase:8} {rule:22} {len(r)} points: median {statistics.median(r):.3f}, "
+                         f"range {min(r):.3f}-{max(r):.3f}")
+    return "\n".join(lines)
 
 
 def factor(predicted: float, measured: float) -> float:
@@ -111,7 +161,9 @@ def summarise(rows: list[dict]) -> dict:
     """Per path: points, median and worst factor, the target and whether it is met."""
     groups = {"roofline": [(r["roofline_s"], r["measured_s"]) for r in rows if "roofline_s" in r],
               "table at grid points": [(r["table_s"], r["measured_s"]) for r in rows if r["on_grid"]],
-              "table between grid points": [(r["table_s"], r["measured_s"]) for r in rows if not r["on_grid"]]}
+              "table between grid points": [(r["table_s"], r["measured_s"]) for r in rows if not r["on_grid"]],
+              "table between grid points, linear rule": [(r["table_linear_s"], r["measured_s"]) for r in rows
+                                                         if "table_linear_s" in r]}
     out = {}
     for name, pairs in groups.items():
         f = [factor(p, m) for p, m in pairs]
@@ -124,7 +176,7 @@ def summarise(rows: list[dict]) -> dict:
 def run(device: str, model: str, grid: str, reps: int, chip_profile: Path | None, overrides: dict | None,
         dtype: str | None, workdir: Path, progress=print) -> dict:
     """Measure the table and the points, predict them; the whole result (see the module docstring)."""
-    from profiler.model import GRIDS, between_grid, profile_model
+    from profiler.model import GRIDS, profile_model
 
     mid_tokens, mid_contexts, mid_batches, mid_decode = between_grid(grid)  # checks the name
     tokens, contexts, batches, decode_contexts = GRIDS[grid]
@@ -147,14 +199,15 @@ def report(result: dict) -> str:
     lines = [f"{result['model']} on {result['chip']} ({result['engine']}); roofline efficiencies: "
              f"{result['chip_profile'] or 'catalog defaults'}",
              f"{'phase':8} {'point':>16} {'grid':>5} {'measured ms':>12} {'roofline ms':>12} {'ratio':>6} "
-             f"{'table ms':>10} {'ratio':>6}"]
+             f"{'table ms':>10} {'ratio':>6} {'linear rule':>11}"]
     for r in result["points"]:
         point = f"{r.get('tokens', r.get('batch'))} @ {r['context']}"
         roof = r.get("roofline_s")
         lines.append(f"{r['phase']:8} {point:>16} {'yes' if r['on_grid'] else 'no':>5} "
                      f"{r['measured_s'] * 1e3:12.3f} "
                      + (f"{roof * 1e3:12.3f} {roof / r['measured_s']:6.2f} " if roof else f"{'n/a':>12} {'':6} ")
-                     + f"{r['table_s'] * 1e3:10.3f} {r['table_s'] / r['measured_s']:6.2f}")
+                     + f"{r['table_s'] * 1e3:10.3f} {r['table_s'] / r['measured_s']:6.2f}"
+                     + (f" {r['table_linear_s'] / r['measured_s']:11.2f}" if "table_linear_s" in r else ""))
     for name, s in result["summary"].items():
         if s["n"]:
             lines.append(f"{name}: {s['n']} points, median factor {s['median_factor']:.3f}, worst "
@@ -176,7 +229,16 @@ def main(argv: list[str] | None = None) -> int:
     for flag, key in SHAPE_FLAGS.items():
         ap.add_argument(f"--{flag}", type=int, default=None, help=f"override: {key} (as placer profile model)")
     ap.add_argument("--json", type=Path, default=None, help="write the result here")
+    ap.add_argument("--rules-on-roofline", metavar="CHIP", default=None,
+                    help="no measurement: both interpolation rules on the roofline's own table of --model on CHIP")
     args = ap.parse_args(argv)
+    if args.rules_on_roofline:
+        try:
+            print(rules_on_roofline(args.model, args.rules_on_roofline, args.grid or "gpu"))
+        except (InputError, KeyError, ValueError) as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
+        return 0
     grid = args.grid or ("gpu" if args.device.startswith("cuda") else "tiny")
     overrides = {**(TINY_SHAPE if args.tiny else {}),
                  **{key: getattr(args, flag.replace("-", "_")) for flag, key in SHAPE_FLAGS.items()

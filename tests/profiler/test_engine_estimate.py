@@ -62,8 +62,22 @@ def test_engine_against_both_paths_on_the_cpu(tmp_path):
             assert grid.seconds_at(*below) <= r["table_s"] <= grid.seconds_at(*above)
         assert r["roofline_s"] > 0 and r["measured_s"] > 0
     summary = result["summary"]
-    assert [summary[k]["target_factor"] for k in bee.TARGETS] == [1.15, 1.05, 1.10]
+    assert [summary[k]["target_factor"] for k in bee.TARGETS] == [1.15, 1.05, 1.10, 1.10]
+    assert summary["table between grid points, linear rule"]["n"] == 2
     assert summary["roofline"]["n"] == len(rows) and summary["table between grid points"]["n"] == 2
+
+
+def test_the_linear_rule_is_exact_for_a_latency_affine_in_each_axis():
+    """A decode step of a fixed part, a per-sequence part and a KV read ∝ batch × context: the linear rule
+    gives it exactly between grid points, the table's log-log rule above it (the reason both are printed)."""
+    from placer.profiles.tables import Grid
+
+    step = lambda b, ctx: 4e-3 + 2e-5 * b + 1e-8 * b * ctx  # noqa: E731
+    sizes, contexts = (1.0, 8.0, 32.0, 64.0), (512.0, 2048.0, 4096.0)
+    grid = Grid(sizes, contexts, tuple(tuple(step(b, c) for c in contexts) for b in sizes))
+    for b, c in ((3, 1024), (16, 2896), (45, 1024)):
+        assert bee.linear_rule(grid, b, c) == pytest.approx(step(b, c), rel=1e-12)
+        assert grid.seconds_at(b, c) > step(b, c) * 1.001
 
 
 def test_a_float32_engine_is_compared_by_its_table_alone(tmp_path, capsys):
