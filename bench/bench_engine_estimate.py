@@ -47,9 +47,9 @@ from functools import partial
 from pathlib import Path
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip
-from placer.errors import InputError
+from placer.errors import InputError, PlacerError
 from placer.profiles.lookup import measured_instance
-from placer.profiles.records import ChipProfile
+from placer.profiles.records import ChipProfile, load_chip_profile
 from profiler.model import between_grid
 
 TARGETS = {"roofline": 1.15, "table at grid points": 1.05, "table between grid points": 1.10,
@@ -173,9 +173,24 @@ def summarise(rows: list[dict]) -> dict:
     return out
 
 
+def usable_chip_profile(path: Path | None, progress=print) -> tuple[Path | None, str | None]:
+    """(the chip profile, None) when it loads, else (None, why): checked before any measurement, so a
+    failed or missing ``placer profile chip`` run costs the comparison its efficiencies, not its device time."""
+    if path is None:
+        return None, None
+    try:
+        load_chip_profile(path)
+    except (OSError, ValueError, PlacerError) as e:
+        why = f"--chip-profile {path}: not used ({e}); the roofline takes the catalog's default efficiencies"
+        progress(why)
+        return None, why
+    return path, None
+
+
 def run(device: str, model: str, grid: str, reps: int, chip_profile: Path | None, overrides: dict | None,
         dtype: str | None, workdir: Path, progress=print) -> dict:
     """Measure the table and the points, predict them; the whole result (see the module docstring)."""
+    chip_profile, chip_profile_error = usable_chip_profile(chip_profile, progress)
     from profiler.model import GRIDS, profile_model
 
     mid_tokens, mid_contexts, mid_batches, mid_decode = between_grid(grid)  # checks the name
@@ -191,7 +206,8 @@ def run(device: str, model: str, grid: str, reps: int, chip_profile: Path | None
     progress(f"measured: {table['model']} on {table['chip']} ({table['engine']}), {raw['duration_s']:.1f} s")
     rows = predictions(profile_path, raw, chip_profile, held)
     return {"device": device, "model": table["model"], "chip": table["chip"], "engine": table["engine"],
-            "chip_profile": str(chip_profile) if chip_profile else None, "grid": grid, "reps": reps,
+            "chip_profile": str(chip_profile) if chip_profile else None, "chip_profile_error": chip_profile_error,
+            "grid": grid, "reps": reps,
             "profile": raw, "points": rows, "summary": summarise(rows)}
 
 

@@ -118,3 +118,14 @@ def test_a_tied_model_is_profiled_with_its_lm_head_the_embedding():
     assert shape["tied_embeddings"] is True
     assert shape["params"] == shape_for("llama-3.2-1b", overrides)[1].params() \
         == shape_for("llama-3.1-8b", overrides)[1].params() - shape["vocab_size"] * shape["hidden_size"]
+
+
+def test_an_unusable_chip_profile_costs_the_efficiencies_not_the_run(tmp_path, capsys):
+    """A chip profile that does not load (the profiler failed on the device) is named and skipped before
+    any measurement; the comparison still runs, with the catalog's default efficiencies."""
+    out = tmp_path / "r.json"
+    missing = tmp_path / "profile.json"
+    assert bee.main(["--tiny", "--reps", "1", "--chip-profile", str(missing), "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["chip_profile"] is None and str(missing) in result["chip_profile_error"]
+    assert f"--chip-profile {missing}: not used" in capsys.readouterr().err
