@@ -3,6 +3,7 @@
     python bench/bench_engine_estimate.py --device cuda --model llama-3.1-8b --grid gpu \
         --chip-profile out/profile.json --json out/model-llama-3.1-8b.json
     python bench/bench_engine_estimate.py --tiny          # a dry run on the CPU (seconds)
+    python bench/bench_engine_estimate.py --model llama-3.1-8b --rules-on-roofline H200-SXM   # no device
 
 What it does, for one model shape on one device:
 
