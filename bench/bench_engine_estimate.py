@@ -47,11 +47,13 @@ import tempfile
 from functools import partial
 from pathlib import Path
 
-from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip
+from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, PlacerError
+from placer.perfmodel import InstanceModel
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import ChipProfile, load_chip_profile
-from profiler.model import between_grid
+from placer.profiles.tables import Grid
+from profiler.model import GRIDS, between_grid, profile_model
 
 TARGETS = {"roofline": 1.15, "table at grid points": 1.05, "table between grid points": 1.10,
            "table between grid points, linear rule": 1.10}
@@ -133,11 +135,6 @@ def linear_rule(grid, size: float, context: float) -> float:
 def rules_on_roofline(model: str, chip: str, grid: str) -> str:
     """Both interpolation rules on a noise-free table: the roofline's own latencies on ``grid``, asked
     at every point between the grid's (no device: what the rules alone cost)."""
-    from placer.catalog import get_model
-    from placer.perfmodel import InstanceModel
-    from placer.profiles.tables import Grid
-    from profiler.model import GRIDS
-
     im = InstanceModel(get_chip(chip), 1, get_model(model), "bf16", "bf16")
     phases = {"prefill": lambda t, c: im.prefill_chunk_s(c + t, c, t), "decode": im.step_s}
     lines = [f"interpolation rules on the roofline of {model} on {chip}, grid {grid} (predicted / roofline):"]
@@ -192,8 +189,6 @@ def run(device: str, model: str, grid: str, reps: int, chip_profile: Path | None
         dtype: str | None, workdir: Path, progress=print) -> dict:
     """Measure the table and the points, predict them; the whole result (see the module docstring)."""
     chip_profile, chip_profile_error = usable_chip_profile(chip_profile, progress)
-    from profiler.model import GRIDS, profile_model
-
     mid_tokens, mid_contexts, mid_batches, mid_decode = between_grid(grid)  # checks the name
     tokens, contexts, batches, decode_contexts = GRIDS[grid]
     prefill = [(t, c) for t in tokens for c in contexts] + [(t, c) for t in mid_tokens for c in mid_contexts]
