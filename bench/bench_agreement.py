@@ -26,7 +26,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from placer.evaluate import analyze
-from placer.flows import P_D, P_MD, mixture_quantile, wan_bytes
+from placer.flows import mixture_quantile, wan_bytes
+from placer.pdd import P_D, P_MD
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.sim import SimConfig, simulate

@@ -35,16 +35,15 @@ from executor.transport.base import PeerInfo
 from executor.transport.fake import FakeNetwork
 from executor.transport.link import LinkEmulator
 from executor.transport.tcp import Directory, TcpEndpoint
-from placer import flows
-
+from placer import pdd
 ROUTER_NAME = "router"
 
 
 def make_worker(role: str, name: str, engine: Any, endpoint: Any, **kw: Any) -> RoleWorker:
     """The role worker for `role` (D, the PD baselines' decode, is an MD without relay; A prefills and
     decodes on its own)."""
-    cls = {flows.P: PrefillWorker, flows.RLD: RelayWorker, flows.MD: MainWorker, flows.D: MainWorker,
-           flows.AGG: AggregatedWorker}.get(role)
+    cls = {pdd.P: PrefillWorker, pdd.RLD: RelayWorker, pdd.MD: MainWorker, pdd.D: MainWorker,
+           pdd.AGG: AggregatedWorker}.get(role)
     if cls is None:
         raise ValueError(f"unknown role {role!r}")
     return cls(name, engine, endpoint, **kw)

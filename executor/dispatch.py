@@ -31,14 +31,13 @@ from executor.admission import AdmissionPolicy, NoCapacity, Overloaded
 from executor.health import PeerState
 from executor.registry import InstanceInfo, InstanceRegistry
 from executor.routing import NoRouteError, Pipeline, RoutingPolicy
-from placer import flows
-
+from placer import pdd
 #: A retry that avoids a failed decoder: the first of these the live instances can run.
 _FALLBACK_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_D, Pipeline.P_RLD_MD)
 #: The policy's pipelines have no live instance: the first of these that has one.
 _DEGRADE_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_D)
-_ROLE_LABELS = {flows.P: "prefill (P)", flows.RLD: "relay decode (RLD)", flows.MD: "main decode (MD)",
-                flows.AGG: "aggregated (A)"}
+_ROLE_LABELS = {pdd.P: "prefill (P)", pdd.RLD: "relay decode (RLD)", pdd.MD: "main decode (MD)",
+                pdd.AGG: "aggregated (A)"}
 
 
 @dataclass(frozen=True)
@@ -58,9 +57,9 @@ class Assignment:
         """Role → instance name (the decoder under `MD` also on P-D; the A instance under `A`)."""
         out = {self.p.role: self.p.name}
         if self.rld is not None:
-            out[flows.RLD] = self.rld.name
+            out[pdd.RLD] = self.rld.name
         if self.md is not None:
-            out[flows.MD] = self.md.name
+            out[pdd.MD] = self.md.name
         return out
 
 
@@ -70,7 +69,7 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
     aggregated = _assign_aggregated(registry, routing, admission, prompt, max_new_tokens, exclude, draw)
     if aggregated is not None:
         return aggregated
-    p = pick(registry, admission, registry.by_role(flows.P, exclude=exclude), prompt, role=flows.P)
+    p = pick(registry, admission, registry.by_role(pdd.P, exclude=exclude), prompt, role=pdd.P)
     est_hit = registry.indexes[p.name].match(prompt)
     avail = available_pipelines(registry, p, exclude)
     if not avail:
@@ -83,10 +82,10 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
             pipeline = routing.choose(len(prompt), est_hit, max_new_tokens, avail)
         except NoRouteError:  # the plan's pipelines lack a live instance: degrade, don't refuse
             pipeline, degraded = next(x for x in _DEGRADE_ORDER if x in avail), True
-    rld = (pick(registry, admission, registry.by_role(flows.RLD, p.datacenter, exclude), role=flows.RLD)
+    rld = (pick(registry, admission, registry.by_role(pdd.RLD, p.datacenter, exclude), role=pdd.RLD)
            if pipeline.uses_relay else None)
-    decoder_role = flows.D if pipeline is Pipeline.P_D else flows.MD
-    md = (pick(registry, admission, registry.by_role(decoder_role, exclude=exclude), prompt, role=flows.MD)
+    decoder_role = pdd.D if pipeline is Pipeline.P_D else pdd.MD
+    md = (pick(registry, admission, registry.by_role(decoder_role, exclude=exclude), prompt, role=pdd.MD)
           if pipeline.uses_main else None)
     return Assignment(pipeline, p, rld, md, est_hit, degraded)
 
@@ -94,14 +93,14 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
 def _assign_aggregated(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy,
                        prompt: Sequence[int], max_new_tokens: int, exclude: set[str], draw: float) -> Assignment | None:
     """The attempt on pipeline A, or None when it goes disaggregated (see the module doc)."""
-    aggs = registry.by_role(flows.AGG, exclude=exclude)
+    aggs = registry.by_role(pdd.AGG, exclude=exclude)
     if not aggs:
         return None
     must = not _disaggregated_up(registry, exclude)  # nothing else can serve it
     if not must and not _share_says_a(registry, routing, prompt, max_new_tokens, exclude, draw):
         return None
     try:
-        a = pick(registry, admission, aggs, prompt, role=flows.AGG)
+        a = pick(registry, admission, aggs, prompt, role=pdd.AGG)
     except Overloaded:
         if must:
             raise
@@ -112,13 +111,13 @@ def _assign_aggregated(registry: InstanceRegistry, routing: RoutingPolicy, admis
 
 def _disaggregated_up(registry: InstanceRegistry, exclude: set[str]) -> bool:
     """Whether some P is up with a decoder to serve its prefills."""
-    return any(available_pipelines(registry, p, exclude) for p in registry.by_role(flows.P, exclude=exclude))
+    return any(available_pipelines(registry, p, exclude) for p in registry.by_role(pdd.P, exclude=exclude))
 
 
 def _share_says_a(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Sequence[int], max_new_tokens: int,
                   exclude: set[str], draw: float) -> bool:
     """The policy's aggregated split for this request, at the hit predicted on the best-matching prefiller."""
-    prefillers = registry.by_role(flows.P, exclude=exclude) + registry.by_role(flows.AGG, exclude=exclude)
+    prefillers = registry.by_role(pdd.P, exclude=exclude) + registry.by_role(pdd.AGG, exclude=exclude)
     hit = max(registry.indexes[i.name].match(prompt) for i in prefillers)
     return routing.wants_aggregated(len(prompt), hit, max_new_tokens, draw)
 
@@ -126,14 +125,14 @@ def _share_says_a(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Se
 def available_pipelines(registry: InstanceRegistry, p: InstanceInfo, exclude: set[str]) -> frozenset[Pipeline]:
     """The pipelines the routable instances (less `exclude`) can run with prefill on `p`."""
     out = set()
-    has_rld = bool(registry.by_role(flows.RLD, p.datacenter, exclude))
-    if registry.by_role(flows.MD, exclude=exclude):
+    has_rld = bool(registry.by_role(pdd.RLD, p.datacenter, exclude))
+    if registry.by_role(pdd.MD, exclude=exclude):
         out.add(Pipeline.P_MD)
         if has_rld:
             out.add(Pipeline.P_RLD_MD)
     if has_rld:
         out.add(Pipeline.P_RLD)
-    if registry.by_role(flows.D, exclude=exclude):
+    if registry.by_role(pdd.D, exclude=exclude):
         out.add(Pipeline.P_D)
     return frozenset(out)
 

@@ -23,9 +23,7 @@ from __future__ import annotations
 import enum
 
 from executor.live import LiveRequest
-from placer import flows
-
-
+from placer import pdd
 class FaultAction(enum.Enum):
     IGNORE = "ignore"  # nothing to do for this request
     FAIL = "fail"  # end it with an error event, not retried
@@ -38,11 +36,11 @@ def fault_action(live: LiveRequest, suspect: str | None, *, graceful: bool, max_
     """What to do about `live` when `suspect` failed (see the module doc)."""
     role = live.role_of(suspect)
     delivered = live.assembler.next_index
-    if role == flows.P and delivered > 0 and not graceful:
+    if role == pdd.P and delivered > 0 and not graceful:
         return FaultAction.IGNORE
-    if role == flows.RLD and not graceful and live.instances.get(flows.MD) in live.streamers:
+    if role == pdd.RLD and not graceful and live.instances.get(pdd.MD) in live.streamers:
         return FaultAction.IGNORE
-    if delivered > 0 and role == flows.RLD and not graceful and not (live.streamers - {suspect}):
+    if delivered > 0 and role == pdd.RLD and not graceful and not (live.streamers - {suspect}):
         return FaultAction.FAIL
     if delivered > 0 and role is None and suspect is not None:
         return FaultAction.IGNORE

@@ -12,7 +12,7 @@ Modes (the mode names, the adaptive rule and its default threshold are PDD's, fr
   MD triggers the next batch of tokens produced meanwhile, until at most
   `final_batch_tokens` are left (or `max_rounds` batches went out): that last batch
   is final and RLD stops. MD's passes stay small; RLD runs a few round trips longer.
-- **adaptive** (the plan's default): `flows.handoff_mode` — catch-up when the tokens
+- **adaptive** (the plan's default): `pdd.handoff_mode` — catch-up when the tokens
   pending for the handoff exceed `catch_up_threshold_tokens` (the plan's
   `handoff.catch_up_threshold_tokens`), else one-shot.
 
@@ -27,28 +27,26 @@ import enum
 from dataclasses import dataclass
 from typing import Any
 
-from placer import flows
-
-
+from placer import pdd
 class HandoffMode(str, enum.Enum):
     """The mode a request's handoff runs in (adaptive resolves to one of these)."""
 
-    ONE_SHOT = flows.ONE_SHOT
-    CATCH_UP = flows.CATCH_UP
+    ONE_SHOT = pdd.ONE_SHOT
+    CATCH_UP = pdd.CATCH_UP
 
 
 @dataclass(frozen=True)
 class HandoffPolicy:
     """How RLD hands a request to MD."""
 
-    mode: str = flows.ADAPTIVE
-    catch_up_threshold_tokens: int = flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
+    mode: str = pdd.ADAPTIVE
+    catch_up_threshold_tokens: int = pdd.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
     final_batch_tokens: int = 8
     max_rounds: int = 4
 
     def __post_init__(self) -> None:
-        if self.mode not in flows.HANDOFF_MODES:
-            raise ValueError(f"mode must be one of {flows.HANDOFF_MODES}, got {self.mode!r}")
+        if self.mode not in pdd.HANDOFF_MODES:
+            raise ValueError(f"mode must be one of {pdd.HANDOFF_MODES}, got {self.mode!r}")
         for name in ("catch_up_threshold_tokens", "final_batch_tokens", "max_rounds"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < (1 if name == "max_rounds" else 0):
@@ -56,15 +54,15 @@ class HandoffPolicy:
 
     def choose(self, pending_tokens: int) -> HandoffMode:
         """The mode for a request with `pending_tokens` output tokens MD lacks."""
-        return HandoffMode(flows.handoff_mode(self.mode, pending_tokens, self.catch_up_threshold_tokens))
+        return HandoffMode(pdd.handoff_mode(self.mode, pending_tokens, self.catch_up_threshold_tokens))
 
     @classmethod
     def from_plan(cls, plan: Any, **overrides: Any) -> HandoffPolicy:
         """From a plan's `handoff` block (`placer.plan.Plan` or its JSON dict)."""
         handoff = plan["handoff"] if isinstance(plan, dict) else plan.handoff
         get = handoff.get if isinstance(handoff, dict) else (lambda k, d=None: getattr(handoff, k, d))
-        threshold = get("catch_up_threshold_tokens", flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS)
-        kw = {"mode": get("mode", flows.ADAPTIVE), "catch_up_threshold_tokens": int(threshold)}
+        threshold = get("catch_up_threshold_tokens", pdd.DEFAULT_CATCH_UP_THRESHOLD_TOKENS)
+        kw = {"mode": get("mode", pdd.ADAPTIVE), "catch_up_threshold_tokens": int(threshold)}
         return cls(**{**kw, **overrides})
 
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from executor.transport.shaping import LinkShape
-from placer import flows
-from placer.aggregated import queue_chunk_tokens
+from placer import pdd
+from placer.pdd import queue_chunk_tokens
 
 DEFAULT_RTT_MS = 30.0
 #: Most instances one deployment may start (checked before any instance is named).
@@ -39,7 +39,7 @@ class InstanceSpec:
     """One instance to start."""
 
     name: str
-    role: str  # one of flows.ROLES
+    role: str  # one of pdd.ROLES
     datacenter: str
     chip: str
     tp: int = 1
@@ -53,7 +53,7 @@ class InstanceSpec:
         """The engine settings this instance runs (`base`: the deployment's `EngineConfig`): an A
         instance prefills in chunks mixed into its decode steps — its spec's chunk, else one
         already set in `base`, else :data:`DEFAULT_AGG_CHUNK_TOKENS`; other roles run `base` as is."""
-        if self.role != flows.AGG:
+        if self.role != pdd.AGG:
             return base
         chunk = self.chunked_prefill_tokens or base.chunked_prefill_tokens or DEFAULT_AGG_CHUNK_TOKENS
         return dataclasses.replace(base, chunked_prefill_tokens=chunk)
@@ -97,7 +97,7 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     out = []
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
-        chunk = pool_chunk_tokens(plan, pool) if pool.role == flows.AGG else None
+        chunk = pool_chunk_tokens(plan, pool) if pool.role == pdd.AGG else None
         model = getattr(pool, "model", None)
         prefix = f"{_slug(model)}." if model else ""
         for k in range(count):
@@ -140,7 +140,7 @@ def front_datacenter(plan: Any) -> str:
     """Where the router (and the clients) sit: the datacenter of the first P pool, else of the first
     A pool (an aggregated plan); `plan` may also be a list of `InstanceSpec`s (a pool of one each)."""
     pools = plan if isinstance(plan, list) else plan.pools
-    for role in flows.PREFILL_ROLES:
+    for role in pdd.PREFILL_ROLES:
         for p in pools:
             if p.role == role and getattr(p, "count", 1) > 0:
                 return p.datacenter

@@ -19,9 +19,7 @@ from dataclasses import dataclass
 
 from executor.health import HealthMonitor, PeerState
 from executor.routing import PrefixIndex
-from placer import flows
-
-
+from placer import pdd
 @dataclass(frozen=True)
 class InstanceInfo:
     """A serving instance as the router knows it."""
@@ -34,8 +32,8 @@ class InstanceInfo:
     address: str | None = None
 
     def __post_init__(self) -> None:
-        if self.role not in flows.ROLES:
-            raise ValueError(f"role must be one of {flows.ROLES}, got {self.role!r}")
+        if self.role not in pdd.ROLES:
+            raise ValueError(f"role must be one of {pdd.ROLES}, got {self.role!r}")
 
 
 class InstanceRegistry:

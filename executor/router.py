@@ -56,9 +56,8 @@ from executor.transport.messages import (
     Tokens,
     sampling_to_dict,
 )
-from placer import flows
-
-_ATTEMPT_ROLES = (flows.P, flows.RLD, flows.MD, flows.AGG)  # the roles an attempt holds load on
+from placer import pdd
+_ATTEMPT_ROLES = (pdd.P, pdd.RLD, pdd.MD, pdd.AGG)  # the roles an attempt holds load on
 
 
 class Router:
@@ -147,7 +146,7 @@ class Router:
         """Live requests whose current attempt uses `name`."""
         with self._lock:
             return sum(name in lv.instances.values() and (
-                lv.instances.get(flows.P) != name or flows.P not in lv.unloaded) for lv in self.live.values())
+                lv.instances.get(pdd.P) != name or pdd.P not in lv.unloaded) for lv in self.live.values())
 
     def evacuate(self, name: str) -> int:
         """Move every request `name` still holds to other instances (graceful: it is alive)."""
@@ -257,7 +256,7 @@ class Router:
     def _reattempt(self, live: LiveRequest, suspect: str | None, cause: str, *, migrate: bool) -> None:
         """A new attempt avoiding `suspect`: from scratch, or (`migrate`) from the next undelivered index."""
         old_aid, old = live.attempt_id, dict(live.instances)
-        avoid_main = live.role_of(suspect) == flows.MD
+        avoid_main = live.role_of(suspect) == pdd.MD
         for role in _ATTEMPT_ROLES:
             self._unload(live, role)
         if suspect is not None:
@@ -280,7 +279,7 @@ class Router:
             self._end(live, None, f"{cause}; no instance left to take it over: {exc}", failed_at=suspect,
                       cancel=(old_aid, old))
             return
-        if flows.MD in old and pipeline is Pipeline.P_RLD:
+        if pdd.MD in old and pipeline is Pipeline.P_RLD:
             self.counters["fallbacks"] += 1
         live.info.setdefault("attempts", []).append({"cause": cause, "instances": old})
         for name in set(old.values()) - {suspect}:
@@ -307,7 +306,7 @@ class Router:
                     live.info["prefill_s"] = msg.prefill_s
                     live.info["prefill_done_after_s"] = time.monotonic() - live.arrival  # queue + prefill
                     live.info["p_queue_s"] = msg.queue_s
-                self._unload(live, flows.P)
+                self._unload(live, pdd.P)
             elif isinstance(msg, RequestError):
                 self._end(live, None, f"{msg.source}: {msg.error}", failed_at=msg.source)
         self._outbox.flush()
@@ -346,7 +345,7 @@ class Router:
             self._unload(live, role)
         record = live.record(finish_reason, error)
         self.records.append(record)
-        md = live.instances.get(flows.MD) or live.instances.get(flows.AGG)  # who keeps prompt + output cached
+        md = live.instances.get(pdd.MD) or live.instances.get(pdd.AGG)  # who keeps prompt + output cached
         if md in self.registry.indexes and error is None and live.attempt == 0:
             self.registry.indexes[md].insert(live.prompt + live.assembler.delivered)
         if self.request_log is not None:
@@ -404,7 +403,7 @@ class Router:
             elif idle > stall_s and now - live.stalled_at > stall_s:
                 live.stalled_at = now
                 self.counters["stalls"] += 1
-                streamers = (flows.MD, flows.RLD, flows.AGG)
+                streamers = (pdd.MD, pdd.RLD, pdd.AGG)
                 suspect = next((live.instances[r] for r in streamers if r in live.instances), None)
                 self._fault(live, suspect, f"no progress for {stall_s:g} s")
 

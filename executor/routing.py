@@ -15,7 +15,7 @@ Rules, in order (the pipeline names and the filter rule are PDD's, from
    requests on) and goes to A when it is below the share, or whenever the
    disaggregated side cannot serve it;
 1. a baseline plan (pipeline P-D only) sends everything P → D;
-2. **filtered** — long input, low hit, short output (all three: `flows.FilterRule`) —
+2. **filtered** — long input, low hit, short output (all three: `pdd.FilterRule`) —
    finishes on RLD (P-RLD) and never crosses the WAN;
 3. **high hit** (hit rate >= `direct_min_hit_rate`): the WAN transfer is small, go
    straight P → MD;
@@ -37,21 +37,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from placer import flows
-
-
+from placer import pdd
 class Pipeline(str, enum.Enum):
     """PDD's pipelines (`placer.flows`) as an enum, for type safety in the router."""
 
-    P_MD = flows.P_MD
-    P_RLD_MD = flows.P_RLD_MD
-    P_RLD = flows.P_RLD  # filtered traffic only
-    P_D = flows.P_D  # PD baselines
-    P_A = flows.P_A  # aggregated: one A instance prefills and decodes
+    P_MD = pdd.P_MD
+    P_RLD_MD = pdd.P_RLD_MD
+    P_RLD = pdd.P_RLD  # filtered traffic only
+    P_D = pdd.P_D  # PD baselines
+    P_A = pdd.P_A  # aggregated: one A instance prefills and decodes
 
     @property
     def uses_relay(self) -> bool:
-        return self.value in flows.RELAY_PIPELINES
+        return self.value in pdd.RELAY_PIPELINES
 
     @property
     def uses_main(self) -> bool:
@@ -91,14 +89,14 @@ class NoRouteError(RuntimeError):
 class RoutingPolicy:
     """The router's pipeline rules; thresholds from the plan's scenario when given.
 
-    The three `filter_*` fields are `flows.FilterRule`'s thresholds (same defaults).
+    The three `filter_*` fields are `pdd.FilterRule`'s thresholds (same defaults).
     """
 
     allowed: frozenset[Pipeline] = frozenset({Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_RLD})
     direct_min_hit_rate: float = 0.9
-    filter_min_input_tokens: int = flows.DEFAULT_FILTER.min_input_tokens
-    filter_max_hit_rate: float = flows.DEFAULT_FILTER.max_hit_rate
-    filter_max_output_tokens: int = flows.DEFAULT_FILTER.max_output_tokens
+    filter_min_input_tokens: int = pdd.DEFAULT_FILTER.min_input_tokens
+    filter_max_hit_rate: float = pdd.DEFAULT_FILTER.max_hit_rate
+    filter_max_output_tokens: int = pdd.DEFAULT_FILTER.max_output_tokens
     agg_share: float = 1.0  # share of requests on pipeline A when it is allowed (no per-class shares)
     agg_classes: tuple[AggClass, ...] = ()  # per class (from the scenario): its share on A
 
@@ -110,8 +108,8 @@ class RoutingPolicy:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
 
     @property
-    def filter_rule(self) -> flows.FilterRule:
-        return flows.FilterRule(self.filter_min_input_tokens, self.filter_max_hit_rate, self.filter_max_output_tokens)
+    def filter_rule(self) -> pdd.FilterRule:
+        return pdd.FilterRule(self.filter_min_input_tokens, self.filter_max_hit_rate, self.filter_max_output_tokens)
 
     def is_filtered(self, input_tokens: int, hit_tokens: int, max_output_tokens: int) -> bool:
         """PDD's filter rule on a request whose predicted prefix hit is `hit_tokens`."""
@@ -152,13 +150,13 @@ class RoutingPolicy:
         allowed = {Pipeline(r.pipeline) for r in plan.routes if r.rps > 0}
         roles = {p.role for p in plan.pools if p.count > 0}
         if not allowed:
-            if flows.D in roles:
+            if pdd.D in roles:
                 allowed = {Pipeline.P_D}
-            elif flows.P in roles or flows.AGG not in roles:
+            elif pdd.P in roles or pdd.AGG not in roles:
                 allowed = {Pipeline.P_MD}
-                if flows.RLD in roles:
+                if pdd.RLD in roles:
                     allowed |= {Pipeline.P_RLD_MD, Pipeline.P_RLD}
-            if flows.AGG in roles:
+            if pdd.AGG in roles:
                 allowed.add(Pipeline.P_A)
         kw: dict[str, Any] = {"allowed": frozenset(allowed), **_agg_shares(plan, scenario)}
         if scenario is not None:
@@ -167,9 +165,9 @@ class RoutingPolicy:
                    "filter_max_output_tokens": o.filter_max_output_tokens}
             classes = {c.name: c for c in (scenario.workload.classes or [])}
             direct = [classes[r.request_class].hit_rate for r in plan.routes
-                      if r.pipeline == flows.P_MD and r.request_class in classes and r.rps > 0]
+                      if r.pipeline == pdd.P_MD and r.request_class in classes and r.rps > 0]
             relayed = [classes[r.request_class].hit_rate for r in plan.routes
-                       if r.pipeline == flows.P_RLD_MD and r.request_class in classes and r.rps > 0]
+                       if r.pipeline == pdd.P_RLD_MD and r.request_class in classes and r.rps > 0]
             if direct and relayed:
                 kw["direct_min_hit_rate"] = (min(direct) + max(relayed)) / 2 if min(direct) > max(relayed) \
                     else min(direct)
@@ -187,14 +185,14 @@ def _agg_shares(plan: Any, scenario: Any) -> dict[str, Any]:
     for r in plan.routes:
         if r.rps > 0:
             row = rps.setdefault(r.request_class, [0.0, 0.0])
-            row[0] += r.rps if r.pipeline == flows.P_A else 0.0
+            row[0] += r.rps if r.pipeline == pdd.P_A else 0.0
             row[1] += r.rps
     total = sum(row[1] for row in rps.values())
     if total > 0:
         share = sum(row[0] for row in rps.values()) / total
     else:
-        count = {role: sum(p.count for p in plan.pools if p.role == role) for role in flows.PREFILL_ROLES}
-        share = count[flows.AGG] / max(1, sum(count.values()))
+        count = {role: sum(p.count for p in plan.pools if p.role == role) for role in pdd.PREFILL_ROLES}
+        share = count[pdd.AGG] / max(1, sum(count.values()))
     out: dict[str, Any] = {"agg_share": share}
     classes = {c.name: c for c in (getattr(getattr(scenario, "workload", None), "classes", None) or [])}
     if share > 0 and rps and set(rps) <= set(classes):

@@ -62,7 +62,7 @@ from executor.router import Router
 from executor.routing import NoRouteError
 from executor.served import Served, ServedModel
 from executor.stream import RequestStream
-from placer import flows
+from placer import pdd
 from placer.plan import Plan
 
 MAX_TOKENS_LIMIT = 4096
@@ -96,7 +96,7 @@ class CompletionRequest(BaseModel):
 
 class InstanceBody(BaseModel):
     name: str
-    role: str = Field(description=f"{', '.join(flows.ROLES[:-1])} or {flows.ROLES[-1]}.")
+    role: str = Field(description=f"{', '.join(pdd.ROLES[:-1])} or {pdd.ROLES[-1]}.")
     datacenter: str
     chip: str = "cpu"
     tp: int = Field(1, ge=1)
@@ -336,8 +336,8 @@ def _health(router: Router) -> dict[str, Any]:
     for i in router.instances.values():
         by_role[i.role] = by_role.get(i.role, 0) + 1
     # a request can be served end to end: by an aggregated instance alone, or by P and a decoder
-    ok = by_role.get(flows.AGG, 0) > 0 or (
-        by_role.get(flows.P, 0) > 0 and sum(by_role.get(r, 0) for r in flows.DECODE_ROLES) > 0)
+    ok = by_role.get(pdd.AGG, 0) > 0 or (
+        by_role.get(pdd.P, 0) > 0 and sum(by_role.get(r, 0) for r in pdd.DECODE_ROLES) > 0)
     return {"status": "ok" if ok else "degraded", "instances": by_role}
 
 

@@ -42,7 +42,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from placer.flows import AGG, HEAVY_PREFILL_SHARE, LIGHT, MIX, TtftTail, decode_context_tokens
+from placer.flows import TtftTail, decode_context_tokens
+from placer.pdd import AGG, HEAVY_PREFILL_SHARE, MIX, queue_chunk_tokens
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel
 
@@ -208,23 +209,3 @@ def sim_model(design: AggDesign) -> AggInstanceModel:
                             im.mtp_accept, agg_chunk_start_tokens=design.chunk_start_tokens,
                             agg_design_step_s=design.step_s)
 
-
-_SEP = "/c"
-
-
-def queue_label(util: float, mix: str, chunk_tokens: int) -> str:
-    """An A queue's name in plans: utilisation tier, admitted classes and chunk, e.g. 'u0.800/mix/c512'."""
-    return f"u{util:.3f}/{mix}{_SEP}{chunk_tokens}"
-
-
-def queue_chunk_tokens(queue: str | None) -> int | None:
-    """The chunk of an A queue named by :func:`queue_label` (None: not such a name)."""
-    if not queue or _SEP not in queue:
-        return None
-    tail = queue.rsplit(_SEP, 1)[1]
-    return int(tail) if tail.isdigit() else None
-
-
-def queue_mix(queue: str | None) -> str:
-    """The admitted classes of an A queue named by :func:`queue_label` (mix when unnamed)."""
-    return LIGHT if queue and f"/{LIGHT}{_SEP}" in queue else MIX

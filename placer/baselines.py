@@ -34,7 +34,8 @@ import dataclasses
 import math
 
 from placer.errors import InfeasiblePlanError, PlacerError
-from placer.flows import P_A, P_D, wan_s
+from placer.flows import wan_s
+from placer.pdd import P_A, P_D
 from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan

@@ -26,7 +26,7 @@ import time
 
 from placer.baselines import compare, solve_baseline
 from placer.errors import InputError, PlacerError
-from placer.flows import MD
+from placer.pdd import MD
 from placer.optimize import SolveConfig, optimize
 from placer.plan import Plan
 from placer.problem import Problem

@@ -23,10 +23,10 @@ from placer.aggregated import (
     AggDesign, agg_first_token_law, agg_prefill_time_share, at_batch, plan_designs, served_wait_law,
 )
 from placer.flows import (
-    AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, TtftTail, decode_design,
-    eager_tokens, first_token_law, instance, mixture_quantile, packed_wait_law, queue_layout, slowest_rdma_peer,
-    streamer_site, wan_bytes, wan_s,
+    TtftTail, decode_design, eager_tokens, first_token_law, instance, mixture_quantile, packed_wait_law,
+    queue_layout, slowest_rdma_peer, wan_bytes, wan_s,
 )
+from placer.pdd import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan

@@ -1,28 +1,19 @@
-"""PDD's vocabulary and flow physics, defined once.
+"""The physics of a flow: KV bytes and seconds, queue laws, what TTFT is.
 
-in:  the performance model (:mod:`placer.perfmodel`); a :class:`~placer.problem.Problem`
-     and its classes as arguments (imported for typing only, so `specs` may import this)
-out: the role and pipeline names, the SLA quantile, the anomalous-traffic filter rule
-     with its defaults, the token-ID handoff rule with its default, and the physics of a
-     flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager tokens and its KV room
-     for relayed requests (:func:`relay_room_factor`), the decode
+in:  the performance model (:mod:`placer.perfmodel`), PDD's names and rules
+     (:mod:`placer.pdd`); a :class:`~placer.problem.Problem` and its classes as arguments
+     (imported for typing only)
+out: the physics of a flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager
+     tokens and its KV room for relayed requests (:func:`relay_room_factor`), the decode
      context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
-     is (who streams the first token, :func:`ttft_det_s`, :func:`first_token_law`) and the
-     TTFT mixture quantile, how a pool's queues lie on its instances (:func:`queue_layout`);
-     re-exported from :mod:`placer.ttft_tail`: the TTFT tail (:class:`TtftTail`,
-     :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
+     is (:func:`ttft_det_s`, :func:`first_token_law`) and the TTFT mixture quantile, how a
+     pool's queues lie on its instances (:func:`queue_layout`); re-exported from
+     :mod:`placer.ttft_tail`: the TTFT tail (:class:`TtftTail`, :func:`ps_sojourn_var_s2`,
+     :func:`line_batchmates`).
 
-This module is the floor: the MILP, `evaluate`, `validate`, the simulator, the
-executor's routing and handoff and the request log import it, and it imports none of
-them.
-
-Roles: P (prefill), RLD (RelayDecode, next to P over RDMA), MD (MainDecode, across the
-WAN), D (plain decode of the PD baselines). Pipelines: P-MD (high hit: go straight),
-P-RLD-MD (low hit: RLD decodes while the KV crawls to MD, then hands over token IDs),
-P-RLD (filtered traffic only: long input, low hit, short output finishes on RLD),
-P-D (the PD baselines). Role A / pipeline A: an aggregated instance prefills and decodes
-the request itself, its prompt in chunks mixed into its decode steps (see
-:mod:`placer.aggregated` for that physics).
+The MILP, `evaluate`, `validate` and the simulator take their flow physics from here and
+it imports none of them. The executor does not import it: it needs PDD's rules only
+(:mod:`placer.pdd`).
 """
 
 from __future__ import annotations
@@ -30,9 +21,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, get_args
+from typing import TYPE_CHECKING, Protocol
 
+from placer.pdd import FIRST_TOKEN_STREAMER, HEAVY_PREFILL_SHARE, MIX, P_D, P_RLD_MD, RELAY_PIPELINES, RLD
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
@@ -41,64 +32,6 @@ from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojou
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
-
-Role = Literal["P", "RLD", "MD", "D", "A"]
-ROLES: tuple[str, ...] = get_args(Role)
-P, RLD, MD, D, AGG = ROLES
-DECODE_ROLES = (RLD, MD, D)
-#: Roles that prefill prompts: P, and A (aggregated: prefill chunks ride in its decode steps).
-PREFILL_ROLES = (P, AGG)
-
-PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D", "A"]
-PIPELINES: tuple[str, ...] = get_args(PipelineName)
-P_MD, P_RLD_MD, P_RLD, P_D, P_A = PIPELINES
-RELAY_PIPELINES = (P_RLD_MD, P_RLD)  # the ones that decode on RLD first
-
-#: The SLA's TTFT quantile: a plan meets it when at most 10 % of requests are late (P90).
-SLA_QUANTILE = 0.90
-
-
-# --- the anomalous-traffic filter ---------------------------------------------------
-
-@dataclass(frozen=True)
-class FilterRule:
-    """The anomalous-traffic filter: a request with a long input, a low prefix hit and a
-    short output (all three) finishes on RLD (pipeline P-RLD) and never crosses the WAN."""
-
-    min_input_tokens: int = 8192  # input at least this long
-    max_hit_rate: float = 0.5  # prefix hit rate below this
-    max_output_tokens: int = 500  # output shorter than this
-
-    def is_filtered(self, input_tokens: int, hit_rate: float, output_tokens: int) -> bool:
-        return (input_tokens >= self.min_input_tokens and hit_rate < self.max_hit_rate
-                and output_tokens < self.max_output_tokens)
-
-
-DEFAULT_FILTER = FilterRule()
-
-
-# --- the token-ID handoff from RLD to MD ----------------------------------------------
-
-HandoffMode = Literal["adaptive", "one-shot", "catch-up"]
-HANDOFF_MODES: tuple[str, ...] = get_args(HandoffMode)
-ADAPTIVE, ONE_SHOT, CATCH_UP = HANDOFF_MODES
-#: Adaptive handoff: catch-up when more output tokens than this are pending, else one-shot.
-DEFAULT_CATCH_UP_THRESHOLD_TOKENS = 64
-#: Bytes of one token ID on the wire, framing included (the report: 100 IDs ≈ 1.5 KB).
-TOKEN_ID_BYTES = 15
-
-
-def handoff_mode(policy: str, pending_tokens: int,
-                 threshold_tokens: int = DEFAULT_CATCH_UP_THRESHOLD_TOKENS) -> str:
-    """The handoff mode for a request with ``pending_tokens`` output tokens MD lacks:
-    ``policy`` itself when it is one-shot or catch-up; adaptive picks catch-up above the
-    threshold (a big one-shot extend would stall MD's batch), one-shot otherwise."""
-    if policy not in HANDOFF_MODES:
-        raise ValueError(f"handoff mode must be one of {', '.join(HANDOFF_MODES)}, got {policy!r}")
-    if policy == ADAPTIVE:
-        return CATCH_UP if pending_tokens > threshold_tokens else ONE_SHOT
-    return policy
-
 
 # --- instances and KV timing ----------------------------------------------------------
 
@@ -207,23 +140,10 @@ def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src
     return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D), peer)
 
 
-def streamer_site(pipeline: str, src: str, dst: str) -> tuple[str, str]:
-    """(role, datacenter) of the decoder that streams a flow's first token (:data:`FIRST_TOKEN_STREAMER`)."""
-    role = FIRST_TOKEN_STREAMER[pipeline]
-    return role, src if role == RLD else dst
-
-
 def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
     """The receiving instance model with the least RDMA bandwidth (None without any): where a
     flow's decoder is one of several pools, its RDMA time is priced at the slowest (conservative)."""
     return min(models, key=lambda m: m.rdma_bytes_per_s, default=None)
-
-
-#: Who streams the first token, per pipeline (executor/roles): P samples t0 but does not
-#: stream it — t0 travels with the KV, and the first decoder streams it the moment it has
-#: imported that KV (`on_kv` → `_advance`), before its first decode step. That decoder is
-#: RLD on the relay pipelines and MD (or D) otherwise.
-FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D, P_A: AGG}
 
 
 def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
@@ -290,15 +210,6 @@ def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, sr
 
 
 # --- P queues: light classes and waiting-time laws -----------------------------------
-
-#: A P queue's admitted classes: "mix" takes every class in the scenario's proportions,
-#: "light" only the light classes (see :func:`light_classes`).
-MIX, LIGHT = "mix", "light"
-#: A class is "heavy" on a P pool when its prefill takes more than this share of the
-#: TTFT budget; "light" queues admit only the others, so short prefills never wait
-#: behind long ones.
-HEAVY_PREFILL_SHARE = 0.25
-
 
 def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
     """Indices of the classes whose prefill on ``im`` is at most HEAVY_PREFILL_SHARE of the TTFT SLA."""

@@ -23,7 +23,8 @@ from placer.evaluate import analyze, fleet_metrics, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig, building_within
 from placer.ilp.dinkelbach import Outcome, solve_objective
-from placer.flows import ADAPTIVE, AGG, P_D, RLD, D, P, decode_context_tokens, instance, pool_shape
+from placer.flows import decode_context_tokens, instance, pool_shape
+from placer.pdd import ADAPTIVE, AGG, P_D, RLD, D, P
 from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.fleetplan import join_rows, reject_models, split_plan

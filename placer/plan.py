@@ -30,7 +30,7 @@ from placer.errors import InputError
 from placer.fields import MAX_RPS, Name, real
 from placer.fields import count as bounded_int  # "count" is also a PoolOut field
 from placer.readers import load_data
-from placer.flows import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
+from placer.pdd import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
 from placer.shapes import PP, Shape, ShapeKind, shape_of
 
 SCHEMA_VERSION = 1

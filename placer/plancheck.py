@@ -24,7 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from placer.errors import InfeasiblePlanError, InputError
-from placer.flows import PREFILL_ROLES
+from placer.pdd import PREFILL_ROLES
 from placer.plan import Plan
 
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from placer.catalog import Chip, ModelConfig, chip_catalog, get_chip, get_model
 from placer.errors import InputError, UnknownChipError
-from placer.flows import FilterRule
+from placer.pdd import FilterRule
 from placer.specs import ChipSpec, Scenario
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
-from placer.flows import PIPELINES
+from placer.pdd import PIPELINES
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, Strict, ValidationError, fiel
 
 from placer.errors import InputError
 from placer.fields import MAX_CHIPS, MAX_RPS, MAX_SECONDS, MAX_TOKENS, Name, count, real
-from placer.flows import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
+from placer.pdd import DEFAULT_CATCH_UP_THRESHOLD_TOKENS, DEFAULT_FILTER
 from placer.readers import load_data
 from placer.shapes import PP, SHAPE_KINDS, ShapeKind
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.flows import AGG, PREFILL_ROLES
+from placer.pdd import AGG, PREFILL_ROLES
 from placer.perfmodel import InstanceModel
 from placer.plan import Plan
 from placer.problem import Problem

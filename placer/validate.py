@@ -17,13 +17,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from placer.aggregated import (
-    AggDesign, agg_design, agg_first_token_law, plan_designs, queue_chunk_tokens, served_wait_law,
+    AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law,
 )
 from placer.evaluate import p_queue_laws
 from placer.flows import (
-    AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, decode_design, eager_tokens,
-    first_token_law,
-    instance, slowest_rdma_peer, staged_kv_s, streamer_site, wan_bytes, wan_s,
+    decode_design, eager_tokens, first_token_law, instance, slowest_rdma_peer, staged_kv_s, wan_bytes, wan_s,
+)
+from placer.pdd import (
+    AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, queue_chunk_tokens, streamer_site,
 )
 from placer.perfmodel import InstanceModel
 from placer.fleetplan import split_plan

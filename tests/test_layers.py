@@ -98,7 +98,10 @@ RULES = [
     (_modules("placer_kernels"), ("placer", "executor", "profiler", "db"), False,
      "placer_kernels imports nothing of the project"),
     (CHECKERS, ("placer.ilp",), False,
-     "evaluate, validate and the simulator take PDD's rules from placer.flows, never from the MILP"),
+     "evaluate, validate and the simulator take PDD's rules from placer.pdd and its physics from placer.flows, "
+     "never from the MILP"),
+    (_modules("executor"), ("placer.flows", "placer.perfmodel", "placer.queueing", "placer.ttft_tail"), False,
+     "the executor takes PDD's rules from placer.pdd, never the planner's physics"),
     (_modules("executor.routing", "executor.handoff", "executor.admission", "executor.engine.radix_cache",
               "executor.engine.scheduler", "executor.engine.block_pool"), HEAVY, False,
      "policy code imports neither torch nor ray (it is tested on CPU in milliseconds)"),
@@ -111,6 +114,16 @@ def test_import_rule(modules, forbidden, at_import, why):
     broken = sorted({f"{m} imports {name}" for m in modules for name, top in SOURCES[m]
                      if (top or not at_import) and _within(name, forbidden)})
     assert not broken, f"{why}:\n" + "\n".join(broken)
+
+
+def test_pdd_imports_only_the_standard_library():
+    # The dictionary every layer reads (the executor included) must not drag the physics in.
+    import sys
+
+    ours = [name for name, _ in SOURCES["placer.pdd"]
+            if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"
+            and not name.startswith("__future__.")]
+    assert not ours, f"placer.pdd imports {ours}: it is the dictionary, standard library only"
 
 
 def test_the_checker_sees_imports_inside_functions():

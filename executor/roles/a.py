@@ -39,9 +39,7 @@ from typing import Any
 
 from executor.roles.common import RoleWorker, sampling_from, stop_reason
 from executor.transport.messages import PrefillDone, PrefillOrder, RequestError, Tokens
-from placer import flows
-
-
+from placer import pdd
 @dataclass
 class _Agg:
     order: PrefillOrder
@@ -52,7 +50,7 @@ class _Agg:
 
 
 class AggregatedWorker(RoleWorker):
-    ROLE = flows.AGG
+    ROLE = pdd.AGG
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

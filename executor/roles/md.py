@@ -52,9 +52,7 @@ from executor.transport.messages import (
     Tokens,
     encode,
 )
-from placer import flows
-
-
+from placer import pdd
 class MainState(enum.Enum):
     WAIT_KV = "wait_kv"
     WAIT_HANDOFF = "wait_handoff"
@@ -78,7 +76,7 @@ class _Main:
 
 
 class MainWorker(RoleWorker):
-    ROLE = flows.MD
+    ROLE = pdd.MD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

@@ -42,9 +42,7 @@ from executor.transport.messages import (
     PrefillDone,
     PrefillOrder,
 )
-from placer import flows
-
-
+from placer import pdd
 @dataclass
 class _Staged:
     order: PrefillOrder
@@ -58,7 +56,7 @@ class _Staged:
 
 
 class PrefillWorker(RoleWorker):
-    ROLE = flows.P
+    ROLE = pdd.P
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

@@ -48,9 +48,7 @@ from executor.transport.messages import (
     RelayOrder,
     Tokens,
 )
-from placer import flows
-
-
+from placer import pdd
 class RelayState(enum.Enum):
     WAIT_KV = "wait_kv"
     DECODING = "decoding"
@@ -74,7 +72,7 @@ class _Relay:
 
 
 class RelayWorker(RoleWorker):
-    ROLE = flows.RLD
+    ROLE = pdd.RLD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)

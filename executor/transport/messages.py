@@ -26,8 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from placer import flows
-
+from placer import pdd
 ENVELOPE_LEN_BYTES = 4
 
 
@@ -158,8 +157,8 @@ class RelayOrder(Message):
     prefill: str
     main: str | None
     reply_to: str
-    handoff_mode: str = flows.ADAPTIVE  # one of flows.HANDOFF_MODES
-    catch_up_threshold_tokens: int = flows.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
+    handoff_mode: str = pdd.ADAPTIVE  # one of pdd.HANDOFF_MODES
+    catch_up_threshold_tokens: int = pdd.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
 
 
 @dataclass(frozen=True)
@@ -235,7 +234,7 @@ class HandoffTokens(Message):
     tokens: list[int]
     final: bool
     streamed_upto: int
-    mode: str  # flows.ONE_SHOT | flows.CATCH_UP
+    mode: str  # pdd.ONE_SHOT | pdd.CATCH_UP
     round: int = 1
     sent_at_unix_s: float = field(default_factory=time.time)
 

@@ -27,7 +27,7 @@ from placer.cli.plan import ProfilesOpt, measured_for
 from placer.cli.output import fail as _fail
 from placer.cli.render import simulate_view
 from placer.errors import InputError, PlacerError
-from placer.flows import HANDOFF_MODES
+from placer.pdd import HANDOFF_MODES
 from placer.optimize import as_problem
 from placer.plan import load_plan
 from placer.sim import SimConfig

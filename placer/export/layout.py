@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 
 from placer.catalog import chip_catalog
 from placer.errors import InputError
-from placer.flows import MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, wan_s
+from placer.flows import wan_s
+from placer.pdd import MD, P, P_MD, P_RLD, P_RLD_MD, RLD
 from placer.plan import Plan
 from placer.shapes import TP, kind_of
 

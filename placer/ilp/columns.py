@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.flows import P, P_RLD_MD
+from placer.pdd import P, P_RLD_MD
 from placer.ilp.data import Flow, Pool, Prepared
 from placer.ilp.model import LinearModel
 from placer.problem import Problem

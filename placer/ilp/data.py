@@ -16,13 +16,15 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 
 from placer.aggregated import (
-    AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices, queue_label,
+    AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
-    AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD,
-    decode_context_tokens,
-    decode_design, first_token_law, instance, light_classes, queue_wait_law, slowest_rdma_peer, staged_kv_s,
-    streamer_site, ttft_det_s, wan_bytes, wan_s,
+    decode_context_tokens, decode_design, first_token_law, instance, light_classes, queue_wait_law,
+    slowest_rdma_peer, staged_kv_s, ttft_det_s, wan_bytes, wan_s,
+)
+from placer.pdd import (
+    AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD, queue_label,
+    streamer_site,
 )
 from placer.ilp.config import check_build_deadline
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes

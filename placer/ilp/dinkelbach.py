@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
-from placer.flows import P, SLA_QUANTILE
+from placer.pdd import P, SLA_QUANTILE
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
 from placer.ilp.data import Flow

@@ -128,10 +128,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placer.flows import (
-    AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE, eager_tokens, instance,
-    relay_room_factor,
-)
+from placer.flows import eager_tokens, instance, relay_room_factor
+from placer.pdd import AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE
 from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel

@@ -15,7 +15,7 @@ them against each other at the same price and power; dominance only removes the 
 from __future__ import annotations
 
 from placer.errors import InputError
-from placer.flows import AGG, P
+from placer.pdd import AGG, P
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem
 from placer.shapes import PP, SHAPE_KINDS, Shape, shapes_for, why_not

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from placer.errors import InputError, PlacerError
-from placer.flows import RLD
+from placer.pdd import RLD
 from placer.plan import Plan
 from placer.plancheck import check_plan, single_model_plan
 from placer.report import charts, figures, panels, tables

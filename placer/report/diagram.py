@@ -16,7 +16,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.flows import MD, P, RLD, ROLES, D
+from placer.pdd import MD, P, RLD, ROLES, D
 from placer.plan import Plan
 from placer.report.figures import new_figure, safe_id
 

@@ -21,7 +21,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.evaluate import PoolUsage, pool_usage
-from placer.flows import P, P_MD, P_RLD, P_RLD_MD, instance, wan_s
+from placer.flows import instance, wan_s
+from placer.pdd import P, P_MD, P_RLD, P_RLD_MD
 from placer.plan import Plan
 from placer.problem import Class, Problem
 

@@ -16,7 +16,7 @@ which pipeline and pools each request takes, which the router derives from route
 from __future__ import annotations
 
 from placer.errors import InputError
-from placer.flows import MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, D
+from placer.pdd import MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, D
 from placer.plan import Plan, Route
 
 #: A pool's queue counts as growing when its mean over the last quarter of the run is

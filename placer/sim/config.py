@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placer.errors import InputError
-from placer.flows import HANDOFF_MODES
+from placer.pdd import HANDOFF_MODES
 from placer.sim.runtime import ExecutorRuntime
 from placer.workload.arrivals import Burstiness
 

@@ -35,7 +35,8 @@ from heapq import heappop, heappush
 
 from placer.errors import InputError
 from placer.aggregated import plan_designs, sim_model
-from placer.flows import AGG, CATCH_UP, D, MD, ONE_SHOT, P, RLD, decode_context_tokens, handoff_mode, instance
+from placer.flows import decode_context_tokens, instance
+from placer.pdd import AGG, CATCH_UP, D, MD, ONE_SHOT, P, RLD, handoff_mode
 from placer.perfmodel import RDMA_LATENCY_S
 from placer.sim.config import SimConfig
 from placer.sim.decode import DecodeInstance

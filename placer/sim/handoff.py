@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from placer.flows import CATCH_UP, ONE_SHOT, TOKEN_ID_BYTES
+from placer.pdd import CATCH_UP, ONE_SHOT, TOKEN_ID_BYTES
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from heapq import heappop, heappush
 
-from placer.flows import P_RLD_MD
+from placer.pdd import P_RLD_MD
 from placer.sim.router import PIPE_CODE
 
 INF = float("inf")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from placer.flows import P, ROLES
+from placer.pdd import P, ROLES
 from placer.shapes import kind_of
 
 

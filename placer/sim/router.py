@@ -20,7 +20,8 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.flows import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, queue_layout
+from placer.flows import queue_layout
+from placer.pdd import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD
 
 PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3, P_A: 4}
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from placer.errors import InputError
-from placer.flows import DEFAULT_FILTER, FilterRule
+from placer.pdd import DEFAULT_FILTER, FilterRule
 from placer.specs import RequestClass
 
 #: Hit-rate bucket edges: coarse at low hit, fine above 0.9 (the PDD histogram's buckets).

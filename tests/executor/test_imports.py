@@ -11,11 +11,11 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
           "executor.transport.messages", "executor.transport.shaping", "executor.transport.fake",
           "executor.admission", "executor.health", "executor.lease", "executor.elastic", "executor.config",
           "executor.registry", "executor.dispatch", "executor.live", "executor.faults", "executor.outbox"]
-#: the planner's base layer (docs/architecture.md): vocabulary, data and physics, no solver, no faces
-PLACER_BASE = {"placer", "placer.flows", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
-               "placer.perfmodel", "placer.queueing", "placer.ttft_tail", "placer.problem", "placer.records",
-               "placer.settings", "placer.profiles", "placer.fields", "placer.readers", "placer.plancheck",
-               "placer.aggregated", "placer.fleetplan", "placer.shapes"}
+#: what the executor may load of the planner's base layer (docs/architecture.md): PDD's rules (`pdd`) and
+#: the plan's data, never the flow physics (`flows`, the queue laws), no solver, no faces
+PLACER_BASE = {"placer", "placer.pdd", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
+               "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
+               "placer.fields", "placer.readers", "placer.plancheck", "placer.fleetplan", "placer.shapes"}
 
 
 def _loaded(modules: list[str]) -> set[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from placer.flows import P_RLD_MD
+from placer.pdd import P_RLD_MD
 from placer.ilp.backends import solve
 from placer.ilp.columns import implied
 from placer.ilp.dinkelbach import solve_objective

@@ -9,9 +9,9 @@ from types import SimpleNamespace
 import pytest
 
 from placer.flows import (
-    CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, eager_tokens, first_kv_s,
-    handoff_mode, instance, mixture_quantile, packed_wait_law, staged_kv_s, wan_bytes, wan_s,
+    eager_tokens, first_kv_s, instance, mixture_quantile, packed_wait_law, staged_kv_s, wan_bytes, wan_s,
 )
+from placer.pdd import CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, handoff_mode
 from placer.queueing import WaitModel
 from placer.problem import resolve
 from placer.specs import parse_scenario

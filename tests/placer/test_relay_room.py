@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from placer.flows import P_RLD, P_RLD_MD, RELAY_ROOM_QUANTILE, RLD, relay_room_factor
+from placer.flows import RELAY_ROOM_QUANTILE, relay_room_factor
+from placer.pdd import P_RLD, P_RLD_MD, RLD
 from placer.ilp.formulation import build, pdd_architecture
 from placer.problem import resolve
 from placer.specs import parse_scenario

@@ -8,7 +8,8 @@ import pytest
 from placer.aggregated import agg_design
 from placer.baselines import solve_baseline
 from placer.errors import InputError
-from placer.flows import AGG, P, instance
+from placer.flows import instance
+from placer.pdd import AGG, P
 from placer.optimize import optimize
 from placer.problem import resolve
 from placer.sim import simulate

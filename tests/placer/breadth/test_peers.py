@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from placer.flows import AGG, P
+from placer.pdd import AGG, P
 from placer.optimize import optimize
 from placer.problem import resolve
 from placer.specs import load_scenario

@@ -6,7 +6,8 @@ import copy
 import re
 from types import SimpleNamespace
 
-from placer.flows import P_MD, instance, wan_s
+from placer.flows import instance, wan_s
+from placer.pdd import P_MD
 from placer.report.why import explain, pipeline_reasons
 from tests.placer.service.dashboard.support import MICRO
 

@@ -12,7 +12,8 @@ from types import SimpleNamespace
 import pytest
 
 from placer.errors import InputError
-from placer.flows import CATCH_UP, ONE_SHOT, instance
+from placer.flows import instance
+from placer.pdd import CATCH_UP, ONE_SHOT
 from placer.perfmodel import PREFILL_CHUNK_OVERHEAD_S
 from placer.sim import SimConfig, simulate
 from placer.sim.decode import DecodeInstance

@@ -7,7 +7,7 @@ import functools
 
 import pytest
 
-from placer.flows import RELAY_PIPELINES
+from placer.pdd import RELAY_PIPELINES
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.sim import SimConfig, simulate

@@ -1,0 +1,148 @@
+"""PDD's vocabulary and rules, defined once: the dictionary every layer reads.
+
+in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
+out: the role and pipeline names, who streams a flow's first token, the SLA quantile, the
+     anomalous-traffic filter rule with its default, the light/mix names of a P queue, the
+     token-ID handoff's modes with the adaptive rule, and the catch-up protocol
+     (:class:`CatchUpRule`) — the one rule the executor runs and the simulator times.
+
+The physics of a flow (KV bytes and seconds, queue laws, TTFT) is :mod:`placer.flows`; the
+executor, `specs`, `plan`, `records` and `problem` need only the names and rules and import
+this module, not the physics.
+
+Roles: P (prefill), RLD (RelayDecode, next to P over RDMA), MD (MainDecode, across the
+WAN), D (plain decode of the PD baselines), A (aggregated: prefills and decodes itself).
+Pipelines: P-MD (high hit: go straight), P-RLD-MD (low hit: RLD decodes while the KV crawls
+to MD, then hands over token IDs), P-RLD (filtered traffic only: long input, low hit, short
+output finishes on RLD), P-D (the PD baselines), A (aggregated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, get_args
+
+Role = Literal["P", "RLD", "MD", "D", "A"]
+ROLES: tuple[str, ...] = get_args(Role)
+P, RLD, MD, D, AGG = ROLES
+DECODE_ROLES = (RLD, MD, D)
+#: Roles that prefill prompts: P, and A (aggregated: prefill chunks ride in its decode steps).
+PREFILL_ROLES = (P, AGG)
+
+PipelineName = Literal["P-MD", "P-RLD-MD", "P-RLD", "P-D", "A"]
+PIPELINES: tuple[str, ...] = get_args(PipelineName)
+P_MD, P_RLD_MD, P_RLD, P_D, P_A = PIPELINES
+RELAY_PIPELINES = (P_RLD_MD, P_RLD)  # the ones that decode on RLD first
+
+#: Who streams the first token, per pipeline (executor/roles): P samples t0 but does not
+#: stream it — t0 travels with the KV, and the first decoder streams it the moment it has
+#: imported that KV, before its first decode step. That decoder is RLD on the relay
+#: pipelines and MD (or D) otherwise.
+FIRST_TOKEN_STREAMER = {P_MD: MD, P_RLD_MD: RLD, P_RLD: RLD, P_D: D, P_A: AGG}
+
+
+def streamer_site(pipeline: str, src: str, dst: str) -> tuple[str, str]:
+    """(role, datacenter) of the decoder that streams a flow's first token (:data:`FIRST_TOKEN_STREAMER`):
+    RLD sits with P in ``src``; every other streamer in ``dst``."""
+    role = FIRST_TOKEN_STREAMER[pipeline]
+    return role, src if role == RLD else dst
+
+
+#: The SLA's TTFT quantile: a plan meets it when at most 10 % of requests are late (P90).
+SLA_QUANTILE = 0.90
+
+
+# --- the anomalous-traffic filter ---------------------------------------------------
+
+@dataclass(frozen=True)
+class FilterRule:
+    """The anomalous-traffic filter: a request with a long input, a low prefix hit and a
+    short output (all three) finishes on RLD (pipeline P-RLD) and never crosses the WAN."""
+
+    min_input_tokens: int = 8192  # input at least this long
+    max_hit_rate: float = 0.5  # prefix hit rate below this
+    max_output_tokens: int = 500  # output shorter than this
+
+    def is_filtered(self, input_tokens: int, hit_rate: float, output_tokens: int) -> bool:
+        return (input_tokens >= self.min_input_tokens and hit_rate < self.max_hit_rate
+                and output_tokens < self.max_output_tokens)
+
+
+DEFAULT_FILTER = FilterRule()
+
+
+# --- a P queue's admitted classes -----------------------------------------------------
+
+#: A P queue's admitted classes: "mix" takes every class in the scenario's proportions,
+#: "light" only the light classes (:func:`placer.flows.light_classes`).
+MIX, LIGHT = "mix", "light"
+#: A class is "heavy" on a P pool when its prefill takes more than this share of the
+#: TTFT budget; "light" queues admit only the others, so short prefills never wait
+#: behind long ones.
+HEAVY_PREFILL_SHARE = 0.25
+_CHUNK_SEP = "/c"
+
+
+def queue_label(util: float, mix: str, chunk_tokens: int) -> str:
+    """An A queue's name in plans: utilisation tier, admitted classes and chunk, e.g. 'u0.800/mix/c512'."""
+    return f"u{util:.3f}/{mix}{_CHUNK_SEP}{chunk_tokens}"
+
+
+def queue_chunk_tokens(queue: str | None) -> int | None:
+    """The chunk of an A queue named by :func:`queue_label` (None: not such a name)."""
+    if not queue or _CHUNK_SEP not in queue:
+        return None
+    tail = queue.rsplit(_CHUNK_SEP, 1)[1]
+    return int(tail) if tail.isdigit() else None
+
+
+# --- the token-ID handoff from RLD to MD ----------------------------------------------
+
+HandoffMode = Literal["adaptive", "one-shot", "catch-up"]
+HANDOFF_MODES: tuple[str, ...] = get_args(HandoffMode)
+ADAPTIVE, ONE_SHOT, CATCH_UP = HANDOFF_MODES
+#: Adaptive handoff: catch-up when more output tokens than this are pending, else one-shot.
+DEFAULT_CATCH_UP_THRESHOLD_TOKENS = 64
+#: Bytes of one token ID on the wire, framing included (the report: 100 IDs ≈ 1.5 KB).
+TOKEN_ID_BYTES = 15
+
+
+def handoff_mode(policy: str, pending_tokens: int,
+                 threshold_tokens: int = DEFAULT_CATCH_UP_THRESHOLD_TOKENS) -> str:
+    """The handoff mode for a request with ``pending_tokens`` output tokens MD lacks:
+    ``policy`` itself when it is one-shot or catch-up; adaptive picks catch-up above the
+    threshold (a big one-shot extend would stall MD's batch), one-shot otherwise."""
+    if policy not in HANDOFF_MODES:
+        raise ValueError(f"handoff mode must be one of {', '.join(HANDOFF_MODES)}, got {policy!r}")
+    if policy == ADAPTIVE:
+        return CATCH_UP if pending_tokens > threshold_tokens else ONE_SHOT
+    return policy
+
+
+@dataclass(frozen=True)
+class CatchUpRule:
+    """The catch-up protocol: RLD sends the token IDs MD lacks in rounds and keeps decoding;
+    each acknowledgement from MD (it has extend-decoded the batch) triggers the next batch of
+    the tokens produced meanwhile. The first batch is never final (unless RLD has produced
+    nothing); a later one is *final* — RLD stops decoding after it and MD takes over once it
+    has extended it — when at most ``final_batch_tokens`` are unsent or it is round
+    ``max_rounds``. One-shot is the same protocol with its first batch final.
+
+    The executor's `executor.handoff.HandoffSession` runs this rule and the simulator's
+    `placer.sim.handoff` times it: one rule, timed twice."""
+
+    final_batch_tokens: int = 8
+    max_rounds: int = 4
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.final_batch_tokens, int) or self.final_batch_tokens < 0:
+            raise ValueError(f"final_batch_tokens must be a non-negative int, got {self.final_batch_tokens!r}")
+        if not isinstance(self.max_rounds, int) or self.max_rounds < 1:
+            raise ValueError(f"max_rounds must be an int >= 1, got {self.max_rounds!r}")
+
+    def is_final(self, unsent_tokens: int, round_number: int) -> bool:
+        """Whether batch number ``round_number`` (1 = the first) carrying ``unsent_tokens`` is the last."""
+        return unsent_tokens <= self.final_batch_tokens or round_number >= self.max_rounds
+
+
+DEFAULT_CATCH_UP = CatchUpRule()
