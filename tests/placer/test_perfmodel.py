@@ -229,9 +229,9 @@ def test_routed_expert_work_is_the_experts_share_of_the_linear_work():
 def test_prefill_memo_gives_the_computed_seconds_and_stays_bounded(monkeypatch):
     """prefill_s is memoised for the planner's repeated classes; a trace of many lengths must neither
     change a value nor grow the memo past its cap."""
-    import placer.perfmodel as perfmodel
+    import placer.perfmodel.instance as instance  # prefill_s reads the cap where it is defined
 
-    monkeypatch.setattr(perfmodel, "PREFILL_MEMO_ENTRIES", 8)
+    monkeypatch.setattr(instance, "PREFILL_MEMO_ENTRIES", 8)
     im = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "bf16", "bf16")
     fresh = InstanceModel(get_chip("H100-SXM"), 1, get_model("llama-3.1-8b"), "bf16", "bf16")
     lengths = [512 * (i + 1) for i in range(20)]
