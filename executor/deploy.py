@@ -49,7 +49,7 @@ START_ATTEMPTS = 2
 log = logging.getLogger(__name__)
 
 
-def _actor_classes():
+def actor_classes():
     """The Ray actor classes (built on first use so importing this module needs no ray)."""
     import ray
 
@@ -191,7 +191,7 @@ class RayDeployment:
         """An actor per instance and per WAN line; their addresses once they are up."""
         import ray
 
-        InstanceActor, LinkActor = _actor_classes()
+        InstanceActor, LinkActor = actor_classes()
         self.actors = {s.name: InstanceActor.options(**self._actor_options(s)).remote(
             dataclasses.asdict(s), *self._actor_args) for s in self.specs}
         self.link_actors = {}
@@ -236,7 +236,7 @@ class RayDeployment:
         tell every instance where it is, and let it join the router once it answers."""
         import ray
 
-        InstanceActor, _ = _actor_classes()
+        InstanceActor, _ = actor_classes()
         actor = InstanceActor.options(**self._actor_options(spec)).remote(dataclasses.asdict(spec), *self._actor_args)
         try:
             address = ray.get(actor.address.remote(), timeout=self.start_timeout_s)

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from executor.deploy import RayDeployment, _actor_classes, checkpoint_text, start_local_ray
+from executor.deploy import RayDeployment, actor_classes, checkpoint_text, start_local_ray
 from executor.describe import capped_note, instance_table, routing_lines, shared_lines
 from executor.devices import Runtime, place_on_devices, resolve_runtime
 from executor.engine.config import EngineConfig, ModelConfig
@@ -110,7 +110,7 @@ def ray_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Model
     if runtime.device == "auto":
         runtime = resolve_runtime(runtime.backend, "auto", int(gpus))
     placed = {s.name: s for s in place_on_devices([s for m in members for s in m.specs], runtime, gpus)}
-    _, LinkActor = _actor_classes()
+    _, LinkActor = actor_classes()
     lines: dict[tuple[str, str], Any] = {}
     deployments: dict[str, Any] = {}
 

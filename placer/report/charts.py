@@ -26,7 +26,8 @@ TICKS = {"pdd": "PDD", "same-dc-pd": "same-DC\nPD", "cross-dc-pd": "cross-DC\nPD
          "hetero-same-dc-pd": "hetero\nsame-DC PD"}
 
 
-def _color(name: str) -> str:
+def run_color(name: str) -> str:
+    """The color of a run in every chart: PDD blue, each baseline its own (its scaled twin the same)."""
     return PDD_COLOR if name == "pdd" else BASELINE_COLORS.get(name.removesuffix(", scaled"), "#95a5a6")
 
 
@@ -43,7 +44,7 @@ def baseline_bars(comparison: dict):
     xs = list(range(len(entries)))
     for ax, (key, title, unit, fmt) in zip(axes, panels):
         values = [getattr(p.metrics, key) if isinstance(p, Plan) else 0.0 for _, p in entries]
-        bars = ax.bar(xs, values, color=[_color(n) for n, _ in entries], width=0.65,
+        bars = ax.bar(xs, values, color=[run_color(n) for n, _ in entries], width=0.65,
                       hatch=[("//" if n.endswith(", scaled") else None) for n, _ in entries], edgecolor="white")
         top = max(values + [1e-9])
         for bar, (name, plan), v in zip(bars, entries, values):
@@ -106,7 +107,7 @@ def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
         label = (f"{LABELS.get(run.name, run.name)} at {run.load_rps:.2f} req/s: "
                  f"simulated P50 {d['ttft_p50_s']:.2f} s, P90 {d['ttft_p90_s']:.2f} s")
         label, style = cdf_style(run.name, label, run.per_request)
-        ax.plot(xs, ys, color=_color(run.name), label=label, **style)
+        ax.plot(xs, ys, color=run_color(run.name), label=label, **style)
     if sla_ttft_p90_s:
         ax.axvline(sla_ttft_p90_s, color="#555555", ls="--", lw=1)
         ax.text(sla_ttft_p90_s, 1.0, f"SLA: P90 ≤ {sla_ttft_p90_s:g} s", fontsize=8, color="#555555", ha="center",

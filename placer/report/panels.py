@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 from placer.plan import Plan
-from placer.report.charts import LABELS, _color, cdf_style
+from placer.report.charts import LABELS, cdf_style, run_color
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points
 from placer.report.tables import compared
@@ -26,7 +26,7 @@ def tpot_cdf(runs: list[SimRun], sla_tpot_s: float | None = None):
         label = (f"{LABELS.get(run.name, run.name)} at {run.load_rps:.2f} req/s: simulated "
                  f"P50 {1000 * d['tpot_p50_s']:.1f} ms, P90 {1000 * d['tpot_p90_s']:.1f} ms")
         label, style = cdf_style(run.name, label, bool(run.tpot_s))
-        ax.plot([1000 * x for x in xs], ys, color=_color(run.name), label=label, **style)
+        ax.plot([1000 * x for x in xs], ys, color=run_color(run.name), label=label, **style)
     if sla_tpot_s:
         ax.axvline(1000 * sla_tpot_s, color="#555555", ls="--", lw=1)
         ax.text(1000 * sla_tpot_s, 1.0, f"SLA: TPOT ≤ {1000 * sla_tpot_s:g} ms", fontsize=8, color="#555555",
@@ -105,7 +105,7 @@ def cost_vs_goodput(comparison: dict):
     for name, plan in points:
         m = plan.metrics
         full = m.served_rps >= 0.999 * m.offered_rps
-        color = _color(name.removesuffix(", scaled"))
+        color = run_color(name.removesuffix(", scaled"))
         ax.scatter([m.cost_usd_per_h], [m.goodput_rps], s=70 if name == "pdd" else 50,
                    facecolors=color if full else "none", edgecolors=color, linewidths=1.6,
                    marker="s" if name.endswith(", scaled") else "o", zorder=3)
