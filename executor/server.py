@@ -48,11 +48,20 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, Field, field_validator
 
 from executor.admission import Overloaded, TooLarge
+from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies and limits
+    GREEDY_BELOW,
+    MAX_BODY_BYTES,
+    MAX_SEED,
+    MAX_TOKENS_LIMIT,
+    CompletionRequest,
+    InstanceBody,
+    effective_temperature,
+)
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import placement
@@ -65,43 +74,7 @@ from executor.stream import RequestStream
 from placer import pdd
 from placer.plan import Plan
 
-MAX_TOKENS_LIMIT = 4096
-MAX_BODY_BYTES = 8 * 1024 * 1024  # default request-body limit: far above any context this engine serves
-MAX_SEED = 2**64 - 1  # what a torch generator takes
 DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connection is checked
-
-
-class CompletionRequest(BaseModel):
-    model: str | None = Field(None, description="The served model to ask (GET /v1/models); optional when one "
-                                               "model is served.")
-    prompt: str | list[int] = Field(description="Text (the served model's tokenizer; BOS where it adds one) or "
-                                                "token ids (within its vocabulary).")
-    max_tokens: int = Field(16, ge=1, le=MAX_TOKENS_LIMIT, description="Output token budget.")
-    temperature: float = Field(0.0, ge=0, allow_inf_nan=False, description="0 = greedy; finite.")
-    seed: int = Field(0, ge=0, le=MAX_SEED, description="Sampling seed when temperature > 0, in [0, 2^64).")
-    stream: bool = Field(False, description="Stream tokens as server-sent events.")
-    ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens.")
-
-    @field_validator("prompt")
-    @classmethod
-    def _prompt(cls, value: str | list[int]) -> str | list[int]:
-        if isinstance(value, list):
-            if not value:
-                raise ValueError("prompt token list must not be empty")
-            bad = [t for t in value if t < 0]
-            if bad:
-                raise ValueError(f"token ids {bad[:5]} are negative")
-        return value
-
-
-class InstanceBody(BaseModel):
-    name: str
-    role: str = Field(description=f"{', '.join(pdd.ROLES[:-1])} or {pdd.ROLES[-1]}.")
-    datacenter: str
-    chip: str = "cpu"
-    tp: int = Field(1, ge=1)
-    address: str | None = None
-    model: str | None = Field(None, description="The served model it belongs to (required by a fleet).")
 
 
 def _served(request: Request) -> Served:
@@ -149,15 +122,42 @@ def create_app(router: Router | None = None, *, model_name: str = "placer-tiny",
         raise ValueError("protect_completions needs a token")
     if (router is None) == (models is None) or (models is not None and not models):
         raise ValueError("give a router (one model) or a non-empty models mapping (a fleet), not both")
-    app = FastAPI(title="placer executor", version="1", max_body_size=max_body_bytes)
+    app = FastAPI(title="placer executor", version="1", max_body_size=max_body_bytes,
+                  openapi_url=None, docs_url=None, redoc_url=None)  # served below, behind the token
     fleet = models is not None
     served = models if fleet else {model_name: ServedModel(router, tokenizer or ByteTokenizer())}
     app.state.served = Served(dict(served), fleet, deployment, token)
+    app.state.datacenters = _datacenters(app.state.served)  # those known at start: a later register names one
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
     app.include_router(operations_api)
     app.include_router(control_api)
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Authorized])
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False, dependencies=[Authorized])
+    def docs() -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="placer executor")
+
     return app
+
+
+def _datacenters(served: Served) -> set[str]:
+    """Every datacenter the deployment knows: its plan's, its instances', its WAN lines', the router's."""
+    known: set[str] = set()
+    plan = getattr(served.deployment, "plan", None)
+    known.update(p.datacenter for p in getattr(plan, "pools", None) or ())
+    known.update(s.datacenter for s in getattr(served.deployment, "specs", None) or ())
+    for m in served.models.values():
+        known.update(i.datacenter for i in m.router.instances.values())
+        config = getattr(m.router, "config", None)
+        for pair in getattr(config, "links", None) or {}:
+            known.update(pair)
+        if getattr(config, "router_datacenter", None):
+            known.add(config.router_datacenter)
+    return known
 
 
 async def _validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -194,7 +194,7 @@ def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
 
 def _submit(router: Router, tokens: list[int], body: CompletionRequest) -> RequestStream:
     """Route the request; a refusal becomes its HTTP status (429 with Retry-After, 503, 422)."""
-    sampling = {"temperature": body.temperature, "seed": body.seed, "max_new_tokens": body.max_tokens,
+    sampling = {"temperature": effective_temperature(body.temperature), "seed": body.seed, "max_new_tokens": body.max_tokens,
                 "stop_at_eos": not body.ignore_eos}
     try:
         return router.submit(tokens, sampling, loop=asyncio.get_running_loop())
@@ -406,11 +406,16 @@ def instances(served: ServedDep):
 
 
 @control_api.post("/instances", status_code=201)
-def register(body: InstanceBody, served: ServedDep):
-    """Register an instance with its model's router (a fleet needs `model`: 422 naming the choices)."""
+def register(body: InstanceBody, served: ServedDep, request: Request):
+    """Register an instance with its model's router (a fleet needs `model`: 422 naming the choices);
+    its datacenter must be one the deployment knows (422 naming them)."""
     fields = body.model_dump(exclude={"model"})
     if served.fleet and body.model not in served.models:
         raise HTTPException(422, f"model: {body.model!r} is not served here; give one of {', '.join(served.models)}")
+    known = request.app.state.datacenters | _datacenters(served)
+    if known and body.datacenter not in known:
+        raise HTTPException(422, f"datacenter: {body.datacenter!r} is not one of this deployment's "
+                                 f"({', '.join(sorted(known)[:20])})")
     try:
         info = InstanceInfo(**fields)
     except ValueError as exc:

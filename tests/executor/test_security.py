@@ -198,3 +198,76 @@ def test_a_client_that_disconnects_cancels_its_request(live_server, stream):
     assert c.router.stats()["live"] == 0 and c.router.stats()["cancelled"] == 1
     assert _all_blocks_free(c), {n: i.worker.engine.blocks.num_available for n, i in c.instances.items()}
     assert c.router.records[-1].error == "client disconnected"
+
+
+# ---- issue 43, part 5: the executor's edges -------------------------------------------------
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"prompt": "\ud800 lone", "max_tokens": 2}, "prompt"),  # a lone surrogate: once a 500 (UnicodeEncodeError)
+    ({"prompt": "hi", "model": "m\udfff", "max_tokens": 2}, "model"),
+    ({"prompt": "hi", "max_tokens": True}, "max_tokens"),  # once taken as 1
+    ({"prompt": "hi", "seed": False}, "seed"),
+    ({"prompt": "hi", "stream": "yes"}, "stream"),
+    ({"prompt": [True, 65]}, "prompt"),
+])
+def test_unencodable_text_and_booleans_for_integers_are_422_naming_the_field(cluster, body, field):
+    client = TestClient(create_app(cluster.router), raise_server_exceptions=False)
+    r = client.post("/v1/completions", content=json.dumps(body), headers={"content-type": "application/json"})
+    assert r.status_code == 422, r.text
+    assert field in {e["loc"][1] for e in r.json()["detail"]}
+    assert cluster.router.stats()["live"] == 0
+
+
+@pytest.mark.parametrize("temperature", [1e-45, 5e-324, 1e-6])
+def test_a_temperature_below_the_greedy_cut_is_served_greedily(cluster, temperature):
+    # 1e-45 once answered 502 "probability tensor contains inf/nan"; the limit t → 0 is argmax
+    client = TestClient(create_app(cluster.router))
+    body = {"prompt": "hello", "max_tokens": 6, "seed": 7, "ignore_eos": True}
+    greedy = client.post("/v1/completions", json=body).json()["choices"][0]["token_ids"]
+    r = client.post("/v1/completions", json={**body, "temperature": temperature})
+    assert r.status_code == 200, r.text
+    assert r.json()["choices"][0]["token_ids"] == greedy
+
+
+def test_an_integer_temperature_is_still_a_float(cluster):
+    r = TestClient(create_app(cluster.router)).post("/v1/completions", json={"prompt": "hi", "max_tokens": 2,
+                                                                               "temperature": 1})
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/openapi.json", "/docs"])
+def test_the_api_description_needs_the_token(cluster, path):
+    client = TestClient(create_app(cluster.router, token=TOKEN))
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers={"Authorization": "Bearer wrong-token-123"}).status_code == 403
+    assert client.get(path, headers=AUTH).status_code == 200
+    assert TestClient(create_app(cluster.router)).get(path, headers=AUTH).status_code == 403  # locked
+    assert client.get("/redoc").status_code == 404
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"address": "not an address"}, "address"),
+    ({"address": "host:99999"}, "address"),
+    ({"address": "[zz::1]:80"}, "address"),
+    ({"tp": 10**30}, "tp"),
+    ({"tp": True}, "tp"),
+    ({"tp": 0}, "tp"),
+    ({"datacenter": "dc-nowhere"}, "datacenter"),
+    ({"name": "n" * 100_000}, "name"),
+    ({"name": "../etc"}, "name"),
+    ({"name": "a\ud800"}, "name"),
+    ({"chip": ""}, "chip"),
+    ({"extra": 1}, "extra"),
+])
+def test_the_control_plane_validates_what_it_registers(cluster, change, field):
+    client = TestClient(create_app(cluster.router, deployment=cluster, token=TOKEN), headers=AUTH,
+                        raise_server_exceptions=False)
+    body = {"name": "p9", "role": "P", "datacenter": "dc-a", "address": "10.0.0.7:7001", **change}
+    r = client.post("/instances", content=json.dumps(body), headers={"content-type": "application/json"})
+    assert r.status_code == 422 and field in r.text[:2000], r.text[:300]
+    assert len(r.content) < 4096  # the 100 kB name is not echoed
+    assert "p9" not in cluster.router.instances
+    ok = client.post("/instances", json={"name": "p9", "role": "P", "datacenter": "dc-b", "tp": 8,
+                                         "address": "[::1]:7001"})
+    assert ok.status_code == 201, ok.text
