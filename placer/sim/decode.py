@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from collections import deque
 from heapq import heappop, heappush
+from math import nextafter
 
 from placer.perfmodel import DECODE_STEP_OVERHEAD_S, InstanceModel
 
@@ -225,8 +226,10 @@ class DecodeInstance:
             return
         start = self.pause_until if self.pause_until > t else t
         nt = start + (heap[0][0] - self.v) * self.step
-        if nt < t:
-            nt = t
+        if nt <= t:
+            # what is left of the step takes less time than a float at t can add (a run far out in time): the
+            # next representable instant, so that the counter moves and the request finishes there
+            nt = t if heap[0][0] <= self.v + _EPS else nextafter(t, INF)
         if nt < self.next_t:
             self.next_t = nt
             eng = self.engine

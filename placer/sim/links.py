@@ -24,6 +24,7 @@
 from __future__ import annotations
 
 from heapq import heappop, heappush
+from math import nextafter
 
 from placer.pdd import P_RLD_MD
 from placer.sim.router import PIPE_CODE
@@ -205,12 +206,18 @@ class WanLink:
         if not heap:
             return
         nt = t + (heap[0][0] - self.V) * self.n / self.rate
-        if nt < t:
-            nt = t
+        if nt <= t:
+            # the head's last bytes cross in less time than a float at t can add (a run far out in time): the
+            # next representable instant, so that time moves and they land there, not at t again and again
+            nt = t if heap[0][0] <= self._landed_v() else nextafter(t, INF)
         if nt < self.next_t:
             self.next_t = nt
             eng = self.engine
             heappush(eng.heap, (nt, next(eng.seq), self._on_event, None))
+
+    def _landed_v(self) -> float:
+        """The virtual byte count up to which a transfer has landed now (rounding: a byte and a part in 10¹²)."""
+        return self.V * (1 + 1e-12) + 1.0
 
     def on_event(self, t: float, _arg) -> None:
         if t != self.next_t:
@@ -218,7 +225,7 @@ class WanLink:
         self.next_t = INF
         self.advance(t)
         heap = self.heap
-        limit = self.V * (1 + 1e-12) + 1.0
+        limit = self._landed_v()
         eng = self.engine
         while heap and heap[0][0] <= limit:
             _, _, req = heappop(heap)
