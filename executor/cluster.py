@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.config import ServingConfig
 from executor.elastic import apply_specs
@@ -36,6 +36,11 @@ from executor.transport.fake import FakeNetwork
 from executor.transport.link import LinkEmulator
 from executor.transport.tcp import Directory, TcpEndpoint
 from placer import pdd
+
+if TYPE_CHECKING:
+    from executor.elastic import ApplyReport
+    from placer.plan import Plan
+
 ROUTER_NAME = "router"
 
 
@@ -181,8 +186,8 @@ class LocalCluster:
             inst.worker.stop(timeout_s=2.0)
         self.specs = [s for s in self.specs if s.name != name]
 
-    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 30.0,
-                   max_per_pool: int | None = None) -> Any:
+    def apply_plan(self, new: Plan | list[InstanceSpec], *, grace_s: float = 30.0, ready_timeout_s: float = 30.0,
+                   max_per_pool: int | None = None) -> ApplyReport:
         """Diff the running instances against a plan (or a list of specs) and apply it (`executor.elastic`)."""
         specs = new if isinstance(new, list) else placement(new, max_per_pool)
         return apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)

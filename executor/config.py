@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.admission import AdmissionPolicy
 from executor.handoff import HandoffPolicy
@@ -19,6 +19,10 @@ from executor.placement import front_datacenter, link_shapes
 from executor.routing import RoutingPolicy
 from executor.transport.shaping import LinkShape
 from placer.plancheck import check_plan
+
+if TYPE_CHECKING:
+    from placer.plan import Plan
+    from placer.specs import Scenario
 
 
 @dataclass(frozen=True)
@@ -50,7 +54,7 @@ class ServingConfig:
             raise ValueError(f"max_attempts must be >= 1, got {self.max_attempts}")
 
     @classmethod
-    def from_plan(cls, plan: Any, scenario: Any = None, *, link_gbit_per_s: float | None = None,
+    def from_plan(cls, plan: Plan, scenario: Scenario | None = None, *, link_gbit_per_s: float | None = None,
                   link_rtt_ms: float | None = None, link_jitter_ms: float | None = None, link_loss: float = 0.0,
                   **overrides: Any) -> ServingConfig:
         """The config a plan implies: its pipelines and thresholds, its handoff block, its lines (the

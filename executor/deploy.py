@@ -27,7 +27,7 @@ import dataclasses
 import logging
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.config import ServingConfig
 from executor.devices import Runtime, place_on_devices, resolve_runtime
@@ -42,6 +42,9 @@ from executor.transport.link import LinkEmulator
 from executor.transport.shaping import LinkShape
 from executor.transport.tcp import Directory, TcpEndpoint
 from placer.errors import InputError, PlacerError
+
+if TYPE_CHECKING:
+    from placer.plan import Plan
 
 DEFAULT_OBJECT_STORE_BYTES = 128 * 1024 * 1024
 # a loaded host can keep the raylet past Ray's fixed 30 s to register; a second start usually succeeds
@@ -139,7 +142,8 @@ def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
 class RayDeployment:
     """A plan running on Ray: instance actors, link actors, and the router here."""
 
-    def __init__(self, plan: Any, model_config: Any, engine_config: Any, config: ServingConfig | None = None, *,
+    def __init__(self, plan: Plan, model_config: ModelConfig, engine_config: EngineConfig,
+                 config: ServingConfig | None = None, *,
                  seed: int = 0, max_per_pool: int | None = None, request_log: Any = None,
                  model_file: str | None = None, model_dir: str | None = None, runtime: Runtime | None = None,
                  start_timeout_s: float = 180.0, specs: list[InstanceSpec] | None = None,
@@ -284,7 +288,7 @@ class RayDeployment:
 
         return {k: v for k, v in ray.available_resources().items() if k.startswith(("dc:", "chip:"))}
 
-    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 120.0,
+    def apply_plan(self, new: Plan | list[InstanceSpec], *, grace_s: float = 30.0, ready_timeout_s: float = 120.0,
                    timeout_s: float | None = None) -> ApplyReport:
         """Diff against a plan (or specs) and apply it live (`executor.elastic`); the plan is
         recorded as running only when the change succeeded."""
@@ -334,7 +338,7 @@ def checkpoint_text(model_dir: str | None, config: ServingConfig) -> tuple[Any, 
     return HFTokenizer.from_dir(model_dir), config
 
 
-def serve(plan: Any, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
+def serve(plan: Plan, config: ServingConfig, engine_config: EngineConfig, *, address: str | None = None,
           seed: int = 0, max_per_pool: int | None = None, model_file: str | None = None,
           model_dir: str | None = None, runtime: Runtime | None = None,
           request_log: str | None = None, host: str = "127.0.0.1", port: int = 8000,
@@ -381,7 +385,7 @@ def bearer(token: str | None) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
-def post_plan(plan: Any, url: str, grace_s: float, timeout_s: float = 600.0, *,
+def post_plan(plan: Plan, url: str, grace_s: float, timeout_s: float = 600.0, *,
               token: str | None = None) -> dict[str, Any]:
     """Start applying `plan` on the server of a running deployment (`POST /plan`, 202); the
     change's first status. Follow it with `follow_apply`. `token`: the control plane's bearer

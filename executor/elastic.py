@@ -32,9 +32,33 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from executor.placement import InstanceSpec, plan_models
+
+if TYPE_CHECKING:
+    from placer.plan import Plan
+
+
+class Deployment(Protocol):
+    """What a live change drives (`LocalCluster`, `RayDeployment`, `executor.fleet.Fleet`): the running
+    instances, the router (`instances`, `joining`, `drain`, `holding`, `evacuate`, `ping`), starting and
+    stopping one instance, and `apply_plan`. Read with getattr where a deployment may lack them:
+    `free_resources()` (chips accounted), `start_timeout_s` (a Ray start's wait), `deployments` (a
+    fleet's models), `plan` (recorded once a change succeeds)."""
+
+    @property
+    def specs(self) -> list[InstanceSpec]: ...
+
+    @property
+    def router(self) -> Any: ...
+
+    def start_instance(self, spec: InstanceSpec, *, joining: bool = True) -> None: ...
+
+    def stop_instance(self, name: str) -> None: ...
+
+    def apply_plan(self, new: Plan | list[InstanceSpec], *, grace_s: float = 30.0,
+                   ready_timeout_s: float = 30.0) -> ApplyReport: ...
 
 
 @dataclass(frozen=True)
@@ -64,7 +88,7 @@ class FleetChangeUnsupported(ApplyError):
                          "new plan with `placer deploy PLAN.json`")
 
 
-def refuse_fleet_change(deployment: Any, plan: Any) -> None:
+def refuse_fleet_change(deployment: Deployment, plan: Plan) -> None:
     """FleetChangeUnsupported for a change a fleet cannot make live (see the module docstring)."""
     running = tuple(getattr(deployment, "deployments", None) or ())
     named = plan_models(plan)
@@ -130,7 +154,7 @@ def _words(res: dict[str, float]) -> str:
     return ", ".join(f"{k}={v:g}" for k, v in sorted(res.items()))
 
 
-def choose_strategy(deployment: Any, running: list[InstanceSpec], diff: PlanDiff) -> tuple[str, str]:
+def choose_strategy(deployment: Deployment, running: list[InstanceSpec], diff: PlanDiff) -> tuple[str, str]:
     """Make-before-break when the free chips hold the new instances, else break-before-make
     (the leaving instances drain and stop first). A deployment that does not account chips
     (no `free_resources`, e.g. `LocalCluster`) always makes before it breaks. ApplyError when
@@ -154,7 +178,7 @@ def choose_strategy(deployment: Any, running: list[InstanceSpec], diff: PlanDiff
 class _Change:
     """One application of a diff: every wait has a deadline, every step is an event."""
 
-    def __init__(self, deployment: Any, report: ApplyReport, *, grace_s: float, ready_timeout_s: float,
+    def __init__(self, deployment: Deployment, report: ApplyReport, *, grace_s: float, ready_timeout_s: float,
                  poll_s: float, deadline: float, on_event: Callable[[dict[str, Any]], None] | None) -> None:
         self.deployment, self.router, self.report = deployment, deployment.router, report
         self.grace_s, self.ready_timeout_s, self.poll_s, self.deadline = grace_s, ready_timeout_s, poll_s, deadline
@@ -217,7 +241,7 @@ class _Change:
         return failed
 
 
-def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30.0,
+def apply_specs(deployment: Deployment, new: list[InstanceSpec], *, grace_s: float = 30.0,
                 ready_timeout_s: float = 30.0, poll_s: float = 0.02, timeout_s: float | None = None,
                 on_event: Callable[[dict[str, Any]], None] | None = None) -> ApplyReport:
     """Apply `new` to a running deployment; returns what happened (`failed` says why it did not).
@@ -256,8 +280,8 @@ def apply_specs(deployment: Any, new: list[InstanceSpec], *, grace_s: float = 30
     return report
 
 
-def _change(deployment: Any, running: list[InstanceSpec], diff: PlanDiff, report: ApplyReport, deadline: float, *,
-            grace_s: float, ready_timeout_s: float, poll_s: float,
+def _change(deployment: Deployment, running: list[InstanceSpec], diff: PlanDiff, report: ApplyReport,
+            deadline: float, *, grace_s: float, ready_timeout_s: float, poll_s: float,
             on_event: Callable[[dict[str, Any]], None] | None) -> None:
     change = _Change(deployment, report, grace_s=grace_s, ready_timeout_s=ready_timeout_s, poll_s=poll_s,
                      deadline=deadline, on_event=on_event)
@@ -305,14 +329,15 @@ class ApplyOperation:
         with self._lock:
             return {**self._status, "events": list(self._status["events"])}
 
-    def start(self, deployment: Any, plan: Any, specs: list[InstanceSpec], *, grace_s: float,
+    def start(self, deployment: Deployment, plan: Plan | None, specs: list[InstanceSpec], *, grace_s: float,
               ready_timeout_s: float, timeout_s: float) -> dict[str, Any]:
-        """Begin applying `plan` (placed as `specs`); ApplyBusy while another change runs."""
+        """Begin applying `plan` (placed as `specs`; None: specs that come from no plan); ApplyBusy while
+        another change runs."""
         with self._lock:
             if self._status["state"] == "applying":
                 raise ApplyBusy(f"a plan change started {time.time() - self._status['started_unix_s']:.0f} s ago "
                                 "is in progress; see GET /plan/status")
-            self._status = {"state": "applying", "plan": getattr(plan, "scenario", None), "strategy": None,
+            self._status = {"state": "applying", "plan": plan.scenario if plan is not None else None, "strategy": None,
                             "strategy_reason": None, "events": [], "error": None, "report": None,
                             "target": [s.name for s in specs], "timeout_s": timeout_s,
                             "started_unix_s": time.time(), "finished_unix_s": None}
@@ -327,8 +352,8 @@ class ApplyOperation:
             if ev["event"] == "strategy":
                 self._status.update(strategy=ev["strategy"], strategy_reason=ev.get("detail"))
 
-    def _run(self, deployment: Any, plan: Any, specs: list[InstanceSpec], grace_s: float, ready_timeout_s: float,
-             timeout_s: float) -> None:
+    def _run(self, deployment: Deployment, plan: Plan | None, specs: list[InstanceSpec], grace_s: float,
+             ready_timeout_s: float, timeout_s: float) -> None:
         try:
             report = apply_specs(deployment, specs, grace_s=grace_s, ready_timeout_s=min(ready_timeout_s, timeout_s),
                                  timeout_s=timeout_s, on_event=self._event)
@@ -352,7 +377,8 @@ class ApplyOperation:
         return self.status()
 
 
-def apply_hook(deployment: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 60.0):
+def apply_hook(deployment: Deployment, *, grace_s: float = 30.0,
+               ready_timeout_s: float = 60.0) -> Callable[[Plan], dict[str, Any]]:
     """A callable for a replanning job in `apply` mode: `hook(plan) -> report dict`.
 
     It applies the adopted plan to `deployment` (anything with `apply_plan`) live; the job
@@ -360,7 +386,7 @@ def apply_hook(deployment: Any, *, grace_s: float = 30.0, ready_timeout_s: float
     `if policy.mode == "apply" and apply_hook is not None: apply_hook(candidate)`.
     """
 
-    def hook(plan: Any) -> dict[str, Any]:
+    def hook(plan: Plan) -> dict[str, Any]:
         return deployment.apply_plan(plan, grace_s=grace_s, ready_timeout_s=ready_timeout_s).to_dict()
 
     return hook

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.config import ServingConfig
 from executor.elastic import ApplyReport, apply_specs, refuse_fleet_change
@@ -36,6 +36,9 @@ from placer.errors import InfeasiblePlanError, InputError
 from placer.fleetplan import split_plan
 from placer.plancheck import check_inventory  # Σ over every model's pools
 from placer.plan import Plan
+
+if TYPE_CHECKING:
+    from placer.specs import Scenario
 
 
 @dataclass(frozen=True)
@@ -48,11 +51,11 @@ class FleetMember:
     specs: list[InstanceSpec] = field(default_factory=list)
 
 
-def _member_scenarios(scenario: Any, names: tuple[str, ...]) -> dict[str, Any]:
+def _member_scenarios(scenario: Scenario | None, names: tuple[str, ...]) -> dict[str, Scenario | None]:
     """Each model's scenario (`Scenario.member`), or InputError naming what does not match."""
     if scenario is None:
         return dict.fromkeys(names)
-    if not getattr(scenario, "is_fleet", False):
+    if not scenario.is_fleet:
         raise InputError(f"--scenario: scenario {scenario.name!r} plans one model, but the plan is a fleet plan "
                          f"({', '.join(names)}); give the fleet's scenario (its 'models' list)")
     listed = [m.name for m in scenario.models]
@@ -63,7 +66,7 @@ def _member_scenarios(scenario: Any, names: tuple[str, ...]) -> dict[str, Any]:
     return {n: scenario.member(listed.index(n)) for n in names}
 
 
-def fleet_members(plan: Plan, scenario: Any = None, *, max_per_pool: int | None = None,
+def fleet_members(plan: Plan, scenario: Scenario | None = None, *, max_per_pool: int | None = None,
                   link_gbit_per_s: float | None = None, link_rtt_ms: float | None = None,
                   link_jitter_ms: float | None = None, link_loss: float = 0.0) -> list[FleetMember]:
     """Each model's plan, serving config and instances (see the module docstring); errors name the model."""
@@ -140,7 +143,7 @@ class Fleet:
         free_of = getattr(next(iter(self.deployments.values())), "free_resources", None)
         return free_of() if callable(free_of) else None
 
-    def apply_plan(self, new: Any, *, grace_s: float = 30.0, ready_timeout_s: float = 60.0,
+    def apply_plan(self, new: Plan, *, grace_s: float = 30.0, ready_timeout_s: float = 60.0,
                    timeout_s: float | None = None) -> ApplyReport:
         """Apply a new plan of the same models live (`executor.elastic.apply_specs`); refused
         (`FleetChangeUnsupported`) or InputError (a row naming no served model) before anything starts."""

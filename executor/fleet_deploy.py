@@ -22,7 +22,7 @@ import dataclasses
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.deploy import RayDeployment, actor_classes, checkpoint_text, start_local_ray
 from executor.describe import capped_note, instance_table, routing_lines, shared_lines
@@ -30,6 +30,9 @@ from executor.devices import Runtime, place_on_devices, resolve_runtime
 from executor.engine.config import EngineConfig, ModelConfig
 from executor.fleet import Fleet, FleetMember
 from executor.request_log import BatchingRequestLog, open_sink
+
+if TYPE_CHECKING:
+    from placer.plan import Plan
 
 
 @dataclass(frozen=True)
@@ -75,7 +78,7 @@ class _ModelLog:
         self.shared._close(self.model)
 
 
-def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | None = None,
+def describe_fleet(plan: Plan, members: list[FleetMember], runtime: Runtime | None = None,
                    served: Mapping[str, str] | None = None) -> str:
     """The fleet's placement as text, grouped by model (see the module docstring); `served`: what each
     model serves, in words."""
@@ -97,7 +100,7 @@ def describe_fleet(plan: Any, members: list[FleetMember], runtime: Runtime | Non
     return "\n".join(lines)
 
 
-def ray_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, ModelSource], engine_config: EngineConfig,
+def ray_fleet(plan: Plan, members: list[FleetMember], sources: Mapping[str, ModelSource], engine_config: EngineConfig,
               *, runtime: Runtime | None = None, max_per_pool: int | None = None,
               request_logs: Mapping[str, Any] | None = None, start_timeout_s: float = 180.0) -> Fleet:
     """The fleet on a running Ray (see the module docstring); partial starts are undone."""
@@ -141,7 +144,7 @@ def ray_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, Model
     return Fleet(plan, deployments, line_stats=line_stats, close_lines=close_lines, max_per_pool=max_per_pool)
 
 
-def serve_fleet(plan: Any, members: list[FleetMember], sources: Mapping[str, ModelSource],
+def serve_fleet(plan: Plan, members: list[FleetMember], sources: Mapping[str, ModelSource],
                 engine_config: EngineConfig, *, address: str | None = None, max_per_pool: int | None = None,
                 runtime: Runtime | None = None, request_log: str | None = None, host: str = "127.0.0.1",
                 port: int = 8000, echo: Callable[[str], None] = print, token: str | None = None,

@@ -20,11 +20,15 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from executor.transport.shaping import LinkShape
 from placer import pdd
 from placer.pdd import queue_chunk_tokens
+
+if TYPE_CHECKING:
+    from placer.plan import Plan, PoolOut
+    from placer.specs import Scenario
 
 DEFAULT_RTT_MS = 30.0
 #: Most instances one deployment may start (checked before any instance is named).
@@ -76,7 +80,7 @@ def chip_resource(chip: str) -> str:
     return f"chip:{chip}"
 
 
-def plan_models(plan: Any) -> tuple[str, ...]:
+def plan_models(plan: Plan) -> tuple[str, ...]:
     """The models a plan's rows name: the order of `plan.models`, then of first appearance; ()
     for a single-model plan."""
     named = [row.model for rows in (plan.pools, plan.routes, plan.assignments) for row in rows if row.model]
@@ -85,7 +89,7 @@ def plan_models(plan: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys([*(m for m in (plan.models or {}) if m in named), *named]))
 
 
-def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
+def placement(plan: Plan, max_per_pool: int | None = None) -> list[InstanceSpec]:
     """Every pool's instances (at most `max_per_pool` of each, for a scaled-down emulation);
     ValueError when that is more than :data:`MAX_INSTANCES` in all, checked before any loop."""
     if max_per_pool is not None and max_per_pool < 1:
@@ -98,7 +102,7 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
         chunk = pool_chunk_tokens(plan, pool) if pool.role == pdd.AGG else None
-        model = getattr(pool, "model", None)
+        model = pool.model
         prefix = f"{_slug(model)}." if model else ""
         for k in range(count):
             name = f"{prefix}{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
@@ -107,12 +111,12 @@ def placement(plan: Any, max_per_pool: int | None = None) -> list[InstanceSpec]:
     return out
 
 
-def pool_chunk_tokens(plan: Any, pool: Any) -> int | None:
+def pool_chunk_tokens(plan: Plan, pool: PoolOut) -> int | None:
     """The chunk an A pool's queues (of its model, in a fleet) name in the plan (the largest when they
     differ), else None."""
-    key = (getattr(pool, "model", None), pool.role, pool.datacenter, pool.chip, pool.tp)
-    named = [queue_chunk_tokens(a.queue) for a in getattr(plan, "assignments", ())
-             if (getattr(a, "model", None), a.role, a.datacenter, a.chip, a.tp) == key]
+    key = (pool.model, pool.role, pool.datacenter, pool.chip, pool.tp)
+    named = [queue_chunk_tokens(a.queue) for a in plan.assignments
+             if (a.model, a.role, a.datacenter, a.chip, a.tp) == key]
     return max((c for c in named if c), default=None)
 
 
@@ -126,7 +130,8 @@ def node_resources(specs: list[InstanceSpec]) -> dict[str, dict[str, float]]:
     return nodes
 
 
-def datacenters(plan: Any) -> list[str]:
+def datacenters(plan: Plan) -> list[str]:
+    """The plan's datacenters: its pools', then its links' ends, in order of first appearance."""
     seen: dict[str, None] = {}
     for p in plan.pools:
         seen.setdefault(p.datacenter, None)
@@ -136,7 +141,7 @@ def datacenters(plan: Any) -> list[str]:
     return list(seen)
 
 
-def front_datacenter(plan: Any) -> str:
+def front_datacenter(plan: Plan | list[InstanceSpec]) -> str:
     """Where the router (and the clients) sit: the datacenter of the first P pool, else of the first
     A pool (an aggregated plan); `plan` may also be a list of `InstanceSpec`s (a pool of one each)."""
     pools = plan if isinstance(plan, list) else plan.pools
@@ -147,8 +152,9 @@ def front_datacenter(plan: Any) -> str:
     raise ValueError("pools: the plan has no P pool and no A pool: nothing can prefill")
 
 
-def link_shapes(plan: Any, scenario: Any = None, *, gbit_per_s: float | None = None, rtt_ms: float | None = None,
-                jitter_ms: float | None = None, loss: float = 0.0) -> dict[frozenset[str], LinkShape]:
+def link_shapes(plan: Plan, scenario: Scenario | None = None, *, gbit_per_s: float | None = None,
+                rtt_ms: float | None = None, jitter_ms: float | None = None,
+                loss: float = 0.0) -> dict[frozenset[str], LinkShape]:
     """The WAN line of each datacenter pair: rate from the plan's link capacity (or the
     scenario's), RTT/jitter from the scenario (default 30 ms / 0); keyword overrides win."""
     scen = {}
@@ -168,6 +174,6 @@ def link_shapes(plan: Any, scenario: Any = None, *, gbit_per_s: float | None = N
         s = scen.get(key)
         rate = gbit_per_s if gbit_per_s is not None else (rate or (s.gbit_per_s if s else 10.0))
         rtt = rtt_ms if rtt_ms is not None else (s.rtt_ms if s else DEFAULT_RTT_MS)
-        jit = jitter_ms if jitter_ms is not None else (getattr(s, "jitter_ms", 0.0) if s else 0.0)
+        jit = jitter_ms if jitter_ms is not None else (s.jitter_ms if s else 0.0)
         out[key] = LinkShape(rate, rtt, jit, loss)
     return out

@@ -4,8 +4,11 @@ placer base layer (never the planner library's faces or its service)."""
 
 from __future__ import annotations
 
+import pkgutil
 import subprocess
 import sys
+
+import placer.perfmodel
 
 POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.placement", "executor.request_log",
           "executor.transport.messages", "executor.transport.shaping", "executor.transport.fake",
@@ -16,6 +19,8 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
 PLACER_BASE = {"placer", "placer.pdd", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
                "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
                "placer.fields", "placer.readers", "placer.plancheck", "placer.fleetplan", "placer.shapes"}
+#: the performance model is a package, one module per layer: its modules come with it
+PLACER_BASE |= {m.name for m in pkgutil.iter_modules(placer.perfmodel.__path__, "placer.perfmodel.")}
 
 
 def _loaded(modules: list[str]) -> set[str]:
