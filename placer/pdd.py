@@ -3,8 +3,9 @@
 in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
 out: the role and pipeline names, who streams a flow's first token, the SLA quantile, the
      anomalous-traffic filter rule with its default, the light/mix names of a P queue, the
-     token-ID handoff's modes with the adaptive rule, and the catch-up protocol
-     (:class:`CatchUpRule`) — the one rule the executor runs and the simulator times.
+     token-ID handoff's modes with the adaptive rule, and the handoff protocol
+     (:class:`CatchUpRule`, :class:`HandoffProtocol`) — the one state machine the
+     executor's RLD runs and the simulator times.
 
 The physics of a flow (KV bytes and seconds, queue laws, TTFT) is :mod:`placer.flows`; the
 executor, `specs`, `plan`, `records` and `problem` need only the names and rules and import
@@ -128,8 +129,8 @@ class CatchUpRule:
     has extended it — when at most ``final_batch_tokens`` are unsent or it is round
     ``max_rounds``. One-shot is the same protocol with its first batch final.
 
-    The executor's `executor.handoff.HandoffSession` runs this rule and the simulator's
-    `placer.sim.handoff` times it: one rule, timed twice."""
+    :class:`HandoffProtocol` is the one implementation: the executor's RLD runs it
+    (`executor.handoff.HandoffSession`) and the simulator times it (`placer.sim.handoff`)."""
 
     final_batch_tokens: int = 8
     max_rounds: int = 4
@@ -146,3 +147,54 @@ class CatchUpRule:
 
 
 DEFAULT_CATCH_UP = CatchUpRule()
+
+
+@dataclass(frozen=True)
+class HandoffBatch:
+    """Output tokens ``first_index..last_index`` (empty when last < first) of round ``round``
+    (1 = the first); ``final``: RLD stops decoding after sending it and MD, once it has
+    extend-decoded it, owns the stream."""
+
+    first_index: int
+    last_index: int
+    final: bool
+    round: int
+
+    @property
+    def num_tokens(self) -> int:
+        return max(0, self.last_index - self.first_index + 1)
+
+
+class HandoffProtocol:
+    """RLD's side of one request's token-ID handoff (``mode`` one-shot or catch-up) under a
+    :class:`CatchUpRule`: which batch to send when MD holds the KV (:meth:`start`, on
+    MainReady) and on each of MD's acknowledgements (:meth:`on_ack`). Indices are output
+    indices: MD has 0 (t0 came with its KV), so the first batch starts at 1."""
+
+    def __init__(self, mode: str, rule: CatchUpRule = DEFAULT_CATCH_UP) -> None:
+        if mode not in (ONE_SHOT, CATCH_UP):
+            raise ValueError(f"a handoff runs {ONE_SHOT} or {CATCH_UP}, got {mode!r}")
+        self.mode, self.rule = mode, rule
+        self.sent_upto = 0  # the highest output index MD has (t0 from P)
+        self.rounds = 0  # batches sent
+        self.final_sent = False
+
+    def start(self, produced_upto: int) -> HandoffBatch:
+        """The first batch, given the highest output index RLD has produced (-1: none, RLD
+        has no KV yet: an empty final batch, MD streams everything); final in one-shot."""
+        if self.rounds:
+            raise ValueError("the handoff already started")
+        return self._batch(produced_upto, self.mode == ONE_SHOT or produced_upto < 0)
+
+    def on_ack(self, produced_upto: int) -> HandoffBatch:
+        """MD acknowledged the last batch: the tokens produced meanwhile, final by the rule."""
+        if self.final_sent or not self.rounds:
+            raise ValueError("the handoff already sent its final batch" if self.final_sent
+                             else "an ack before the first batch")
+        return self._batch(produced_upto, self.rule.is_final(produced_upto - self.sent_upto, self.rounds + 1))
+
+    def _batch(self, produced_upto: int, final: bool) -> HandoffBatch:
+        self.rounds += 1
+        batch = HandoffBatch(self.sent_upto + 1, max(produced_upto, self.sent_upto), final, self.rounds)
+        self.sent_upto, self.final_sent = batch.last_index, final
+        return batch

@@ -19,6 +19,7 @@ from executor.placement import InstanceSpec
 from executor.routing import Pipeline
 from executor.transport.shaping import LinkShape
 from tests.executor.engine.hf_support import CORPUS, FAMILIES, hf_greedy, tiny_checkpoints
+from placer.pdd import CatchUpRule
 from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
@@ -52,7 +53,7 @@ def reference(tmp_path_factory, checkpoints):
 @pytest.mark.parametrize(("pipeline", "mode"), CASES, ids=[f"{p.value}-{m}" for p, m in CASES])
 def test_every_pipeline_serves_transformers_greedy_output(checkpoints, reference, family, pipeline, mode):
     config = serving(routing=only(pipeline), links=LINE, request_timeout_s=60,
-                     handoff=HandoffPolicy(mode=mode, catch_up_threshold_tokens=4, final_batch_tokens=2))
+                     handoff=HandoffPolicy(mode=mode, catch_up_threshold_tokens=4, catch_up=CatchUpRule(2)))
     with LocalCluster(SPECS, checkpoints[family], ENGINE, config, transport="tcp") as c:
         streams = [c.router.submit(p, SamplingParams(max_new_tokens=MAX_NEW, stop_at_eos=False))
                    for p, _ in reference[family]]

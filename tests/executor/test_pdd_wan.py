@@ -15,6 +15,7 @@ from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
+from placer.pdd import CatchUpRule
 from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
@@ -81,7 +82,7 @@ CASES = [
 
 @pytest.mark.parametrize("pipeline, mode", CASES, ids=[f"{p.value}-{m}" for p, m in CASES])
 def test_greedy_output_matches_the_single_engine_under_a_shaped_wan(wan, expected, pipeline, mode):
-    c = wan(only(pipeline), HandoffPolicy(mode=mode, catch_up_threshold_tokens=4, final_batch_tokens=2))
+    c = wan(only(pipeline), HandoffPolicy(mode=mode, catch_up_threshold_tokens=4, catch_up=CatchUpRule(2)))
     streams = [c.router.submit(p, _sampling()) for p in PROMPTS]
     outs = [s.result(timeout_s=60) for s in streams]
     assert outs == [expected[tuple(p)] for p in PROMPTS]

@@ -15,6 +15,7 @@ from executor.placement import InstanceSpec
 from executor.request_log import BatchingRequestLog, MemorySink
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.messages import HandoffTokens, KVData, KVPull, MainOrder, decode
+from placer.pdd import CatchUpRule
 from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
@@ -83,7 +84,7 @@ def test_each_pipeline_gives_the_single_engine_output(cluster, reference, pipeli
 
 @pytest.mark.parametrize("mode", ["one-shot", "catch-up"])
 def test_handoff_after_eager_relay_tokens_gives_the_reference(cluster, reference, mode):
-    c = cluster(only(Pipeline.P_RLD_MD), HandoffPolicy(mode=mode, final_batch_tokens=2))
+    c = cluster(only(Pipeline.P_RLD_MD), HandoffPolicy(mode=mode, catch_up=CatchUpRule(2)))
     stream = relay_first(c, relay_steps=12)
     assert stream.result() == reference(PROMPT)
     extra = stream.record.extra

@@ -148,7 +148,8 @@ def test_handoff_modes_trade_relay_time_for_a_gap():
     one = plan_handoff(ONE_SHOT, 100, one_way_s=0.015, line_bytes_per_s=1e9, rld_step_s=0.02, extend_s=extend)
     catch = plan_handoff(CATCH_UP, 100, one_way_s=0.015, line_bytes_per_s=1e9, rld_step_s=0.02, extend_s=extend)
     assert one.gap_s == pytest.approx(0.015 + 100 * 15 / 1e9 + extend(100))
-    assert catch.gap_s == 0.0 and catch.rounds > 1 and catch.takeover_s > one.takeover_s
+    # catch-up's final batch is small: its crossing and extend leave a smaller pause than one-shot's
+    assert 0 < catch.gap_s < one.gap_s and catch.rounds > 1 and catch.takeover_s > one.takeover_s
 
 
 def test_same_seed_same_result_and_another_seed_differs(small_problem, small_plan, seed):
