@@ -112,6 +112,7 @@ from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
+from placer.pdd import FilterRule
 
 # ---- the model: big KV per token, tiny compute -------------------------------------------------
 
@@ -199,7 +200,8 @@ def setups() -> dict[str, tuple[list[InstanceSpec], RoutingPolicy]]:
         "cross-dc-pd": ([InstanceSpec("p0", "P", "dc-a", "CPU"), InstanceSpec("d0", "D", "dc-b", "CPU")], pd),
         "pdd": ([InstanceSpec("p0", "P", "dc-a", "CPU"), InstanceSpec("rld0", "RLD", "dc-a", "CPU"),
                  InstanceSpec("md0", "MD", "dc-b", "CPU")],
-                RoutingPolicy(direct_min_hit_rate=0.8, **FILTER)),
+                RoutingPolicy(direct_min_hit_rate=0.8,
+                              filter_rule=FilterRule(**{k.removeprefix("filter_"): v for k, v in FILTER.items()}))),
     }
 
 

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     from executor.health import HealthMonitor
     from executor.placement import InstanceSpec
     from executor.routing import NoRouteError, RoutingPolicy
+    from placer.pdd import FilterRule
 
     mc = ModelConfig(num_layers=2, hidden_size=64, num_q_heads=4, num_kv_heads=2, head_dim=16,
                      intermediate_size=128)
@@ -66,8 +67,7 @@ def main(argv: list[str] | None = None) -> int:
              InstanceSpec("rld0", "RLD", "dc-a", "A"), InstanceSpec("rld1", "RLD", "dc-a", "A"),
              InstanceSpec("md0", "MD", "dc-b", "B"), InstanceSpec("md1", "MD", "dc-b", "B"),
              InstanceSpec("md2", "MD", "dc-b", "B")]
-    policy = RoutingPolicy(direct_min_hit_rate=0.6, filter_min_input_tokens=1, filter_max_hit_rate=0.3,
-                           filter_max_output_tokens=8)  # all three pipelines in the mix
+    policy = RoutingPolicy(direct_min_hit_rate=0.6, filter_rule=FilterRule(1, 0.3, 8))  # all three pipelines in the mix
     config = ServingConfig(routing=policy, heartbeat_s=0.05, stall_s=2.0, request_timeout_s=20.0)
     c = LocalCluster(specs, mc, ec, config, transport="fake", threads=True,
                      health=HealthMonitor(interval_s=0.05, suspect_after=2, down_after=3))

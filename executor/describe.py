@@ -70,8 +70,9 @@ def routing_lines(plan: Any, config: ServingConfig, indent: str = "",
     if Pipeline.P_MD in allowed and Pipeline.P_RLD_MD in allowed:
         parts.append(f"P-MD at hit >= {policy.direct_min_hit_rate:.3f}")
     if Pipeline.P_RLD in allowed:
-        parts.append(f"filter: input >= {policy.filter_min_input_tokens}, hit < {policy.filter_max_hit_rate:.2f}, "
-                     f"output < {policy.filter_max_output_tokens}")
+        rule = policy.filter_rule
+        parts.append(f"filter: input >= {rule.min_input_tokens}, hit < {rule.max_hit_rate:.2f}, "
+                     f"output < {rule.max_output_tokens}")
     if Pipeline.P_A in allowed:
         share = "per class" if policy.agg_classes else f"{policy.agg_share:.0%} of requests"
         chunks = sorted({s.chunked_prefill_tokens or DEFAULT_AGG_CHUNK_TOKENS for s in specs if s.role == "A"})

@@ -5,7 +5,7 @@ output budget; the plan (pipelines its routes use, its pools) and optionally the
 scenario (request classes, filter thresholds). Out: a `Pipeline`.
 
 Rules, in order (the pipeline names and the filter rule are PDD's, from
-`placer.flows`):
+`placer.pdd`):
 0. **aggregated** (pipeline A, role A: one instance prefills and decodes, nothing
    moves): a plan with A pools sends the share of requests its routes give A there —
    per request class when the scenario is known (the request's nearest class by
@@ -24,8 +24,9 @@ A pipeline the plan does not use is never chosen (e.g. no RLD pool → P-MD only
 
 `PrefixIndex` is the router's approximate copy of an instance's radix cache (a set
 of chained block hashes, LRU-bounded), like cache-aware routers keep: it predicts
-the hit before P is asked and picks the instance most likely to hold the prefix.
-No torch here; imports only the placer base layer (`placer.flows`).
+the hit before P is asked and picks the instance most likely to hold the prefix; it is
+a `placer.prefix.PrefixCache` whose block keys are the blocks' token ids.
+No torch here; imports only the placer base layer (`placer.pdd`).
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from __future__ import annotations
 import enum
 import math
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from placer import pdd
 class Pipeline(str, enum.Enum):
-    """PDD's pipelines (`placer.flows`) as an enum, for type safety in the router."""
+    """PDD's pipelines (`placer.pdd`) as an enum, for type safety in the router."""
 
     P_MD = pdd.P_MD
     P_RLD_MD = pdd.P_RLD_MD
@@ -87,29 +88,22 @@ class NoRouteError(RuntimeError):
 
 @dataclass(frozen=True)
 class RoutingPolicy:
-    """The router's pipeline rules; thresholds from the plan's scenario when given.
-
-    The three `filter_*` fields are `pdd.FilterRule`'s thresholds (same defaults).
-    """
+    """The router's pipeline rules; thresholds from the plan's scenario when given."""
 
     allowed: frozenset[Pipeline] = frozenset({Pipeline.P_MD, Pipeline.P_RLD_MD, Pipeline.P_RLD})
     direct_min_hit_rate: float = 0.9
-    filter_min_input_tokens: int = pdd.DEFAULT_FILTER.min_input_tokens
-    filter_max_hit_rate: float = pdd.DEFAULT_FILTER.max_hit_rate
-    filter_max_output_tokens: int = pdd.DEFAULT_FILTER.max_output_tokens
+    filter_rule: pdd.FilterRule = pdd.DEFAULT_FILTER  # PDD's anomalous-traffic filter (rule 2)
     agg_share: float = 1.0  # share of requests on pipeline A when it is allowed (no per-class shares)
     agg_classes: tuple[AggClass, ...] = ()  # per class (from the scenario): its share on A
 
     def __post_init__(self) -> None:
         if not self.allowed:
             raise ValueError("allowed must name at least one pipeline")
-        for name in ("direct_min_hit_rate", "filter_max_hit_rate", "agg_share"):
+        for name in ("direct_min_hit_rate", "agg_share"):
             if not 0 <= getattr(self, name) <= 1:
                 raise ValueError(f"{name} must be in [0, 1], got {getattr(self, name)}")
-
-    @property
-    def filter_rule(self) -> pdd.FilterRule:
-        return pdd.FilterRule(self.filter_min_input_tokens, self.filter_max_hit_rate, self.filter_max_output_tokens)
+        if not 0 <= self.filter_rule.max_hit_rate <= 1:
+            raise ValueError(f"filter_rule.max_hit_rate must be in [0, 1], got {self.filter_rule.max_hit_rate}")
 
     def is_filtered(self, input_tokens: int, hit_tokens: int, max_output_tokens: int) -> bool:
         """PDD's filter rule on a request whose predicted prefix hit is `hit_tokens`."""
@@ -161,8 +155,8 @@ class RoutingPolicy:
         kw: dict[str, Any] = {"allowed": frozenset(allowed), **_agg_shares(plan, scenario)}
         if scenario is not None:
             o = scenario.options
-            kw |= {"filter_min_input_tokens": o.filter_min_input_tokens, "filter_max_hit_rate": o.filter_max_hit_rate,
-                   "filter_max_output_tokens": o.filter_max_output_tokens}
+            kw["filter_rule"] = pdd.FilterRule(o.filter_min_input_tokens, o.filter_max_hit_rate,
+                                               o.filter_max_output_tokens)
             classes = {c.name: c for c in (scenario.workload.classes or [])}
             direct = [classes[r.request_class].hit_rate for r in plan.routes
                       if r.pipeline == pdd.P_MD and r.request_class in classes and r.rps > 0]
@@ -209,25 +203,46 @@ class PrefixIndex:
     capacity_blocks: int = 1 << 16
     _blocks: OrderedDict = field(default_factory=OrderedDict)
 
-    def _hashes(self, tokens: Sequence[int]) -> list[int]:
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per block (`block_size`)."""
+        return self.block_size
+
+    def block_keys(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
+        """The keys of `tokens`' whole blocks: each block's token ids (a partial last block has none)."""
+        bs = self.block_size
+        return [tuple(tokens[i * bs : (i + 1) * bs]) for i in range(len(tokens) // bs)]
+
+    @staticmethod
+    def _hashes(keys: Sequence[Hashable]) -> list[int]:
+        """Chained hashes: each names its block and every block before it."""
         out, h = [], 0
-        for i in range(len(tokens) // self.block_size):
-            h = hash((h, tuple(tokens[i * self.block_size : (i + 1) * self.block_size])))
+        for key in keys:
+            h = hash((h, key))
             out.append(h)
         return out
 
     def match(self, tokens: Sequence[int]) -> int:
         """Tokens of `tokens`' prefix this instance probably holds (whole blocks)."""
+        return self.match_blocks(self.block_keys(tokens)) * self.block_size
+
+    def match_blocks(self, keys: Sequence[Hashable]) -> int:
+        """How many leading blocks of `keys` (`block_keys`) this instance probably holds; refreshes them."""
         n = 0
-        for h in self._hashes(tokens):
+        for h in self._hashes(keys):
             if h not in self._blocks:
                 break
             self._blocks.move_to_end(h)
-            n += self.block_size
+            n += 1
         return n
 
     def insert(self, tokens: Sequence[int]) -> None:
-        for h in self._hashes(tokens):
+        """Note that the instance now holds `tokens`' whole blocks."""
+        self.insert_blocks(self.block_keys(tokens))
+
+    def insert_blocks(self, keys: Sequence[Hashable], block_ids: Sequence[int] | None = None) -> None:
+        """`insert` over block keys (`block_keys`); an index holds no KV, so `block_ids` are ignored."""
+        for h in self._hashes(keys):
             self._blocks[h] = True
             self._blocks.move_to_end(h)
         while len(self._blocks) > self.capacity_blocks:

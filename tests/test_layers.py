@@ -81,7 +81,7 @@ def _modules(*prefixes: str, but: tuple[str, ...] = ()) -> list[str]:
 
 FACES = ("placer.cli", "placer.service")
 LIBRARY = _modules("placer", but=FACES)  # the planner: base layer + library
-CHECKERS = _modules("placer.evaluate", "placer.validate", "placer.sim")
+CHECKERS = _modules("placer.evaluate", "placer.queue_laws", "placer.pool_usage", "placer.validate", "placer.sim")
 
 RULES = [
     # (modules, forbidden prefixes, only at module level?, why)
@@ -116,14 +116,17 @@ def test_import_rule(modules, forbidden, at_import, why):
     assert not broken, f"{why}:\n" + "\n".join(broken)
 
 
-def test_pdd_imports_only_the_standard_library():
-    # The dictionary every layer reads (the executor included) must not drag the physics in.
+@pytest.mark.parametrize("module,what", [("placer.pdd", "the dictionary"),
+                                         ("placer.prefix", "the prefix-cache protocol")])
+def test_base_modules_the_executor_reads_import_only_the_standard_library(module, what):
+    # PDD's dictionary and the prefix-cache protocol are read by every layer, the executor
+    # included: they must not drag the physics (or anything else of ours) in.
     import sys
 
-    ours = [name for name, _ in SOURCES["placer.pdd"]
+    ours = [name for name, _ in SOURCES[module]
             if name.split(".")[0] not in sys.stdlib_module_names and name != "__future__"
             and not name.startswith("__future__.")]
-    assert not ours, f"placer.pdd imports {ours}: it is the dictionary, standard library only"
+    assert not ours, f"{module} imports {ours}: it is {what}, standard library only"
 
 
 def test_the_checker_sees_imports_inside_functions():

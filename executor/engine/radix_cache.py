@@ -16,12 +16,15 @@ last lock is gone, eviction can empty the tree and free every block.
 
 No torch here (policy code). Time is a logical clock, so eviction order is
 deterministic.
+
+`RadixCache` is a `placer.prefix.PrefixCache` whose block keys are the blocks' token
+ids (`block_keys`): `match_blocks` / `insert_blocks` are `match` / `insert` over keys.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 
 from executor.engine.block_pool import BlockPool
@@ -29,10 +32,10 @@ from executor.engine.block_pool import BlockPool
 
 @dataclass(eq=False)
 class _Node:
-    key: tuple[int, ...]
+    key: Hashable  # the block's token ids (`RadixCache.block_keys`)
     block_id: int
     parent: _Node | None
-    children: dict[tuple[int, ...], _Node] = field(default_factory=dict)
+    children: dict[Hashable, _Node] = field(default_factory=dict)
     lock_ref: int = 0  # locks on this node or any descendant
     last_access: int = 0
     evicted: bool = False
@@ -105,11 +108,28 @@ class RadixCache:
         """Every block id the cache holds."""
         return {n.block_id for n in self._nodes()}
 
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per block (`block_size`)."""
+        return self.block_size
+
+    def block_keys(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
+        """The keys of `tokens`' whole blocks: each block's token ids (a partial last block has none)."""
+        bs = self.block_size
+        return [tuple(tokens[i : i + bs]) for i in range(0, len(tokens) - bs + 1, bs)]
+
     def match(self, tokens: Sequence[int]) -> PrefixMatch:
         """Longest cached prefix of `tokens` made of whole blocks; marks it as used."""
+        return self._match(self.block_keys(tokens))
+
+    def match_blocks(self, keys: Sequence[Hashable]) -> int:
+        """How many leading blocks of `keys` (`block_keys`) are cached; marks them as used."""
+        return len(self._match(keys).block_ids)
+
+    def _match(self, keys: Sequence[Hashable]) -> PrefixMatch:
         self._clock += 1
         node, blocks = self._root, []
-        for key in self._chunks(tokens):
+        for key in keys:
             child = node.children.get(key)
             if child is None:
                 break
@@ -127,9 +147,18 @@ class RadixCache:
         The cache takes its own pool reference on each block it adopts; the caller
         keeps its references and drops them when it is done.
         """
+        return self._insert(self.block_keys(tokens), block_ids)
+
+    def insert_blocks(self, keys: Sequence[Hashable], block_ids: Sequence[int] | None = None) -> None:
+        """`insert` over block keys (`block_keys`); the KV's `block_ids` are required here."""
+        if block_ids is None:
+            raise TypeError("RadixCache holds KV: insert_blocks needs the blocks' ids")
+        self._insert(keys, block_ids)
+
+    def _insert(self, keys: Sequence[Hashable], block_ids: Sequence[int]) -> InsertResult:
         self._clock += 1
         node, cached, adopted = self._root, [], 0
-        for key, block_id in zip(self._chunks(tokens), block_ids):
+        for key, block_id in zip(keys, block_ids):
             child = node.children.get(key)
             if child is None:
                 self.pool.incref([block_id])
@@ -185,10 +214,6 @@ class RadixCache:
         return freed
 
     # ---- internals -----------------------------------------------------------------
-
-    def _chunks(self, tokens: Sequence[int]) -> list[tuple[int, ...]]:
-        bs = self.block_size
-        return [tuple(tokens[i : i + bs]) for i in range(0, len(tokens) - bs + 1, bs)]
 
     @staticmethod
     def _evictable(node: _Node) -> bool:

@@ -8,12 +8,15 @@ Because an id names its whole prefix, a radix tree over blocks is a set of ids w
 the prefix property kept by eviction order: a prompt's blocks are touched deepest
 first, so a parent is always more recent than its children and LRU eviction removes
 leaves before the blocks they hang from. No device memory, no torch: policy only.
+`BlockCache` is a `placer.prefix.PrefixCache` whose block keys are the trace's ids.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 
+from placer.prefix import cached_tokens, leading_blocks
 from placer.workload.trace import BLOCK_TOKENS
 
 
@@ -32,15 +35,18 @@ class BlockCache:
     def __len__(self) -> int:
         return len(self.blocks)
 
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per block: the trace's (`BLOCK_TOKENS`)."""
+        return BLOCK_TOKENS
+
+    def match_blocks(self, keys: Sequence[Hashable]) -> int:
+        """Leading blocks of the prompt present in the cache (no state change)."""
+        return leading_blocks(keys, self.blocks)
+
     def match_tokens(self, hash_ids: tuple[int, ...], input_tokens: int) -> int:
         """Leading tokens of the prompt present in the cache (no state change)."""
-        blocks = self.blocks
-        matched = 0
-        for block in hash_ids:
-            if block not in blocks:
-                break
-            matched += 1
-        return min(matched * BLOCK_TOKENS, input_tokens)
+        return cached_tokens(leading_blocks(hash_ids, self.blocks), input_tokens, BLOCK_TOKENS)
 
     def record(self, matched_tokens: int, input_tokens: int) -> None:
         """Count one lookup's outcome in the cache's hit-rate statistics."""
@@ -50,9 +56,13 @@ class BlockCache:
 
     def insert(self, hash_ids: tuple[int, ...]) -> None:
         """Add (or refresh) a prompt's blocks, then evict least-recently-used leaves."""
+        self.insert_blocks(hash_ids)
+
+    def insert_blocks(self, keys: Sequence[Hashable], block_ids: Sequence[int] | None = None) -> None:
+        """`insert` (the protocol's name; no KV here, so `block_ids` are ignored)."""
         blocks = self.blocks
         move = blocks.move_to_end
-        for block in reversed(hash_ids):
+        for block in reversed(keys):
             if block in blocks:
                 move(block)
             else:

@@ -25,6 +25,7 @@ from contextlib import closing
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.prefix import cached_tokens, leading_blocks
 from placer.records import request_log_line  # noqa: F401  (the line format's one home; re-exported)
 from placer.readers import text_lines
 
@@ -146,16 +147,6 @@ def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
             yield lineno, parse_record(obj, where)
 
 
-def cached_tokens(hash_ids: tuple[int, ...], input_tokens: int, present) -> int:
-    """Tokens of the prompt covered by the longest run of leading blocks found in ``present``."""
-    matched = 0
-    for block in hash_ids:
-        if block not in present:
-            break
-        matched += 1
-    return min(matched * BLOCK_TOKENS, input_tokens)
-
-
 def with_hit_rates(records: Iterable[TraceRecord]) -> Iterator[TraceRecord]:
     """Fill ``hit_rate`` of hash_ids records from an unbounded prefix cache, in trace order.
 
@@ -165,6 +156,7 @@ def with_hit_rates(records: Iterable[TraceRecord]) -> Iterator[TraceRecord]:
     seen: set[int] = set()
     for rec in records:
         if rec.hit_rate is None and rec.hash_ids is not None:
-            rec.hit_rate = cached_tokens(rec.hash_ids, rec.input_tokens, seen) / rec.input_tokens
+            matched = leading_blocks(rec.hash_ids, seen)  # the ids name whole prefixes: a set is the cache
+            rec.hit_rate = cached_tokens(matched, rec.input_tokens, BLOCK_TOKENS) / rec.input_tokens
             seen.update(rec.hash_ids)
         yield rec

@@ -6,6 +6,7 @@ from typing import Any
 
 from executor.config import ServingConfig
 from executor.routing import Pipeline, RoutingPolicy
+from placer.pdd import FilterRule
 
 
 def serving(**fields: Any) -> ServingConfig:
@@ -15,5 +16,4 @@ def serving(**fields: Any) -> ServingConfig:
 
 def only(*pipelines: Pipeline) -> RoutingPolicy:
     """A policy that sends everything down `pipelines` (the filter thresholds let anything through)."""
-    return RoutingPolicy(allowed=frozenset(pipelines), filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                         filter_max_output_tokens=10**6)
+    return RoutingPolicy(allowed=frozenset(pipelines), filter_rule=FilterRule(1, 1.0, 10**6))

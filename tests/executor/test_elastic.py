@@ -13,6 +13,7 @@ from executor.engine import Engine, EngineConfig, SamplingParams
 from executor.placement import InstanceSpec, placement
 from executor.routing import Pipeline, RoutingPolicy
 from executor.server import create_app
+from placer.pdd import FilterRule
 from placer.plan import Plan
 from tests.executor.support import serving
 
@@ -49,8 +50,8 @@ def test_diff_matches_instances_by_name_and_replaces_changed_ones():
 
 def test_live_plan_change_adds_an_md_and_removes_an_rld_with_zero_lost_requests(model_config, engine_config,
                                                                                   reference):
-    policy = RoutingPolicy(direct_min_hit_rate=0.99, filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                           filter_max_output_tokens=N // 2 + 1)  # half the requests filtered → RLD
+    policy = RoutingPolicy(direct_min_hit_rate=0.99,
+                           filter_rule=FilterRule(1, 1.0, N // 2 + 1))  # half the requests filtered → RLD
     c = LocalCluster([P0, RLD0, MD0], model_config, engine_config, serving(routing=policy), transport="fake",
                      threads=True)
     streams, done = [], threading.Event()
@@ -87,8 +88,7 @@ def test_live_plan_change_adds_an_md_and_removes_an_rld_with_zero_lost_requests(
 
 
 def test_a_leaving_instance_past_its_grace_hands_its_requests_over_cleanly(model_config, engine_config, reference):
-    only_relay = RoutingPolicy(allowed=frozenset({Pipeline.P_RLD}), filter_min_input_tokens=1,
-                               filter_max_hit_rate=1.0, filter_max_output_tokens=10**6)
+    only_relay = RoutingPolicy(allowed=frozenset({Pipeline.P_RLD}), filter_rule=FilterRule(1, 1.0, 10**6))
     c = LocalCluster([P0, RLD0, InstanceSpec("rld1", "RLD", "dc-a", "A")], model_config, engine_config,
                      serving(routing=only_relay), transport="fake", threads=False)
     try:

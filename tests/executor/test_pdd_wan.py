@@ -15,6 +15,7 @@ from executor.handoff import HandoffPolicy
 from executor.placement import InstanceSpec
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
+from placer.pdd import FilterRule
 from placer.pdd import CatchUpRule
 from tests.executor.support import only, serving
 
@@ -106,7 +107,7 @@ def test_greedy_output_matches_the_single_engine_under_a_shaped_wan(wan, expecte
 
 
 def test_adaptive_mix_keeps_every_stream_gap_free_and_in_order(wan, expected):
-    c = wan(RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6),
+    c = wan(RoutingPolicy(direct_min_hit_rate=0.5, filter_rule=FilterRule(min_input_tokens=10**6)),
             HandoffPolicy(mode="adaptive", catch_up_threshold_tokens=8))
     warm = c.router.submit(PROMPTS[0], _sampling())
     assert warm.result(60) == expected[tuple(PROMPTS[0])]

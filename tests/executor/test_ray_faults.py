@@ -22,6 +22,7 @@ from executor.engine import Engine, EngineConfig, ModelConfig, SamplingParams
 from executor.placement import placement
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.shaping import LinkShape
+from placer.pdd import FilterRule
 from placer.plan import Plan
 from tests.executor.support import only
 
@@ -103,8 +104,7 @@ def test_live_plan_change_on_local_ray_loses_no_request(reference):
         ray.shutdown()
     start_local_ray(placement(_plan(1, 2)), num_cpus=2, object_store_bytes=100 * 1024 * 1024)
     try:
-        policy = RoutingPolicy(direct_min_hit_rate=0.99, filter_min_input_tokens=1, filter_max_hit_rate=1.0,
-                               filter_max_output_tokens=9)
+        policy = RoutingPolicy(direct_min_hit_rate=0.99, filter_rule=FilterRule(1, 1.0, 9))
         plan = _plan(1, 1)
         dep = RayDeployment(plan, MC, EC, ServingConfig.from_plan(plan, links=LINE, routing=policy, heartbeat_s=0.2))
         try:

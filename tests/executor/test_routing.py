@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from executor.routing import NoRouteError, Pipeline, PrefixIndex, RoutingPolicy
+from placer.pdd import FilterRule
 from placer.plan import Plan
 from placer.specs import parse_scenario
 
@@ -12,8 +13,7 @@ ALL = frozenset(Pipeline) - {Pipeline.P_D, Pipeline.P_A}  # the PDD pipelines
 
 
 def test_filter_then_hit_rate_decide_the_pipeline():
-    policy = RoutingPolicy(direct_min_hit_rate=0.9, filter_min_input_tokens=1000, filter_max_hit_rate=0.5,
-                           filter_max_output_tokens=100)
+    policy = RoutingPolicy(direct_min_hit_rate=0.9, filter_rule=FilterRule(1000, 0.5, 100))
     assert policy.choose(2000, 200, 50) is Pipeline.P_RLD  # long, low hit, short output: filtered
     assert policy.choose(2000, 200, 500) is Pipeline.P_RLD_MD  # same but long output: relay, then MD
     assert policy.choose(500, 50, 50) is Pipeline.P_RLD_MD  # short input is never filtered
@@ -22,7 +22,7 @@ def test_filter_then_hit_rate_decide_the_pipeline():
 
 
 def test_only_pipelines_the_plan_and_the_live_instances_allow():
-    policy = RoutingPolicy(filter_min_input_tokens=1)
+    policy = RoutingPolicy(filter_rule=FilterRule(min_input_tokens=1))
     no_relay = frozenset({Pipeline.P_MD})
     assert policy.choose(2000, 0, 10, available=no_relay) is Pipeline.P_MD  # no RLD up: direct anyway
     assert RoutingPolicy(allowed=frozenset({Pipeline.P_D})).choose(10, 0, 10) is Pipeline.P_D
@@ -60,8 +60,7 @@ def test_policy_from_a_plan_follows_its_routes_and_classes():
     policy = RoutingPolicy.from_plan(_plan(routes), parse_scenario(SCENARIO))
     assert policy.allowed == frozenset(ALL)
     assert policy.direct_min_hit_rate == pytest.approx((0.5 + 0.98) / 2)
-    assert (policy.filter_min_input_tokens, policy.filter_max_hit_rate, policy.filter_max_output_tokens) == \
-        (4096, 0.3, 400)
+    assert policy.filter_rule == FilterRule(4096, 0.3, 400)
     for cls in SCENARIO["workload"]["classes"]:  # each class lands on the pipeline the plan gave it
         hit = int(cls["hit_rate"] * cls["input_tokens"])
         want = {"low": "P-RLD-MD", "odd": "P-RLD", "high": "P-MD"}[cls["name"]]

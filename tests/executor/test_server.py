@@ -13,6 +13,7 @@ from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import InstanceSpec
 from executor.routing import RoutingPolicy
 from executor.server import create_app
+from placer.pdd import FilterRule
 from tests.executor.support import serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
@@ -24,7 +25,7 @@ TOKEN = "control-token-for-tests"
 
 @pytest.fixture
 def served(model_config, engine_config):
-    policy = RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6)
+    policy = RoutingPolicy(direct_min_hit_rate=0.5, filter_rule=FilterRule(min_input_tokens=10**6))
     cluster = LocalCluster(SPECS, model_config, engine_config, serving(routing=policy), transport="fake", threads=True)
     with warnings.catch_warnings():  # starlette's note about its httpx client is not ours to fix
         warnings.simplefilter("ignore")

@@ -15,6 +15,7 @@ from executor.placement import InstanceSpec
 from executor.request_log import BatchingRequestLog, MemorySink
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.messages import HandoffTokens, KVData, KVPull, MainOrder, decode
+from placer.pdd import FilterRule
 from placer.pdd import CatchUpRule
 from tests.executor.support import only, serving
 
@@ -144,7 +145,7 @@ def test_relay_finishing_first_releases_md_and_keeps_its_cache_warm(cluster, ref
 
 
 def test_filtered_requests_never_cross_the_wan(cluster, reference):
-    policy = RoutingPolicy(filter_min_input_tokens=16, filter_max_hit_rate=0.5, filter_max_output_tokens=100)
+    policy = RoutingPolicy(filter_rule=FilterRule(16, 0.5, 100))
     c = cluster(policy)
     stream = serve(c, n=12)
     assert stream.pipeline is Pipeline.P_RLD
@@ -167,7 +168,7 @@ def test_drc_second_turn_pulls_only_what_md_lacks(cluster, reference):
 
 
 def test_router_predicts_hits_and_routes_high_hit_direct_low_hit_via_relay(cluster):
-    c = cluster(RoutingPolicy(direct_min_hit_rate=0.8, filter_min_input_tokens=10**6))
+    c = cluster(RoutingPolicy(direct_min_hit_rate=0.8, filter_rule=FilterRule(min_input_tokens=10**6)))
     cold = serve(c)
     warm = serve(c, prompt=PROMPT + list(b"!"))
     assert cold.pipeline is Pipeline.P_RLD_MD
@@ -200,7 +201,7 @@ def test_staged_kv_is_freed_when_its_lease_expires(cluster):
 
 
 def test_concurrent_requests_are_batched_and_each_matches_the_reference(cluster, reference):
-    c = cluster(RoutingPolicy(direct_min_hit_rate=0.5, filter_min_input_tokens=10**6))
+    c = cluster(RoutingPolicy(direct_min_hit_rate=0.5, filter_rule=FilterRule(min_input_tokens=10**6)))
     prompts = [PROMPT, [256, *b"jumps over the lazy"], [256, *b"pack my box with five dozen liquor jugs"]]
     streams = [c.router.submit(p, _sampling()) for p in prompts]
     c.run_until(lambda: all(s.closed.is_set() for s in streams))
@@ -222,7 +223,8 @@ def test_a_failing_request_ends_in_an_error_event_not_a_hang(cluster, model_conf
 def test_every_served_request_reaches_the_request_log_in_batches(model_config, engine_config):
     sink = MemorySink()
     log = BatchingRequestLog(sink, batch_size=2, flush_interval_s=60)
-    with LocalCluster(SPECS, model_config, engine_config, serving(routing=RoutingPolicy(filter_min_input_tokens=10**6)),
+    routing = RoutingPolicy(filter_rule=FilterRule(min_input_tokens=10**6))
+    with LocalCluster(SPECS, model_config, engine_config, serving(routing=routing),
                       transport="fake", threads=False, request_log=log) as c:
         for k in range(3):
             serve(c, prompt=PROMPT + [k], n=4)

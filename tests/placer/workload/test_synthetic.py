@@ -12,7 +12,8 @@ from placer.errors import InputError
 from placer.specs import RequestClass
 from placer.workload import AgenticSessions, Burstiness, class_requests
 from placer.workload.arrivals import bursty_arrivals, poisson_arrivals
-from placer.workload.trace import BLOCK_TOKENS, cached_tokens
+from placer.prefix import cached_tokens, leading_blocks
+from placer.workload.trace import BLOCK_TOKENS
 
 CLASSES = [
     RequestClass(name="hot", share=0.7, input_tokens=32768, output_tokens=512, hit_rate=0.98),
@@ -55,7 +56,7 @@ def test_agentic_sessions_reproduce_the_hit_histogram_from_their_history(seed):
     for i, (_, k, n_in, _, hit, ids) in enumerate(items):
         assert hit is None and len(ids) == -(-n_in // BLOCK_TOKENS)
         if i >= 1_000:  # once the shared contexts are warm
-            hits[k].append(cached_tokens(ids, n_in, seen) / n_in)
+            hits[k].append(cached_tokens(leading_blocks(ids, seen), n_in, BLOCK_TOKENS) / n_in)
         seen.update(ids)
     counts = Counter(k for _, k, *_ in items)
     for k, c in enumerate(CLASSES):
