@@ -49,6 +49,7 @@ from executor.fleet_deploy import ModelSource, describe_fleet, serve_fleet
 from executor.placement import InstanceSpec, placement, plan_models
 from placer.errors import InputError, PlacerError
 from placer.plan import Plan, load_plan
+from placer.plancheck import check_plan_alone, check_plan_or_alone
 from placer.settings import Settings
 from placer.specs import Scenario, load_scenario
 
@@ -109,7 +110,7 @@ def deploy(
         reasons = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         _fail(str(InputError(f"settings (--token, PLACER_* environment): {reasons}")), 2)
     if apply is not None:
-        _apply_remote(apply, url, grace_s, apply_timeout_s, json_out, settings.executor_token)
+        _apply_remote(apply, url, grace_s, apply_timeout_s, json_out, settings.executor_token, scenario)
         return
     if plan_file is None:
         _fail("give PLAN.json to deploy, or --apply NEW_PLAN.json to change a running deployment", 2)
@@ -117,6 +118,7 @@ def deploy(
              "link_loss": link_loss}
     try:
         plan = load_plan(plan_file)
+        check_plan_alone(plan)  # with --scenario, the serving config checks it against the scenario too
         scen = load_scenario(scenario) if scenario is not None else None
         gpus = visible_gpus() if address is None else None  # a cluster's GPUs are counted once connected
         runtime = resolve_runtime(backend, device, gpus)
@@ -236,12 +238,15 @@ def _check_model(model_dir: Path | None, model_file: Path | None, whose: str = "
 
 
 def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool,
-                  token: str | None) -> None:
-    """Validate NEW_PLAN.json here (exit 2 if bad), start the change on the running server, print
-    each instance joining or draining as it happens; exit 1 with the reason when it failed.
+                  token: str | None, scenario: Path | None = None) -> None:
+    """Validate NEW_PLAN.json here (the one plan check, against `scenario` when given: exit 2/3 if
+    bad), start the change on the running server, print each instance joining or draining as it
+    happens; exit 1 with the reason when it failed.
     `token`: the control plane's bearer token (sent in a header, never printed)."""
     try:
-        post_plan(load_plan(plan_path), url, grace_s, timeout_s, token=token)
+        plan = load_plan(plan_path)
+        check_plan_or_alone(load_scenario(scenario) if scenario is not None else None, plan)
+        post_plan(plan, url, grace_s, timeout_s, token=token)
         typer.echo(f"applying {plan_path} to {url} (progress: {url.rstrip('/')}/plan/status)", err=json_out)
         status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out),
                               token=token)

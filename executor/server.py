@@ -73,6 +73,7 @@ from executor.served import Served, ServedModel
 from executor.stream import RequestStream
 from placer import pdd
 from placer.plan import Plan
+from placer.plancheck import check_plan_alone
 
 DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connection is checked
 
@@ -374,6 +375,7 @@ def apply_plan(body: dict[str, Any], request: Request, served: ServedDep, grace_
         raise HTTPException(409, "this server was started without a deployment to change")
     try:
         plan = Plan.model_validate(body)
+        check_plan_alone(plan)  # the one plan check (placer.plancheck): no prefill, all counts 0, repeated rows
         placed = getattr(served.deployment, "placed", None)  # a fleet: the same models, every row naming one
         if callable(placed):
             specs = placed(plan)

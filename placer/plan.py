@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from placer.errors import InputError
-from placer.fields import MAX_RPS, Name, real
+from placer.fields import MAX_RPS, MAX_TOKENS, Name, real
 from placer.fields import count as bounded_int  # "count" is also a PoolOut field
 from placer.readers import load_data
 from placer.pdd import ADAPTIVE, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, HandoffMode, PipelineName, Role
@@ -38,6 +38,8 @@ SCHEMA_VERSION = 1
 MAX_POOL_COUNT = 100_000
 Rps = real(ge=0, le=MAX_RPS)
 
+#: A line's planned or installed Gbit/s: finite and not negative (an overloaded plan may plan more than the line).
+Gbps = real(ge=0, le=1e12)
 
 SHAPE_HELP = ("How the instance's tp chips split the model (placer.shapes): `tp` one tensor-parallel group "
               "(MoE: attention TP, experts EP), `pp` tp 8 per node × pp stages (dense), `dep` attention "
@@ -112,8 +114,8 @@ class Route(_M):
 class LinkUse(_M):
     src: str
     dst: str
-    gbit_per_s_used: float = 0.0
-    gbit_per_s_capacity: float = 0.0
+    gbit_per_s_used: Gbps = 0.0
+    gbit_per_s_capacity: Gbps = 0.0
 
 
 class Assignment(_M):
@@ -158,7 +160,7 @@ def _adopt_pool_shapes(plan: Plan) -> None:
 
 class Handoff(_M):
     mode: HandoffMode = ADAPTIVE
-    catch_up_threshold_tokens: int = DEFAULT_CATCH_UP_THRESHOLD_TOKENS
+    catch_up_threshold_tokens: bounded_int(le=MAX_TOKENS) = DEFAULT_CATCH_UP_THRESHOLD_TOKENS
 
 
 class SolverInfo(_M):

@@ -17,6 +17,7 @@ import typer
 from placer.cli.output import choices, fail, out
 from placer.errors import InputError, PlacerError
 from placer.export import FORMATS, ExportSettings, export_plan, write
+from placer.export.names import slug
 from placer.plan import Plan, load_plan
 from placer.problem import Problem, resolve
 from placer.specs import load_scenario
@@ -60,7 +61,8 @@ def export(
                                                    "load.")] = None,
     scenario: Annotated[Path | None, typer.Option("--scenario", help="The plan's scenario: dtypes, DRC, custom "
                                                   "chips, and what each fallback costs.")] = None,
-    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: ./<scenario>-<format>).",
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Output folder (default: ./<scenario>-<format>, "
+                                                 "the scenario's name in DNS-label form).",
                                                  show_default=False)] = None,
     served_name: Annotated[str | None, typer.Option("--served-model-name", help="Name clients ask for "
                                                     "(default: the model's).")] = None,
@@ -77,7 +79,8 @@ def export(
         problem = resolve(load_scenario(scenario)) if scenario is not None else None
         settings = settings_for(plan, problem, model, model_dir, served_name, chips_per_node)
         files = export_plan(plan, fmt_name, settings, problem, namespace=namespace, image=image)
-        target = out_dir if out_dir is not None else Path(f"{plan.scenario}-{fmt_name}")
+        # the default folder is named after the plan's scenario: a slug, never a path (``../../x``)
+        target = out_dir if out_dir is not None else Path(f"{slug(plan.scenario)}-{fmt_name}")
         write(files, target)
     except PlacerError as e:
         fail(e)

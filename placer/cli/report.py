@@ -17,6 +17,7 @@ from placer.cli.output import err, out
 from placer.cli.output import fail as _fail
 from placer.errors import InputError, PlacerError
 from placer.plan import load_plan
+from placer.plancheck import check_plan_alone
 from placer.report import build_report
 from placer.specs import load_scenario
 
@@ -42,6 +43,7 @@ def report(
         if not (time_limit > 0 and math.isfinite(time_limit)):
             raise InputError(f"--time-limit must be a positive number of seconds, got {time_limit}")
         plan = load_plan(plan_file)
+        check_plan_alone(plan)  # with --scenario, build_report checks it against the scenario too
         loaded = load_scenario(scenario) if scenario is not None else None
         result = build_report(plan, out_dir, loaded, sweep, requests=requests, seed=seed,
                               time_limit_s=time_limit, source=plan_file.name,

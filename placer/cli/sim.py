@@ -30,6 +30,7 @@ from placer.errors import InputError, PlacerError
 from placer.pdd import HANDOFF_MODES
 from placer.optimize import as_problem
 from placer.plan import load_plan
+from placer.plancheck import check_plan
 from placer.sim import SimConfig
 from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
@@ -99,6 +100,7 @@ def simulate(
         loaded = load_scenario(scenario)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         plan = load_plan(plan_file)
+        check_plan(problem, plan, other_scenario=True)  # the simulator replays a plan on another load on purpose
         bar, update = _progress(requests)
         if bar is not None:
             bar.start()

@@ -20,6 +20,9 @@ The rules (one home; every format module reads them from here):
 * One router per (entry datacenter, decode datacenter, decode role), placed in the entry
   datacenter: its prefill list is that datacenter's P pools, its decode list the pools of
   that role in the decode datacenter; its share of the traffic is the plan's route rps.
+* Names from the plan become folders, Kubernetes names and labels only through
+  :mod:`placer.export.names` (a safe slug per datacenter and per chip, no two alike): the
+  pools' ``dc_label``/``chip_label`` and the routers' ``src_label``/``dst_label``.
 * An instance of tp chips spans ``ceil(tp / chips_per_node)`` nodes; tp must then be a
   multiple of chips_per_node. Its shape (plan ``shape``: tp, pp, dep) picks the engines'
   parallel flags (:func:`placer.export.commands.parallel_args`) and names the pool (``tp8-dep``).
@@ -28,13 +31,13 @@ The rules (one home; every format module reads them from here):
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.catalog import chip_catalog
 from placer.errors import InputError
-from placer.flows import wan_s
+from placer.export.names import distinct_slugs, slug
+from placer.flows import Route
 from placer.pdd import MD, P, P_MD, P_RLD, P_RLD_MD, RLD
 from placer.plan import Plan
 from placer.shapes import TP, kind_of
@@ -99,6 +102,8 @@ class Pool:
     count: int
     vendor_name: str
     nodes: int
+    dc_label: str  # the datacenter's slug: its folder and node label (placer.export.names)
+    chip_label: str  # the chip's slug: its node label
 
     @property
     def engine_role(self) -> str:
@@ -119,11 +124,11 @@ class Pool:
 
     @property
     def name(self) -> str:
-        return slug(f"{self.plan_role}-{self.chip}-tp{self.tp}")
+        return slug(f"{self.plan_role}-{self.chip_label}-tp{self.tp}")
 
     def host(self, instance: int, node: int = 0) -> str:
         """The DNS name operators give node ``node`` of instance ``instance`` (k8s: the pod's)."""
-        return slug(f"{self.datacenter}-{self.name}-{instance}") + (f"-node{node}" if node else "")
+        return slug(f"{self.dc_label}-{self.name}-{instance}") + (f"-node{node}" if node else "")
 
 
 @dataclass(frozen=True)
@@ -137,10 +142,12 @@ class Router:
     decode: tuple[Pool, ...]
     rps: float
     classes: tuple[str, ...]
+    src_label: str  # the datacenters' slugs (placer.export.names)
+    dst_label: str
 
     @property
     def name(self) -> str:
-        return slug(f"router-{self.src}-to-{self.dst}" + ("-filtered" if self.decode_role == RLD else ""))
+        return slug(f"router-{self.src_label}-to-{self.dst_label}" + ("-filtered" if self.decode_role == RLD else ""))
 
 
 @dataclass(frozen=True)
@@ -150,16 +157,15 @@ class Layout:
     pools: tuple[Pool, ...]  # deployed pools
     routers: tuple[Router, ...]
     caveats: tuple[str, ...]  # engine-independent: what PDD does that this deployment does not
+    dc_labels: dict[str, str] = field(default_factory=dict)  # datacenter → its slug (placer.export.names)
+
+    def folder(self, datacenter: str) -> str:
+        """The datacenter's folder in the export (and its node label): its slug, never a path."""
+        return self.dc_labels[datacenter]
 
     @property
     def datacenters(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys([p.datacenter for p in self.pools] + [r.src for r in self.routers]))
-
-
-def slug(text: str) -> str:
-    """A DNS-1123 label: lower case, [a-z0-9-], at most 63 characters."""
-    out = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    return out[:63].rstrip("-")
 
 
 def vendor_of(chip: str, settings: ExportSettings) -> str:
@@ -196,6 +202,9 @@ def build_layout(plan: Plan, settings: ExportSettings, problem=None) -> Layout:
     if settings.chips_per_node < 1:
         raise InputError(f"--chips-per-node must be at least 1 (got {settings.chips_per_node})")
     pairs = _engine_pairs(plan)
+    dcs = distinct_slugs([*(p.datacenter for p in plan.pools), *(r.src for r in plan.routes),
+                          *(r.dst for r in plan.routes)], "datacenter")
+    chips = distinct_slugs((p.chip for p in plan.pools), "chip")
     rld_needed = {src for (src, _, role) in pairs if role == RLD}
     pools, caveats = [], []
     for i, p in enumerate(plan.pools):
@@ -204,7 +213,8 @@ def build_layout(plan: Plan, settings: ExportSettings, problem=None) -> Layout:
         if p.role == RLD and p.datacenter not in rld_needed:
             continue
         nodes = nodes_of(p.tp, settings.chips_per_node, f"pools[{i}] ({p.role} {p.chip} in {p.datacenter})")
-        pools.append(Pool(p.datacenter, p.role, p.chip, p.tp, p.count, vendor_of(p.chip, settings), nodes))
+        pools.append(Pool(p.datacenter, p.role, p.chip, p.tp, p.count, vendor_of(p.chip, settings), nodes,
+                          dcs[p.datacenter], chips[p.chip]))
     routers = []
     for (src, dst, role), routes in sorted(pairs.items()):
         prefill = tuple(x for x in pools if x.plan_role == P and x.datacenter == src)
@@ -213,10 +223,10 @@ def build_layout(plan: Plan, settings: ExportSettings, problem=None) -> Layout:
             missing = f"P pool in {src}" if not prefill else f"{role} pool in {dst}"
             raise InputError(f"routes: traffic {src}->{dst} ({routes[0].pipeline}) has no deployed {missing}")
         routers.append(Router(src, dst, role, prefill, decode, sum(r.rps for r in routes),
-                              tuple(dict.fromkeys(r.request_class for r in routes))))
+                              tuple(dict.fromkeys(r.request_class for r in routes)), dcs[src], dcs[dst]))
     caveats += _relay_caveats(plan, settings, problem)
     caveats += _vendor_caveats(routers)
-    return Layout(plan, settings, tuple(pools), tuple(routers), tuple(caveats))
+    return Layout(plan, settings, tuple(pools), tuple(routers), tuple(caveats), dcs)
 
 
 def _relay_caveats(plan: Plan, settings: ExportSettings, problem) -> list[str]:
@@ -262,7 +272,7 @@ def _wan_wait(problem, plan: Plan, route, settings: ExportSettings) -> str:
     link = next((lk for lk in plan.links if (lk.src, lk.dst) in ((route.src, route.dst), (route.dst, route.src))), None)
     util = link.gbit_per_s_used / link.gbit_per_s_capacity if link and link.gbit_per_s_capacity else 0.0
     # the line at the plan's own load (capped below 1, where the queueing factor of the WAN law diverges)
-    seconds = wan_s(problem, cls, P_MD, route.src, route.dst, settings.drc, min(util, 0.95))
+    seconds = Route(problem, cls, P_MD, route.src, route.dst, settings.drc).wan_s(min(util, 0.95))
     return "" if math.isinf(seconds) else f" (first token now waits {seconds:.2f} s for the WAN transfer)"
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from placer.export.k8s import LABEL_CHIP, LABEL_DC
 from placer.export.layout import VENDORS, Layout
+from placer.export.names import renamed
 
 #: the engine releases whose own argument parsers tests/placer/export/ runs every command through
 VALIDATED = {"sglang": "SGLang 0.5.23 (`sglang.srt.server_args`) and sglang-router 0.3.2",
@@ -65,6 +66,12 @@ def render_readme(layout: Layout, fmt: str, files: list[str]) -> str:
     notes = sorted({p.vendor.note for p in layout.pools if p.vendor.note})
     if notes:
         text.append("\n## Vendors\n\n" + "".join(f"- {n}\n" for n in notes))
+    moved = {**{("datacenter", n): s for n, s in renamed(layout.dc_labels).items()},
+             **{("chip", n): s for n, s in renamed({p.chip: p.chip_label for p in layout.pools}).items()}}
+    if moved:
+        text.append("\n## Names\n\nThese names are not DNS labels (or two of them read alike as one), so their "
+                    "folders and labels carry a hash of the name:\n\n"
+                    + "".join(f"- {kind} `{name}` → `{label}`\n" for (kind, name), label in moved.items()))
     if fmt in ("k8s", "dynamo"):
         text.append(f"\n## Node labels\n\nLabel every node with `{LABEL_DC}=<datacenter>` and `{LABEL_CHIP}=<chip>` "
                     "(lower-case DNS form, e.g. `ascend-910b`); device resources by vendor: "

@@ -36,6 +36,7 @@ from placer.cli.output import err, fail
 from placer.cli.output import out as console
 from placer.errors import InputError, PlacerError
 from placer.optimize import OBJECTIVES
+from placer.plancheck import check_plan_or_alone
 from placer.plan import load_plan
 from placer.service.api import create_app
 from placer.service.errors import ConflictError, NotFoundError, typed
@@ -383,9 +384,12 @@ def import_plan(
     """Store a plan file in the service database (it shows on the dashboard's plans page)."""
     with _errors():
         plan = load_plan(plan_file)
+        check_plan_or_alone(None, plan)  # before the database: a plan that cannot deploy is not stored
         factory = _connect(database_url)
         with db.session_scope(factory) as session:
             scenario_id = _scenario_id(session, scenario) if scenario is not None else None
+            if scenario_id is not None:  # linked to a scenario: it must fit it (names, rows, inventory)
+                check_plan_or_alone(prepare(session, dict(repo.get_scenario(session, scenario_id).spec))[1], plan)
             row = save_plan(session, plan, inputs={"imported_from": str(plan_file.resolve())},
                             scenario_id=scenario_id, source="cli")
             session.flush()
