@@ -354,9 +354,9 @@ def serve(plan: Plan, config: ServingConfig, engine_config: EngineConfig, *, add
     (`executor.server.create_app`).
     """
     import ray
-    import uvicorn
 
     from executor.server import create_app
+    from placer.service.http import serve as serve_http  # header deadline, connection caps
 
     if address is None:
         start_local_ray(placement(plan, max_per_pool))
@@ -371,7 +371,7 @@ def serve(plan: Plan, config: ServingConfig, engine_config: EngineConfig, *, add
                             request_log=sink, model_file=model_file, model_dir=model_dir, runtime=runtime)
         echo(f"engines: {dep.runtime.describe()}")
         echo(f"serving on http://{host}:{port}/v1/completions (Ctrl-C stops)")
-        uvicorn.run(create_app(dep.router, model_name=model_name, deployment=dep, token=token,
+        serve_http(create_app(dep.router, model_name=model_name, deployment=dep, token=token,
                                protect_completions=protect_completions, tokenizer=tokenizer),
                     host=host, port=port, log_level="warning")
     finally:

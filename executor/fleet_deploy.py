@@ -153,9 +153,9 @@ def serve_fleet(plan: Plan, members: list[FleetMember], sources: Mapping[str, Mo
     `address` None starts a local Ray emulating the datacenters; one request log for every model,
     each record tagged with its model: `SharedLog`)."""
     import ray
-    import uvicorn
 
     from executor.server import ServedModel, create_app
+    from placer.service.http import serve as serve_http  # header deadline, connection caps
 
     if address is None:
         start_local_ray([s for m in members for s in m.specs])
@@ -174,7 +174,7 @@ def serve_fleet(plan: Plan, members: list[FleetMember], sources: Mapping[str, Mo
              "(the request's 'model' picks one; Ctrl-C stops)")
         models = {name: ServedModel(dep.router, texts[name][0]) if texts[name][0] else ServedModel(dep.router)
                   for name, dep in fleet.deployments.items()}
-        uvicorn.run(create_app(models=models, deployment=fleet, token=token, protect_completions=protect_completions),
+        serve_http(create_app(models=models, deployment=fleet, token=token, protect_completions=protect_completions),
                     host=host, port=port, log_level="warning")
     finally:
         if fleet is not None:

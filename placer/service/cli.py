@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-import uvicorn
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -36,10 +35,11 @@ from placer.cli.output import err, fail
 from placer.cli.output import out as console
 from placer.errors import InputError, PlacerError
 from placer.optimize import OBJECTIVES
-from placer.plancheck import check_plan_or_alone
 from placer.plan import load_plan
+from placer.plancheck import check_plan_or_alone
 from placer.service.api import create_app
 from placer.service.errors import ConflictError, NotFoundError, typed
+from placer.service.http import serve as serve_http  # uvicorn under the header deadline and connection caps
 from placer.service.jobs import runner
 from placer.service.jobs.solve import prepare
 from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
@@ -126,7 +126,7 @@ def serve(
         settings = settings.model_copy(update={"token": generated})
     source = "--token" if token else "PLACER_API_TOKEN"
     err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    serve_http(create_app(settings), host=host, port=port, log_level="info")
 
 
 def sign_in_hint(host: str, port: int, source: str, generated: str | None = None) -> str:

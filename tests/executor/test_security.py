@@ -271,3 +271,29 @@ def test_the_control_plane_validates_what_it_registers(cluster, change, field):
     ok = client.post("/instances", json={"name": "p9", "role": "P", "datacenter": "dc-b", "tp": 8,
                                          "address": "[::1]:7001"})
     assert ok.status_code == 201, ok.text
+
+
+def test_a_slow_headers_client_does_not_starve_the_executors_health(cluster):
+    # placer deploy serves the executor with placer.service.http.serve: the same header deadline and caps
+    import socket
+    import threading
+
+    from placer.service.http import BoundedServer, HttpLimits, bounded_config
+    from tests.placer.service.api.slow_clients import Slowloris, health_latencies
+
+    limits = HttpLimits(header_timeout_s=1.0, max_connections=24, max_per_client=6)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = BoundedServer(bounded_config(create_app(cluster.router), limits, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    try:
+        with Slowloris(sock.getsockname()[1], addresses=10, per_address=10) as attack:
+            time.sleep(0.5)
+            latencies = health_latencies(f"http://127.0.0.1:{sock.getsockname()[1]}", 3.0, 2.0)
+        assert attack.opened > 100 and max(latencies) <= 2.0, latencies  # evicted and reopened, health answered
+    finally:
+        server.should_exit = True
+        thread.join(20)
