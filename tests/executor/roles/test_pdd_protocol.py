@@ -15,8 +15,7 @@ from executor.placement import InstanceSpec
 from executor.request_log import BatchingRequestLog, MemorySink
 from executor.routing import Pipeline, RoutingPolicy
 from executor.transport.messages import HandoffTokens, KVData, KVPull, MainOrder, decode
-from placer.pdd import FilterRule
-from placer.pdd import CatchUpRule
+from placer.pdd import CatchUpRule, FilterRule
 from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
