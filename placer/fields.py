@@ -7,7 +7,9 @@ One validation layer for numbers: every numeric field of a scenario or plan is d
 with these, so each is
 
 * strict — a YAML boolean (``on``, ``yes``, ``true``) or a quoted string is not a number;
-  an integer field takes no fraction (a float field takes an integer);
+  an integer field takes no fraction (a float field takes an integer). One exception: a float
+  field takes a string in exponent form (``1e-3``, ``2E+5``, ``1.5e3``), which YAML 1.2 reads as
+  a number but PyYAML (YAML 1.1: a dot and a signed exponent, ``1.0e-3``) leaves a string;
 * finite — ``.inf``, ``-.inf`` and ``.nan`` are rejected;
 * bounded — each field names bounds that make physical sense (docs/scenario.md lists
   them), so nothing downstream overflows (e.g. ``arrival_rps: 1e308``).
@@ -17,15 +19,27 @@ Pydantic's messages name the field path and the value ("less than or equal to 10
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, AllowInfNan, Field, Strict
+from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict
+
+#: A YAML 1.2 float in exponent form (what YAML 1.1 leaves a string when it lacks the dot or the sign).
+_EXPONENT_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+")
+
+
+def _yaml12_float(value: Any) -> Any:
+    """``value``, or the float a YAML 1.2 reader would have made of an exponent-form string."""
+    if isinstance(value, str) and _EXPONENT_FLOAT.fullmatch(value):
+        return float(value)
+    return value
 
 
 def real(*, gt: float | None = None, ge: float | None = None, lt: float | None = None,
          le: float | None = None) -> Any:
     """A strict, finite float within the given bounds (give an upper bound: every quantity has one)."""
-    return Annotated[float, Strict(), AllowInfNan(False), Field(gt=gt, ge=ge, lt=lt, le=le)]
+    return Annotated[float, BeforeValidator(_yaml12_float), Strict(), AllowInfNan(False),
+                     Field(gt=gt, ge=ge, lt=lt, le=le)]
 
 
 def count(*, ge: int = 0, le: int) -> Any:
