@@ -112,14 +112,9 @@ class InstanceModel(InstanceWork):
         return self._kernel_time(self.decode_kernels(batch, 1 + self.draft_tokens, context_tokens)) \
             + DECODE_STEP_OVERHEAD_S
 
-    def mixed_terms(self, batch: float, context_tokens: float, chunk_tokens: float,
-                    chunk_start_tokens: float) -> dict[str, float]:
-        """Compute / memory / communication seconds of one aggregated step (:meth:`mixed_kernels`, summed)."""
-        return _totals(self.mixed_kernels(batch, context_tokens, chunk_tokens, chunk_start_tokens))
-
     def mixed_step_s(self, batch: float, context_tokens: float, chunk_tokens: float = 0.0,
                      chunk_start_tokens: float = 0.0) -> float:
-        """Seconds of one aggregated step (:meth:`mixed_terms`); equals :meth:`step_s` without a chunk.
+        """Seconds of one aggregated step (:meth:`mixed_kernels`); equals :meth:`step_s` without a chunk.
 
         The TPOT interference of chunked prefill, from first principles: a decode step at
         moderate B is memory bound (weights + KV read once per step), so a small chunk's FLOPs
