@@ -63,3 +63,4 @@ MAX_TOKENS = 10_000_000  # tokens in one prompt or answer
 MAX_CHIPS = 1_000_000  # chips of one kind in one datacenter
 MAX_RPS = 1_000_000.0  # requests per second offered to one deployment
 MAX_SECONDS = 3_600.0  # an SLA of more than an hour is not a latency SLA
+MAX_TIMESTAMP_S = 1e11  # a trace time or Unix time in seconds (year ~5100): any real clock, finite float maths

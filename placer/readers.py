@@ -1,18 +1,31 @@
 """Reading user files: bytes → text → YAML/JSON data, every failure an InputError naming the file.
 
 in:  a path (scenario, plan, trace, …) and what the file is, for messages
-out: ``read_text`` → str; ``load_data`` → the parsed mapping/list; ``text_lines`` →
-     (line number, line) of a large file, streamed
+out: ``read_text`` → str; ``load_data`` → the parsed mapping/list; ``load_mapping`` → the
+     parsed mapping (a list or a scalar at the top is an error); ``text_lines`` → (line
+     number, line) of a large file, streamed; ``number`` → one finite, bounded number of a
+     record parsed by hand; ``confined`` → a name from a file made a path inside its folder
+
+This module is the gate: every file the product reads (scenario, plan, profile JSON and
+CSV, trace, request log, checkpoint config, shard index and tokenizer config) is read
+through it; tests/placer/hardening/test_readers_gate.py fails when a module reads or
+parses a user file around it.
 
 Rules, shared by every file placer reads:
 
 * UTF-8 only (a UTF-8 byte-order mark is dropped). UTF-16/32 (by their byte-order mark),
   files with NUL bytes ("binary") and bytes that are not UTF-8 are rejected, naming the
   file and the offset.
-* At most :data:`MAX_FILE_BYTES` (whole-file readers; streamed traces have no cap).
+* At most :data:`MAX_FILE_BYTES` (whole-file readers); streamed files (traces, request logs)
+  have no total cap but at most :data:`MAX_LINE_BYTES` a line.
 * YAML: safe loading, and a key given twice in one mapping is an error (YAML's own rule;
   PyYAML would silently keep the last). JSON: the same for duplicate keys; ``NaN`` and
   ``Infinity`` are not JSON and are rejected.
+* Numbers read by hand (:func:`number`): not a boolean, finite, within stated bounds, an
+  integer where one is due.
+* A path named inside a file (:func:`confined`) stays inside the file's folder: absolute
+  names and ``..`` that climbs out are refused with one message whether or not the outside
+  path exists.
 * Nesting deeper than :data:`MAX_DEPTH` levels is rejected — before parsing, by a scan of
   the brackets and indentation that cannot recurse, so 100,000-deep input never reaches a
   recursive parser.
@@ -22,6 +35,8 @@ from __future__ import annotations
 
 import codecs
 import json
+import math
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -34,6 +49,9 @@ from placer.errors import InputError
 MAX_FILE_BYTES = 64 * 2**20
 #: Deepest nesting of mappings and lists accepted in YAML or JSON.
 MAX_DEPTH = 64
+#: Longest line of a streamed file (a trace or request-log line; a 10M-token prompt's
+#: hash_ids take about 200 kB).
+MAX_LINE_BYTES = 4 * 2**20
 
 _WIDE_BOMS = {codecs.BOM_UTF32_LE: "UTF-32", codecs.BOM_UTF32_BE: "UTF-32",
               codecs.BOM_UTF16_LE: "UTF-16", codecs.BOM_UTF16_BE: "UTF-16"}
@@ -77,7 +95,9 @@ def text_lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
     except OSError as err:
         raise InputError(f"cannot read {where}: {err.strerror or err}") from None
     with handle:
-        for lineno, raw in enumerate(handle, 1):
+        for lineno, raw in enumerate(iter(lambda: handle.readline(MAX_LINE_BYTES + 1), b""), 1):
+            if len(raw) > MAX_LINE_BYTES:
+                raise InputError(f"{where} line {lineno} is longer than {MAX_LINE_BYTES // 2**20} MiB")
             if lineno == 1:
                 raw = raw.removeprefix(codecs.BOM_UTF8) if not raw.startswith(tuple(_WIDE_BOMS)) else raw
             yield lineno, _decode(raw, f"{where} line {lineno}")
@@ -170,3 +190,45 @@ def load_data(path: str | Path, what: str, kind: str | None = None) -> Any:
     path = Path(path)
     kind = kind or ("json" if path.suffix.lower() == ".json" else "yaml")
     return parse_data(read_text(path, what), kind, f"{what} {str(path)!r}")
+
+
+def load_mapping(path: str | Path, what: str, kind: str | None = None) -> dict:
+    """:func:`load_data` of a file whose top level must be a mapping (a JSON object)."""
+    data = load_data(path, what, kind)
+    if not isinstance(data, dict):
+        raise InputError(f"{what} {str(path)!r} must hold an object (a mapping) at the top, "
+                         f"not {_kind_of(data)}")
+    return data
+
+
+def _kind_of(value: Any) -> str:
+    return {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(value), "a number")
+
+
+def number(value: Any, where: str, *, lo: float, hi: float, integer: bool = False) -> float:
+    """``value`` (read from a file by hand) as a finite number in [lo, hi], or InputError
+    naming ``where`` (the file and field) and the value. A boolean is not a number; an
+    ``integer`` field takes no fraction (the value comes back as an int)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"{where} must be a number, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InputError(f"{where} must be a finite number, got {value!r}")
+    if integer and value != int(value):
+        raise InputError(f"{where} must be a whole number, got {value!r}")
+    if not lo <= value <= hi:
+        raise InputError(f"{where} must be in [{lo:g}, {hi:g}], got {value!r}")
+    return int(value) if integer else value
+
+
+def confined(folder: str | Path, name: Any, where: str, folder_name: str = "folder") -> Path:
+    """``folder / name`` for a relative ``name`` read from a file (a shard, a table), or
+    InputError when the name is not a string or would leave ``folder``: absolute, or ``..``
+    climbing out. Decided on the name alone, before the file system is asked, so the error
+    never tells which outside paths exist. (Symbolic links the operator placed inside the
+    folder are followed: the Hugging Face cache's snapshot folders are made of them.)"""
+    if not isinstance(name, str) or not name or "\0" in name:
+        raise InputError(f"{where}: a file name must be a non-empty string, got {name!r}")
+    normal = os.path.normpath(name)
+    if os.path.isabs(name) or normal == ".." or normal.startswith(".." + os.sep) or normal == ".":
+        raise InputError(f"{where}: {name!r} is outside the {folder_name}")
+    return Path(folder) / normal

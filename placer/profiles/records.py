@@ -17,7 +17,10 @@ out: frozen pydantic records :class:`ChipProfile` and :class:`LinkProfile` with
 A record is never built around a figure faster than its roofline: loading one
 raises :class:`~placer.profiles.figures.RooflineExceededError` (not a validation
 error: it is a benchmark bug to report, not a bad input to fix). A file that is not
-a valid record is an :class:`~placer.errors.InputError` naming the file and field.
+a valid record is an :class:`~placer.errors.InputError` naming the file and field; files
+are read through :mod:`placer.readers` (UTF-8, 64 MiB, 64 levels, no NaN). An efficiency
+(measured / roofline) below :data:`MIN_EFFICIENCY` is refused: the same check holds for a
+profile stored through the API, which validates this model.
 
 ``"latest"`` (the newest stored profile per chip) lives in the service's database,
 which this layer never touches: the caller passes the loader (``latest=``).
@@ -25,7 +28,7 @@ which this layer never touches: the caller passes the loader (``latest=``).
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from pathlib import Path
@@ -34,6 +37,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from placer.errors import InputError
+from placer.readers import load_mapping
 from placer.profiles.figures import (
     Measurement,
     RooflineExceededError,
@@ -84,7 +88,11 @@ class Summary(_Frozen):
     loopback_bytes_per_s: float | None = None
 
 
-_EFF = {"default": None, "ge": 0}
+_EFF = {"default": None}
+#: Smallest efficiency (measured / roofline) a profile may carry. Below 0.1 % of the roofline
+#: a figure is a failed run or a wrong unit, not a chip; planning on it divides the chip's
+#: peaks by ~0 (an efficiency of 1e-300 made every solve of its chip fail).
+MIN_EFFICIENCY = 1e-3
 
 
 class Efficiency(_Frozen):
@@ -97,6 +105,20 @@ class Efficiency(_Frozen):
     mem_capacity_fraction: float | None = Field(**_EFF, description="usable / datasheet capacity")
     compute_by_dtype: dict[str, float] = Field(default_factory=dict)
 
+    @field_validator("compute_efficiency", "mem_bw_efficiency", "interconnect_efficiency", "mem_capacity_fraction")
+    @classmethod
+    def _physical(cls, value: float | None) -> float | None:
+        if value is not None:
+            _check_efficiency(value)
+        return value
+
+    @field_validator("compute_by_dtype")
+    @classmethod
+    def _physical_by_dtype(cls, values: dict[str, float]) -> dict[str, float]:
+        for value in values.values():
+            _check_efficiency(value)
+        return values
+
     @model_validator(mode="after")
     def _at_most_one(self) -> Efficiency:
         values = {k: getattr(self, k) for k in ("compute_efficiency", "mem_bw_efficiency",
@@ -108,11 +130,22 @@ class Efficiency(_Frozen):
         return self
 
 
+def _check_efficiency(value: float) -> None:
+    if not (math.isfinite(value) and value >= MIN_EFFICIENCY):
+        raise ValueError(f"must be finite and at least {MIN_EFFICIENCY:g} (a figure under 0.1 % of the roofline "
+                         f"is a failed run or a wrong unit), got {value!r}")
+
+
 def _check_stored(i: int, m: Measurement) -> None:
     """What a stored figure must hold beyond its types (the runner computes these itself)."""
     where = f"measurements[{i}]"
     if not m.samples:
         raise ValueError(f"{where}.samples: at least one sample is needed")
+    numbers = [*m.samples, m.median, m.min, m.max, m.spread_rel, m.stdev_rel]
+    if m.roofline is not None:
+        numbers.append(m.roofline)
+    if not all(math.isfinite(v) for v in numbers):
+        raise ValueError(f"{where}: samples and statistics must be finite numbers")
     if not m.median > 0:
         raise ValueError(f"{where}.median must be > 0, got {m.median}")
     for name in ("spread_rel", "stdev_rel"):
@@ -214,13 +247,7 @@ class LinkProfile(_Frozen):
 
 
 def _read_json(path: str | Path) -> dict:
-    path = Path(path)
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise InputError(f"profile: cannot read {str(path)!r}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"profile: {str(path)!r} is not JSON: {e}") from None
+    return load_mapping(path, "profile", kind="json")
 
 
 def load_chip_profile(path: Path) -> ChipProfile:
@@ -250,8 +277,8 @@ def read_chip_profiles(source: str | Path) -> list[tuple[ChipProfile, Path]]:
         out = []
         for file in sorted(path.glob("*.json")):
             try:
-                kind = json.loads(file.read_text()).get("kind")
-            except (OSError, ValueError, AttributeError):
+                kind = _read_json(file).get("kind")
+            except InputError:  # not a profile (other JSON, or not readable as one): skipped, as documented
                 continue
             if kind == "chip":
                 out.append((load_chip_profile(file), file))

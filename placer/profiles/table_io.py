@@ -16,6 +16,11 @@ tokens before it; ``batch`` empty) or ``decode`` (``batch``: sequences in one st
 latency (a median); ``source``: who measured it, when, with which engine on which device.
 Each phase of each key must fill a full grid (every size × every context). A bad cell is
 an :class:`~placer.errors.InputError` naming the file, the line and the column.
+
+The file is read through :mod:`placer.readers` (UTF-8 only, at most 64 MiB); every number is
+finite and bounded (sizes and contexts at most ``placer.fields.MAX_TOKENS``, a latency at most
+``MAX_SECONDS``, tp at most ``MAX_TP``), and a grid larger than
+:data:`~placer.profiles.tables.MAX_GRID_POINTS` is refused before it is built.
 """
 
 from __future__ import annotations
@@ -29,11 +34,18 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from placer.errors import InputError
+from placer.fields import MAX_SECONDS, MAX_TOKENS, real
+from placer.readers import read_text
 from placer.profiles.tables import DECODE, PHASES, PREFILL, SIZE_AXIS, Grid, MeasuredTable, TableKey, grid_from_points
 
 COLUMNS = ("chip", "tp", "model", "weight_dtype", "kv_dtype", "phase", "tokens", "batch", "context_tokens",
            "seconds", "source")
 DTYPES = ("bf16", "fp8")
+#: Most chips of one measured instance.
+MAX_TP = 1024
+_SIZE = real(gt=0, le=MAX_TOKENS)  # new tokens of a forward, or sequences of a step
+_CONTEXT = real(ge=0, le=MAX_TOKENS)
+_SECONDS = real(gt=0, le=MAX_SECONDS)
 
 
 class GridRecord(BaseModel):
@@ -41,10 +53,10 @@ class GridRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
-    sizes: list[float] = Field(min_length=1, description="prefill: new tokens per forward; decode: batch")
-    context_tokens: list[float] = Field(min_length=1, description="cached (prefill) or per-sequence (decode) "
-                                                                  "context tokens")
-    seconds: list[list[float]] = Field(description="median latency, seconds, [size][context]")
+    sizes: list[_SIZE] = Field(min_length=1, description="prefill: new tokens per forward; decode: batch")
+    context_tokens: list[_CONTEXT] = Field(min_length=1, description="cached (prefill) or per-sequence (decode) "
+                                                                     "context tokens")
+    seconds: list[list[_SECONDS]] = Field(description="median latency, seconds, [size][context]")
     repeats: int = Field(1, ge=1, description="timed runs behind each median")
 
     def grid(self) -> Grid:
@@ -62,7 +74,7 @@ class TableRecord(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     chip: str
-    tp: int = Field(ge=1)
+    tp: int = Field(ge=1, le=MAX_TP)
     model: str = Field(description="catalog model name, or the name of the shape measured (llama-tiny-…)")
     weight_dtype: str
     kv_dtype: str
@@ -87,6 +99,11 @@ class TableRecord(BaseModel):
                              self.decode.grid() if self.decode else None, self.source(), profile)
 
 
+#: Largest value of each numeric column.
+_CEILING = {"tp": MAX_TP, "tokens": MAX_TOKENS, "batch": MAX_TOKENS, "context_tokens": MAX_TOKENS,
+            "seconds": MAX_SECONDS}
+
+
 def _cell(row: dict, column: str, where: str, kind=str, positive: bool = False):
     raw = (row.get(column) or "").strip()
     if not raw:
@@ -101,6 +118,8 @@ def _cell(row: dict, column: str, where: str, kind=str, positive: bool = False):
         raise InputError(f"{where}, column {column}: must be > 0, got {raw!r}")
     if not positive and not (value >= 0 and math.isfinite(value)):
         raise InputError(f"{where}, column {column}: must be >= 0, got {raw!r}")
+    if value > _CEILING[column]:
+        raise InputError(f"{where}, column {column}: must be at most {_CEILING[column]:g}, got {raw!r}")
     return value
 
 
@@ -127,10 +146,7 @@ def _row(row: dict, where: str) -> tuple[TableKey, str, float, float, float, str
 def read_csv_tables(path: str | Path) -> list[MeasuredTable]:
     """Every measured table of a CSV file (see the module docstring for the columns)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as e:
-        raise InputError(f"profile: cannot read {str(path)!r}: {e.strerror}") from None
+    text = read_text(path, "profile table")
     # (line number, text) of the data lines: comments and blank lines skipped, numbers kept
     numbered = [(i, line) for i, line in enumerate(text.splitlines(), 1)
                 if line.strip() and not line.lstrip().startswith("#")]

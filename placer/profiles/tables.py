@@ -43,6 +43,10 @@ PHASES = (PREFILL, DECODE)
 #: The first axis of each phase's grid: new tokens of a prefill forward, sequences of a decode step.
 SIZE_AXIS = {PREFILL: "tokens", DECODE: "batch"}
 _ROUNDS = 10  # isotonic passes (alternating axes) before the running maximum
+#: Most points of one phase's grid (sizes × contexts). A measured grid of 100,000 points is
+#: days of device time; the bound is checked before anything of the grid's size is built, so
+#: a sparse table of n rows (an n × n grid) is refused in memory of its rows, not n².
+MAX_GRID_POINTS = 100_000
 
 
 def _pava(values: list[float]) -> list[float]:
@@ -113,8 +117,11 @@ class Grid:
     max_cleanup_rel: float = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
+        _check_grid_size(len(self.sizes), len(self.contexts), "grid")
         for name in ("sizes", "contexts"):
             axis = getattr(self, name)
+            if any(not (v >= 0 and math.isfinite(v)) for v in axis):
+                raise ValueError(f"grid {name} must be finite and >= 0, got {list(axis)[:8]}")
             if not axis or any(b <= a for a, b in zip(axis, axis[1:])):
                 raise ValueError(f"grid {name} must be strictly ascending and non-empty, got {list(axis)}")
         if len(self.seconds) != len(self.sizes) or any(len(r) != len(self.contexts) for r in self.seconds):
@@ -169,16 +176,24 @@ class Grid:
                 yield size, context, self.seconds[i][j]
 
 
+def _check_grid_size(n_sizes: int, n_contexts: int, where: str) -> None:
+    """ValueError naming the sizes when a full grid would exceed :data:`MAX_GRID_POINTS`."""
+    if n_sizes * n_contexts > MAX_GRID_POINTS:
+        raise ValueError(f"{where}: a {n_sizes} x {n_contexts} grid ({n_sizes * n_contexts} points) is larger "
+                         f"than the {MAX_GRID_POINTS} points a measured table may have")
+
+
 def grid_from_points(points: dict[tuple[float, float], float], where: str) -> Grid:
     """A :class:`Grid` from {(size, context): seconds}; every (size, context) pair of the
     distinct values must be present (``where`` names the table in the error)."""
     sizes = sorted({s for s, _ in points})
     contexts = sorted({c for _, c in points})
-    missing = [(s, c) for s in sizes for c in contexts if (s, c) not in points]
+    _check_grid_size(len(sizes), len(contexts), where)
+    missing = len(sizes) * len(contexts) - len(points)
     if missing:
-        s, c = missing[0]
+        s, c = next((s, c) for s in sizes for c in contexts if (s, c) not in points)
         raise ValueError(f"{where}: the grid is not full: no measurement at ({s:g}, context {c:g}) "
-                         f"({len(missing)} missing of {len(sizes) * len(contexts)})")
+                         f"({missing} missing of {len(sizes) * len(contexts)})")
     return Grid(tuple(sizes), tuple(contexts), tuple(tuple(points[(s, c)] for c in contexts) for s in sizes))
 
 

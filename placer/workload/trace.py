@@ -12,22 +12,25 @@ out: :class:`TraceRecord` objects in arrival order, streamed (a trace is never h
      through a buffer of ``REORDER_HORIZON_S`` of trace time); for ``hash_ids`` records
      the hit rate an unbounded prefix cache would see.
 
-Errors name the file, the line and the field, as :class:`~placer.errors.InputError`.
+Errors name the file, the line and the field, as :class:`~placer.errors.InputError`. Lines
+come through :mod:`placer.readers` (UTF-8, at most 4 MiB a line, 64 levels deep, no ``NaN``
+or ``Infinity``); lengths are whole numbers of at most ``placer.fields.MAX_TOKENS``,
+timestamps finite within ±``MAX_TIMESTAMP_S`` seconds.
 """
 
 from __future__ import annotations
 
 import heapq
 import itertools
-import json
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.fields import MAX_TIMESTAMP_S, MAX_TOKENS
 from placer.prefix import cached_tokens, leading_blocks
+from placer.readers import number, parse_data, text_lines
 from placer.records import request_log_line  # noqa: F401  (the line format's one home; re-exported)
-from placer.readers import text_lines
 
 BLOCK_TOKENS = 512  # Mooncake traces hash prompts in 512-token blocks
 #: A line may arrive this much trace time before one read earlier (a request log is written
@@ -53,18 +56,20 @@ class TraceRecord:
                 f"hit={self.hit_rate}, blocks={None if self.hash_ids is None else len(self.hash_ids)})")
 
 
+#: (lowest, highest) of each number of a trace line (timestamps in ms).
+_BOUNDS = {"timestamp": (-MAX_TIMESTAMP_S * 1000.0, MAX_TIMESTAMP_S * 1000.0), "input_length": (0, MAX_TOKENS),
+           "output_length": (0, MAX_TOKENS), "hit_rate": (-float("inf"), float("inf"))}  # [0, 1]: parse_record
+
+
 def _number(obj: dict, key: str, where: str, integer: bool) -> float:
+    """Field ``key`` of a line: finite, within :data:`_BOUNDS`, whole where ``integer``."""
     if key not in obj:
         raise InputError(f"{where}: missing field {key!r}")
-    value = obj[key]
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(f"{where}: field {key!r} must be a number, got {value!r}")
-    if integer and value != int(value):
-        raise InputError(f"{where}: field {key!r} must be a whole number, got {value!r}")
-    return value
+    lo, hi = _BOUNDS[key]
+    return number(obj[key], f"{where}: field {key!r}", lo=lo, hi=hi, integer=integer)
 
 
-def _legacy_line(obj: dict) -> dict:
+def _legacy_line(obj: dict, where: str) -> dict:
     """A request-log line from before the trace fields were written: the same request in them."""
     if "timestamp" in obj or "arrival_unix_s" not in obj:
         return obj
@@ -72,7 +77,8 @@ def _legacy_line(obj: dict) -> dict:
     hit = min(hit_tokens, n_in) / n_in if isinstance(n_in, int) and isinstance(hit_tokens, int) and n_in > 0 \
         else 0.0
     arrival = obj["arrival_unix_s"]
-    return {"timestamp": arrival * 1000.0 if isinstance(arrival, (int, float)) else arrival,
+    number(arrival, f"{where}: field 'arrival_unix_s'", lo=-MAX_TIMESTAMP_S, hi=MAX_TIMESTAMP_S)  # before * 1000
+    return {"timestamp": arrival * 1000.0,
             "input_length": n_in, "output_length": obj.get("output_tokens"), "hit_rate": hit}
 
 
@@ -80,7 +86,7 @@ def parse_record(obj: object, where: str) -> TraceRecord:
     """One trace line (already JSON-decoded) → :class:`TraceRecord`, or InputError."""
     if not isinstance(obj, dict):
         raise InputError(f"{where}: each line must be a JSON object")
-    obj = _legacy_line(obj)
+    obj = _legacy_line(obj, where)
     ts = _number(obj, "timestamp", where, integer=False)
     n_in = int(_number(obj, "input_length", where, integer=True))
     n_out = int(_number(obj, "output_length", where, integer=True))
@@ -138,13 +144,7 @@ def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
             if not line:
                 continue
             where = f"trace {path.name} line {lineno}"
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise InputError(f"{where}: not valid JSON ({err.msg})") from None
-            except RecursionError:
-                raise InputError(f"{where}: JSON nested too deeply") from None
-            yield lineno, parse_record(obj, where)
+            yield lineno, parse_record(parse_data(line, "json", where), where)
 
 
 def with_hit_rates(records: Iterable[TraceRecord]) -> Iterator[TraceRecord]:

@@ -45,7 +45,7 @@ def test_hits_follow_from_blocks_seen_before(tmp_path):
     ('{"timestamp": 0, "input_length": "x", "output_length": 2, "hit_rate": 0}', "'input_length' must be a number"),
     ('{"timestamp": 0, "input_length": 0, "output_length": 2, "hit_rate": 0}', "input_length must be > 0"),
     ('{"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": ["a"]}', "hash_ids must be a list"),
-    ("not json", "line 1: not valid JSON"),
+    ("not json", "line 1 is not valid JSON"),
 ])
 def test_a_bad_line_is_named_with_its_field(tmp_path, row, words):
     with pytest.raises(InputError) as err:
