@@ -13,7 +13,7 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
 
-from placer.service.api import errors, limits, logs
+from placer.service.api import errors, headers, limits, logs
 from placer.service.api.deps import Authorized
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
@@ -70,6 +70,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.service = service
     errors.install(app, max_body_bytes=settings.max_body_bytes)
     limits.install(app, settings.max_body_bytes)
+    headers.install(app)  # no framing or sniffing, the dashboard's CSP, redirects that name no host
     app.include_router(health.router)
     app.include_router(health.metrics_router, responses=errors.AUTH_RESPONSES)
     for router in DATA_ROUTERS:

@@ -6,7 +6,8 @@ client can still put ``?token=…`` in a URL (an old bookmark, a script); uvicor
 full path with its query at INFO. :func:`install` adds :class:`RedactQuery` to the
 ``uvicorn.access`` logger (idempotent), which rewrites the value of every query parameter
 named like a credential (``token``, ``access_token``, ``api_key``, ``password``, … — also
-inside a URL-encoded ``next=``) to ``[redacted]`` before any handler formats the record.
+inside a URL-encoded ``next=``, and also when the name itself is URL-encoded: ``tok%65n``) to
+``[redacted]`` before any handler formats the record.
 """
 
 from __future__ import annotations
@@ -17,8 +18,17 @@ import re
 ACCESS_LOGGER = "uvicorn.access"
 SECRET_PARAMS = ("token", "access_token", "api_key", "apikey", "password", "secret")
 REDACTED = "[redacted]"
-# a parameter name, then "=" literally or URL-encoded once or twice, then its value up to the next separator
-_PATTERN = re.compile(r"(?i)((?:^|[?&;]|%26|%3F|%2526|%253F)(?:" + "|".join(SECRET_PARAMS)
+
+
+def _spelled(name: str) -> str:
+    """A pattern for ``name`` with any of its characters literal or URL-encoded once or twice
+    (``tok%65n`` decodes to ``token``: the server reads it as the token)."""
+    return "".join(f"(?:{re.escape(ch)}|%{ord(ch):02X}|%25{ord(ch):02X})" for ch in name)
+
+
+# a parameter name (any character possibly URL-encoded), then "=" literally or URL-encoded once or
+# twice, then its value up to the next separator
+_PATTERN = re.compile(r"(?i)((?:^|[?&;]|%26|%3F|%2526|%253F)(?:" + "|".join(_spelled(n) for n in SECRET_PARAMS)
                       + r")(?:=|%3D|%253D))[^&;#\s%]*(?:%(?!26|3B)[0-9A-F]{2}[^&;#\s%]*)*")
 
 

@@ -23,6 +23,9 @@ Id = Annotated[int, Field(ge=1, le=MAX_ID)]
 Name = Annotated[str, Field(min_length=1, max_length=200)]
 Objective = Literal["bcr", "min-cost", "max-goodput"]
 Solver = Literal["ortools", "ortools-highs", "ortools-scip", "pulp"]
+#: The smallest efficiency a stored profile may carry: 1e-300 once passed "> 0" and made every solve of
+#: its chip fail ("Expected finite coefficients"); no chip sustains under 0.1 % of its datasheet peak.
+MIN_EFFICIENCY = 1e-3
 TimeLimit = Annotated[float, Field(gt=0, le=600, description="Solver time limit, seconds.")]
 
 
@@ -51,9 +54,9 @@ class ChipOut(_Out):
 
 class ProfileIn(_In):
     chip: Annotated[str, Field(min_length=1, max_length=128, description="Chip name (catalog or custom).")]
-    compute_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak compute.")
-    mem_bw_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak HBM bandwidth.")
-    interconnect_efficiency: float | None = Field(None, gt=0, le=1, description="Sustained / peak links.")
+    compute_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1, description="Sustained / peak compute.")
+    mem_bw_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1, description="Sustained / peak HBM bandwidth.")
+    interconnect_efficiency: float | None = Field(None, ge=MIN_EFFICIENCY, le=1, description="Sustained / peak links.")
     measured_by: str = Field("", max_length=200, description="Who (or which host) measured.")
     measured_at: AwareDatetime | None = Field(None, description="When (default: now).")
     software: str = Field("", max_length=200, description="Software versions the measurement ran with.")

@@ -25,6 +25,7 @@ from db.session import session_scope
 from placer.catalog import chip_catalog, get_model
 from placer.errors import InputError, PlacerError, UnknownChipError
 from placer.optimize import OBJECTIVES, SolveConfig, optimize
+from placer.profiles.records import LATEST
 from placer.service.store import save_plan
 from placer.specs import Scenario, parse_scenario
 
@@ -64,7 +65,17 @@ def check_scenario(spec: dict[str, Any]) -> Scenario:
                 raise InputError(f"datacenters[{i}].inventory: {UnknownChipError(chip, sorted(known))}")
     for member in ([scenario.member(i) for i in range(len(scenario.models))] if scenario.is_fleet else [scenario]):
         _check_model_and_trace(member)
+    _check_profiles(scenario)
     return scenario
+
+
+def _check_profiles(scenario: Scenario) -> None:
+    """Over the service a scenario's ``profiles`` may only say 'latest' (the stored profiles, checked
+    when they were posted): a client never names a file for the server to read (``/bin/ls`` was a 500)."""
+    paths = [p for p in scenario.profiles or () if p != LATEST]
+    if paths:
+        raise InputError(f"profiles: {paths[0][:200]!r} is a file path; the service reads no file a client "
+                         f"names: give 'latest' (the profiles stored with POST /profiles) or leave it out")
 
 
 def _check_model_and_trace(scenario: Scenario) -> None:
@@ -86,9 +97,23 @@ def prepare(session: Session, spec: dict[str, Any]) -> tuple[dict[str, Any], Sce
     return full, check_scenario(full)
 
 
+#: The floor of a stored efficiency (the API's, ``schemas.MIN_EFFICIENCY``): a row stored before it
+#: existed (1e-300, 5e-324) made the MILP's coefficients non-finite and failed every solve of its chip.
+MIN_STORED_EFFICIENCY = 1e-3
+
+
 def measured_for(session: Session, scenario: Scenario) -> dict[str, dict[str, Any]]:
-    """Newest stored profile of every chip the scenario's inventories name."""
-    return repo.latest_profiles(session, [chip for dc in scenario.datacenters for chip in dc.inventory])
+    """Newest stored profile of every chip the scenario's inventories name; InputError naming the
+    profile when one is outside (MIN_STORED_EFFICIENCY, 1] (the request fails, not the service)."""
+    measured = repo.latest_profiles(session, [chip for dc in scenario.datacenters for chip in dc.inventory])
+    for chip, figures in measured.items():
+        for key, value in figures.items():
+            if key.endswith("_efficiency") and not (isinstance(value, (int, float))
+                                                    and MIN_STORED_EFFICIENCY <= value <= 1):
+                raise InputError(f"{figures.get('profile', 'a stored profile')} of chip {chip!r} has {key} "
+                                 f"{value!r}, outside [{MIN_STORED_EFFICIENCY:g}, 1]: delete it (DELETE /profiles/"
+                                 f"<id>) or store a measured one, or solve with use_profiles false")
+    return measured
 
 
 def submit(session: Session, spec: dict[str, Any], *, objective: str = "bcr", solver: str = "ortools",

@@ -6,6 +6,7 @@ database stores them as JSON (``jobs.schedule``, ``jobs.workload``, ``jobs.polic
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Annotated, Literal
 
 from apscheduler.triggers.cron import CronTrigger
@@ -32,9 +33,11 @@ class CronSchedule(_Spec):
     @classmethod
     def _parse(cls, value: str) -> str:
         try:
-            CronTrigger.from_crontab(value, timezone="UTC")
+            trigger = CronTrigger.from_crontab(value, timezone="UTC")
         except (ValueError, TypeError, KeyError, IndexError) as err:
             raise ValueError(f"not a valid crontab expression {value!r}: {err}") from None
+        if trigger.get_next_fire_time(None, datetime.now(timezone.utc)) is None:  # e.g. "0 0 31 2 *"
+            raise ValueError(f"the crontab expression {value!r} never fires (no such date)")
         return value
 
 
