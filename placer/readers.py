@@ -216,8 +216,12 @@ def number(value: Any, where: str, *, lo: float, hi: float, integer: bool = Fals
     if integer and value != int(value):
         raise InputError(f"{where} must be a whole number, got {value!r}")
     if not lo <= value <= hi:
-        raise InputError(f"{where} must be in [{lo:g}, {hi:g}], got {value!r}")
+        raise InputError(f"{where} must be in [{_bound(lo)}, {_bound(hi)}], got {value!r}")
     return int(value) if integer else value
+
+
+def _bound(x: float) -> str:
+    return str(x) if isinstance(x, int) else f"{x:g}"
 
 
 def confined(folder: str | Path, name: Any, where: str, folder_name: str = "folder") -> Path:

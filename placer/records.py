@@ -2,7 +2,8 @@
 
 in:  the executor's router, as each request ends (or a JSON line of a request log)
 out: :class:`RequestRecord`, validated once (a bad field raises ValueError naming it and
-     its value); ``to_dict`` / ``from_dict`` are its JSON-lines form.
+     its value: token counts whole in [0, MAX_TOKENS], times finite and bounded);
+     ``to_dict`` / ``from_dict`` are its JSON-lines form.
 
 One definition for the executor that writes it (``placer deploy --request-log``), the
 sinks that store it (a JSON Lines file, or the service database's ``request_log`` table,
@@ -16,7 +17,11 @@ from collections.abc import Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
+from placer.fields import MAX_TIMESTAMP_S, MAX_TOKENS
 from placer.pdd import PIPELINES
+
+#: Longest latency a record may carry: a day (a request waits at most the router's timeouts).
+MAX_LATENCY_S = 86_400.0
 
 
 @dataclass(frozen=True)
@@ -39,17 +44,22 @@ class RequestRecord:
     def __post_init__(self) -> None:
         for name in ("input_tokens", "output_tokens", "prefix_hit_tokens"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"request record: {name} must be an integer >= 0, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_TOKENS:
+                raise ValueError(f"request record: {name} must be an integer in [0, {MAX_TOKENS}], got {value!r}")
+        if not isinstance(self.request_id, str) or len(self.request_id) > 1000:
+            raise ValueError(f"request record: request_id must be a string of at most 1000 characters, "
+                             f"got {str(self.request_id)[:60]!r}")
         if self.pipeline not in PIPELINES:
             raise ValueError(f"request record: pipeline must be one of {', '.join(PIPELINES)}, "
                              f"got {self.pipeline!r}")
-        if not _finite(self.arrival_unix_s):
-            raise ValueError(f"request record: arrival_unix_s must be a finite number, got {self.arrival_unix_s!r}")
+        if not (_finite(self.arrival_unix_s) and abs(self.arrival_unix_s) <= MAX_TIMESTAMP_S):
+            raise ValueError(f"request record: arrival_unix_s must be a finite number within ±{MAX_TIMESTAMP_S:g}, "
+                             f"got {self.arrival_unix_s!r}")
         for name in ("ttft_s", "tpot_s"):
             value = getattr(self, name)
-            if value is not None and not (_finite(value) and value >= 0):
-                raise ValueError(f"request record: {name} must be a number >= 0 or null, got {value!r}")
+            if value is not None and not (_finite(value) and 0 <= value <= MAX_LATENCY_S):
+                raise ValueError(f"request record: {name} must be a number in [0, {MAX_LATENCY_S:g}] or null, "
+                                 f"got {value!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,6 +67,8 @@ class RequestRecord:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RequestRecord:
         """A record from its JSON form; unknown or missing fields are named in the ValueError."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"request record: must be an object, got {type(data).__name__}")
         unknown = set(data) - _FIELDS
         if unknown:
             raise ValueError(f"request record: unknown field(s) {', '.join(sorted(unknown))}")

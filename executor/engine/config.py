@@ -15,6 +15,11 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 BACKENDS = ("torch", "triton")
 #: RoPE frequency schemes: plain, "linear" (positions / factor) and Llama-3's band-wise scaling
 ROPE_TYPES = ("default", "linear", "llama3")
+#: Largest value of each dimension: several times the largest dense model served today
+#: (Llama-3.1-405B: 126 layers, hidden 16384, 128 heads; Gemma's vocab 262144), so that what
+#: is built per layer or per vocabulary entry before the weights are read stays small.
+MAX_DIMENSIONS = {"vocab_size": 2**22, "num_layers": 1024, "hidden_size": 65536, "intermediate_size": 2**20,
+                  "num_q_heads": 1024, "num_kv_heads": 1024, "head_dim": 1024}
 
 
 def _positive(obj: object, *names: str) -> None:
@@ -62,6 +67,9 @@ class ModelConfig:
             self, "vocab_size", "num_layers", "hidden_size", "num_q_heads",
             "num_kv_heads", "head_dim", "intermediate_size",
         )
+        for name, most in MAX_DIMENSIONS.items():
+            if getattr(self, name) > most:
+                raise ValueError(f"{name} must be at most {most}, got {getattr(self, name)}")
         if self.num_q_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_q_heads ({self.num_q_heads}) must be a multiple of "

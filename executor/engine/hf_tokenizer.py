@@ -26,7 +26,12 @@ from typing import Any
 
 from tokenizers import Tokenizer
 
+from placer.errors import InputError
+from placer.readers import MAX_FILE_BYTES, load_mapping, number, read_text
+
 TOKENIZER_FILE = "tokenizer.json"
+#: Largest token id a config may name (ids are int32 in every tokenizer we read).
+MAX_TOKEN_ID = 2**31 - 1
 
 
 class TokenizerError(ValueError):
@@ -34,25 +39,31 @@ class TokenizerError(ValueError):
 
 
 def _json_or_empty(path: Path) -> dict[str, Any]:
+    """An optional JSON file (an object) through the gate of `placer.readers`; {} when absent."""
     if not path.exists():
         return {}
     try:
-        return json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise TokenizerError(f"{path}: not valid JSON ({exc})") from None
+        return load_mapping(path, "tokenizer file", kind="json")
+    except InputError as exc:
+        raise TokenizerError(str(exc)) from None
 
 
 def _token_text(value: Any) -> str | None:
     """A special token as tokenizer_config writes it: a string or `{"content": ...}`."""
     if isinstance(value, dict):
-        return value.get("content")
+        value = value.get("content")
     return value if isinstance(value, str) else None
 
 
-def _ids(value: Any) -> tuple[int, ...]:
+def _ids(value: Any, where: str) -> tuple[int, ...]:
+    """Token ids as configs write them: an int, a list of ints, or null."""
     if value is None:
         return ()
-    return tuple(int(v) for v in value) if isinstance(value, list) else (int(value),)
+    try:
+        return tuple(number(v, where, lo=0, hi=MAX_TOKEN_ID, integer=True)
+                     for v in (value if isinstance(value, list) else [value]))
+    except InputError as exc:
+        raise TokenizerError(str(exc)) from None
 
 
 @dataclass(frozen=True)
@@ -70,19 +81,23 @@ class HFTokenizer:
     def from_dir(cls, model_dir: str | Path) -> HFTokenizer:
         root = Path(model_dir)
         path = root / TOKENIZER_FILE
-        if not path.exists():
+        if not path.is_file():
             raise TokenizerError(f"{path}: not found (the model directory needs a tokenizer.json)")
-        try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise TokenizerError(f"{path} is larger than {MAX_FILE_BYTES // 2**20} MiB")
+        try:  # the tokenizers library parses it (Rust: bounded recursion, every failure an exception)
             tok = Tokenizer.from_file(str(path))
         except Exception as exc:  # noqa: BLE001 - the library raises a bare Exception
             raise TokenizerError(f"{path}: cannot be read by tokenizers ({exc})") from None
         tcfg = _json_or_empty(root / "tokenizer_config.json")
         gen, cfg = _json_or_empty(root / "generation_config.json"), _json_or_empty(root / "config.json")
         bos_token, eos_token = _token_text(tcfg.get("bos_token")) or "", _token_text(tcfg.get("eos_token")) or ""
-        eos_ids = _ids(gen.get("eos_token_id")) or _ids(cfg.get("eos_token_id"))
+        eos_ids = (_ids(gen.get("eos_token_id"), f"{root / 'generation_config.json'}: eos_token_id")
+                   or _ids(cfg.get("eos_token_id"), f"{root / 'config.json'}: eos_token_id"))
         if not eos_ids and eos_token and tok.token_to_id(eos_token) is not None:
             eos_ids = (tok.token_to_id(eos_token),)
-        bos_ids = _ids(gen.get("bos_token_id")) or _ids(cfg.get("bos_token_id"))
+        bos_ids = (_ids(gen.get("bos_token_id"), f"{root / 'generation_config.json'}: bos_token_id")
+                   or _ids(cfg.get("bos_token_id"), f"{root / 'config.json'}: bos_token_id"))
         bos_id = bos_ids[0] if bos_ids else (tok.token_to_id(bos_token) if bos_token else None)
         return cls(tok, eos_ids, bos_id, _chat_template(root, tcfg), bos_token, eos_token)
 
@@ -131,8 +146,12 @@ class HFTokenizer:
 def _chat_template(root: Path, tcfg: dict[str, Any]) -> str | None:
     template = tcfg.get("chat_template")
     if isinstance(template, list):
-        named = {t.get("name"): t.get("template") for t in template if isinstance(t, dict)}
+        named = {t.get("name"): t.get("template") for t in template
+                 if isinstance(t, dict) and isinstance(t.get("name"), str)}
         template = named.get("default")
     if template is None and (root / "chat_template.jinja").exists():
-        template = (root / "chat_template.jinja").read_text()
+        try:
+            template = read_text(root / "chat_template.jinja", "chat template")
+        except InputError as exc:
+            raise TokenizerError(str(exc)) from None
     return template if isinstance(template, str) else None

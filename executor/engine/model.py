@@ -29,6 +29,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from executor.engine.config import ModelConfig
+from placer.readers import parse_data
 
 WEIGHTS_FORMAT = "placer-llama"
 
@@ -138,7 +139,10 @@ def load_weights(path: str | Path) -> tuple[ModelConfig, dict[str, Tensor]]:
                 f"{path}: not a placer weights file (metadata format "
                 f"{metadata.get('format')!r}, expected {WEIGHTS_FORMAT!r} with a config)"
             )
-        config = ModelConfig.from_dict(json.loads(metadata["config"]))
+        raw = parse_data(metadata["config"], "json", f"{path}: metadata config")  # the gate: depth, no NaN
+        if not isinstance(raw, dict):
+            raise ValueError(f"{path}: metadata config must be an object")
+        config = ModelConfig.from_dict(raw)
         weights = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open API)
     check_weights(config, weights)
     return config, weights
