@@ -50,6 +50,9 @@ class HandoffPlan:
     rld_stop_s: float = 0.0  # RLD stops decoding: it sends the final batch
     final_extend_s: float = 0.0  # MD's extend of the final batch (after takeover_s)
     batches: tuple[HandoffBatch, ...] = ()  # what RLD sent, in order
+    #: (seconds from MD holding the KV, extend seconds) of each batch before the final one: MD
+    #: extends it between its decode steps, so its whole batch stalls then
+    md_stalls: tuple[tuple[float, float], ...] = ()
 
 
 def _send_s(tokens: float, one_way_s: float, line_bytes_per_s: float) -> float:
@@ -79,6 +82,7 @@ def plan_handoff(mode: str, pending_tokens: int, one_way_s: float, line_bytes_pe
     sent_at = back  # MainReady reaches RLD: the first batch
     batch = protocol.start(produced_upto(sent_at))
     batches = [batch]
+    stalls = []
     work = 0.0
     while True:
         arrives = sent_at + _send_s(batch.num_tokens, one_way_s, line_bytes_per_s)
@@ -86,7 +90,9 @@ def plan_handoff(mode: str, pending_tokens: int, one_way_s: float, line_bytes_pe
         work += ext
         if batch.final:
             break
+        stalls.append((arrives, ext))
         sent_at = arrives + ext + back  # MD's ack reaches RLD: the next batch
         batch = protocol.on_ack(produced_upto(sent_at))
         batches.append(batch)
-    return HandoffPlan(mode, arrives, work, arrives - sent_at + ext, protocol.rounds, sent_at, ext, tuple(batches))
+    return HandoffPlan(mode, arrives, work, arrives - sent_at + ext, protocol.rounds, sent_at, ext, tuple(batches),
+                       tuple(stalls))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from heapq import heappush
 
-from placer.pdd import ONE_SHOT, handoff_mode
+from placer.pdd import handoff_mode
 from placer.sim.events.request import DONE, HANDOFF, ON_MD, ON_RLD, PREFILL
 from placer.sim.handoff import plan_handoff
 
@@ -74,23 +74,29 @@ class RelayEvents:
                 return im.prefill_chunk_s(ctx + k, ctx, k) * self.host.factor("prefill", own="decode")
             return im.extend_s(k, ctx)
 
-        plan = plan_handoff(mode, pending, link.message_s(), link.rate, rld.step, extend_s)
+        phase = rld.v - req.vjoin - pending  # how far RLD is into the step after ``pending``
+        plan = plan_handoff(mode, pending, link.message_s(), link.rate, rld.step, extend_s, rld_phase=phase)
         self.handoffs[plan.mode] += 1
         req.stage = HANDOFF
-        req.md_pause = plan.md_extend_s
-        if plan.mode == ONE_SHOT:
-            req.rld_tokens = 1 + rld.remove(req, t)
-            heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_md_takeover, req))
-        else:
-            heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_catch_up_done, req))
+        req.md_pause = plan.final_extend_s  # the final batch's extend, before MD streams on
+        for at, ext in plan.md_stalls:  # earlier batches' extends stall MD's batch when they land
+            heappush(self.heap, (t + at, next(self.seq), self._ev_md_extend, (md, ext)))
+        heappush(self.heap, (t + plan.rld_stop_s, next(self.seq), self._ev_rld_stop, req))
+        heappush(self.heap, (t + plan.takeover_s, next(self.seq), self._ev_md_takeover, req))
 
-    def _ev_catch_up_done(self, t: float, req) -> None:
+    def _ev_md_extend(self, t: float, arg) -> None:
+        md, seconds = arg
+        md.stall(t, seconds)
+
+    def _ev_rld_stop(self, t: float, req) -> None:
+        """RLD sends the final batch and stops decoding ``req`` (unless it finished it meanwhile)."""
         if req.stage == DONE:
             return
         req.rld_tokens = 1 + req.rld.remove(req, t)
-        self._ev_md_takeover(t, req)
 
     def _ev_md_takeover(self, t: float, req) -> None:
+        if req.stage == DONE:  # RLD finished it before its final batch went out
+            return
         left = req.n_out - req.rld_tokens
         req.stage = ON_MD
         if left <= 0:

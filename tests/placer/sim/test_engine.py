@@ -221,3 +221,38 @@ def test_trace_replay_with_hash_ids_finds_repeated_prompts_in_both_caches(small_
     assert result["requests"] == 400 and result["measured_requests"] == 300
     assert result["p_hit_rate"] > 0.95  # after the first 10, every prompt was seen before
     assert result["drc_hit_rate"] > 0.9  # and its KV sits in an MD of each datacenter it went to
+
+
+@pytest.mark.parametrize("mode", [ONE_SHOT, CATCH_UP])
+def test_rld_decodes_until_its_final_batch_leaves_and_md_takes_over_when_it_lands(small_problem, small_plan, seed,
+                                                                                  mode):
+    # The executor's RLD keeps decoding until it sends the final batch (one-shot: when MainReady
+    # reaches it, one way after MD holds the KV); MD takes over when that batch lands. The simulator
+    # must stop RLD then, not when MD got the KV, and count the tokens RLD made meanwhile.
+    from placer.sim.engine import Simulation
+
+    seen = {}
+
+    class Recording(Simulation):
+        def _hand_off(self, t, req):
+            seen[req.rid] = {"start": t, "pending": req.rld.produced(req) if req.dec is req.rld else None}
+            super()._hand_off(t, req)
+
+        def _ev_rld_stop(self, t, req):
+            seen[req.rid]["stop"] = t
+            super()._ev_rld_stop(t, req)
+            seen[req.rid]["rld_tokens"] = req.rld_tokens
+
+        def _ev_md_takeover(self, t, req):
+            seen[req.rid]["takeover"] = t
+            super()._ev_md_takeover(t, req)
+
+    config = SimConfig(requests=3_000, seed=seed, workload="agentic", handoff_mode=mode)
+    Recording(small_problem, small_plan, config).run()
+    done = [s for s in seen.values() if "rld_tokens" in s and s["pending"] is not None]
+    assert len(done) > 20, "the run should hand requests off"
+    for s in done:
+        assert s["start"] < s["stop"] < s["takeover"]
+        assert s["rld_tokens"] - 1 >= s["pending"]  # what RLD made before MD had the KV, and then some
+    grew = sum(s["rld_tokens"] - 1 > s["pending"] for s in done)
+    assert grew > len(done) // 2, "RLD decodes on while MainReady travels back (and, catching up, the rounds)"
