@@ -212,7 +212,8 @@ class Router:
         if rld is not None:
             handoff = self.config.handoff
             self._outbox.put(rld, RelayOrder(aid, prompt, s, a.p.name, md, self.name, handoff.mode,
-                                             handoff.catch_up_threshold_tokens), aid)
+                                             handoff.catch_up_threshold_tokens, handoff.catch_up.final_batch_tokens,
+                                             handoff.catch_up.max_rounds), aid)
         if md is not None:
             self._outbox.put(md, MainOrder(aid, prompt, s, a.p.name, rld, self.name), aid)
         return a.pipeline

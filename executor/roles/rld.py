@@ -146,8 +146,9 @@ class RelayWorker(RoleWorker):
         return relay.request.num_generated - 1 if relay.request is not None else -1
 
     def _begin_handoff(self, relay: _Relay) -> None:
-        policy = HandoffPolicy(mode=relay.order.handoff_mode,
-                               catch_up_threshold_tokens=relay.order.catch_up_threshold_tokens)
+        o = relay.order
+        policy = HandoffPolicy(mode=o.handoff_mode, catch_up_threshold_tokens=o.catch_up_threshold_tokens,
+                               catch_up=pdd.CatchUpRule(o.final_batch_tokens, o.max_rounds))
         produced = self._produced_upto(relay)
         relay.session = HandoffSession(policy, pending_tokens=max(0, produced))
         self.counters[f"handoffs_{relay.session.mode.value}"] += 1

@@ -159,6 +159,10 @@ class RelayOrder(Message):
     reply_to: str
     handoff_mode: str = pdd.ADAPTIVE  # one of pdd.HANDOFF_MODES
     catch_up_threshold_tokens: int = pdd.DEFAULT_CATCH_UP_THRESHOLD_TOKENS
+    #: the catch-up rule (pdd.CatchUpRule) the serving config sets; an older sender's order lacks
+    #: them and gets pdd's defaults
+    final_batch_tokens: int = pdd.DEFAULT_CATCH_UP.final_batch_tokens
+    max_rounds: int = pdd.DEFAULT_CATCH_UP.max_rounds
 
 
 @dataclass(frozen=True)

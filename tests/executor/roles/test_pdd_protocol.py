@@ -102,6 +102,18 @@ def decode_msg(transfer):
     return transfer.message
 
 
+@pytest.mark.parametrize("max_rounds", [3, 5])
+def test_the_serving_configs_catch_up_rule_reaches_the_relay(cluster, reference, max_rounds):
+    # The router's RelayOrder carries the config's CatchUpRule: RLD stops at the rule's round cap
+    # (a final batch threshold of 0 never ends it earlier while RLD keeps producing; pdd's default
+    # rule, 8 tokens, would end this handoff at its second batch).
+    c = cluster(only(Pipeline.P_RLD_MD), HandoffPolicy(mode="catch-up", catch_up=CatchUpRule(0, max_rounds)))
+    stream = relay_first(c, relay_steps=12)
+    assert stream.result() == reference(PROMPT)
+    batches = [decode_msg(t) for t in messages_to(c, "md0", HandoffTokens)]
+    assert len(batches) == max_rounds and batches[-1].final
+
+
 def test_adaptive_handoff_switches_on_the_plan_threshold(cluster, reference):
     c = cluster(only(Pipeline.P_RLD_MD), HandoffPolicy(mode="adaptive", catch_up_threshold_tokens=6))
     few = relay_first(c, relay_steps=2)
