@@ -33,6 +33,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.pdd import P, P_RLD_MD
+from placer.ilp.config import checked
 from placer.ilp.data import Flow, Pool, Prepared
 from placer.ilp.model import LinearModel
 from placer.problem import Problem
@@ -93,7 +94,7 @@ def _split_at_rld(data: Prepared, memory_implied: dict[Pool, dict[int, bool]]) -
     line, and p's (C4) implied for each line of s (``memory_implied[p][k]``)."""
     lines: dict[tuple[int, str], set[str]] = defaultdict(set)
     late: dict[tuple[int, Pool], set[float]] = defaultdict(set)
-    for f in data.flows:
+    for f in checked(data.flows):
         if f.pipeline == P_RLD_MD:
             lines[(f.k, f.src)].add(f.dst)
             late[(f.k, f.p)].add(data.late[f])
@@ -109,7 +110,7 @@ def add_columns(m: LinearModel, problem: Problem, data: Prepared,
     split, lines = _split_at_rld(data, memory_implied)
     cols = Columns()
     names = [c.name for c in problem.classes]
-    for f in data.flows:
+    for f in checked(data.flows):
         if f.pipeline == P_RLD_MD and (f.k, f.p) in split:
             if (f.k, f.p) not in cols.relay_in:
                 cols.relay_in[(f.k, f.p)] = m.var(f"x[{names[f.k]},{P_RLD_MD},{f.p.label},*]")

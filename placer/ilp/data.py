@@ -26,7 +26,7 @@ from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD, queue_label,
     streamer_site,
 )
-from placer.ilp.config import check_build_deadline
+from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel
@@ -371,8 +371,7 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
     decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
     flows = []
     for k, c in enumerate(problem.classes):
-        check_build_deadline()
-        for p in (q for q in pools if q.role == P):
+        for p in checked((q for q in pools if q.role == P), every=64):  # each: a flow per line and pipeline
             src = p.dc
             reachable = [d for d in problem.dc_names
                          if d != src and (src, d) in problem.links and problem.links[(src, d)].gbit_per_s > 0]
@@ -400,7 +399,7 @@ def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances:
                 for p in pools if p.role == P}
     admitted.update({a: (agg_light_classes(problem, agg[a]) if a.mix == LIGHT else everyone)
                      for a in pools if a.role == AGG})
-    return [f for f in flows if f.k in admitted[f.p]]
+    return [f for f in checked(flows) if f.k in admitted[f.p]]
 
 
 def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: list[Pool], instances: dict,
@@ -414,7 +413,7 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
     sites = _grouped([q for q in pools if q.role not in PREFILL_ROLES], lambda q: (q.role, q.dc))
     peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}
     ttft, late, hold, eager = {}, {}, {}, {}
-    for f in flows:
+    for f in checked(flows):  # a full mesh has millions of flows: the deadline holds within them
         c = problem.classes[f.k]
         if f.pipeline == P_A:  # aggregated: no KV moves; the budget's wait (placer.aggregated)
             det, tail = agg_first_token_law(agg[f.p], c, waits[f.p])
@@ -437,13 +436,14 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
 def _undominated(flows: list[Flow], late: dict[Flow, float]) -> list[Flow]:
     """Drop a relayed flow whose direct twin (same class, P queue and destination) is late no
     more often: it needs an RLD besides and holds KV on P as long."""
-    direct = {(f.k, f.p, f.dst): late[f] for f in flows if f.pipeline == P_MD}
-    return [f for f in flows if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
+    direct = {(f.k, f.p, f.dst): late[f] for f in checked(flows) if f.pipeline == P_MD}
+    return [f for f in checked(flows)
+            if not (f.pipeline == P_RLD_MD and direct.get((f.k, f.p, f.dst), 2.0) <= late[f])]
 
 
 def _grouped(flows: list[Flow], key) -> dict:
     groups = defaultdict(list)
-    for f in flows:
+    for f in checked(flows):
         groups[key(f)].append(f)
     return groups
 

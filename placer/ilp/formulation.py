@@ -131,6 +131,7 @@ from dataclasses import dataclass, field
 from placer.flows import eager_tokens, instance, relay_room_factor
 from placer.pdd import AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE
 from placer.ilp.columns import Columns, add_columns, implied, relay_lines
+from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
@@ -227,6 +228,7 @@ def _p_memory_implied(problem: Problem, data: Prepared) -> tuple[set[Pool], dict
     for p in data.pools:
         if p.role != P:
             continue
+        check_build_deadline()
         memory_gb = data.instances[p].kv_capacity_bytes / GB
 
         def holds(flows: list[Flow]) -> bool:
@@ -262,6 +264,7 @@ def _split_direct(m: LinearModel, problem: Problem, data: Prepared, cols: Column
     """(C5) decode split on MD and D: Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f for every d."""
     c, kv = problem.classes[k], problem.kv_bytes_per_token
     for d in problem.dc_names:
+        check_build_deadline()
         for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
             feeding = [f for pipe in pipes for f in data.by_route[(k, pipe, d)]]
             targets = [q for q in data.decode if q.role == role and q.dc == d]
@@ -283,6 +286,7 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns
     the P datacenter, pipeline and destination (eager tokens depend on the line)."""
     c, kv = problem.classes[k], problem.kv_bytes_per_token
     for src in problem.dc_names:
+        check_build_deadline()
         targets = [q for q in data.decode if q.role == RLD and q.dc == src]
         for pipe in (P_RLD_MD, P_RLD):
             for d in problem.dc_names:
@@ -326,6 +330,7 @@ def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: d
 def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, cols: Columns) -> None:
     """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)."""
     for (s, d), link in sorted(problem.links.items()):
+        check_build_deadline()
         over = data.by_link[(s, d)]
         if not over:
             continue
@@ -374,8 +379,8 @@ def _add_agg(m: LinearModel, problem: Problem, data: Prepared, x: dict[Flow, int
 
 def _add_sla(m: LinearModel, data: Prepared, cols: Columns, g: int) -> None:
     """(C11) SLA: Σ_f late[f] · x_f ≤ (1 − 0.90) · G (at most 10 % of served requests late)."""
-    m.add("sla[ttft_p90]", "sla", {**{cols.p_side(f): data.late[f] for f in data.flows}, g: -(1 - SLA_QUANTILE)},
-          "<=", 0.0)
+    late = {cols.p_side(f): data.late[f] for f in checked(data.flows)}
+    m.add("sla[ttft_p90]", "sla", {**late, g: -(1 - SLA_QUANTILE)}, "<=", 0.0)
 
 
 def _bound_load(m: LinearModel, problem: Problem, g: int, objective: str) -> None:
@@ -405,12 +410,14 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
 
     _add_demand(m, problem, data, cols, g)
     for p in (q for q in data.pools if q.role == P):
+        check_build_deadline()
         if p.mix == MIX:
             _add_mix(m, problem, data, cols, p)
         _add_p_capacity(m, problem, data, cols, tier, p)
         if p not in implied_memory:
             _add_p_memory(m, problem, data, cols, tier, p)
     for a in (q for q in data.pools if q.role == AGG):
+        check_build_deadline()
         if a.mix == MIX:
             _add_mix(m, problem, data, cols, a)
         _add_agg(m, problem, data, cols.x, tier, a)
@@ -419,6 +426,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
         _split_direct(m, problem, data, cols, load, k)
         _split_relay(m, problem, data, cols, load, k)
     for q, design in data.decode.items():
+        check_build_deadline()
         _add_decode_slots(m, problem, load, n, q, design)
         _add_decode_memory(m, problem, load, n, q, design)
     _add_links(m, problem, arch, data, cols)
@@ -429,7 +437,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
         _add_sla(m, data, cols, g)
     _bound_load(m, problem, g, objective)
 
-    goodput = {cols.p_side(f): 1.0 - data.late[f] for f in data.flows}
+    goodput = {cols.p_side(f): 1.0 - data.late[f] for f in checked(data.flows)}
     cost = {var: instance(problem, key[2], key[3]).price_usd_per_h for key, var in n.items()}
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
