@@ -13,7 +13,7 @@ requests and the relative errors of its P90 TTFT and goodput (simulated / ILP âˆ
 ``--breakdown`` adds, for every route over a line, each class's simulated TTFT split into its
 P side (queue wait + prefill, arrival â†’ KV leaves P) and the line's excess over the unloaded
 transfer, beside the plan's law for the same class: its deterministic part, the excess's mean
-and standard deviation (:func:`placer.flows.first_token_law`) and its P90 with and without that
+and standard deviation (:meth:`placer.flows.Route.first_token_law`) and its P90 with and without that
 excess. It times requests by wrapping the simulator's line and engine for the run (read only).
 """
 
@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from placer.evaluate import analyze
-from placer.flows import mixture_quantile, wan_bytes
+from placer.flows import Route, mixture_quantile
 from placer.pdd import P_D, P_MD
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
@@ -101,7 +101,8 @@ def print_breakdown(problem, plan, times: dict) -> None:
             f = mine[0]
             one = f.wait.parts[0][1] if isinstance(f.wait, SplitTail) else f.wait  # instances differ only in wait
             sd = one.wan_excess_var_s2 ** 0.5 if one.wan_excess_var_s2 is not None else one.wan_excess_mean_s
-            size_s = wan_bytes(problem, c, problem.options.drc) / problem.links[(src, dst)].bytes_per_s
+            kv_bytes = Route(problem, c, pipe, src, dst, problem.options.drc).wan_bytes()
+            size_s = kv_bytes / problem.links[(src, dst)].bytes_per_s
             print(f"     {c.name:14s} {pipe} {src}->{dst} {len(rows):5d} req  unloaded {size_s:.3f} s | sim: P side "
                   f"mean {sum(p_side) / max(len(p_side), 1):.3f} P90 {_p90(p_side):.3f}, line excess mean "
                   f"{sum(excess) / max(len(excess), 1):.3f} P90 {_p90(excess):.3f} | law: det {f.det_s:.3f}, "

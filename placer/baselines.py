@@ -34,7 +34,7 @@ import dataclasses
 import math
 
 from placer.errors import InfeasiblePlanError, PlacerError
-from placer.flows import wan_s
+from placer.flows import Route
 from placer.pdd import P_A, P_D
 from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
@@ -205,7 +205,7 @@ def sla_verdict(problem: Problem, plan: Plan) -> str | None:
         if r.src == r.dst or r.rps <= 0:
             continue
         c = classes[r.request_class]
-        transfer_s = wan_s(problem, c, r.pipeline, r.src, r.dst, problem.options.drc, 0.0)
+        transfer_s = Route(problem, c, r.pipeline, r.src, r.dst, problem.options.drc).wan_s(0.0)
         if transfer_s > problem.ttft_p90_s and transfer_s > slow.get(c.name, (0.0, ""))[0]:
             slow[c.name] = (transfer_s, f"{r.src}->{r.dst}")
     attained = f"{100 * plan.metrics.sla_attainment:.0f} % of its requests meet it"

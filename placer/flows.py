@@ -3,13 +3,16 @@
 in:  the performance model (:mod:`placer.perfmodel`), PDD's names and rules
      (:mod:`placer.pdd`); a :class:`~placer.problem.Problem` and its classes as arguments
      (imported for typing only)
-out: the physics of a flow: KV bytes and seconds over the WAN and by RDMA, RLD's eager
-     tokens and its KV room for relayed requests (:func:`relay_room_factor`), the decode
-     context and design, the light-class rule, the P queues' waiting-time laws, what TTFT
-     is (:func:`ttft_det_s`, :func:`first_token_law`) and the TTFT mixture quantile, how a
-     pool's queues lie on its instances (:func:`queue_layout`); re-exported from
-     :mod:`placer.ttft_tail`: the TTFT tail (:class:`TtftTail`, :func:`ps_sojourn_var_s2`,
-     :func:`line_batchmates`).
+out: :class:`Route`, one flow (problem, class, pipeline, src → dst, DRC, its P instance model
+     and receiving peer) that answers its own physics: KV bytes and seconds over the WAN
+     (:meth:`Route.wan_bytes`, :meth:`Route.wan_s`), until the first decoder holds the KV
+     (:meth:`Route.first_kv_s`) and while P keeps it staged (:meth:`Route.staged_kv_s`), and
+     its TTFT law (:meth:`Route.first_token_law`); beside it RLD's eager tokens and its KV
+     room for relayed requests (:func:`relay_room_factor`), the decode context and design,
+     the light-class rule, the P queues' waiting-time laws, what TTFT is (:func:`ttft_det_s`)
+     and the TTFT mixture quantile, how a pool's queues lie on its instances
+     (:func:`queue_layout`); re-exported from :mod:`placer.ttft_tail`: the TTFT tail
+     (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
 
 The MILP, `evaluate`, `validate` and the simulator take their flow physics from here and
 it imports none of them. The executor does not import it: it needs PDD's rules only
@@ -109,37 +112,6 @@ def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:
     return batch, im.step_s(max(batch, 1), ctx)
 
 
-def wan_bytes(problem: Problem, c: Class, drc: bool) -> float:
-    """KV bytes of one request of class ``c`` that cross the WAN: with the decode-side radix
-    cache (``drc``) only the uncached part, (1 − hit)·input; without it the whole prompt."""
-    tokens = (1.0 - c.hit_rate) * c.input_tokens if drc else c.input_tokens
-    return tokens * problem.kv_bytes_per_token
-
-
-def wan_s(problem: Problem, c: Class, pipeline: str, src: str, dst: str, drc: bool, utilization: float) -> float:
-    """Seconds of the request's KV transfer over the line src→dst (inf without one).
-
-    ``drc`` is the scenario's setting; plain PD (P-D) never has a decode-side cache.
-    """
-    link = problem.links.get((src, dst))
-    if link is None:
-        return math.inf
-    return wan_transfer_s(wan_bytes(problem, c, drc and pipeline != P_D), link.bytes_per_s, link.rtt_s, utilization)
-
-
-def first_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-               utilization: float, peer: InstanceModel | None = None) -> float:
-    """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
-    RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
-    WAN when it is remote and by RDMA when it is local. An RDMA copy runs at the slower NIC
-    side of P and the receiving instance ``peer`` (None: P's own)."""
-    if pipeline in RELAY_PIPELINES:
-        return im.rdma_s(c.input_tokens * problem.kv_bytes_per_token, peer)
-    if src != dst:
-        return wan_s(problem, c, pipeline, src, dst, drc, utilization)
-    return im.rdma_s(wan_bytes(problem, c, drc and pipeline != P_D), peer)
-
-
 def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
     """The receiving instance model with the least RDMA bandwidth (None without any): where a
     flow's decoder is one of several pools, its RDMA time is priced at the slowest (conservative)."""
@@ -148,65 +120,107 @@ def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:
 
 def ttft_det_s(prefill_s: float, kv_move_s: float) -> float:
     """TTFT without queueing, as the executor streams it: prefill + the KV's move to the
-    decoder that streams t0 (:data:`FIRST_TOKEN_STREAMER`, :func:`first_kv_s`). No decode
+    decoder that streams t0 (:data:`FIRST_TOKEN_STREAMER`, :meth:`Route.first_kv_s`). No decode
     step is added — that decoder streams t0 on import. The P queue's wait comes on top,
     and in the simulator also any wait for KV room at that decoder (admission)."""
     return prefill_s + kv_move_s
 
 
-def first_token_law(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                    utilization: float, peer: InstanceModel | None, wait: WaitModel,
-                    line_share: float = 0.0, line_residual_s: float | None = None,
-                    packed: bool = False) -> tuple[float, TtftTail]:
-    """(deterministic TTFT, random tail) of one flow: prefill + the KV's move to the first decoder
-    (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
-    the line's slowdown at ``utilization`` (:class:`TtftTail`).
+@dataclasses.dataclass(frozen=True, slots=True)
+class Route:
+    """One flow's path and what it runs on, to ask its physics: a request of class ``cls`` on
+    ``pipeline`` from its P in ``src`` to its decoder in ``dst``, with the scenario's decode-side
+    cache setting ``drc`` (plain PD, P-D, never has one), prefilled on the P instance model ``im``
+    and copied by RDMA to the receiving instance ``peer`` (None: P's own NIC prices the copy).
 
-    The slowdown counts the transfers that start with this one (:func:`line_batchmates`, m of
-    them, ``line_share`` of the queue's requests crossing this line; only a prompt shorter than
-    a chunk shares a forward, so a longer one has none). Under processor sharing a transfer of
-    b seconds at full rate is slowed by the transfers it finds, ρ/(1 − ρ) on average (the
-    M/G/1-PS mean b/(1 − ρ)), and by its batch-mates, which do not queue ahead of it but start
-    with it: a batch-mate at least as large (a smaller one is counted at b too) takes an equal
-    share of the line while the tagged one runs, b more each. So the excess over the unloaded b
-    is b·(ρ/(1 − ρ) + m) on average — exact for a small transfer finding the Poisson count of
-    others; batches make the line burstier, so it finds a few more (on the simulator's line with
-    geometric batches of mean 1.34 mates at ρ 0.5 and 0.8, tests/placer/test_wait_tail.py, a
-    small transfer's excess is 10–30 % above this; counting each mate as load on top of ρ,
-    b(1 + m)/(1 − ρ) − b, would put the law 35–80 % above it).
-    Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size
-    (1 + m)·b (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's
-    mean residual transfer E[S²]/(2E[S]) in seconds at full rate; without it (the MILP: the
-    line's mix is what it decides) the excess is exponential.
+    ``im`` is needed only by the KV and TTFT timings (:meth:`first_kv_s`, :meth:`staged_kv_s`,
+    :meth:`first_token_law`); WAN bytes and seconds need the class and the line alone. Not a
+    plan's route row (:class:`placer.plan.Route`, which carries req/s): this is the physics of one."""
 
-    With ``packed`` (the prediction; the planning rule leaves it out) a prompt shorter than a
-    chunk also finishes with its packed forward: the tail adds its forward-mates' time
-    (:func:`~placer.ttft_tail.pack_extension`)."""
-    pre = im.prefill_s(c.input_tokens, c.hit_rate)
-    loaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
-    short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
-    pack_mean, pack_var = pack_extension(wait) if packed and short else (0.0, 0.0)
-    if FIRST_TOKEN_STREAMER[pipeline] == RLD or src == dst or not math.isfinite(loaded):
-        return ttft_det_s(pre, loaded), TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
-    unloaded = first_kv_s(problem, im, c, pipeline, src, dst, drc, 0.0, peer)
-    rtt = problem.links[(src, dst)].rtt_s
-    mates = line_batchmates(wait, line_share) if short else 0.0
-    size = unloaded - rtt
-    var = None
-    if line_residual_s is not None:
-        var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
-    excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
-    return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
+    problem: Problem
+    cls: Class
+    pipeline: str
+    src: str
+    dst: str
+    drc: bool
+    im: InstanceModel | None = None
+    peer: InstanceModel | None = None
 
+    def wan_bytes(self) -> float:
+        """KV bytes of one request that cross the WAN: with the decode-side radix cache only the
+        uncached part, (1 − hit)·input; without it (or on P-D) the whole prompt."""
+        c = self.cls
+        tokens = (1.0 - c.hit_rate) * c.input_tokens if self.drc and self.pipeline != P_D else c.input_tokens
+        return tokens * self.problem.kv_bytes_per_token
 
-def staged_kv_s(problem: Problem, im: InstanceModel, c: Class, pipeline: str, src: str, dst: str, drc: bool,
-                utilization: float, peer: InstanceModel | None = None) -> float:
-    """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
-    (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
-    first = first_kv_s(problem, im, c, pipeline, src, dst, drc, utilization, peer)
-    if pipeline == P_RLD_MD:
-        return max(first, wan_s(problem, c, pipeline, src, dst, drc, utilization))
-    return first
+    def wan_s(self, utilization: float) -> float:
+        """Seconds of the request's KV transfer over the line src→dst at ``utilization`` (inf without one)."""
+        link = self.problem.links.get((self.src, self.dst))
+        if link is None:
+            return math.inf
+        return wan_transfer_s(self.wan_bytes(), link.bytes_per_s, link.rtt_s, utilization)
+
+    def first_kv_s(self, utilization: float) -> float:
+        """Seconds until the decoder of the first token holds the KV it needs: the whole prompt by
+        RDMA to RLD on relay pipelines; otherwise the (DRC-trimmed) KV to the decoder, over the
+        WAN (at ``utilization``) when it is remote and by RDMA when it is local. An RDMA copy runs
+        at the slower NIC side of P and ``peer``."""
+        if self.pipeline in RELAY_PIPELINES:
+            return self.im.rdma_s(self.cls.input_tokens * self.problem.kv_bytes_per_token, self.peer)
+        if self.src != self.dst:
+            return self.wan_s(utilization)
+        return self.im.rdma_s(self.wan_bytes(), self.peer)
+
+    def staged_kv_s(self, utilization: float) -> float:
+        """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
+        (on P-RLD-MD the WAN delta to MD outlasts the RDMA copy to RLD)."""
+        first = self.first_kv_s(utilization)
+        if self.pipeline == P_RLD_MD:
+            return max(first, self.wan_s(utilization))
+        return first
+
+    def first_token_law(self, wait: WaitModel, utilization: float, line_share: float = 0.0,
+                        line_residual_s: float | None = None, packed: bool = False) -> tuple[float, TtftTail]:
+        """(deterministic TTFT, random tail) of the flow: prefill + the KV's move to the first decoder
+        (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
+        the line's slowdown at ``utilization`` (:class:`TtftTail`).
+
+        The slowdown counts the transfers that start with this one (:func:`line_batchmates`, m of
+        them, ``line_share`` of the queue's requests crossing this line; only a prompt shorter than
+        a chunk shares a forward, so a longer one has none). Under processor sharing a transfer of
+        b seconds at full rate is slowed by the transfers it finds, ρ/(1 − ρ) on average (the
+        M/G/1-PS mean b/(1 − ρ)), and by its batch-mates, which do not queue ahead of it but start
+        with it: a batch-mate at least as large (a smaller one is counted at b too) takes an equal
+        share of the line while the tagged one runs, b more each. So the excess over the unloaded b
+        is b·(ρ/(1 − ρ) + m) on average — exact for a small transfer finding the Poisson count of
+        others; batches make the line burstier, so it finds a few more (on the simulator's line with
+        geometric batches of mean 1.34 mates at ρ 0.5 and 0.8, tests/placer/test_wait_tail.py, a
+        small transfer's excess is 10–30 % above this; counting each mate as load on top of ρ,
+        b(1 + m)/(1 − ρ) − b, would put the law 35–80 % above it).
+        Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size
+        (1 + m)·b (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's
+        mean residual transfer E[S²]/(2E[S]) in seconds at full rate; without it (the MILP: the
+        line's mix is what it decides) the excess is exponential.
+
+        With ``packed`` (the prediction; the planning rule leaves it out) a prompt shorter than a
+        chunk also finishes with its packed forward: the tail adds its forward-mates' time
+        (:func:`~placer.ttft_tail.pack_extension`)."""
+        c, im = self.cls, self.im
+        pre = im.prefill_s(c.input_tokens, c.hit_rate)
+        loaded = self.first_kv_s(utilization)
+        short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
+        pack_mean, pack_var = pack_extension(wait) if packed and short else (0.0, 0.0)
+        if FIRST_TOKEN_STREAMER[self.pipeline] == RLD or self.src == self.dst or not math.isfinite(loaded):
+            return ttft_det_s(pre, loaded), TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
+        unloaded = self.first_kv_s(0.0)
+        rtt = self.problem.links[(self.src, self.dst)].rtt_s
+        mates = line_batchmates(wait, line_share) if short else 0.0
+        size = unloaded - rtt
+        var = None
+        if line_residual_s is not None:
+            var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
+        excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
+        return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
 
 
 # --- P queues: light classes and waiting-time laws -----------------------------------

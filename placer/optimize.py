@@ -29,7 +29,7 @@ from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
 from placer.fleetplan import join_rows, reject_models, split_plan
 from placer.plancheck import check_plan
-from placer.plan import Assignment, Binding, Handoff, Plan, PoolOut, Route, SolverInfo
+from placer.plan import Assignment, Binding, Handoff, Plan, PoolKey, PoolOut, Route, SolverInfo
 from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.shapes import kind_of
@@ -70,10 +70,10 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         assignments.append(Assignment(request_class=prob.classes[k].name, pipeline=pipe, role=q.role,
                                       datacenter=q.dc, chip=q.chip, tp=q.tp, shape=kind_of(q.tp),
                                       dst=d if q.role == RLD else None, rps=v[i]))
-    stages = {k: instance(prob, k[2], k[3]).pp for k in counts}
-    pools = [PoolOut(role=k[0], datacenter=k[1], chip=k[2], tp=k[3], shape=kind_of(k[3]), count=c,
+    stages = {k: instance(prob, k.chip, k.tp).pp for k in counts}
+    pools = [PoolOut(role=k.role, datacenter=k.datacenter, chip=k.chip, tp=k.tp, shape=kind_of(k.tp), count=c,
                      design_batch=batch.get(k), pp=stages[k] if stages[k] > 1 else None,
-                     planned_utilization=round(busy[k] / c, 4) if k[0] == P else None)
+                     planned_utilization=round(busy[k] / c, 4) if k.role == P else None)
              for k, c in counts.items() if c > 0]
     plan = Plan(
         scenario=prob.name,
@@ -391,15 +391,15 @@ def _pinned(problem: Problem, plan: Plan) -> Formulation:
             else pdd_architecture(problem, AGG in roles or None))
     form = build(problem, arch, "bcr")
     m = form.model
-    wanted = {(p.role, p.datacenter, p.chip, pool_shape(problem, p.chip, p.tp)): p.count for p in plan.pools
+    wanted = {PoolKey(p.role, p.datacenter, p.chip, pool_shape(problem, p.chip, p.tp)): p.count for p in plan.pools
               if p.count > 0}
     have = {q.key for q in form.pools}
     missing = [k for k in wanted if k not in have]
     if missing:
         k = missing[0]
-        why = "; ".join(n for n in form.notes if n.startswith(f"{k[2]} tp{k[3]}")) or \
+        why = "; ".join(n for n in form.notes if n.startswith(f"{k.chip} tp{k.tp}")) or \
             "no such chip in that datacenter's inventory, or not a candidate for that role"
-        raise InfeasiblePlanError(f"pool {k[0]} {k[1]} {k[2]} tp{k[3]} cannot be used: {why}")
+        raise InfeasiblePlanError(f"pool {k.role} {k.datacenter} {k.chip} tp{k.tp} cannot be used: {why}")
     for key, var in form.n.items():
         m.fix(var, wanted.get(key, 0))
     m.set_bounds(form.g, 0.0, problem.arrival_rps)

@@ -23,6 +23,7 @@ Fleets (a scenario with ``models:``): ``pools[].model``, ``routes[].model`` and
 from __future__ import annotations
 
 from pathlib import Path
+from typing import NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -49,6 +50,16 @@ SHAPE_HELP = ("How the instance's tp chips split the model (placer.shapes): `tp`
 
 class _M(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class PoolKey(NamedTuple):
+    """What names one pool of a plan: (role, datacenter, chip, tp) — ``tp`` a
+    :class:`~placer.shapes.Shape` when the row names one. Equal to (and hashed as) the plain tuple."""
+
+    role: str
+    datacenter: str
+    chip: str
+    tp: int
 
 
 class Metrics(_M):
@@ -101,6 +112,11 @@ class PoolOut(_M):
         self.shape, self.pp = kind, stages
         return self
 
+    @property
+    def key(self) -> PoolKey:
+        """The pool this row is: (role, datacenter, chip, tp)."""
+        return PoolKey(self.role, self.datacenter, self.chip, self.tp)
+
 
 class Route(_M):
     request_class: str
@@ -139,6 +155,11 @@ class Assignment(_M):
     def _shape(self) -> Assignment:
         self.tp = shape_of(self.tp, self.shape)
         return self
+
+    @property
+    def key(self) -> PoolKey:
+        """The pool this row assigns to: (role, datacenter, chip, tp)."""
+        return PoolKey(self.role, self.datacenter, self.chip, self.tp)
 
 
 def _adopt_pool_shapes(plan: Plan) -> None:

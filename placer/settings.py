@@ -46,6 +46,11 @@ class Settings(BaseSettings):
     migrate: bool = Field(True, description="Run the database migrations at start.")
     max_body_bytes: int = Field(
         4 * 1024 * 1024, ge=1024, description="Request bodies larger than this (bytes) are refused with 413.")
+    job_margin_s: float = Field(
+        15.0, ge=0, le=3600, description="A solve job is killed this long after its time limit (a replanning "
+        "run: after twice it; /compare: after its solves' limits) and FAILS naming its deadline.")
+    simulate_deadline_s: float = Field(
+        120.0, gt=0, le=3600, description="POST /simulate is killed after this long (504 naming the deadline).")
     executor_token: str | None = Field(
         None, min_length=8, validation_alias=AliasChoices("executor_token", ENVIRONMENT["executor_token"]),
         description="Bearer token of the executor's control plane (placer deploy: POST /plan, /instances); "

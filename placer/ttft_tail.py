@@ -7,7 +7,7 @@ out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed 
      that queue differently), :func:`ps_sojourn_var_s2` (the variance of a
      processor-sharing sojourn), :func:`line_batchmates` (transfers that leave P together)
 
-:mod:`placer.flows` re-exports these and builds them in ``first_token_law``; this module
+:mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
 imports nothing of placer but the performance model's wait law.
 """
 

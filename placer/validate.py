@@ -19,21 +19,17 @@ from dataclasses import dataclass
 from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law,
 )
-from placer.evaluate import p_queue_laws
-from placer.flows import (
-    decode_design, eager_tokens, first_token_law, instance, slowest_rdma_peer, staged_kv_s, wan_bytes, wan_s,
-)
+from placer.flows import Route, decode_design, eager_tokens, instance, slowest_rdma_peer
 from placer.pdd import (
     AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, queue_chunk_tokens, streamer_site,
 )
 from placer.perfmodel import InstanceModel
 from placer.fleetplan import split_plan
-from placer.plan import Plan
+from placer.plan import Plan, PoolKey
 from placer.problem import Class, FleetProblem, Problem
+from placer.queue_laws import p_queue_laws
 
 REL_TOL = 1e-4
-
-PoolKey = tuple[str, str, str, int]  # role, dc, chip, tp
 
 
 def _over(used: float, limit: float) -> bool:
@@ -54,7 +50,7 @@ class _Checked:
 def _unknown_names(problem: Problem, counts: dict[PoolKey, int]) -> list[str]:
     issues = []
     known_dcs = set(problem.dc_names)
-    for (role, dc, chip, tp), count in counts.items():
+    for role, dc, chip, tp in counts:
         if dc not in known_dcs:
             issues.append(f"pool {role} {dc} {chip} tp{tp}: unknown datacenter")
         if chip not in problem.chips:
@@ -66,10 +62,13 @@ def _fits(s: _Checked) -> list[str]:
     """Every pool's chip runs the dtypes (fp4 needs an fp4 rate); weights plus the longest request's
     context fit in its instance."""
     longest = max(c.input_tokens + c.output_tokens for c in s.problem.classes)
-    unsupported = [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: {im.unsupported}"
-                   for key, im in s.models.items() if im.unsupported]
-    return unsupported or [f"pool {key[0]} {key[1]} {key[2]} tp{key[3]}: weights + a {longest}-token context do not fit"
+    unsupported = [f"{_pool(key)}: {im.unsupported}" for key, im in s.models.items() if im.unsupported]
+    return unsupported or [f"{_pool(key)}: weights + a {longest}-token context do not fit"
                            for key, im in s.models.items() if not im.fits(longest)]
+
+
+def _pool(key: PoolKey) -> str:
+    return f"pool {key.role} {key.datacenter} {key.chip} tp{key.tp}"
 
 
 def _inventory_power_cost(s: _Checked) -> list[str]:
@@ -83,8 +82,8 @@ def _inventory_power(s: _Checked) -> list[str]:
     chips_used: dict[tuple[str, str], int] = defaultdict(int)
     power: dict[str, float] = defaultdict(float)
     for key, count in s.counts.items():
-        chips_used[(key[1], key[2])] += count * key[3]
-        power[key[1]] += count * s.models[key].power_kw
+        chips_used[(key.datacenter, key.chip)] += count * key.tp
+        power[key.datacenter] += count * s.models[key].power_kw
     for (dc, chip), used in chips_used.items():
         have = s.problem.dc(dc).inventory.get(chip, 0)
         if used > have:
@@ -141,37 +140,40 @@ def _routes(s: _Checked) -> tuple[list[str], float]:
 def _unknown_pools(s: _Checked) -> list[str]:
     return [f"assignment of {a.request_class} to pool {a.role} {a.datacenter} {a.chip} tp{a.tp}, "
             "which the plan does not have"
-            for a in s.plan.assignments if (a.role, a.datacenter, a.chip, a.tp) not in s.counts]
+            for a in s.plan.assignments if a.key not in s.counts]
 
 
-def _peer(s: _Checked, a) -> InstanceModel | None:
-    """The slowest-NIC decoder of the plan where ``a``'s first token is streamed (its RDMA copy's peer)."""
-    site = streamer_site(a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter)
-    return slowest_rdma_peer(s.models[k] for k in s.counts if (k[0], k[1]) == site)
+def _route(s: _Checked, a, pipeline: str) -> Route:
+    """The flow of P assignment ``a`` on ``pipeline``, its RDMA copy priced at the slowest-NIC decoder of
+    the plan where its first token is streamed."""
+    dst = a.dst or a.datacenter
+    site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
+    peer = slowest_rdma_peer(s.models[k] for k in s.counts if (k.role, k.datacenter) == site)
+    return Route(s.problem, s.classes[a.request_class], pipeline, a.datacenter, dst, s.problem.options.drc,
+                 s.models[a.key], peer)
 
 
 def _prefill(s: _Checked) -> list[str]:
     """P capacity (busy seconds ≤ cap × instances) and memory (KV staged by Little's law)."""
-    problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
+    opts, kv = s.problem.options, s.problem.kv_bytes_per_token
     p_work, p_mem = defaultdict(float), defaultdict(float)
     for a in s.plan.assignments:
         if a.role != P:
             continue
-        key = (a.role, a.datacenter, a.chip, a.tp)
+        key = a.key
         c, im = s.classes[a.request_class], s.models[key]
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         p_work[key] += a.rps * pre
-        staged = staged_kv_s(problem, im, c, a.pipeline, a.datacenter, a.dst or a.datacenter, opts.drc,
-                             opts.link_utilization_cap, _peer(s, a))
+        staged = _route(s, a, a.pipeline).staged_kv_s(opts.link_utilization_cap)
         p_mem[key] += a.rps * (pre + staged) * c.input_tokens * kv
     issues = []
     u = opts.utilization_cap
     for key, work in p_work.items():
         if _over(work, u * s.counts[key]):
-            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: {work:.3f} busy-seconds/s exceed "
+            issues.append(f"prefill pool {key.datacenter} {key.chip} tp{key.tp}: {work:.3f} busy-seconds/s exceed "
                           f"{u} × {s.counts[key]} instances")
         if _over(p_mem[key], s.models[key].kv_capacity_bytes * s.counts[key]):
-            issues.append(f"prefill pool {key[1]} {key[2]} tp{key[3]}: staged KV exceeds memory")
+            issues.append(f"prefill pool {key.datacenter} {key.chip} tp{key.tp}: staged KV exceeds memory")
     return issues
 
 
@@ -181,7 +183,7 @@ def _decode(s: _Checked) -> list[str]:
     issues = []
     slots, dmem = defaultdict(float), defaultdict(float)
     for a in s.plan.assignments:
-        key = (a.role, a.datacenter, a.chip, a.tp)
+        key = a.key
         if a.role in PREFILL_ROLES:
             continue
         c, im = s.classes[a.request_class], s.models[key]
@@ -190,7 +192,7 @@ def _decode(s: _Checked) -> list[str]:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
         if a.role == RLD and a.pipeline == P_RLD_MD:
-            wan = wan_s(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc, opts.link_utilization_cap)
+            wan = Route(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc).wan_s(opts.link_utilization_cap)
             tokens = eager_tokens(wan, c.output_tokens, step)
             resident = c.input_tokens + tokens / 2
         else:
@@ -199,8 +201,7 @@ def _decode(s: _Checked) -> list[str]:
         slots[key] += a.rps * tokens * step / batch
         dmem[key] += a.rps * tokens * step * resident * kv
     for key in slots:
-        issues += _slots_and_memory(s, key, f"decode pool {key[0]} {key[1]} {key[2]} tp{key[3]}", slots[key],
-                                    dmem[key])
+        issues += _slots_and_memory(s, key, f"decode {_pool(key)}", slots[key], dmem[key])
     return issues
 
 
@@ -221,7 +222,7 @@ def _roles_present(s: _Checked) -> list[str]:
         for r in s.plan.routes:
             if r.pipeline in pipes and r.rps > 0:
                 where = r.src if role_needed == RLD else r.dst
-                if not any(k[0] == role_needed and k[1] == where for k in s.counts):
+                if not any(k.role == role_needed and k.datacenter == where for k in s.counts):
                     issues.append(f"route {r.request_class} {r.pipeline} needs a {role_needed} pool in {where}")
     return issues
 
@@ -232,7 +233,7 @@ def _line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
     gbit: dict[tuple[str, str], float] = defaultdict(float)
     for r in plan.routes:
         if r.src != r.dst:
-            kv_bytes = wan_bytes(problem, classes[r.request_class], drc and r.pipeline != P_D)
+            kv_bytes = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, drc).wan_bytes()
             gbit[(r.src, r.dst)] += r.rps * kv_bytes * 8 / 1e9
     return gbit
 
@@ -257,22 +258,21 @@ def _queue_shares(s: _Checked) -> list[str]:
     """A P pool's queues use no more instances than the pool has."""
     issues = []
     for key in s.counts:
-        if key[0] not in PREFILL_ROLES:
+        if key.role not in PREFILL_ROLES:
             continue
         shares = {a.queue: a.queue_instances for a in s.plan.assignments
-                  if (a.role, a.datacenter, a.chip, a.tp) == key and a.queue_instances is not None}
+                  if a.key == key and a.queue_instances is not None}
         if _over(sum(shares.values()), s.counts[key]):
-            kind = "prefill" if key[0] == P else "aggregated"
-            issues.append(f"{kind} pool {key[1]} {key[2]} tp{key[3]}: its queues use {sum(shares.values()):.3f} "
-                          f"instances, the pool has {s.counts[key]}")
+            kind = "prefill" if key.role == P else "aggregated"
+            issues.append(f"{kind} pool {key.datacenter} {key.chip} tp{key.tp}: its queues use "
+                          f"{sum(shares.values()):.3f} instances, the pool has {s.counts[key]}")
     return issues
 
 
 def _a_design(s: _Checked, a, designs: dict) -> AggDesign:
-    """The design of ``a``'s A queue: its named chunk, else the pool's (:func:`placer.evaluate.agg_designs`)."""
+    """The design of ``a``'s A queue: its named chunk, else the pool's (:func:`placer.aggregated.plan_designs`)."""
     chunk = queue_chunk_tokens(a.queue)
-    key = (a.role, a.datacenter, a.chip, a.tp)
-    return agg_design(s.problem, s.models[key], chunk) if chunk else designs[key]
+    return agg_design(s.problem, s.models[a.key], chunk) if chunk else designs[a.key]
 
 
 def _aggregated(s: _Checked) -> list[str]:
@@ -284,7 +284,7 @@ def _aggregated(s: _Checked) -> list[str]:
     for a in s.plan.assignments:
         if a.role != AGG or a.rps <= 0:
             continue
-        key, c = (a.role, a.datacenter, a.chip, a.tp), s.classes[a.request_class]
+        key, c = a.key, s.classes[a.request_class]
         design = _a_design(s, a, designs)
         if design.batch < 1:
             issues.append(f"aggregated pool {a.datacenter} {a.chip} tp{a.tp}: no batch meets TPOT "
@@ -294,7 +294,7 @@ def _aggregated(s: _Checked) -> list[str]:
         slots[key] += a.rps * design.decode_s(c) / design.batch
         mem[key] += a.rps * design.resident_byte_s(c, kv)
     for key in budget:
-        label = f"aggregated pool {key[1]} {key[2]} tp{key[3]}"
+        label = f"aggregated pool {key.datacenter} {key.chip} tp{key.tp}"
         if _over(budget[key], u * s.counts[key]):
             issues.append(f"{label}: prefill budget {budget[key]:.3f} busy-seconds/s exceed {u} × {s.counts[key]}")
         issues += _slots_and_memory(s, key, label, slots[key], mem[key])
@@ -307,7 +307,7 @@ def _agg_late(s: _Checked) -> float:
     queues: dict[tuple, list] = defaultdict(list)
     for a in s.plan.assignments:
         if a.role == AGG and a.rps > 0:
-            queues[((a.role, a.datacenter, a.chip, a.tp), a.queue or "")].append(a)
+            queues[(a.key, a.queue or "")].append(a)
     late = 0.0
     for (key, _), members in queues.items():
         design = _a_design(s, members[0], designs)
@@ -329,11 +329,8 @@ def _sla(s: _Checked, served: float) -> list[str]:
     for a in s.plan.assignments:
         if a.role != P:
             continue
-        key = (a.role, a.datacenter, a.chip, a.tp)
-        c, im = s.classes[a.request_class], s.models[key]
-        law = laws[(*key, a.queue or "")]  # the queue's own mix and utilisation
-        det, tail = first_token_law(problem, im, c, a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter,
-                                    opts.drc, opts.link_utilization_cap, _peer(s, a), law)
+        law = laws[(*a.key, a.queue or "")]  # the queue's own mix and utilisation
+        det, tail = _route(s, a, a.pipeline or P_MD).first_token_law(law, opts.link_utilization_cap)
         late += a.rps * tail.prob_exceeds(problem.ttft_p90_s - det)
     if served > 0 and late > (1 - SLA_QUANTILE) * served * (1 + 1e-4) + 1e-9:
         return [f"SLA: {100 * late / served:.1f} % of requests would miss TTFT {problem.ttft_p90_s} s "
@@ -344,12 +341,12 @@ def _sla(s: _Checked, served: float) -> list[str]:
 def validate(problem: Problem, plan: Plan) -> list[str]:
     """The violations of ``plan`` (empty: valid). Bad names, or assignments to pools the plan
     lacks, stop the check early (the later families would only repeat them)."""
-    counts = {(p.role, p.datacenter, p.chip, p.tp): p.count for p in plan.pools if p.count > 0}
+    counts = {p.key: p.count for p in plan.pools if p.count > 0}
     issues = _unknown_names(problem, counts)
     if issues:
         return issues
     s = _Checked(problem, plan, {c.name: c for c in problem.classes}, counts,
-                 {key: instance(problem, key[2], key[3]) for key in counts})
+                 {key: instance(problem, key.chip, key.tp) for key in counts})
     issues += _fits(s)
     issues += _inventory_power_cost(s)
     route_issues, served = _routes(s)
@@ -369,10 +366,10 @@ def _fleet_checked(fleet: FleetProblem, plan: Plan) -> _Checked | None:
     counts: dict[PoolKey, int] = defaultdict(int)
     for p in plan.pools:
         if p.count > 0:
-            counts[(p.role, p.datacenter, p.chip, p.tp)] += p.count
+            counts[p.key] += p.count
     if _unknown_names(shared, counts):
         return None
-    return _Checked(shared, plan, {}, dict(counts), {key: instance(shared, key[2], key[3]) for key in counts})
+    return _Checked(shared, plan, {}, dict(counts), {key: instance(shared, key.chip, key.tp) for key in counts})
 
 
 def shared_hardware_issues(fleet: FleetProblem, plan: Plan) -> list[str]:

@@ -19,8 +19,8 @@ from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
-    decode_context_tokens, decode_design, first_token_law, instance, light_classes, queue_wait_law,
-    slowest_rdma_peer, staged_kv_s, ttft_det_s, wan_bytes, wan_s,
+    Route, decode_context_tokens, decode_design, instance, light_classes, queue_wait_law, slowest_rdma_peer,
+    ttft_det_s,
 )
 from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD, queue_label,
@@ -29,6 +29,7 @@ from placer.pdd import (
 from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
+from placer.plan import PoolKey
 from placer.queueing import WaitModel
 from placer.problem import Problem
 
@@ -61,8 +62,9 @@ class Pool(_HashedOnce):
     chunk: int = 0  # A pools: prompt tokens per step (placer.aggregated)
 
     @property
-    def key(self) -> tuple[str, str, str, int]:
-        return (self.role, self.dc, self.chip, self.tp)
+    def key(self) -> PoolKey:
+        """The physical pool this candidate (or P/A queue of it) belongs to."""
+        return PoolKey(self.role, self.dc, self.chip, self.tp)
 
     @property
     def queue(self) -> str:
@@ -420,14 +422,14 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
             ttft[f], late[f], hold[f] = det, tail.prob_exceeds(problem.ttft_p90_s - det), det
             continue
         pre = prefill[(f.k, f.p)]
-        im = instances[f.p]
-        peer = peers.get(streamer_site(f.pipeline, f.src, f.dst))
-        det, tail = first_token_law(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer, waits[f.p])
+        route = Route(problem, c, f.pipeline, f.src, f.dst, arch.drc, instances[f.p],
+                      peers.get(streamer_site(f.pipeline, f.src, f.dst)))
+        det, tail = route.first_token_law(waits[f.p], u_link)
         ttft[f] = det + tail.wan_excess_mean_s  # mean without queueing
         late[f] = tail.prob_exceeds(problem.ttft_p90_s - det)
-        hold[f] = pre + staged_kv_s(problem, im, c, f.pipeline, f.src, f.dst, arch.drc, u_link, peer)
+        hold[f] = pre + route.staged_kv_s(u_link)
         if f.pipeline == P_RLD_MD:
-            eager[f] = wan_s(problem, c, f.pipeline, f.src, f.dst, arch.drc, u_link)
+            eager[f] = route.wan_s(u_link)
         elif f.pipeline == P_RLD:
             eager[f] = math.inf
     return ttft, late, hold, eager
@@ -465,7 +467,9 @@ def prepare(problem: Problem, arch: Architecture) -> Prepared:
     ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill, agg)
     check_build_deadline()
     flows = _undominated(flows, late)
-    wbytes = {(k, drc): wan_bytes(problem, c, drc) for k, c in enumerate(problem.classes) for drc in (True, False)}
+    # a class's WAN bytes depend on DRC alone (the line does not matter): priced on a direct route
+    wbytes = {(k, drc): Route(problem, c, P_MD, "", "", drc).wan_bytes()
+              for k, c in enumerate(problem.classes) for drc in (True, False)}
     return Prepared(
         pools, instances, decode, agg, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
         by_class=_grouped(flows, lambda f: f.k), by_pool=_grouped(flows, lambda f: f.p),

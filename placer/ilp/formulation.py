@@ -48,7 +48,7 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   u_L): P samples t0 but that decoder streams it on importing the KV, before any decode
   step (executor/roles; :func:`placer.flows.ttft_det_s`), so no TPOT is added. An RDMA
   move runs at the slower NIC of P and the slowest candidate decoder at that site;
-  late[f] = P(wait at p + WAN slowdown > TTFT_SLA − ttft₀[f]) (:func:`placer.flows.
+  late[f] = P(wait at p + WAN slowdown > TTFT_SLA − ttft₀[f]) (:meth:`placer.flows.Route.
   first_token_law`): ttft₀ takes the line unloaded, its slowdown at u_L (mean
   b/C·u_L/(1−u_L)) is exponential, the wait M/G/1 at the queue's utilisation u_t: a
   "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
@@ -75,7 +75,7 @@ Variables
   line's side, joined by (C17).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
-Constraints (each cited in the code as (C0)…(C13))
+Constraints (each cited in the code as (C0)…(C17))
 -----------
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
@@ -182,7 +182,7 @@ def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[
         if q.role in PREFILL_ROLES:
             tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
     for key, var in n.items():
-        if key[0] in PREFILL_ROLES:
+        if key.role in PREFILL_ROLES:
             parts = {tier[q]: 1.0 for q in data.pools if q.key == key}
             m.add(f"tiers[{','.join(f'{v}' for v in key)}]", "tiers", {**parts, var: -1.0}, "==", 0.0)
     return n, tier
@@ -345,7 +345,7 @@ def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepa
 def _add_inventory(m: LinearModel, dc: Datacenter, n: dict) -> None:
     """(C9) inventory: Σ_{q of chip c in dc} tp_q · n_q ≤ inventory[dc][c]."""
     for chip, count in dc.inventory.items():
-        coeffs = {var: key[3] for key, var in n.items() if key[1] == dc.name and key[2] == chip}
+        coeffs = {var: key.tp for key, var in n.items() if key.datacenter == dc.name and key.chip == chip}
         if coeffs:
             m.add(f"inventory[{dc.name},{chip}]", "inventory", coeffs, "<=", count)
 
@@ -354,7 +354,7 @@ def _add_power(m: LinearModel, problem: Problem, dc: Datacenter, n: dict) -> Non
     """(C10) power: Σ_{q in dc} power_q · n_q ≤ power_kw[dc]."""
     if dc.power_kw is None:
         return
-    coeffs = {var: instance(problem, key[2], key[3]).power_kw for key, var in n.items() if key[1] == dc.name}
+    coeffs = {var: instance(problem, key.chip, key.tp).power_kw for key, var in n.items() if key.datacenter == dc.name}
     if coeffs:
         m.add(f"power[{dc.name}]", "power", coeffs, "<=", dc.power_kw)
 
@@ -438,7 +438,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
     _bound_load(m, problem, g, objective)
 
     goodput = {cols.p_side(f): 1.0 - data.late[f] for f in checked(data.flows)}
-    cost = {var: instance(problem, key[2], key[3]).price_usd_per_h for key, var in n.items()}
+    cost = {var: instance(problem, key.chip, key.tp).price_usd_per_h for key, var in n.items()}
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
     return Formulation(problem, arch, m, data.pools, n, tier, data.flows, cols.x, load.z, g, goodput, cost,

@@ -4,7 +4,7 @@ and the dashboard (one function, three faces).
 in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` (with assignments)
 out: :class:`Why` — plain strings and numbers, no markup:
 
-* ``pools``: each pool's utilisation and KV memory (:func:`placer.evaluate.pool_usage`);
+* ``pools``: each pool's utilisation and KV memory (:func:`placer.pool_usage.pool_usage`);
 * ``pipelines``: one line per PDD pipeline saying why it carries what it carries, or
   why it carries nothing — derived from the flows (:mod:`placer.flows`): a pipeline that
   relays (P-RLD-MD) pays off only for classes whose prefill plus WAN transfer would
@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.evaluate import PoolUsage, pool_usage
-from placer.flows import instance, wan_s
+from placer.flows import Route, instance
 from placer.pdd import P, P_MD, P_RLD, P_RLD_MD
 from placer.plan import Plan
+from placer.pool_usage import PoolUsage, pool_usage
 from placer.problem import Class, Problem
 
 #: Marginal BCR changes smaller than this (req/USD) count as zero.
@@ -63,7 +63,7 @@ def _p_md_ttft_s(problem: Problem, plan: Plan, c: Class) -> tuple[float, str] | 
         for dst in sorted(md_dcs - {p.datacenter}):
             if (p.datacenter, dst) not in problem.links:
                 continue
-            total = prefill_s + wan_s(problem, c, P_MD, p.datacenter, dst, problem.options.drc, 0.0)
+            total = prefill_s + Route(problem, c, P_MD, p.datacenter, dst, problem.options.drc).wan_s(0.0)
             if best is None or total < best[0]:
                 best = (total, f"{p.datacenter}->{dst}")
     return best

@@ -8,9 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.flows import (
-    eager_tokens, first_kv_s, instance, mixture_quantile, packed_wait_law, staged_kv_s, wan_bytes, wan_s,
-)
+from placer.flows import Route, eager_tokens, instance, mixture_quantile, packed_wait_law
 from placer.pdd import CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, handoff_mode
 from placer.queueing import WaitModel
 from placer.problem import resolve
@@ -52,26 +50,30 @@ def test_eager_tokens_are_at_least_one_and_at_most_the_output():
 def test_the_decode_side_cache_sends_only_the_uncached_kv(micro_problem):
     hot = micro_problem.classes[0]  # 16384 tokens, 95 % hit
     kv = micro_problem.kv_bytes_per_token
-    assert wan_bytes(micro_problem, hot, drc=False) == 16384 * kv
-    assert wan_bytes(micro_problem, hot, drc=True) == pytest.approx(0.05 * 16384 * kv)
-    with_drc = wan_s(micro_problem, hot, P_MD, "dc-a", "dc-b", drc=True, utilization=0.5)
-    without = wan_s(micro_problem, hot, P_MD, "dc-a", "dc-b", drc=False, utilization=0.5)
+    def route(pipeline, dst, drc):
+        return Route(micro_problem, hot, pipeline, "dc-a", dst, drc)
+
+    assert route(P_MD, "dc-b", drc=False).wan_bytes() == 16384 * kv
+    assert route(P_MD, "dc-b", drc=True).wan_bytes() == pytest.approx(0.05 * 16384 * kv)
+    with_drc = route(P_MD, "dc-b", drc=True).wan_s(0.5)
+    without = route(P_MD, "dc-b", drc=False).wan_s(0.5)
     assert with_drc < without
     # plain PD has no decode-side cache, whatever the scenario says
-    assert wan_s(micro_problem, hot, P_D, "dc-a", "dc-b", drc=True, utilization=0.5) == without
-    assert wan_s(micro_problem, hot, P_MD, "dc-a", "dc-c", drc=True, utilization=0.5) == math.inf  # no line
+    assert route(P_D, "dc-b", drc=True).wan_bytes() == 16384 * kv
+    assert route(P_D, "dc-b", drc=True).wan_s(0.5) == without
+    assert route(P_MD, "dc-c", drc=True).wan_s(0.5) == math.inf  # no line
 
 
 def test_p_keeps_the_kv_until_every_transfer_it_feeds_is_done(micro_problem):
     cold = micro_problem.classes[1]
     im = instance(micro_problem, "H100-SXM", 1)
-    args = (micro_problem, im, cold)
-    to_rld = first_kv_s(*args, P_RLD_MD, "dc-a", "dc-b", True, 0.5)
-    over_wan = wan_s(micro_problem, cold, P_RLD_MD, "dc-a", "dc-b", True, 0.5)
+    relayed = Route(micro_problem, cold, P_RLD_MD, "dc-a", "dc-b", True, im)
+    filtered = Route(micro_problem, cold, P_RLD, "dc-a", "dc-a", True, im)
+    to_rld, over_wan = relayed.first_kv_s(0.5), relayed.wan_s(0.5)
     assert to_rld < over_wan  # RLD starts long before the KV reaches MD ...
-    assert staged_kv_s(*args, P_RLD_MD, "dc-a", "dc-b", True, 0.5) == over_wan  # ... which P waits for
-    assert staged_kv_s(*args, P_RLD, "dc-a", "dc-a", True, 0.5) == first_kv_s(*args, P_RLD, "dc-a", "dc-a", True, 0.5)
-    assert first_kv_s(*args, P_MD, "dc-a", "dc-b", True, 0.5) == over_wan
+    assert relayed.staged_kv_s(0.5) == over_wan  # ... which P waits for
+    assert filtered.staged_kv_s(0.5) == filtered.first_kv_s(0.5)
+    assert Route(micro_problem, cold, P_MD, "dc-a", "dc-b", True, im).first_kv_s(0.5) == over_wan
 
 
 def test_packing_short_prompts_shortens_the_wait(micro_problem):
@@ -163,27 +165,26 @@ def test_a_concentrated_excess_is_never_below_its_shift_and_none_is_the_exponent
 def test_only_a_prompt_shorter_than_a_chunk_has_batch_mates_on_the_line(micro_problem):
     """P packs only prompts of fewer than a chunk's new tokens into one forward: the hot class
     (819 new tokens) leaves P with batch-mates, the odd one (14746) alone, packed queue or not."""
-    from placer.flows import first_token_law
-
     im = instance(micro_problem, "H100-SXM", 1)
     hot, odd = micro_problem.classes[0], micro_problem.classes[2]
     assert (1 - hot.hit_rate) * hot.input_tokens < im.prefill_chunk_tokens <= (1 - odd.hit_rate) * odd.input_tokens
     packed, plain = WaitModel(0.6, 0.1, 0.02, ride=0.3), WaitModel(0.6, 0.1, 0.02)
 
     def excess(c, wait):
-        return first_token_law(micro_problem, im, c, P_MD, "dc-a", "dc-b", True, 0.5, None, wait, 1.0)[1]
+        return Route(micro_problem, c, P_MD, "dc-a", "dc-b", True, im).first_token_law(wait, 0.5, 1.0)[1]
 
     assert excess(hot, packed).wan_excess_mean_s > excess(hot, plain).wan_excess_mean_s
     assert excess(odd, packed).wan_excess_mean_s == excess(odd, plain).wan_excess_mean_s
 
 
 def test_the_line_mix_gives_the_excess_its_processor_sharing_variance(micro_problem):
-    from placer.flows import first_token_law, ps_sojourn_var_s2
+    from placer.flows import ps_sojourn_var_s2
 
     im = instance(micro_problem, "H100-SXM", 1)
     cold = micro_problem.classes[1]
     wait = WaitModel(0.6, 0.1, 0.02)
-    args = (micro_problem, im, cold, P_MD, "dc-a", "dc-b", True, 0.5, None, wait)
-    size_s = wan_bytes(micro_problem, cold, True) / micro_problem.links[("dc-a", "dc-b")].bytes_per_s
-    assert first_token_law(*args)[1].wan_excess_var_s2 is None  # the MILP: no mix, exponential
-    assert first_token_law(*args, 0.0, 2.0)[1].wan_excess_var_s2 == pytest.approx(ps_sojourn_var_s2(size_s, 0.5, 2.0))
+    route = Route(micro_problem, cold, P_MD, "dc-a", "dc-b", True, im)
+    size_s = route.wan_bytes() / micro_problem.links[("dc-a", "dc-b")].bytes_per_s
+    assert route.first_token_law(wait, 0.5)[1].wan_excess_var_s2 is None  # the MILP: no mix, exponential
+    assert route.first_token_law(wait, 0.5, 0.0, 2.0)[1].wan_excess_var_s2 == pytest.approx(
+        ps_sojourn_var_s2(size_s, 0.5, 2.0))

@@ -4,7 +4,7 @@ A micro-experiment on :class:`placer.sim.links.WanLink` (processor sharing): Poi
 KV transfers in the size mix of eight-dc's eu-north→eu-central line (65K-token prompts, the
 decode-side cache trimming each class to its uncached part), at a light and a heavy utilisation.
 Every arrival is a tagged transfer; its excess over the unloaded time is compared, per size,
-with the law :func:`placer.flows.first_token_law` builds: mean size·ρ/(1 − ρ), variance
+with the law :meth:`placer.flows.Route.first_token_law` builds: mean size·ρ/(1 − ρ), variance
 :func:`placer.ttft_tail.ps_sojourn_var_s2`, two-moment shape :class:`placer.ttft_tail.TtftTail`.
 """
 

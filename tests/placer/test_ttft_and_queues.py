@@ -79,7 +79,7 @@ def test_plan_pools_carry_design_batch_and_planned_utilization(ds_problem, ds_pl
                 assert p.design_batch is None and 0 < p.planned_utilization <= ds_problem.options.utilization_cap
             else:
                 assert p.planned_utilization is None
-                assert p.design_batch == designs[(p.role, p.datacenter, p.chip, p.tp)] >= 1
+                assert p.design_batch == designs[p.key] >= 1
     as_json = ds_plan.to_json()
     assert '"design_batch"' in as_json and '"planned_utilization"' in as_json
 
@@ -115,7 +115,6 @@ def test_the_evaluation_spreads_a_line_transfer_by_the_sizes_the_plan_sends_over
     """A line's mean residual transfer E[S²]/(2E[S]) comes from the plan's own routes over it (req/s
     times each class's DRC-trimmed KV bytes); transfers within a datacenter add nothing."""
     from placer.evaluate import line_residuals_s
-    from placer.flows import wan_bytes
     from placer.plan import Plan, Route
     from tests.placer.conftest import micro_dict
 
@@ -126,7 +125,8 @@ def test_the_evaluation_spreads_a_line_transfer_by_the_sizes_the_plan_sends_over
         Route(request_class="cold", pipeline="P-MD", src="dc-a", dst="dc-b", rps=1.0),
         Route(request_class="cold", pipeline="P-MD", src="dc-b", dst="dc-b", rps=5.0)])
     rate = problem.links[("dc-a", "dc-b")].bytes_per_s
-    s_hot, s_cold = (wan_bytes(problem, c, problem.options.drc) / rate for c in (hot, cold))
+    assert problem.options.drc  # each transfer is the class's uncached KV
+    s_hot, s_cold = ((1 - c.hit_rate) * c.input_tokens * problem.kv_bytes_per_token / rate for c in (hot, cold))
     expected = (3 * s_hot ** 2 + s_cold ** 2) / (2 * (3 * s_hot + s_cold))
     assert line_residuals_s(problem, plan, {c.name: c for c in problem.classes}) == {
         ("dc-a", "dc-b"): pytest.approx(expected)}

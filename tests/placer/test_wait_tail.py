@@ -9,7 +9,7 @@ reads, unpacked (prompts of at least a chunk: M/G/1 with deterministic service) 
 light and heavy load. The line's batch-mates (short prompts packed together leave P together)
 are checked on the simulator's line with batch arrivals. How a pool's queues lie on its instances, and that queues sharing an
 instance are one queue, is checked on :func:`placer.flows.queue_layout` and
-:func:`placer.evaluate.p_instance_laws`.
+:func:`placer.queue_laws.p_instance_laws`.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.evaluate import p_instance_laws, p_queue_laws
-from placer.flows import first_token_law, instance, packed_wait_law, queue_layout
+from placer.flows import Route, instance, packed_wait_law, queue_layout
 from placer.plan import Assignment, Plan, PoolOut
 from placer.problem import resolve
+from placer.queue_laws import p_instance_laws, p_queue_laws
 from placer.queueing import WaitModel
 from placer.sim.links import WanLink
 from placer.sim.prefill import PrefillInstance
@@ -182,9 +182,9 @@ def test_the_planning_rule_leaves_the_pack_out(problem, im):
     """first_token_law adds the forward-mates' time only when asked (evaluate's prediction)."""
     c = problem.classes[0]
     law = packed_wait_law([(60.0, im.prefill_s(c.input_tokens, 0.97), 491.0)], 1.0, im)
-    args = (problem, im, c, "P-MD", "dc-a", "dc-a", False, 0.0, None, law)
-    assert first_token_law(*args)[1].pack_mean_s == 0.0
-    assert first_token_law(*args, packed=True)[1].pack_mean_s > 0.0
+    route = Route(problem, c, "P-MD", "dc-a", "dc-a", False, im)
+    assert route.first_token_law(law, 0.0)[1].pack_mean_s == 0.0
+    assert route.first_token_law(law, 0.0, packed=True)[1].pack_mean_s > 0.0
 
 
 def _batched_line_excess_s(rho: float, ride: float, k: int, transfers: int = 60_000, seed: int = 3) -> float:
@@ -222,7 +222,7 @@ def _batched_line_excess_s(rho: float, ride: float, k: int, transfers: int = 60_
 @pytest.mark.parametrize("rho", [0.5, 0.8])
 def test_a_small_transfers_batch_mates_add_their_share_not_their_load(rho):
     """A small transfer leaving P with m batch-mates is slowed by b(ρ/(1 − ρ) + m) on average (the law
-    of first_token_law): batch-mates share the line with it, they are not extra load on top of ρ.
+    of Route.first_token_law): batch-mates share the line with it, they are not extra load on top of ρ.
     Batches make the line burstier, so the simulated excess is somewhat above that small-transfer
     limit, and well below b(1 + m)/(1 − ρ) − b (every mate as load)."""
     ride = 0.4

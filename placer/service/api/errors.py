@@ -86,6 +86,7 @@ CONFLICT = {409: {"description": "Conflicts with stored data (a duplicate name, 
                                  "a run in progress)."}}
 UNDECODABLE = {400: {"description": "The body cannot be decoded (not UTF-8 JSON)."}}
 OVERLOADED = {503: {"description": "Too many jobs queued; retry after Retry-After."}}
+DEADLINE = {504: {"description": "The work ran past its deadline and was stopped (the message names it)."}}
 
 
 def install(app: FastAPI, max_body_bytes: int | None = None) -> None:

@@ -17,6 +17,7 @@ from db.models import SolveStatus
 from db.session import make_engine, session_factory, session_scope
 from placer.service.api.metrics import Metrics
 from placer.service.jobs import ReplanScheduler, runner, solve
+from placer.service.jobs.child import ChildJobs
 from placer.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -34,6 +35,7 @@ class Service:
         self.pool: ThreadPoolExecutor | None = None
         self.scheduler = None
         self.metrics = Metrics(self)
+        self.children: ChildJobs | None = None  # solves and simulations run in child processes
         self._queued = 0
         self._lock = threading.Lock()
 
@@ -44,20 +46,35 @@ class Service:
         if self.settings.migrate:
             migrate.upgrade(self.engine)
         self.factory = session_factory(self.engine)
+        self.children = ChildJobs()
+        self.children.warm()
         self.pool = ThreadPoolExecutor(self.settings.solve_workers, thread_name_prefix="placer-solve")
         self._recover_solve_jobs()
         runner.recover_runs(self.factory)  # replanning runs left PENDING/RUNNING by a crash: FAILED, unlocked
         if self.settings.scheduler:
             self.scheduler = ReplanScheduler(self.factory, max_workers=self.settings.solve_workers,
-                                             sync_interval_s=self.settings.scheduler_sync_s)
+                                             sync_interval_s=self.settings.scheduler_sync_s,
+                                             children=self.children, margin_s=self.settings.job_margin_s)
             self.scheduler.start()
 
     def stop(self) -> None:
+        """Stop at once, even with jobs running (SIGTERM: within the server's graceful 10 s + this).
+
+        Queued work is cancelled first (solve jobs that never started stay PENDING and run at the next
+        start), then every running job's child process is killed: its job, run or request FAILS with
+        "the service stopped" (not re-queued: a job that was running when the service went down may be
+        the one that brought it down), and the worker threads end within a second."""
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+        if self.children is not None:
+            killed = self.children.stop("the service stopped")
+            if killed:
+                log.warning("service stopping: %d running job(s) killed, marked FAILED", killed)
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=True)
             self.scheduler = None
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=False)
+            self.pool.shutdown(wait=True)
             self.pool = None
         if self.engine is not None:
             self.engine.dispose()
@@ -106,7 +123,7 @@ class Service:
         return self.submit(self._solve, job_id, force=force)
 
     def _solve(self, job_id: int) -> None:
-        outcome = solve.run(self.factory, job_id)
+        outcome = solve.run(self.factory, job_id, self.children, self.settings.job_margin_s)
         if outcome is not None:
             self.metrics.observe_solve(outcome.objective, outcome.status.value, outcome.seconds)
 
@@ -114,7 +131,13 @@ class Service:
         return self.submit(self._run, run_id, force=True)
 
     def _run(self, run_id: int) -> None:
-        runner.execute(self.factory, run_id)
+        runner.execute(self.factory, run_id, children=self.children, margin_s=self.settings.job_margin_s)
+
+    def compute(self, fn: Callable[..., Any], *args: Any, deadline: tuple[float, str], what: str,
+                **hint: str) -> Any:
+        """``fn(*args)`` in a child process killed at ``deadline`` or when the service stops
+        (:mod:`placer.service.jobs.child`); for a request's work on the pool (simulate, compare)."""
+        return self.children.run(fn, *args, deadline_s=deadline[0], why=deadline[1], what=what, **hint)
 
     def sync_scheduler(self) -> None:
         if self.scheduler is not None:

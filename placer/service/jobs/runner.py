@@ -30,11 +30,11 @@ from db import repo
 from db.models import DeploymentStatus, JobRun, RunOutcome, RunStatus
 from db.session import session_scope
 from db.types import utcnow
-from placer.errors import InfeasiblePlanError
-from placer.optimize import SolveConfig, evaluate_plan, optimize
+from placer.optimize import SolveConfig
 from placer.plan import Plan, parse_plan
 from placer.service.errors import ConflictError, user_error
-from placer.service.jobs import solve
+from placer.service.jobs import solve, work
+from placer.service.jobs.child import ChildInternalError, ChildJobs, internal_words
 from placer.service.jobs.deployment import Applied, DeploymentError, apply_plan, running_differs
 from placer.service.jobs.diff import plan_diff
 from placer.service.jobs.policy import decide
@@ -96,8 +96,11 @@ def _finish(session: Session, run_id: int, job_id: int, **fields: Any) -> None:
     repo.unlock_job(session, job_id, run_id)
 
 
-def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = None) -> RunOutcome | None:
-    """Carry out a triggered run; returns its outcome (None when it FAILED)."""
+def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = None,
+            children: ChildJobs | None = None, margin_s: float = work.JOB_MARGIN_S) -> RunOutcome | None:
+    """Carry out a triggered run; returns its outcome (None when it FAILED). With ``children`` (the
+    service) the re-solve and re-evaluation run in a child process killed at 2 × the time limit +
+    ``margin_s`` or when the service stops (the run FAILS naming why); without, in this thread (the CLI)."""
     with session_scope(factory) as session:
         run = repo.get_run(session, run_id)
         if run.status != RunStatus.PENDING:
@@ -113,21 +116,23 @@ def execute(factory: sessionmaker[Session], run_id: int, now: datetime | None = 
     now = now or utcnow()
     try:
         return _execute(factory, run_id, job_id, now, spec, scenario_id, policy, source, objective, solver,
-                        time_limit_s, last_adopted_at, current_id, current)
+                        time_limit_s, last_adopted_at, current_id, current, children, margin_s)
     except Exception as err:
         typed = user_error(err)
         if typed is not None:
             message = str(typed)
         else:
-            log.exception("replanning run %s of job %s failed", run_id, job_id)
-            message = f"internal error: {type(err).__name__}: {err}"
+            if not isinstance(err, ChildInternalError):  # the child's traceback is logged already
+                log.exception("replanning run %s of job %s failed", run_id, job_id)
+            message = internal_words(err)
         with session_scope(factory) as session:
             _finish(session, run_id, job_id, status=RunStatus.FAILED, error=message)
         return None
 
 
 def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, source, objective, solver,
-             time_limit_s, last_adopted_at, current_id, current: Plan | None) -> RunOutcome | None:
+             time_limit_s, last_adopted_at, current_id, current: Plan | None, children: ChildJobs | None,
+             margin_s: float) -> RunOutcome | None:
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
     else:
@@ -142,15 +147,9 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
         full, scenario = solve.prepare(session, {**spec, "workload": fitted.workload})
         measured = solve.measured_for(session, scenario)
     config = SolveConfig(objective, solver, time_limit_s, marginals=False)
-    candidate = optimize(scenario, config, measured=measured or None, warm_start=current)
-    baseline = None
-    if current is not None:
-        stripped = current.model_copy(update={"routes": [], "assignments": []})
-        try:
-            # the current plan was made for this job's scenario, perhaps under another name or workload
-            baseline = evaluate_plan(scenario, stripped, config, measured=measured or None, other_scenario=True)
-        except InfeasiblePlanError:
-            baseline = None
+    candidate, baseline = work.call(children, work.replan, full, config, measured or None, current,
+                                    deadline=work.replan_deadline(time_limit_s, margin_s),
+                                    what=f"replanning run {run_id} of job {job_id}")
     diff = plan_diff(current, candidate) if current is not None else None
     drift = None
     if policy.mode == "apply" and policy.deploy_url and current is not None:
@@ -206,13 +205,15 @@ def _deploy(policy: Policy, reason: str, adopted: Plan | None, current: Plan | N
 
 
 def run_now(factory: sessionmaker[Session], job_id: int, idempotency_key: str | None = None,
-            now: datetime | None = None) -> tuple[int, RunOutcome | None]:
-    """Trigger and execute a run in this thread; returns (run id, outcome)."""
+            now: datetime | None = None, children: ChildJobs | None = None,
+            margin_s: float = work.JOB_MARGIN_S) -> tuple[int, RunOutcome | None]:
+    """Trigger and execute a run (in this thread, or under ``children`` as :func:`execute`); returns
+    (run id, outcome)."""
     t = trigger(factory, job_id, "manual", idempotency_key)
     if not t.created:
         with factory() as session:
             return t.run_id, repo.get_run(session, t.run_id).outcome
-    return t.run_id, execute(factory, t.run_id, now)
+    return t.run_id, execute(factory, t.run_id, now, children, margin_s)
 
 
 #: What a run left PENDING or RUNNING by a stopped service records as its error.

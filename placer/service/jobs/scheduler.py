@@ -51,8 +51,9 @@ class ReplanScheduler:
     """Owns the APScheduler instance; start() once, shutdown() at service exit."""
 
     def __init__(self, factory: sessionmaker[Session], max_workers: int = 2, sync_interval_s: float = 30.0,
-                 misfire_grace_s: int = 300):
+                 misfire_grace_s: int = 300, children=None, margin_s: float | None = None):
         self.factory = factory
+        self.children, self.margin_s = children, margin_s  # runs' solves in child processes (runner.execute)
         self.max_workers = max_workers
         self.sync_interval_s = sync_interval_s
         self.misfire_grace_s = misfire_grace_s
@@ -142,6 +143,7 @@ class ReplanScheduler:
             return
         if t.created:
             start = time.perf_counter()
-            outcome = runner.execute(self.factory, t.run_id)
+            extra = {} if self.margin_s is None else {"margin_s": self.margin_s}
+            outcome = runner.execute(self.factory, t.run_id, children=self.children, **extra)
             log.info("replanning job %s run %s: %s in %.1f s", job_id, t.run_id,
                      outcome.value if outcome else "FAILED", time.perf_counter() - start)

@@ -24,8 +24,11 @@ from db.models import SolveJob, SolveStatus
 from db.session import session_scope
 from placer.catalog import chip_catalog, get_model
 from placer.errors import InputError, PlacerError, UnknownChipError
-from placer.optimize import OBJECTIVES, SolveConfig, optimize
+from placer.optimize import OBJECTIVES, SolveConfig
 from placer.profiles.records import LATEST
+from placer.service.jobs import work
+from placer.service.jobs.bounds import check_size
+from placer.service.jobs.child import ChildInternalError, ChildJobs, internal_words
 from placer.service.store import save_plan
 from placer.specs import Scenario, parse_scenario
 
@@ -53,8 +56,10 @@ def with_custom_chips(session: Session, spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def check_scenario(spec: dict[str, Any]) -> Scenario:
-    """Validate a scenario mapping, including the chip and model names (InputError)."""
+    """Validate a scenario mapping, including the chip and model names and the service's size bound
+    (:mod:`placer.service.jobs.bounds`) (InputError)."""
     scenario = parse_scenario(spec)
+    check_size(scenario)
     known = set(chip_catalog()) | {c.name for c in scenario.chips}
     for c in scenario.chips:
         if c.base is not None and c.base not in chip_catalog():
@@ -141,8 +146,11 @@ class SolveOutcome:
     error: str | None = None
 
 
-def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
-    """Run one PENDING solve job to the end; None when another worker already took it."""
+def run(factory: sessionmaker[Session], job_id: int, children: ChildJobs | None = None,
+        margin_s: float = work.JOB_MARGIN_S) -> SolveOutcome | None:
+    """Run one PENDING solve job to the end; None when another worker already took it. With
+    ``children`` (the service) the solve runs in a child process killed at its deadline (the time
+    limit + ``margin_s``) or when the service stops; the job then FAILS naming why."""
     with session_scope(factory) as session:
         if not repo.claim_solve_job(session, job_id):
             return None
@@ -151,14 +159,15 @@ def run(factory: sessionmaker[Session], job_id: int) -> SolveOutcome | None:
     start = time.perf_counter()
     error, status_code, plan = None, None, None
     try:
-        scenario = parse_scenario(request["scenario"])
         config = SolveConfig(request["objective"], request["solver"], request["time_limit_s"], request["marginals"])
-        plan = optimize(scenario, config, measured=request["measured"] or None)
+        plan = work.call(children, work.solve_plan, request["scenario"], config, request["measured"] or None,
+                         deadline=work.solve_deadline(config.time_limit_s, margin_s), what=f"solve job {job_id}")
     except PlacerError as err:
         error, status_code = str(err), err.http_status
     except Exception as err:  # a bug: keep the service up, record it on the job
-        log.exception("solve job %s failed", job_id)
-        error, status_code = f"internal error: {type(err).__name__}: {err}", 500
+        if not isinstance(err, ChildInternalError):  # the child's traceback is logged already
+            log.exception("solve job %s failed", job_id)
+        error, status_code = internal_words(err), 500
     seconds = time.perf_counter() - start
     with session_scope(factory) as session:
         if plan is None:

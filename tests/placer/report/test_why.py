@@ -6,7 +6,7 @@ import copy
 import re
 from types import SimpleNamespace
 
-from placer.flows import instance, wan_s
+from placer.flows import Route, instance
 from placer.pdd import P_MD
 from placer.report.why import explain, pipeline_reasons
 from tests.placer.service.dashboard.support import MICRO
@@ -36,7 +36,7 @@ def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
         c = next(c for c in relay_problem.classes if c.name == name)
         best = min(instance(relay_problem, q.chip, q.tp).prefill_s(c.input_tokens, c.hit_rate)
                    for q in relay_plan.pools if q.role == "P" and q.datacenter == p.datacenter)
-        assert best + wan_s(relay_problem, c, P_MD, p.datacenter, dst, relay_problem.options.drc, 0.0) \
+        assert best + Route(relay_problem, c, P_MD, p.datacenter, dst, relay_problem.options.drc).wan_s(0.0) \
             > relay_problem.ttft_p90_s
 
 
@@ -52,8 +52,7 @@ def test_a_plan_without_relay_says_every_transfer_fits():
     micro_plan = optimize(micro_scenario)
     why = explain(as_problem(micro_scenario), micro_plan)
     assert any(line.startswith("RLD unused: every class's WAN transfer fits its TTFT budget") for line in why.pipelines)
-    assert {(u.role, u.datacenter, u.chip, u.tp) for u in why.pools} == \
-        {(p.role, p.datacenter, p.chip, p.tp) for p in micro_plan.pools if p.count > 0}
+    assert {u.key for u in why.pools} == {p.key for p in micro_plan.pools if p.count > 0}
     assert all(0 <= u.utilization <= 1 and 0 <= u.kv_gib_used <= u.kv_gib_capacity for u in why.pools)
     deltas = [b["delta"] for b in why.binding if b["delta"] is not None]
     assert deltas == sorted(deltas, reverse=True)

@@ -7,13 +7,13 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from placer.baselines import compare as run
-from placer.optimize import SolveConfig, as_problem
+from placer.optimize import SolveConfig
 from placer.plan import Plan
 from placer.service.api.deps import ServiceDep
+from placer.service.api.errors import DEADLINE
 from placer.service.api.routers.plans import scenario_spec
 from placer.service.api.schemas import CompareRequest
-from placer.service.jobs import solve
+from placer.service.jobs import solve, work
 from placer.service.store import plan_document
 
 router = APIRouter(tags=["plans"])
@@ -25,19 +25,22 @@ def _dump(value: Any) -> Any:
 
 @router.post("/compare", response_model=dict[str, Any],
              responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error"}>, ...}, '
-                                             '"scaled": {"same-dc-pd": <plan at equal load>, ...}}'}})
+                                             '"scaled": {"same-dc-pd": <plan at equal load>, ...}}'}, **DEADLINE})
 async def compare(body: CompareRequest, service: ServiceDep):
     """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd, agg); a
-    baseline that carries less than the offered load again at equal load with scaled inventories."""
+    baseline that carries less than the offered load again at equal load with scaled inventories. In a
+    child process killed at (1 + 2 × baselines) × the time limit + ``Settings.job_margin_s`` (504)."""
     service.check_capacity()
 
-    def work() -> dict:
+    def compare_in_child() -> dict:
         with service.factory() as session:
             spec = scenario_spec(session, body.scenario_id, body.scenario)
-            _, scenario = solve.prepare(session, spec)
+            full, scenario = solve.prepare(session, spec)
             measured = solve.measured_for(session, scenario) if body.use_profiles else {}
-        result = run(as_problem(scenario, measured or None), SolveConfig(body.objective, body.solver, body.time_limit_s))
+        result = service.compute(work.compare, full, SolveConfig(body.objective, body.solver, body.time_limit_s),
+                                 measured or None, what="comparison",
+                                 deadline=work.compare_deadline(body.time_limit_s, service.settings.job_margin_s))
         return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()},
                 "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()}}
 
-    return await asyncio.wrap_future(service.submit(work))
+    return await asyncio.wrap_future(service.submit(compare_in_child))

@@ -1,0 +1,147 @@
+"""The queue laws of a plan: every P and A queue's waiting time, from the plan's own mix.
+
+in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with ``assignments``,
+     its pools' instance counts and models (and, for A queues, the settled decode state of
+     :mod:`placer.evaluate`)
+out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the planning rule
+     `validate` checks), :func:`p_instance_laws` (the queues laid on the instances, one
+     first-come-first-served queue each: the prediction `evaluate` makes),
+     :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget).
+
+The laws are :mod:`placer.flows`' (:func:`~placer.flows.packed_wait_law`,
+:func:`~placer.flows.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
+plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
+:class:`~placer.plan.PoolKey` and the queue's name ("" for a pool without queue split).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from placer.aggregated import AggDesign, agg_prefill_time_share, at_batch, served_wait_law
+from placer.flows import packed_wait_law, queue_layout
+from placer.pdd import AGG, P
+from placer.plan import Assignment, Plan, PoolKey
+from placer.problem import Class, Problem
+from placer.queueing import WaitModel
+
+if TYPE_CHECKING:
+    from placer.evaluate import DecodeState
+
+
+def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, WaitModel]:
+    """M/G/1 law of every P queue, keyed (role, dc, chip, tp, queue), from the plan's own mix.
+
+    Queues come from the assignments' ``queue``/``queue_instances``; a pool whose
+    assignments name no queue is one queue over all its instances. Short prompts share
+    forwards when they queue behind each other (see :func:`placer.flows.packed_wait_law`).
+    """
+    classes = {c.name: c for c in problem.classes}
+    load: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
+    share: dict[tuple, float] = {}
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0 or a.key not in models:
+            continue
+        key = (*a.key, a.queue or "")
+        c = classes[a.request_class]
+        load[key].append((a.rps, models[a.key].prefill_s(c.input_tokens, c.hit_rate), new_tokens(c)))
+        share[key] = a.queue_instances if a.queue_instances is not None else counts[a.key]
+    return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
+
+
+@dataclass(frozen=True)
+class InstanceWait:
+    """What a P queue's requests meet at one of its instances: ``weight``, the share of the queue's
+    requests sent there; ``law``, that instance's wait; ``line_shares``, dst → the share of the
+    instance's requests whose KV crosses the line to dst (:func:`placer.flows.line_batchmates`)."""
+
+    weight: float
+    law: WaitModel
+    line_shares: dict[str, float]
+
+
+def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, list[InstanceWait]]:
+    """The waits a P queue's requests meet, keyed (role, dc, chip, tp, queue): one
+    :class:`InstanceWait` per instance that serves the queue.
+
+    :func:`p_queue_laws` takes each queue of the plan as a queue of its own on its
+    ``queue_instances``; on the hardware an instance has ONE first-come-first-served queue,
+    and where the plan's queues share an instance (fractional ``queue_instances``) their
+    requests wait behind each other and share its forwards. Here the queues are laid on the
+    instances (:func:`placer.flows.queue_layout`), each instance takes the classes its queues
+    send it (random splits of Poisson streams stay Poisson), and its law is
+    :func:`placer.flows.packed_wait_law` of that mix on one instance; instances a queue owns
+    alone give its own law. Without queue figures a pool is one queue over its instances.
+    This is the prediction (`analyze`); `validate` checks the plan by the planning rule,
+    :func:`p_queue_laws`."""
+    classes = {c.name: c for c in problem.classes}
+    by_pool: dict[PoolKey, list[Assignment]] = defaultdict(list)
+    for a in plan.assignments:
+        if a.role == P and a.rps > 0 and a.key in models:
+            by_pool[a.key].append(a)
+    out: dict[tuple, list[InstanceWait]] = {}
+    for key, rows in by_pool.items():
+        count, im = counts[key], models[key]
+        queues = {a.queue or "": a.queue_instances for a in rows}
+        if any(n is None for n in queues.values()):  # no queue figures: every instance alike
+            layout = {q: [(0, 1.0)] for q in queues}
+            served = float(count)
+        else:
+            layout = queue_layout(queues, count)
+            served = 1.0
+        load: dict[int, list] = defaultdict(list)  # instance → (req/s, prefill s, new tokens)
+        crossing: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for a in rows:
+            c = classes[a.request_class]
+            for i, w in layout[a.queue or ""]:
+                load[i].append((a.rps * w, im.prefill_s(c.input_tokens, c.hit_rate), new_tokens(c)))
+                if a.dst and a.dst != a.datacenter:
+                    crossing[i][a.dst] += a.rps * w
+        waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
+        for i, items in load.items():
+            total = sum(r for r, _, _ in items)
+            if tuple(items) not in laws:
+                laws[tuple(items)] = packed_wait_law(items, served, im)
+            waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
+        for q, parts in layout.items():
+            out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
+    return out
+
+
+def new_tokens(c: Class) -> float:
+    """Tokens a prompt of class ``c`` prefills (at least one)."""
+    return max(1.0, (1.0 - c.hit_rate) * c.input_tokens)
+
+
+def a_queue_laws(problem: Problem, plan: Plan, counts: dict,
+                 decode: dict[PoolKey, DecodeState]) -> dict[tuple, tuple[AggDesign, WaitModel, float]]:
+    """(design at the settled batch, M/G/1 law of the prefill budget, instances) of every A queue, keyed
+    (role, dc, chip, tp, queue), from the plan's own mix (:func:`placer.aggregated.served_wait_law`)."""
+    classes = {c.name: c for c in problem.classes}
+    items: dict[tuple, list] = defaultdict(list)
+    share: dict[tuple, float] = {}
+    for a in plan.assignments:
+        if a.role != AGG or a.rps <= 0 or a.key not in decode:
+            continue
+        key = (*a.key, a.queue or "")
+        items[key].append((a.rps, classes[a.request_class]))
+        share[key] = a.queue_instances if a.queue_instances is not None else counts[a.key]
+    out = {}
+    for key, its in items.items():
+        st = decode[key[:4]]
+        design = at_batch(st.agg, st.batch) if st.tokens_per_s > 0 else st.agg
+        out[key] = (design, served_wait_law(design, its, share[key]), share[key])
+    return out
+
+
+def agg_prefill_shares(counts: dict, laws: dict) -> dict[PoolKey, float]:
+    """Each A pool's share of its time spent on prefill chunks: its queues' busy budget (ρ × the
+    queue's instances, summed) over its instances, priced at its design's marginal chunk time."""
+    busy: dict[PoolKey, float] = defaultdict(float)
+    design: dict[PoolKey, AggDesign] = {}
+    for key, (d, law, instances) in laws.items():
+        busy[key[:4]] += law.rho * instances
+        design[key[:4]] = d
+    return {key: agg_prefill_time_share(design[key], busy[key] / counts[key]) for key in busy}
