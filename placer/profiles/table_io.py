@@ -150,7 +150,7 @@ def read_csv_tables(path: str | Path) -> list[MeasuredTable]:
     # (line number, text) of the data lines: comments and blank lines skipped, numbers kept
     numbered = [(i, line) for i, line in enumerate(text.splitlines(), 1)
                 if line.strip() and not line.lstrip().startswith("#")]
-    header = [c.strip() for c in next(csv.reader([numbered[0][1]]))] if numbered else []
+    header = [c.strip() for c in _cells(numbered[0][1], f"{path}:{numbered[0][0]}")] if numbered else []
     missing = [c for c in COLUMNS if c not in header]
     if missing:
         raise InputError(f"{path}: missing column(s) {', '.join(missing)}; the header must name "
@@ -159,7 +159,7 @@ def read_csv_tables(path: str | Path) -> list[MeasuredTable]:
     sources: dict[TableKey, list[str]] = defaultdict(list)
     for lineno, line in numbered[1:]:
         where = f"{path}:{lineno}"
-        cells = next(csv.reader([line]))
+        cells = _cells(line, where)
         if len(cells) != len(header):
             raise InputError(f"{where}: {len(cells)} cells, the header has {len(header)}")
         key, phase, size, context, seconds, source = _row(dict(zip(header, cells)), where)
@@ -170,6 +170,14 @@ def read_csv_tables(path: str | Path) -> list[MeasuredTable]:
         if source and source not in sources[key]:
             sources[key].append(source)
     return _tables(points, sources, path)
+
+
+def _cells(line: str, where: str) -> list[str]:
+    """The cells of one CSV line, or InputError naming it (a cell over the csv module's 128 kB, a stray quote)."""
+    try:
+        return next(csv.reader([line]))
+    except csv.Error as err:
+        raise InputError(f"{where}: not a CSV row ({err})") from None
 
 
 def _tables(points: dict, sources: dict, path: Path) -> list[MeasuredTable]:
