@@ -47,7 +47,7 @@ class Spec(NamedTuple):
 
 
 #: placer's own commands, in the order ``placer --help`` lists them; each help line
-#: is the first line of the command's docstring (tests/placer/test_cli.py checks it).
+#: is the first line of the command's docstring (tests/placer/cli/test_cli.py checks it).
 COMMANDS: dict[str, Spec] = {
     "optimize": Spec("placer.cli.plan:optimize", "Solve for the plan that maximises BCR (or the chosen objective)."),
     "evaluate": Spec("placer.cli.plan:evaluate", "Metrics of a given plan without re-optimising its pools."),

@@ -21,7 +21,7 @@ from placer.profiles.table_io import COLUMNS, read_csv_tables
 from placer.profiles.tables import Grid, MeasuredTable, TableKey
 from placer.specs import parse_scenario
 from tests.placer.conftest import ROOT, micro_dict
-from tests.placer.test_cli import run, write
+from tests.placer.cli.test_cli import run, write
 
 EXAMPLE = ROOT / "docs" / "profiles" / "llama-3.1-8b-h100-example.csv"
 MODEL = "llama-3.1-8b"

@@ -8,7 +8,7 @@ from placer.problem import resolve
 from placer.profiles.measured import MeasuredInstanceModel
 from placer.profiles.records import ChipProfile, measured_from
 from placer.specs import parse_scenario
-from tests.placer.test_cli import run
+from tests.placer.cli.test_cli import run
 
 TINY = ["--layers", "1", "--hidden", "64", "--heads", "2", "--kv-heads", "1", "--head-dim", "32",
         "--intermediate", "128", "--vocab", "300"]

@@ -13,7 +13,7 @@ from placer.errors import InputError
 from placer.frontier import run_frontier, write_frontier
 from placer.specs import parse_scenario
 from tests.placer.breadth.test_aggregated import _one_class
-from tests.placer.test_cli import run
+from tests.placer.cli.test_cli import run
 
 
 @pytest.fixture

@@ -97,7 +97,7 @@ def test_capacity_rows_hold_at_the_planned_caps(micro_problem):
     form = build(micro_problem, pdd_architecture(micro_problem))
     for family in ("p_capacity", "decode_slots", "link", "inventory"):
         assert any(r.family == family for r in form.model.rows), family
-    # (C4) and (C7) only where (C3) and (C6) do not imply them: tests/placer/test_columns.py
+    # (C4) and (C7) only where (C3) and (C6) do not imply them: tests/placer/ilp/test_columns.py
     assert validate(micro_problem, plan) == []
 
 
