@@ -176,7 +176,7 @@ def plan_designs(problem: Problem, plan: Any, models: dict) -> dict[tuple, AggDe
         if key[0] != AGG:
             continue
         named = [queue_chunk_tokens(a.queue) for a in plan.assignments
-                 if (a.role, a.datacenter, a.chip, a.tp) == key]
+                 if a.key == key]
         tried = chunk_choices(problem, im)
         chunks = [c for c in named if c] or [c for c in tried if agg_design(problem, im, c).batch >= 1]
         designs[key] = agg_design(problem, im, max(chunks) if chunks else min(tried or AUTO_CHUNK_TOKENS))

@@ -49,7 +49,7 @@ def _phase_costs(plan: Plan, models: dict[tuple, InstanceModel],
     """(USD/h of prefill work, USD/h of decode work) over the plan's pools."""
     cost_in = cost_out = 0.0
     for p in plan.pools:
-        key = (p.role, p.datacenter, p.chip, p.tp)
+        key = p.key
         if p.count <= 0 or key not in models:
             continue
         price = models[key].price_usd_per_h * p.count
@@ -67,7 +67,7 @@ def token_prices(problem: Problem, plan: Plan, models: dict[tuple, InstanceModel
     tokens = defaultdict(float)  # per second: new, cached, output
     seconds = defaultdict(float)  # prefill busy seconds per second: new, cached
     for a in plan.assignments:
-        key = (a.role, a.datacenter, a.chip, a.tp)
+        key = a.key
         if a.role not in PREFILL_ROLES or a.rps <= 0 or key not in models:
             continue
         c, im = classes[a.request_class], models[key]

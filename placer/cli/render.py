@@ -47,14 +47,14 @@ def pools_table(plan: Plan, why: Why | None = None) -> Fold:
     """Pools; with ``why``, each pool's utilisation and KV memory per instance. The tp column is the
     instance shape's label (``8``, ``8-dep``, ``16-pp2``: :class:`~placer.shapes.Shape`), so two
     shapes of the same chips never print alike; ``chips`` is the chip count."""
-    usage = {(u.role, u.datacenter, u.chip, u.tp): u for u in (why.pools if why else [])}
+    usage = {u.key: u for u in (why.pools if why else [])}
     headers = ["role", "datacenter", "chip", "tp", "instances", "chips"]
     if why:
         headers += ["utilisation", "KV GiB used / capacity"]
     rows = []
     for p in sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp)):
         row = [p.role, p.datacenter, p.chip, f"{p.tp}", str(p.count), str(p.count * p.tp)]
-        u = usage.get((p.role, p.datacenter, p.chip, p.tp))
+        u = usage.get(p.key)
         if why:
             row += ([f"{100 * u.utilization:.0f} %", f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}"]
                     if u else ["-", "-"])

@@ -44,7 +44,7 @@ def tpot_cdf(runs: list[SimRun], sla_tpot_s: float | None = None):
 
 def pool_utilisation(usage: list, sim: dict | None = None):
     """Two panels per pool: utilisation (planned, and simulated when given) and KV memory used
-    against capacity per instance. ``usage``: :class:`placer.evaluate.PoolUsage` rows."""
+    against capacity per instance. ``usage``: :class:`placer.pool_usage.PoolUsage` rows."""
     fig = new_figure(9.0, 4.4)
     ax1, ax2 = fig.subplots(1, 2)
     labels = [f"{u.role} {u.datacenter}\n{u.chip} tp{u.tp} ×{u.count}" for u in usage]
@@ -56,7 +56,7 @@ def pool_utilisation(usage: list, sim: dict | None = None):
     ax1.barh([y - (h / 2 if simulated else 0) for y in ys], [100 * u.utilization for u in usage], height=h,
              color="#3b6fb6", label="planned (ILP model)")
     if simulated:
-        ax1.barh([y + h / 2 for y in ys], [100 * simulated.get((u.role, u.datacenter, u.chip, u.tp), 0.0)
+        ax1.barh([y + h / 2 for y in ys], [100 * simulated.get(u.key, 0.0)
                                            for u in usage], height=h, color="#d9821e", label="simulated")
     ax1.set_yticks(ys, labels, fontsize=7)
     ax1.invert_yaxis()

@@ -58,16 +58,16 @@ def solver_line(plan: Plan) -> str:
 
 
 def pool_rows(plan: Plan, usage: list | None = None) -> list[dict]:
-    """Pools with instances; with ``usage`` (:func:`placer.evaluate.pool_usage`) their
+    """Pools with instances; with ``usage`` (:func:`placer.pool_usage.pool_usage`) their
     utilisation and KV GiB used / capacity per instance ("" without). ``tp`` is the instance
     shape's label (``8``, ``8-dep``, ``16-pp2``), so two shapes of the same chips never look alike."""
-    by_key = {(u.role, u.datacenter, u.chip, u.tp): u for u in usage or []}
+    by_key = {u.key: u for u in usage or []}
     pools = sorted(plan.pools, key=lambda p: (p.datacenter, ROLE_ORDER.index(p.role), p.chip, p.tp))
     rows = []
     for p in pools:
         if p.count <= 0:
             continue
-        u = by_key.get((p.role, p.datacenter, p.chip, p.tp))
+        u = by_key.get(p.key)
         rows.append({"role": p.role, "datacenter": p.datacenter, "chip": p.chip, "tp": f"{p.tp}", "count": p.count,
                      "chips": p.count * p.tp, "utilisation": f"{100 * u.utilization:.0f} %" if u else "",
                      "kv": f"{u.kv_gib_used:.0f} / {u.kv_gib_capacity:.0f}" if u else ""})

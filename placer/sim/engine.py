@@ -101,7 +101,7 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
         counts = {}
         for p in self.plan.pools:
             if p.count > 0:
-                key = (p.role, p.datacenter, p.chip, p.tp)
+                key = p.key
                 counts[key] = counts.get(key, 0) + p.count
         if not counts:
             raise InputError("plan has no pools with instances to simulate")

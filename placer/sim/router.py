@@ -99,7 +99,7 @@ class Router:
         """The paths of one P (or A) assignment: one per (RLD pool, decode pool) it may use, weighted by
         the plan (``pools``: the prefilling pools; ``whole``: every pool, an A path decodes on its own)."""
         k = self.index.get(a.request_class)
-        pool = pools.get(_key(a)) if not isinstance(a, _Row) else pools.get(a.key)
+        pool = pools.get(a.key)
         if k is None or pool is None:
             return
         pipe, src, dst = a.pipeline or P_MD, a.datacenter, a.dst or a.datacenter
@@ -156,7 +156,7 @@ def queue_slots(p_rows: list, pools: dict) -> dict:
     for a in p_rows:
         q = getattr(a, "queue", None)
         n = getattr(a, "queue_instances", None)
-        key = a.key if isinstance(a, _Row) else _key(a)
+        key = a.key
         if q is not None and n is not None and key in pools:
             wanted[key][q] = n
     out = {}
@@ -195,7 +195,7 @@ class _Decoders:
         rows = [a for a in self.rows if a.role == role and a.datacenter == dc and a.request_class == cls
                 and (pipe is None or a.pipeline in (pipe, None))
                 and (dst is None or a.dst in (dst, None))]
-        out = [(self.pools[_key(a)], a.rps) for a in rows if _key(a) in self.pools]
+        out = [(self.pools[a.key], a.rps) for a in rows if a.key in self.pools]
         if not out:
             out = [(pool, float(pool.count)) for pool in self.by_role_dc.get((role, dc), [])]
         total = sum(w for _, w in out)
@@ -210,10 +210,6 @@ class _Row:
     def __init__(self, request_class, pipeline, role, datacenter, key, dst, rps):
         self.request_class, self.pipeline, self.role = request_class, pipeline, role
         self.datacenter, self.key, self.dst, self.rps = datacenter, key, dst, rps
-
-
-def _key(a) -> tuple[str, str, str, int]:
-    return (a.role, a.datacenter, a.chip, a.tp)
 
 
 def _accumulate(ws: list[float]) -> list[float]:

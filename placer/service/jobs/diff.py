@@ -18,7 +18,7 @@ CONTRACT_METRICS = ("bcr_requests_per_usd", "cost_usd_per_h", "goodput_rps", "tt
 def _pools(plan: Plan) -> dict[tuple[str, str, str, int], int]:
     out: dict[tuple[str, str, str, int], int] = {}
     for p in plan.pools:
-        key = (p.role, p.datacenter, p.chip, p.tp)
+        key = p.key
         out[key] = out.get(key, 0) + p.count
     return {k: v for k, v in out.items() if v > 0}
 
