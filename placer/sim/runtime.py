@@ -28,13 +28,13 @@ overhead terms: how they were measured".
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import MISSING, dataclass, fields
 from functools import cached_property
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.readers import load_mapping
 
 
 @dataclass(frozen=True)
@@ -215,13 +215,8 @@ class ExecutorRuntime:
 
     @classmethod
     def from_json(cls, path: str | Path) -> ExecutorRuntime:
-        try:
-            data = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise InputError(f"runtime: cannot read {str(path)!r}: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise InputError(f"runtime: {str(path)!r} is not JSON: {e}") from None
-        return cls.from_dict(data)
+        """The runtime a measurement wrote (bench/measure_runtime.py), read through the input gate."""
+        return cls.from_dict(load_mapping(path, "runtime", kind="json"))
 
 
 def _check_host_pace(points, name: str = "host_pace") -> None:

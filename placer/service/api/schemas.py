@@ -12,6 +12,7 @@ from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
+from placer.profiles.records import MIN_EFFICIENCY
 from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
 from placer.specs import Scenario
 
@@ -25,7 +26,6 @@ Objective = Literal["bcr", "min-cost", "max-goodput"]
 Solver = Literal["ortools", "ortools-highs", "ortools-scip", "pulp"]
 #: The smallest efficiency a stored profile may carry: 1e-300 once passed "> 0" and made every solve of
 #: its chip fail ("Expected finite coefficients"); no chip sustains under 0.1 % of its datasheet peak.
-MIN_EFFICIENCY = 1e-3
 TimeLimit = Annotated[float, Field(gt=0, le=600, description="Solver time limit, seconds.")]
 
 

@@ -25,7 +25,7 @@ from db.session import session_scope
 from placer.catalog import chip_catalog, get_model
 from placer.errors import InputError, PlacerError, UnknownChipError
 from placer.optimize import OBJECTIVES, SolveConfig
-from placer.profiles.records import LATEST
+from placer.profiles.records import LATEST, MIN_EFFICIENCY
 from placer.service.jobs import work
 from placer.service.jobs.bounds import check_size
 from placer.service.jobs.child import ChildInternalError, ChildJobs, internal_words
@@ -102,9 +102,10 @@ def prepare(session: Session, spec: dict[str, Any]) -> tuple[dict[str, Any], Sce
     return full, check_scenario(full)
 
 
-#: The floor of a stored efficiency (the API's, ``schemas.MIN_EFFICIENCY``): a row stored before it
-#: existed (1e-300, 5e-324) made the MILP's coefficients non-finite and failed every solve of its chip.
-MIN_STORED_EFFICIENCY = 1e-3
+#: The floor of a stored efficiency (the profile records', which the API's schema applies too): a row
+#: stored before it existed (1e-300, 5e-324) made the MILP's coefficients non-finite and failed every
+#: solve of its chip.
+MIN_STORED_EFFICIENCY = MIN_EFFICIENCY
 
 
 def measured_for(session: Session, scenario: Scenario) -> dict[str, dict[str, Any]]:

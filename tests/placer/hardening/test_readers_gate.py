@@ -35,9 +35,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("placer/catalog/__init__.py", "csv.DictReader"): "the same packaged catalog",
     ("placer/report/charts.py", ".open"): "a CSV the sweep wrote itself in the same run",
     ("placer/report/charts.py", "csv.DictReader"): "the same CSV the sweep wrote",
-    ("placer/sim/runtime.py", "json.loads"): "UNGATED: the executor-runtime JSON (--runtime); owned by the "
-                                            "simulator, noted in issue 43 for its owner",
-    ("placer/sim/runtime.py", ".read_text"): "UNGATED: the same runtime JSON",
     ("placer/cli/plan.py", "json.loads"): "re-parses JSON placer just serialised (Plan.to_json)",
     ("placer/service/dashboard/views.py", "json.loads"): "a plan row the service stored after validating it",
     ("executor/engine/hf.py", "safe_open"): "binary safetensors shards: the safetensors library checks their "

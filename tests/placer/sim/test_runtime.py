@@ -35,7 +35,7 @@ def test_bad_runtime_figures_name_the_field(tmp_path):
         ExecutorRuntime.from_dict({**FIGURES, "cpus": 4})
     bad = tmp_path / "rt.json"
     bad.write_text("{")
-    with pytest.raises(InputError, match="not JSON"):
+    with pytest.raises(InputError, match="not valid JSON"):
         ExecutorRuntime.from_json(bad)
     good = tmp_path / "good.json"
     good.write_text(json.dumps(FIGURES))
