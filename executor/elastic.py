@@ -14,7 +14,8 @@ from the next undelivered token, so the client sees no gap and no duplicate);
 smaller plan) when the free chips hold the new instances; break-before-make (leaving
 instances first) when they do not (`choose_strategy`); a change that fails puts the old
 instances back. Instances the router no longer knows (unregistered) count as missing:
-stopped, and started again if the plan has them. `ApplyOperation` runs one change at a time
+stopped, and started again if the plan has them; instances its heartbeats found DOWN (a dead
+process) are never kept: stopped and started again if the plan has them. `ApplyOperation` runs one change at a time
 in the background and reports its progress (`GET /plan/status`). No torch, no ray here.
 
 Fleets (several models, one router each: `executor.fleet.Fleet`) change live the same way —
@@ -34,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from executor.health import PeerState
 from executor.placement import InstanceSpec, plan_models
 
 if TYPE_CHECKING:
@@ -128,14 +130,28 @@ def _same(a: InstanceSpec, b: InstanceSpec) -> bool:
     return (a.role, a.datacenter, a.chip, a.tp) == (b.role, b.datacenter, b.chip, b.tp)
 
 
-def diff_specs(running: list[InstanceSpec], new: list[InstanceSpec]) -> PlanDiff:
-    """What to start, what to stop, what stays (matched by instance name)."""
+def diff_specs(running: list[InstanceSpec], new: list[InstanceSpec], dead: frozenset[str] | set[str] = frozenset()
+               ) -> PlanDiff:
+    """What to start, what to stop, what stays (matched by instance name). An instance in `dead`
+    (the router's heartbeats found it DOWN) is never kept: a plan that has it replaces it (stopped,
+    then started again), so a change never counts a dead process as running capacity."""
     old = {s.name: s for s in running}
     target = {s.name: s for s in new}
-    keep = [n for n, s in target.items() if n in old and _same(old[n], s)]
+    keep = [n for n, s in target.items() if n in old and n not in dead and _same(old[n], s)]
     add = [s for n, s in target.items() if n not in keep]
     remove = [n for n in old if n not in keep]
     return PlanDiff(add, remove, keep)
+
+
+def dead_instances(router: Any) -> set[str]:
+    """The registered instances the router's heartbeats found DOWN (a process that died, e.g. SIGKILLed);
+    a fleet's (`executor.fleet.FleetRouters`): every model's router's."""
+    dead: set[str] = set()
+    for r in getattr(router, "routers", None) or [router]:
+        health = getattr(r, "health", None)
+        if health is not None:
+            dead |= {n for n in list(r.instances) if health.state(n) is PeerState.DOWN}
+    return dead
 
 
 def _resources(specs: list[InstanceSpec]) -> dict[str, float]:
@@ -252,13 +268,14 @@ def apply_specs(deployment: Deployment, new: list[InstanceSpec], *, grace_s: flo
     start again (`restored`): the deployment keeps running the old plan. `timeout_s` bounds the
     whole change (grace and readiness waits end at it). An instance the deployment runs but the
     router no longer knows (unregistered, e.g. by `DELETE /instances/{name}`) is stopped first, so
-    a plan that has it starts it afresh: re-posting the same plan restores a deleted instance.
+    a plan that has it starts it afresh: re-posting the same plan restores a deleted instance. One the
+    heartbeats found DOWN (its process died) is not kept either: it is replaced (`diff_specs`' `dead`).
     """
     t0 = time.monotonic()
     for name in [s.name for s in deployment.specs if s.name not in deployment.router.instances]:
         deployment.stop_instance(name)  # missing (unregistered behind our back): started afresh if `new` has it
     running = list(deployment.specs)
-    diff = diff_specs(running, new)
+    diff = diff_specs(running, new, dead_instances(deployment.router))
     report = ApplyReport(diff)
     try:
         report.strategy, report.strategy_reason = choose_strategy(deployment, running, diff)

@@ -179,6 +179,11 @@ class FleetRouters:
         self._routers = [dep.router for dep in deployments.values()]
 
     @property
+    def routers(self) -> list[Any]:
+        """Each model's router (`executor.elastic.dead_instances` asks each for its DOWN instances)."""
+        return list(self._routers)
+
+    @property
     def instances(self) -> dict[str, Any]:
         return {name: info for r in self._routers for name, info in r.instances.items()}
 

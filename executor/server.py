@@ -64,6 +64,7 @@ from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies a
 )
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
+from executor.health import PeerState
 from executor.placement import placement
 from executor.prometheus import PROMETHEUS_COUNTERS, prometheus_text  # noqa: F401 - re-exported
 from executor.registry import InstanceInfo
@@ -333,13 +334,18 @@ def health(served: ServedDep):
 
 
 def _health(router: Router) -> dict[str, Any]:
+    """ok when a request can be served end to end and no instance is DOWN; `instances` counts the live
+    ones by role, `down` names those the heartbeats found dead (DOWN after `down_after` missed
+    heartbeats: 2 s at the default 0.5 s interval), which stay registered until a plan replaces them."""
     by_role: dict[str, int] = {}
+    down = sorted(n for n in router.instances if router.health.state(n) is PeerState.DOWN)
     for i in router.instances.values():
-        by_role[i.role] = by_role.get(i.role, 0) + 1
+        if i.name not in down:
+            by_role[i.role] = by_role.get(i.role, 0) + 1
     # a request can be served end to end: by an aggregated instance alone, or by P and a decoder
-    ok = by_role.get(pdd.AGG, 0) > 0 or (
-        by_role.get(pdd.P, 0) > 0 and sum(by_role.get(r, 0) for r in pdd.DECODE_ROLES) > 0)
-    return {"status": "ok" if ok else "degraded", "instances": by_role}
+    ok = not down and (by_role.get(pdd.AGG, 0) > 0 or (
+        by_role.get(pdd.P, 0) > 0 and sum(by_role.get(r, 0) for r in pdd.DECODE_ROLES) > 0))
+    return {"status": "ok" if ok else "degraded", "instances": by_role, **({"down": down} if down else {})}
 
 
 @operations_api.get("/metrics")
