@@ -53,6 +53,14 @@ RESTRICT_MIN_SHARE = 0.5
 # which the rounds on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
+# HiGHS's absolute feasibility tolerance (mip_feasibility_tolerance, its default): a row broken by less
+# counts as met. Traffic columns are req/s, so a class whose demand s_k·G is below it can go unserved
+# in a plan the solver calls feasible (issue 43: at 3e-6 req/s every class is, and the MILP's plan is
+# empty); :func:`diagnose` says so rather than blaming the SLA.
+SOLVER_FEASIBILITY_TOL = 1e-6
+# Demands within this factor of the tolerance are not resolved reliably either (pdd-two-dc: no plan at
+# 5e-6 req/s, a plan with no P at 1e-5, a different chip at 3e-5 than at 1e-4 and above).
+RESOLVED_DEMANDS = 100
 LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
 
 
@@ -109,12 +117,24 @@ def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
     if not form.flows:
         return "no pipeline connects a prefill pool to a decode pool (check links and inventories)"
     required = form.model.vars[form.g].lb
+    if 0 < required * max(c.share for c in prob.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL:
+        return _below_resolution(form, required)
     carry = _max_carry(form, lp_limit_s=lp_limit_s)
     if carry < required * (1 - 1e-6):
         binds = "inventory, power or WAN bandwidth" if form.problem.links else "inventory or power"
         return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
                 f"the TTFT SLA: {binds} binds (or lower options.min_served_fraction)")
     return _sla_cause(form, required, lp_limit_s)
+
+
+def _below_resolution(form: Formulation, required: float) -> str:
+    """Why a load too small for the solver's tolerance has no plan: the units, not the SLA."""
+    share = max(c.share for c in form.problem.classes)
+    return (f"the load of {required:.3g} req/s is too small for the solver to resolve: the largest class's demand "
+            f"({share * required:.2g} req/s) is within {RESOLVED_DEMANDS}x its feasibility tolerance "
+            f"({SOLVER_FEASIBILITY_TOL:g}), so a plan that serves nothing can pass as feasible; this says nothing "
+            f"about the SLA. Plan for arrival_rps of at least {RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL / share:.2g} "
+            "req/s (a plan that meets the SLA at a larger load also meets it at this one)")
 
 
 def _fleet_cause(members: list, lp_limit_s: float) -> str:
