@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
+import re
 import subprocess
 import sys
 import tempfile
@@ -52,39 +52,49 @@ def micro_plan_json() -> str:
     return optimize(parse_scenario(micro_dict()), SolveConfig(marginals=False)).to_json()
 
 
+#: Runs ``placer`` in a grandchild capped at the given address space and reports its peak RSS on
+#: stderr's last line. The launcher is a fresh interpreter, so the grandchild forks from a small
+#: process: a child forked straight from a test run that has grown to ~1 GB would count that run's
+#: pages in its own ``ru_maxrss`` before it execs (the kernel keeps the pre-exec high-water mark).
+_LAUNCHER = """
+import os, resource, subprocess, sys
+limit = int(sys.argv[1])
+cap = lambda: resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+proc = subprocess.Popen([sys.executable, "-m", "placer.cli", *sys.argv[2:]], preexec_fn=cap)
+_, status, usage = os.wait4(proc.pid, 0)
+sys.stderr.write(f"\\nrss_kib={usage.ru_maxrss}\\n")
+sys.exit(os.waitstatus_to_exitcode(status) % 256)
+"""
+
+
 def run_one(attack: ReaderAttack, plan_json: str, memory_gib: float, timeout: float, root: Path = REPO) -> dict:
     """Run one attack in a child process (``placer`` of the code at ``root``); its outcome, time and
     peak RSS (MiB)."""
     limit = int(memory_gib * 2**30)
-
-    def cap() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
     with tempfile.TemporaryDirectory() as tmp:
         args = prepare(Path(tmp), attack, plan_json)
         start = time.monotonic()
         with tempfile.TemporaryFile() as out:
-            proc = subprocess.Popen([PYTHON, "-m", "placer.cli", *args], stdout=out, stderr=subprocess.STDOUT,
-                                    preexec_fn=cap, cwd=root, env={**os.environ, "COLUMNS": "200",
-                                                                   "PYTHONPATH": str(root)})
-            hung = False
-            while True:
-                pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
-                if pid:
-                    break
-                if time.monotonic() - start > timeout:
-                    proc.kill()
-                    pid, status, usage = os.wait4(proc.pid, 0)
-                    hung = True
-                    break
-                time.sleep(0.05)
+            proc = subprocess.Popen([PYTHON, "-c", _LAUNCHER, str(limit), *args], stdout=out,
+                                    stderr=subprocess.STDOUT, cwd=root, start_new_session=True,
+                                    env={**os.environ, "COLUMNS": "200", "PYTHONPATH": str(root)})
+            try:
+                proc.wait(timeout=timeout)
+                hung = False
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, 9)  # the launcher and the placer under it
+                proc.wait()
+                hung = True
             out.seek(0)
             text = out.read().decode(errors="replace")
-    rc = os.waitstatus_to_exitcode(status)
+    rc = proc.returncode
+    found = re.findall(r"rss_kib=(\d+)", text)
+    text = re.sub(r"\s*rss_kib=\d+\s*$", "", text)
     message = " ".join(text.split())
     named = all(n in message for n in attack.names)
     return {"name": attack.name, "rc": rc, "traceback": "Traceback" in text,
-            "hung": hung, "seconds": time.monotonic() - start, "rss_mib": usage.ru_maxrss / 1024,
+            "hung": hung, "seconds": time.monotonic() - start,
+            "rss_mib": int(found[-1]) / 1024 if found else float("nan"),
             "ok": rc == attack.exit_code and named and "Traceback" not in text and not hung,
             "tail": message[-160:]}
 
