@@ -127,6 +127,16 @@ def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
     return _sla_cause(form, required, lp_limit_s)
 
 
+def _check_resolution(form: Formulation) -> None:
+    """InfeasiblePlanError before any MILP when the load is too small for the solver to resolve: its
+    plans there are not to be trusted either way (pdd-two-dc at 1e-5 req/s gave one with no P pool)."""
+    if getattr(form, "members", None) is not None:  # a fleet: each model's rows are checked in its own build
+        return
+    required = form.model.vars[form.g].lb
+    if 0 < required * max(c.share for c in form.problem.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL:
+        raise InfeasiblePlanError(_below_resolution(form, required))
+
+
 def _below_resolution(form: Formulation, required: float) -> str:
     """Why a load too small for the solver's tolerance has no plan: the units, not the SLA."""
     share = max(c.share for c in form.problem.classes)
@@ -250,6 +260,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     """
     start = time.perf_counter()
     config = config.started()
+    _check_resolution(form)
     if config.objective in ("min-cost", "max-goodput", "max-served"):
         return _solve_once(form, config, mip_gap, start)
     if config.objective != "bcr":

@@ -49,6 +49,13 @@ def test_no_rate_is_refused_for_queueing_at_loads_one_instance_carries(tmp_path,
         assert plan["metrics"]["goodput_rps"] >= 0.9 * rps
 
 
+def test_a_load_the_solver_cannot_resolve_never_comes_back_as_a_plan(tmp_path):
+    # At 1e-5 req/s the MILP's "feasible" plan had an MD pool and no P (goodput 0, exit 0).
+    result = _optimize(tmp_path, 1e-5)
+    assert result.exit_code == 3, result.output
+    assert "too small for the solver to resolve" in result.output and "arrival_rps" in result.output
+
+
 @pytest.mark.xfail(strict=True, reason="issue 43: traffic columns in req/s fall under HiGHS's 1e-6 tolerance")
 def test_a_tiny_load_gets_the_smallest_fleet(tmp_path):
     small = json.loads(_optimize(tmp_path, 1e-3).output)
