@@ -117,7 +117,7 @@ def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
     if not form.flows:
         return "no pipeline connects a prefill pool to a decode pool (check links and inventories)"
     required = form.model.vars[form.g].lb
-    if 0 < required * max(c.share for c in prob.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL:
+    if _unresolved(form, required):
         return _below_resolution(form, required)
     carry = _max_carry(form, lp_limit_s=lp_limit_s)
     if carry < required * (1 - 1e-6):
@@ -133,8 +133,14 @@ def _check_resolution(form: Formulation) -> None:
     if getattr(form, "members", None) is not None:  # a fleet: each model's rows are checked in its own build
         return
     required = form.model.vars[form.g].lb
-    if 0 < required * max(c.share for c in form.problem.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL:
+    if _unresolved(form, required):
         raise InfeasiblePlanError(_below_resolution(form, required))
+
+
+def _unresolved(form: Formulation, required: float) -> bool:
+    """Whether a required load of ``required`` req/s puts the largest class's demand within
+    RESOLVED_DEMANDS times the solver's feasibility tolerance."""
+    return 0 < required * max(c.share for c in form.problem.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL
 
 
 def _below_resolution(form: Formulation, required: float) -> str:
