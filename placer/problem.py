@@ -85,6 +85,8 @@ class Problem:
     #: placer.cuts): (role, dc, chip, tp) → factor, (src, dst) → factor; absent means 1
     pool_capacity: dict[tuple, float] = field(default_factory=dict)
     line_capacity: dict[tuple[str, str], float] = field(default_factory=dict)
+    #: the serving engine the numbers assume (placer.specs.ENGINES, optionally ``name==version``)
+    engine: str = "roofline"
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
@@ -198,6 +200,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         profiles_used=tuple(profiles_used),
         tables=tables,
         tables_ignored=tables_ignored,
+        engine=scenario.engine,
     )
 
 

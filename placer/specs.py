@@ -27,6 +27,14 @@ Fraction = real(ge=0, le=1)
 Efficiency = real(gt=0, le=1)
 Tokens = count(ge=1, le=MAX_TOKENS)
 
+#: Serving engines whose measured kernels the performance model can use (``roofline``: none, the
+#: datasheet peaks × efficiencies); ``name==version`` pins a measured version (placer.kernels).
+ENGINES = ("roofline", "sglang", "vllm", "trtllm")
+ENGINE_HELP = ("Serving engine the plan's numbers assume: 'roofline' (datasheet peaks × efficiencies, engine-blind), "
+               "or 'sglang', 'vllm', 'trtllm' (the engine's measured kernels where they cover the chip, optionally "
+               "pinned as 'vllm==0.24.0'; other chips fall back as each prediction's source says).")
+Engine = Annotated[str, Strict(), Field(pattern=r"^(roofline|sglang|vllm|trtllm)(==[0-9A-Za-z][0-9A-Za-z.+_-]{0,39})?$")]
+
 
 class _Spec(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -282,6 +290,7 @@ class Scenario(_Spec):
     sla: SlaSpec | None = Field(None, description=(
         "Service-level objectives a request must meet to count as goodput; required unless `models` is given."))
     options: OptionsSpec = Field(default_factory=OptionsSpec, description="Planner options (all optional).")
+    engine: Engine = Field("roofline", description=ENGINE_HELP)
     profiles: list[Annotated[str, Strict(), Field(min_length=1, max_length=4096)]] = Field(
         default_factory=list,
         description="Measured profiles to plan with: a profile JSON (`placer profile chip` / `placer profile "
