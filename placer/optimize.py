@@ -78,6 +78,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     plan = Plan(
         scenario=prob.name,
         objective=objective,
+        engine=prob.engine,
         pools=pools,
         routes=[Route(request_class=k[0], pipeline=k[1], src=k[2], dst=k[3], rps=r) for k, r in sorted(routes.items())],
         handoff=Handoff(mode=ADAPTIVE, catch_up_threshold_tokens=prob.options.catch_up_threshold_tokens),
@@ -286,7 +287,7 @@ def fleet_plan(fleet: FleetProblem, parts: dict[str, Plan], objective: str, solv
     fleet's metrics and each model's (``models``), and :func:`validate_fleet`'s findings as notes."""
     rows = join_rows(parts)
     metrics = fleet_metrics([(fleet.member(name), part) for name, part in parts.items()])
-    plan = Plan(scenario=fleet.name, objective=objective, metrics=metrics,
+    plan = Plan(scenario=fleet.name, objective=objective, engine=next(iter(parts.values())).engine, metrics=metrics,
                 models={name: part.metrics for name, part in parts.items()},
                 handoff=next(iter(parts.values())).handoff, solver=solver, **rows)
     issues = validate_fleet(fleet, plan)

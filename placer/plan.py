@@ -200,6 +200,9 @@ class Plan(_M):
     schema_version: int = SCHEMA_VERSION
     scenario: str
     objective: str = "bcr"
+    engine: str = Field("roofline", max_length=64, description=(
+        "The serving engine the plan's numbers assume (the scenario's ``engine``: roofline, sglang, vllm or trtllm, "
+        "optionally name==version); ``placer export`` warns when its format is another engine."))
     metrics: Metrics = Field(default_factory=Metrics)
     models: dict[Name, Metrics] | None = Field(None, description=(
         "Fleets: each model's own metrics (``metrics`` are then the fleet's); absent in single-model plans."))
