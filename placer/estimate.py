@@ -26,6 +26,15 @@ Definitions (every figure from :class:`placer.perfmodel.InstanceModel`):
 * ``bound`` — the largest of the compute, memory and communication terms of each phase.
 * ``shape`` — the instance shape the figures are for (tp, pp or dep) and ``layout`` — it in words
   (``tp8 × pp2``, ``attention-dp8 × ep8``).
+* per GPU and per user, as the peers' users read them: ``tpot_s`` = step_s / accept (one
+  sequence's time per output token at that batch), ``tokens_per_s_per_user`` = 1 / tpot_s,
+  ``tokens_per_s_per_gpu`` = decode_tokens_per_s / chips, ``prefill_tokens_per_s_per_gpu`` =
+  prefill_tokens_per_s / chips (``chips`` = ``--tp``, every chip of the instance).
+* the request and the engine the figures assume are echoed: ``input_tokens``, ``output_tokens``,
+  ``hit_rate``, ``weight_dtype``, ``kv_dtype``, ``chunk_tokens``, ``mtp_accept``, ``chips``, ``engine``.
+* ``engine`` — the serving engine whose kernels the figures assume (:data:`placer.specs.ENGINES`,
+  optionally ``name==version``): the instance model passes through
+  :func:`placer.perfmodel.engines.engine_model`; ``source`` says what answered each phase.
 """
 
 from __future__ import annotations
@@ -38,16 +47,20 @@ from typing import get_args
 
 from placer.catalog import get_chip, get_model
 from placer.errors import InputError
+from pydantic import TypeAdapter, ValidationError
+
 from placer.perfmodel import InstanceModel
+from placer.perfmodel.engines import ROOFLINE, engine_model
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import LatestLoader
 from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
-from placer.specs import KvDtype, WeightDtype
+from placer.specs import ENGINES, Engine, KvDtype, WeightDtype
 from placer.shapes import DEP, PP, SHAPE_KINDS, Shape, is_moe, legacy_shape, shape_model, stage_label, why_not
 
 #: What ``--weight-dtype`` / ``--kv-dtype`` accept: every type a scenario may name (placer.specs).
 WEIGHT_DTYPES = tuple(get_args(WeightDtype))
 KV_DTYPES = tuple(get_args(KvDtype))
+_ENGINE = TypeAdapter(Engine)
 
 
 @dataclass(frozen=True)
@@ -66,6 +79,19 @@ class Estimate:
     source: str
     shape: str
     layout: str
+    tpot_s: float
+    tokens_per_s_per_gpu: float
+    tokens_per_s_per_user: float
+    prefill_tokens_per_s_per_gpu: float
+    chips: int
+    input_tokens: int
+    output_tokens: int
+    hit_rate: float
+    weight_dtype: str
+    kv_dtype: str
+    chunk_tokens: int
+    mtp_accept: float
+    engine: str
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -76,14 +102,25 @@ def _check(name: str, value, ok: bool, what: str) -> None:
         raise InputError(f"{name} must be {what}, got {value!r}")
 
 
+def check_engine(engine: str) -> str:
+    """``engine`` if :data:`placer.specs.Engine` admits it, else InputError naming ``--engine`` and the value."""
+    try:
+        return _ENGINE.validate_python(engine)
+    except ValidationError:
+        raise InputError(f"--engine must be one of {', '.join(ENGINES)}, optionally pinned as name==version "
+                         f"(e.g. vllm==0.24.0), got {engine!r}") from None
+
+
 def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
              chunk_tokens: int = 8192, mtp_accept: float = 1.0, profiles: str | Path | None = None,
-             latest: LatestLoader | None = None, shape: str | None = None):
+             latest: LatestLoader | None = None, shape: str | None = None, engine: str = ROOFLINE):
     """(The instance's model, its :class:`~placer.shapes.Shape`) after checking every input (bad input
     raises InputError naming it): the roofline of ``shape`` (None: :func:`~placer.shapes.legacy_shape`), with the chip's measured
     efficiencies and, where ``profiles`` holds a table for exactly this (chip, tp, model, dtypes) and
     the shape is one tables are measured in (dense tp, MoE dep), a
-    :class:`~placer.profiles.measured.MeasuredInstanceModel`."""
+    :class:`~placer.profiles.measured.MeasuredInstanceModel`; then as ``engine`` answers it
+    (:func:`~placer.perfmodel.engines.engine_model`)."""
+    engine = check_engine(engine)
     cfg = get_model(model)
     _check("tp", tp, isinstance(tp, int) and tp >= 1, "a positive integer")
     weight_dtype = weight_dtype or cfg.native_weight_dtype
@@ -102,7 +139,7 @@ def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     chosen = Shape(tp, shape) if shape else legacy_shape(cfg, im.chip, tp, weight_dtype, kv_dtype)
     if not (isinstance(im, MeasuredInstanceModel) and chosen.kind != PP and (chosen.kind == DEP) == is_moe(cfg)):
         im = shape_model(chosen, im.chip, cfg, weight_dtype, kv_dtype, chunk_tokens)
-    return dataclasses.replace(im, mtp_accept=mtp_accept), chosen
+    return engine_model(dataclasses.replace(im, mtp_accept=mtp_accept), engine), chosen
 
 
 def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate: float) -> float:
@@ -123,14 +160,16 @@ def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate
     return k * input_tokens / forward
 
 
-def _source(im: InstanceModel, input_tokens: int, hit_rate: float, batch: int, context: float) -> str:
-    """Where the figures come from: one answer when both phases agree, else each phase's; a
-    roofline whose efficiencies were measured names that profile."""
-    def named(source: str) -> str:
-        calibrated = im.chip.profile and source.startswith("roofline")
-        return f"{source} with measured efficiencies ({im.chip.profile})" if calibrated else source
+def named_source(im: InstanceModel, source: str) -> str:
+    """``source`` as users read it: a roofline whose efficiencies were measured names that profile."""
+    calibrated = im.chip.profile and source.startswith("roofline")
+    return f"{source} with measured efficiencies ({im.chip.profile})" if calibrated else source
 
-    prefill, decode = named(source_of_prompt(im, input_tokens, hit_rate)), named(source_of_step(im, batch, context))
+
+def _source(im: InstanceModel, input_tokens: int, hit_rate: float, batch: int, context: float) -> str:
+    """Where the figures come from: one answer when both phases agree, else each phase's."""
+    prefill = named_source(im, source_of_prompt(im, input_tokens, hit_rate))
+    decode = named_source(im, source_of_step(im, batch, context))
     return prefill if prefill == decode else f"prefill: {prefill}; decode: {decode}"
 
 
@@ -138,20 +177,26 @@ def _bound(terms: dict[str, float]) -> str:
     return max(terms, key=terms.get)
 
 
+def check_request(input_tokens: int, output_tokens: int, hit_rate: float, tpot_s: float | None) -> None:
+    """InputError naming the first bad field of the request shape (and the TPOT to meet)."""
+    _check("input", input_tokens, input_tokens >= 1, "at least 1 token")
+    _check("output", output_tokens, output_tokens >= 1, "at least 1 token")
+    _check("hit", hit_rate, 0.0 <= hit_rate < 1.0, "in [0, 1)")
+    _check("tpot", tpot_s, tpot_s is None or tpot_s > 0, "positive seconds")
+
+
 def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,
              input_tokens: int = 2048, output_tokens: int = 256, hit_rate: float = 0.0, batch: int | None = None,
              tpot_s: float | None = None, chunk_tokens: int = 8192, mtp_accept: float = 1.0,
              profiles: str | Path | None = None, latest: LatestLoader | None = None,
-             shape: str | None = None) -> Estimate:
+             shape: str | None = None, engine: str = ROOFLINE) -> Estimate:
     """The predicted figures of one instance (see the module docstring for each definition)."""
-    _check("input", input_tokens, input_tokens >= 1, "at least 1 token")
-    _check("output", output_tokens, output_tokens >= 1, "at least 1 token")
-    _check("hit", hit_rate, 0.0 <= hit_rate < 1.0, "in [0, 1)")
+    check_request(input_tokens, output_tokens, hit_rate, tpot_s)
     _check("batch", batch, batch is None or batch >= 1, "at least 1")
-    _check("tpot", tpot_s, tpot_s is None or tpot_s > 0, "positive seconds")
     if batch is not None and tpot_s is not None:
         raise InputError("give --batch or --tpot, not both")
-    im, chosen = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles, latest, shape)
+    im, chosen = instance(model, chip, tp, weight_dtype, kv_dtype, chunk_tokens, mtp_accept, profiles, latest, shape,
+                          engine)
     resident = input_tokens + output_tokens
     if not im.fits(resident):
         raise InputError(f"{model} at {im.weight_dtype} does not fit on {tp} x {chip} ({stage_label(chosen)}) with "
@@ -164,13 +209,15 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
                          f"{im.step_s(1, context):.4g} s")
     step = im.step_s(decode_batch, context)
     prefill = im.prefill_s(input_tokens, hit_rate)
+    prefill_tps = packed_prefill_tokens_per_s(im, input_tokens, hit_rate)
     new = max(1.0, (1.0 - hit_rate) * input_tokens)
+    decode_tps = decode_batch * mtp_accept / step
     return Estimate(
         prefill_s=prefill,
-        prefill_tokens_per_s=packed_prefill_tokens_per_s(im, input_tokens, hit_rate),
+        prefill_tokens_per_s=prefill_tps,
         decode_batch=int(decode_batch),
         decode_step_s=step,
-        decode_tokens_per_s=decode_batch * mtp_accept / step,
+        decode_tokens_per_s=decode_tps,
         max_batch=int(cap),
         kv_bytes_per_token=im.kv_bytes_per_token,
         ttft_s=prefill,
@@ -179,4 +226,17 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         source=_source(im, input_tokens, hit_rate, int(decode_batch), context),
         shape=chosen.kind,
         layout=stage_label(chosen),
+        tpot_s=step / mtp_accept,
+        tokens_per_s_per_gpu=decode_tps / chosen.chips,
+        tokens_per_s_per_user=mtp_accept / step,
+        prefill_tokens_per_s_per_gpu=prefill_tps / chosen.chips,
+        chips=chosen.chips,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        hit_rate=hit_rate,
+        weight_dtype=im.weight_dtype,
+        kv_dtype=im.kv_dtype,
+        chunk_tokens=chunk_tokens,
+        mtp_accept=mtp_accept,
+        engine=engine,
     )

@@ -10,7 +10,9 @@ from placer.errors import InputError
 from placer.estimate import estimate
 
 KEYS = {"prefill_s", "prefill_tokens_per_s", "decode_batch", "decode_step_s", "decode_tokens_per_s", "max_batch",
-        "kv_bytes_per_token", "ttft_s", "bound", "source", "shape", "layout"}
+        "kv_bytes_per_token", "ttft_s", "bound", "source", "shape", "layout",
+        "tpot_s", "tokens_per_s_per_gpu", "tokens_per_s_per_user", "prefill_tokens_per_s_per_gpu", "chips",
+        "input_tokens", "output_tokens", "hit_rate", "weight_dtype", "kv_dtype", "chunk_tokens", "mtp_accept", "engine"}
 BOUNDS = {"compute", "memory", "communication"}
 
 
@@ -31,7 +33,7 @@ def test_json_has_every_contract_key_and_names_the_bounds():
 def test_the_table_shows_every_figure():
     result = _run("--model", "deepseek-v3", "--chip", "H200-SXM", "--tp", "8", "--tpot", "0.05")
     assert result.exit_code == 0, result.output
-    for key in KEYS - {"bound", "source"}:
+    for key in KEYS - {"bound", "source", "chips", "chunk_tokens", "mtp_accept"}:
         assert key in result.output
 
 
@@ -137,3 +139,55 @@ def test_bench_reads_an_engine_chosen_trtllm_bench_batch_from_trtllm_benchs_own_
     # a 20,000-token prompt without chunked prefill: the forward budget covers the prompt and the batch
     batch, tokens = trtllm_bench_limits("llama-3.1-8b", "H200-SXM", 1, "fp8", "fp8", 20000, 2000)
     assert tokens == 20000 + batch
+
+
+def test_per_gpu_and_per_user_figures_are_the_instance_figures_read_per_chip_and_per_sequence():
+    """Per GPU × chips = the instance's output tokens/s; per user = 1 / TPOT; TPOT = step / accept (MTP
+    emits ``accept`` tokens a step); prefill per GPU × chips = the instance's input tokens/s."""
+    for e in (estimate("llama-3.1-70b", "H100-SXM", 4, batch=64),
+              estimate("deepseek-v3", "H200-SXM", 8, batch=256, mtp_accept=1.8),
+              estimate("llama-3.1-70b", "H100-SXM", 16, shape="pp", tpot_s=0.05)):
+        assert e.tokens_per_s_per_gpu * e.chips == pytest.approx(e.decode_tokens_per_s)
+        assert e.prefill_tokens_per_s_per_gpu * e.chips == pytest.approx(e.prefill_tokens_per_s)
+        assert e.tpot_s == pytest.approx(e.decode_step_s / e.mtp_accept)
+        assert e.tokens_per_s_per_user == pytest.approx(1 / e.tpot_s)
+    assert estimate("llama-3.1-70b", "H100-SXM", 16, shape="pp", batch=8).chips == 16
+
+
+def test_the_request_and_engine_assumed_are_echoed_in_json_and_table():
+    args = ["--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4", "--input", "3000", "--output", "700",
+            "--hit", "0.25"]
+    data = json.loads(_run(*args, "--json").output)
+    assert (data["input_tokens"], data["output_tokens"], data["hit_rate"]) == (3000, 700, 0.25)
+    assert (data["weight_dtype"], data["kv_dtype"], data["engine"], data["chips"]) == ("bf16", "bf16", "roofline", 4)
+    table = _run(*args).output
+    for shown in ("input_tokens", "3,000", "output_tokens", "700", "hit_rate", "0.2500", "engine", "roofline"):
+        assert shown in table
+
+
+def test_the_table_formats_every_figure_alike_without_exponents():
+    """The issue's complaint: ``4.031e+04`` beside ``4,734`` — big figures get thousands separators."""
+    table = _run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4").output
+    assert "e+" not in table and "e-0" not in table
+    assert "327,680" in table  # kv_bytes_per_token, printed 3.277e+05 before
+    data = json.loads(_run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4", "--json").output)
+    assert f"{data['prefill_tokens_per_s']:,.0f}" in table
+
+
+def test_engine_is_validated_named_and_the_roofline_default_unchanged():
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--engine", "bogus")
+    assert result.exit_code == 2 and "--engine" in result.output and "bogus" in result.output
+    assert "Traceback" not in result.output
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--engine", "vllm==0.24.0", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["engine"] == "vllm==0.24.0"
+    with pytest.raises(InputError, match="--engine.*'sglang=='"):
+        estimate("llama-3.1-8b", "H100-SXM", 1, engine="sglang==")
+    assert estimate("llama-3.1-8b", "H100-SXM", 1, batch=8) == estimate("llama-3.1-8b", "H100-SXM", 1, batch=8,
+                                                                        engine="roofline")
+
+
+def test_tp_is_required_without_pareto_and_single():
+    assert "--tp" in _run("--model", "llama-3.1-8b", "--chip", "H100-SXM").output
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--tp", "2")
+    assert result.exit_code == 2 and "--pareto" in result.output
