@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from placer.pdd import FIRST_TOKEN_STREAMER, HEAVY_PREFILL_SHARE, MIX, P_D, P_RLD_MD, RELAY_PIPELINES, RLD
 from placer.perfmodel import InstanceModel
+from placer.perfmodel.engines import engine_model
 from placer.queueing import WaitModel, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
@@ -55,12 +56,15 @@ def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
     A :class:`~placer.profiles.measured.MeasuredInstanceModel` replaces the roofline when the problem
     carries a measured table for (chip, chips) and the shape is one the tables are measured in (dense
     ``tp``/``pp``, MoE ``dep``: the layouts placer had before shapes); it answers from the table inside
-    its grid, from the roofline outside."""
+    its grid, from the roofline outside. Otherwise the problem's ``engine`` answers
+    (:func:`~placer.perfmodel.engines.engine_model`: that engine's measured kernels where they cover the
+    chip, transferred from the nearest measured chip where they do not; ``roofline``: the roofline); a
+    measured table, the user's own measurement of the whole forward, wins over the kernels."""
     shape = pool_shape(problem, chip, tp)
     args = (problem.model, problem.weight_dtype, problem.kv_dtype, problem.options.prefill_chunk_tokens)
     table = problem.tables.get((chip, shape.chips))
     if table is None or (shape.kind == SHAPE_TP and is_moe(problem.model)):
-        return shape_model(shape, problem.chips[chip], *args)
+        return engine_model(shape_model(shape, problem.chips[chip], *args), problem.engine)
     # Imported only when a table matches: the executor imports this module and, by
     # tests/executor/test_imports.py, loads no placer.profiles submodule.
     from placer.profiles.measured import MeasuredInstanceModel

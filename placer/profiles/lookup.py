@@ -16,6 +16,7 @@ from pathlib import Path
 
 from placer.catalog import Chip, ModelConfig
 from placer.perfmodel import InstanceModel
+from placer.perfmodel.engines import engine_model
 from placer.profiles.measured import MeasuredInstanceModel, check_against_roofline
 from placer.profiles.records import LatestLoader, measured_from_all
 from placer.profiles.tables import MeasuredTable
@@ -41,13 +42,15 @@ def matching_tables(found: Iterable[MeasuredTable], chips: dict[str, Chip], mode
 
 def measured_instance(model: ModelConfig, chip: Chip, tp: int, weight_dtype: str, kv_dtype: str,
                       profiles: str | Path | Sequence[str | Path] | None = None, prefill_chunk_tokens: int = 8192,
-                      latest: LatestLoader | None = None) -> InstanceModel:
+                      latest: LatestLoader | None = None, engine: str = "roofline") -> InstanceModel:
     """The model of one ``tp``-chip instance of ``chip`` serving ``model``, from ``profiles``
     (a profile JSON, a CSV, a directory, ``"latest"`` with ``latest=``, or a list of them;
     None: the roofline). Measured efficiencies of the chip replace its defaults; a table for
     exactly (chip, tp, model, dtypes) makes it a :class:`MeasuredInstanceModel`. Bad files are
     :class:`~placer.errors.InputError`; a table faster than the chip's peaks is
-    :class:`~placer.profiles.figures.RooflineExceededError`."""
+    :class:`~placer.profiles.figures.RooflineExceededError`. Without a table, ``engine`` answers
+    (:func:`~placer.perfmodel.engines.engine_model`: its measured kernels where they cover the chip);
+    a table, the user's own measurement of the whole forward, wins over the kernels."""
     figures: dict = {}
     if profiles is not None:
         sources = [profiles] if isinstance(profiles, (str, Path)) else list(profiles)
@@ -57,4 +60,6 @@ def measured_instance(model: ModelConfig, chip: Chip, tp: int, weight_dtype: str
     tables, _ = matching_tables(found, {chip.name: chip}, model, weight_dtype, kv_dtype)
     table = tables.get((chip.name, tp))
     args = (chip, tp, model, weight_dtype, kv_dtype, prefill_chunk_tokens)
-    return InstanceModel(*args) if table is None else MeasuredInstanceModel(*args, table=table)
+    if table is None:
+        return engine_model(InstanceModel(*args), engine)
+    return MeasuredInstanceModel(*args, table=table)

@@ -86,13 +86,16 @@ def _answer(grid: Grid | None, size: float, context: float, name: str, roofline)
 
 
 def source_of_prefill(model: InstanceModel, start: float, tokens: float) -> str:
-    """Where ``model``'s one-forward prefill time comes from (any InstanceModel)."""
-    return model.source_of_prefill(start, tokens) if isinstance(model, MeasuredInstanceModel) else ROOFLINE
+    """Where ``model``'s one-forward prefill time comes from (any InstanceModel: a measured table, an
+    engine's measured kernels — :mod:`placer.perfmodel.kernel_model` — or the roofline)."""
+    answer = getattr(model, "source_of_prefill", None)
+    return answer(start, tokens) if answer is not None else ROOFLINE
 
 
 def source_of_step(model: InstanceModel, batch: float, context_tokens: float) -> str:
-    """Where ``model``'s decode step time comes from (any InstanceModel)."""
-    return model.source_of_step(batch, context_tokens) if isinstance(model, MeasuredInstanceModel) else ROOFLINE
+    """Where ``model``'s decode step time comes from (any InstanceModel, as :func:`source_of_prefill`)."""
+    answer = getattr(model, "source_of_step", None)
+    return answer(batch, context_tokens) if answer is not None else ROOFLINE
 
 
 def source_of_prompt(model: InstanceModel, input_tokens: float, hit_rate: float) -> str:

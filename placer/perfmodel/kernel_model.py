@@ -1,0 +1,356 @@
+"""A forward composed from an engine's measured kernels: every GEMM, attention, grouped-expert and
+all-reduce call of a prefill chunk or a decode step, per rank, from :class:`~placer.perfmodel.op_costs.OpCosts`.
+
+in:  an instance model (:class:`~placer.perfmodel.InstanceModel` or a shape's subclass) and the
+     chip's op costs under one engine
+out: :class:`KernelForward`, a mixin whose subclass of the instance's own class answers the same
+     methods (``prefill_chunk_s``, ``step_s``, ``mixed_step_s``, ``extend_s``, ``terms``,
+     ``max_batch``) from the measured kernels; ``source_of_prefill`` / ``source_of_step`` name what
+     was measured and what fell back to the roofline.
+
+The calls of one transformer layer on one rank (t = tensor-parallel degree of attention: the
+stage's chips, or 1 with data-parallel attention; rows per rank m = forward rows / d, d = the
+data-parallel ranks):
+
+* GQA  QKV (n = (q + 2·kv)·head_dim / t, k = hidden), O (n = hidden, k = q·head_dim / t);
+* MLA  q_a (n = 1536, k = hidden), q_b (n = H·(d + rope) / t, k = 1536), kv_a (n = r_kv + rope,
+  k = hidden), kv_b (n = H·2d / t, k = r_kv; in prefill over every key of the prompt: the MHA form
+  up-projects the cached prefix too), O (n = hidden, k = H·d / t). q_lora_rank 1536 is DeepSeek-V3's
+  and Kimi-K2's config (the catalog's MLA models);
+* FFN  gate/up (n = 2f / t, k = hidden), down (n = hidden, k = f / t): dense models f from the
+  parameter count (:attr:`~placer.perfmodel.work.InstanceWork.ffn_width`); MoE the shared experts
+  (f = shared × expert_ffn) in MoE layers, and the dense FFN of the other layers (the dense
+  parameters left after attention and shared experts);
+* routed experts: the grouped expert GEMMs of one MoE layer, ``moe_s`` over the group's tokens,
+  experts split ``ep`` = chips ways (tp 1);
+* attention: GQA by phase, batch, context, KV dtype; MLA in its prefill and decode forms;
+* all-reduce: the engine's own (or NCCL's) by message size and GPU count.
+
+The LM head (n = vocab / t, k = hidden) runs for sampled rows only. A GEMM in a prefill forward is
+costed at the forward's rows (the token budget short prompts are packed into, as the roofline does)
+and charged pro rata to the chunk's tokens. Decode with speculative positions (q > 1 per sequence)
+reads each sequence's KV once: the measured one-query step × the roofline's q-query / one-query ratio.
+
+Left to the roofline, and said so: the elementwise kernels (norms, residual adds, activation), the
+expert-parallel all-to-all (overlapped with compute as the roofline has it), sparse attention (DSA),
+collectives across nodes, and any op whose shape lies outside what was measured. The framework's
+fixed cost per forward stays :data:`~placer.perfmodel.constants.DECODE_STEP_OVERHEAD_S` /
+:data:`~placer.perfmodel.constants.PREFILL_CHUNK_OVERHEAD_S`.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS
+from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, PREFILL_CHUNK_OVERHEAD_S, gemm_efficiency
+from placer.perfmodel.op_costs import OpCosts
+
+#: MLA's query down-projection rank (DeepSeek-V3 / Kimi-K2 config.json ``q_lora_rank``)
+MLA_Q_LORA_RANK = 1536
+#: composed forwards kept per instance (decode kernels by (sequences, queries, context); prefill chunks)
+FORWARD_MEMO_ENTRIES = 8192
+#: query positions per sequence from which a decode forward is costed as prefill attention over the
+#: context (extend-decode after a handoff), not as a decode step
+EXTEND_QUERIES = 16
+#: kinds of op a source names, in order
+OP_NAMES = ("gemm", "moe", "attention", "allreduce", "elementwise", "alltoall")
+
+
+class KernelForward:
+    """Mixin: an instance model whose forwards are composed from measured kernels (``ops``)."""
+
+    ops: OpCosts
+
+    # ---- the instance's layout per rank ---------------------------------------------------
+    @cached_property
+    def _attn_tp(self) -> int:
+        """Tensor-parallel degree of attention and the dense GEMMs (1 with data-parallel attention)."""
+        return 1 if self._replicas > 1 else self.stage_tp
+
+    @cached_property
+    def _dp(self) -> int:
+        """Ranks that split a forward's tokens (data-parallel attention), else 1."""
+        return self.tp if self._replicas > 1 else 1
+
+    @cached_property
+    def _gemm_dtype(self) -> str | None:
+        """The tables' GEMM dtype for the weights (None: weight-only int8/int4, no table: roofline).
+        FP8 checkpoints shipped in FP8 (DeepSeek, Qwen3 FP8) are block-scaled (128×128), quantised
+        ones per-tensor."""
+        w = self.weight_dtype
+        if w == "bf16":
+            return "bf16"
+        if w == "fp8" and self.compute_dtype == "fp8":
+            return "fp8_block" if self.model.native_weight_dtype == "fp8" else "fp8"
+        if WEIGHT_PRECISIONS[w].compute == "fp4" and self.compute_dtype == "fp4":
+            return "fp4"
+        return None
+
+    @cached_property
+    def _layer_groups(self) -> tuple[tuple[float, tuple[tuple[str, float, float], ...]], ...]:
+        """(layers per stage, ((name, n, k), ...)) for each group of identical layers, per rank."""
+        m, t = self.model, self._attn_tp
+        per_stage = 1.0 / self.pp
+        if m.attn == "mla":
+            h, d, r = m.q_heads, m.head_dim, m.kv_lora_rank
+            attn = (("q_a", MLA_Q_LORA_RANK, m.hidden), ("q_b", h * (d + m.rope_dim) / t, MLA_Q_LORA_RANK),
+                    ("kv_a", r + m.rope_dim, m.hidden), ("o", m.hidden, h * d / t))
+            attn_params = m.hidden * (MLA_Q_LORA_RANK + r + m.rope_dim) + MLA_Q_LORA_RANK * h * (d + m.rope_dim) \
+                + r * h * 2 * d + h * d * m.hidden
+        else:
+            attn = (("qkv", (m.q_heads + 2 * m.kv_heads) * m.head_dim / t, m.hidden),
+                    ("o", m.hidden, m.q_heads * m.head_dim / t))
+            attn_params = m.hidden * m.head_dim * (2 * m.q_heads + 2 * m.kv_heads)
+
+        def ffn(width: float) -> tuple[tuple[str, float, float], ...]:
+            return (("gate_up", 2 * width / t, m.hidden), ("down", m.hidden, width / t)) if width > 0 else ()
+
+        if not (m.moe_layers and m.experts):
+            return ((m.layers * per_stage, attn + ffn(self.ffn_width)),)
+        shared = m.shared_experts * m.expert_ffn
+        dense_layers = m.layers - m.moe_layers
+        groups = [(m.moe_layers * per_stage, attn + ffn(shared))]
+        if dense_layers > 0:
+            left = self._params[0] - m.layers * attn_params - m.moe_layers * 3 * m.hidden * shared
+            groups.append((dense_layers * per_stage, attn + ffn(max(0.0, left / (dense_layers * 3 * m.hidden)))))
+        return tuple(groups)
+
+    # ---- one op ----------------------------------------------------------------------------
+    def _gemm(self, rows: float, n: float, k: float, seen: dict) -> tuple[float, float, float]:
+        """(seconds, roofline compute s, roofline memory s) of one GEMM of ``rows`` rows on one rank."""
+        rows = max(rows, 1.0)
+        flops = 2 * rows * n * k
+        w_bytes = n * k * self.bytes_per_param
+        compute = flops / (self.chip.flops_per_s(self.compute_dtype) * gemm_efficiency(rows))
+        memory = (w_bytes + ACT_BYTES * rows * (n + k)) / self.chip.mem_bw_bytes_per_s
+        dtype = self._gemm_dtype
+        if dtype is None:
+            seen.setdefault("gemm", set()).add(False)
+            return max(compute, memory), compute, memory
+        seconds, measured = self.ops.seconds("gemm", (dtype, rows, round(n), round(k)), max(compute, memory),
+                                             flops, w_bytes + ACT_BYTES * rows * (n + k), self.compute_dtype)
+        seen.setdefault("gemm", set()).add(measured)
+        return seconds, compute, memory
+
+    def _linear(self, tokens: float, logits: float, rows: float, seen: dict) -> tuple[float, float]:
+        """(seconds, roofline share compute − memory) of a forward's GEMMs over ``tokens`` tokens in a
+        forward of ``rows`` rows, ``logits`` LM-head rows: dense GEMMs, routed experts, LM head."""
+        per_rank = rows / self._dp
+        scale = tokens / rows if rows > 0 else 0.0
+        total = lean = 0.0
+        for layers, gemms in self._layer_groups:
+            for _, n, k in gemms:
+                s, c, mem = self._gemm(per_rank, n, k, seen)
+                total += layers * s * scale
+                lean += layers * (c - mem) * scale
+        total += self._routed(tokens, rows, seen)
+        m = self.model
+        if logits > 0 and m.vocab:
+            lm_t = self._attn_tp
+            s, c, mem = self._gemm(logits / self._dp, m.vocab / lm_t, m.hidden, seen)
+            total += s  # once per forward (the last stage's)
+            lean += c - mem
+        return total, lean
+
+    def _routed(self, tokens: float, rows: float, seen: dict) -> float:
+        """Seconds of the routed experts over ``tokens`` tokens in a forward of ``rows`` rows (all MoE
+        layers; on every rank at once)."""
+        m = self.model
+        if not (m.moe_layers and m.experts and self._params[1]):
+            return 0.0
+        roofline = self.routed_expert_work(tokens, rows) / self.flops_per_s
+        dtype = {"bf16": "bf16", "fp8": "fp8_block" if m.native_weight_dtype == "fp8" else "fp8",
+                 "fp4": "fp4"}.get(self.compute_dtype) if self._gemm_dtype else None
+        if dtype is None:
+            seen.setdefault("moe", set()).add(False)
+            return roofline
+        ep = self.tp
+        flops = 2 * rows * m.experts_per_token * 3 * m.hidden * m.expert_ffn / ep
+        touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** max(rows, 1.0)
+        w_bytes = touched * m.experts / ep * 3 * m.hidden * m.expert_ffn * self.bytes_per_param
+        per_layer = roofline / m.moe_layers * (rows / tokens if tokens > 0 else 1.0)
+        s, measured = self.ops.seconds("moe", (dtype, max(rows, 1.0), m.hidden, m.expert_ffn, m.experts_per_token,
+                                               m.experts, 1, ep), per_layer, flops, w_bytes, self.compute_dtype)
+        seen.setdefault("moe", set()).add(measured)
+        return s * m.moe_layers * (tokens / rows if rows > 0 else 0.0)
+
+    def _attention(self, sequences: float, start: float, queries: float, prefill: bool, seen: dict) -> float:
+        """Seconds of attention (all layers of a stage) for ``sequences`` sequences each computing
+        ``queries`` positions after ``start`` cached ones."""
+        m = self.model
+        pf = prefill or queries >= EXTEND_QUERIES
+        roofline = max(self.attn_work_s(sequences, start, queries, pf))
+        if m.sparse_topk_tokens or m.attn not in ("gqa", "mla"):
+            seen.setdefault("attention", set()).add(False)
+            return roofline
+        t, layers = self._attn_tp, m.layers / self.pp
+        kv = self.kv_dtype if self.kv_dtype in ("bf16", "fp8") else None
+        per_rank = max(sequences / self._dp, 1.0)  # with fewer sequences than ranks, the busy ranks hold one
+        if kv is None or sequences <= 0:
+            seen.setdefault("attention", set()).add(False)
+            return roofline
+        one = self._attention_call(per_rank, start, queries, pf, kv, t)
+        if one is None:
+            seen.setdefault("attention", set()).add(False)
+            return roofline
+        seen.setdefault("attention", set()).add(True)
+        if not pf and queries > 1:  # speculative positions: the roofline's q-query / one-query ratio
+            base = max(self.attn_work_s(sequences, start, 1, False))
+            one *= roofline / base if base > 0 else 1.0
+        return one * layers
+
+    def _attention_call(self, batch: float, start: float, queries: float, prefill: bool, kv: str,
+                        t: int) -> float | None:
+        """One layer's attention on one rank from the tables (None: not measured)."""
+        m = self.model
+        heads, kv_heads = m.q_heads / t, max(1.0, m.kv_heads / t)
+        # FLOPs and bytes of the call (only their proportion matters: the transfer's roofline ratio)
+        flops = batch * self._attn_work(start, start + queries, prefill) * self.attn_flops_per_s / self.flops_per_s \
+            / (m.layers * t)
+        bytes_ = batch * (start + queries) * m.kv_bytes_per_token_per_layer(kv) * kv_heads / max(m.kv_heads, 1)
+        args: tuple
+        if m.attn == "gqa":
+            family = "context_attention" if prefill else "generation_attention"
+            args = (batch, queries, heads, kv_heads, m.head_dim, kv, start) if prefill else \
+                (batch, start + 1, heads, kv_heads, m.head_dim, kv)
+        else:
+            family = "context_mla" if prefill else "generation_mla"
+            args = (batch, queries, m.q_heads, kv, t) if prefill else (batch, start + 1, m.q_heads, kv, t)
+        s = self.ops.measured_s(family, args, flops, bytes_, KV_PRECISIONS[self.kv_dtype].compute)
+        if s is not None and m.attn == "mla" and prefill and start > 0:
+            # the table's prefill has no cached prefix: scale by the roofline with / without it
+            fresh = max(self.attn_work_s(batch * self._dp, 0.0, queries, True))
+            s *= max(self.attn_work_s(batch * self._dp, start, queries, True)) / fresh if fresh > 0 else 1.0
+        return s
+
+    def attn_work_s(self, sequences: float, start: float, queries: float, prefill: bool) -> tuple[float, float]:
+        """The roofline's (compute s, memory s) of attention for ``sequences`` sequences each computing
+        ``queries`` positions after ``start`` (the instance's pooled rates, all layers of a stage)."""
+        flops = sequences * self._attn_work(start, start + queries, prefill=prefill)
+        kv = sequences * (self.kv_read_bytes(start + queries) if not prefill else (start + queries) * self.kv_bytes_per_token)
+        return flops / self.flops_per_s, kv / self.mem_bw_bytes_per_s
+
+    def allreduce_s(self, n_bytes: float) -> float:
+        """One all-reduce of ``n_bytes`` over the stage's chips: the engine's measured all-reduce inside
+        a node, the roofline's ring across nodes or outside what was measured."""
+        roofline = super().allreduce_s(n_bytes)
+        if self._nodes > 1:
+            self._comm_seen.add(False)
+            return roofline
+        s, measured = self.ops.seconds("allreduce", ("bf16", self.stage_tp, n_bytes), roofline, 0.0, n_bytes,
+                                       "bf16", self.stage_tp)
+        self._comm_seen.add(measured)
+        return s
+
+    @cached_property
+    def _comm_seen(self) -> set:
+        return set()
+
+    # ---- forwards ----------------------------------------------------------------------------
+    @cached_property
+    def _forward_memo(self) -> dict:
+        return {}
+
+    def _memo(self, key: tuple, build):
+        memo = self._forward_memo
+        hit = memo.get(key)
+        if hit is None:
+            hit = build()
+            if len(memo) < FORWARD_MEMO_ENTRIES:
+                memo[key] = hit
+        return hit
+
+    def _kinds(self, linear: tuple[float, float], attention: float, attn_lean: float, tokens: float,
+               comm: float) -> dict:
+        """A forward's kinds of kernel as (compute s, memory s): a measured time sits on the side its
+        roofline leans to (so :meth:`_kernel_time` — the sum over kinds of max — adds it once)."""
+        lin, lean = linear
+        return {"linear": (lin, 0.0) if lean >= 0 else (0.0, lin),
+                "attention": (attention, 0.0) if attn_lean >= 0 else (0.0, attention),
+                "elementwise": (0.0, self.elementwise_s(tokens)), "communication": comm}
+
+    def _decode(self, sequences: float, queries: float, context_tokens: float) -> tuple[dict, dict]:
+        seen: dict = {}
+        tokens = sequences * queries
+        linear = self._linear(tokens, tokens, tokens, seen)
+        attention = self._attention(sequences, context_tokens, queries, False, seen)
+        c, mem = self.attn_work_s(sequences, context_tokens, queries, queries >= EXTEND_QUERIES)
+        self._comm_seen.clear()
+        comm = self.comm_s(tokens)
+        seen["allreduce"] = set(self._comm_seen)
+        return self._kinds(linear, attention, c - mem, tokens, comm), seen
+
+    def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
+        return self._memo(("d", sequences, queries, context_tokens),
+                          lambda: self._decode(sequences, queries, context_tokens))[0]
+
+    def _mixed(self, batch: float, context_tokens: float, chunk_tokens: float, chunk_start: float) -> tuple[dict, dict]:
+        seen: dict = {}
+        q = 1 + self.draft_tokens
+        rows = batch * q
+        total = rows + chunk_tokens
+        linear = self._linear(total, rows, total, seen)
+        attention = self._attention(batch, context_tokens, q, False, seen) \
+            + self._attention(1.0, chunk_start, chunk_tokens, True, seen)
+        c, mem = self.attn_work_s(batch, context_tokens, q, False)
+        c2, mem2 = self.attn_work_s(1.0, chunk_start, chunk_tokens, True)
+        self._comm_seen.clear()
+        comm = self.comm_s(total)
+        seen["allreduce"] = set(self._comm_seen)
+        return self._kinds(linear, attention, c + c2 - mem - mem2, total, comm), seen
+
+    def mixed_kernels(self, batch: float, context_tokens: float, chunk_tokens: float, chunk_start_tokens: float) -> dict:
+        if chunk_tokens <= 0:
+            return self.decode_kernels(batch, 1 + self.draft_tokens, context_tokens)
+        return self._memo(("m", batch, context_tokens, chunk_tokens, chunk_start_tokens),
+                          lambda: self._mixed(batch, context_tokens, chunk_tokens, chunk_start_tokens))[0]
+
+    def _prefill(self, input_tokens: float, start: float, tokens: float) -> tuple[dict, dict]:
+        seen: dict = {}
+        last = 1.0 if start + tokens >= input_tokens - 1e-9 else 0.0
+        rows = max(tokens, self.prefill_chunk_tokens)
+        linear = self._linear(tokens, last, rows, seen)
+        attention = self._attention(1.0, start, tokens, True, seen)
+        c, mem = self.attn_work_s(1.0, start, tokens, True)
+        self._comm_seen.clear()
+        comm = self.comm_s(tokens, prefill=True) / self.pp
+        seen["allreduce"] = set(self._comm_seen)
+        return self._kinds(linear, attention, c - mem, tokens, comm), seen
+
+    def prefill_kernels(self, input_tokens: float, start: float, tokens: float) -> dict:
+        """One prefill chunk's kinds of kernel (as :meth:`decode_kernels`; with pp, one stage's)."""
+        return self._memo(("p", input_tokens, start, tokens), lambda: self._prefill(input_tokens, start, tokens))[0]
+
+    def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
+        """Seconds of one prefill forward over one chunk, composed from the measured kernels."""
+        return self._kernel_time(self.prefill_kernels(input_tokens, start, tokens)) + PREFILL_CHUNK_OVERHEAD_S
+
+    def terms(self, phase: str, *args: float) -> dict[str, float]:
+        if phase == "prefill":
+            kernels = self.prefill_kernels(*args)
+            return {"compute": sum(kernels[k][0] for k in KERNEL_KINDS),
+                    "memory": sum(kernels[k][1] for k in KERNEL_KINDS), "communication": kernels["communication"]}
+        return super().terms(phase, *args)
+
+    # ---- where the answer comes from ---------------------------------------------------------
+    def _source(self, seen: dict) -> str:
+        measured = [op for op in OP_NAMES if seen.get(op) == {True}]
+        partly = [f"{op} (partly)" for op in OP_NAMES if seen.get(op) == {True, False}]
+        roofline = [op for op in OP_NAMES if seen.get(op) == {False}]
+        roofline += [op for op in ("elementwise",) + (("alltoall",) if self.is_moe and self.tp > 1 else ())]
+        if not measured and not partly:
+            return "roofline"
+        return f"{self.ops.label}: {', '.join(measured + partly)}; roofline: {', '.join(roofline)}"
+
+    def source_of_prefill(self, start: float, tokens: float) -> str:
+        """What answered the forward of ``tokens`` new tokens after ``start`` cached: e.g.
+        "measured kernels (vllm 0.24.0, h200_sxm): gemm, attention, allreduce; roofline: elementwise"."""
+        return self._source(self._memo(("p", start + tokens, start, tokens),
+                                       lambda: self._prefill(start + tokens, start, tokens))[1])
+
+    def source_of_step(self, batch: float, context_tokens: float) -> str:
+        """What answered the decode step of ``batch`` sequences at ``context_tokens`` (as :meth:`source_of_prefill`)."""
+        q = 1 + self.draft_tokens
+        batch = max(batch, 1.0)
+        return self._source(self._memo(("d", batch, q, context_tokens), lambda: self._decode(batch, q, context_tokens))[1])

@@ -1,0 +1,88 @@
+"""Seconds of one operator on one rank, from an engine's measured kernels where they cover the shape,
+transferred from the nearest measured chip where the chip itself is not covered, else the roofline.
+
+in:  a chip, the engine's per-op tables (:class:`placer.kernels.tables.OpTables`, the chip's own or a
+     reference chip's), an op family and its table arguments, the op's FLOPs and bytes, and the
+     roofline seconds the caller would use without tables
+out: :meth:`OpCosts.seconds` → (seconds, whether a table answered); :attr:`OpCosts.label`
+
+Transfer (issue 41, part 4). A table measured on chip R answers a shape S in t_R(S). Its efficiency
+curve is e(S) = roofline_R(S) / t_R(S), the achieved fraction of R's datasheet roofline at that shape
+(roofline = max(FLOPs / peak, bytes / HBM) for compute ops, α + 2(n−1)/n · bytes / scale-up for the
+all-reduce). The target chip C runs the same kernel at the same fraction of its own peaks:
+t_C(S) = roofline_C(S) / e(S) = t_R(S) × roofline_C(S) / roofline_R(S). A compute-bound shape thus
+scales with C's tensor-core peak, a memory-bound one with C's HBM, a collective with C's scale-up
+link; the shape's curve (tile padding, wave quantisation, launch latency) is R's.
+
+Outside what was measured (a table answers None) the op takes the caller's roofline term, and the
+answer says so (``measured`` False). Answers are memoised: the planner asks the same shapes over and
+over (a max-batch bisection asks ~10 steps of ~10 ops each per instance and class).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from placer.catalog import Chip
+
+#: op families and the tables' method answering each (placer.kernels.tables.OpTables)
+FAMILIES = {
+    "gemm": "gemm_s", "context_attention": "context_attention_s", "generation_attention": "generation_attention_s",
+    "context_mla": "context_mla_s", "generation_mla": "generation_mla_s", "moe": "moe_s",
+    "allreduce": "allreduce_s", "alltoall": "alltoall_s",
+}
+#: families that are collectives: their roofline is a link, not tensor cores and HBM
+COLLECTIVES = frozenset({"allreduce", "alltoall"})
+#: fixed latency of one collective in the transfer ratio (NCCL ring-LL base + launch, as
+#: :mod:`placer.perfmodel.constants`): the same on both chips, so small messages do not scale
+COLLECTIVE_ALPHA_S = 8.6e-6
+#: memo entries kept per OpCosts (each a few hundred bytes)
+MEMO_ENTRIES = 200_000
+
+
+def peak_roofline_s(chip: Chip, flops: float, mem_bytes: float, dtype: str, collective_gpus: int = 0) -> float:
+    """Datasheet roofline seconds of one op on ``chip`` (no efficiencies: the transfer's yardstick)."""
+    if collective_gpus:
+        n = max(collective_gpus, 2)
+        return COLLECTIVE_ALPHA_S + 2 * (n - 1) / n * mem_bytes / (chip.scaleup_gbps_bidir * 1e9 / 2)
+    rate = chip.peak_flops_per_s(dtype) if chip.has_rate(dtype) else chip.peak_flops_per_s("bf16")
+    return max(flops / rate, mem_bytes / (chip.mem_bw_tbps * 1e12))
+
+
+class OpCosts:
+    """One chip's op costs under one engine: ``tables`` measured on ``table_chip`` (the chip itself when
+    covered, the reference chip when transferred)."""
+
+    def __init__(self, chip: Chip, tables: Any, table_chip: Chip, label: str) -> None:
+        self.chip = chip
+        self.tables = tables
+        self.table_chip = table_chip
+        self.transferred = table_chip.name != chip.name
+        #: e.g. "measured kernels (vllm 0.24.0, h200_sxm)" or "transferred from h100_sxm vllm 0.24.0"
+        self.label = label
+        self._memo: dict[tuple, float | None] = {}
+
+    def measured_s(self, family: str, args: tuple, flops: float = 0.0, mem_bytes: float = 0.0,
+                   dtype: str = "bf16", collective_gpus: int = 0) -> float | None:
+        """The table's seconds for ``family(*args)`` on this chip (transferred when the table is another
+        chip's), None outside what was measured."""
+        key = (family, args, flops, mem_bytes, dtype, collective_gpus)
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        seconds = getattr(self.tables, FAMILIES[family])(*args)
+        if seconds is not None and not seconds > 0:
+            seconds = None
+        if seconds is not None and self.transferred:
+            ref = peak_roofline_s(self.table_chip, flops, mem_bytes, dtype, collective_gpus)
+            own = peak_roofline_s(self.chip, flops, mem_bytes, dtype, collective_gpus)
+            seconds = seconds * own / ref if ref > 0 else None
+        if len(memo) < MEMO_ENTRIES:
+            memo[key] = seconds
+        return seconds
+
+    def seconds(self, family: str, args: tuple, roofline_s: float, flops: float = 0.0, mem_bytes: float = 0.0,
+                dtype: str = "bf16", collective_gpus: int = 0) -> tuple[float, bool]:
+        """(seconds, measured): the table's answer (:meth:`measured_s`), else ``roofline_s``."""
+        seconds = self.measured_s(family, args, flops, mem_bytes, dtype, collective_gpus)
+        return (roofline_s, False) if seconds is None else (seconds, True)
