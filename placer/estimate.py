@@ -50,7 +50,7 @@ from placer.errors import InputError
 from pydantic import TypeAdapter, ValidationError
 
 from placer.perfmodel import InstanceModel
-from placer.perfmodel.engines import ROOFLINE, engine_model
+from placer.perfmodel.engines import ROOFLINE, engine_model, split_engine
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import LatestLoader
 from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
@@ -160,16 +160,22 @@ def packed_prefill_tokens_per_s(im: InstanceModel, input_tokens: float, hit_rate
     return k * input_tokens / forward
 
 
-def named_source(im: InstanceModel, source: str) -> str:
-    """``source`` as users read it: a roofline whose efficiencies were measured names that profile."""
-    calibrated = im.chip.profile and source.startswith("roofline")
-    return f"{source} with measured efficiencies ({im.chip.profile})" if calibrated else source
+def named_source(im: InstanceModel, source: str, engine: str = ROOFLINE) -> str:
+    """``source`` as users read it: a roofline whose efficiencies were measured names that profile; a
+    roofline answering for an engine says that none of the engine's measured kernels did."""
+    if not source.startswith("roofline"):
+        return source
+    if im.chip.profile:
+        source = f"{source} with measured efficiencies ({im.chip.profile})"
+    if split_engine(engine)[0] != ROOFLINE:
+        source = f"{source}: no measured {engine} kernels answered for {im.chip.name}"
+    return source
 
 
-def _source(im: InstanceModel, input_tokens: int, hit_rate: float, batch: int, context: float) -> str:
+def _source(im: InstanceModel, input_tokens: int, hit_rate: float, batch: int, context: float, engine: str) -> str:
     """Where the figures come from: one answer when both phases agree, else each phase's."""
-    prefill = named_source(im, source_of_prompt(im, input_tokens, hit_rate))
-    decode = named_source(im, source_of_step(im, batch, context))
+    prefill = named_source(im, source_of_prompt(im, input_tokens, hit_rate), engine)
+    decode = named_source(im, source_of_step(im, batch, context), engine)
     return prefill if prefill == decode else f"prefill: {prefill}; decode: {decode}"
 
 
@@ -223,7 +229,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         ttft_s=prefill,
         bound={"prefill": _bound(im.terms("prefill", input_tokens, input_tokens - new, min(new, chunk_tokens))),
                "decode": _bound(im.terms("decode", decode_batch, context))},
-        source=_source(im, input_tokens, hit_rate, int(decode_batch), context),
+        source=_source(im, input_tokens, hit_rate, int(decode_batch), context, engine),
         shape=chosen.kind,
         layout=stage_label(chosen),
         tpot_s=step / mtp_accept,

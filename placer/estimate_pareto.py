@@ -136,7 +136,7 @@ def pareto(model: str, chip: str, tps: list[int] | tuple[int, ...] | None = None
                 excluded.append({"chips": tp, "shape": chosen.kind,
                                  "reason": f"one request of {resident:,} tokens of KV does not fit beside the weights"})
                 continue
-            candidates += _points(im, chosen, input_tokens, hit_rate, context, resident, tpot_s, excluded)
+            candidates += _points(im, chosen, input_tokens, hit_rate, context, resident, tpot_s, engine, excluded)
     if not candidates:
         raise InputError(f"no instance of {model} on {chip} can decode a request of {resident:,} tokens: "
                          + _reasons(excluded))
@@ -155,7 +155,7 @@ def _reasons(excluded: list[dict]) -> str:
 
 
 def _points(im, chosen, input_tokens: int, hit_rate: float, context: float, resident: int, tpot_s: float | None,
-            excluded: list[dict]) -> list[ParetoPoint]:
+            engine: str, excluded: list[dict]) -> list[ParetoPoint]:
     """The memory-feasible candidates of one shape; the batches memory rules out go to ``excluded``."""
     by_memory = im.max_batch(context, math.inf, resident_tokens=resident)
     grid = batch_grid(im.batch_cap)
@@ -176,5 +176,5 @@ def _points(im, chosen, input_tokens: int, hit_rate: float, context: float, resi
             tokens_per_s_per_gpu=b / tpot / chosen.chips, tokens_per_s_per_user=1.0 / tpot,
             decode_tokens_per_s=b / tpot, prefill_tokens_per_s_per_gpu=prefill_per_gpu, fits_memory=True,
             meets_tpot=None if tpot_s is None else tpot <= tpot_s,
-            source=named_source(im, source_of_step(im, b, context))))
+            source=named_source(im, source_of_step(im, b, context), engine)))
     return points

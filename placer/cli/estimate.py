@@ -112,12 +112,14 @@ def estimate(
     out.print(_pareto_table(data) if pareto else _table(data, model, chip))
     if pareto:
         _pareto_footer(data)
+    else:  # under the table: a long source (a profile's path, an engine's fallback) would fold it
+        out.print(f"source: {data['source']}", highlight=False, markup=False)
 
 
 def _table(data: dict, model: str, chip: str) -> Fold:
     rows = [(key, number(data[key]), unit) for key, unit in _ASSUMED + _UNITS]
     rows += [("bound", f"{data['bound']['prefill']} / {data['bound']['decode']}", "prefill / decode"),
-             ("source", data["source"], ""), ("shape", data["shape"], ""), ("layout", data["layout"], "")]
+             ("shape", data["shape"], ""), ("layout", data["layout"], "")]
     return Fold(f"{model} on {data['chips']} x {chip}, {data['layout']}", ("figure", "value", "unit"), rows,
                 right=("value",))
 

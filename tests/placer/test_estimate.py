@@ -191,3 +191,14 @@ def test_tp_is_required_without_pareto_and_single():
     assert "--tp" in _run("--model", "llama-3.1-8b", "--chip", "H100-SXM").output
     result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--tp", "2")
     assert result.exit_code == 2 and "--pareto" in result.output
+
+
+def test_an_engine_whose_kernels_do_not_answer_is_said_to_fall_back_to_the_roofline(monkeypatch):
+    """Where no measured kernel of the engine covers the chip, the figures are the roofline's and the
+    source says so, rather than a bare "roofline" beside "engine: vllm"."""
+    import placer.estimate as module
+
+    monkeypatch.setattr(module, "engine_model", lambda base, engine: base)
+    e = estimate("llama-3.1-8b", "H100-SXM", 1, batch=8, engine="vllm")
+    assert e.engine == "vllm" and e.source == "roofline: no measured vllm kernels answered for H100-SXM"
+    assert e.decode_step_s == estimate("llama-3.1-8b", "H100-SXM", 1, batch=8).decode_step_s
