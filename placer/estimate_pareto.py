@@ -147,10 +147,10 @@ def pareto(model: str, chip: str, tps: list[int] | tuple[int, ...] | None = None
 
 
 def _reasons(excluded: list[dict]) -> str:
-    """Each distinct reason once, with the shapes it left out (``tp 1 tp, tp 2 tp``)."""
+    """Each distinct reason once, with the shapes it left out (``… (1 chip tp, 2 chips tp)``)."""
     shapes: dict[str, list[str]] = {}
     for e in excluded:
-        shapes.setdefault(e["reason"], []).append(f"{e['chips']} chips {e['shape']}")
+        shapes.setdefault(e["reason"], []).append(f"{e['chips']} chip{'s' * (e['chips'] > 1)} {e['shape']}")
     return "; ".join(f"{reason} ({', '.join(where)})" for reason, where in shapes.items()) or "no admissible shape"
 
 

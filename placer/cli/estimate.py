@@ -161,4 +161,4 @@ def _pareto_footer(data: dict) -> None:
     for e in data["excluded"]:
         batches = e.get("batches")
         what = f"batches {number(batches[0])}–{number(batches[-1])}" if batches else "every batch"
-        say(f"left out: {e['chips']} chips {e['shape']}: {what}: {e['reason']}")
+        say(f"left out: {e['chips']} chip{'s' * (e['chips'] > 1)} {e['shape']}: {what}: {e['reason']}")
