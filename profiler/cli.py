@@ -231,3 +231,34 @@ def model_command(
         if moved > 0.05:
             out.print(f"  [yellow]{phase}: not monotone as measured; the planner's clean-up moves a point by up "
                       f"to {moved:.0%} (a loaded machine? measure again with --rounds 3)[/yellow]", highlight=False)
+
+
+@profile.command("import-kernels")
+def import_kernels_command(
+    db: Annotated[Path, typer.Option(help="AIConfigurator's measured database: the aiconfigurator_core/systems/data "
+                                          "directory (tools/kernel_db_venv.sh installs it in .venv-kernels).")],
+    system: Annotated[str, typer.Option(help="The database's system, e.g. h200_sxm, h100_sxm, b200_sxm, a100_sxm, "
+                                              "l40s.")],
+    engine: Annotated[str, typer.Option(help="trtllm, sglang or vllm.")],
+    version: Annotated[str | None, typer.Option(help="The engine's version (default: the newest the system "
+                                                      "measured GEMMs with).")] = None,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Tables directory (default: the shipped "
+                                                                "placer/kernels/data).")] = None,
+    thin: Annotated[bool, typer.Option(help="Leave out GEMM rows at m = 16j + 1 (smaller; see docs/kernels.md "
+                                            "for what it costs).")] = False,
+) -> None:
+    """Import the engines' measured per-kernel database into placer's own per-op tables (needs pyarrow)."""
+    from placer.kernels.importer import import_tables
+    from placer.kernels.tables import DATA_DIR
+
+    try:
+        prov = import_tables(db, system, engine, version, out_dir or DATA_DIR, thin=thin)
+    except PlacerError as e:
+        _fail(e)
+    for family, counts in prov["families"].items():
+        dropped = sum(counts["dropped"].values())
+        out.print(f"  {family}: {counts['rows_kept']} shapes kept of {counts['rows_read']} rows"
+                  + (f", {dropped} dropped ({', '.join(f'{n} {why}' for why, n in counts['dropped'].items())})"
+                     if dropped else ""), highlight=False)
+    out.print(f"{system} {engine}-{prov['version']}: wrote {len(prov['families'])} tables under "
+              f"{(out_dir or DATA_DIR) / system / (engine + '-' + prov['version'])}", highlight=False)

@@ -42,11 +42,7 @@ def holdout_family(tables: OpTables, family: str, every: int = 5) -> FamilyError
     path = tables._path(family)
     if path is None:
         return None
-    fam = FAMILIES[family]
-    grouped: dict[tuple, dict[tuple[float, ...], float]] = {}
-    for row in read_rows(path):
-        grouped.setdefault(_key(row[k] for k in fam.keys), {})[tuple(float(row[a]) for a in fam.axes)] = \
-            float(row["latency_s"])
+    grouped = _points(tables, family)
     errors: list[float] = []
     held = 0
     for points in grouped.values():
@@ -65,6 +61,36 @@ def holdout_family(tables: OpTables, family: str, every: int = 5) -> FamilyError
         return None
     return FamilyError(family, held, len(errors), statistics.median(errors) if errors else None,
                        _quantile(errors, 0.9) if errors else None)
+
+
+def _points(tables: OpTables, family: str) -> dict[tuple, dict[tuple[float, ...], float]]:
+    fam, grouped = FAMILIES[family], {}
+    path = tables._path(family)
+    for row in read_rows(path) if path else []:
+        grouped.setdefault(_key(row[k] for k in fam.keys), {})[tuple(float(row[a]) for a in fam.axes)] = \
+            float(row["latency_s"])
+    return grouped
+
+
+def against(tables: OpTables, reference: OpTables) -> list[FamilyError]:
+    """Every shape ``reference`` has and ``tables`` lacks (e.g. the rows thinning left out),
+    predicted from ``tables``: what leaving them out costs."""
+    results = []
+    for family in FAMILIES:
+        mine, theirs = _points(tables, family), _points(reference, family)
+        errors, held = [], 0
+        for key, points in theirs.items():
+            for shape, seconds in points.items():
+                if shape in mine.get(key, {}):
+                    continue
+                held += 1
+                value = tables.lookup(family, key, shape)
+                if value is not None:
+                    errors.append(abs(value / seconds - 1))
+        if held:
+            results.append(FamilyError(family, held, len(errors), statistics.median(errors) if errors else None,
+                                       _quantile(errors, 0.9) if errors else None))
+    return results
 
 
 def holdout(tables: OpTables, every: int = 5) -> list[FamilyError]:

@@ -36,8 +36,9 @@ from collections import Counter, defaultdict
 from pathlib import Path
 
 from placer.catalog import Chip, chip_catalog
+from placer.errors import InputError
 from placer.kernels import normalise as norm
-from placer.kernels.source import engine_versions, family_sources, read_parquet_rows
+from placer.kernels.source import engine_versions, family_sources, read_rows
 from placer.kernels.tables import CHIP_SYSTEMS, DATA_DIR, ENGINES, FAMILIES
 
 SOURCE_PACKAGE = "aiconfigurator-core==0.12.0"
@@ -64,7 +65,10 @@ def compact(family: str, rows, chip: Chip | None, thin: bool = False) -> tuple[l
     n_read = 0
     for row in rows:
         n_read += 1
-        rec = norm.normalise(family, row)
+        try:
+            rec = norm.normalise(family, row)
+        except KeyError as exc:
+            raise ValueError(f"a {family} row lacks the column {exc} (columns: {', '.join(row)})") from None
         if isinstance(rec, str):
             skipped[rec] += 1
             continue
@@ -125,19 +129,21 @@ def write_family(directory: Path, family: str, records: list[norm.Record]) -> Pa
 
 
 def import_tables(db: Path, system: str, engine: str, version: str | None = None, out: Path = DATA_DIR,
-                  thin: bool = False, reader=read_parquet_rows, today: str | None = None) -> dict:
+                  thin: bool = False, reader=read_rows, today: str | None = None) -> dict:
     """Import one (system, engine, version) from the database at ``db``; returns the provenance written.
 
-    ValueError naming the value when the database has no such system, engine or version."""
+    InputError naming the value when the database has no such system, engine or version."""
+    if not db.is_dir():
+        raise InputError(f"--db: {str(db)!r} is not a directory (the database's aiconfigurator_core/systems/data)")
     if engine not in ENGINES:
-        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        raise InputError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     versions = engine_versions(db, system, engine)
     if not versions:
-        raise ValueError(f"the kernel database at {db} has no GEMM tables for system {system!r} and engine "
+        raise InputError(f"the kernel database at {db} has no GEMM tables for system {system!r} and engine "
                          f"{engine!r}")
     version = version or versions[-1]
     if version not in versions:
-        raise ValueError(f"version {version!r} of {engine} is not measured on {system}; measured: "
+        raise InputError(f"version {version!r} of {engine} is not measured on {system}; measured: "
                          f"{', '.join(versions)}")
     chip = chip_for_system(system)
     directory = out / system / f"{engine}-{version}"
@@ -168,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", required=True, choices=ENGINES)
     ap.add_argument("--version")
     ap.add_argument("--out", type=Path, default=DATA_DIR)
-    ap.add_argument("--thin", action="store_true")
+    ap.add_argument("--thin", action="store_true", help="leave out GEMM rows at m = 16j + 1 (j >= 2)")
     args = ap.parse_args(argv)
     try:
         prov = import_tables(args.db, args.system, args.engine, args.version, args.out, thin=args.thin)

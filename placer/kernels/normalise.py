@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from placer.catalog import Chip
+from placer.kernels.tables import DEFAULT_DISTRIBUTION
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "half", "fp8": "fp8", "fp8_block": "fp8_block",
           "nvfp4": "fp4", "int8": "int8"}
@@ -24,7 +25,7 @@ WEIGHT_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "fp8_block": 1, "fp4": 0.5, "int
                 "sq": 1, "w4a16": 0.5, "w4a8": 0.5}
 #: the tensor-core rate each GEMM dtype runs at (weight-only dtypes compute in bf16)
 COMPUTE = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4",
-           "int8_wo": "bf16", "int4_wo": "bf16", "w4a16": "bf16"}
+           "int8_wo": "bf16", "int4_wo": "bf16", "w4a16": "bf16", "sq": "int8"}
 KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "fp4": 0.5}
 MLA_KV_VALUES = 512 + 64  # compressed KV (kv_lora_rank) + decoupled RoPE key per token (DeepSeek-V2/V3)
 MLA_QK_DIM, MLA_V_DIM = 192, 128  # MLA prefill: query/key head dim (128 + 64 RoPE) and value head dim
@@ -44,7 +45,10 @@ def _dtype(value) -> str:
 
 
 def _i(row: dict, name: str) -> int:
-    return int(float(row[name]))
+    try:
+        return int(float(row[name]))
+    except KeyError:
+        raise ValueError(f"a database row lacks the column {name!r} (columns: {', '.join(row)})") from None
 
 
 def normalise(family: str, row: dict) -> Record | str:
@@ -57,9 +61,9 @@ def normalise(family: str, row: dict) -> Record | str:
     if family == "gemm":
         return Record((_dtype(row["gemm_dtype"]),), (_i(row, "n"), _i(row, "k"), _i(row, "m")), s, kernel)
     if family in ("context_attention", "generation_attention"):
-        if _i(row, "window_size") != 0:
+        if int(row.get("window_size") or 0) != 0:
             return "sliding-window attention"
-        if _i(row, "beam_width") != 1:
+        if int(row.get("beam_width") or 1) != 1:
             return "beam search"
         if _dtype(row.get("attn_dtype", "bfloat16")) != "bf16":
             return "fp8 attention math (engines default to bf16)"
@@ -81,6 +85,8 @@ def normalise(family: str, row: dict) -> Record | str:
         return Record((_dtype(row["kv_cache_dtype"]),), (_i(row, "num_heads"), _i(row, "batch_size"), length),
                       s, kernel)
     if family == "moe":
+        if str(row["distribution"]) != DEFAULT_DISTRIBUTION:
+            return f"routing other than {DEFAULT_DISTRIBUTION} (the tables' one routing)"
         key = (_dtype(row["moe_dtype"]), str(row["distribution"]), _i(row, "hidden_size"), _i(row, "inter_size"),
                _i(row, "topk"), _i(row, "num_experts"), _i(row, "moe_tp_size"), _i(row, "moe_ep_size"))
         return Record(key, (_i(row, "num_tokens"),), s, kernel)
@@ -113,8 +119,12 @@ def floor_s(family: str, record: Record, chip: Chip | None) -> tuple[float, str]
     if family == "gemm":
         (dtype,), (n, k, m) = record.key, record.axes
         rate = COMPUTE.get(dtype)
-        peak = chip.peak_flops_per_s(rate) if rate and chip.has_rate(rate) else max(
-            chip.peak_flops_per_s("bf16"), chip.peak_flops_per_s("fp8"))
+        if rate == "int8":  # int8 tensor cores: the fp8 rate, or twice bf16 where there is no fp8 (Ampere)
+            peak = chip.fp8_tflops * 1e12 if chip.fp8_tflops else 2 * chip.peak_flops_per_s("bf16")
+        elif rate and chip.has_rate(rate):
+            peak = chip.peak_flops_per_s(rate)
+        else:  # a dtype not named here: the most generous rate, so that the floor never drops a fair row
+            peak = max(chip.peak_flops_per_s("bf16"), 2 * chip.peak_flops_per_s("fp8"))
         wb = WEIGHT_BYTES.get(dtype, 0.5)
         compute, memory = 2 * m * n * k / peak, (n * k * wb + m * k * min(wb, 1) + m * n * 2) / hbm
         return (compute, "compute") if compute >= memory else (memory, "HBM")

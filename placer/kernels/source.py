@@ -1,10 +1,11 @@
-"""Where AIConfigurator's measured database keeps each op family, and reading its parquet files.
+"""Where AIConfigurator's measured database keeps each op family, and reading its tables.
 
 in:  the database directory (``aiconfigurator_core/systems/data``: ``<system>/<op>/<backend>/<version>/
-     <table>.parquet``), a system, an engine and optionally its version
-out: :func:`engine_versions`, :func:`family_sources` (family → (version, parquet path)) and
-     :func:`read_parquet_rows` (rows as dicts; pyarrow imported lazily — it lives only in the
-     ``.venv-kernels`` that ``tools/kernel_db_venv.sh`` builds, never in the planner's venv).
+     <table>.parquet``, or ``<table>.csv`` samples of its rows in the same layout for tests), a
+     system, an engine and optionally its version
+out: :func:`engine_versions`, :func:`family_sources` (family → (version, table path)) and
+     :func:`read_rows` (rows as dicts; for parquet, pyarrow is imported lazily — it lives only in
+     the ``.venv-kernels`` that ``tools/kernel_db_venv.sh`` builds, never in the planner's venv).
 
 Version rule: the engine's version is the newest that measured GEMMs (the table every forward
 needs); each other family is read at that same version where measured, else at the newest
@@ -14,6 +15,7 @@ per family in ``provenance.json``. NCCL's rows are the system's newest NCCL vers
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 from placer.errors import PlacerError
@@ -42,8 +44,16 @@ def _versions(db: Path, system: str, op: str, backend: str, stem: str) -> list[s
     base = db / system / op / backend
     if not base.is_dir():
         return []
-    found = [p.name for p in base.iterdir() if (p / f"{stem}.parquet").is_file()]
+    found = [p.name for p in base.iterdir() if _table(p, stem) is not None]
     return sorted(found, key=_version_key)
+
+
+def _table(directory: Path, stem: str) -> Path | None:
+    """The table file: the database's parquet, or a CSV of its rows (the tests' samples)."""
+    for suffix in (".parquet", ".csv"):
+        if (directory / f"{stem}{suffix}").is_file():
+            return directory / f"{stem}{suffix}"
+    return None
 
 
 def engine_versions(db: Path, system: str, engine: str) -> list[str]:
@@ -68,8 +78,16 @@ def family_sources(db: Path, system: str, engine: str, version: str) -> dict[str
         versions = _versions(db, system, op, backend, stem)
         chosen = versions[-1] if (family == "nccl" and versions) else _pick(versions, version)
         if chosen is not None:
-            out[family] = (chosen, db / system / op / backend / chosen / f"{stem}.parquet")
+            out[family] = (chosen, _table(db / system / op / backend / chosen, stem))
     return out
+
+
+def read_rows(path: Path) -> list[dict]:
+    """Every row of one table as a dict: a CSV (standard library) or a parquet file (pyarrow)."""
+    if path.suffix == ".csv":
+        with path.open(newline="") as f:
+            return list(csv.DictReader(f))
+    return read_parquet_rows(path)
 
 
 def read_parquet_rows(path: Path) -> list[dict]:
