@@ -14,9 +14,10 @@ from typing import Annotated
 
 import typer
 
-from placer.cli.output import choices, fail, out
+from placer.cli.output import choices, err, fail, out
 from placer.errors import InputError, PlacerError
 from placer.export import FORMATS, ExportSettings, export_plan, write
+from placer.export.engine import engine_warning
 from placer.export.names import slug
 from placer.plan import Plan, load_plan
 from placer.problem import Problem, resolve
@@ -84,5 +85,8 @@ def export(
         write(files, target)
     except PlacerError as e:
         fail(e)
+    warning = engine_warning(plan.engine, fmt_name)
+    if warning:
+        err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     out.print(f"wrote {len(files)} files to {target}/ (see {target}/README.md for what {fmt_name} cannot express)",
               highlight=False, soft_wrap=True)

@@ -22,6 +22,7 @@ import typer
 import yaml
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from placer.cli.options import EngineOpt, with_engine
 from placer.cli.output import choices, err, out
 from placer.cli.plan import ProfilesOpt, measured_for
 from placer.cli.output import fail as _fail
@@ -87,8 +88,12 @@ def simulate(
         "--runtime", help="Replay the executor as it serves on one host, with these measured runtime figures "
         "(JSON of bench/measure_runtime.py: cores, per-request overheads, KV serialisation rates); "
         "default: the planner's idealised deployment.")] = None,
+    engine: EngineOpt = None,
 ) -> None:
-    """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."""
+    """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use).
+
+    The instances' times are the ``--engine``'s (default: the scenario's ``engine``); a plan made
+    under another engine replays, with a warning naming both."""
     bar = None
     try:
         config = SimConfig(requests=requests, seed=seed, load_rps=load,
@@ -97,9 +102,12 @@ def simulate(
                            arrivals=arrivals.value, drc_lag=drc_lag,
                            handoff_mode=handoff.value if handoff else None, dispatch=dispatch.value,
                            runtime=ExecutorRuntime.from_json(runtime) if runtime is not None else None)
-        loaded = load_scenario(scenario)
+        loaded = with_engine(load_scenario(scenario), engine)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         plan = load_plan(plan_file)
+        if plan.engine != loaded.engine:
+            err.print(f"warning: the plan's numbers assume engine {plan.engine}; replaying with {loaded.engine}",
+                      highlight=False, markup=False, soft_wrap=True)
         check_plan(problem, plan, other_scenario=True)  # the simulator replays a plan on another load on purpose
         bar, update = _progress(requests)
         if bar is not None:

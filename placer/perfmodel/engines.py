@@ -39,6 +39,19 @@ def split_engine(engine: str) -> tuple[str, str | None]:
     return name, (version or None)
 
 
+def unknown_version(engine: str) -> str | None:
+    """Why ``engine`` names a version placer ships no tables for (``roofline`` takes none), else None."""
+    name, version = split_engine(engine)
+    if version is None:
+        return None
+    if name == ROOFLINE:
+        return "the roofline has no versions"
+    shipped = sorted({v for _, e, v in _tables_api().available() if e == name})
+    if version in shipped:
+        return None
+    return f"no measured tables for {name} {version}; shipped versions: {', '.join(shipped) or 'none'}"
+
+
 @dataclass(frozen=True)
 class KernelInstanceModel(KernelForward, InstanceModel):
     """A dense (or single-chip) instance answered by measured kernels."""

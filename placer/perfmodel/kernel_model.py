@@ -43,6 +43,7 @@ from __future__ import annotations
 from functools import cached_property
 
 from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS
+from placer.perfmodel.collectives import InstanceCollectives
 from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, PREFILL_CHUNK_OVERHEAD_S, gemm_efficiency
 from placer.perfmodel.op_costs import OpCosts
 
@@ -186,11 +187,15 @@ class KernelForward:
             return roofline
         t, layers = self._attn_tp, m.layers / self.pp
         kv = self.kv_dtype if self.kv_dtype in ("bf16", "fp8") else None
-        per_rank = max(sequences / self._dp, 1.0)  # with fewer sequences than ranks, the busy ranks hold one
+        per_rank = sequences / self._dp
         if kv is None or sequences <= 0:
             seen.setdefault("attention", set()).add(False)
             return roofline
-        one = self._attention_call(per_rank, start, queries, pf, kv, t)
+        # under one sequence per rank (a prompt's prefill with data-parallel attention): one rank's
+        # sequence, its share of the ranks' time — the pooled rate, as the roofline has it
+        one = self._attention_call(max(per_rank, 1.0), start, queries, pf, kv, t)
+        if one is not None and per_rank < 1.0:
+            one *= per_rank
         if one is None:
             seen.setdefault("attention", set()).add(False)
             return roofline
@@ -236,16 +241,36 @@ class KernelForward:
         a node, the roofline's ring across nodes or outside what was measured."""
         roofline = super().allreduce_s(n_bytes)
         if self._nodes > 1:
-            self._comm_seen.add(False)
+            self._comm_seen.setdefault("allreduce", set()).add(False)
             return roofline
         s, measured = self.ops.seconds("allreduce", ("bf16", self.stage_tp, n_bytes), roofline, 0.0, n_bytes,
                                        "bf16", self.stage_tp)
-        self._comm_seen.add(measured)
+        self._comm_seen.setdefault("allreduce", set()).add(measured)
         return s
 
+    def comm_s(self, tokens: float, prefill: bool = False) -> float:
+        """Communication seconds of one forward: the roofline's, with the expert-parallel dispatch and
+        combine of every MoE layer from the engine's measured all-to-all where it covers the layout
+        (tokens per rank, hidden, top-k, experts, ep = chips)."""
+        total = super().comm_s(tokens, prefill)
+        m = self.model
+        if not (self.is_moe and self.tp > 1 and m.moe_layers and m.experts and m.experts_per_token):
+            return total
+        roofline = InstanceCollectives.comm_s(self, tokens, prefill)  # the expert all-to-all part of ``total``
+        per_rank = max(tokens / self.tp, 1.0)
+        layer_bytes = per_rank * m.experts_per_token * m.hidden * 2 * ACT_BYTES
+        parts = [self.ops.measured_s("alltoall", (phase, per_rank, m.hidden, m.experts_per_token, m.experts, self.tp,
+                                                  "bf16"), 0.0, layer_bytes / 2, "bf16", self.tp)
+                 for phase in ("dispatch", "combine")]
+        measured = all(p is not None for p in parts)
+        self._comm_seen.setdefault("alltoall", set()).add(measured)
+        if not measured:
+            return total
+        return total - roofline + m.moe_layers * sum(parts)
+
     @cached_property
-    def _comm_seen(self) -> set:
-        return set()
+    def _comm_seen(self) -> dict:
+        return {}
 
     # ---- forwards ----------------------------------------------------------------------------
     @cached_property
@@ -278,7 +303,7 @@ class KernelForward:
         c, mem = self.attn_work_s(sequences, context_tokens, queries, queries >= EXTEND_QUERIES)
         self._comm_seen.clear()
         comm = self.comm_s(tokens)
-        seen["allreduce"] = set(self._comm_seen)
+        seen.update(self._comm_seen)
         return self._kinds(linear, attention, c - mem, tokens, comm), seen
 
     def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
@@ -297,7 +322,7 @@ class KernelForward:
         c2, mem2 = self.attn_work_s(1.0, chunk_start, chunk_tokens, True)
         self._comm_seen.clear()
         comm = self.comm_s(total)
-        seen["allreduce"] = set(self._comm_seen)
+        seen.update(self._comm_seen)
         return self._kinds(linear, attention, c + c2 - mem - mem2, total, comm), seen
 
     def mixed_kernels(self, batch: float, context_tokens: float, chunk_tokens: float, chunk_start_tokens: float) -> dict:
@@ -315,7 +340,7 @@ class KernelForward:
         c, mem = self.attn_work_s(1.0, start, tokens, True)
         self._comm_seen.clear()
         comm = self.comm_s(tokens, prefill=True) / self.pp
-        seen["allreduce"] = set(self._comm_seen)
+        seen.update(self._comm_seen)
         return self._kinds(linear, attention, c - mem, tokens, comm), seen
 
     def prefill_kernels(self, input_tokens: float, start: float, tokens: float) -> dict:
@@ -338,7 +363,7 @@ class KernelForward:
         measured = [op for op in OP_NAMES if seen.get(op) == {True}]
         partly = [f"{op} (partly)" for op in OP_NAMES if seen.get(op) == {True, False}]
         roofline = [op for op in OP_NAMES if seen.get(op) == {False}]
-        roofline += [op for op in ("elementwise",) + (("alltoall",) if self.is_moe and self.tp > 1 else ())]
+        roofline.append("elementwise")
         if not measured and not partly:
             return "roofline"
         return f"{self.ops.label}: {', '.join(measured + partly)}; roofline: {', '.join(roofline)}"
