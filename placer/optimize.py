@@ -33,6 +33,7 @@ from placer.plan import Assignment, Binding, Handoff, Plan, PoolKey, PoolOut, Ro
 from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.shapes import kind_of
+from placer.slacheck import sla_status
 from placer.specs import Scenario
 from placer.validate import shared_hardware_issues, validate, validate_fleet
 
@@ -112,9 +113,13 @@ def profile_notes(problem: Problem, pools: list[PoolOut]) -> list[str]:
 
 
 def with_metrics(problem: Problem, plan: Plan) -> Plan:
+    """``plan`` with its metrics (and whether they meet the SLA: :func:`placer.slacheck.sla_status`),
+    line use and the analysis's notes."""
     analysis = analyze(problem, plan)
+    met, misses = sla_status(problem, analysis)
+    metrics = analysis.metrics.model_copy(update={"sla_met": met, "sla_misses": misses or None})
     notes = list(dict.fromkeys([*plan.notes, *analysis.problems]))
-    return plan.model_copy(update={"metrics": analysis.metrics, "links": link_uses(problem, analysis), "notes": notes})
+    return plan.model_copy(update={"metrics": metrics, "links": link_uses(problem, analysis), "notes": notes})
 
 
 def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig = SolveConfig(),
@@ -287,6 +292,10 @@ def fleet_plan(fleet: FleetProblem, parts: dict[str, Plan], objective: str, solv
     fleet's metrics and each model's (``models``), and :func:`validate_fleet`'s findings as notes."""
     rows = join_rows(parts)
     metrics = fleet_metrics([(fleet.member(name), part) for name, part in parts.items()])
+    misses = [miss.model_copy(update={"model": name}) for name, part in parts.items()
+              for miss in part.metrics.sla_misses or []]
+    metrics = metrics.model_copy(update={"sla_met": all(part.metrics.sla_met is not False for part in parts.values()),
+                                         "sla_misses": misses or None})
     plan = Plan(scenario=fleet.name, objective=objective, engine=next(iter(parts.values())).engine, metrics=metrics,
                 models={name: part.metrics for name, part in parts.items()},
                 handoff=next(iter(parts.values())).handoff, solver=solver, **rows)

@@ -8,7 +8,9 @@ Extensions beyond the contract (allowed: new keys only): ``metrics.served_rps``,
 ``metrics.usd_per_million_input_tokens``, ``metrics.usd_per_million_cached_input_tokens``,
 ``metrics.usd_per_million_output_tokens`` (absent when the plan serves no such token), ``pools[].design_batch``
 and ``pools[].planned_utilization``, ``assignments``
-(per-pool split of each class, which `validate` re-checks) and ``notes``.
+(per-pool split of each class, which `validate` re-checks) and ``notes``; SLA honesty (issue 42):
+``metrics.sla_met`` and ``metrics.sla_misses``, ``verification`` (the simulated figures, the
+perturbed runs) and ``robust`` (``optimize --robust``).
 
 Instance shapes (:mod:`placer.shapes`): ``pools[].shape`` (``tp`` | ``pp`` | ``dep``) with ``pools[].pp``
 for pipeline stages, and ``assignments[].shape``; a row that names a shape carries a
@@ -62,6 +64,16 @@ class PoolKey(NamedTuple):
     tp: int
 
 
+class SlaMiss(_M):
+    """One request class whose planned figures miss the SLA (``request_class`` "*": the whole mix)."""
+
+    request_class: str
+    model: Name | None = Field(None, description="Fleets: the model of the class.")
+    ttft_p90_s: float = Field(description="The class's planned TTFT P90, s.")
+    sla_attainment: float = Field(description="Its planned share of requests within the TTFT SLA (and TPOT).")
+    why: str = Field(description="What misses, in words (TTFT P90 or TPOT over the SLA).")
+
+
 class Metrics(_M):
     bcr_requests_per_usd: float = Field(0.0, description="SLA goodput requests per USD = goodput_rps·3600/cost.")
     cost_usd_per_h: float = 0.0
@@ -81,6 +93,11 @@ class Metrics(_M):
         "USD per million prompt tokens found in the prefix cache (the prefill seconds their reuse costs)."))
     usd_per_million_output_tokens: float | None = Field(None, description=(
         "USD per million output tokens served (decode cost over its tokens)."))
+    sla_met: bool | None = Field(None, description=(
+        "Whether the planned TTFT P90 and TPOT meet the scenario's SLA (placer.slacheck); false: "
+        "`placer optimize` says so first and exits 3 unless --best-effort."))
+    sla_misses: list[SlaMiss] | None = Field(None, description=(
+        "When ``sla_met`` is false: the request classes (or the whole mix, ``request_class`` \"*\") that miss."))
 
 
 class PoolOut(_M):
@@ -196,6 +213,49 @@ class Binding(_M):
     marginal: str
 
 
+class SimulatedFigures(_M):
+    """What one simulation of a plan gave (placer.sim.engine.simulate)."""
+
+    ttft_p90_s: float
+    ttft_p99_s: float
+    sla_attainment: float
+    goodput_rps: float
+    bcr_requests_per_usd: float
+    requests: int
+
+
+class Perturbed(SimulatedFigures):
+    """The plan simulated with each chip's prefill and decode speed scaled (placer.perturb)."""
+
+    speed_factors: dict[str, float] = Field(description="Chip name → factor on its compute and memory rates.")
+
+
+class Verification(SimulatedFigures):
+    """``placer optimize``'s default check: the plan simulated beside its promise (placer.sim.verify)."""
+
+    seed: int = 0
+    sla_met: bool = Field(description="Whether the simulated TTFT P90 (and TPOT) meet the SLA.")
+    warnings: list[str] = Field(default_factory=list, description=(
+        "Where the simulation and the plan differ by more than 10 % (P90 TTFT, attainment, goodput) or "
+        "the simulation misses the SLA."))
+    perturbation: float | None = Field(None, description="±X: each chip's speed off by this fraction (--perturb).")
+    perturbed: list[Perturbed] = Field(default_factory=list, description=(
+        "The plan simulated at each perturbed set of chip speeds (placer.perturb.speed_cases)."))
+
+
+class Robust(_M):
+    """``placer optimize --robust X``: planned against every chip X slower (placer.robust)."""
+
+    slowdown: float = Field(description="X: the chips' compute and memory rates were planned at (1 − X).")
+    ttft_p90_s_slow: float = Field(description="The plan's planned TTFT P90 with every chip X slower, s.")
+    bcr_requests_per_usd_slow: float = Field(description="Its planned BCR with every chip X slower.")
+    sla_met_slow: bool = Field(description="Whether its planned figures with every chip X slower meet the SLA.")
+    nominal_bcr_requests_per_usd: float | None = Field(None, description=(
+        "The BCR of the plan made for the nominal chips (absent when it could not be solved)."))
+    bcr_cost: float | None = Field(None, description=(
+        "Share of the nominal plan's BCR this plan gives up at nominal speed (0.1 = 10 % less)."))
+
+
 class Plan(_M):
     schema_version: int = SCHEMA_VERSION
     scenario: str
@@ -214,6 +274,9 @@ class Plan(_M):
     binding: list[Binding] = Field(default_factory=list)
     assignments: list[Assignment] = Field(default_factory=list, description="Per-pool split of each class.")
     notes: list[str] = Field(default_factory=list)
+    verification: Verification | None = Field(None, description=(
+        "The plan simulated beside its promise (`placer optimize` by default; absent with --no-verify)."))
+    robust: Robust | None = Field(None, description="`placer optimize --robust X`: what planning for slower chips cost.")
 
     @model_validator(mode="after")
     def _shapes(self) -> Plan:

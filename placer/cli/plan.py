@@ -31,7 +31,8 @@ from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
 from placer.cli.output import choices, err, fail, latest_from_database, out
 from placer.cli.render import (
-    binding_table, compare_view, links_table, metrics_table, plan_view, pools_table, routes_table,
+    binding_table, compare_view, links_table, metrics_table, perturb_view, plan_view, pools_table, routes_table,
+    sla_line, verification_view,
 )
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
 from placer.fleetplan import split_plan
@@ -39,10 +40,13 @@ from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_fleet, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
+from placer.perturb import check_fraction
 from placer.profiles.records import measured_from_all
 from placer.report.why import explain
+from placer.robust import optimize_robust
 from placer.sim.config import SimConfig
-from placer.sim.verify import verify_plan
+from placer.sim.verify import CHECK_REQUESTS, PERTURB_REQUESTS, check_plan_by_simulation, verify_plan
+from placer.slacheck import miss_words
 from placer.specs import Scenario, load_scenario
 
 
@@ -56,6 +60,12 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print the contract JSON i
 SolverOpt = Annotated[Solver, typer.Option(help="MILP backend: OR-Tools (HiGHS, or SCIP) or PuLP (CBC).")]
 TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")]
 ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
+PerturbOpt = Annotated[float, typer.Option(
+    "--perturb", help="Report the plan simulated with every chip's prefill and decode speed X slower and X "
+    f"faster (a 'robustness' line; 0: none; {PERTURB_REQUESTS:,} requests each). Runs with the verification "
+    "(not with --no-verify).")]
+#: Requests per simulation of --verify's repair rounds (its default before verification was on by default).
+REPAIR_REQUESTS = 20_000
 ProfilesOpt = Annotated[str | None, typer.Option(
     "--profiles", help="Measured profiles to plan with: 'latest' (database), a profile JSON, a CSV of measured "
     "latencies (docs/profiles.md) or a directory of them; replaces the scenario's 'profiles:'. Chips and "
@@ -71,38 +81,81 @@ def optimize(
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
     profiles: ProfilesOpt = None,
-    verify: Annotated[bool, typer.Option(
-        "--verify", help="Simulate the plan; while its simulated P90 TTFT misses the SLA, cut the planned load "
-        "of the pools and lines that made the late requests and re-solve (each round printed to stderr); "
-        "exit 3 if no round meets the SLA.")] = False,
+    verify: Annotated[bool | None, typer.Option(
+        "--verify/--no-verify", help="Default: simulate the plan once (--verify-requests, default "
+        f"{CHECK_REQUESTS:,}) and print it beside the promise (plan JSON 'verification'), warning where they "
+        "differ by more than 10 % or the simulation misses the SLA. --verify: also repair: while its simulated "
+        "P90 TTFT misses the SLA, cut the planned load of the pools and lines that made the late requests and "
+        "re-solve (each round printed to stderr); exit 3 if no round meets the SLA. --no-verify: no "
+        "simulation.", show_default=False)] = None,
     verify_rounds: Annotated[int, typer.Option("--verify-rounds", help="Most re-solves --verify may do.")] = 3,
     verify_arrivals: Annotated[VerifyArrivals, typer.Option(
-        "--verify-arrivals", help="Arrival process --verify simulates (the plan assumes Poisson).")
+        "--verify-arrivals", help="Arrival process the verification simulates (the plan assumes Poisson).")
     ] = VerifyArrivals.poisson,
-    verify_requests: Annotated[int, typer.Option("--verify-requests", help="Requests per --verify simulation.")
-                               ] = 20_000,
+    verify_requests: Annotated[int | None, typer.Option(
+        "--verify-requests", help=f"Requests per simulation (default {CHECK_REQUESTS:,}; --verify's repair "
+        f"rounds {REPAIR_REQUESTS:,}).", show_default=False)] = None,
+    best_effort: Annotated[bool, typer.Option(
+        "--best-effort", help="Accept a plan whose planned TTFT P90 or attainment misses the SLA (exit 0); "
+        "without it such a plan is printed, then exit 3 naming what binds.")] = False,
+    perturb: PerturbOpt = 0.2,
+    robust: Annotated[float | None, typer.Option(
+        "--robust", help="Plan so that the SLA holds with every chip this fraction slower (compute and memory "
+        "rates x (1 - X)); the plan's metrics are at nominal speed and 'robust' says what it costs in BCR "
+        "against the nominal plan.", show_default=False)] = None,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
         # the clock starts here: reading the scenario and profiles counts against --time-limit too
         config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
+        check_fraction("perturb", perturb)
         loaded = load_scenario(scenario)
         measured = measured_for(loaded, profiles)
-        if loaded.is_fleet and verify:
-            raise InputError("--verify: simulating a fleet plan is not supported; plan without --verify")
+        if loaded.is_fleet and (verify or robust is not None):
+            raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
+                             "derated yet; plan without it")
         problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
-        plan = solve(problem, config)
+        plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
+        sim = SimConfig(requests=verify_requests or CHECK_REQUESTS, arrivals=verify_arrivals.value)
         if verify:
             plan = _verified(problem, plan, verify_rounds, config,
-                             SimConfig(requests=verify_requests, arrivals=verify_arrivals.value))
+                             SimConfig(requests=verify_requests or REPAIR_REQUESTS, arrivals=verify_arrivals.value))
+        if verify is not False and not loaded.is_fleet:
+            plan = plan.model_copy(update={"verification": check_plan_by_simulation(
+                problem, plan, sim, perturb, perturb_requests=min(sim.requests, PERTURB_REQUESTS))})
     except PlacerError as e:
         fail(e)
     text = plan.to_json()
     _write(out_path, text)
+    sla = problem.shared.ttft_p90_s if loaded.is_fleet else problem.ttft_p90_s
+    first = sla_line(plan, sla, _binds(plan))
     if json_out:
+        err.print(first, soft_wrap=True)
         print(text)
     else:
+        out.print(first, soft_wrap=True)
         out.print(_view(problem, plan))
+        out.print(verification_view(plan))
+    if not _keeps_promise(plan) and not best_effort:
+        fail(InfeasiblePlanError(f"the plan misses the SLA ({_miss_reason(plan)}); binding: {_binds(plan) or 'none'} "
+                                 "(add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept it)"))
+
+
+def _keeps_promise(plan: Plan) -> bool:
+    """Whether the planned figures meet the SLA (and, for a --robust plan, also at the slower chips)."""
+    return plan.metrics.sla_met is not False and (plan.robust is None or plan.robust.sla_met_slow)
+
+
+def _miss_reason(plan: Plan) -> str:
+    if plan.metrics.sla_met is False:
+        return miss_words(plan.metrics.sla_misses or [])
+    return (f"with every chip {100 * plan.robust.slowdown:g} % slower its planned TTFT P90 is "
+            f"{plan.robust.ttft_p90_s_slow:.3f} s")
+
+
+def _binds(plan: Plan) -> str:
+    """The plan's binding constraints, named."""
+    return ", ".join(b.constraint for b in plan.binding)
 
 
 def evaluate(
@@ -112,19 +165,34 @@ def evaluate(
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
     profiles: ProfilesOpt = None,
+    perturb: Annotated[float, typer.Option(
+        "--perturb", help="Also simulate the plan with each chip's prefill and decode speed off by ±X, "
+        "independently per chip (every corner of the box up to 3 chip types, else both extremes and 6 "
+        "fixed-seed draws): its P90 TTFT, attainment and BCR in each case (plan JSON 'verification').")] = 0.0,
+    perturb_requests: Annotated[int, typer.Option("--perturb-requests", help="Requests per --perturb simulation.")
+                                ] = CHECK_REQUESTS,
 ) -> None:
     """Metrics of a given plan without re-optimising its pools."""
     try:
+        check_fraction("perturb", perturb)
         loaded = load_scenario(scenario)
+        if loaded.is_fleet and perturb > 0:
+            raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")
         measured = measured_for(loaded, profiles)
         problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
         plan = evaluate_plan(problem, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
+        if perturb > 0:
+            check = check_plan_by_simulation(problem, plan, SimConfig(requests=perturb_requests), perturb,
+                                             extremes_only=False)
+            plan = plan.model_copy(update={"verification": check})
     except PlacerError as e:
         fail(e)
     if json_out:
         print(plan.to_json())
     else:
         out.print(_view(problem, plan))
+        if perturb > 0:
+            out.print(verification_view(plan), perturb_view(plan, perturb))
 
 
 def compare(

@@ -170,3 +170,51 @@ def simulate_view(result: SimResult, plan: Plan) -> Group:
          f"{link['peak_gbit_per_s']:.2f}", str(link["transfers"])) for link in d["links"] if link["transfers"]],
         right=("capacity", "mean", "peak", "transfers"))
     return Group(head, routes, pools, links)
+
+
+def sla_line(plan: Plan, sla_s: float, binds: str = "") -> Text:
+    """The first line of ``placer optimize``: whether the plan (and its simulation) meet the SLA."""
+    m, v = plan.metrics, plan.verification
+    sim = (f"; simulated {v.ttft_p90_s:.3f} s, {100 * v.sla_attainment:.1f} % ({v.requests} requests)"
+           if v is not None else "")
+    if m.sla_met is False:
+        from placer.slacheck import miss_words
+
+        text = f"SLA MISSED: the plan promises {miss_words(m.sla_misses or [])}{sim}"
+        return Text(text + (f"; binding: {binds}" if binds else ""), style="bold red")
+    head = (f"SLA met as planned: TTFT P90 {m.ttft_p90_s:.3f} s <= {sla_s:g} s, {100 * m.sla_attainment:.1f} % "
+            f"of requests within it{sim}")
+    if v is not None and not v.sla_met:
+        return Text(head.replace("SLA met as planned", "SLA met as planned but MISSED in simulation"), style="bold yellow")
+    return Text(head, style="bold green")
+
+
+def verification_view(plan: Plan) -> Group:
+    """The promise beside the short simulation, its warnings, and the perturbed runs' spread."""
+    v, m = plan.verification, plan.metrics
+    parts: list = []
+    if v is None:
+        return Group()
+    rows = [("TTFT P90 (s)", _f(m.ttft_p90_s), _f(v.ttft_p90_s)),
+            ("SLA attainment", f"{100 * m.sla_attainment:.1f} %", f"{100 * v.sla_attainment:.1f} %"),
+            ("SLA goodput (req/s)", _f(m.goodput_rps), _f(v.goodput_rps)),
+            ("BCR (SLA requests per USD)", _f(m.bcr_requests_per_usd, 2), _f(v.bcr_requests_per_usd, 2))]
+    parts.append(Fold(f"verification: the promise beside a simulation ({v.requests} requests, seed {v.seed})",
+                      ("metric", "planned", "simulated"), rows, right=("planned", "simulated")))
+    parts += [Text(f"warning: {w}", style="yellow") for w in v.warnings]
+    if v.perturbed:
+        from placer.perturb import spread_words
+
+        parts.append(plain(f"robustness: {spread_words(v.perturbed, v.perturbation or 0.0)}"))
+    return Group(*parts)
+
+
+def perturb_view(plan: Plan, fraction: float) -> Fold:
+    """``placer evaluate --perturb``: each perturbed run's chip speeds and simulated figures."""
+    v = plan.verification
+    rows = [("nominal", _f(v.ttft_p90_s), f"{100 * v.sla_attainment:.1f} %", _f(v.bcr_requests_per_usd, 2))]
+    rows += [(", ".join(f"{c} x{f:.2f}" for c, f in r.speed_factors.items()), _f(r.ttft_p90_s),
+              f"{100 * r.sla_attainment:.1f} %", _f(r.bcr_requests_per_usd, 2)) for r in v.perturbed]
+    return Fold(f"chip speeds off by ±{100 * fraction:g} % (simulated, {v.requests} requests each)",
+                ("chip speeds", "TTFT P90 s", "SLA attainment", "BCR req/USD"), rows,
+                right=("TTFT P90 s", "SLA attainment", "BCR req/USD"))
