@@ -23,6 +23,9 @@
 # SERVE_MODEL checkpoint with the Triton and the torch backend at SERVE_LOADS concurrent clients,
 # transformers generate as the floor, `placer estimate` beside the measured TTFT/TPOT — into
 # serve.json (SERVE=0 skips both; SERVE_TIMEOUT_S bounds the bench).
+# Kernel paths (issue 41 part 7): bench/bench_kernel_paths.py predicts every point our engine timed with
+# the roofline and with each engine's measured kernels (sglang, vllm, trtllm; the chip's own tables or
+# transferred) — summary.json["kernel_paths"], per model and path: median and worst factor, sources.
 # Files under $OUT: nvidia-smi.txt, profile.json, kernels.json, check.log, model-<M>.json per
 # model, serve.json, summary.json (8 files: the device tool brings back at most 8).
 set -uo pipefail
@@ -70,6 +73,11 @@ for M in $MODELS; do
   echo "engine vs estimate $M exit code: ${PIPESTATUS[0]}  ($(( $(date +%s) - T0 )) s so far)"
 done
 
+echo "== our engine's forwards vs the roofline and the engines' measured kernels (issue 41) =="
+rm -f /tmp/kernel-paths.json
+ls "$OUT"/model-*.json >/dev/null 2>&1 && timeout 60 "$PY" bench/bench_kernel_paths.py "$OUT"/model-*.json \
+  --json /tmp/kernel-paths.json 2>&1 | tee -a "$OUT/check.log"
+
 SERVE_MISSING=$("$PY" bench/bench_gpu_serve.py --check-deps 2>&1)
 if [ "$SERVE" = "1" ] && [ -n "$SERVE_MISSING" ]; then
   echo "serving bench and checkpoint parity skipped: $SERVE_MISSING" | tee -a "$OUT/check.log"
@@ -108,6 +116,7 @@ def load(name):
     except (OSError, ValueError) as exc:
         return {"error": f"{type(exc).__name__}: {exc}"}
 profile, kernels, serve = load("profile.json"), load("kernels.json"), load("serve.json")
+kernel_paths = load("/tmp/kernel-paths.json")  # bench_kernel_paths.py's (absolute path: os.path.join keeps it)
 summary = {
     "profile_rc": profile_rc, "kernels_rc": kernels_rc, "wall_s": time.time() - t0,
     "provenance": profile.get("provenance"), "chip": profile.get("chip"),
@@ -125,6 +134,7 @@ summary = {
                          for r in kernels.get("rows", [])]},
     "estimate_vs_measured": estimate_vs_measured(),
     "serve": serve,
+    "kernel_paths": kernel_paths,
 }
 with open(os.path.join(out, "summary.json"), "w") as fh:
     json.dump(summary, fh, indent=2)
