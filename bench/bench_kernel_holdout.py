@@ -6,7 +6,8 @@ For every shipped (system, engine, version) and op family: every fifth shape of 
 held out and predicted from the rest with the planner's own interpolation
 (:mod:`placer.kernels.holdout`); prints the shapes held out, the share the remaining grid still
 covers, and the median and P90 relative error. Target (issue 41): median <= 5 %, P90 <= 15 %
-per family. Standard library only; no GPU.
+per family. With ``--against DIR``: the shapes DIR's tables have and these lack (what ``--thin``
+left out) predicted from these. Standard library only; no GPU.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from placer.kernels.holdout import holdout
+from placer.kernels.holdout import against, holdout
 from placer.kernels.tables import available, load
 
 
@@ -24,6 +25,9 @@ def main() -> None:
     ap.add_argument("--system", default=None)
     ap.add_argument("--engine", default=None)
     ap.add_argument("--every", type=int, default=5)
+    ap.add_argument("--against", type=Path, default=None,
+                    help="another tables directory (e.g. imported without --thin): predict the shapes it has "
+                         "and these tables lack, instead of the held-out check")
     args = ap.parse_args()
     print(f"{'system':<9} {'engine':<17} {'family':<21} {'held':>6} {'covered':>8} {'median':>7} {'P90':>7}")
     worst: dict[str, tuple[float, float]] = {}
@@ -31,7 +35,12 @@ def main() -> None:
         if (args.system and system != args.system) or (args.engine and engine != args.engine):
             continue
         tables = load(system, engine, version, data_dir=args.data_dir)
-        for r in holdout(tables, args.every):
+        if args.against is not None:
+            reference = load(system, engine, version, data_dir=args.against)
+            results = against(tables, reference) if reference else []
+        else:
+            results = holdout(tables, args.every)
+        for r in results:
             med = "-" if r.median_rel is None else f"{100 * r.median_rel:.1f}%"
             p90 = "-" if r.p90_rel is None else f"{100 * r.p90_rel:.1f}%"
             print(f"{system:<9} {engine + '-' + version:<17} {r.family:<21} {r.held_out:>6} "

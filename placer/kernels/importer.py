@@ -44,7 +44,7 @@ from placer.kernels.tables import CHIP_SYSTEMS, DATA_DIR, ENGINES, FAMILIES
 SOURCE_PACKAGE = "aiconfigurator-core==0.12.0"
 SOURCE_URL = "https://github.com/ai-dynamo/aiconfigurator"
 LICENCE = "Apache-2.0"
-GZIP_OVER_BYTES = 256 * 1024
+GZIP_OVER_BYTES = 16 * 1024
 
 
 def chip_for_system(system: str) -> Chip | None:
@@ -115,7 +115,7 @@ def write_family(directory: Path, family: str, records: list[norm.Record]) -> Pa
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow([*fam.keys, *fam.axes, "latency_s"])
     for r in records:
-        writer.writerow([*map(_fmt, r.key), *map(_fmt, r.axes), f"{r.seconds:.5g}"])
+        writer.writerow([*map(_fmt, r.key), *map(_fmt, r.axes), f"{r.seconds:.4g}"])
     data = buf.getvalue().encode()
     for stale in (directory / f"{family}.csv", directory / f"{family}.csv.gz"):
         stale.unlink(missing_ok=True)

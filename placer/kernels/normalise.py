@@ -72,14 +72,14 @@ def normalise(family: str, row: dict) -> Record | str:
             if _i(row, "step"):
                 return "context attention after a prefix"
             axes = (_i(row, "num_heads"), _i(row, "num_key_value_heads"), _i(row, "batch_size"), _i(row, "isl"))
-        else:  # one decode step over isl + step - 1 cached tokens (isl is 1 in these rows)
-            context = _i(row, "isl") + _i(row, "step") - 1
+        else:  # one decode step of a sequence holding isl + step tokens (isl is 1; steps are 2^j - 1)
+            context = _i(row, "isl") + _i(row, "step")
             axes = (_i(row, "num_heads"), _i(row, "num_key_value_heads"), _i(row, "batch_size"), context)
         return Record(key, axes, s, kernel)
     if family in ("context_mla", "generation_mla"):
         if _dtype(row.get("mla_dtype", "bfloat16")) != "bf16":
             return "fp8 MLA math (engines default to bf16)"
-        length = _i(row, "isl") if family == "context_mla" else _i(row, "isl") + _i(row, "step") - 1
+        length = _i(row, "isl") if family == "context_mla" else _i(row, "isl") + _i(row, "step")
         if family == "context_mla" and _i(row, "step"):
             return "context attention after a prefix"
         return Record((_dtype(row["kv_cache_dtype"]),), (_i(row, "num_heads"), _i(row, "batch_size"), length),

@@ -1,0 +1,137 @@
+"""The per-op tables as the planner reads them: exact on grid points, log-log between, monotone,
+None outside what was measured; and the tables the repository ships."""
+
+from __future__ import annotations
+
+import ast
+import math
+import sys
+from pathlib import Path
+
+import pytest
+
+from placer.catalog import get_chip
+from placer.kernels import available, load, system_for_chip
+from placer.kernels.tables import build_tree, read_rows, tree_log_seconds
+
+VERSION = "1.3.0rc20"
+
+
+def test_tree_is_exact_on_grid_points_and_log_log_between():
+    points = {(n, m): 1e-5 * (1 + m / 64) * n / 1024 for n in (1024, 4096) for m in (1, 16, 64, 256)}
+    tree, moved = build_tree(points)
+    assert moved == 0
+    for shape, seconds in points.items():
+        assert math.exp(tree_log_seconds(tree, shape)) == pytest.approx(seconds, rel=1e-12)
+    # halfway between m = 16 and 64 in log(1 + m): the geometric mean of the two
+    m = math.expm1((math.log1p(16) + math.log1p(64)) / 2)
+    expected = math.sqrt(points[(1024, 16)] * points[(1024, 64)])
+    assert math.exp(tree_log_seconds(tree, (1024, m))) == pytest.approx(expected, rel=1e-12)
+    assert tree_log_seconds(tree, (1024, 300)) is None  # past the largest m
+    assert tree_log_seconds(tree, (512, 16)) is None  # below the smallest n
+
+
+def test_a_noisy_series_is_made_monotone_and_says_how_far():
+    points = {(m,): s for m, s in ((1, 1.0e-5), (2, 0.97e-5), (4, 1.05e-5), (8, 1.2e-5))}
+    tree, moved = build_tree(points)
+    values = [math.exp(tree_log_seconds(tree, (m,))) for m in (1, 1.5, 2, 3, 4, 8)]
+    assert values == sorted(values)
+    assert 0.01 < moved < 0.03
+
+
+def test_sample_gemm_is_monotone_in_tokens_and_none_outside(sample_tables):
+    tables = load("h200_sxm", "trtllm", data_dir=sample_tables)
+    times = [tables.gemm_s("bf16", m, 8192, 4096) for m in range(1, 4097, 7)]
+    assert all(t is not None for t in times)
+    assert all(b >= a for a, b in zip(times, times[1:]))
+    assert tables.gemm_s("bf16", 5000, 8192, 4096) is None  # m past the measured 4096
+    assert tables.gemm_s("fp4", 64, 8192, 4096) is None  # a dtype not measured here
+    assert tables.gemm_s("fp8", 64, 8192, 4096) > 0  # per-tensor fp8, measured beside bf16
+
+
+def test_sample_decode_attention_grows_with_batch_and_context(sample_tables):
+    tables = load("h200_sxm", "trtllm", data_dir=sample_tables)
+    by_context = [tables.generation_attention_s(8, c, 32, 8, 128, "bf16") for c in (256, 1024, 3000, 4096)]
+    assert all(b > a for a, b in zip(by_context, by_context[1:]))
+    assert tables.generation_attention_s(8, 4096, 32, 8, 128, "bf16") < tables.generation_attention_s(
+        64, 4096, 32, 8, 128, "bf16")
+    assert tables.generation_attention_s(8, 4096, 32, 8, 64, "bf16") is None  # head dim not measured
+
+
+def test_allreduce_falls_back_to_nccl_only_where_the_engine_has_no_row(sample_tables):
+    tables = load("h200_sxm", "trtllm", data_dir=sample_tables)
+    assert tables.allreduce_s("bf16", 1, 1e6) == 0.0
+    assert tables.allreduce_s("bf16", 8, 1e6) > 0
+    assert tables.allreduce_s("fp8", 8, 1e6) is None  # no custom fp8 rows and no NCCL table in the sample
+
+
+def test_moe_answers_its_measured_configuration_only(sample_tables):
+    tables = load("h200_sxm", "trtllm", data_dir=sample_tables)
+    few, many = (tables.moe_s("fp8_block", t, 7168, 2048, 8, 256, tp=1, ep=8) for t in (16, 1024))
+    assert 0 < few < many
+    assert tables.moe_s("fp8_block", 16, 7168, 2048, 8, 256, tp=1, ep=8, distribution="balanced") is None
+    assert tables.moe_s("fp8_block", 16, 4096, 2048, 8, 256, tp=1, ep=8) is None
+
+
+def test_system_for_chip():
+    assert system_for_chip("H200-SXM") == "h200_sxm"
+    assert system_for_chip("b200") == "b200_sxm"
+    assert system_for_chip("MI300X") is None
+
+
+def test_tables_module_imports_only_the_standard_library():
+    source = Path(sys.modules["placer.kernels.tables"].__file__).read_text()
+    imported = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            imported |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            imported.add(node.module.split(".")[0])
+    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+
+
+# --- the shipped tables ----------------------------------------------------------------------------
+
+SHIPPED = set(available())
+
+
+@pytest.mark.skipif(not SHIPPED, reason="no shipped kernel tables")
+def test_shipped_tables_cover_the_five_systems_and_three_engines():
+    systems = {s for s, _, _ in SHIPPED}
+    assert {"h100_sxm", "h200_sxm", "b200_sxm", "a100_sxm", "l40s"} <= systems
+    assert {e for s, e, _ in SHIPPED if s == "h200_sxm"} == {"trtllm", "sglang", "vllm"}
+    tables = load("h200_sxm", "vllm")
+    assert tables.provenance["licence"] == "Apache-2.0"
+    assert {"gemm", "context_attention", "generation_attention", "moe", "allreduce", "nccl"} <= set(
+        tables.families())
+
+
+@pytest.mark.skipif(not SHIPPED, reason="no shipped kernel tables")
+@pytest.mark.parametrize("engine", ["trtllm", "sglang", "vllm"])
+def test_shipped_h200_decode_gemm_sits_between_the_hbm_floor_and_a_third_of_it(engine):
+    # one decode GEMM of an 8B model's FFN: 14336 x 4096 bf16 weights read once per step
+    tables = load(system_for_chip("H200-SXM"), engine)
+    seconds = tables.gemm_s("bf16", 1, 14336, 4096)
+    floor = 14336 * 4096 * 2 / (get_chip("H200-SXM").mem_bw_tbps * 1e12)
+    assert floor <= seconds <= 3 * floor
+
+
+@pytest.mark.skipif(not SHIPPED, reason="no shipped kernel tables")
+def test_shipped_tables_cover_prefill_decode_mla_and_comm_on_h200():
+    t = load("h200_sxm", "trtllm")
+    assert t.context_attention_s(1, 4096, 32, 8, 128, "bf16") > 0
+    with_prefix = t.context_attention_s(1, 1024, 32, 8, 128, "bf16", prefix=3072)
+    assert with_prefix >= t.context_attention_s(1, 1024, 32, 8, 128, "bf16")
+    assert t.generation_mla_s(64, 4096, 128, "bf16", tp=8) > 0
+    assert t.context_mla_s(1, 4096, 128, "bf16", tp=8) > 0
+    assert 0 < t.allreduce_s("bf16", 8, 16 * 2**20) < t.allreduce_s("bf16", 8, 256 * 2**20)
+    assert t.nccl_s("all_gather", "bf16", 8, 2**20) > 0
+    assert t.moe_s("fp8_block", 256, 7168, 2048, 8, 256, tp=1, ep=8) > 0
+    assert t.alltoall_s("dispatch", 64, 7168, 8, 256, ep=8) > 0
+
+
+def test_shipped_rows_load_as_numbers():
+    for system, engine, version in sorted(SHIPPED)[:1]:
+        directory = Path(load(system, engine, version).directory)
+        rows = read_rows(next(directory.glob("allreduce.csv*")))
+        assert all(float(r["latency_s"]) > 0 for r in rows)
