@@ -22,9 +22,12 @@ Interpolation, and why (the same spirit as :mod:`placer.profiles.tables`):
   Grid points are answered exactly. The held-out check (``bench/bench_kernel_holdout.py``)
   is the evidence: every fifth shape predicted from the rest.
 * **Monotone along the last axis** (tokens m, batch, sequence, message size): the importer's
-  rows are medians with noise; the series of each leaf is made non-decreasing in log seconds
-  by pool-adjacent-violators then a running maximum, so a bigger batch never reads faster.
-  ``OpTables.cleanup_max_rel`` records how far that moved any point.
+  rows are medians with noise, and the database holds isolated hiccups (one decode-attention
+  point 25x slower than the next larger context). The series of each leaf is made
+  non-decreasing in log seconds by pool-adjacent-violators with MEDIAN pooling (least absolute
+  deviations: a lone outlier is pulled to its neighbours instead of lifting every larger shape
+  after it, as least squares or a running maximum would) then a running maximum, so a bigger
+  batch never reads faster. ``OpTables.cleanup_max_rel`` records how far that moved any point.
 * **No extrapolation.** Outside a measured range in any axis, or at a key never measured,
   the answer is ``None``: the roofline answers there, labelled as such.
 """
@@ -154,22 +157,30 @@ Node = tuple
 
 
 def _pava(values: list[float]) -> list[float]:
-    """Least-squares non-decreasing fit (pool adjacent violators), equal weights."""
-    blocks: list[list[float]] = []
+    """A non-decreasing fit robust to single outliers: pool-adjacent-violators where a pooled
+    block takes the MEDIAN of its members (least absolute deviations, not least squares), then a
+    running maximum. One slow hiccup in a series is pulled down to its neighbours instead of
+    lifting every larger shape after it; a monotone series is returned unchanged."""
+    blocks: list[list[float]] = []  # each block: its members, in order
     for v in values:
-        blocks.append([v, 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            m2, n2 = blocks.pop()
-            m1, n1 = blocks[-1]
-            blocks[-1] = [(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2]
+        blocks.append([v])
+        while len(blocks) > 1 and _median(blocks[-2]) > _median(blocks[-1]):
+            last = blocks.pop()
+            blocks[-1].extend(last)
     out: list[float] = []
-    for mean, count in blocks:
-        out.extend([mean] * int(count))
+    for members in blocks:
+        out.extend([_median(members)] * len(members))
     top, result = -math.inf, []
     for v in out:
         top = max(top, v)
         result.append(top)
     return result
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def build_tree(points: dict[tuple[float, ...], float]) -> tuple[Node, float]:
