@@ -58,6 +58,8 @@ class Class:
     output_tokens: int
     hit_rate: float
     filterable: bool  # the scenario's FilterRule holds: may finish on RLD (P-RLD)
+    new_tokens_cv2: float = 0.0  # variance / mean² of the class's uncached prompt tokens (the tail it holds)
+    output_tokens_cv2: float = 0.0  # variance / mean² of its output tokens
 
     @property
     def new_tokens(self) -> float:
@@ -164,7 +166,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
     else:
         from placer.workload import classes_from_trace
 
-        raw = classes_from_trace(scenario.workload.trace)
+        raw = classes_from_trace(scenario.workload.trace, cache_tokens=scenario.workload.prefix_cache_tokens)
     classes = tuple(
         Class(
             name=c.name,
@@ -173,6 +175,8 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
             output_tokens=c.output_tokens,
             hit_rate=c.hit_rate,
             filterable=rule.is_filtered(c.input_tokens, c.hit_rate, c.output_tokens),
+            new_tokens_cv2=c.new_tokens_cv2,
+            output_tokens_cv2=c.output_tokens_cv2,
         )
         for c in raw
     )

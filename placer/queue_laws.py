@@ -8,7 +8,9 @@ out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the pl
      first-come-first-served queue each: the prediction `evaluate` makes),
      :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget).
 
-The laws are :mod:`placer.flows`' (:func:`~placer.flows.packed_wait_law`,
+A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as two lengths with its
+mean and variance (:func:`class_items`), so E[S²] holds the within-class tail. The laws are
+:mod:`placer.flows`' (:func:`~placer.flows.packed_wait_law`,
 :func:`~placer.flows.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
 plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 :class:`~placer.plan.PoolKey` and the queue's name ("" for a pool without queue split).
@@ -25,7 +27,7 @@ from placer.flows import packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queueing import WaitModel
+from placer.queueing import WaitModel, spread_points
 
 if TYPE_CHECKING:
     from placer.evaluate import DecodeState
@@ -45,8 +47,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         if a.role != P or a.rps <= 0 or a.key not in models:
             continue
         key = (*a.key, a.queue or "")
-        c = classes[a.request_class]
-        load[key].append((a.rps, models[a.key].prefill_s(c.input_tokens, c.hit_rate), new_tokens(c)))
+        load[key].extend(class_items(a.rps, classes[a.request_class], models[a.key]))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[a.key]
     return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
 
@@ -96,7 +97,7 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         for a in rows:
             c = classes[a.request_class]
             for i, w in layout[a.queue or ""]:
-                load[i].append((a.rps * w, im.prefill_s(c.input_tokens, c.hit_rate), new_tokens(c)))
+                load[i].extend(class_items(a.rps * w, c, im))
                 if a.dst and a.dst != a.datacenter:
                     crossing[i][a.dst] += a.rps * w
         waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
@@ -108,6 +109,15 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         for q, parts in layout.items():
             out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
     return out
+
+
+def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
+    """(req/s, prefill seconds alone, new tokens) of class ``c`` at ``rps`` on a P instance ``im``:
+    one item, or, where its prompts spread (``c.new_tokens_cv2`` > 0), two at lengths with the
+    class's mean and variance of new tokens (:func:`placer.queueing.spread_points`), each priced
+    by ``im.prefill_s`` at its own length — so the queue's E[S²] keeps the within-class tail."""
+    return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor)
+            for prob, factor in spread_points(c.new_tokens_cv2)]
 
 
 def new_tokens(c: Class) -> float:

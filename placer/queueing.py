@@ -2,8 +2,9 @@
 line, and the M/G/1 waiting time of a P queue.
 
 in:  bytes, a line's rate, RTT and utilisation; a queue's utilisation and service moments
-out: :func:`wan_transfer_s` (mean seconds of one transfer under processor sharing) and
-     :class:`WaitModel` (mean wait, P(W > t), quantiles). The tails built on these live in
+out: :func:`wan_transfer_s` (mean seconds of one transfer under processor sharing),
+     :class:`WaitModel` (mean wait, P(W > t), quantiles) and :func:`spread_points` (a class
+     whose lengths vary, as two lengths with its mean and variance: what E[S²] needs). The tails built on these live in
      :mod:`placer.ttft_tail`, the P-queue layouts in :mod:`placer.flows`.
 """
 
@@ -25,6 +26,26 @@ def wan_transfer_s(n_bytes: float, link_bytes_per_s: float, rtt_s: float, utiliz
     if link_bytes_per_s <= 0:
         return math.inf
     return n_bytes / (link_bytes_per_s * max(1e-3, 1.0 - utilization)) + rtt_s
+
+
+#: The lower of :func:`spread_points`' two points, as a share of the mean.
+SPREAD_LOW = 0.5
+
+
+def spread_points(cv2: float) -> list[tuple[float, float]]:
+    """(probability, factor on the mean) of a two-point law with mean 1 and variance ``cv2``.
+
+    A class whose requests' lengths spread (``Class.new_tokens_cv2``) is, for a queue's M/G/1
+    wait, any law with the same first two moments (the mean wait depends on E[S] and E[S²]
+    only): here most requests at :data:`SPREAD_LOW` of the mean and a few long ones at
+    1 + cv2 / (1 − SPREAD_LOW) of it — the right-skewed shape of prompt lengths. ``cv2`` 0:
+    one point, the mean.
+    """
+    if cv2 <= 0:
+        return [(1.0, 1.0)]
+    high = 1.0 + cv2 / (1.0 - SPREAD_LOW)
+    p_high = (1.0 - SPREAD_LOW) / (high - SPREAD_LOW)
+    return [(1.0 - p_high, SPREAD_LOW), (p_high, high)]
 
 
 @dataclass(frozen=True)

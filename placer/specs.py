@@ -130,12 +130,21 @@ class RequestClass(_Spec):
     input_tokens: Tokens = Field(description="Prompt length including the cached prefix, tokens.")
     output_tokens: Tokens = Field(description="Generated tokens.")
     hit_rate: Fraction = Field(description="Fraction of the prompt found in the prefix cache.")
+    new_tokens_cv2: real(ge=0, le=1e4) = Field(
+        0.0, description="Spread of the class's uncached prompt tokens: variance / mean² (0: every request alike). "
+        "`workload fit` and `trace:` keep it; the P queue's wait uses E[S²] = S̄²(1 + this).")
+    output_tokens_cv2: real(ge=0, le=1e4) = Field(
+        0.0, description="Spread of the class's output tokens: variance / mean² (0: every request alike).")
 
 
 class WorkloadSpec(_Spec):
     arrival_rps: real(gt=0, le=MAX_RPS) = Field(description="Offered load, requests per second.")
     classes: list[RequestClass] | None = Field(None, description="Request classes (shares sum to 1).")
     trace: str | None = Field(None, description="JSON Lines trace, bucketed into classes when classes are absent.")
+    prefix_cache_tokens: count(ge=1, le=10**13) | None = Field(
+        None, description="Prefix cache (P side) a trace's `hash_ids` hits are counted under, tokens: an LRU of this "
+        "size in 512-token blocks (a finite cache evicts, so hits fall below the trace's ideal). None: the "
+        "unbounded cache, the ideal (an upper bound).")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import closing
 from pathlib import Path
@@ -147,16 +148,26 @@ def _file_records(path: str | Path) -> Iterator[tuple[int, TraceRecord]]:
             yield lineno, parse_record(parse_data(line, "json", where), where)
 
 
-def with_hit_rates(records: Iterable[TraceRecord]) -> Iterator[TraceRecord]:
-    """Fill ``hit_rate`` of hash_ids records from an unbounded prefix cache, in trace order.
+def with_hit_rates(records: Iterable[TraceRecord], cache_tokens: int | None = None) -> Iterator[TraceRecord]:
+    """Fill ``hit_rate`` of hash_ids records from a prefix cache, in trace order.
 
-    A record's hit is the share of its prompt whose leading blocks an earlier request
-    already produced (the best a prefix cache that never evicts can do).
+    A record's hit is the share of its prompt whose leading blocks the cache holds when it
+    arrives; then the whole prompt's blocks enter the cache. ``cache_tokens`` None: a cache
+    that never evicts (the trace's ideal hit, an upper bound on any real cache's); else an
+    LRU of ``cache_tokens // BLOCK_TOKENS`` blocks (a hit refreshes the blocks it read), as
+    the simulator's P-side prefix store (``placer.sim.drc.BlockCache``) evicts.
     """
-    seen: set[int] = set()
+    if cache_tokens is not None and cache_tokens < BLOCK_TOKENS:
+        raise InputError(f"prefix cache of {cache_tokens} tokens holds no {BLOCK_TOKENS}-token block")
+    capacity = None if cache_tokens is None else cache_tokens // BLOCK_TOKENS
+    seen: OrderedDict[int, None] = OrderedDict()  # the ids name whole prefixes: a set (in LRU order) is the cache
     for rec in records:
         if rec.hit_rate is None and rec.hash_ids is not None:
-            matched = leading_blocks(rec.hash_ids, seen)  # the ids name whole prefixes: a set is the cache
+            matched = leading_blocks(rec.hash_ids, seen)
             rec.hit_rate = cached_tokens(matched, rec.input_tokens, BLOCK_TOKENS) / rec.input_tokens
-            seen.update(rec.hash_ids)
+            for block in rec.hash_ids:
+                seen[block] = None
+                seen.move_to_end(block)
+            while capacity is not None and len(seen) > capacity:
+                seen.popitem(last=False)
         yield rec
