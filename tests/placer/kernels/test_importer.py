@@ -35,11 +35,11 @@ def test_latency_becomes_seconds_and_messages_bytes(sample_tables):
                for r in read_table_rows(sample_tables / "h200_sxm" / f"trtllm-{VERSION}" / "gemm.csv")}
     raw = next(r for r in _db_rows("h200_sxm", f"gemm/trtllm/{VERSION}/gemm_perf.csv")
                if r["gemm_dtype"] == "bfloat16" and r["m"] == "64" and r["n"] == "8192")
-    assert shipped[("bf16", "8192", raw["k"], "64")] == pytest.approx(float(raw["latency"]) * 1e-3, rel=1e-4)
+    assert shipped[("bf16", "8192", raw["k"], "64")] == pytest.approx(float(raw["latency"]) * 1e-3, rel=1e-3)
     ar = next(r for r in _db_rows("h200_sxm", f"comm/trtllm/{VERSION}/custom_allreduce_perf.csv")
               if r["num_gpus"] == "8" and r["message_size"] == "1048576")
     # the database's message size counts bf16 elements: 2 bytes each
-    assert tables.allreduce_s("bf16", 8, 2 * 1048576) == pytest.approx(float(ar["latency"]) * 1e-3, rel=1e-4)
+    assert tables.allreduce_s("bf16", 8, 2 * 1048576) == pytest.approx(float(ar["latency"]) * 1e-3, rel=1e-3)
 
 
 def test_provenance_names_source_licence_and_counts(sample_tables):
@@ -90,10 +90,10 @@ def test_repeats_take_the_median_and_one_kernel_per_key(tmp_path):
     prov = import_tables(db, "h200_sxm", "trtllm", out=tmp_path / "out")
     tables = load("h200_sxm", "trtllm", data_dir=tmp_path / "out")
     m, n, k = (int(first[c]) for c in ("m", "n", "k"))
-    assert tables.gemm_s("bf16", m, n, k) == pytest.approx(ms * 1.10e-3, rel=1e-4)
+    assert tables.gemm_s("bf16", m, n, k) == pytest.approx(ms * 1.10e-3, rel=1e-3)
     second = base[1]
     assert tables.gemm_s("bf16", int(second["m"]), n, int(second["k"])) == pytest.approx(
-        float(second["latency"]) * 1e-3, rel=1e-4)
+        float(second["latency"]) * 1e-3, rel=1e-3)
     assert prov["families"]["gemm"]["kernels"] == {"torch_flow": 6}
     assert prov["families"]["gemm"]["repeats_merged"] == 2
 
