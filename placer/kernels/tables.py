@@ -41,9 +41,10 @@ import io
 import json
 import math
 import re
-from bisect import bisect_left
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from placer.kernels.tree import Node, build_tree, tree_log_seconds
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
@@ -150,88 +151,21 @@ def _load_dir(path: str) -> OpTables:
     return OpTables(Path(path))
 
 
-# --- the interpolation tree --------------------------------------------------------------
-
-# a node is (log1p axis values ascending, children): children are nodes, or log seconds at a leaf
-Node = tuple
-
-
-def _pava(values: list[float]) -> list[float]:
-    """A non-decreasing fit robust to single outliers: pool-adjacent-violators where a pooled
-    block takes the MEDIAN of its members (least absolute deviations, not least squares), then a
-    running maximum. One slow hiccup in a series is pulled down to its neighbours instead of
-    lifting every larger shape after it; a monotone series is returned unchanged."""
-    blocks: list[list[float]] = []  # each block: its members, in order
-    for v in values:
-        blocks.append([v])
-        while len(blocks) > 1 and _median(blocks[-2]) > _median(blocks[-1]):
-            last = blocks.pop()
-            blocks[-1].extend(last)
-    out: list[float] = []
-    for members in blocks:
-        out.extend([_median(members)] * len(members))
-    top, result = -math.inf, []
-    for v in out:
-        top = max(top, v)
-        result.append(top)
-    return result
-
-
-def _median(values: list[float]) -> float:
-    ordered = sorted(values)
-    mid = len(ordered) // 2
-    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
-
-
-def build_tree(points: dict[tuple[float, ...], float]) -> tuple[Node, float]:
-    """(tree, largest relative move of the monotone clean-up) from {axis values: seconds}."""
-    moved = 0.0
-
-    def build(items: list[tuple[tuple[float, ...], float]], depth: int) -> Node:
-        nonlocal moved
-        groups: dict[float, list] = {}
-        for axes, s in items:
-            groups.setdefault(axes[depth], []).append((axes, s))
-        xs = sorted(groups)
-        if depth == len(items[0][0]) - 1:
-            raw = [math.log(groups[x][0][1]) for x in xs]
-            clean = _pava(raw)
-            moved = max([moved] + [abs(math.exp(c - r) - 1) for c, r in zip(clean, raw)])
-            return tuple(math.log1p(x) for x in xs), tuple(clean), tuple(xs)
-        return tuple(math.log1p(x) for x in xs), tuple(build(groups[x], depth + 1) for x in xs), tuple(xs)
-
-    return build(list(points.items()), 0), moved
-
-
-def tree_log_seconds(node: Node, query: tuple[float, ...], depth: int = 0) -> float | None:
-    """log seconds at ``query`` from the tree (None outside a measured range)."""
-    xs, children, _ = node
-    lx = math.log1p(query[depth])
-    leaf = depth == len(query) - 1
-    i = bisect_left(xs, lx - 1e-12)
-    if i == len(xs):
-        return None
-    if abs(xs[i] - lx) <= 1e-12:
-        return children[i] if leaf else tree_log_seconds(children[i], query, depth + 1)
-    if i == 0:
-        return None
-    lo, hi = children[i - 1], children[i]
-    if not leaf:
-        lo, hi = tree_log_seconds(lo, query, depth + 1), tree_log_seconds(hi, query, depth + 1)
-        if lo is None or hi is None:
-            return None
-    w = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
-    return lo + w * (hi - lo)
-
-
 # --- reading the shipped CSVs ---------------------------------------------------------------
 
-def read_rows(path: Path) -> list[dict[str, str]]:
-    """Rows of one family CSV (``.csv`` or ``.csv.gz``)."""
+def _read_table(path: Path) -> tuple[list[str], list[list[str]]]:
+    """(header, rows) of one family CSV (``.csv`` or ``.csv.gz``)."""
     raw = path.read_bytes()
     if path.suffix == ".gz":
         raw = gzip.decompress(raw)
-    return list(csv.DictReader(io.StringIO(raw.decode("utf-8"))))
+    rows = list(csv.reader(io.StringIO(raw.decode("utf-8"))))
+    return (rows[0], rows[1:]) if rows else ([], [])
+
+
+def read_rows(path: Path) -> list[dict[str, str]]:
+    """Rows of one family CSV (``.csv`` or ``.csv.gz``) as dicts."""
+    header, rows = _read_table(path)
+    return [dict(zip(header, r)) for r in rows]
 
 
 def _key(values) -> tuple[str, ...]:
@@ -281,11 +215,22 @@ class OpTables:
             fam, path = FAMILIES[name], self._path(name)
             trees: dict[tuple[str, ...], Node] = {}
             if path is not None:
+                header, rows = _read_table(path)
+                try:
+                    key_at = [header.index(k) for k in fam.keys]
+                    axes_at = [header.index(a) for a in fam.axes]
+                    latency_at = header.index("latency_s")
+                except ValueError:
+                    raise ValueError(f"{path}: the columns must be {', '.join((*fam.keys, *fam.axes))}, "
+                                     f"latency_s; found {', '.join(header)}") from None
                 grouped: dict[tuple[str, ...], dict] = {}
-                for row in read_rows(path):
-                    key = _key(row[k] for k in fam.keys)
-                    axes = tuple(float(row[a]) for a in fam.axes)
-                    grouped.setdefault(key, {})[axes] = float(row["latency_s"])
+                spelled: dict[tuple[str, ...], tuple[str, ...]] = {}
+                for row in rows:
+                    raw = tuple(row[i] for i in key_at)
+                    key = spelled.get(raw)
+                    if key is None:
+                        key = spelled[raw] = _key(raw)
+                    grouped.setdefault(key, {})[tuple(float(row[i]) for i in axes_at)] = float(row[latency_at])
                 moved = 0.0
                 for key, points in grouped.items():
                     trees[key], m = build_tree(points)

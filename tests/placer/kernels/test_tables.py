@@ -79,15 +79,19 @@ def test_system_for_chip():
     assert system_for_chip("MI300X") is None
 
 
-def test_tables_module_imports_only_the_standard_library():
-    source = Path(sys.modules["placer.kernels.tables"].__file__).read_text()
+@pytest.mark.parametrize("module", ["placer.kernels.tables", "placer.kernels.tree"])
+def test_what_the_planner_reads_imports_only_the_standard_library(module):
+    __import__(module)
+    source = Path(sys.modules[module].__file__).read_text()
     imported = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            imported |= {a.name.split(".")[0] for a in node.names}
+            imported |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
+            imported.add(node.module)
+    foreign = {m for m in imported if m.split(".")[0] not in sys.stdlib_module_names
+               and m not in ("__future__", "placer.kernels.tree")}
+    assert not foreign, foreign
 
 
 # --- the shipped tables ----------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""The interpolation tree of one op table: exact on grid points, log-log between, monotone along
+the last axis, None outside (standard library only; :mod:`placer.kernels.tables` says why).
+
+in:  {axis values: seconds} of one exact-match key (a ragged grid is fine)
+out: :func:`build_tree` → (tree, the clean-up's largest relative move); :func:`tree_log_seconds`
+     → log seconds at a query, or None outside a measured range in any axis.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+
+# a node is (log1p axis values ascending, children): children are nodes, or log seconds at a leaf
+Node = tuple
+
+
+def _pava(values: list[float]) -> list[float]:
+    """A non-decreasing fit robust to single outliers: pool-adjacent-violators where a pooled
+    block takes the MEDIAN of its members (least absolute deviations, not least squares), then a
+    running maximum. One slow hiccup in a series is pulled down to its neighbours instead of
+    lifting every larger shape after it; a monotone series is returned unchanged."""
+    if all(b >= a for a, b in zip(values, values[1:])):
+        return list(values)
+    blocks: list[list[float]] = []  # each block: its members, in order
+    for v in values:
+        blocks.append([v])
+        while len(blocks) > 1 and _median(blocks[-2]) > _median(blocks[-1]):
+            last = blocks.pop()
+            blocks[-1].extend(last)
+    out: list[float] = []
+    for members in blocks:
+        out.extend([_median(members)] * len(members))
+    top, result = -math.inf, []
+    for v in out:
+        top = max(top, v)
+        result.append(top)
+    return result
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def build_tree(points: dict[tuple[float, ...], float]) -> tuple[Node, float]:
+    """(tree, largest relative move of the monotone clean-up) from {axis values: seconds}."""
+    moved = 0.0
+
+    def build(items: list[tuple[tuple[float, ...], float]], depth: int) -> Node:
+        nonlocal moved
+        groups: dict[float, list] = {}
+        for axes, s in items:
+            groups.setdefault(axes[depth], []).append((axes, s))
+        xs = sorted(groups)
+        if depth == len(items[0][0]) - 1:
+            raw = [math.log(groups[x][0][1]) for x in xs]
+            clean = _pava(raw)
+            moved = max([moved] + [abs(math.exp(c - r) - 1) for c, r in zip(clean, raw)])
+            return tuple(math.log1p(x) for x in xs), tuple(clean), tuple(xs)
+        return tuple(math.log1p(x) for x in xs), tuple(build(groups[x], depth + 1) for x in xs), tuple(xs)
+
+    return build(list(points.items()), 0), moved
+
+
+def tree_log_seconds(node: Node, query: tuple[float, ...], depth: int = 0) -> float | None:
+    """log seconds at ``query`` from the tree (None outside a measured range)."""
+    xs, children, _ = node
+    lx = math.log1p(query[depth])
+    leaf = depth == len(query) - 1
+    i = bisect_left(xs, lx - 1e-12)
+    if i == len(xs):
+        return None
+    if abs(xs[i] - lx) <= 1e-12:
+        return children[i] if leaf else tree_log_seconds(children[i], query, depth + 1)
+    if i == 0:
+        return None
+    lo, hi = children[i - 1], children[i]
+    if not leaf:
+        lo, hi = tree_log_seconds(lo, query, depth + 1), tree_log_seconds(hi, query, depth + 1)
+        if lo is None or hi is None:
+            return None
+    w = (lx - xs[i - 1]) / (xs[i] - xs[i - 1])
+    return lo + w * (hi - lo)
