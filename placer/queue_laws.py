@@ -6,7 +6,8 @@ in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with ``
 out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the planning rule
      `validate` checks), :func:`p_instance_laws` (the queues laid on the instances, one
      first-come-first-served queue each: the prediction `evaluate` makes),
-     :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget).
+     :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget);
+     :func:`tail_notes` (requests whose prefill alone outlasts the TTFT SLA, and why).
 
 A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as two lengths with its
 mean and variance (:func:`class_items`), so E[S²] holds the within-class tail. The laws are
@@ -18,6 +19,7 @@ plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -118,6 +120,74 @@ def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
     by ``im.prefill_s`` at its own length — so the queue's E[S²] keeps the within-class tail."""
     return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor)
             for prob, factor in spread_points(c.new_tokens_cv2)]
+
+
+def tail_notes(problem: Problem, plan: Plan, share_floor: float = 0.001) -> list[str]:
+    """Plan notes for requests no plan can serve within the TTFT SLA on the P pools they are routed
+    to: those whose prefill alone takes longer than the SLA (they are late before they queue).
+
+    A class's uncached prompt tokens are taken lognormal with its mean and ``new_tokens_cv2``
+    (a single length where that is 0); on each P pool it is routed to, the prompt length whose
+    prefill alone (``InstanceModel.prefill_s``) equals the SLA is found by bisection, and the
+    share of the class's requests above it named, with that length — where it is at least
+    ``share_floor`` of all the plan's traffic. Long-prompt isolation (a pool or a priority of
+    their own) is not planned; the note says which requests miss and why."""
+    from placer.flows import instance
+
+    classes = {c.name: c for c in problem.classes}
+    total = sum(a.rps for a in plan.assignments if a.role == P and a.rps > 0)
+    late: dict[str, list] = {}  # class → [req/s over, req/s, smallest length factor, pools]
+    for a in plan.assignments:
+        if a.role != P or a.rps <= 0 or total <= 0:
+            continue
+        c = classes[a.request_class]
+        im = instance(problem, a.key.chip, a.key.tp)
+        factor = _sla_length_factor(im, c, problem.ttft_p90_s)
+        row = late.setdefault(c.name, [0.0, 0.0, math.inf, []])
+        row[0] += _lognormal_exceeds(factor, c.new_tokens_cv2) * a.rps
+        row[1] += a.rps
+        row[2] = min(row[2], factor)
+        row[3].append(f"{a.key.datacenter} {a.key.chip} tp{a.key.tp}")
+    notes = []
+    for name, (over, rps, factor, pools) in sorted(late.items(), key=lambda kv: -kv[1][0]):
+        if over < share_floor * total:
+            continue
+        c = classes[name]
+        notes.append(f"tail: {over / rps:.1%} of class {name!r} ({over:.3g} req/s, {over / total:.1%} of the "
+                     f"traffic) cannot meet the TTFT SLA of {problem.ttft_p90_s:g} s: prompts over "
+                     f"{factor * new_tokens(c):,.0f} new tokens (the class's mean: {new_tokens(c):,.0f}) take longer "
+                     f"than that to prefill alone on its P pools ({', '.join(sorted(set(pools)))}); faster prefill "
+                     "chips or a looser SLA would serve them")
+    return notes
+
+
+def _sla_length_factor(im, c: Class, sla_s: float) -> float:
+    """The factor f on class ``c``'s prompt whose prefill alone on ``im`` takes ``sla_s`` (inf if none)."""
+    if im.prefill_s(c.input_tokens, c.hit_rate) >= sla_s:
+        lo, hi = 0.0, 1.0
+    else:
+        lo, hi = 1.0, 2.0
+        while im.prefill_s(c.input_tokens * hi, c.hit_rate) < sla_s:
+            lo, hi = hi, hi * 2
+            if hi > 1e4:
+                return math.inf
+    for _ in range(40):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if im.prefill_s(c.input_tokens * mid, c.hit_rate) < sla_s else (lo, mid)
+    return hi
+
+
+def _lognormal_exceeds(factor: float, cv2: float) -> float:
+    """P(X > factor) for X lognormal with mean 1 and variance ``cv2`` (a point at 1 where cv2 is 0)."""
+    if math.isinf(factor):
+        return 0.0
+    if cv2 <= 0:
+        return 1.0 if factor < 1.0 else 0.0
+    if factor <= 0:
+        return 1.0
+    sigma = math.sqrt(math.log1p(cv2))
+    z = (math.log(factor) + sigma * sigma / 2) / sigma
+    return 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def new_tokens(c: Class) -> float:

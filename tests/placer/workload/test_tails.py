@@ -80,3 +80,17 @@ def test_a_scenario_trace_counts_hits_under_its_prefix_cache():
         return 1 - new / sum(c.share * c.input_tokens for c in problem.classes)
 
     assert hit(512 * 2000) < hit(None) - 0.05
+
+
+def test_a_plan_names_the_tail_it_cannot_serve_within_the_sla(micro_plan):
+    from placer.queue_laws import tail_notes
+
+    def notes(cv2: float):
+        data = micro_dict()
+        for c in data["workload"]["classes"]:
+            c["new_tokens_cv2"] = cv2
+        return tail_notes(resolve(parse_scenario(data)), micro_plan)
+
+    assert notes(0.0) == []  # every prompt of the mean length prefills within the SLA
+    wide = notes(8.0)
+    assert wide and "cold" in " ".join(wide) and "cannot meet the TTFT SLA" in wide[0]
