@@ -14,8 +14,10 @@ of the whole forward) wins over the kernels: it is returned as it is.
 
 The nearest measured chip (:func:`nearest_measured`), for a chip the database does not cover: among the
 chips with tables for the engine (and version), the same vendor and architecture first (H800, H20 ←
-H100/H200, Hopper), then the same vendor, then any; inside a tier the closest ridge point (bf16 peak /
-HBM bandwidth, in log), so a kernel's compute- or memory-boundness at a shape carries over.
+H100/H200, Hopper), then the same vendor, then any; inside a tier the same tensor-core types (fp8, fp4
+rates present or not: a reference without fp8 has no fp8 kernels), then the closest ridge point (bf16
+peak / HBM bandwidth, in log), so a kernel's compute- or memory-boundness at a shape carries over. A
+custom chip (``chips:`` with ``base:``) has no architecture in the catalog and ranks by vendor.
 """
 
 from __future__ import annotations
@@ -117,7 +119,9 @@ def nearest_measured(chip: Chip, engine: str) -> tuple[Chip, str, object] | None
         same_vendor = c.vendor == chip.vendor
         same_arch = same_vendor and archs.get(c.name) == archs.get(chip.name) and bool(archs.get(c.name))
         tier = 0 if same_arch else 1 if same_vendor else 2
-        return tier, abs(math.log(ridge(c) / ridge(chip))), c.name
+        # the same tensor-core types first: a reference without fp8 (or fp4) has no tables for such weights
+        types = (bool(c.fp8_tflops) != bool(chip.fp8_tflops)) + (bool(c.fp4_tflops) != bool(chip.fp4_tflops))
+        return tier, types, abs(math.log(ridge(c) / ridge(chip))), c.name
 
     return min(candidates, key=rank)
 

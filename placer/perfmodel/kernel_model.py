@@ -21,8 +21,11 @@ data-parallel ranks):
   parameter count (:attr:`~placer.perfmodel.work.InstanceWork.ffn_width`); MoE the shared experts
   (f = shared × expert_ffn) in MoE layers, and the dense FFN of the other layers (the dense
   parameters left after attention and shared experts);
-* routed experts: the grouped expert GEMMs of one MoE layer, ``moe_s`` over the group's tokens,
-  experts split ``ep`` = chips ways (tp 1);
+* routed experts: the grouped expert GEMMs of one MoE layer, ``moe_s`` over the group's tokens:
+  with data-parallel attention (``dep``) experts split ep = chips ways; with tensor-parallel attention
+  (MoE shape ``tp``) every expert tensor parallel over the chips (moe_tp = chips, ep 1), as the engines
+  run ``--tp-size N`` without expert parallelism, each MoE layer's output then all-reduced (no
+  all-to-all, not overlapped);
 * attention: GQA by phase, batch, context, KV dtype; MLA in its prefill and decode forms;
 * all-reduce: the engine's own (or NCCL's) by message size and GPU count.
 
@@ -44,7 +47,7 @@ from functools import cached_property
 
 from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS
 from placer.perfmodel.collectives import InstanceCollectives
-from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, PREFILL_CHUNK_OVERHEAD_S, gemm_efficiency
+from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, gemm_efficiency
 from placer.perfmodel.op_costs import OpCosts
 
 #: MLA's query down-projection rank (DeepSeek-V3 / Kimi-K2 config.json ``q_lora_rank``)
@@ -73,6 +76,25 @@ class KernelForward:
     def _dp(self) -> int:
         """Ranks that split a forward's tokens (data-parallel attention), else 1."""
         return self.tp if self._replicas > 1 else 1
+
+    @cached_property
+    def _experts_tp(self) -> int:
+        """Tensor-parallel degree of the routed experts: the chips with tensor-parallel attention (shape
+        ``tp`` of an MoE model: the engines' default without expert parallelism — SGLang ``--tp-size N``,
+        vLLM ``--tensor-parallel-size N`` as ``placer export`` launches it — shards every expert over the
+        chips), 1 with data-parallel attention (``dep``: experts expert parallel)."""
+        return self.tp if self.is_moe and self._replicas == 1 else 1
+
+    def _kernel_time(self, kernels: dict) -> float:
+        """As the roofline's, but with experts tensor parallel the all-reduces are not overlapped."""
+        if self._experts_tp > 1:
+            return sum(max(kernels[k]) for k in KERNEL_KINDS) + kernels["communication"]
+        return super()._kernel_time(kernels)
+
+    def _combine(self, terms: dict[str, float]) -> float:
+        if self._experts_tp > 1:
+            return max(terms["compute"], terms["memory"]) + terms["communication"]
+        return super()._combine(terms)
 
     @cached_property
     def _gemm_dtype(self) -> str | None:
@@ -166,13 +188,14 @@ class KernelForward:
         if dtype is None:
             seen.setdefault("moe", set()).add(False)
             return roofline
-        ep = self.tp
-        flops = 2 * rows * m.experts_per_token * 3 * m.hidden * m.expert_ffn / ep
+        ep = self.tp // self._experts_tp
+        flops = 2 * rows * m.experts_per_token * 3 * m.hidden * m.expert_ffn / self.tp  # per rank, either split
         touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** max(rows, 1.0)
-        w_bytes = touched * m.experts / ep * 3 * m.hidden * m.expert_ffn * self.bytes_per_param
+        w_bytes = touched * m.experts / self.tp * 3 * m.hidden * m.expert_ffn * self.bytes_per_param
         per_layer = roofline / m.moe_layers * (rows / tokens if tokens > 0 else 1.0)
         s, measured = self.ops.seconds("moe", (dtype, max(rows, 1.0), m.hidden, m.expert_ffn, m.experts_per_token,
-                                               m.experts, 1, ep), per_layer, flops, w_bytes, self.compute_dtype)
+                                               m.experts, self._experts_tp, ep), per_layer, flops, w_bytes,
+                                        self.compute_dtype)
         seen.setdefault("moe", set()).add(measured)
         return s * m.moe_layers * (tokens / rows if rows > 0 else 0.0)
 
@@ -257,6 +280,8 @@ class KernelForward:
         if not (self.is_moe and self.tp > 1 and m.moe_layers and m.experts and m.experts_per_token):
             return total
         roofline = InstanceCollectives.comm_s(self, tokens, prefill)  # the expert all-to-all part of ``total``
+        if self._experts_tp > 1:  # experts tensor parallel: each MoE layer's output all-reduced, no all-to-all
+            return total - roofline + m.moe_layers * self.allreduce_s(tokens * m.hidden * ACT_BYTES)
         per_rank = max(tokens / self.tp, 1.0)
         layer_bytes = per_rank * m.experts_per_token * m.hidden * 2 * ACT_BYTES
         parts = [self.ops.measured_s("alltoall", (phase, per_rank, m.hidden, m.experts_per_token, m.experts, self.tp,
@@ -347,16 +372,17 @@ class KernelForward:
         """One prefill chunk's kinds of kernel (as :meth:`decode_kernels`; with pp, one stage's)."""
         return self._memo(("p", input_tokens, start, tokens), lambda: self._prefill(input_tokens, start, tokens))[0]
 
-    def prefill_chunk_s(self, input_tokens: float, start: float, tokens: float) -> float:
-        """Seconds of one prefill forward over one chunk, composed from the measured kernels."""
-        return self._kernel_time(self.prefill_kernels(input_tokens, start, tokens)) + PREFILL_CHUNK_OVERHEAD_S
-
-    def terms(self, phase: str, *args: float) -> dict[str, float]:
-        if phase == "prefill":
-            kernels = self.prefill_kernels(*args)
-            return {"compute": sum(kernels[k][0] for k in KERNEL_KINDS),
-                    "memory": sum(kernels[k][1] for k in KERNEL_KINDS), "communication": kernels["communication"]}
-        return super().terms(phase, *args)
+    def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
+        """(work, memory bytes besides the weight read) of one prefill chunk, as the roofline's
+        (:meth:`~placer.perfmodel.work.InstanceWork.prefill_chunk_parts`) but with the work the measured
+        kernels' seconds in dense-GEMM FLOP-equivalents (seconds × the dense rate, as the roofline counts
+        its elementwise kernels): :meth:`forward_s` then adds the communication and the overhead, floors
+        a tail chunk at one weight read, and a packed forward of k prompts is k × this work — every caller
+        of the roofline's prefill (``prefill_chunk_s``, the estimate's and the simulator's packing) reads
+        the kernels."""
+        kinds = self.prefill_kernels(input_tokens, start, tokens)
+        seconds = sum(max(kinds[k]) for k in KERNEL_KINDS)
+        return seconds * self.flops_per_s, input_tokens * self.kv_bytes_per_token
 
     # ---- where the answer comes from ---------------------------------------------------------
     def _source(self, seen: dict) -> str:
