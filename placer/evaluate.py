@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign, agg_first_token_law, plan_designs
 from placer.flows import (
-    Route, TtftTail, decode_design, eager_tokens, instance, mixture_quantile, slowest_rdma_peer,
+    Route, TtftTail, decode_design, eager_tokens, instance, mixture_quantile, relay_stop_s, slowest_rdma_peer,
 )
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
@@ -39,10 +39,18 @@ class DecodeState:
     im: InstanceModel
     tokens_per_s: float = 0.0  # per instance
     context_weighted: float = 0.0
+    held: float = 0.0  # RLD: relayed requests held at once per instance (req/s × hold s), any step
+    held_context: float = 0.0  # their prompt tokens, weighted as ``held``
     batch: float = 0.0
     step_s: float = 0.0
+    seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
+
+    @property
+    def busy(self) -> bool:
+        """Whether the plan sends this pool any decode work (tokens to the end, or relay holds)."""
+        return self.tokens_per_s > 0 or self.held > 0
 
     def step_at(self, batch: float, context_tokens: float) -> float:
         """Seconds of one step at ``batch``: a decode step, or (A) a mixed step with a full chunk."""
@@ -120,48 +128,70 @@ def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: st
     return min(link_util.get((src, dst), 0.0), 0.999)
 
 
-def _decode_tokens(problem: Problem, a: Assignment, c: Class, link_util: dict,
-                   im: InstanceModel) -> tuple[float, float]:
-    """Tokens one request of ``a`` decodes on its pool ``im``, and its mean resident context
-    (RLD on P-RLD-MD: one per step of its design batch while the KV crosses)."""
-    if a.role == RLD:
-        if a.pipeline == P_RLD:
-            tokens = float(c.output_tokens)
-        else:
-            src, dst = a.datacenter, a.dst or a.datacenter
-            wan = Route(problem, c, P_RLD_MD, src, dst, problem.options.drc).wan_s(
-                _line_utilization(link_util, src, dst))
-            tokens = eager_tokens(wan, c.output_tokens, decode_design(problem, im)[1])
-        return tokens, c.input_tokens + tokens / 2
-    return float(c.output_tokens), c.input_tokens + c.output_tokens / 2
+def _relay_hold_s(problem: Problem, plan: Plan, a: Assignment, c: Class, link_util: dict, im: InstanceModel) -> float:
+    """Seconds RLD holds one request of the P-RLD-MD assignment ``a``: its KV's WAN transfer at the
+    line's planned utilisation, then the handoff until RLD sends the final batch
+    (:func:`placer.flows.relay_stop_s`; RLD's own step only decides catch-up or one-shot)."""
+    src, dst = a.datacenter, a.dst or a.datacenter
+    wan = Route(problem, c, P_RLD_MD, src, dst, problem.options.drc).wan_s(_line_utilization(link_util, src, dst))
+    link = problem.links.get((src, dst))
+    rtt = link.rtt_s if link is not None else 0.0
+    return relay_stop_s(wan, rtt, decode_design(problem, im)[1], plan.handoff.mode,
+                        plan.handoff.catch_up_threshold_tokens)
 
 
 def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                 link_util: dict, notes: list[str]) -> float:
-    """Add every decode assignment's tokens/s and context to its pool; return RLD's tokens/s."""
-    rld_tokens = 0.0
+                 link_util: dict, notes: list[str]) -> list[tuple[float, float, int, PoolKey]]:
+    """Add every decode assignment's load to its pool: tokens/s and context of the requests that
+    decode to the end there; for P-RLD-MD on RLD the request-seconds it holds them (its relay holds
+    last the WAN transfer and the handoff whatever RLD's step). Returns the relay holds, (req/s,
+    hold seconds, output tokens, pool), whose tokens :func:`_rld_tokens_per_s` counts at the step
+    RLD settles at."""
+    relays = []
     for a in plan.assignments:
         if a.role == P or a.rps <= 0:
             continue
         if a.key not in decode:  # solver noise on a pool that got no instances
             notes.append(_ignored(a))
             continue
-        tokens, resident = _decode_tokens(problem, a, classes[a.request_class], link_util, decode[a.key].im)
-        if a.role == RLD:
-            rld_tokens += a.rps * tokens
-        st = decode[a.key]
-        rate = a.rps * tokens / st.count
+        c, st = classes[a.request_class], decode[a.key]
+        if a.role == RLD and a.pipeline != P_RLD:
+            hold = _relay_hold_s(problem, plan, a, c, link_util, st.im)
+            if math.isfinite(hold):
+                relays.append((a.rps, hold, c.output_tokens, a.key))
+                held = a.rps * hold / st.count
+                st.held += held
+                st.held_context += held * c.input_tokens
+                continue
+        rate = a.rps * c.output_tokens / st.count
         st.tokens_per_s += rate
-        st.context_weighted += rate * resident
-    return rld_tokens
+        st.context_weighted += rate * (c.input_tokens + c.output_tokens / 2)
+    return relays
+
+
+def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
+                      relays: list[tuple[float, float, int, PoolKey]]) -> float:
+    """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
+    of the batch RLD settles at (Little's law, :func:`_settle_batch`) while RLD holds it (at least
+    t0, at most its output: :func:`placer.flows.eager_tokens`) — the step the request sees, the batch
+    with it in (:func:`_settle_batch`)."""
+    total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
+                if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
+    for rps, hold, output, key in relays:
+        st = decode[key]
+        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
+        total += rps * eager_tokens(hold, output, step)
+    return total
 
 
 def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
-    """The decode batch by Little's law, B = tokens/s per instance × step(B), and its step time."""
-    ctx = st.context_weighted / st.tokens_per_s
+    """The decode batch by Little's law, B = tokens/s per instance × step(B) + the relay holds
+    (request-seconds per second RLD holds relayed requests), and its step time."""
+    ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
+        st.context_weighted / st.tokens_per_s)
     batch = 1.0
     for _ in range(200):
-        nxt = st.tokens_per_s * st.step_at(batch, ctx)
+        nxt = st.tokens_per_s * st.step_at(batch, ctx) + st.held
         if nxt > st.im.batch_cap:
             st.overloaded, batch = True, float(st.im.batch_cap)
             break
@@ -170,6 +200,9 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
         batch = nxt
     st.batch = max(batch, 1.0)
     st.step_s = st.step_at(st.batch, ctx)
+    # what one request sees: itself and the others, whose count in an M/G/∞ system (a batch far from
+    # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
+    st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
@@ -178,7 +211,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
 def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
     """Whether every busy ``role`` pool in ``dc`` steps within the TPOT SLA."""
     return all(s.step_s <= problem.tpot_s * 1.0001 for k, s in decode.items()
-               if k.role == role and k.datacenter == dc and s.tokens_per_s > 0)
+               if k.role == role and k.datacenter == dc and s.busy)
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
@@ -190,7 +223,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     key = a.key
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
-    peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k.role, k.datacenter) == site and s.tokens_per_s > 0)
+    peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k.role, k.datacenter) == site and s.busy)
     route = Route(problem, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc, im, peer)
     line_util, residual = _line_utilization(link_util, a.datacenter, dst), residuals.get((a.datacenter, dst))
     parts = []
@@ -251,13 +284,14 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     decode = {key: DecodeState(cnt, models[key]) for key, cnt in counts.items() if key.role != P}
     for key, design in plan_designs(problem, plan, models).items():
         decode[key].agg = design
-    rld_tokens = _load_decode(problem, plan, classes, decode, link_util, notes)
+    relays = _load_decode(problem, plan, classes, decode, link_util, notes)
     total_tokens = 0.0
     for r in plan.routes:
         total_tokens += r.rps * classes[r.request_class].output_tokens
     for key, st in decode.items():
-        if st.tokens_per_s > 0:
+        if st.busy:
             _settle_batch(problem, key, st, notes)
+    rld_tokens = _rld_tokens_per_s(problem, plan, classes, decode, relays)
 
     agg_laws = a_queue_laws(problem, plan, counts, decode)
     residuals = line_residuals_s(problem, plan, classes)

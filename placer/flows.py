@@ -26,7 +26,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from placer.pdd import FIRST_TOKEN_STREAMER, HEAVY_PREFILL_SHARE, MIX, P_D, P_RLD_MD, RELAY_PIPELINES, RLD
+from placer.pdd import (
+    ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, HEAVY_PREFILL_SHARE,
+    MIX, P_D, P_RLD_MD, RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
+)
+from placer.kv_admission import KvHeadroom, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
 from placer.queueing import WaitModel, wan_transfer_s
@@ -87,6 +91,28 @@ def eager_tokens(wan_s: float, output_tokens: int, step_s: float) -> float:
     return float(min(output_tokens, max(1, math.ceil(wan_s / step_s))))
 
 
+def relay_stop_s(wan_s: float, rtt_s: float, step_s: float, policy: str = ADAPTIVE,
+                 threshold_tokens: int = DEFAULT_CATCH_UP_THRESHOLD_TOKENS,
+                 rule: CatchUpRule = DEFAULT_CATCH_UP) -> float:
+    """Seconds RLD holds (and decodes) a P-RLD-MD request: until its KV has crossed the line
+    (``wan_s``), then through the token-ID handoff until RLD sends the final batch
+    (:class:`~placer.pdd.HandoffProtocol`, timed by :func:`placer.sim.handoff.plan_handoff`):
+    MD's MainReady takes one way back (rtt/2), and RLD keeps decoding meanwhile. One-shot stops
+    there; catch-up (more than ``threshold_tokens`` pending under the adaptive ``policy``) runs
+    rounds of one round trip each (the extends are short next to a WAN round trip) until a batch
+    carries at most ``rule.final_batch_tokens`` — one more round when a round trip produces that
+    few tokens, else until ``rule.max_rounds``. RLD decodes one token per ``step_s`` throughout."""
+    if not math.isfinite(wan_s):
+        return wan_s
+    one_way = rtt_s / 2
+    pending = int((wan_s + one_way) / step_s) if step_s > 0 else 0
+    if handoff_mode(policy, pending, threshold_tokens) != CATCH_UP:
+        return wan_s + one_way
+    per_round = rtt_s / step_s if step_s > 0 else 0.0
+    rounds = 2 if per_round <= rule.final_batch_tokens else rule.max_rounds
+    return wan_s + one_way + (rounds - 1) * rtt_s
+
+
 #: RLD's KV room is planned for this quantile of the relay requests it holds at once: at
 #: most 1 % of relay arrivals (PASTA) find it full and wait to be admitted (their first
 #: token waits with them) — a tenth of the 10 % of late requests a P90 SLA allows.
@@ -108,12 +134,49 @@ def relay_room_factor(line_utilization: float, quantile: float = RELAY_ROOM_QUAN
     return max(1.0, math.log(1 - quantile) / math.log(rho) / mean)
 
 
+def class_footprint_tokens(c: Class) -> int:
+    """KV tokens a decoder reserves for a request of ``c`` from admission to departure: its whole final
+    context in whole blocks (:func:`placer.kv_admission.footprint_tokens`, the simulator's and the
+    executor's admission rule)."""
+    return footprint_tokens(c.input_tokens, c.output_tokens)
+
+
+def decode_kv_headroom(problem: Problem, im: InstanceModel) -> KvHeadroom:
+    """The linear KV row of one decode instance ``im`` (:class:`~placer.kv_admission.KvHeadroom`),
+    tangent where the scenario's mix fills it: each class weighted by its time in the batch."""
+    return KvHeadroom.for_mix(im.kv_capacity_tokens, [(c.share, c.share * c.output_tokens, class_footprint_tokens(c))
+                                                      for c in problem.classes])
+
+
+def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[Class, float]]) -> tuple[int, float]:
+    """(design batch, its step seconds) of a decode instance ``im`` that serves ``load``: (class,
+    requests held at once, or any weight proportional to it: λ_k·T_k) — the largest batch meeting
+    the TPOT SLA at the served classes' context (and the engine's batch cap) and holding their
+    reserved KV at the occupancy quantile (:func:`placer.kv_admission.kv_design_batch`: the batch
+    is a sum of random footprints, so it stops short of K / mean footprint). A request alone is
+    always admitted: 1 when even one does not fit; 0 when one step of one request misses TPOT."""
+    pairs = [(c, w) for c, w in load if w > 0]
+    if not pairs:
+        return 0, 0.0
+    total = sum(w for _, w in pairs)
+    ctx = sum(w * (c.input_tokens + c.output_tokens / 2) for c, w in pairs) / total
+    by_tpot = im.max_batch(ctx, problem.tpot_s, resident_tokens=1.0)  # memory: the quantile below
+    if by_tpot < 1:
+        return 0, im.step_s(1, ctx)
+    # arrivals: held / time held, the time ∝ output at one step
+    by_kv = kv_design_batch(im.kv_capacity_tokens, [(w / max(c.output_tokens, 1), w, class_footprint_tokens(c))
+                                                    for c, w in pairs])
+    batch = max(1, min(by_tpot, int(by_kv)))
+    return batch, im.step_s(batch, ctx)
+
+
 def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:
-    """(design batch B, step seconds at B) of a decode instance: the largest batch meeting the
-    TPOT SLA and KV memory at the mix's decode context (B = 0: not even one request meets it)."""
-    ctx = decode_context_tokens(problem.classes)
-    batch = im.max_batch(ctx, problem.tpot_s)
-    return batch, im.step_s(max(batch, 1), ctx)
+    """(design batch B, step seconds at B) of a decode instance at the scenario's mix
+    (:func:`decode_design_for`, each class weighted by share × output: its time in the batch);
+    B = 0: not even one request meets TPOT. The MILP's slot row (C6) uses it; its KV row (C7)
+    counts each class's own reserved footprint, so a pool the plan gives long-context classes
+    holds fewer requests than B (:func:`decode_kv_headroom`)."""
+    return decode_design_for(problem, im, [(c, c.share * c.output_tokens) for c in problem.classes])
 
 
 def slowest_rdma_peer(models: Iterable[InstanceModel]) -> InstanceModel | None:

@@ -56,10 +56,10 @@ def pool_usage(problem: Problem, plan: Plan) -> list[PoolUsage]:
             kv_used = longest * problem.kv_bytes_per_token
         else:
             st = analysis.decode.get(key)
-            busy = st is not None and st.tokens_per_s > 0
+            busy = st is not None and st.busy
             design = decode_design(problem, im)[0] if busy else 0
             util = st.batch / design if busy and design > 0 else 0.0
-            ctx = st.context_weighted / st.tokens_per_s if busy else 0.0
+            ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if busy else 0.0
             kv_used = (st.batch * ctx * problem.kv_bytes_per_token) if busy else 0.0
         out.append(PoolUsage(pool.role, pool.datacenter, pool.chip, pool.tp, pool.count, util,
                              kv_used / gib, max(im.kv_capacity_bytes, 0.0) / gib))

@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law,
 )
-from placer.flows import Route, decode_design, eager_tokens, instance, slowest_rdma_peer
+from placer.flows import (
+    Route, class_footprint_tokens, decode_design, decode_kv_headroom, eager_tokens, instance, relay_room_factor,
+    slowest_rdma_peer,
+)
 from placer.pdd import (
     AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, queue_chunk_tokens, streamer_site,
 )
@@ -181,7 +184,7 @@ def _decode(s: _Checked) -> list[str]:
     """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
     issues = []
-    slots, dmem = defaultdict(float), defaultdict(float)
+    slots, dmem, limits = defaultdict(float), defaultdict(float), {}
     for a in s.plan.assignments:
         key = a.key
         if a.role in PREFILL_ROLES:
@@ -191,26 +194,31 @@ def _decode(s: _Checked) -> list[str]:
         if batch < 1:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
+        headroom = decode_kv_headroom(problem, im)
+        weight = headroom.weight(class_footprint_tokens(c))  # the reserved KV with its occupancy headroom
         if a.role == RLD and a.pipeline == P_RLD_MD:
             wan = Route(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc).wan_s(opts.link_utilization_cap)
             tokens = eager_tokens(wan, c.output_tokens, step)
-            resident = c.input_tokens + tokens / 2
+            weight *= relay_room_factor(opts.link_utilization_cap)
         else:
             tokens = c.output_tokens
-            resident = c.input_tokens + c.output_tokens / 2
         slots[key] += a.rps * tokens * step / batch
-        dmem[key] += a.rps * tokens * step * resident * kv
+        dmem[key] += a.rps * tokens * step * weight * kv
+        limits[key] = headroom.limit_tokens * kv
     for key in slots:
-        issues += _slots_and_memory(s, key, f"decode {_pool(key)}", slots[key], dmem[key])
+        issues += _slots_and_memory(s, key, f"decode {_pool(key)}", slots[key], dmem[key], limits[key])
     return issues
 
 
-def _slots_and_memory(s: _Checked, key: PoolKey, label: str, slots: float, kv_byte_s: float) -> list[str]:
-    """A decoding pool's batch slots within the utilisation cap and its resident KV within memory."""
+def _slots_and_memory(s: _Checked, key: PoolKey, label: str, slots: float, kv_byte_s: float,
+                      kv_limit_bytes: float | None = None) -> list[str]:
+    """A decoding pool's batch slots within the utilisation cap and its resident KV within memory
+    (``kv_limit_bytes`` per instance: decode pools' (C7) limit; default the whole KV capacity)."""
     u, issues = s.problem.options.utilization_cap, []
     if _over(slots, u * s.counts[key]):
         issues.append(f"{label}: needs {slots:.3f} instances of batch slots at utilisation {u}, has {s.counts[key]}")
-    if _over(kv_byte_s, s.models[key].kv_capacity_bytes * s.counts[key]):
+    limit = s.models[key].kv_capacity_bytes if kv_limit_bytes is None else kv_limit_bytes
+    if _over(kv_byte_s, limit * s.counts[key]):
         issues.append(f"{label}: resident KV exceeds memory")
     return issues
 

@@ -19,9 +19,10 @@ from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
-    Route, decode_context_tokens, decode_design, instance, light_classes, queue_wait_law, slowest_rdma_peer,
-    ttft_det_s,
+    Route, class_footprint_tokens, decode_context_tokens, decode_design, decode_kv_headroom, instance,
+    light_classes, queue_wait_law, relay_room_factor, slowest_rdma_peer, ttft_det_s,
 )
+from placer.kv_admission import KvHeadroom
 from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD, queue_label,
     streamer_site,
@@ -137,10 +138,25 @@ class Flow(_HashedOnce):
 
 @dataclass
 class DecodeDesign:
+    """A decode pool's design at the scenario's mix (:func:`placer.flows.decode_design`) — batch
+    B_q and step t_q of (C6) — and its KV row per instance, (C7)'s footprint weights and limit
+    (:func:`placer.flows.decode_kv_headroom`)."""
+
     im: InstanceModel
     batch: int
     step_s: float
     context_tokens: float
+    kv: KvHeadroom | None = None
+
+    def kv_weight(self, c) -> float:
+        """KV tokens one held request of class ``c`` counts for on (C7): its reserved footprint plus
+        its share of the occupancy headroom (:meth:`~placer.kv_admission.KvHeadroom.weight`)."""
+        return self.kv.weight(class_footprint_tokens(c))
+
+    @property
+    def kv_limit_tokens(self) -> float:
+        """(C7)'s right-hand side per instance, tokens: K − z·s/2."""
+        return self.kv.limit_tokens
 
 
 @dataclass
@@ -288,7 +304,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     pool = Pool(role, dc.name, chip, tp)
                     pools.append(pool)
                     instances[pool] = im
-                    decode[pool] = DecodeDesign(im, batch, step, ctx)
+                    decode[pool] = DecodeDesign(im, batch, step, ctx, decode_kv_headroom(problem, im))
                 if P_A in arch.pipelines and (arch.p_dcs is None or dc.name in arch.p_dcs):
                     for pool, design in _a_queues(problem, dc.name, chip, tp, im, notes):
                         pools.append(pool)
@@ -340,10 +356,12 @@ def _enough(problem: Problem, q: Pool, im: InstanceModel, decode: dict, agg: dic
         return math.ceil(work / q.util + 1e-9)
     design = decode[q]
     busy = sum(c.share * a * c.output_tokens * design.step_s for c in problem.classes)
-    kv = sum(c.share * a * c.output_tokens * design.step_s * (c.input_tokens + c.output_tokens / 2)
-             for c in problem.classes) * problem.kv_bytes_per_token
+    # (C7)'s weights: RLD's relay room factor only scales some of its rows up, so the bound adds it
+    room = relay_room_factor(problem.options.link_utilization_cap) if q.role == RLD else 1.0
+    kv = room * sum(c.share * a * c.output_tokens * design.step_s * design.kv_weight(c) for c in problem.classes)
+    limit = design.kv_limit_tokens
     return max(math.ceil(busy / (problem.options.utilization_cap * design.batch) + 1e-9),
-               math.ceil(kv / im.kv_capacity_bytes + 1e-9))
+               math.ceil(kv / limit + 1e-9) if limit > 0 else problem.options.max_instances_per_pool)
 
 
 def _prefill_secs(problem: Problem, im: InstanceModel) -> list[float]:

@@ -54,8 +54,14 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
   a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
-* Decode pool q: design batch B_q (largest meeting TPOT and memory at the mix's
-  context), step t_q = step(B_q); tokens[k,role,f]: O_k on MD/D, on RLD the eager
+* Decode pool q: design batch B_q (largest meeting TPOT at the mix's context and holding the
+  mix's reserved KV at the occupancy quantile, :func:`placer.flows.decode_design`), step
+  t_q = step(B_q); KV footprint f_k = I_k + O_k in whole blocks (a decoder reserves a request's
+  final context on admission and keeps it until the request leaves: :mod:`placer.kv_admission`,
+  the simulator's and the executor's rule) and its row weight w_k = f_k·(1 + z·f_k/(2s_q)) with
+  limit K_q − z·s_q/2 (z: the 0.95 normal quantile; s_q: a full instance's KV standard
+  deviation under the mix — the tangent that makes the occupancy quantile linear);
+  tokens[k,role,f]: O_k on MD/D, on RLD the eager
   tokens min(O_k, ⌈T_wan/t_q⌉) (P-RLD-MD: RLD holds the request, KV and slot, for the
   whole transfer T_wan, one token per step of its own batch) or O_k (P-RLD, filtered).
 * A queue a: ttft[f] = ⌈n_k/C⌉·t_a (n_k = (1−h_k)·I_k new tokens; streamed by the
@@ -85,7 +91,10 @@ Constraints (each cited in the code as (C0)…(C17))
 (C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
                   (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
 (C6) decode slots Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q         ∀ decode pools q
-(C7) decode memory Σ z · tokens · t_q · resident_k · kv · r_f ≤ κ_q · K_q · n_q (Little's law)
+(C7) decode memory Σ z · tokens · t_q · w_k · kv · r_f ≤ κ_q · (K_q − z·s_q/2) · kv · n_q (Little's law
+     on the reserved KV; the requests on an instance are Poisson in number (M/G/∞), their KV compound
+     Poisson with mean M = Σ L_k f_k and variance V = Σ L_k f_k²: the row is M + z·√V ≤ K with √V
+     bounded by its tangent V/(2s) + s/2, so at most ~5 % of arrivals find the KV full and wait)
      r_f = 1, except on RLD for P-RLD-MD: r_f = :func:`placer.flows.relay_room_factor` at u_L.
      RLD holds a relayed request while its KV crosses the line, and a processor-sharing
      line's transfers in flight are geometric (P(N ≥ n) = u_Lⁿ), so they bunch: RLD gets
@@ -277,7 +286,7 @@ def _split_direct(m: LinearModel, problem: Problem, data: Prepared, cols: Column
                 coeffs[var] = -1.0
                 busy = c.output_tokens * data.decode[q].step_s
                 load.slots[q][var] = busy
-                load.memory[q][var] = busy * (c.input_tokens + c.output_tokens / 2) * kv / GB
+                load.memory[q][var] = busy * data.decode[q].kv_weight(c) * kv / GB
             m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
 
 
@@ -305,7 +314,7 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns
                     tokens = eager_tokens(relay_s, c.output_tokens, data.decode[q].step_s)
                     busy = tokens * data.decode[q].step_s
                     load.slots[q][var] = busy
-                    load.memory[q][var] = room * busy * (c.input_tokens + tokens / 2) * kv / GB
+                    load.memory[q][var] = room * busy * data.decode[q].kv_weight(c) * kv / GB
                 m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
 
 
@@ -318,9 +327,10 @@ def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: di
 
 def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
                        design: DecodeDesign) -> None:
-    """(C7) decode memory: Σ z · tokens · t_q · resident_k · kv ≤ κ_q · K_q · n_q (Little's law), in GB;
-    left out where (C6) implies it (no request's resident KV over K_q/(u·B_q): the design batch fits)."""
-    capacity = design.im.kv_capacity_bytes / GB * problem.pool_capacity.get(q.key, 1.0)
+    """(C7) decode memory: Σ z · tokens · t_q · w_k · kv ≤ κ_q · (K_q − z·s_q/2) · kv · n_q (Little's law on the
+    reserved KV, with the occupancy headroom), in GB; left out where (C6) implies it (no request's weight
+    over the limit / (u·B_q): the design batch fits)."""
+    capacity = design.kv_limit_tokens * problem.kv_bytes_per_token / GB * problem.pool_capacity.get(q.key, 1.0)
     slots = problem.options.utilization_cap * design.batch * problem.pool_capacity.get(q.key, 1.0)
     if implied(load.memory[q], capacity, load.slots[q], slots):
         return

@@ -17,8 +17,10 @@ the planner does. KV reads and attention work grow linearly with context (dense
 attention), so the mean context gives the batch's summed cost exactly; with sparse
 attention it is the planner's approximation too. An extend-decode pass (handoff) pauses
 the batch for its duration — the "hiccup" the report measures on MD.
-KV room: a request reserves prompt + output tokens when admitted; the batch is also
-capped at the instance's :attr:`~placer.perfmodel.InstanceModel.batch_cap`.
+KV room: the admission rule of :mod:`placer.kv_admission`, the planner's and the executor's: a
+request reserves its whole final context (prompt + output, in whole blocks) when admitted and
+holds it until it leaves; it waits FIFO while the batch is at the instance's
+:attr:`~placer.perfmodel.InstanceModel.batch_cap` or the reservation does not fit.
 First token: the first decoder of a request streams t0 (sampled by P, carried with the
 KV) when it admits the request — holds its KV — as the executor does on import; no
 decode step first (:func:`placer.flows.ttft_det_s`). On the executor's runtime a KV
@@ -32,6 +34,7 @@ from collections import deque
 from heapq import heappop, heappush
 from math import nextafter
 
+from placer.kv_admission import admits, footprint_tokens
 from placer.perfmodel import DECODE_STEP_OVERHEAD_S, InstanceModel
 
 _EPS = 1e-7
@@ -144,12 +147,8 @@ class DecodeInstance:
         self.advance(t)
         req.dec_tokens = tokens
         req.dec_pause = pause_s
-        need = req.n_in + req.n_out
-        if self.waiting or self.B >= self.cap or self.mem_used + need > self.mem_cap:
-            if self.B == 0 and not self.waiting:  # alone it never fits: admit anyway (never deadlock)
-                self._admit(req, t)
-                self._schedule(t)
-                return
+        if self.waiting or not admits(self.mem_used, self.mem_cap, footprint_tokens(req.n_in, req.n_out), self.B,
+                                      self.cap):
             self.waiting.append(req)
             if len(self.waiting) > self.q_max:
                 self.q_max = len(self.waiting)
@@ -172,7 +171,7 @@ class DecodeInstance:
             self.host.change(t, +1, "decode")
         if self.B > self.batch_max:
             self.batch_max = self.B
-        self.mem_used += req.n_in + req.n_out
+        self.mem_used += footprint_tokens(req.n_in, req.n_out)
         self.step = self._step_s()
         if req.t_first is None:  # the decoder that streams t0 does so on import (flows.ttft_det_s)
             req.t_first = self.pause_until if self.pause_until > t else t
@@ -197,7 +196,7 @@ class DecodeInstance:
         self.B -= 1
         if self.B == 0 and self.host is not None:
             self.host.change(t, -1, "decode")
-        self.mem_used -= req.n_in + req.n_out
+        self.mem_used -= footprint_tokens(req.n_in, req.n_out)
         if self.B:
             self.sum_ctx -= req.ctx
             self.step = self._step_s()
@@ -214,7 +213,7 @@ class DecodeInstance:
 
     def _admit_waiting(self, t: float) -> None:
         w = self.waiting
-        while w and self.B < self.cap and (self.mem_used + w[0].n_in + w[0].n_out <= self.mem_cap or self.B == 0):
+        while w and admits(self.mem_used, self.mem_cap, footprint_tokens(w[0].n_in, w[0].n_out), self.B, self.cap):
             self._admit(w.popleft(), t)
 
     # ---- events ------------------------------------------------------------

@@ -25,8 +25,9 @@ def test_room_is_never_below_the_mean():
 
 
 def test_rld_memory_row_reserves_the_room_for_relayed_requests_only():
-    """(C7) on RLD: a P-RLD-MD request weighs the room factor times its mean KV (Little's law); a
-    filtered P-RLD request, which no line transfer holds there, just its mean."""
+    """(C7) on RLD: a P-RLD-MD request weighs the room factor times its reserved KV with its occupancy
+    headroom (Little's law, :mod:`placer.kv_admission`); a filtered P-RLD request, which no line
+    transfer holds there, just that weight."""
     problem = resolve(parse_scenario(small_pdd_dict()))
     form = build(problem, pdd_architecture(problem))
     factor = relay_room_factor(problem.options.link_utilization_cap)
@@ -38,9 +39,8 @@ def test_rld_memory_row_reserves_the_room_for_relayed_requests_only():
         slots, memory = (next(r for r in rows if r.family == fam and var in r.coeffs)
                          for fam in ("decode_slots", "decode_memory"))
         busy_s = slots.coeffs[var]
-        tokens = busy_s / form.decode[q].step_s
         c = problem.classes[k]
-        mean_gb_s = busy_s * (c.input_tokens + tokens / 2) * problem.kv_bytes_per_token / 1e9
+        mean_gb_s = busy_s * form.decode[q].kv_weight(c) * problem.kv_bytes_per_token / 1e9
         assert memory.coeffs[var] == pytest.approx((factor if pipe == P_RLD_MD else 1.0) * mean_gb_s)
         seen.add(pipe)
     assert seen == {P_RLD_MD, P_RLD}

@@ -1,0 +1,145 @@
+"""How a decoder admits a request by its KV: the one rule the planner, the simulator and the executor share.
+
+in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
+out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the admission test),
+     :func:`occupancy_quantile_z` and :class:`KvHeadroom` (how much of a decoder's KV a plan may
+     fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
+     a decoder's KV carries for the classes it serves).
+
+The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
+request when its batch has a slot and its free KV holds the request's whole final context —
+prompt plus output budget, rounded up to whole blocks — and keeps that reservation until the
+request leaves (finished, or handed off). Requests that do not fit wait FIFO; a request alone is
+always admitted (a decoder never deadlocks on one request larger than its memory). vLLM instead
+allocates blocks as tokens come and preempts the newest request when they run out (recomputing
+or swapping it later); that fills memory better on average but makes the batch a request runs
+in, and its TTFT, depend on preemptions the plan cannot price. Reserving the final context is
+what the simulator (:mod:`placer.sim.decode`) and the executor's decoders (MD and RLD import
+KV through this test) do, and what the planner's KV row counts:
+
+* A request holds ``footprint_tokens(I, O)`` from admission to departure: KV-token-seconds
+  f_k · T_k, T_k its time on the decoder (O·step, or RLD's relay hold). Little's law: a pool's
+  mean reserved KV is Σ_k λ_k · T_k · f_k per instance.
+* Occupancy is random: the requests on an instance are (far from its batch cap) an M/G/∞
+  population, Poisson in number, so the KV they hold is compound Poisson: mean
+  M = Σ L_k f_k, variance V = Σ L_k f_k² (L_k = λ_k T_k). An arrival finds no room (and waits)
+  when that sum exceeds K − f; the plan keeps M + z·√V ≤ K − f̄ (f̄: the footprint an arrival
+  brings, the mix's mean by arrivals), z the normal quantile of
+  :data:`KV_OCCUPANCY_QUANTILE`, so at most about 1 − q of arrivals wait (q = 0.95: z = 1.64).
+* Linear for the MILP (:class:`KvHeadroom`): √V ≤ V/(2s) + s/2 for any s > 0 (the tangent of the
+  square root at V = s², exact there, above it elsewhere), so
+  Σ L_k · f_k · (1 + z·f_k/(2s)) ≤ K − f̄ − z·s/2 implies the quantile row. s is set where the row
+  binds: the standard deviation of a full instance's KV under the scenario's mix,
+  s = √(K · E[f²]/E[f]); a pool serving other classes is still safe (the tangent is an upper
+  bound), only a little conservative.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+#: Tokens per KV block the planner and the simulator round a reservation to (vLLM's default block;
+#: the executor rounds to its own engine's ``block_size``).
+KV_BLOCK_TOKENS = 16
+#: A decoder's KV is planned so that at most about 1 − q of arrivals find it full and wait for a
+#: departure (the first decoder streams t0 on admission, so a KV wait there is TTFT). Such a wait is
+#: short next to a request's stay: with L requests held for T seconds each, one leaves every T/L
+#: (≈ 0.5 s for 20 requests of 512 tokens at 20 ms a step), and a wait usually needs one or two. At
+#: 0.99 the headroom (z·s/2, a fifth of an H100's KV for 16K-token prompts) made the relay test
+#: cases infeasible that the simulator serves without KV queues; 0.95 keeps them.
+KV_OCCUPANCY_QUANTILE = 0.95
+
+
+def footprint_tokens(prompt_tokens: float, output_tokens: float, block_tokens: int = KV_BLOCK_TOKENS) -> int:
+    """KV tokens a decoder reserves for a request when it admits it: its whole final context
+    (prompt + output budget) rounded up to whole blocks of ``block_tokens``."""
+    if block_tokens < 1:
+        raise ValueError(f"block_tokens must be >= 1, got {block_tokens!r}")
+    tokens = max(0, math.ceil(prompt_tokens + output_tokens))
+    return -(-tokens // block_tokens) * block_tokens
+
+
+def admits(reserved_tokens: float, capacity_tokens: float, need_tokens: float, running: int,
+           batch_cap: int | float = math.inf) -> bool:
+    """Whether a decoder holding ``reserved_tokens`` of ``capacity_tokens`` for ``running`` requests
+    admits one more that reserves ``need_tokens``: a free batch slot and room for its reservation;
+    an idle decoder admits anything (never deadlock). FIFO is the caller's: nothing is admitted
+    past a waiting request."""
+    if running == 0:
+        return True
+    return running < batch_cap and reserved_tokens + need_tokens <= capacity_tokens
+
+
+def occupancy_quantile_z(quantile: float = KV_OCCUPANCY_QUANTILE) -> float:
+    """The standard normal quantile z of ``quantile`` (1.64 at 0.95)."""
+    if not 0.5 <= quantile < 1.0:
+        raise ValueError(f"quantile must be in [0.5, 1), got {quantile!r}")
+    return NormalDist().inv_cdf(quantile)
+
+
+@dataclass(frozen=True)
+class KvHeadroom:
+    """The linear KV row of one decode instance of ``capacity_tokens`` (module docstring):
+    Σ_k L_k · :meth:`weight` (f_k) ≤ :attr:`limit_tokens`, with L_k = λ_k·T_k requests of class k
+    held on average. ``s_tokens``: the tangent point (a full instance's KV standard deviation);
+    ``arrival_tokens``: the footprint an arrival brings (it is admitted only if the others leave
+    room for it: used ≤ K − f), the mix's mean by arrivals."""
+
+    capacity_tokens: float
+    z: float
+    s_tokens: float
+    arrival_tokens: float = 0.0
+
+    @classmethod
+    def for_mix(cls, capacity_tokens: float, footprints: Iterable[tuple[float, float, float]],
+                quantile: float = KV_OCCUPANCY_QUANTILE) -> KvHeadroom:
+        """The row for an instance of ``capacity_tokens`` tangent at the mix ``footprints``: (arrival
+        weight λ_k, time weight λ_k·T_k — either up to a common factor — footprint f_k) per class."""
+        items = [(a, w, f) for a, w, f in footprints if w > 0 and f > 0]
+        first = sum(w * f for _, w, f in items)
+        second = sum(w * f * f for _, w, f in items)
+        arrivals = sum(a for a, _, _ in items)
+        s = math.sqrt(max(capacity_tokens, 0.0) * second / first) if first > 0 else 1.0
+        arrival = sum(a * f for a, _, f in items) / arrivals if arrivals > 0 else 0.0
+        return cls(max(capacity_tokens, 0.0), occupancy_quantile_z(quantile), max(s, 1.0), arrival)
+
+    def weight(self, footprint: float) -> float:
+        """KV tokens one held request of footprint f counts for on the row: f·(1 + z·f/(2s))."""
+        return footprint * (1.0 + self.z * footprint / (2.0 * self.s_tokens))
+
+    @property
+    def limit_tokens(self) -> float:
+        """The row's right-hand side per instance: K − f_arrival − z·s/2 (0 when the headroom eats it all)."""
+        return max(0.0, self.capacity_tokens - self.arrival_tokens - self.z * self.s_tokens / 2.0)
+
+    def fraction(self) -> float:
+        """η = limit / K: the share of the KV a plan may fill on average (before the quadratic term)."""
+        return self.limit_tokens / self.capacity_tokens if self.capacity_tokens > 0 else 0.0
+
+
+def kv_design_batch(capacity_tokens: float, footprints: Iterable[tuple[float, float, float]],
+                    quantile: float = KV_OCCUPANCY_QUANTILE) -> float:
+    """The mean batch L an instance of ``capacity_tokens`` carries at the KV quantile for a mix of
+    ``footprints`` ((arrival weight, time weight, footprint f) per class, as
+    :meth:`KvHeadroom.for_mix`): the largest L with L·E[f] + z·√(L·E[f²]) ≤ K − f_arrival (compound
+    Poisson occupancy, the arrival's own room; exact, no tangent). 0 without a mix."""
+    items = [(a, w, f) for a, w, f in footprints if w > 0]
+    total = sum(w for _, w, _ in items)
+    arrivals = sum(a for a, _, _ in items)
+    if total <= 0 or capacity_tokens <= 0:
+        return 0.0
+    mean = sum(w * f for _, w, f in items) / total
+    second = sum(w * f * f for _, w, f in items) / total
+    if mean <= 0:
+        return math.inf
+    room = capacity_tokens - (sum(a * f for a, _, f in items) / arrivals if arrivals > 0 else 0.0)
+    if room <= 0:
+        return 0.0
+    z = occupancy_quantile_z(quantile)
+    # x = √L: mean·x² + z·√second·x − room = 0
+    b = z * math.sqrt(second)
+    root = (-b + math.sqrt(b * b + 4.0 * mean * room)) / (2.0 * mean)
+    return root * root
