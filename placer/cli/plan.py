@@ -130,10 +130,11 @@ def optimize(
     sla = problem.shared.ttft_p90_s if loaded.is_fleet else problem.ttft_p90_s
     first = sla_line(plan, sla, _binds(plan))
     if json_out:
-        err.print(first, soft_wrap=True)
+        if not (_keeps_promise(plan) and (plan.verification is None or plan.verification.sla_met)):
+            err.print(first)  # stdout stays the plan JSON; a miss is still said first
         print(text)
     else:
-        out.print(first, soft_wrap=True)
+        out.print(first)
         out.print(_view(problem, plan))
         out.print(verification_view(plan))
     if not _keeps_promise(plan) and not best_effort:
