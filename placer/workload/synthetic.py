@@ -5,7 +5,9 @@ out: an iterator of *work items*, increasing in time, each a tuple
      ``(arrival_s, class_index, input_tokens, output_tokens, hit_rate, hash_ids)``:
 
 * :func:`class_requests` — i.i.d. requests drawn from the classes by share; the hit
-  rate is the class's (``class_index`` ≥ 0, ``hash_ids`` None).
+  rate is the class's (``class_index`` ≥ 0, ``hash_ids`` None); lengths are the class's,
+  or, for a class with a spread (``new_tokens_cv2``, ``output_tokens_cv2``), lognormal
+  around them with that variance / mean².
 * :class:`AgenticSessions` — multi-turn agentic sessions: each turn re-sends a prefix
   of the session's history (a shared agent context plus the session's earlier turns
   and outputs) and appends new tokens; the prefix length follows the hit rate of a
@@ -28,6 +30,7 @@ import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from placer.fields import MAX_TOKENS
 from placer.workload.arrivals import Burstiness, arrivals
 from placer.workload.trace import BLOCK_TOKENS, read_trace
 
@@ -45,14 +48,32 @@ def _cumulative(shares: Sequence[float]) -> list[float]:
 
 def class_requests(classes: Sequence, rate_rps: float, rng: random.Random, kind: str = "poisson",
                    burstiness: Burstiness | None = None) -> Iterator[WorkItem]:
-    """Endless i.i.d. requests from ``classes`` (objects with share/input_tokens/output_tokens/hit_rate)."""
+    """Endless i.i.d. requests from ``classes`` (objects with share/input_tokens/output_tokens/hit_rate,
+    and optionally ``new_tokens_cv2`` / ``output_tokens_cv2``: lengths then lognormal with the class's
+    mean and that variance / mean²; a class without a spread draws nothing more from ``rng``)."""
     cum = _cumulative([c.share for c in classes])
-    table = [(k, c.input_tokens, c.output_tokens, c.hit_rate) for k, c in enumerate(classes)]
+    table = [(k, c.input_tokens, c.output_tokens, c.hit_rate, _sigma(c, "new_tokens_cv2"),
+              _sigma(c, "output_tokens_cv2")) for k, c in enumerate(classes)]
     pick = bisect.bisect_right
     rand = rng.random
     for t in arrivals(kind, rate_rps, rng, burstiness):
-        k, n_in, n_out, hit = table[pick(cum, rand())]
+        k, n_in, n_out, hit, s_in, s_out = table[pick(cum, rand())]
+        if s_in > 0.0:
+            n_in = _spread(n_in, s_in, rng)
+        if s_out > 0.0:
+            n_out = _spread(n_out, s_out, rng)
         yield (t, k, n_in, n_out, hit, None)
+
+
+def _sigma(c: object, field: str) -> float:
+    """σ of the lognormal with mean 1 and variance ``c.<field>`` (0 where the class has none)."""
+    cv2 = getattr(c, field, 0.0) or 0.0
+    return math.sqrt(math.log1p(cv2)) if cv2 > 0 else 0.0
+
+
+def _spread(mean: int, sigma: float, rng: random.Random) -> int:
+    """A length drawn lognormal around ``mean`` (mean kept) with log-σ ``sigma``, within [1, MAX_TOKENS]."""
+    return min(MAX_TOKENS, max(1, round(mean * math.exp(sigma * rng.gauss(0.0, 1.0) - sigma * sigma / 2))))
 
 
 def trace_requests(path: str | Path, limit: int | None = None, time_scale: float = 1.0) -> Iterator[WorkItem]:

@@ -94,3 +94,19 @@ def test_a_plan_names_the_tail_it_cannot_serve_within_the_sla(micro_plan):
     assert notes(0.0) == []  # every prompt of the mean length prefills within the SLA
     wide = notes(8.0)
     assert wide and "cold" in " ".join(wide) and "cannot meet the TTFT SLA" in wide[0]
+
+
+def test_class_requests_draw_a_class_spread_and_keep_its_mean():
+    import random
+
+    from placer.workload import class_requests
+    from placer.specs import RequestClass
+
+    flat = RequestClass(name="a", share=1.0, input_tokens=8000, output_tokens=400, hit_rate=0.5)
+    wide = flat.model_copy(update={"new_tokens_cv2": 2.0, "output_tokens_cv2": 0.5})
+    draws = [r for r, _ in zip(class_requests([wide], 10.0, random.Random(3)), range(20000))]
+    ins = [r[2] for r in draws]
+    mean = sum(ins) / len(ins)
+    var = sum((x - mean) ** 2 for x in ins) / len(ins)
+    assert mean == pytest.approx(8000, rel=0.05) and var / mean ** 2 == pytest.approx(2.0, rel=0.25)
+    assert {r[2] for r, _ in zip(class_requests([flat], 10.0, random.Random(3)), range(100))} == {8000}
