@@ -1,7 +1,7 @@
 """A plan from a trace's fitted classes against replaying the trace itself (issue 42, part 2).
 
     PYTHONPATH=. .venv/bin/python bench/bench_trace_fit.py [--trace tests/data/mooncake_conversation_2000.jsonl]
-        [--speed 1.0] [--requests 20000] [--seed 7] [--time-limit 60]
+        [--speed 1.0] [--requests 20000] [--seed 7] [--time-limit 60] [--prefix-cache-tokens N]
 
 One scenario (Llama-3.1-70B fp8 on two datacenters of H100, 25 Gbit/s between them, TTFT P90
 SLA 3 s) takes its workload from the trace at the trace's own rate × ``--speed``. Its classes
@@ -10,7 +10,10 @@ are fitted twice: as before issue 42 (hit buckets, each class its means: ``tail_
 until they keep 95 % of E[new²], each with its within-class spread). For each, the optimal
 plan's promise (:func:`placer.evaluate.analyze`), the simulator on requests drawn from the
 classes, and the simulator replaying the trace (``placer simulate --trace``, at the same
-speed) are printed: TTFT P90, SLA attainment and goodput.
+speed) are printed: TTFT P90, SLA attainment and goodput. ``--prefix-cache-tokens``: the hits
+are counted under an LRU prefix cache of that size (``workload.prefix_cache_tokens``) on both
+sides — the fit's and the replay's P-side store (``SimConfig.prefix_cache_blocks``); default the
+unbounded cache, the trace's ideal.
 """
 
 from __future__ import annotations
@@ -40,35 +43,41 @@ def scenario(classes: list[dict], rps: float) -> dict:
             "sla": {"ttft_p90_s": 3.0, "tpot_s": 0.05}, "options": {"tp_degrees": [2, 4, 8]}}
 
 
-def fitted(trace: Path, tails: bool) -> list[dict]:
-    records = list(with_hit_rates(read_trace(trace)))
+def fitted(trace: Path, tails: bool, cache_tokens: int | None = None) -> list[dict]:
+    records = list(with_hit_rates(read_trace(trace), cache_tokens))
     if tails:
         return [c.model_dump() for c in fit_classes(records)]
     return [c.model_dump() | {"new_tokens_cv2": 0.0, "output_tokens_cv2": 0.0}
             for c in fit_classes(records, tail_tolerance=1.0, routing_rounds=0)]
 
 
-def run(trace: Path, speed: float, requests: int, seed: int, time_limit_s: float, tails: bool) -> None:
+def run(trace: Path, speed: float, requests: int, seed: int, time_limit_s: float, tails: bool,
+        cache_tokens: int | None = None) -> None:
     start = time.perf_counter()
     rps = trace_arrival_rps(trace) * speed
-    problem = resolve(parse_scenario(scenario(fitted(trace, tails), round(rps, 4))))
+    problem = resolve(parse_scenario(scenario(fitted(trace, tails, cache_tokens), round(rps, 4))))
     plan = optimize(problem, SolveConfig(marginals=False, time_limit_s=time_limit_s))
     m = analyze(problem, plan).metrics
+    flat_p90 = None
     if tails:  # the same plan with the spread left inside the classes ignored: what the spread adds
-        flat = resolve(parse_scenario(scenario([c | {"new_tokens_cv2": 0.0} for c in fitted(trace, True)],
-                                               round(rps, 4))))
-        print(f"   (promise without the within-class spread: {analyze(flat, plan).metrics.ttft_p90_s:.3f} s)")
+        spread_off = [c | {"new_tokens_cv2": 0.0} for c in fitted(trace, True, cache_tokens)]
+        flat_p90 = analyze(resolve(parse_scenario(scenario(spread_off, round(rps, 4)))), plan).metrics.ttft_p90_s
     by_class = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
+    blocks = None if cache_tokens is None else cache_tokens // 512
     replay = simulate(problem, plan, SimConfig(requests=requests, seed=seed, workload="trace", trace=str(trace),
-                                               trace_time_scale=speed))
+                                               trace_time_scale=speed, prefix_cache_blocks=blocks))
     label = "tails kept (now)" if tails else "means only (before)"
-    print(f"== {label}: {len(problem.classes)} classes, {rps:.2f} req/s, {plan.metrics.cost_usd_per_h:.0f} USD/h "
-          f"[{time.perf_counter() - start:.0f} s]")
+    mean_hit = sum(c.share * c.hit_rate * c.input_tokens for c in problem.classes) / sum(
+        c.share * c.input_tokens for c in problem.classes)
+    print(f"== {label}: {len(problem.classes)} classes, hit {mean_hit:.3f}, {rps:.2f} req/s, "
+          f"{plan.metrics.cost_usd_per_h:.0f} USD/h [{time.perf_counter() - start:.0f} s]")
     for name, p90, att, good in (
             ("plan's promise", m.ttft_p90_s, m.sla_attainment, m.goodput_rps),
             ("sim, classes", by_class["ttft_p90_s"], by_class["sla_attainment"], by_class["goodput_rps"]),
             ("sim, trace replay", replay["ttft_p90_s"], replay["sla_attainment"], replay["goodput_rps"])):
         print(f"   {name:18s} TTFT P90 {p90:8.3f} s  attainment {att:6.1%}  goodput {good:6.2f} req/s")
+    if flat_p90 is not None:
+        print(f"   (the promise without the spread left inside the classes: TTFT P90 {flat_p90:.3f} s)")
 
 
 def main() -> None:
@@ -78,9 +87,10 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--prefix-cache-tokens", type=int, default=None, help="LRU prefix cache (default: unbounded)")
     args = parser.parse_args()
     for tails in (False, True):
-        run(args.trace, args.speed, args.requests, args.seed, args.time_limit, tails)
+        run(args.trace, args.speed, args.requests, args.seed, args.time_limit, tails, args.prefix_cache_tokens)
 
 
 if __name__ == "__main__":
