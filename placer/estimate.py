@@ -50,7 +50,7 @@ from placer.errors import InputError
 from pydantic import TypeAdapter, ValidationError
 
 from placer.perfmodel import InstanceModel
-from placer.perfmodel.engines import ROOFLINE, engine_model, split_engine
+from placer.perfmodel.engines import ROOFLINE, engine_model, split_engine, unknown_version
 from placer.profiles.lookup import measured_instance
 from placer.profiles.records import LatestLoader
 from placer.profiles.measured import MeasuredInstanceModel, source_of_prompt, source_of_step
@@ -103,12 +103,17 @@ def _check(name: str, value, ok: bool, what: str) -> None:
 
 
 def check_engine(engine: str) -> str:
-    """``engine`` if :data:`placer.specs.Engine` admits it, else InputError naming ``--engine`` and the value."""
+    """``engine`` if :data:`placer.specs.Engine` admits it and a pinned version is one placer ships tables
+    for (:func:`~placer.perfmodel.engines.unknown_version`), else InputError naming ``--engine`` and the value."""
     try:
-        return _ENGINE.validate_python(engine)
+        engine = _ENGINE.validate_python(engine)
     except ValidationError:
         raise InputError(f"--engine must be one of {', '.join(ENGINES)}, optionally pinned as name==version "
                          f"(e.g. vllm==0.24.0), got {engine!r}") from None
+    why = unknown_version(engine)
+    if why:
+        raise InputError(f"--engine {engine!r}: {why}")
+    return engine
 
 
 def instance(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv_dtype: str | None = None,

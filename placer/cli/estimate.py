@@ -130,22 +130,23 @@ def _sources(points: list[dict]) -> dict[str, int]:
 
 
 def _pareto_table(data: dict) -> Fold:
-    """The frontier's points, fastest per user first; where points' sources differ, a footnote number each."""
+    """The frontier's points, fastest per user first (fits 80 columns: the chips are in the layout, TPOT in
+    ms); where points' sources differ, a footnote number each."""
     target, points = data["target_tpot_s"], data["points"]
     sources = _sources(points)
-    headers = ["chips", "layout", "batch", "TPOT s", "tok/s/user", "tok/s/GPU"]
-    headers += [f"TPOT ≤ {target:g}"] if target is not None else []
-    headers += ["source"] if len(sources) > 1 else []
+    headers = ["layout", "batch", "TPOT\nms", "tok/s\nper user", "tok/s\nper GPU"]
+    headers += [f"≤ {target * 1e3:g}\nms"] if target is not None else []
+    headers += ["src"] if len(sources) > 1 else []
     rows = []
     for p in points:
-        row = [number(p["chips"]), p["layout"], number(p["batch"]), number(p["tpot_s"]),
-               number(p["tokens_per_s_per_user"]), number(p["tokens_per_s_per_gpu"])]
+        row = [p["layout"], number(p["batch"]), number(p["tpot_s"] * 1e3), number(p["tokens_per_s_per_user"]),
+               number(p["tokens_per_s_per_gpu"])]
         row += ["yes" if p["meets_tpot"] else "no"] if target is not None else []
         rows.append(row + ([f"[{sources[p['source']]}]"] if len(sources) > 1 else []))
     title = (f"{data['model']} on {data['chip']}, decode frontier: I {data['input_tokens']:,}, O "
              f"{data['output_tokens']:,}, hit {data['hit_rate']:g}, {data['weight_dtype']} weights, "
              f"{data['kv_dtype']} KV, engine {data['engine']}")
-    return Fold(title, headers, rows, right=("chips", "batch", "TPOT s", "tok/s/user", "tok/s/GPU"))
+    return Fold(title, headers, rows, right=headers[1:5])
 
 
 def _pareto_footer(data: dict) -> None:

@@ -202,3 +202,16 @@ def test_an_engine_whose_kernels_do_not_answer_is_said_to_fall_back_to_the_roofl
     e = estimate("llama-3.1-8b", "H100-SXM", 1, batch=8, engine="vllm")
     assert e.engine == "vllm" and e.source == "roofline: no measured vllm kernels answered for H100-SXM"
     assert e.decode_step_s == estimate("llama-3.1-8b", "H100-SXM", 1, batch=8).decode_step_s
+
+
+def test_an_engine_with_shipped_kernels_answers_and_is_named_and_an_unshipped_version_is_refused():
+    """H100 is covered by the shipped vLLM tables (placer/kernels/data/h100_sxm): the figures move off the
+    roofline and the source names the engine, its version and the chip's tables; a version placer ships
+    no tables for is exit 2 naming it."""
+    roofline = estimate("llama-3.1-70b", "H100-SXM", 4, batch=64)
+    vllm = estimate("llama-3.1-70b", "H100-SXM", 4, batch=64, engine="vllm")
+    assert vllm.engine == "vllm" and "measured kernels (vllm" in vllm.source and "h100_sxm" in vllm.source
+    assert vllm.decode_step_s != roofline.decode_step_s
+    assert vllm.tokens_per_s_per_gpu * vllm.chips == pytest.approx(vllm.decode_tokens_per_s)
+    result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--engine", "vllm==9.9")
+    assert result.exit_code == 2 and "--engine" in result.output and "9.9" in result.output

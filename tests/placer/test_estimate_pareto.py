@@ -106,6 +106,7 @@ def test_engine_and_profiles_reach_every_point(tmp_path):
     csv = Path(__file__).resolve().parents[2] / "docs" / "profiles" / "llama-3.1-8b-h100-example.csv"
     front = pareto("llama-3.1-8b", "H100-SXM", [1], input_tokens=1000, output_tokens=100, profiles=csv)
     assert any(p.source.startswith("measured (") for p in front.points)
-    assert pareto("llama-3.1-8b", "H100-SXM", [1], engine="sglang").engine == "sglang"
+    sglang = pareto("llama-3.1-8b", "H100-SXM", [1], engine="sglang")
+    assert sglang.engine == "sglang" and all("measured kernels (sglang" in p.source for p in sglang.points)
     with pytest.raises(InputError, match="--engine"):
         pareto("llama-3.1-8b", "H100-SXM", [1], engine="tgi")
