@@ -16,7 +16,8 @@ Interpolation, and why (the same spirit as :mod:`placer.profiles.tables`):
 * **Numeric axes in log(1 + x), latency in log(seconds), one axis at a time.** Each family's
   table is a tree over its axes (:data:`FAMILIES`); a query brackets its value between the two
   nearest measured values of the first axis, answers each bracket's sub-table the same way,
-  and blends the two in log-log. Latency grows like a power of size once past fixed costs, so
+  and blends the two in log-log; along the last axis, a monotone cubic (PCHIP) through the
+  points in log-log (:mod:`placer.kernels.tree`). Latency grows like a power of size once past fixed costs, so
   log-log is close to linear between grid points; the tree form works on ragged grids (the
   database skips e.g. batch 256 at 32k context) without inventing the missing corners.
   Grid points are answered exactly. The held-out check (``bench/bench_kernel_holdout.py``)

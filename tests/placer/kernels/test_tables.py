@@ -17,18 +17,35 @@ from placer.kernels.tables import build_tree, read_rows, tree_log_seconds
 VERSION = "1.3.0rc20"
 
 
-def test_tree_is_exact_on_grid_points_and_log_log_between():
-    points = {(n, m): 1e-5 * (1 + m / 64) * n / 1024 for n in (1024, 4096) for m in (1, 16, 64, 256)}
+def test_tree_is_exact_on_grid_points_and_follows_a_power_law_between():
+    # seconds = c (1 + m)^1.5 (n / 1024): a power law in every axis, which log-log reproduces exactly
+    def law(n, m):
+        return 1e-6 * (1 + m) ** 1.5 * n / 1024
+
+    points = {(n, m): law(n, m) for n in (1024, 4096) for m in (1, 16, 64, 256)}
     tree, moved = build_tree(points)
     assert moved == 0
     for shape, seconds in points.items():
         assert math.exp(tree_log_seconds(tree, shape)) == pytest.approx(seconds, rel=1e-12)
-    # halfway between m = 16 and 64 in log(1 + m): the geometric mean of the two
-    m = math.expm1((math.log1p(16) + math.log1p(64)) / 2)
-    expected = math.sqrt(points[(1024, 16)] * points[(1024, 64)])
-    assert math.exp(tree_log_seconds(tree, (1024, m))) == pytest.approx(expected, rel=1e-12)
+    for n, m in ((1024, 40), (2048, 3), (3000, 200)):
+        # exact in m (a power of 1 + m); within 0.1 % in n (a power of n, axes in log(1 + n))
+        assert math.exp(tree_log_seconds(tree, (n, m))) == pytest.approx(law(n, m), rel=1e-3)
     assert tree_log_seconds(tree, (1024, 300)) is None  # past the largest m
     assert tree_log_seconds(tree, (512, 16)) is None  # below the smallest n
+
+
+def test_between_points_a_convex_cost_is_followed_not_cut_by_a_chord():
+    # prefill attention: a fixed cost, then quadratic in the sequence
+    def cost(isl):
+        return 2e-5 + 1e-11 * isl * isl
+
+    grid = (256, 1024, 4096, 16384, 65536)
+    tree, _ = build_tree({(x,): cost(x) for x in grid})
+    mids = (512, 2048, 8192, 32768)  # each halfway (in log) between two grid points
+    chords = [abs(math.exp((math.log(cost(x / 2)) + math.log(cost(x * 2))) / 2) / cost(x) - 1) for x in mids]
+    errors = [abs(math.exp(tree_log_seconds(tree, (x,))) / cost(x) - 1) for x in mids]
+    assert max(chords) > 0.2  # a chord in log-log misses the knee by over 20 %
+    assert max(errors) < 0.05
 
 
 def test_a_noisy_series_is_made_monotone_and_says_how_far():
