@@ -9,7 +9,8 @@
   ``--no-break-even``: the baselines only)
 
 ``--profiles`` (all three, and ``simulate``): measured figures and latency tables through
-:func:`measured_for` (it replaces the scenario's ``profiles:`` key).
+:func:`measured_for` (it replaces the scenario's ``profiles:`` key). ``--engine`` (all three):
+the scenario's ``engine`` replaced before solving (:func:`placer.cli.options.with_engine`).
 
 Each prints the plan as tables (:mod:`placer.cli.render`) with why it looks so
 (:func:`placer.report.why.explain`), or, with ``--json``, the contract JSON; a typed
@@ -29,6 +30,7 @@ from rich.text import Text
 
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
+from placer.cli.options import EngineOpt, with_engine
 from placer.cli.output import choices, err, fail, latest_from_database, out
 from placer.cli.render import (
     binding_table, compare_view, links_table, metrics_table, perturb_view, plan_view, pools_table, routes_table,
@@ -81,6 +83,7 @@ def optimize(
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
     profiles: ProfilesOpt = None,
+    engine: EngineOpt = None,
     verify: Annotated[bool | None, typer.Option(
         "--verify/--no-verify", help="Default: simulate the plan once (--verify-requests, default "
         f"{CHECK_REQUESTS:,}) and print it beside the promise (plan JSON 'verification'), warning where they "
@@ -109,7 +112,7 @@ def optimize(
         # the clock starts here: reading the scenario and profiles counts against --time-limit too
         config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
         check_fraction("perturb", perturb)
-        loaded = load_scenario(scenario)
+        loaded = with_engine(load_scenario(scenario), engine)
         measured = measured_for(loaded, profiles)
         if loaded.is_fleet and (verify or robust is not None):
             raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
@@ -166,6 +169,7 @@ def evaluate(
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
     profiles: ProfilesOpt = None,
+    engine: EngineOpt = None,
     perturb: Annotated[float, typer.Option(
         "--perturb", help="Also simulate the plan with each chip's prefill and decode speed off by ±X, "
         "independently per chip (every corner of the box up to 3 chip types, else both extremes and 6 "
@@ -176,7 +180,7 @@ def evaluate(
     """Metrics of a given plan without re-optimising its pools."""
     try:
         check_fraction("perturb", perturb)
-        loaded = load_scenario(scenario)
+        loaded = with_engine(load_scenario(scenario), engine)
         if loaded.is_fleet and perturb > 0:
             raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")
         measured = measured_for(loaded, profiles)
@@ -203,6 +207,7 @@ def compare(
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
     profiles: ProfilesOpt = None,
+    engine: EngineOpt = None,
     break_even: Annotated[bool, typer.Option(
         "--break-even/--no-break-even", help="Also find the GPU-B price and the line bandwidth at which PDD's BCR "
         "equals same-dc-pd's (bisection over re-solves, each bounded by --time-limit and 20 s).")] = True,
@@ -212,7 +217,7 @@ def compare(
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     try:
-        loaded = load_scenario(scenario)
+        loaded = with_engine(load_scenario(scenario), engine)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         config = SolveConfig(objective.value, solver.value, time_limit)
         if break_even:
