@@ -2,6 +2,8 @@
 
 in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
 out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the admission test),
+     :class:`KvGate` (a decoder's reservations and FIFO waiting line by that test: the executor's
+     MD and RLD admit imported KV through it),
      :func:`occupancy_quantile_z` and :class:`KvHeadroom` (how much of a decoder's KV a plan may
      fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
      a decoder's KV carries for the classes it serves).
@@ -37,8 +39,10 @@ KV through this test) do, and what the planner's KV row counts:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Hashable, Iterable
 from dataclasses import dataclass
+from typing import Any
 from statistics import NormalDist
 
 #: Tokens per KV block the planner and the simulator round a reservation to (vLLM's default block;
@@ -143,3 +147,51 @@ def kv_design_batch(capacity_tokens: float, footprints: Iterable[tuple[float, fl
     b = z * math.sqrt(second)
     root = (-b + math.sqrt(b * b + 4.0 * mean * room)) / (2.0 * mean)
     return root * root
+
+
+class KvGate:
+    """A decoder's KV admissions by :func:`admits`, first come first served: the reservations it
+    holds and the requests waiting for room, each with an opaque ``item`` (the executor: the KV
+    message to import once admitted). The simulator keeps the same books inline
+    (:class:`placer.sim.decode.DecodeInstance`, for speed)."""
+
+    def __init__(self, capacity_tokens: float, batch_cap: int | float = math.inf) -> None:
+        self.capacity_tokens = capacity_tokens
+        self.batch_cap = batch_cap
+        self.reserved: dict[Hashable, int] = {}
+        self.waiting: deque[tuple[Hashable, int, Any]] = deque()
+
+    @property
+    def reserved_tokens(self) -> int:
+        return sum(self.reserved.values())
+
+    def offer(self, key: Hashable, need_tokens: int, item: Any = None) -> bool:
+        """Admit ``key`` (reserving ``need_tokens``; True) or queue it behind the others (False)."""
+        if key in self.reserved:
+            return True
+        if not self.waiting and admits(self.reserved_tokens, self.capacity_tokens, need_tokens, len(self.reserved),
+                                       self.batch_cap):
+            self.reserved[key] = need_tokens
+            return True
+        if all(k != key for k, _, _ in self.waiting):
+            self.waiting.append((key, need_tokens, item))
+        return False
+
+    def release(self, key: Hashable) -> tuple[list[Any], Any]:
+        """``key`` leaves (finished, handed off, dropped): its reservation, or its place in the line, is
+        freed. Returns (the items now admitted, in order, each reserved; the item ``key`` waited
+        with, None if it was admitted)."""
+        dropped = None
+        if self.reserved.pop(key, None) is None:
+            for i, (k, _, item) in enumerate(self.waiting):
+                if k == key:
+                    del self.waiting[i]
+                    dropped = item
+                    break
+        admitted = []
+        while self.waiting and admits(self.reserved_tokens, self.capacity_tokens, self.waiting[0][1],
+                                      len(self.reserved), self.batch_cap):
+            k, need, item = self.waiting.popleft()
+            self.reserved[k] = need
+            admitted.append(item)
+        return admitted, dropped

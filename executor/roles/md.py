@@ -14,7 +14,10 @@ Lifecycle of one request on MD
   If an earlier request whose KV is still on its way holds more of this prompt (the
   previous turn of the conversation), the pull waits for that import (`deferred`)
   and then asks only for the rest, so MD's hit stays aligned with P's.
-- On `KVData` MD imports the payload (now MD owns its copy; P gets `KVDone`). If
+- On `KVData` MD admits the request when its prompt + output budget, in whole blocks,
+  fits beside the reservations held (:class:`placer.kv_admission.KvGate`, the simulator's
+  and the planner's rule; else the KV waits, FIFO, staged on P, until a request leaves),
+  then imports the payload (now MD owns its copy; P gets `KVDone`). If
   its cached prefix was evicted meanwhile, it pulls again from what it still has.
   P-MD: MD owns the stream from index 0 (t0) and decodes. P-RLD-MD: MD sends
   `MainReady` to RLD and waits.
@@ -53,6 +56,7 @@ from executor.transport.messages import (
     encode,
 )
 from placer import pdd
+from placer.kv_admission import KvGate, footprint_tokens
 class MainState(enum.Enum):
     WAIT_KV = "wait_kv"
     WAIT_HANDOFF = "wait_handoff"
@@ -82,6 +86,8 @@ class MainWorker(RoleWorker):
         super().__init__(*args, **kw)
         self.mains: dict[str, _Main] = {}
         self.deferred: dict[str, list[str]] = {}  # in-flight request → requests waiting for its KV
+        cfg = self.engine.config
+        self.kv_gate = KvGate(cfg.num_blocks * cfg.block_size)  # KV reservations and the line waiting for room
         self.kv_bytes_per_token = self.engine.model_config.kv_bytes_per_token
 
     def handlers(self):
@@ -144,6 +150,17 @@ class MainWorker(RoleWorker):
         if main is None or main.state is not MainState.WAIT_KV:
             self.send(src, KVDone(kv.request_id, imported=False))
             return
+        # admission (placer.kv_admission, the simulator's and the planner's rule): the request's whole
+        # final context must fit beside the reservations held, else its KV waits here, FIFO, staged on P
+        o = main.order
+        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
+        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
+            self.counters["kv_admission_waits"] += 1
+            return
+        self._import(src, kv, main)
+
+    def _import(self, src: str, kv: KVData, main: _Main) -> None:
+        """Import ``kv`` (admitted: its reservation is held) and move the request on."""
         from executor.engine import PrefixMissingError
 
         o = main.order
@@ -258,6 +275,22 @@ class MainWorker(RoleWorker):
             self.engine.finish(main.request)
         self.mains.pop(main.order.request_id, None)
         self._release_deferred(main.order.request_id)
+        self._release_kv(main.order.request_id)
+
+    def _release_kv(self, request_id: str) -> None:
+        """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
+        KV of the requests that now fit."""
+        admitted, dropped = self.kv_gate.release(request_id)
+        if dropped is not None:
+            src, kv = dropped
+            self.send(src, KVDone(kv.request_id, imported=False))
+        for src, kv in admitted:
+            main = self.mains.get(kv.request_id)
+            if main is None or main.state is not MainState.WAIT_KV:
+                self.send(src, KVDone(kv.request_id, imported=False))
+                self._release_kv(kv.request_id)
+                continue
+            self._import(src, kv, main)
 
     def tick(self, now: float) -> None:
         late = [r for r, x in self.mains.items() if x.state is MainState.WAIT_KV and now - x.created_at > self.kv_wait_s]

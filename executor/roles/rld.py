@@ -8,7 +8,10 @@ Lifecycle of one request on RLD
        └──MainReady first (MD was faster)──▶ HANDED_OFF (empty final batch)
 
 - WAIT_KV: a `RelayOrder` arrived; RLD pulled the prompt KV from P (from the first
-  position its own radix cache lacks) over the in-datacenter channel.
+  position its own radix cache lacks) over the in-datacenter channel. The KV is imported
+  when RLD admits the request (:class:`placer.kv_admission.KvGate`: its prompt + output
+  budget, in whole blocks, fits beside the reservations held); until then it waits, FIFO,
+  staged on P.
 - DECODING: imported (RLD owns its copy of the KV; P is told `KVDone`); streams t0
   and then one token per batched decode step to the router at once — the *eager
   output tokens*. Filtered requests (no `main`) stay here until they stop.
@@ -49,6 +52,7 @@ from executor.transport.messages import (
     Tokens,
 )
 from placer import pdd
+from placer.kv_admission import KvGate, footprint_tokens
 class RelayState(enum.Enum):
     WAIT_KV = "wait_kv"
     DECODING = "decoding"
@@ -77,6 +81,8 @@ class RelayWorker(RoleWorker):
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.relays: dict[str, _Relay] = {}
+        cfg = self.engine.config
+        self.kv_gate = KvGate(cfg.num_blocks * cfg.block_size)  # KV reservations and the line waiting for room
 
     def handlers(self):
         return {RelayOrder: self.on_order, KVData: self.on_kv, MainReady: self.on_main_ready,
@@ -105,6 +111,17 @@ class RelayWorker(RoleWorker):
         if relay is None or relay.state is not RelayState.WAIT_KV:
             self.send(src, KVDone(kv.request_id, imported=False))
             return
+        # admission (placer.kv_admission, the simulator's and the planner's rule): the request's whole
+        # final context must fit beside the reservations held (RLD may finish it), else its KV waits, FIFO
+        o = relay.order
+        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
+        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
+            self.counters["kv_admission_waits"] += 1
+            return
+        self._import(src, kv, relay)
+
+    def _import(self, src: str, kv: KVData, relay: _Relay) -> None:
+        """Import ``kv`` (admitted: its reservation is held) and start decoding."""
         from executor.engine import PrefixMissingError
 
         o = relay.order
@@ -216,6 +233,22 @@ class RelayWorker(RoleWorker):
         if relay.request is not None:
             self.engine.finish(relay.request)
         self.relays.pop(relay.order.request_id, None)
+        self._release_kv(relay.order.request_id)
+
+    def _release_kv(self, request_id: str) -> None:
+        """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
+        KV of the requests that now fit."""
+        admitted, dropped = self.kv_gate.release(request_id)
+        if dropped is not None:
+            src, kv = dropped
+            self.send(src, KVDone(kv.request_id, imported=False))
+        for src, kv in admitted:
+            relay = self.relays.get(kv.request_id)
+            if relay is None or relay.state is not RelayState.WAIT_KV:
+                self.send(src, KVDone(kv.request_id, imported=False))
+                self._release_kv(kv.request_id)
+                continue
+            self._import(src, kv, relay)
 
     def tick(self, now: float) -> None:
         late = [r for r, x in self.relays.items() if x.state is RelayState.WAIT_KV and now - x.created_at > self.kv_wait_s]
