@@ -7,8 +7,11 @@ out: :class:`Route`, one flow (problem, class, pipeline, src → dst, DRC, its P
      and receiving peer) that answers its own physics: KV bytes and seconds over the WAN
      (:meth:`Route.wan_bytes`, :meth:`Route.wan_s`), until the first decoder holds the KV
      (:meth:`Route.first_kv_s`) and while P keeps it staged (:meth:`Route.staged_kv_s`), and
-     its TTFT law (:meth:`Route.first_token_law`); beside it RLD's eager tokens and its KV
-     room for relayed requests (:func:`relay_room_factor`), the decode context and design,
+     its TTFT law (:meth:`Route.first_token_law`); beside it RLD's eager tokens, its hold of a
+     relayed request through the handoff (:func:`relay_stop_s`) and its KV room for relayed
+     requests (:func:`relay_room_factor`), the decode context and design — per the classes a
+     pool serves, by the KV admission rule of :mod:`placer.kv_admission`
+     (:func:`decode_design_for`, :func:`decode_kv_headroom`),
      the light-class rule, the P queues' waiting-time laws, what TTFT is (:func:`ttft_det_s`)
      and the TTFT mixture quantile, how a pool's queues lie on its instances
      (:func:`queue_layout`); re-exported from :mod:`placer.ttft_tail`: the TTFT tail
