@@ -57,11 +57,13 @@ class Family:
     name: str
     keys: tuple[str, ...]
     axes: tuple[str, ...]
+    cubic: bool = True  # a monotone cubic along the last axis; False: straight log-log segments
 
 
 #: Every family the importer writes, with the columns of its CSV (keys, axes, then ``latency_s``).
 FAMILIES: dict[str, Family] = {f.name: f for f in (
-    Family("gemm", ("dtype",), ("n", "k", "m")),
+    # m is a staircase (one step per tile, both sides of each step measured): straight segments
+    Family("gemm", ("dtype",), ("n", "k", "m"), cubic=False),
     Family("context_attention", ("kv_dtype", "head_dim"), ("heads", "kv_heads", "batch", "isl")),
     Family("generation_attention", ("kv_dtype", "head_dim"), ("heads", "kv_heads", "batch", "context")),
     # MLA: heads are the heads ON ONE GPU (the model's heads / tp), as the database measures them
@@ -234,7 +236,7 @@ class OpTables:
                     grouped.setdefault(key, {})[tuple(float(row[i]) for i in axes_at)] = float(row[latency_at])
                 moved = 0.0
                 for key, points in grouped.items():
-                    trees[key], m = build_tree(points)
+                    trees[key], m = build_tree(points, cubic=fam.cubic)
                     moved = max(moved, m)
                 self.cleanup_max_rel[name] = moved
             self._families[name] = trees

@@ -4,7 +4,9 @@ the last axis, None outside (standard library only; :mod:`placer.kernels.tables`
 Along the last axis a leaf is a monotone piecewise-cubic Hermite curve (PCHIP, Fritsch–Carlson
 slopes) through the cleaned points in log(1 + x), log(seconds): a power law is reproduced
 exactly, the curvature of a cost that turns from fixed to quadratic (prefill attention) is
-followed instead of cut by chords, and nothing overshoots. Along the other axes the two
+followed instead of cut by chords, and nothing overshoots. A staircase (GEMM latency in m: one
+step per tile, measured on both sides of each step) is better served by straight segments,
+which a family asks for with ``cubic=False``. Along the other axes the two
 bracketing sub-tables blend linearly in log-log.
 
 in:  {axis values: seconds} of one exact-match key (a ragged grid is fine)
@@ -50,8 +52,9 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def build_tree(points: dict[tuple[float, ...], float]) -> tuple[Node, float]:
-    """(tree, largest relative move of the monotone clean-up) from {axis values: seconds}."""
+def build_tree(points: dict[tuple[float, ...], float], cubic: bool = True) -> tuple[Node, float]:
+    """(tree, largest relative move of the monotone clean-up) from {axis values: seconds};
+    ``cubic`` False: linear in log-log along the last axis too (a staircase, like GEMM's tiles)."""
     moved = 0.0
 
     def build(items: list[tuple[tuple[float, ...], float]], depth: int) -> Node:
@@ -65,7 +68,7 @@ def build_tree(points: dict[tuple[float, ...], float]) -> tuple[Node, float]:
             clean = _pava(raw)
             moved = max([moved] + [abs(math.exp(c - r) - 1) for c, r in zip(clean, raw)])
             lxs = tuple(math.log1p(x) for x in xs)
-            return lxs, tuple(clean), tuple(xs), _slopes(lxs, clean)
+            return lxs, tuple(clean), tuple(xs), (_slopes(lxs, clean) if cubic else None)
         return tuple(math.log1p(x) for x in xs), tuple(build(groups[x], depth + 1) for x in xs), tuple(xs), None
 
     return build(list(points.items()), 0), moved
