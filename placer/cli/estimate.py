@@ -92,7 +92,10 @@ def estimate(
         "shapes (--tp, or every default tp), only Pareto-optimal, memory-feasible points."))] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print the Estimate JSON instead of a table.")] = False,
 ) -> None:
-    """Predict one instance's prefill, decode and memory figures (no ILP), or with --pareto the decode frontier."""
+    """Predict one instance's prefill, decode and memory figures (no ILP).
+
+    With --pareto: the decode frontier of tokens/s per GPU against tokens/s per user over batches and
+    instance shapes."""
     try:
         _check_tps(tp, pareto, batch)
         if pareto:
