@@ -62,9 +62,9 @@ def estimate(
     model: Annotated[str, typer.Option("--model", help="Catalog model name, e.g. llama-3.1-8b.", show_default=False)],
     chip: Annotated[str, typer.Option("--chip", help="Catalog chip name, e.g. H100-SXM.", show_default=False)],
     tp: Annotated[list[int] | None, typer.Option("--tp", help=(
-        "Chips per instance (any positive integer). With --pareto: repeat to sweep several "
-        f"(--tp 4 --tp 8); omitted, {', '.join(map(str, DEFAULT_TPS))} (the scenario default tp_degrees)."),
-        show_default=False)] = None,
+        "Chips per instance (any positive integer; required without --pareto). With --pareto: repeat to sweep "
+        f"several (--tp 4 --tp 8); omitted, {', '.join(map(str, DEFAULT_TPS))} (the scenario default tp_degrees)."),
+        metavar="N", show_default=False)] = None,
     shape: Annotated[str | None, typer.Option("--shape", help=(
         "How the --tp chips split the model: tp (one tensor-parallel group; MoE: attention TP × experts EP), "
         "pp (dense, whole 8-chip nodes: tp 8 × pp stages), dep (MoE: attention data parallel × expert "
@@ -94,8 +94,7 @@ def estimate(
 ) -> None:
     """Predict one instance's prefill, decode and memory figures (no ILP).
 
-    With --pareto: the decode frontier of tokens/s per GPU against tokens/s per user over batches and
-    instance shapes."""
+    With --pareto: the decode frontier, tokens/s per GPU against tokens/s per user over batches and shapes."""
     try:
         _check_tps(tp, pareto, batch)
         if pareto:
