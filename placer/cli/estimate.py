@@ -119,7 +119,9 @@ def estimate(
 
 
 def _table(data: dict, model: str, chip: str) -> Fold:
-    rows = [(key, number(data[key]), unit) for key, unit in _ASSUMED + _UNITS]
+    rows = [(key, f"{data[key]:g}" if isinstance(data[key], float) else number(data[key]), unit)
+            for key, unit in _ASSUMED]  # as given
+    rows += [(key, number(data[key]), unit) for key, unit in _UNITS]
     rows += [("bound", f"{data['bound']['prefill']} / {data['bound']['decode']}", "prefill / decode"),
              ("shape", data["shape"], ""), ("layout", data["layout"], "")]
     return Fold(f"{model} on {data['chips']} x {chip}, {data['layout']}", ("figure", "value", "unit"), rows,
