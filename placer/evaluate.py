@@ -22,8 +22,10 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign, agg_first_token_law, plan_designs
 from placer.flows import (
-    Route, TtftTail, decode_design, eager_tokens, instance, mixture_quantile, relay_stop_s, slowest_rdma_peer,
+    Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, mixture_quantile, relay_stop_s,
+    slowest_rdma_peer,
 )
+from placer.kv_admission import kv_wait_probability
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
@@ -31,6 +33,11 @@ from placer.problem import Class, Problem
 from placer.queue_laws import InstanceWait, a_queue_laws, agg_prefill_shares, p_instance_laws, p_queue_laws
 from placer.token_cost import token_prices
 from placer.ttft_tail import SplitTail
+
+
+#: A decode pool whose arrivals wait for KV room more often than this gets a note (its plan was
+#: made for 1 − placer.kv_admission.KV_OCCUPANCY_QUANTILE; a hand-written or older plan may not be).
+KV_WAIT_NOTE_SHARE = 0.10
 
 
 @dataclass
@@ -44,6 +51,8 @@ class DecodeState:
     batch: float = 0.0
     step_s: float = 0.0
     seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
+    kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
+    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_probability)
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
 
@@ -159,11 +168,13 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
             hold = _relay_hold_s(problem, plan, a, c, link_util, st.im)
             if math.isfinite(hold):
                 relays.append((a.rps, hold, c.output_tokens, a.key))
+                st.kv_items.append((a.rps / st.count, c, hold))
                 held = a.rps * hold / st.count
                 st.held += held
                 st.held_context += held * c.input_tokens
                 continue
         rate = a.rps * c.output_tokens / st.count
+        st.kv_items.append((a.rps / st.count, c, None))
         st.tokens_per_s += rate
         st.context_weighted += rate * (c.input_tokens + c.output_tokens / 2)
     return relays
@@ -203,6 +214,13 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # what one request sees: itself and the others, whose count in an M/G/∞ system (a batch far from
     # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
     st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
+    # the waiting law's first moment: arrivals that find no KV room for their reservation
+    st.kv_wait = kv_wait_probability(st.im.kv_capacity_tokens, [
+        (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
+        for rate, c, hold in st.kv_items])
+    if st.kv_wait > KV_WAIT_NOTE_SHARE:
+        notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
+                     "its prompt + output); the simulator queues them there")
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")

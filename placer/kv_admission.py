@@ -6,7 +6,8 @@ out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the adm
      MD and RLD admit imported KV through it),
      :func:`occupancy_quantile_z` and :class:`KvHeadroom` (how much of a decoder's KV a plan may
      fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
-     a decoder's KV carries for the classes it serves).
+     a decoder's KV carries for the classes it serves), :func:`kv_wait_probability` (the share
+     of arrivals that wait for KV room at a given load: the waiting law's first moment).
 
 The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
 request when its batch has a slot and its free KV holds the request's whole final context —
@@ -147,6 +148,28 @@ def kv_design_batch(capacity_tokens: float, footprints: Iterable[tuple[float, fl
     b = z * math.sqrt(second)
     root = (-b + math.sqrt(b * b + 4.0 * mean * room)) / (2.0 * mean)
     return root * root
+
+
+def kv_wait_probability(capacity_tokens: float, load: Iterable[tuple[float, float, float]]) -> float:
+    """Share of arrivals a decoder of ``capacity_tokens`` makes wait for KV room, for ``load``:
+    (arrivals per second, requests held at once L_k, footprint f_k) per class. The others' KV is
+    compound Poisson (mean Σ L_k f_k, variance Σ L_k f_k², normal approximation); a class-k
+    arrival waits when it exceeds K − f_k (PASTA: arrivals see the time average)."""
+    items = [(a, h, f) for a, h, f in load if a > 0 or h > 0]
+    arrivals = sum(a for a, _, _ in items)
+    if arrivals <= 0 or capacity_tokens <= 0:
+        return 0.0
+    mean = sum(h * f for _, h, f in items)
+    sd = math.sqrt(sum(h * f * f for _, h, f in items))
+    normal = NormalDist()
+    share = 0.0
+    for a, _, f in items:
+        room = capacity_tokens - f
+        if sd <= 0:
+            share += a * (1.0 if mean > room else 0.0)
+        else:
+            share += a * (1.0 - normal.cdf((room - mean) / sd))
+    return share / arrivals
 
 
 class KvGate:

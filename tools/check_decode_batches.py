@@ -11,7 +11,9 @@ marginals) and replayed (`simulate`); then one line per decode pool with instanc
 * ``B kv``: the batch the pool's KV holds for the classes the plan actually sends it, at the
   occupancy quantile (:func:`placer.flows.decode_design_for`, each class weighted by the
   requests it keeps there: req/s × seconds held);
-* ``L plan``: the mean batch the plan expects per instance (Little's law, :func:`placer.evaluate.analyze`);
+* ``L plan``: the mean batch the plan expects per instance (Little's law, :func:`placer.evaluate.analyze`)
+  and ``wait``: the share of its arrivals it expects to wait for KV room
+  (:func:`placer.kv_admission.kv_wait_probability`);
 * the simulator's mean and largest batch per instance and its mean and largest admission queue
   (requests waiting for a slot or for KV).
 
@@ -77,7 +79,7 @@ def check(path: Path, requests: int, seed: int) -> list[str]:
         row = rows.get((key.role, key.datacenter, key.chip, str(key.tp)), {})
         flag = "KV!" if st.batch > b_kv * 1.0001 else ""
         lines.append(f"   {key.role:3s} {key.datacenter:12s} {key.chip:9s} tp{str(key.tp):3s} x{st.count:<3d} "
-                     f"B mix {b_mix:4d}  B kv {b_kv:4d}  L plan {st.batch:6.1f} | sim mean {row.get('mean_batch', 0):6.1f}"
+                     f"B mix {b_mix:4d}  B kv {b_kv:4d}  L plan {st.batch:6.1f} wait {st.kv_wait:5.1%} | sim mean {row.get('mean_batch', 0):6.1f}"
                      f" max {row.get('max_batch', 0):4d}  queue mean {row.get('mean_queue', 0):6.2f}"
                      f" max {row.get('max_queue', 0):4d} {flag}")
     return lines

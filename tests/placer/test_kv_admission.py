@@ -11,7 +11,7 @@ import pytest
 from placer.evaluate import analyze
 from placer.flows import class_footprint_tokens, decode_design, decode_design_for, instance
 from placer.kv_admission import (
-    KV_OCCUPANCY_QUANTILE, KvHeadroom, admits, footprint_tokens, kv_design_batch,
+    KV_OCCUPANCY_QUANTILE, KvHeadroom, admits, footprint_tokens, kv_design_batch, kv_wait_probability,
 )
 from placer.optimize import SolveConfig, optimize
 from placer.pdd import PREFILL_ROLES
@@ -70,8 +70,13 @@ def test_the_design_batch_leaves_headroom_for_the_occupancy_quantile():
             hits += used + arrival > capacity
         return hits / draws
 
-    assert blocked(design) < (1 - KV_OCCUPANCY_QUANTILE) * 1.6
-    assert blocked(capacity / mean_f) > 0.3
+    at_design, at_mean = blocked(design), blocked(capacity / mean_f)
+    assert at_design < (1 - KV_OCCUPANCY_QUANTILE) * 1.6
+    assert at_mean > 0.3
+    # the waiting law's first moment (what evaluate reports per pool) against the same draws
+    for mean_batch, drawn in ((design, at_design), (capacity / mean_f, at_mean)):
+        load = [(a, mean_batch * w / sum(held), f) for a, w, f in mix]
+        assert kv_wait_probability(capacity, load) == pytest.approx(drawn, abs=0.05)  # normal approximation
     # the MILP's linear row is the tangent bound: it never admits more than the exact quantile
     row = KvHeadroom.for_mix(capacity, mix)
     linear = row.limit_tokens / (sum(w * row.weight(f) for _, w, f in mix) / sum(held))
