@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from placer.cli.fold import Fold
-from placer.cli.output import fail, latest_from_database, out
+from placer.cli.output import err, fail, latest_from_database, out
 from placer.errors import InputError, PlacerError
 from placer.estimate import estimate as run_estimate
 from placer.estimate_pareto import DEFAULT_TPS, pareto as run_pareto
@@ -109,13 +109,23 @@ def estimate(
         fail(e if isinstance(e, PlacerError) else InputError(f"--profiles {profiles}: {e}"))
     data = result.to_dict()
     if json_out:
-        print(json.dumps(data, indent=2))
+        print(json.dumps(_frontier_json(data) if pareto else data, indent=2))
         return
     out.print(_pareto_table(data) if pareto else _table(data, model, chip))
     if pareto:
         _pareto_footer(data)
     else:  # under the table: a long source (a profile's path, an engine's fallback) would fold it
         out.print(f"source: {data['source']}", highlight=False, markup=False)
+
+
+def _frontier_json(data: dict) -> list[dict]:
+    """``--pareto --json``: the list of frontier points (docs/contracts.md), each carrying what the frontier
+    assumed (model, chip, engine, lengths, dtypes, ``--tpot``); what was left out goes to stderr, one line each."""
+    assumed = {k: v for k, v in data.items() if k not in ("points", "excluded", "candidates")}
+    for e in data["excluded"]:
+        err.print(f"left out: {e['shape']} on {e['chips']} chips: {e['reason']}", highlight=False, markup=False,
+                  soft_wrap=True)
+    return [{**assumed, **p} for p in data["points"]]
 
 
 def _table(data: dict, model: str, chip: str) -> Fold:

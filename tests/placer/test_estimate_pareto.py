@@ -1,7 +1,6 @@
 """``placer estimate --pareto``: the decode frontier of tokens/s per GPU against tokens/s per user."""
 
 import json
-import time
 
 import pytest
 from typer.testing import CliRunner
@@ -72,17 +71,16 @@ def test_a_tpot_marks_the_points_that_meet_it_and_adds_the_largest_batch_that_do
     assert all(p.meets_tpot is None for p in pareto("llama-3.1-70b", "H100-SXM", [4]).points)
 
 
-def test_the_cli_prints_and_returns_the_frontier_fast():
-    start = time.perf_counter()
+def test_the_cli_returns_the_frontier_as_a_list_of_points():
     result = _run("--model", "deepseek-v3", "--chip", "H200-SXM", "--pareto", "--tpot", "0.05", "--json")
-    assert time.perf_counter() - start < 1.0
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
-    assert {"model", "chip", "engine", "input_tokens", "output_tokens", "hit_rate", "weight_dtype", "kv_dtype",
-            "chunk_tokens", "mtp_accept", "target_tpot_s", "candidates", "points", "excluded"} == set(data)
-    assert (data["input_tokens"], data["output_tokens"], data["target_tpot_s"]) == (2048, 256, 0.05)
-    assert all(set(p) == POINT_KEYS for p in data["points"])
-    assert {p["chips"] for p in data["points"]} <= set(DEFAULT_TPS)
+    points = json.loads(result.stdout)
+    assumed = {"model", "chip", "engine", "input_tokens", "output_tokens", "hit_rate", "weight_dtype", "kv_dtype",
+               "chunk_tokens", "mtp_accept", "target_tpot_s"}
+    assert isinstance(points, list) and points
+    assert all(set(p) == POINT_KEYS | assumed for p in points)
+    assert all((p["input_tokens"], p["output_tokens"], p["target_tpot_s"]) == (2048, 256, 0.05) for p in points)
+    assert {p["chips"] for p in points} <= set(DEFAULT_TPS)
     table = _run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--pareto", "--tp", "4", "--tp", "8").output
     assert "decode frontier" in table and "tp8" in table and "tp4" in table and "tp16" not in table
     assert "left out" in table and "e+" not in table
