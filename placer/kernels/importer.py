@@ -39,6 +39,7 @@ from placer.catalog import Chip, chip_catalog
 from placer.errors import InputError
 from placer.kernels import normalise as norm
 from placer.kernels.source import engine_versions, family_sources, read_rows
+from placer.kernels import tables
 from placer.kernels.tables import CHIP_SYSTEMS, DATA_DIR, ENGINES, FAMILIES
 
 SOURCE_PACKAGE = "aiconfigurator-core==0.12.0"
@@ -163,6 +164,7 @@ def import_tables(db: Path, system: str, engine: str, version: str | None = None
         "families": families,
     }
     (directory / "provenance.json").write_text(json.dumps(provenance, indent=1, sort_keys=True) + "\n")
+    tables.forget()  # this process reads the new tables, not what it cached before
     return provenance
 
 

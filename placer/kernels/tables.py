@@ -124,8 +124,13 @@ def _version_key(version: str) -> tuple:
 
 
 def available(data_dir: Path | None = None) -> list[tuple[str, str, str]]:
-    """Every shipped (system, engine, version), sorted."""
-    root = data_dir or DATA_DIR
+    """Every shipped (system, engine, version), sorted (read once per directory and process)."""
+    return list(_available(str(data_dir or DATA_DIR)))
+
+
+@functools.lru_cache(maxsize=16)
+def _available(root_path: str) -> tuple[tuple[str, str, str], ...]:
+    root = Path(root_path)
     found = []
     if root.is_dir():
         for system_dir in sorted(p for p in root.iterdir() if p.is_dir()):
@@ -133,7 +138,7 @@ def available(data_dir: Path | None = None) -> list[tuple[str, str, str]]:
                 engine, _, version = table_dir.name.partition("-")
                 if version and (table_dir / "provenance.json").is_file():
                     found.append((system_dir.name, engine, version))
-    return sorted(found, key=lambda t: (t[0], t[1], _version_key(t[2])))
+    return tuple(sorted(found, key=lambda t: (t[0], t[1], _version_key(t[2]))))
 
 
 def load(system: str, engine: str, version: str | None = None, data_dir: Path | None = None) -> OpTables | None:
@@ -152,6 +157,12 @@ def load(system: str, engine: str, version: str | None = None, data_dir: Path | 
 @functools.lru_cache(maxsize=64)
 def _load_dir(path: str) -> OpTables:
     return OpTables(Path(path))
+
+
+def forget() -> None:
+    """Drop what :func:`available` and :func:`load` cached (after tables were written)."""
+    _available.cache_clear()
+    _load_dir.cache_clear()
 
 
 # --- reading the shipped CSVs ---------------------------------------------------------------
