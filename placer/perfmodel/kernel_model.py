@@ -12,15 +12,8 @@ The calls of one transformer layer on one rank (t = tensor-parallel degree of at
 stage's chips, or 1 with data-parallel attention; rows per rank m = forward rows / d, d = the
 data-parallel ranks):
 
-* GQA  QKV (n = (q + 2·kv)·head_dim / t, k = hidden), O (n = hidden, k = q·head_dim / t);
-* MLA  q_a (n = 1536, k = hidden), q_b (n = H·(d + rope) / t, k = 1536), kv_a (n = r_kv + rope,
-  k = hidden), kv_b (n = H·2d / t, k = r_kv; in prefill over every key of the prompt: the MHA form
-  up-projects the cached prefix too), O (n = hidden, k = H·d / t). q_lora_rank 1536 is DeepSeek-V3's
-  and Kimi-K2's config (the catalog's MLA models);
-* FFN  gate/up (n = 2f / t, k = hidden), down (n = hidden, k = f / t): dense models f from the
-  parameter count (:attr:`~placer.perfmodel.work.InstanceWork.ffn_width`); MoE the shared experts
-  (f = shared × expert_ffn) in MoE layers, and the dense FFN of the other layers (the dense
-  parameters left after attention and shared experts);
+* the GEMMs of each layer by their real shapes (:mod:`~placer.perfmodel.layer_gemms`: QKV / O or MLA's
+  projections, the FFN or shared experts, each split over t);
 * routed experts: the grouped expert GEMMs of one MoE layer, ``moe_s`` over the group's tokens:
   with data-parallel attention (``dep``) experts split ep = chips ways; with tensor-parallel attention
   (MoE shape ``tp``) every expert tensor parallel over the chips (moe_tp = chips, ep 1), as the engines
@@ -48,10 +41,9 @@ from functools import cached_property
 from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS
 from placer.perfmodel.collectives import InstanceCollectives
 from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, gemm_efficiency
+from placer.perfmodel.layer_gemms import layer_gemms
 from placer.perfmodel.op_costs import OpCosts
 
-#: MLA's query down-projection rank (DeepSeek-V3 / Kimi-K2 config.json ``q_lora_rank``)
-MLA_Q_LORA_RANK = 1536
 #: composed forwards kept per instance (decode kernels by (sequences, queries, context); prefill chunks)
 FORWARD_MEMO_ENTRIES = 8192
 #: query positions per sequence from which a decode forward is costed as prefill attention over the
@@ -111,33 +103,9 @@ class KernelForward:
         return None
 
     @cached_property
-    def _layer_groups(self) -> tuple[tuple[float, tuple[tuple[str, float, float], ...]], ...]:
-        """(layers per stage, ((name, n, k), ...)) for each group of identical layers, per rank."""
-        m, t = self.model, self._attn_tp
-        per_stage = 1.0 / self.pp
-        if m.attn == "mla":
-            h, d, r = m.q_heads, m.head_dim, m.kv_lora_rank
-            attn = (("q_a", MLA_Q_LORA_RANK, m.hidden), ("q_b", h * (d + m.rope_dim) / t, MLA_Q_LORA_RANK),
-                    ("kv_a", r + m.rope_dim, m.hidden), ("o", m.hidden, h * d / t))
-            attn_params = m.hidden * (MLA_Q_LORA_RANK + r + m.rope_dim) + MLA_Q_LORA_RANK * h * (d + m.rope_dim) \
-                + r * h * 2 * d + h * d * m.hidden
-        else:
-            attn = (("qkv", (m.q_heads + 2 * m.kv_heads) * m.head_dim / t, m.hidden),
-                    ("o", m.hidden, m.q_heads * m.head_dim / t))
-            attn_params = m.hidden * m.head_dim * (2 * m.q_heads + 2 * m.kv_heads)
-
-        def ffn(width: float) -> tuple[tuple[str, float, float], ...]:
-            return (("gate_up", 2 * width / t, m.hidden), ("down", m.hidden, width / t)) if width > 0 else ()
-
-        if not (m.moe_layers and m.experts):
-            return ((m.layers * per_stage, attn + ffn(self.ffn_width)),)
-        shared = m.shared_experts * m.expert_ffn
-        dense_layers = m.layers - m.moe_layers
-        groups = [(m.moe_layers * per_stage, attn + ffn(shared))]
-        if dense_layers > 0:
-            left = self._params[0] - m.layers * attn_params - m.moe_layers * 3 * m.hidden * shared
-            groups.append((dense_layers * per_stage, attn + ffn(max(0.0, left / (dense_layers * 3 * m.hidden)))))
-        return tuple(groups)
+    def _layer_groups(self) -> tuple:
+        """(layers per stage, ((name, n, k), ...)) per group of identical layers, per rank (:mod:`layer_gemms`)."""
+        return layer_gemms(self.model, self._attn_tp, self.pp, self.ffn_width, self._params[0])
 
     # ---- one op ----------------------------------------------------------------------------
     def _gemm(self, rows: float, n: float, k: float, seen: dict) -> tuple[float, float, float]:
@@ -187,12 +155,14 @@ class KernelForward:
                  "fp4": "fp4"}.get(self.compute_dtype) if self._gemm_dtype else None
         if dtype is None:
             seen.setdefault("moe", set()).add(False)
-            return roofline
+            return roofline  # the caller's roofline forward answers when nothing was measured
         ep = self.tp // self._experts_tp
         flops = 2 * rows * m.experts_per_token * 3 * m.hidden * m.expert_ffn / self.tp  # per rank, either split
         touched = 1.0 - (1.0 - m.experts_per_token / m.experts) ** max(rows, 1.0)
         w_bytes = touched * m.experts / self.tp * 3 * m.hidden * m.expert_ffn * self.bytes_per_param
-        per_layer = roofline / m.moe_layers * (rows / tokens if tokens > 0 else 1.0)
+        # the roofline of one layer's experts on one rank: their FLOPs, or the read of the experts touched
+        per_layer = max(roofline / m.moe_layers * (rows / tokens if tokens > 0 else 1.0),
+                        w_bytes / self.chip.mem_bw_bytes_per_s)
         s, measured = self.ops.seconds("moe", (dtype, max(rows, 1.0), m.hidden, m.expert_ffn, m.experts_per_token,
                                                m.experts, self._experts_tp, ep), per_layer, flops, w_bytes,
                                         self.compute_dtype)
@@ -331,9 +301,21 @@ class KernelForward:
         seen.update(self._comm_seen)
         return self._kinds(linear, attention, c - mem, tokens, comm), seen
 
+    def _or_roofline(self, composed: tuple[dict, dict], roofline) -> tuple[dict, dict]:
+        """The composed forward, or — where no table answered any of its ops — the roofline's own
+        (so a forward whose source is "roofline" has the roofline's figures exactly)."""
+        kinds, seen = composed
+        if any(True in answers for answers in seen.values()):
+            return composed
+        return roofline(), seen
+
+    def _decode_entry(self, sequences: float, queries: float, context_tokens: float) -> tuple[dict, dict]:
+        return self._memo(("d", sequences, queries, context_tokens), lambda: self._or_roofline(
+            self._decode(sequences, queries, context_tokens),
+            lambda: super(KernelForward, self).decode_kernels(sequences, queries, context_tokens)))
+
     def decode_kernels(self, sequences: float, queries: float, context_tokens: float) -> dict:
-        return self._memo(("d", sequences, queries, context_tokens),
-                          lambda: self._decode(sequences, queries, context_tokens))[0]
+        return self._decode_entry(sequences, queries, context_tokens)[0]
 
     def _mixed(self, batch: float, context_tokens: float, chunk_tokens: float, chunk_start: float) -> tuple[dict, dict]:
         seen: dict = {}
@@ -353,8 +335,9 @@ class KernelForward:
     def mixed_kernels(self, batch: float, context_tokens: float, chunk_tokens: float, chunk_start_tokens: float) -> dict:
         if chunk_tokens <= 0:
             return self.decode_kernels(batch, 1 + self.draft_tokens, context_tokens)
-        return self._memo(("m", batch, context_tokens, chunk_tokens, chunk_start_tokens),
-                          lambda: self._mixed(batch, context_tokens, chunk_tokens, chunk_start_tokens))[0]
+        return self._memo(("m", batch, context_tokens, chunk_tokens, chunk_start_tokens), lambda: self._or_roofline(
+            self._mixed(batch, context_tokens, chunk_tokens, chunk_start_tokens),
+            lambda: super(KernelForward, self).mixed_kernels(batch, context_tokens, chunk_tokens, chunk_start_tokens)))[0]
 
     def _prefill(self, input_tokens: float, start: float, tokens: float) -> tuple[dict, dict]:
         seen: dict = {}
@@ -368,9 +351,12 @@ class KernelForward:
         seen.update(self._comm_seen)
         return self._kinds(linear, attention, c - mem, tokens, comm), seen
 
+    def _prefill_entry(self, input_tokens: float, start: float, tokens: float) -> tuple[dict, dict]:
+        return self._memo(("p", input_tokens, start, tokens), lambda: self._prefill(input_tokens, start, tokens))
+
     def prefill_kernels(self, input_tokens: float, start: float, tokens: float) -> dict:
         """One prefill chunk's kinds of kernel (as :meth:`decode_kernels`; with pp, one stage's)."""
-        return self._memo(("p", input_tokens, start, tokens), lambda: self._prefill(input_tokens, start, tokens))[0]
+        return self._prefill_entry(input_tokens, start, tokens)[0]
 
     def prefill_chunk_parts(self, input_tokens: float, start: float, tokens: float) -> tuple[float, float]:
         """(work, memory bytes besides the weight read) of one prefill chunk, as the roofline's
@@ -380,7 +366,9 @@ class KernelForward:
         a tail chunk at one weight read, and a packed forward of k prompts is k × this work — every caller
         of the roofline's prefill (``prefill_chunk_s``, the estimate's and the simulator's packing) reads
         the kernels."""
-        kinds = self.prefill_kernels(input_tokens, start, tokens)
+        kinds, seen = self._prefill_entry(input_tokens, start, tokens)
+        if not any(True in answers for answers in seen.values()):  # no table answered: the roofline's own
+            return super().prefill_chunk_parts(input_tokens, start, tokens)
         seconds = sum(max(kinds[k]) for k in KERNEL_KINDS)
         return seconds * self.flops_per_s, input_tokens * self.kv_bytes_per_token
 
@@ -391,17 +379,17 @@ class KernelForward:
         roofline = [op for op in OP_NAMES if seen.get(op) == {False}]
         roofline.append("elementwise")
         if not measured and not partly:
-            return "roofline"
+            # the engine's layout still holds: MoE shape tp runs its experts tensor parallel
+            return "roofline (experts tensor parallel, as the engine runs them)" if self._experts_tp > 1 else "roofline"
         return f"{self.ops.label}: {', '.join(measured + partly)}; roofline: {', '.join(roofline)}"
 
     def source_of_prefill(self, start: float, tokens: float) -> str:
         """What answered the forward of ``tokens`` new tokens after ``start`` cached: e.g.
         "measured kernels (vllm 0.24.0, h200_sxm): gemm, attention, allreduce; roofline: elementwise"."""
-        return self._source(self._memo(("p", start + tokens, start, tokens),
-                                       lambda: self._prefill(start + tokens, start, tokens))[1])
+        return self._source(self._prefill_entry(start + tokens, start, tokens)[1])
 
     def source_of_step(self, batch: float, context_tokens: float) -> str:
         """What answered the decode step of ``batch`` sequences at ``context_tokens`` (as :meth:`source_of_prefill`)."""
         q = 1 + self.draft_tokens
         batch = max(batch, 1.0)
-        return self._source(self._memo(("d", batch, q, context_tokens), lambda: self._decode(batch, q, context_tokens))[1])
+        return self._source(self._decode_entry(batch, q, context_tokens)[1])
