@@ -276,7 +276,8 @@ class Plan(_M):
     notes: list[str] = Field(default_factory=list)
     verification: Verification | None = Field(None, description=(
         "The plan simulated beside its promise (`placer optimize` by default; absent with --no-verify)."))
-    robust: Robust | None = Field(None, description="`placer optimize --robust X`: what planning for slower chips cost.")
+    robust: Robust | None = Field(None, description=(
+        "`placer optimize --robust X`: what planning for slower chips cost."))
 
     @model_validator(mode="after")
     def _shapes(self) -> Plan:

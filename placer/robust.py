@@ -44,7 +44,8 @@ def optimize_robust(scenario, slowdown: float, config: SolveConfig = SolveConfig
             nominal = None  # out of time or no plan: the cost is left unknown
     base = nominal.metrics.bcr_requests_per_usd if nominal is not None else None
     cost = 1 - plan.metrics.bcr_requests_per_usd / base if base else None
-    robust = Robust(slowdown=slowdown, ttft_p90_s_slow=slow.ttft_p90_s, bcr_requests_per_usd_slow=slow.bcr_requests_per_usd,
+    robust = Robust(slowdown=slowdown, ttft_p90_s_slow=slow.ttft_p90_s,
+                    bcr_requests_per_usd_slow=slow.bcr_requests_per_usd,
                     sla_met_slow=bool(slow.sla_met), nominal_bcr_requests_per_usd=base, bcr_cost=cost)
     note = (f"robust: planned with every chip {100 * slowdown:g} % slower (TTFT P90 {slow.ttft_p90_s:.3f} s there, "
             f"{'meets' if slow.sla_met else 'misses'} the SLA); metrics at nominal speed")

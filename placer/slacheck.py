@@ -55,7 +55,8 @@ def sla_status(problem, analysis) -> tuple[bool, list[SlaMiss]]:
         if p90 > sla * (1 + TOLERANCE):
             words = f"TTFT P90 {p90:.3f} s > SLA {sla:g} s"
         elif slow:
-            words = f"{100 * sum(f.rps for f in slow) / served:.0f} % of it on decode pools over TPOT {problem.tpot_s:g} s"
+            share = sum(f.rps for f in slow) / served
+            words = f"{100 * share:.0f} % of it on decode pools over TPOT {problem.tpot_s:g} s"
         else:
             continue
         misses.append(SlaMiss(request_class=name, ttft_p90_s=p90, sla_attainment=attained, why=words))

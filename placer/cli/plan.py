@@ -111,7 +111,9 @@ def optimize(
     try:
         # the clock starts here: reading the scenario and profiles counts against --time-limit too
         config = SolveConfig(objective.value, solver.value, time_limit, marginals).started()
-        check_fraction("perturb", perturb)
+        check_fraction("--perturb", perturb)
+        if robust is not None:
+            check_fraction("--robust", robust)
         loaded = with_engine(load_scenario(scenario), engine)
         measured = measured_for(loaded, profiles)
         if loaded.is_fleet and (verify or robust is not None):
@@ -124,8 +126,7 @@ def optimize(
             plan = _verified(problem, plan, verify_rounds, config,
                              SimConfig(requests=verify_requests or REPAIR_REQUESTS, arrivals=verify_arrivals.value))
         if verify is not False and not loaded.is_fleet:
-            plan = plan.model_copy(update={"verification": check_plan_by_simulation(
-                problem, plan, sim, perturb, perturb_requests=min(sim.requests, PERTURB_REQUESTS))})
+            plan = _checked(problem, plan, sim, perturb)
     except PlacerError as e:
         fail(e)
     text = plan.to_json()
@@ -143,6 +144,19 @@ def optimize(
     if not _keeps_promise(plan) and not best_effort:
         fail(InfeasiblePlanError(f"the plan misses the SLA ({_miss_reason(plan)}); binding: {_binds(plan) or 'none'} "
                                  "(add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept it)"))
+
+
+def _checked(problem, plan: Plan, sim: SimConfig, perturb: float) -> Plan:
+    """``plan`` with its default verification; a simulation that fails is reported, never fails the plan
+    (the check is advisory: the plan was solved and validated without it)."""
+    try:
+        check = check_plan_by_simulation(problem, plan, sim, perturb, perturb_requests=min(sim.requests,
+                                                                                           PERTURB_REQUESTS))
+    except Exception as e:  # advisory, as marginal values are
+        why = f"verification skipped: the simulation failed ({type(e).__name__}: {e})"
+        err.print(f"warning: {why}", highlight=False, markup=False, soft_wrap=True)
+        return plan.model_copy(update={"notes": [*plan.notes, why]})
+    return plan.model_copy(update={"verification": check})
 
 
 def _keeps_promise(plan: Plan) -> bool:
@@ -179,7 +193,7 @@ def evaluate(
 ) -> None:
     """Metrics of a given plan without re-optimising its pools."""
     try:
-        check_fraction("perturb", perturb)
+        check_fraction("--perturb", perturb)
         loaded = with_engine(load_scenario(scenario), engine)
         if loaded.is_fleet and perturb > 0:
             raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")

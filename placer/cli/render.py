@@ -185,7 +185,8 @@ def sla_line(plan: Plan, sla_s: float, binds: str = "") -> Text:
     head = (f"SLA met as planned: TTFT P90 {m.ttft_p90_s:.3f} s <= {sla_s:g} s, {100 * m.sla_attainment:.1f} % "
             f"of requests within it{sim}")
     if v is not None and not v.sla_met:
-        return Text(head.replace("SLA met as planned", "SLA met as planned but MISSED in simulation"), style="bold yellow")
+        missed = head.replace("SLA met as planned", "SLA met as planned but MISSED in simulation")
+        return Text(missed, style="bold yellow")
     return Text(head, style="bold green")
 
 

@@ -59,7 +59,8 @@ def test_optimize_verifies_by_default_and_no_verify_skips(tmp_path):
     assert abs(v["ttft_p90_s"] / plan["metrics"]["ttft_p90_s"] - 1) < 0.5  # a real simulation of this plan
     tables = invoke("optimize", scenario, "--no-marginals")
     assert tables.exit_code == 0, tables.output
-    assert tables.stdout.splitlines()[0].startswith("SLA met as planned") and "simulated" in tables.stdout.splitlines()[0]
+    first = tables.stdout.splitlines()[0]
+    assert first.startswith("SLA met as planned") and "simulated" in first
     assert "verification: the promise beside a simulation" in tables.stdout
     assert "robustness: chips ±20 % (2 cases)" in tables.stdout  # the default --perturb 0.2 line
     skipped = invoke("optimize", scenario, "--no-marginals", "--json", "--no-verify")
