@@ -49,6 +49,9 @@ MAX_CLASSES = 24
 FORWARD_FLOOR_TOKENS = 1024
 #: Rounds of moving requests to the class a router would send them as (:func:`_as_routed`).
 ROUTING_ROUNDS = 4
+#: Weights of |Δ log input| and |Δ log output| beside |Δ hit| in :func:`class_distance` (the
+#: simulator router's, ``placer.sim.router.Router.classify``).
+DISTANCE_WEIGHTS = (0.25, 0.1)
 #: Hit-rate bucket edges: coarse at low hit, fine above 0.9 (the PDD histogram's buckets).
 HIT_EDGES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995, 1.0)
 
@@ -67,13 +70,14 @@ class _Bucket:
     """Requests of one class in the making: (input, output, new tokens) of each; its hit range,
     its base name and, once cut by :func:`_hold_tails`, its new-token band [band_lo, band_hi)."""
 
-    __slots__ = ("lo", "hi", "rows", "base", "band_lo", "band_hi")
+    __slots__ = ("lo", "hi", "rows", "base", "band_lo", "band_hi", "_ss")
 
     def __init__(self, lo: float, hi: float, base: str = ""):
         self.lo, self.hi, self.base = lo, hi, base
         self.rows: list[tuple[float, float, float]] = []
         self.band_lo: float | None = None
         self.band_hi: float | None = None
+        self._ss: float | None = None  # within_ss, once the rows are final
 
     @property
     def n(self) -> int:
@@ -81,15 +85,19 @@ class _Bucket:
 
     def add(self, n_in: float, n_out: float, hit: float) -> None:
         self.rows.append((n_in, n_out, (1.0 - hit) * n_in))
+        self._ss = None
 
     def absorb(self, other: _Bucket) -> None:
         self.lo, self.hi = min(self.lo, other.lo), max(self.hi, other.hi)
         self.rows.extend(other.rows)
+        self._ss = None
 
     def within_ss(self) -> float:
         """Σ (n − n̄)² of the requests' work n = max(new tokens, :data:`FORWARD_FLOOR_TOKENS`): the
         variance of prefill time the class's mean alone would lose."""
-        return _ss([_work(r[2]) for r in self.rows])
+        if self._ss is None:
+            self._ss = _ss([_work(r[2]) for r in self.rows])
+        return self._ss
 
     def piece(self, rows: list, band_lo: float | None, band_hi: float | None) -> _Bucket:
         out = _Bucket(self.lo, self.hi, self.base)
@@ -277,6 +285,7 @@ def _as_routed(pieces: list[_Bucket], total: int, rounds: int) -> list[_Bucket]:
     ``placer.sim.router.Router.classify``), the classes' figures recomputed, ``rounds`` times at
     most (Lloyd's iteration). A class is then the requests that will be served as it, so the plan
     sizes each route for the traffic it gets; classes left empty go."""
+    w_in, w_out = DISTANCE_WEIGHTS
     for _ in range(rounds):
         centers = []
         for b in pieces:
@@ -287,10 +296,14 @@ def _as_routed(pieces: list[_Bucket], total: int, rounds: int) -> list[_Bucket]:
         for k, b in enumerate(pieces):
             for row in b.rows:
                 n_in, n_out, new = row
-                point = (1.0 - new / n_in, math.log(max(n_in, 1)), math.log(max(n_out, 1)))
-                j = min(range(len(centers)), key=lambda i: class_distance(centers[i], point))
-                changed |= j != k
-                moved[j].append(row)
+                hit, log_in, log_out = 1.0 - new / n_in, math.log(max(n_in, 1)), math.log(max(n_out, 1))
+                best, best_d = k, math.inf
+                for j, (c_hit, c_in, c_out) in enumerate(centers):  # class_distance, inlined: the hot loop
+                    d = abs(c_hit - hit) + w_in * abs(c_in - log_in) + w_out * abs(c_out - log_out)
+                    if d < best_d:
+                        best, best_d = j, d
+                changed |= best != k
+                moved[best].append(row)
         pieces = [b.piece(rows, b.band_lo, b.band_hi) for b, rows in zip(pieces, moved) if rows]
         if not changed:
             break
@@ -299,10 +312,10 @@ def _as_routed(pieces: list[_Bucket], total: int, rounds: int) -> list[_Bucket]:
 
 def class_distance(center: tuple[float, float, float], request: tuple[float, float, float]) -> float:
     """How far a request (hit, log input, log output) is from a class (the same, its figures):
-    hit first, then lengths — the rule the simulator's router classifies a trace's requests by
-    (``placer.sim.router.Router.classify``)."""
-    return (abs(center[0] - request[0]) + 0.25 * abs(center[1] - request[1])
-            + 0.1 * abs(center[2] - request[2]))
+    hit first, then lengths (:data:`DISTANCE_WEIGHTS`) — the rule the simulator's router
+    classifies a trace's requests by (``placer.sim.router.Router.classify``)."""
+    w_in, w_out = DISTANCE_WEIGHTS
+    return abs(center[0] - request[0]) + w_in * abs(center[1] - request[1]) + w_out * abs(center[2] - request[2])
 
 
 def _exact_shares(classes: list[RequestClass]) -> list[RequestClass]:
