@@ -208,6 +208,27 @@ class SolverInfo(_M):
     seconds: float = 0.0
 
 
+class EngineInfo(_M):
+    """The engine a plan's numbers assume, as CONTRACTS.md writes it: ``{"name": …, "version": …}``."""
+
+    name: str = Field(max_length=16, pattern=r"^(roofline|sglang|vllm|trtllm)$")
+    version: str | None = Field(None, max_length=40)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_spec(cls, value: object) -> object:
+        """``"vllm==0.24.0"`` (the scenario's spelling) → ``{"name": "vllm", "version": "0.24.0"}``."""
+        if isinstance(value, str):
+            name, _, version = value.partition("==")
+            return {"name": name, "version": version or None}
+        return value
+
+    @property
+    def spec(self) -> str:
+        """The scenario's spelling: ``vllm==0.24.0``, or the bare name without a version."""
+        return f"{self.name}=={self.version}" if self.version else self.name
+
+
 class Binding(_M):
     constraint: str
     marginal: str
@@ -260,9 +281,11 @@ class Plan(_M):
     schema_version: int = SCHEMA_VERSION
     scenario: str
     objective: str = "bcr"
-    engine: str = Field("roofline", max_length=64, description=(
-        "The serving engine the plan's numbers assume (the scenario's ``engine``: roofline, sglang, vllm or trtllm, "
-        "optionally name==version); ``placer export`` warns when its format is another engine."))
+    engine: EngineInfo = Field(default_factory=lambda: EngineInfo(name="roofline"), description=(
+        "The serving engine the plan's numbers assume (the scenario's ``engine``): its name (roofline, sglang, "
+        "vllm or trtllm) and the version pinned (``vllm==0.24.0``; null: each chip's newest shipped tables, the "
+        "pools' notes name them; always null for the roofline); ``placer export`` "
+        "warns when its format is another engine."))
     metrics: Metrics = Field(default_factory=Metrics)
     models: dict[Name, Metrics] | None = Field(None, description=(
         "Fleets: each model's own metrics (``metrics`` are then the fleet's); absent in single-model plans."))

@@ -85,7 +85,7 @@ def export(
         write(files, target)
     except PlacerError as e:
         fail(e)
-    warning = engine_warning(plan.engine, fmt_name)
+    warning = engine_warning(plan.engine.spec, fmt_name)
     if warning:
         err.print(f"warning: {warning}", highlight=False, markup=False, soft_wrap=True)
     out.print(f"wrote {len(files)} files to {target}/ (see {target}/README.md for what {fmt_name} cannot express)",

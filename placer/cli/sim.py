@@ -105,8 +105,8 @@ def simulate(
         loaded = with_engine(load_scenario(scenario), engine)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         plan = load_plan(plan_file)
-        if plan.engine != loaded.engine:
-            err.print(f"warning: the plan's numbers assume engine {plan.engine}; replaying with {loaded.engine}",
+        if plan.engine.spec != loaded.engine:
+            err.print(f"warning: the plan's numbers assume engine {plan.engine.spec}; replaying with {loaded.engine}",
                       highlight=False, markup=False, soft_wrap=True)
         check_plan(problem, plan, other_scenario=True)  # the simulator replays a plan on another load on purpose
         bar, update = _progress(requests)

@@ -19,7 +19,8 @@ FORMAT_ENGINES = {"sglang": "sglang", "vllm": "vllm", "dynamo": "sglang", "k8s":
 
 
 def engine_warning(plan_engine: str, fmt: str) -> str | None:
-    """The warning for exporting a plan made under ``plan_engine`` as ``fmt``, or None when they agree."""
+    """The warning for exporting a plan made under ``plan_engine`` (a scenario's spelling, ``vllm`` or
+    ``vllm==0.24.0``: :attr:`placer.plan.EngineInfo.spec`) as ``fmt``, or None when they agree."""
     name, _ = split_engine(plan_engine)
     runs = FORMAT_ENGINES.get(fmt)
     if name == ROOFLINE or runs is None or runs == name:
