@@ -156,8 +156,9 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
     requests held at once, or any weight proportional to it: λ_k·T_k) — the largest batch meeting
     the TPOT SLA at the served classes' context (and the engine's batch cap) and holding their
     reserved KV at the occupancy quantile (:func:`placer.kv_admission.kv_design_batch`: the batch
-    is a sum of random footprints, so it stops short of K / mean footprint). A request alone is
-    always admitted: 1 when even one does not fit; 0 when one step of one request misses TPOT."""
+    is a sum of random footprints, so it stops short of K / mean footprint). 0 when one step of
+    one request misses TPOT, or when the KV holds less than one request of them at the quantile
+    (a decoder still admits a request alone, but such a pool is not worth planning)."""
     pairs = [(c, w) for c, w in load if w > 0]
     if not pairs:
         return 0, 0.0
@@ -169,7 +170,9 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
     # arrivals: held / time held, the time ∝ output at one step
     by_kv = kv_design_batch(im.kv_capacity_tokens, [(w / max(c.output_tokens, 1), w, class_footprint_tokens(c))
                                                     for c, w in pairs])
-    batch = max(1, min(by_tpot, int(by_kv)))
+    if by_kv < 1:  # not one request of these classes at the quantile: no pool worth planning
+        return 0, im.step_s(1, ctx)
+    batch = min(by_tpot, int(by_kv))
     return batch, im.step_s(batch, ctx)
 
 

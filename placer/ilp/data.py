@@ -297,8 +297,11 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                         continue
                     batch, step = decode_design(problem, im)
                     if batch < 1:
+                        one = im.step_s(1, ctx)
                         notes.append(
-                            f"{chip} tp{tp}: one decode step takes {im.step_s(1, ctx):.4f} s > TPOT {problem.tpot_s} s"
+                            f"{chip} tp{tp}: one decode step takes {one:.4f} s > TPOT {problem.tpot_s} s"
+                            if one > problem.tpot_s else
+                            f"{chip} tp{tp}: its KV holds less than one request of the mix at the occupancy quantile"
                         )
                         continue
                     pool = Pool(role, dc.name, chip, tp)
