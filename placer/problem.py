@@ -60,7 +60,6 @@ class Class:
     filterable: bool  # the scenario's FilterRule holds: may finish on RLD (P-RLD)
     new_tokens_cv2: float = 0.0  # variance / mean² of the class's uncached prompt tokens (the tail it holds)
     output_tokens_cv2: float = 0.0  # variance / mean² of its output tokens
-    arrival_batch_dispersion: float = 1.0  # E[B²]/E[B] of the batches its requests arrive in (1: Poisson)
 
     @property
     def new_tokens(self) -> float:
@@ -162,14 +161,12 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
 
     opts = scenario.options
     rule = FilterRule(opts.filter_min_input_tokens, opts.filter_max_hit_rate, opts.filter_max_output_tokens)
-    batch = scenario.workload.arrival_batch_dispersion
     if scenario.workload.classes:
         raw = scenario.workload.classes
     else:
-        from placer.workload import classes_from_trace, trace_batch_dispersion
+        from placer.workload import classes_from_trace
 
         raw = classes_from_trace(scenario.workload.trace, cache_tokens=scenario.workload.prefix_cache_tokens)
-        batch = trace_batch_dispersion(scenario.workload.trace) if batch is None else batch
     classes = tuple(
         Class(
             name=c.name,
@@ -180,7 +177,6 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
             filterable=rule.is_filtered(c.input_tokens, c.hit_rate, c.output_tokens),
             new_tokens_cv2=c.new_tokens_cv2,
             output_tokens_cv2=c.output_tokens_cv2,
-            arrival_batch_dispersion=batch or 1.0,
         )
         for c in raw
     )

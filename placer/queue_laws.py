@@ -10,8 +10,7 @@ out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the pl
      :func:`tail_notes` (requests whose prefill alone outlasts the TTFT SLA, and why).
 
 A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as two lengths with its
-mean and variance (:func:`class_items`), so E[S²] holds the within-class tail; requests that
-arrive in batches (``Class.arrival_batch_dispersion``) wait for their batch-mates too (:func:`batched`). The laws are
+mean and variance (:func:`class_items`), so E[S²] holds the within-class tail. The laws are
 :mod:`placer.flows`' (:func:`~placer.flows.packed_wait_law`,
 :func:`~placer.flows.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
 plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
@@ -20,7 +19,6 @@ plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -53,9 +51,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         key = (*a.key, a.queue or "")
         load[key].extend(class_items(a.rps, classes[a.request_class], models[a.key]))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[a.key]
-    total = sum(a.rps for a in plan.assignments if a.role == P and a.rps > 0)
-    return {key: batched(packed_wait_law(items, share[key], models[key[:4]]), problem, items, share[key], total)
-            for key, items in load.items()}
+    return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
 
 
 @dataclass(frozen=True)
@@ -89,7 +85,6 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         if a.role == P and a.rps > 0 and a.key in models:
             by_pool[a.key].append(a)
     out: dict[tuple, list[InstanceWait]] = {}
-    carried = sum(a.rps for rows in by_pool.values() for a in rows)
     for key, rows in by_pool.items():
         count, im = counts[key], models[key]
         queues = {a.queue or "": a.queue_instances for a in rows}
@@ -111,24 +106,11 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         for i, items in load.items():
             total = sum(r for r, _, _ in items)
             if tuple(items) not in laws:
-                laws[tuple(items)] = batched(packed_wait_law(items, served, im), problem, items, served, carried)
+                laws[tuple(items)] = packed_wait_law(items, served, im)
             waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
         for q, parts in layout.items():
             out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
     return out
-
-
-def batched(law: WaitModel, problem: Problem, items: list, instances: float, total_rps: float) -> WaitModel:
-    """``law`` with the batches requests arrive in (``Class.arrival_batch_dispersion`` D =
-    E[B²]/E[B], 1: one at a time): a random split sends each of a batch's B requests to this
-    instance with probability p (its req/s over the whole stream's, ``total_rps``), so the
-    batch-mates it gets have E[X(X − 1)]/E[X] = p (D − 1) (:attr:`WaitModel.batch_excess`)."""
-    shares = sum(c.share for c in problem.classes)
-    dispersion = sum(c.share * c.arrival_batch_dispersion for c in problem.classes) / shares if shares else 1.0
-    if dispersion <= 1.0 or total_rps <= 0 or instances <= 0 or law.rho >= 1.0:
-        return law
-    p = min(1.0, sum(r for r, _, _ in items) / instances / total_rps)
-    return dataclasses.replace(law, batch_excess=p * (dispersion - 1.0))
 
 
 def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:

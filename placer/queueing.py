@@ -3,7 +3,7 @@ line, and the M/G/1 waiting time of a P queue.
 
 in:  bytes, a line's rate, RTT and utilisation; a queue's utilisation and service moments
 out: :func:`wan_transfer_s` (mean seconds of one transfer under processor sharing),
-     :class:`WaitModel` (mean wait, P(W > t), quantiles; arrivals one at a time or in batches) and :func:`spread_points` (a class
+     :class:`WaitModel` (mean wait, P(W > t), quantiles) and :func:`spread_points` (a class
      whose lengths vary, as two lengths with its mean and variance: what E[S²] needs). The tails built on these live in
      :mod:`placer.ttft_tail`, the P-queue layouts in :mod:`placer.flows`.
 """
@@ -61,21 +61,15 @@ class WaitModel:
     mate_cost_s: float = 0.0
     """Mean seconds one more short prompt adds to a packed forward (its prefill alone less the
     weight read it shares); 0 where prompts are not packed."""
-    batch_excess: float = 0.0
-    """Requests arrive in batches (at the same instant): E[X(X − 1)]/E[X] of the number X of a
-    batch's requests this queue gets — 0 for one at a time (Poisson). See :meth:`mean_wait_s`."""
 
     @property
     def mean_wait_s(self) -> float:
-        """M/G/1 (Pollaczek–Khinchine): λE[S²] / (2(1 − ρ)); with batch arrivals (M^X/G/1, a
-        compound Poisson stream) a request also waits for the batch-mates served before it,
-        ρ E[S] · E[X(X − 1)]/E[X] / (2(1 − ρ)) more on average (exact for the mean)."""
         if self.rho <= 0:
             return 0.0
         if self.rho >= 1:
             return math.inf
         lam = self.rho / self.mean_s
-        return (lam * self.second_moment_s2 + self.rho * self.mean_s * self.batch_excess) / (2 * (1 - self.rho))
+        return lam * self.second_moment_s2 / (2 * (1 - self.rho))
 
     def prob_exceeds(self, t: float) -> float:
         """P(W > t) ≈ ρ exp(−tρ/E[W]) for t ≥ 0; 1 for t < 0."""

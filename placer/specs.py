@@ -145,10 +145,6 @@ class WorkloadSpec(_Spec):
         None, description="Prefix cache (P side) a trace's `hash_ids` hits are counted under, tokens: an LRU of this "
         "size in 512-token blocks (a finite cache evicts, so hits fall below the trace's ideal). None: the "
         "unbounded cache, the ideal (an upper bound).")
-    arrival_batch_dispersion: real(ge=1, le=1e6) | None = Field(
-        None, description="Requests arrive in batches (several at one instant): E[B²]/E[B] of the batch size B; 1: "
-        "one at a time (Poisson). None: 1, or for a `trace:` workload, measured from its equal timestamps. The P "
-        "queue's wait adds the batch-mates served first (M^X/G/1).")
 
     @model_validator(mode="after")
     def _check(self) -> WorkloadSpec:

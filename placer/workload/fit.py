@@ -335,25 +335,6 @@ def classes_from_trace(path: str | Path, limit: int | None = None,
     return fit_classes(with_hit_rates(read_trace(path, limit), cache_tokens))
 
 
-def trace_batch_dispersion(path: str | Path, limit: int | None = None) -> float:
-    """E[B²]/E[B] of the batches B a trace's requests arrive in (requests with the same timestamp):
-    1 when they arrive one at a time. The public Mooncake conversation trace: 11.3 (batches of
-    10.2 requests on average)."""
-    from placer.workload.trace import read_trace
-
-    sizes: list[int] = []
-    last = None
-    for rec in read_trace(path, limit):
-        if rec.timestamp_s == last:
-            sizes[-1] += 1
-        else:
-            sizes.append(1)
-            last = rec.timestamp_s
-    if not sizes:
-        raise InputError(f"trace {str(path)!r}: no requests")
-    return sum(b * b for b in sizes) / sum(sizes)
-
-
 def trace_arrival_rps(path: str | Path, limit: int | None = None) -> float:
     """Mean request rate of a trace: (requests − 1) / (last − first timestamp)."""
     from placer.workload.trace import read_trace

@@ -110,24 +110,3 @@ def test_class_requests_draw_a_class_spread_and_keep_its_mean():
     var = sum((x - mean) ** 2 for x in ins) / len(ins)
     assert mean == pytest.approx(8000, rel=0.05) and var / mean ** 2 == pytest.approx(2.0, rel=0.25)
     assert {r[2] for r, _ in zip(class_requests([flat], 10.0, random.Random(3)), range(100))} == {8000}
-
-
-def test_batched_arrivals_are_measured_from_a_trace_and_lengthen_the_promised_wait(micro_plan):
-    from placer.queueing import WaitModel
-    from placer.workload import trace_batch_dispersion
-
-    assert trace_batch_dispersion(MOONCAKE) == pytest.approx(10.054)  # ~10 requests share each timestamp
-    data = micro_dict()
-    data["workload"] = {"arrival_rps": 3.0, "trace": str(MOONCAKE)}
-    assert all(c.arrival_batch_dispersion == pytest.approx(10.054) for c in resolve(parse_scenario(data)).classes)
-
-    one = WaitModel(rho=0.6, mean_s=1.0, second_moment_s2=1.0)
-    assert WaitModel(0.6, 1.0, 1.0, batch_excess=2.0).mean_wait_s == pytest.approx(one.mean_wait_s * 3)  # M^X/G/1
-
-    def promised(dispersion):
-        data = micro_dict()
-        if dispersion:
-            data["workload"]["arrival_batch_dispersion"] = dispersion
-        return analyze(resolve(parse_scenario(data)), micro_plan).metrics.ttft_p90_s
-
-    assert promised(None) == promised(1.0) < promised(8.0)
