@@ -16,9 +16,11 @@ per family in ``provenance.json``. NCCL's rows are the system's newest NCCL vers
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 
 from placer.errors import PlacerError
+from placer.readers import read_text
 from placer.kernels.tables import _version_key
 
 #: family → (op directory, table file stem); "" backend means the engine's own directory
@@ -85,8 +87,8 @@ def family_sources(db: Path, system: str, engine: str, version: str) -> dict[str
 def read_rows(path: Path) -> list[dict]:
     """Every row of one table as a dict: a CSV (standard library) or a parquet file (pyarrow)."""
     if path.suffix == ".csv":
-        with path.open(newline="") as f:
-            return list(csv.DictReader(f))
+        text = read_text(path, "kernel database table")  # the gate: size-bounded, UTF-8, a named error
+        return list(csv.DictReader(io.StringIO(text, newline="")))
     return read_parquet_rows(path)
 
 

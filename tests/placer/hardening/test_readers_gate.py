@@ -33,6 +33,12 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("placer/profiles/table_io.py", "csv.reader"): "splits lines of text the gate read (readers.read_text)",
     ("placer/catalog/__init__.py", ".read_text"): "the catalog CSV shipped inside the package, not user input",
     ("placer/catalog/__init__.py", "csv.DictReader"): "the same packaged catalog",
+    ("placer/kernels/source.py", "csv.DictReader"): "splits text the gate read (readers.read_text)",
+    ("placer/kernels/tables.py", ".read_bytes"): "the measured kernel tables shipped inside the package "
+                                                 "(placer/kernels/data, tools/import_kernels.sh writes them)",
+    ("placer/kernels/tables.py", ".read_text"): "the same packaged tables' provenance.json",
+    ("placer/kernels/tables.py", "csv.reader"): "the same packaged tables",
+    ("placer/kernels/tables.py", "json.loads"): "the same packaged provenance.json",
     ("placer/report/charts.py", ".open"): "a CSV the sweep wrote itself in the same run",
     ("placer/report/charts.py", "csv.DictReader"): "the same CSV the sweep wrote",
     ("placer/cli/plan.py", "json.loads"): "re-parses JSON placer just serialised (Plan.to_json)",
