@@ -31,6 +31,7 @@ from placer.fleetplan import join_rows, reject_models, split_plan
 from placer.plancheck import check_plan
 from placer.plan import Assignment, Binding, Handoff, Plan, PoolKey, PoolOut, Route, SolverInfo
 from placer.problem import FleetProblem, Problem, resolve, resolve_fleet
+from placer.queue_laws import tail_notes
 from placer.profiles.measured import source_of_prompt, source_of_step
 from placer.shapes import kind_of
 from placer.slacheck import sla_status
@@ -118,7 +119,7 @@ def with_metrics(problem: Problem, plan: Plan) -> Plan:
     analysis = analyze(problem, plan)
     met, misses = sla_status(problem, analysis)
     metrics = analysis.metrics.model_copy(update={"sla_met": met, "sla_misses": misses or None})
-    notes = list(dict.fromkeys([*plan.notes, *analysis.problems]))
+    notes = list(dict.fromkeys([*plan.notes, *analysis.problems, *tail_notes(problem, plan)]))
     return plan.model_copy(update={"metrics": metrics, "links": link_uses(problem, analysis), "notes": notes})
 
 

@@ -133,10 +133,14 @@ def workload_fit(
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the classes YAML here.")] = None,
     min_share: Annotated[float, typer.Option("--min-share", help="Buckets under this share of requests "
                                              "merge into a neighbour.")] = 0.02,
+    cache_tokens: Annotated[int | None, typer.Option(
+        "--prefix-cache-tokens", min=1, help="Hit rates as an LRU prefix cache of this many tokens realises them "
+        "(the planned P capacity's cache); default: a cache that never evicts, the trace's ideal (an upper bound).",
+        show_default=False)] = None,
 ) -> None:
     """Bucket a trace into request classes: the `workload:` section of a scenario."""
     try:
-        classes = fit_classes(with_hit_rates(read_trace(trace)), min_share=min_share)
+        classes = fit_classes(with_hit_rates(read_trace(trace), cache_tokens), min_share=min_share)
         try:
             rate = trace_arrival_rps(trace)
         except InputError:
@@ -144,6 +148,7 @@ def workload_fit(
     except PlacerError as e:
         _fail(e)
     body = {"workload": {**({"arrival_rps": round(rate, 6)} if rate else {}),
+                         **({"prefix_cache_tokens": cache_tokens} if cache_tokens else {}),
                          "classes": [c.model_dump() for c in classes]}}
     text = f"# classes fitted from {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
     if out_path is not None:

@@ -18,11 +18,14 @@ import random
 class _Served:
     """A class as the workload generators see it: its share of the plan's traffic."""
 
-    __slots__ = ("share", "input_tokens", "output_tokens", "hit_rate", "index")
+    __slots__ = ("share", "input_tokens", "output_tokens", "hit_rate", "index", "new_tokens_cv2", "output_tokens_cv2")
 
     def __init__(self, share, c, index):
         self.share, self.index = share, index
         self.input_tokens, self.output_tokens, self.hit_rate = c.input_tokens, c.output_tokens, c.hit_rate
+        # the spread a fitted class keeps (placer.workload.fit): class_requests draws lengths with it
+        self.new_tokens_cv2 = getattr(c, "new_tokens_cv2", 0.0)
+        self.output_tokens_cv2 = getattr(c, "output_tokens_cv2", 0.0)
 
 
 def sub_seed(seed: int, stream: int) -> int:
