@@ -36,7 +36,7 @@ from placer.pdd import (
 from placer.kv_admission import KvHeadroom, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
-from placer.queueing import WaitModel, wan_transfer_s
+from placer.queueing import WaitModel, spread_points, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
 from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojourn_var_s2
@@ -308,18 +308,38 @@ def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
     return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
 
 
+def prefill_points(c: Class, im: InstanceModel) -> list[tuple[float, float]]:
+    """(probability, prefill seconds alone on ``im``) of class ``c``'s prompts: one point at its
+    mean length, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the two lengths of
+    :func:`placer.queueing.spread_points` (the class's mean and variance of new tokens), each
+    priced at its own length — as :func:`placer.queue_laws.class_items` does for evaluate."""
+    if c.new_tokens_cv2 <= 0:
+        return [(1.0, im.prefill_s(c.input_tokens, c.hit_rate))]
+    return [(prob, im.prefill_s(c.input_tokens * factor, c.hit_rate))
+            for prob, factor in spread_points(c.new_tokens_cv2)]
+
+
 def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
     """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
 
     A "mix" queue takes the classes in the scenario's proportions (the MILP's rows (C13)
     force it), so its service moments are the mix's. A "light" queue takes any mix of
-    light classes: E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the longest light
-    prefill, so a deterministic service of that length bounds its wait.
+    light classes: E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the largest light
+    class's own E[S²]/E[S] (its prefill where its prompts do not spread), so a deterministic
+    service of that length bounds its wait. Service moments are over each class's spread of
+    prompt lengths (:func:`prefill_points`), so a class's long prompts lengthen the wait.
     """
-    times = [(c.share, im.prefill_s(c.input_tokens, c.hit_rate)) for c in problem.classes]
+    points = [prefill_points(c, im) for c in problem.classes]
     if mix == MIX:
+        times = [(c.share * prob, t) for c, pts in zip(problem.classes, points) for prob, t in pts]
         return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
-    longest = max(times[k][1] for k in light_classes(problem, im))
+
+    def residual_s(pts: list[tuple[float, float]]) -> float:  # E[S²]/E[S] of one class
+        if len(pts) == 1:
+            return pts[0][1]
+        return sum(q * t * t for q, t in pts) / sum(q * t for q, t in pts)
+
+    longest = max(residual_s(points[k]) for k in light_classes(problem, im))
     return WaitModel(rho, longest, longest * longest)
 
 
