@@ -30,7 +30,7 @@ from heapq import heappop, heappush
 
 from placer.errors import InputError
 from placer.aggregated import plan_designs, sim_model
-from placer.flows import decode_context_tokens, instance
+from placer.flows import decode_design, decode_design_for, instance
 from placer.pdd import AGG, CATCH_UP, D, MD, ONE_SHOT, P
 from placer.sim.config import SimConfig
 from placer.sim.decode import DecodeInstance
@@ -120,7 +120,6 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
         horizon = self._horizon_guess()
         self.horizon = horizon
         bins = cfg.series_bins
-        ctx = decode_context_tokens(problem.classes)
         self.runtime = rt = cfg.runtime
         self.host = Host(rt) if rt is not None else None  # LocalCluster: one process, one host
         self.pools: dict = {}
@@ -129,6 +128,7 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
         for key, count in counts.items():
             if key[0] == AGG:
                 self.pools[key] = self._agg_pool(key, count, sim_model(designs[key]), horizon, bins)
+                self.pools[key].design_batch = designs[key].batch  # A: the plan's design (mean KV, preempts)
                 continue
             im = instance(problem, key[2], key[3])
             pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
@@ -138,7 +138,7 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
             else:
                 pool.instances = [DecodeInstance(self, im, key[0], pool, pool.series, rt, self.host)
                                   for _ in range(count)]
-                pool.design_batch = im.max_batch(ctx, problem.tpot_s)
+                pool.design_batch = served_design_batch(problem, plan, key, im)
             self.pools[key] = pool
         self.links: dict = {}
         for (s, d), link in sorted(problem.links.items()):
@@ -157,7 +157,6 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
         step per chunk), paired so that a request decodes where it was prefilled."""
         pool = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
         pool.instances = [DecodeInstance(self, im, AGG, pool, pool.series) for _ in range(count)]
-        pool.design_batch = im.max_batch(decode_context_tokens(self.problem.classes), self.problem.tpot_s)
         half = Pool(key, count, im, TimeSeries(horizon, bins, "max"))
         half.instances = [PrefillInstance(self, im, half, half.series, self.config.batch_tail_chunks)
                           for _ in range(count)]
@@ -276,6 +275,21 @@ class Simulation(ArrivalEvents, PrefillEvents, KvEvents, RelayEvents, DecodeEven
         self.hit_tokens_drc = 0.0
         self.input_tokens = 0.0
         self.arrived = 0
+
+
+def served_design_batch(problem, plan, key, im) -> int:
+    """The design batch a decode pool ``key`` reports: :func:`placer.flows.decode_design_for` (TPOT at
+    the served context, the reserved KV at the occupancy quantile, :mod:`placer.kv_admission`) over
+    the classes the plan's assignments send it, each weighted by req/s × output tokens (its
+    requests held at once); the scenario's mix where the plan names none (pools only)."""
+    classes = {c.name: c for c in problem.classes}
+    held: dict[str, float] = {}
+    for a in plan.assignments:
+        if a.key == key and a.rps > 0 and a.request_class in classes:
+            held[a.request_class] = held.get(a.request_class, 0.0) + a.rps * classes[a.request_class].output_tokens
+    if not held:
+        return decode_design(problem, im)[0]
+    return decode_design_for(problem, im, [(classes[name], w) for name, w in held.items()])[0]
 
 
 def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
