@@ -15,7 +15,7 @@ def _rld_pool(result) -> dict:
     return next(p for p in result["pools"] if p["role"] == "RLD")
 
 
-def test_naive_cross_dc_pd_has_a_long_ttft_tail_that_pdd_removes(small_problem, small_plan, seed):
+def test_naive_cross_dc_pd_has_a_long_ttft_tail_that_pdd_removes(small_problem, slack_plan, seed):
     naive = solve_baseline(small_problem, "cross-dc-pd")
     assert {r.pipeline for r in naive.routes} == {"P-D"} and all(r.src != r.dst for r in naive.routes)
     pd = simulate(small_problem, naive, SimConfig(requests=3_000, seed=seed))
@@ -23,7 +23,9 @@ def test_naive_cross_dc_pd_has_a_long_ttft_tail_that_pdd_removes(small_problem, 
     assert pd["ttft_p50_s"] > 1.0
     assert pd["ttft_p90_s"] > 2.0 * pd["ttft_p50_s"]
     assert pd["ttft_p99_s"] > 3.0 * pd["ttft_p50_s"]
-    pdd = simulate(small_problem, small_plan, SimConfig(requests=20_000, seed=seed))
+    # the PDD plan made with ~10 % slack (0.9 s): the optimum at 1.0 s sits on the SLA, where the
+    # simulation lands within a few per cent either side of it
+    pdd = simulate(small_problem, slack_plan, SimConfig(requests=20_000, seed=seed))
     assert pdd["ttft_p90_s"] <= small_problem.ttft_p90_s
     assert pdd["ttft_p99_s"] < 0.1 * pd["ttft_p99_s"]
     assert pdd["goodput_rps"] > 10 * pd["goodput_rps"]  # while carrying far more traffic

@@ -42,11 +42,13 @@ def test_bursty_traffic_misses_the_sla_until_verify_cuts_what_made_it_late(seed)
     assert not validate(problem, outcome.plan)
 
 
-def test_a_plan_that_already_holds_is_kept(small_problem, small_plan, seed):
-    # 40 000 requests: at 5 000 the plan's simulated P90 (SLA 1.0 s) spreads 0.90-1.09 s by seed
-    outcome = verify_plan(small_problem, small_plan, rounds=3, config=SimConfig(requests=40_000, seed=seed))
+def test_a_plan_that_already_holds_is_kept(small_problem, slack_plan, seed):
+    # a plan with ~10 % slack (made for 0.9 s, checked against 1.0 s): it simulates 0.88 s at 40 000
+    # requests, so verify keeps it as it is — one round, no cut, no re-solve
+    outcome = verify_plan(small_problem, slack_plan, rounds=3, config=SimConfig(requests=40_000, seed=seed))
     assert outcome.holds and len(outcome.rounds) == 1
-    assert outcome.plan.pools == small_plan.pools
+    assert outcome.rounds[0]["cuts"] == "none" and outcome.rounds[0]["sim_ttft_p90_s"] <= small_problem.ttft_p90_s
+    assert outcome.plan.pools == slack_plan.pools
 
 
 def test_verify_that_cannot_meet_the_sla_exits_3_saying_why(tmp_path):
