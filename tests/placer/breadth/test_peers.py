@@ -11,6 +11,10 @@ mixed step runs the prefill chunk's GEMMs and the decode batch's attention one a
 and Llama-2-7B's multi-head KV (512 KiB per token in bf16) makes that attention a long KV read,
 so every chunk mixed into a decode step stretches it; a decode-only instance has no such
 chunks, and prefill, compute-bound, runs best on the chip with the most FLOP/s per dollar.
+Most of the traffic (86 %) goes P → decode; a small A pool or two on L4/A10G take the rest, where
+a whole further decode instance would sit mostly idle: decode pools reserve each request's final
+context at the occupancy quantile (placer.kv_admission), A pools hold the mean and preempt (the
+executor's A role), so at the integer margin one A instance is the cheaper remainder.
 """
 
 from __future__ import annotations
@@ -28,19 +32,20 @@ from placer.validate import validate
 PEERS = Path(__file__).parent / "peers"
 
 
-@pytest.mark.parametrize(("name", "aggregated"), [
-    ("distserve-opt13b", False),
-    ("aiconfigurator-qwen3-32b-h200", False),
-    ("melange-llama2-7b", False),  # the phases split once disaggregation is allowed (module docstring)
+@pytest.mark.parametrize(("name", "max_aggregated_share"), [
+    ("distserve-opt13b", 0.0),
+    ("aiconfigurator-qwen3-32b-h200", 0.0),
+    ("melange-llama2-7b", 0.25),  # the phases split once disaggregation is allowed (module docstring)
 ])
-def test_peer_problems_choose_as_the_peers_did(name, aggregated):
+def test_peer_problems_choose_as_the_peers_did(name, max_aggregated_share):
     problem = resolve(load_scenario(PEERS / f"{name}.yaml"))
     plan = optimize(problem)
     roles = {p.role for p in plan.pools if p.count > 0}
-    if aggregated:
-        assert roles == {AGG}
-    else:
-        assert P in roles and AGG not in roles
+    served = sum(r.rps for r in plan.routes)
+    aggregated = sum(r.rps for r in plan.routes if r.pipeline == AGG)
+    assert P in roles and aggregated <= max_aggregated_share * served
+    if max_aggregated_share == 0:
+        assert AGG not in roles
     assert validate(problem, plan) == []
 
 
