@@ -13,8 +13,10 @@ from tests.placer.service.dashboard.support import MICRO
 
 
 def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
-    """A 5 Gbit/s line and a half-cached 16K-token class with long answers (so not filtered): its
-    prefill + KV move on P-MD take longer than the 1 s budget, so the plan relays it for its TTFT."""
+    """A 10 Gbit/s line and a half-cached 16K-token class with long answers (so not filtered): its
+    prefill + KV move on P-MD take longer than the 1 s budget, so the plan relays it for its TTFT.
+    (On a 5 Gbit/s line, since decode KV admission, the plan serves that class on P-MD within dc-a
+    or within dc-b instead, and relays only the hot class, for the line's load.)"""
     from placer.optimize import SolveConfig, optimize
     from placer.problem import resolve
     from placer.specs import parse_scenario
@@ -23,7 +25,7 @@ def test_a_relaying_plan_names_the_classes_p_md_would_make_late():
 
     classes = copy.deepcopy(LOW_HIT)
     classes[1]["hit_rate"] = 0.5
-    relay_problem = resolve(parse_scenario(small_pdd_dict(links=_line(5), workload={"arrival_rps": 16.0,
+    relay_problem = resolve(parse_scenario(small_pdd_dict(links=_line(10), workload={"arrival_rps": 16.0,
                                                                                     "classes": classes})))
     relay_plan = optimize(relay_problem, SolveConfig(marginals=False))
     lines = pipeline_reasons(relay_problem, relay_plan)
