@@ -52,7 +52,9 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   first_token_law`): ttft₀ takes the line unloaded, its slowdown at u_L (mean
   b/C·u_L/(1−u_L)) is exponential, the wait M/G/1 at the queue's utilisation u_t: a
   "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
-  a light queue's E[S²]/E[S] is bounded by its longest prefill (any light mix);
+  a light queue's E[S²]/E[S] is bounded by its light classes' largest (any light mix);
+  both over each class's spread of prompt lengths (new_tokens_cv2, two points:
+  :func:`placer.flows.prefill_points`), so a class's long prompts lengthen the wait;
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT at the mix's context and holding the
   mix's reserved KV at the occupancy quantile, :func:`placer.flows.decode_design`), step
