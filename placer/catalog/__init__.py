@@ -159,6 +159,10 @@ class ModelConfig:
     shared_experts: int = 0  # experts every token visits besides the routed ones
     max_nodes_per_token: int = 0  # node-limited routing: a token's experts span at most this many nodes (0: any)
     tied_embeddings: bool = False  # the LM head reuses the embedding matrix (one hidden × vocab copy)
+    #: the model's published FP8 checkpoint is block-scaled (one scale per 128×128 weight tile: DeepSeek-V3/R1,
+    #: Kimi-K2 natively, Qwen3's official -FP8 releases); engines then run block-FP8 GEMMs (DeepGEMM, CUTLASS
+    #: blockwise), not per-tensor ones (catalog SOURCES.md)
+    fp8_block_checkpoint: bool = False
 
     def kv_bytes_per_token(self, kv_dtype: str) -> float:
         """Bytes of KV cache one token occupies across all layers.
@@ -245,6 +249,10 @@ def _float(value: str) -> float | None:
     return float(value) if value else None
 
 
+#: model families whose published FP8 checkpoints are block-scaled 128×128 (catalog SOURCES.md)
+FP8_BLOCK_FAMILIES = ("deepseek", "kimi", "qwen3")
+
+
 def _rows(filename: str) -> list[dict[str, str]]:
     text = resources.files(__package__).joinpath(filename).read_text()
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
@@ -298,6 +306,7 @@ def model_catalog() -> dict[str, ModelConfig]:
             **{k: int(row.get(k) or 0) for k in ("vocab", "moe_layers", "experts", "experts_per_token",
                                                   "expert_ffn", "shared_experts", "max_nodes_per_token")},
             tied_embeddings=row.get("tied_embeddings", "0").strip() == "1",
+            fp8_block_checkpoint=row["name"].startswith(FP8_BLOCK_FAMILIES),
         )
     return models
 

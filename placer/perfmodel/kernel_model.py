@@ -91,13 +91,14 @@ class KernelForward:
     @cached_property
     def _gemm_dtype(self) -> str | None:
         """The tables' GEMM dtype for the weights (None: weight-only int8/int4, no table: roofline).
-        FP8 checkpoints shipped in FP8 (DeepSeek, Qwen3 FP8) are block-scaled (128×128), quantised
-        ones per-tensor."""
+        FP8 weights of a model whose published FP8 checkpoint is block-scaled (128×128: DeepSeek, Kimi,
+        Qwen3's -FP8 releases; :attr:`~placer.catalog.ModelConfig.fp8_block_checkpoint`) run block-FP8
+        GEMMs, other FP8 per-tensor ones."""
         w = self.weight_dtype
         if w == "bf16":
             return "bf16"
         if w == "fp8" and self.compute_dtype == "fp8":
-            return "fp8_block" if self.model.native_weight_dtype == "fp8" else "fp8"
+            return "fp8_block" if self.model.fp8_block_checkpoint else "fp8"
         if WEIGHT_PRECISIONS[w].compute == "fp4" and self.compute_dtype == "fp4":
             return "fp4"
         return None
@@ -151,7 +152,7 @@ class KernelForward:
         if not (m.moe_layers and m.experts and self._params[1]):
             return 0.0
         roofline = self.routed_expert_work(tokens, rows) / self.flops_per_s
-        dtype = {"bf16": "bf16", "fp8": "fp8_block" if m.native_weight_dtype == "fp8" else "fp8",
+        dtype = {"bf16": "bf16", "fp8": "fp8_block" if m.fp8_block_checkpoint else "fp8",
                  "fp4": "fp4"}.get(self.compute_dtype) if self._gemm_dtype else None
         if dtype is None:
             seen.setdefault("moe", set()).add(False)

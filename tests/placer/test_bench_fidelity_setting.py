@@ -35,17 +35,37 @@ def test_superseded_engine_versions_stay_in_the_table_but_not_among_the_fair_poi
 
 
 def test_the_fair_points_meet_issue_13s_median_target():
-    """Issue 13: median |ln(predicted / published)| over the fair rows within a factor 1.15. The worst
-    rows (DeepSeek-R1 on 8 x H200 with attention DP x EP8 in TensorRT-LLM, 1.5-2.9x) lie beyond even the
-    model's terms with nothing overlapped and no prompt co-scheduled (bench_fidelity.py --explain; the
-    rows' notes), so the worst target (1.5) is held for the dense-model rows only."""
+    """Issue 13: median |ln(predicted / published)| over the fair rows within a factor 1.15, on the rows
+    that issue judged (the roofline; the rows issue 41 added from AIConfigurator's measured sample, ids
+    ``aic-…``, are judged below with their engines). The worst rows (DeepSeek-R1 on 8 x H200 with
+    attention DP x EP8 in TensorRT-LLM, 1.5-2.9x) lie beyond even the model's terms with nothing
+    overlapped and no prompt co-scheduled (bench_fidelity.py --explain; the rows' notes), so the worst
+    target (1.5) is held for the dense-model rows only."""
     from bench.bench_fidelity import evaluate, summary
 
     rows, _ = evaluate()
-    fair = [r for r in rows if r["fair"]]
+    fair = [r for r in rows if r["fair"] and not r["id"].startswith("aic-")]
     assert len(fair) >= 15 and summary(fair)["median_factor"] <= 1.15
     dense = [r for r in fair if not r["model"].startswith("deepseek")]
     assert all(1 / 1.5 <= r["ratio"] <= 1.5 for r in dense), [(r["id"], round(r["ratio"], 2)) for r in dense]
+
+
+def test_each_row_with_its_engines_measured_kernels_meets_issue_41s_median():
+    """Issue 41: every fair row predicted with the measured kernels of the engine that served it (the
+    shipped tables; the rows are the exam, never an input) — median factor ≤ 1.10 (measured 1.09 when the
+    tables shipped: deterministic, no tolerance needed beyond that), and every fair dense-model row within
+    1.5x (the worst, DeepSeek-R1 on B200 DEP4 at 0.63, is MoE: bench_fidelity.py's summary names it)."""
+    import math
+
+    from bench.bench_fidelity import evaluate
+
+    rows, _ = evaluate()
+    fair = [r for r in rows if r["fair"] and r["engine_ratio"]]
+    logs = sorted(abs(math.log(r["engine_ratio"])) for r in fair)
+    assert len(fair) >= 40 and math.exp(logs[len(logs) // 2]) <= 1.10
+    dense = [r for r in fair if not r["model"].startswith(("deepseek", "kimi", "qwen3-235b"))]
+    assert dense and all(1 / 1.5 <= r["engine_ratio"] <= 1.5 for r in dense), \
+        [(r["id"], round(r["engine_ratio"], 2)) for r in dense]
 
 
 def test_the_throughput_budget_adds_up_to_the_prediction_and_bounds_it():
