@@ -196,7 +196,8 @@ def test_a_decode_chip_measured_slower_loses_work_and_the_plan_its_bcr():
     roofline, same, slower = _plan(scenario, None), _plan(scenario, 1.0), _plan(scenario, 2.0)
 
     def l40s_decode(plan):
-        return sum(p.count * p.tp for p in plan.pools if p.chip == "L40S" and p.role != "P")
+        """Requests/s the L40S decode pools carry (a slower chip may take a bigger instance for less work)."""
+        return sum(a.rps for a in plan.assignments if a.chip == "L40S" and a.role != "P")
 
     # a table equal to the roofline at its grid points plans as the roofline does
     assert same.metrics.bcr_requests_per_usd == pytest.approx(roofline.metrics.bcr_requests_per_usd, rel=1e-3)
