@@ -170,7 +170,7 @@ def test_dry_run_of_the_fleet_example_prints_each_models_deployment(example_plan
     assert "chat." not in out[code:] and "code." not in out[chat:code]  # each model's instances in its group
     relaying = {r["model"] for r in plan["routes"] if r["pipeline"] in ("P-RLD-MD", "P-RLD") and r["rps"] > 0}
     assert out.count("router in dc-a") == 2 and out.count("handoff adaptive") == len(relaying)
-    assert "link dc-a<->dc-b: 50 Gbit/s, RTT 30 ms, jitter 5 ms" in out[shared:]
+    assert "link dc-a<->dc-b: 25 Gbit/s, RTT 30 ms, jitter 5 ms" in out[shared:]
     assert "(the planner's prediction: plan.models.code)" in out
 
 
