@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 
 from executor.engine.request import SamplingParams
 from executor.transport.base import Endpoint, Transfer, TransportError
-from executor.transport.messages import Cancel, Message, Ping, Pong, RequestError, sampling_to_dict
+from executor.transport.messages import Cancel, KVDone, Message, Ping, Pong, RequestError, sampling_to_dict
 
 log = logging.getLogger("executor.roles")
 
@@ -224,3 +224,27 @@ class RoleWorker:
             self._thread.join(timeout_s)
             self._thread = None
         self.endpoint.close()
+
+
+class KvGated:
+    """Mixin of the decoders that admit imported KV by :class:`placer.kv_admission.KvGate` (MD, RLD): one
+    release rule. The worker gives ``kv_gate``, :meth:`_kv_waiter` (the request's holder while it waits
+    for KV room, else None), ``_import(src, kv, holder)`` and ``send``."""
+
+    def _kv_waiter(self, request_id: str) -> Any:
+        raise NotImplementedError
+
+    def _release_kv(self, request_id: str) -> None:
+        """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
+        KV of the requests that now fit; a KV whose request no longer waits goes back to P unused."""
+        admitted, dropped = self.kv_gate.release(request_id)
+        if dropped is not None:
+            src, kv = dropped
+            self.send(src, KVDone(kv.request_id, imported=False))
+        for src, kv in admitted:
+            holder = self._kv_waiter(kv.request_id)
+            if holder is None:
+                self.send(src, KVDone(kv.request_id, imported=False))
+                self._release_kv(kv.request_id)
+                continue
+            self._import(src, kv, holder)

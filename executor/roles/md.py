@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from executor.engine.kv_payload import KVPayload
-from executor.roles.common import RoleWorker, kv_phases, sampling_from, stop_reason
+from executor.roles.common import KvGated, RoleWorker, kv_phases, sampling_from, stop_reason
 from executor.transport.messages import (
     HandoffAck,
     HandoffTokens,
@@ -79,7 +79,7 @@ class _Main:
     phases: dict[str, float] = field(default_factory=dict)  # where t0's time went: sent with the first Tokens
 
 
-class MainWorker(RoleWorker):
+class MainWorker(KvGated, RoleWorker):
     ROLE = pdd.MD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
@@ -277,20 +277,9 @@ class MainWorker(RoleWorker):
         self._release_deferred(main.order.request_id)
         self._release_kv(main.order.request_id)
 
-    def _release_kv(self, request_id: str) -> None:
-        """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
-        KV of the requests that now fit."""
-        admitted, dropped = self.kv_gate.release(request_id)
-        if dropped is not None:
-            src, kv = dropped
-            self.send(src, KVDone(kv.request_id, imported=False))
-        for src, kv in admitted:
-            main = self.mains.get(kv.request_id)
-            if main is None or main.state is not MainState.WAIT_KV:
-                self.send(src, KVDone(kv.request_id, imported=False))
-                self._release_kv(kv.request_id)
-                continue
-            self._import(src, kv, main)
+    def _kv_waiter(self, request_id: str) -> _Main | None:
+        main = self.mains.get(request_id)
+        return main if main is not None and main.state is MainState.WAIT_KV else None
 
     def tick(self, now: float) -> None:
         late = [r for r, x in self.mains.items() if x.state is MainState.WAIT_KV and now - x.created_at > self.kv_wait_s]

@@ -39,7 +39,7 @@ from typing import Any
 
 from executor.engine.kv_payload import KVPayload
 from executor.handoff import HandoffPolicy, HandoffSession
-from executor.roles.common import RoleWorker, kv_phases, sampling_from, stop_reason
+from executor.roles.common import KvGated, RoleWorker, kv_phases, sampling_from, stop_reason
 from executor.transport.messages import (
     HandoffAck,
     HandoffTokens,
@@ -75,7 +75,7 @@ class _Relay:
     phases: dict[str, float] = field(default_factory=dict)  # where t0's time went: sent with the first Tokens
 
 
-class RelayWorker(RoleWorker):
+class RelayWorker(KvGated, RoleWorker):
     ROLE = pdd.RLD
 
     def __init__(self, *args: Any, **kw: Any) -> None:
@@ -235,20 +235,9 @@ class RelayWorker(RoleWorker):
         self.relays.pop(relay.order.request_id, None)
         self._release_kv(relay.order.request_id)
 
-    def _release_kv(self, request_id: str) -> None:
-        """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
-        KV of the requests that now fit."""
-        admitted, dropped = self.kv_gate.release(request_id)
-        if dropped is not None:
-            src, kv = dropped
-            self.send(src, KVDone(kv.request_id, imported=False))
-        for src, kv in admitted:
-            relay = self.relays.get(kv.request_id)
-            if relay is None or relay.state is not RelayState.WAIT_KV:
-                self.send(src, KVDone(kv.request_id, imported=False))
-                self._release_kv(kv.request_id)
-                continue
-            self._import(src, kv, relay)
+    def _kv_waiter(self, request_id: str) -> _Relay | None:
+        relay = self.relays.get(request_id)
+        return relay if relay is not None and relay.state is RelayState.WAIT_KV else None
 
     def tick(self, now: float) -> None:
         late = [r for r, x in self.relays.items() if x.state is RelayState.WAIT_KV and now - x.created_at > self.kv_wait_s]
