@@ -137,18 +137,51 @@ def relay_room_factor(line_utilization: float, quantile: float = RELAY_ROOM_QUAN
     return max(1.0, math.log(1 - quantile) / math.log(rho) / mean)
 
 
-def class_footprint_tokens(c: Class) -> int:
-    """KV tokens a decoder reserves for a request of ``c`` from admission to departure: its whole final
-    context in whole blocks (:func:`placer.kv_admission.footprint_tokens`, the simulator's and the
-    executor's admission rule)."""
-    return footprint_tokens(c.input_tokens, c.output_tokens)
+def footprint_points(c: Class) -> list[tuple[float, float, int]]:
+    """A class's requests as a decoder holds them: (share of its arrivals, output tokens, reserved KV
+    tokens) per point of the two-point law of its output lengths (:func:`placer.queueing.spread_points`
+    with ``output_tokens_cv2``: the same mean and variance; one point, the mean, without a spread). A
+    request holds its reservation (:func:`placer.kv_admission.footprint_tokens`, prompt + output in
+    blocks) for a time ∝ its output, so long outputs weigh twice: in the KV held and in the time held."""
+    return [(prob, c.output_tokens * factor, footprint_tokens(c.input_tokens, c.output_tokens * factor))
+            for prob, factor in spread_points(getattr(c, "output_tokens_cv2", 0.0))]
+
+
+def class_footprint_tokens(c: Class) -> float:
+    """KV tokens a decoder holds for a request of ``c``, averaged over its time in the batch: its whole
+    final context in whole blocks (the simulator's and the executor's admission rule), weighted by the
+    time each output length stays — E[O·f(O)] / E[O] over :func:`footprint_points`, which is the
+    footprint of the mean request when the class has no spread."""
+    points = footprint_points(c)
+    if len(points) == 1:
+        return points[0][2]
+    held = sum(prob * out for prob, out, _ in points)
+    return sum(prob * out * f for prob, out, f in points) / held
+
+
+def class_kv_weight(headroom: KvHeadroom, c: Class) -> float:
+    """What one held request of ``c`` counts for on a decode instance's KV row: the row's weight
+    (:meth:`~placer.kv_admission.KvHeadroom.weight`, quadratic in the footprint) averaged over the
+    class's time in the batch (:func:`footprint_points`)."""
+    points = footprint_points(c)
+    held = sum(prob * out for prob, out, _ in points)
+    return sum(prob * out * headroom.weight(f) for prob, out, f in points) / held
+
+
+def _kv_items(c: Class, arrivals: float, held: float) -> list[tuple[float, float, int]]:
+    """(arrival weight, time weight, footprint) of each point of ``c`` for the KV laws, the class's
+    ``arrivals`` and ``held`` weights split over its :func:`footprint_points`."""
+    points = footprint_points(c)
+    mean_held = sum(prob * out for prob, out, _ in points)
+    return [(arrivals * prob, held * prob * out / mean_held, f) for prob, out, f in points]
 
 
 def decode_kv_headroom(problem: Problem, im: InstanceModel) -> KvHeadroom:
     """The linear KV row of one decode instance ``im`` (:class:`~placer.kv_admission.KvHeadroom`),
-    tangent where the scenario's mix fills it: each class weighted by its time in the batch."""
-    return KvHeadroom.for_mix(im.kv_capacity_tokens, [(c.share, c.share * c.output_tokens, class_footprint_tokens(c))
-                                                      for c in problem.classes])
+    tangent where the scenario's mix fills it: each class (each point of its output spread) weighted by
+    its time in the batch."""
+    return KvHeadroom.for_mix(im.kv_capacity_tokens, [item for c in problem.classes
+                                                      for item in _kv_items(c, c.share, c.share * c.output_tokens)])
 
 
 def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[Class, float]]) -> tuple[int, float]:
@@ -168,8 +201,8 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
     if by_tpot < 1:
         return 0, im.step_s(1, ctx)
     # arrivals: held / time held, the time ∝ output at one step
-    by_kv = kv_design_batch(im.kv_capacity_tokens, [(w / max(c.output_tokens, 1), w, class_footprint_tokens(c))
-                                                    for c, w in pairs])
+    by_kv = kv_design_batch(im.kv_capacity_tokens, [item for c, w in pairs
+                                                    for item in _kv_items(c, w / max(c.output_tokens, 1), w)])
     if by_kv < 1:  # not one request of these classes at the quantile: no pool worth planning
         return 0, im.step_s(1, ctx)
     batch = min(by_tpot, int(by_kv))

@@ -20,7 +20,7 @@ from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law,
 )
 from placer.flows import (
-    Route, class_footprint_tokens, decode_design, decode_kv_headroom, eager_tokens, instance, relay_room_factor,
+    Route, class_kv_weight, decode_design, decode_kv_headroom, eager_tokens, instance, relay_room_factor,
     slowest_rdma_peer,
 )
 from placer.pdd import (
@@ -195,7 +195,7 @@ def _decode(s: _Checked) -> list[str]:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
         headroom = decode_kv_headroom(problem, im)
-        weight = headroom.weight(class_footprint_tokens(c))  # the reserved KV with its occupancy headroom
+        weight = class_kv_weight(headroom, c)  # the reserved KV with its occupancy headroom
         if a.role == RLD and a.pipeline == P_RLD_MD:
             wan = Route(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc).wan_s(opts.link_utilization_cap)
             tokens = eager_tokens(wan, c.output_tokens, step)

@@ -19,7 +19,7 @@ from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
-    Route, class_footprint_tokens, decode_context_tokens, decode_design, decode_kv_headroom, instance,
+    Route, class_kv_weight, decode_context_tokens, decode_design, decode_kv_headroom, instance,
     light_classes, queue_wait_law, relay_room_factor, slowest_rdma_peer, ttft_det_s,
 )
 from placer.kv_admission import KvHeadroom
@@ -151,7 +151,7 @@ class DecodeDesign:
     def kv_weight(self, c) -> float:
         """KV tokens one held request of class ``c`` counts for on (C7): its reserved footprint plus
         its share of the occupancy headroom (:meth:`~placer.kv_admission.KvHeadroom.weight`)."""
-        return self.kv.weight(class_footprint_tokens(c))
+        return class_kv_weight(self.kv, c)
 
     @property
     def kv_limit_tokens(self) -> float:

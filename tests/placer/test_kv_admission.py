@@ -106,3 +106,23 @@ def test_planner_and_simulator_agree_on_every_decode_pool_of_the_users_scenario(
         assert row["mean_queue"] < 0.25, key
         checked += 1
     assert checked >= 2
+
+
+def test_a_class_whose_outputs_spread_holds_more_kv_than_its_mean_request():
+    """Issue 42: a fitted class keeps its output spread (output_tokens_cv2); a long output holds its bigger
+    reservation for longer, so the KV a decoder holds per request of the class, averaged over the time in the
+    batch, is E[O·f(O)]/E[O] > f(E[O]), and the design batch at the KV quantile falls."""
+    import dataclasses
+
+    from placer.flows import class_footprint_tokens, decode_design_for, footprint_points
+    from placer.kv_admission import footprint_tokens
+
+    problem = resolve(parse_scenario(micro_dict()))
+    im = instance(problem, "H100-SXM", 1)
+    c = dataclasses.replace(problem.classes[0], input_tokens=6000, output_tokens=4000)
+    spread = dataclasses.replace(c, output_tokens_cv2=1.0)
+    assert class_footprint_tokens(c) == footprint_tokens(6000, 4000)
+    assert sum(p * o for p, o, _ in footprint_points(spread)) == pytest.approx(4000)  # the mean output is kept
+    assert class_footprint_tokens(spread) > 1.3 * class_footprint_tokens(c)  # E[O²]/E[O] = 2·E[O] here
+    tight = dataclasses.replace(problem, tpot_s=10.0)  # memory, not the TPOT, sets the batch
+    assert decode_design_for(tight, im, [(spread, 1.0)])[0] < decode_design_for(tight, im, [(c, 1.0)])[0]
