@@ -35,7 +35,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from placer.evaluate import analyze
-from placer.flows import Route, mixture_quantile
+from placer.flows import Route
+from placer.p_queues import mixture_quantile
 from placer.pdd import P_D, P_MD
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign, agg_first_token_law, plan_designs
 from placer.flows import (
-    Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, mixture_quantile, relay_stop_s,
-    slowest_rdma_peer,
+    Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, relay_stop_s, slowest_rdma_peer,
 )
+from placer.p_queues import mixture_quantile
 from placer.kv_admission import kv_wait_probability
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel

@@ -12,10 +12,10 @@ out: :class:`Route`, one flow (problem, class, pipeline, src → dst, DRC, its P
      requests (:func:`relay_room_factor`), the decode context and design — per the classes a
      pool serves, by the KV admission rule of :mod:`placer.kv_admission`
      (:func:`decode_design_for`, :func:`decode_kv_headroom`),
-     the light-class rule, the P queues' waiting-time laws, what TTFT is (:func:`ttft_det_s`)
-     and the TTFT mixture quantile, how a pool's queues lie on its instances
-     (:func:`queue_layout`); re-exported from :mod:`placer.ttft_tail`: the TTFT tail
-     (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`).
+     what TTFT is (:func:`ttft_det_s`); re-exported from :mod:`placer.ttft_tail`: the TTFT tail
+     (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`). The P queues' laws
+     (light classes, waiting times, the layout of a pool's queues, the TTFT mixture quantile) are
+     :mod:`placer.p_queues`.
 
 The MILP, `evaluate`, `validate` and the simulator take their flow physics from here and
 it imports none of them. The executor does not import it: it needs PDD's rules only
@@ -27,11 +27,11 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from placer.pdd import (
-    ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, HEAVY_PREFILL_SHARE,
-    MIX, P_D, P_RLD_MD, RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
+    ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, P_D, P_RLD_MD,
+    RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
 )
 from placer.kv_admission import KvHeadroom, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
@@ -331,165 +331,3 @@ class Route:
             var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
         excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
         return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
-
-
-# --- P queues: light classes and waiting-time laws -----------------------------------
-
-def light_classes(problem: Problem, im: InstanceModel) -> set[int]:
-    """Indices of the classes whose prefill on ``im`` is at most HEAVY_PREFILL_SHARE of the TTFT SLA."""
-    budget = HEAVY_PREFILL_SHARE * problem.ttft_p90_s
-    return {k for k, c in enumerate(problem.classes) if im.prefill_s(c.input_tokens, c.hit_rate) <= budget}
-
-
-def prefill_points(c: Class, im: InstanceModel) -> list[tuple[float, float]]:
-    """(probability, prefill seconds alone on ``im``) of class ``c``'s prompts: one point at its
-    mean length, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the two lengths of
-    :func:`placer.queueing.spread_points` (the class's mean and variance of new tokens), each
-    priced at its own length — as :func:`placer.queue_laws.class_items` does for evaluate."""
-    if c.new_tokens_cv2 <= 0:
-        return [(1.0, im.prefill_s(c.input_tokens, c.hit_rate))]
-    return [(prob, im.prefill_s(c.input_tokens * factor, c.hit_rate))
-            for prob, factor in spread_points(c.new_tokens_cv2)]
-
-
-def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) -> WaitModel:
-    """M/G/1 wait at utilisation ``rho`` in a P queue, valid for whatever the plan routes there.
-
-    A "mix" queue takes the classes in the scenario's proportions (the MILP's rows (C13)
-    force it), so its service moments are the mix's. A "light" queue takes any mix of
-    light classes: E[W] = ρ·E[S²]/(2E[S](1−ρ)) with E[S²]/E[S] ≤ the largest light
-    class's own E[S²]/E[S] (its prefill where its prompts do not spread), so a deterministic
-    service of that length bounds its wait. Service moments are over each class's spread of
-    prompt lengths (:func:`prefill_points`), so a class's long prompts lengthen the wait.
-    """
-    points = [prefill_points(c, im) for c in problem.classes]
-    if mix == MIX:
-        times = [(c.share * prob, t) for c, pts in zip(problem.classes, points) for prob, t in pts]
-        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
-
-    def residual_s(pts: list[tuple[float, float]]) -> float:  # E[S²]/E[S] of one class
-        if len(pts) == 1:
-            return pts[0][1]
-        return sum(q * t * t for q, t in pts) / sum(q * t for q, t in pts)
-
-    longest = max(residual_s(points[k]) for k in light_classes(problem, im))
-    return WaitModel(rho, longest, longest * longest)
-
-
-def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
-    """Which of a P pool's ``count`` instances serve each of its queues, and with what weight.
-
-    ``queues``: queue name → the instances the plan gives it (``queue_instances``, possibly
-    fractional). Queues are laid end to end over the instances in name order (scaled down
-    when they ask for more than the pool has), so a queue owns whole instances and shares
-    at most the ones at its edges; its requests go to its instances in proportion to the
-    share it has of each (a queue of almost no instances: the nearest one serves it).
-    Returns queue → [(instance index, weight)], weights summing to 1. An instance two queues
-    share is ONE first-come-first-served queue on the hardware — the plan's split of it is
-    a bookkeeping device, not a queue discipline (the executor's P has one queue; the
-    simulator's router lays queues out by this same rule)."""
-    total = sum(queues.values())
-    scale = count / total if total > count + 1e-6 else 1.0
-    out: dict[str, list[tuple[int, float]]] = {}
-    pos = 0.0
-    for name in sorted(queues):
-        lo, hi = pos, pos + queues[name] * scale
-        pos = hi
-        parts = [(i, min(hi, i + 1) - max(lo, i)) for i in range(count)]
-        parts = [(i, w) for i, w in parts if w > 1e-9]
-        if not parts:
-            parts = [(min(int(lo), count - 1), 1.0)]
-        weight = sum(w for _, w in parts)
-        out[name] = [(i, w / weight) for i, w in parts]
-    return out
-
-
-#: Damped fixed-point iterations of :func:`packed_wait_law`.
-_PACKING_ITERATIONS = 60
-
-
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
-    """M/G/1 wait at one P queue whose short prompts may share a forward.
-
-    ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
-    served by ``instances`` instances (arrivals split evenly). A P instance packs queued
-    prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
-    ``chunk`` tokens (as GPU serving engines' schedulers and the simulator do — the
-    executor's engine scheduler too, but its P role prefills ONE order per loop turn,
-    ``executor/roles/p.py``, which the simulator replays with ``SimConfig.runtime``), so a prompt that
-    *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
-    + overhead. Approximation (checked against the simulator, tests/placer/sim):
-
-    * a short prompt rides along when it finds a short forward still queued with room:
-      P(ride) ≈ P(Lq ≥ 1) · f_short · (1 − n̄_short / chunk), with P(Lq ≥ 1) ≈ ρ·m/(1 + m),
-      m = E[Lq]/ρ (the queue seen by a busy server taken geometric);
-    * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
-      recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
-
-    Without short prompts, or at low load, this is the plain M/G/1 law.
-    """
-    lam_total = sum(r for r, _, _ in items)
-    frac = [r / lam_total for r, _, _ in items]
-    if instances <= 0:  # load on a queue without instances: overloaded
-        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
-                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
-    lam = lam_total / instances
-    chunk = im.prefill_chunk_tokens
-    short = [n < chunk for _, _, n in items]
-    f_short = sum(f for f, sh in zip(frac, short) if sh)
-    room = 0.0
-    if f_short > 0:
-        n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
-        room = max(0.0, 1.0 - n_short / chunk)
-    s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
-    mate = 0.0  # what a short prompt adds to a forward it rides in
-    if f_short > 0:
-        mate = sum(f * (t - min(s0, 0.9 * t)) for f, (_, t, _), sh in zip(frac, items, short) if sh) / f_short
-    ride = 0.0
-    law = None
-    for _ in range(_PACKING_ITERATIONS):
-        times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
-        mean = sum(f * t for f, t in zip(frac, times))
-        second = sum(f * t * t for f, t in zip(frac, times))
-        rho = lam * mean
-        law = WaitModel(min(rho, 1.0), mean, second)
-        if rho >= 1.0 or f_short == 0.0 or room == 0.0:
-            break
-        lq = lam * law.mean_wait_s
-        m = lq / rho if rho > 0 else 0.0
-        target = rho * m / (1.0 + m) * f_short * room
-        if abs(target - ride) < 1e-7:
-            break
-        ride = 0.5 * (ride + target)
-    return dataclasses.replace(law, ride=ride, mate_cost_s=mate) if law.rho < 1.0 else law
-
-
-# --- TTFT of a mixture of flows --------------------------------------------------------
-
-class TtftLaw(Protocol):
-    """One flow's TTFT: ``det_s`` (deterministic part) plus its P queue's ``wait``, at ``rps``."""
-
-    rps: float
-    det_s: float
-    wait: WaitModel
-
-
-def _mixture_cdf(flows: Sequence[TtftLaw], total_rps: float, t: float) -> float:
-    return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total_rps
-
-
-def mixture_quantile(flows: Sequence[TtftLaw], q: float) -> float:
-    """The ``q`` quantile of TTFT over requests of ``flows`` mixed by their rates (0 without traffic)."""
-    total = sum(f.rps for f in flows)
-    if total <= 0:
-        return 0.0
-    lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
-    while _mixture_cdf(flows, total, hi) < q and hi < 1e7:
-        hi *= 2
-    for _ in range(80):
-        mid = (lo + hi) / 2
-        if _mixture_cdf(flows, total, mid) < q:
-            lo = mid
-        else:
-            hi = mid
-    return hi

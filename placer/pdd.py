@@ -75,7 +75,7 @@ DEFAULT_FILTER = FilterRule()
 # --- a P queue's admitted classes -----------------------------------------------------
 
 #: A P queue's admitted classes: "mix" takes every class in the scenario's proportions,
-#: "light" only the light classes (:func:`placer.flows.light_classes`).
+#: "light" only the light classes (:func:`placer.p_queues.light_classes`).
 MIX, LIGHT = "mix", "light"
 #: A class is "heavy" on a P pool when its prefill takes more than this share of the
 #: TTFT budget; "light" queues admit only the others, so short prefills never wait

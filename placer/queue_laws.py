@@ -11,8 +11,8 @@ out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the pl
 
 A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as two lengths with its
 mean and variance (:func:`class_items`), so E[S²] holds the within-class tail. The laws are
-:mod:`placer.flows`' (:func:`~placer.flows.packed_wait_law`,
-:func:`~placer.flows.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
+:mod:`placer.p_queues`' (:func:`~placer.p_queues.packed_wait_law`,
+:func:`~placer.p_queues.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
 plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 :class:`~placer.plan.PoolKey` and the queue's name ("" for a pool without queue split).
 """
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placer.aggregated import AggDesign, agg_prefill_time_share, at_batch, served_wait_law
-from placer.flows import packed_wait_law, queue_layout
+from placer.p_queues import packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
@@ -40,7 +40,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
 
     Queues come from the assignments' ``queue``/``queue_instances``; a pool whose
     assignments name no queue is one queue over all its instances. Short prompts share
-    forwards when they queue behind each other (see :func:`placer.flows.packed_wait_law`).
+    forwards when they queue behind each other (see :func:`placer.p_queues.packed_wait_law`).
     """
     classes = {c.name: c for c in problem.classes}
     load: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
@@ -73,9 +73,9 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
     ``queue_instances``; on the hardware an instance has ONE first-come-first-served queue,
     and where the plan's queues share an instance (fractional ``queue_instances``) their
     requests wait behind each other and share its forwards. Here the queues are laid on the
-    instances (:func:`placer.flows.queue_layout`), each instance takes the classes its queues
+    instances (:func:`placer.p_queues.queue_layout`), each instance takes the classes its queues
     send it (random splits of Poisson streams stay Poisson), and its law is
-    :func:`placer.flows.packed_wait_law` of that mix on one instance; instances a queue owns
+    :func:`placer.p_queues.packed_wait_law` of that mix on one instance; instances a queue owns
     alone give its own law. Without queue figures a pool is one queue over its instances.
     This is the prediction (`analyze`); `validate` checks the plan by the planning rule,
     :func:`p_queue_laws`."""

@@ -57,7 +57,7 @@ class WaitModel:
     second_moment_s2: float
     ride: float = 0.0
     """Probability that a request rides along in a forward already queued (packed prefills,
-    :func:`placer.flows.packed_wait_law`); 0 where prompts are not packed."""
+    :func:`placer.p_queues.packed_wait_law`); 0 where prompts are not packed."""
     mate_cost_s: float = 0.0
     """Mean seconds one more short prompt adds to a packed forward (its prefill alone less the
     weight read it shares); 0 where prompts are not packed."""

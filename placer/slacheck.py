@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from placer.flows import mixture_quantile
+from placer.p_queues import mixture_quantile
 from placer.plan import SlaMiss
 
 #: Relative slack on the SLA before a plan is said to miss it (solver tolerance, not physics).

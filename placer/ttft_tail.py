@@ -159,7 +159,7 @@ def forward_mates(wait: WaitModel) -> float:
     """Expected other prompts in the forward that prefills a short prompt (one shorter than a chunk).
 
     P packs the short prompts queued behind each other into one forward
-    (:func:`placer.flows.packed_wait_law`). With r the probability that a request rides along in a
+    (:func:`placer.p_queues.packed_wait_law`). With r the probability that a request rides along in a
     queued forward (``wait.ride``), a forward holds K requests, geometric from 1
     (P(K = k) = (1 − r)·r^(k−1)); a request sits in a forward size-biased, so it has
     E[K²]/E[K] − 1 = 2r/(1 − r) forward-mates, none with probability (1 − r)². Without packing

@@ -98,9 +98,11 @@ RULES = [
     (_modules("placer_kernels"), ("placer", "executor", "profiler", "db"), False,
      "placer_kernels imports nothing of the project"),
     (CHECKERS, ("placer.ilp",), False,
-     "evaluate, validate and the simulator take PDD's rules from placer.pdd and its physics from placer.flows, "
+     "evaluate, validate and the simulator take PDD's rules from placer.pdd and its physics from placer.flows "
+     "and placer.p_queues, "
      "never from the MILP"),
-    (_modules("executor"), ("placer.flows", "placer.perfmodel", "placer.queueing", "placer.ttft_tail"), False,
+    (_modules("executor"), ("placer.flows", "placer.p_queues", "placer.perfmodel", "placer.queueing", "placer.ttft_tail"),
+     False,
      "the executor takes PDD's rules from placer.pdd, never the planner's physics"),
     (_modules("executor.routing", "executor.handoff", "executor.admission", "executor.engine.radix_cache",
               "executor.engine.scheduler", "executor.engine.block_pool"), HEAVY, False,

@@ -19,9 +19,10 @@ from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
-    Route, class_kv_weight, decode_context_tokens, decode_design, decode_kv_headroom, instance,
-    light_classes, queue_wait_law, relay_room_factor, slowest_rdma_peer, ttft_det_s,
+    Route, class_kv_weight, decode_context_tokens, decode_design, decode_kv_headroom, instance, relay_room_factor,
+    slowest_rdma_peer, ttft_det_s,
 )
+from placer.p_queues import light_classes, queue_wait_law
 from placer.kv_admission import KvHeadroom
 from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD, queue_label,

@@ -54,7 +54,7 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
   a light queue's E[S²]/E[S] is bounded by its light classes' largest (any light mix);
   both over each class's spread of prompt lengths (new_tokens_cv2, two points:
-  :func:`placer.flows.prefill_points`), so a class's long prompts lengthen the wait;
+  :func:`placer.p_queues.prefill_points`), so a class's long prompts lengthen the wait;
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
 * Decode pool q: design batch B_q (largest meeting TPOT at the mix's context and holding the
   mix's reserved KV at the occupancy quantile, :func:`placer.flows.decode_design`), step

@@ -6,7 +6,7 @@ out: seconds and bytes: prefill time, decode step time, largest batch, transfer
      times, extend-decode cost, and the compute / memory / communication terms behind
      each time (:meth:`InstanceModel.terms`). Waiting times are not here: the M/G/1 law
      at P is :class:`placer.queueing.WaitModel`, the packing of short prompts
-     :func:`placer.flows.packed_wait_law`, and the simulator (placer.sim) measures both.
+     :func:`placer.p_queues.packed_wait_law`, and the simulator (placer.sim) measures both.
 
 The package, one layer per module, each a class the next extends:
 

@@ -20,7 +20,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.flows import queue_layout
+from placer.p_queues import queue_layout
 from placer.pdd import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD
 
 PIPE_CODE = {P_MD: 0, P_RLD_MD: 1, P_RLD: 2, P_D: 3, P_A: 4}
@@ -148,7 +148,7 @@ def queue_slots(p_rows: list, pools: dict) -> dict:
     """Instances of each P queue and their weights: ``{(pool key, queue): (instances, cumulative)}``.
 
     The plan splits a P pool's instances over its queues (``queue_instances``, possibly
-    fractional), laid out by :func:`placer.flows.queue_layout` (end to end in name order; a
+    fractional), laid out by :func:`placer.p_queues.queue_layout` (end to end in name order; a
     request of a queue picks one of its instances in proportion to the share the queue has of
     it). Without queue figures, a pool is one queue over all its instances.
     """

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from placer.cuts import Cuts, solve_with_cuts
 from placer.errors import InputError, PlacerError
 from placer.evaluate import analyze
-from placer.flows import mixture_quantile
+from placer.p_queues import mixture_quantile
 from placer.pdd import MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, D
 from placer.optimize import SolveConfig, as_problem, optimize
 from placer.perturb import perturbed_runs

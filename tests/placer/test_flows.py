@@ -8,7 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.flows import Route, eager_tokens, instance, mixture_quantile, packed_wait_law
+from placer.flows import Route, eager_tokens, instance
+from placer.p_queues import mixture_quantile, packed_wait_law
 from placer.pdd import CATCH_UP, DEFAULT_FILTER, ONE_SHOT, P_D, P_MD, P_RLD, P_RLD_MD, FilterRule, handoff_mode
 from placer.queueing import WaitModel
 from placer.problem import resolve

@@ -18,7 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.flows import mixture_quantile
+from placer.p_queues import mixture_quantile
 from placer.queueing import WaitModel
 from placer.sim.links import WanLink
 from placer.ttft_tail import TtftTail, ps_sojourn_var_s2

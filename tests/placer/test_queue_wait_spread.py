@@ -6,7 +6,8 @@ import copy
 
 import pytest
 
-from placer.flows import instance, light_classes, queue_wait_law
+from placer.flows import instance
+from placer.p_queues import light_classes, queue_wait_law
 from placer.pdd import MIX
 from placer.problem import resolve
 from placer.specs import parse_scenario

@@ -2,13 +2,13 @@
 
 One simulated :class:`~placer.sim.prefill.PrefillInstance` (FCFS, chunked prefill, short prompts
 packed into one forward) under Poisson arrivals of a class mix, beside the law evaluate predicts
-for it: :func:`placer.flows.packed_wait_law` for the wait and
+for it: :func:`placer.p_queues.packed_wait_law` for the wait and
 :func:`placer.ttft_tail.pack_extension` for the time a packed prompt's forward-mates add. Each
 class's P side (arrival → its KV leaves P) is compared at its P90, the quantity the TTFT SLA
 reads, unpacked (prompts of at least a chunk: M/G/1 with deterministic service) and packed, at
 light and heavy load. The line's batch-mates (short prompts packed together leave P together)
 are checked on the simulator's line with batch arrivals. How a pool's queues lie on its instances, and that queues sharing an
-instance are one queue, is checked on :func:`placer.flows.queue_layout` and
+instance are one queue, is checked on :func:`placer.p_queues.queue_layout` and
 :func:`placer.queue_laws.p_instance_laws`.
 """
 
@@ -22,7 +22,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.flows import Route, instance, packed_wait_law, queue_layout
+from placer.flows import Route, instance
+from placer.p_queues import packed_wait_law, queue_layout
 from placer.plan import Assignment, Plan, PoolOut
 from placer.problem import resolve
 from placer.queue_laws import p_instance_laws, p_queue_laws
