@@ -28,7 +28,8 @@ Interpolation, and why (the same spirit as :mod:`placer.profiles.tables`):
   non-decreasing in log seconds by pool-adjacent-violators with MEDIAN pooling (least absolute
   deviations: a lone outlier is pulled to its neighbours instead of lifting every larger shape
   after it, as least squares or a running maximum would) then a running maximum, so a bigger
-  batch never reads faster. ``OpTables.cleanup_max_rel`` records how far that moved any point.
+  batch never reads faster. ``OpTables.cleanup_max_rel`` records how far that moved any point (of the keys built so far:
+  a key's tree is built on its first lookup).
 * **No extrapolation.** Outside a measured range in any axis, or at a key never measured,
   the answer is ``None``: the roofline answers there, labelled as such.
 """
@@ -194,12 +195,32 @@ def _norm(value) -> str:
     return str(int(float(text))) if re.fullmatch(r"-?\d+(\.0+)?", text) else text
 
 
+class _Family:
+    """One family's keys → interpolation trees, each tree built from its points on first use: a plan
+    or an estimate asks a few of a family's thousands of keys (building them all cost ~1 s a table)."""
+
+    def __init__(self, points: dict[tuple[str, ...], dict], cubic: bool, on_build) -> None:
+        self._points, self._cubic, self._on_build = points, cubic, on_build
+        self._trees: dict[tuple[str, ...], Node] = {}
+
+    def get(self, key: tuple[str, ...]) -> Node | None:
+        tree = self._trees.get(key)
+        if tree is None and key in self._points:
+            tree, moved = build_tree(self._points[key], cubic=self._cubic)
+            self._trees[key] = tree
+            self._on_build(moved)
+        return tree
+
+    def __iter__(self):
+        return iter(self._points)
+
+
 @dataclass
 class OpTables:
     """One (system, engine, version)'s measured op tables; every ``*_s`` is seconds or None."""
 
     directory: Path
-    _families: dict[str, dict[tuple[str, ...], Node]] = field(default_factory=dict, repr=False)
+    _families: dict[str, _Family] = field(default_factory=dict, repr=False)
     cleanup_max_rel: dict[str, float] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -224,10 +245,10 @@ class OpTables:
                 return p
         return None
 
-    def _family(self, name: str) -> dict[tuple[str, ...], Node]:
+    def _family(self, name: str) -> _Family:
         if name not in self._families:
             fam, path = FAMILIES[name], self._path(name)
-            trees: dict[tuple[str, ...], Node] = {}
+            grouped: dict[tuple[str, ...], dict] = {}
             if path is not None:
                 header, rows = _read_table(path)
                 try:
@@ -237,7 +258,6 @@ class OpTables:
                 except ValueError:
                     raise ValueError(f"{path}: the columns must be {', '.join((*fam.keys, *fam.axes))}, "
                                      f"latency_s; found {', '.join(header)}") from None
-                grouped: dict[tuple[str, ...], dict] = {}
                 spelled: dict[tuple[str, ...], tuple[str, ...]] = {}
                 for row in rows:
                     raw = tuple(row[i] for i in key_at)
@@ -245,12 +265,12 @@ class OpTables:
                     if key is None:
                         key = spelled[raw] = _key(raw)
                     grouped.setdefault(key, {})[tuple(float(row[i]) for i in axes_at)] = float(row[latency_at])
-                moved = 0.0
-                for key, points in grouped.items():
-                    trees[key], m = build_tree(points, cubic=fam.cubic)
-                    moved = max(moved, m)
-                self.cleanup_max_rel[name] = moved
-            self._families[name] = trees
+            self.cleanup_max_rel[name] = 0.0
+
+            def moved(rel: float, name: str = name) -> None:
+                self.cleanup_max_rel[name] = max(self.cleanup_max_rel[name], rel)
+
+            self._families[name] = _Family(grouped, fam.cubic, moved)
         return self._families[name]
 
     def lookup(self, name: str, key: tuple, axes: tuple[float, ...]) -> float | None:
