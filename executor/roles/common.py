@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 from executor.engine.request import SamplingParams
 from executor.transport.base import Endpoint, Transfer, TransportError
 from executor.transport.messages import Cancel, KVDone, Message, Ping, Pong, RequestError, sampling_to_dict
+from placer.kv_admission import footprint_tokens
 
 log = logging.getLogger("executor.roles")
 
@@ -228,11 +229,27 @@ class RoleWorker:
 
 class KvGated:
     """Mixin of the decoders that admit imported KV by :class:`placer.kv_admission.KvGate` (MD, RLD): one
-    release rule. The worker gives ``kv_gate``, :meth:`_kv_waiter` (the request's holder while it waits
-    for KV room, else None), ``_import(src, kv, holder)`` and ``send``."""
+    admission and one release rule. The worker gives ``kv_gate``, :meth:`_kv_waiter` (the request's holder,
+    with its ``order``, while it waits for KV room, else None), ``_import(src, kv, holder)``, ``engine``,
+    ``counters`` and ``send``."""
 
     def _kv_waiter(self, request_id: str) -> Any:
         raise NotImplementedError
+
+    def on_kv(self, src: str, kv: Any) -> None:
+        """A request's KV arrives from P: admit it by :mod:`placer.kv_admission` (the simulator's and the
+        planner's rule: the request's whole final context must fit beside the reservations held, else
+        its KV waits here, FIFO, staged on P) and import it; a KV nobody waits for goes back unused."""
+        holder = self._kv_waiter(kv.request_id)
+        if holder is None:
+            self.send(src, KVDone(kv.request_id, imported=False))
+            return
+        o = holder.order
+        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
+        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
+            self.counters["kv_admission_waits"] += 1
+            return
+        self._import(src, kv, holder)
 
     def _release_kv(self, request_id: str) -> None:
         """``request_id`` leaves: free its KV reservation (or its place in the line) and import the

@@ -56,7 +56,7 @@ from executor.transport.messages import (
     encode,
 )
 from placer import pdd
-from placer.kv_admission import KvGate, footprint_tokens
+from placer.kv_admission import KvGate
 class MainState(enum.Enum):
     WAIT_KV = "wait_kv"
     WAIT_HANDOFF = "wait_handoff"
@@ -144,20 +144,6 @@ class MainWorker(KvGated, RoleWorker):
             waiting = self.mains.get(rid)
             if waiting is not None and not waiting.pulled:
                 self._pull(waiting)
-
-    def on_kv(self, src: str, kv: KVData) -> None:
-        main = self.mains.get(kv.request_id)
-        if main is None or main.state is not MainState.WAIT_KV:
-            self.send(src, KVDone(kv.request_id, imported=False))
-            return
-        # admission (placer.kv_admission, the simulator's and the planner's rule): the request's whole
-        # final context must fit beside the reservations held, else its KV waits here, FIFO, staged on P
-        o = main.order
-        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
-        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
-            self.counters["kv_admission_waits"] += 1
-            return
-        self._import(src, kv, main)
 
     def _import(self, src: str, kv: KVData, main: _Main) -> None:
         """Import ``kv`` (admitted: its reservation is held) and move the request on."""

@@ -52,7 +52,7 @@ from executor.transport.messages import (
     Tokens,
 )
 from placer import pdd
-from placer.kv_admission import KvGate, footprint_tokens
+from placer.kv_admission import KvGate
 class RelayState(enum.Enum):
     WAIT_KV = "wait_kv"
     DECODING = "decoding"
@@ -105,20 +105,6 @@ class RelayWorker(KvGated, RoleWorker):
         relay.pulled_at = time.monotonic()
         relay.phases["rld_order_to_pull_s"] = round(relay.pulled_at - relay.created_at, 6)
         self.send(relay.order.prefill, KVPull(relay.order.request_id, relay.pull_start))
-
-    def on_kv(self, src: str, kv: KVData) -> None:
-        relay = self.relays.get(kv.request_id)
-        if relay is None or relay.state is not RelayState.WAIT_KV:
-            self.send(src, KVDone(kv.request_id, imported=False))
-            return
-        # admission (placer.kv_admission, the simulator's and the planner's rule): the request's whole
-        # final context must fit beside the reservations held (RLD may finish it), else its KV waits, FIFO
-        o = relay.order
-        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
-        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
-            self.counters["kv_admission_waits"] += 1
-            return
-        self._import(src, kv, relay)
 
     def _import(self, src: str, kv: KVData, relay: _Relay) -> None:
         """Import ``kv`` (admitted: its reservation is held) and start decoding."""
