@@ -2,7 +2,8 @@
 
 in:  a command line's ``--engine`` value, a :class:`~placer.specs.Scenario`
 out: :data:`EngineOpt` (a typer ``Annotated`` option, default None: the scenario's ``engine``) and
-     :func:`with_engine`, the scenario with its ``engine`` replaced — validated here, so a bad value is
+     :func:`with_engine`, the scenario with its ``engine`` replaced — validated by
+     :func:`placer.estimate.check_engine` (the one rule, also estimate's), so a bad value is
      an InputError naming ``--engine`` and the value (exit code per CONTRACTS.md), never a traceback.
 
 Each command adds one parameter and one line::
@@ -18,27 +19,15 @@ from typing import Annotated
 
 import typer
 
-from placer.errors import InputError
 from placer.estimate import check_engine
-from placer.perfmodel.engines import unknown_version
 from placer.specs import ENGINE_HELP, Scenario
 
 EngineOpt = Annotated[str | None, typer.Option(
     "--engine", help=ENGINE_HELP + " Default: the scenario's engine key (roofline when absent).", show_default=False)]
 
 
-def checked_engine(engine: str) -> str:
-    """``engine`` when it is an engine placer knows, pinned only to a version it ships tables for; else
-    InputError naming ``--engine`` and the value."""
-    engine = check_engine(engine)
-    why = unknown_version(engine)
-    if why:
-        raise InputError(f"--engine {engine!r}: {why}")
-    return engine
-
-
 def with_engine(scenario: Scenario, engine: str | None) -> Scenario:
     """``scenario`` with ``engine`` replacing its ``engine`` key (None: the scenario as it is)."""
     if engine is None:
         return scenario
-    return scenario.model_copy(update={"engine": checked_engine(engine)})
+    return scenario.model_copy(update={"engine": check_engine(engine)})
