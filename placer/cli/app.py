@@ -72,6 +72,10 @@ COMMANDS: dict[str, Spec] = {
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
     "plans": Spec("placer.service.cli:plans",
                   "Stored plans: bring a plan made by placer optimize into the service and its dashboard."),
+    "bench": Spec("placer.cli.bench:bench",
+                  "Load an OpenAI-compatible endpoint with a scenario's workload; measured beside the plan's promise."),
+    "catalog": Spec("placer.cli.catalog:catalog_app",
+                    "The chips and models the planner knows, with the figures it uses and their sources."),
 }
 ENTRY_POINTS = "placer.commands"
 
@@ -156,6 +160,8 @@ class LazyGroup(TyperGroup):
         return _flag(super().get_help_option(ctx))
 
     def format_help(self, ctx: Any, formatter: Any) -> None:
+        for param in self.params:  # the root's own flags (--version) as flags, as every command's
+            _flag(param)
         self.listing = True
         try:
             super().format_help(ctx, formatter)
@@ -182,8 +188,17 @@ app = typer.Typer(
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version  # only when asked
+
+        typer.echo(f"placer {version('placer')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True,
+                                       help="Print placer's version and exit.")) -> None:
     pass
 
 
