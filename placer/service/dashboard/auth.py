@@ -31,6 +31,7 @@ from urllib.parse import parse_qs, quote
 from fastapi import Depends, HTTPException, Request, status
 
 COOKIE = "placer_ui"
+HOME = "/ui/"  # the dashboard's first page (its plans), the address ``placer serve`` prints
 COOKIE_MAX_AGE_S = 12 * 3600
 _CONTEXT = b"placer-dashboard-v1"
 
@@ -59,9 +60,9 @@ def signed_in(request: Request) -> bool:
 
 
 def safe_next(target: str | None) -> str:
-    """A local path to go to after login; anything else (another host, a scheme) becomes ``/``."""
+    """A local path to go to after login; anything else (another host, a scheme) becomes :data:`HOME`."""
     if not target or not target.startswith("/") or target.startswith("//") or "\\" in target:
-        return "/"
+        return HOME
     return target
 
 

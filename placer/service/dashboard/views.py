@@ -1,7 +1,8 @@
 """The dashboard pages: server-rendered HTML (Jinja2), reading through ``db.repo`` like the API.
 
 =============================  ==========================================================
-``/``                          stored plans, filtered by scenario and objective, paged
+``/ui/``                       stored plans, filtered by scenario and objective, paged
+                               (``/`` and ``/ui`` redirect here, with their query)
 ``/ui/plans/{id}``             one plan: diagram (inline SVG), metrics, pools (with
                                utilisation and KV memory), lines, why this plan
                                (:func:`placer.report.why.explain` against the stored
@@ -113,7 +114,7 @@ def _load(session, plan_id: int) -> tuple[object, Plan]:
 # --- sign in -------------------------------------------------------------------------
 
 @router.get("/ui/login", response_class=HTMLResponse)
-def login_form(request: Request, next: str = "/"):
+def login_form(request: Request, next: str = auth.HOME):
     """The sign-in form. A token in the URL is refused (400), never used: URLs end up in access
     logs, browser history and Referer headers (uvicorn's access log redacts it: ``api.logs``)."""
     target = auth.safe_next(next)
@@ -151,7 +152,15 @@ def logout():
 
 # --- plans ---------------------------------------------------------------------------
 
-@router.get("/", response_class=HTMLResponse)
+@router.get("/")
+@router.get("/ui")
+def home(request: Request):
+    """The dashboard's address is ``/ui/`` (what ``placer serve`` prints); ``/`` and ``/ui`` lead there."""
+    query = f"?{request.url.query}" if request.url.query else ""
+    return RedirectResponse(f"{auth.HOME}{query}", status.HTTP_307_TEMPORARY_REDIRECT)
+
+
+@router.get(auth.HOME, response_class=HTMLResponse)
 def plans(request: Request, session: SessionDep, _: Viewer,
           scenario: Annotated[str | None, Query(max_length=200)] = None,
           objective: Annotated[str | None, Query(max_length=32)] = None,

@@ -17,7 +17,7 @@ def _text(html: str) -> str:
 
 
 def test_a_browser_without_the_token_is_sent_to_the_login_page(anonymous):
-    for path in ("/", "/ui/plans/1", "/ui/plans/1/diff/2", "/ui/jobs"):
+    for path in ("/ui/", "/ui/plans/1", "/ui/plans/1/diff/2", "/ui/jobs"):
         response = anonymous.get(path)
         assert response.status_code == 303, path
         assert response.headers["location"].startswith("/ui/login?next=")
@@ -39,10 +39,20 @@ def test_signing_in_sets_a_cookie_that_is_not_the_token_and_opens_the_pages(anon
     assert anonymous.get("/ui/jobs").status_code == 303
 
 
+def test_the_dashboard_is_at_ui_and_the_root_leads_there(anonymous, client, seeded):
+    """``placer serve`` prints http://HOST:PORT/ui/: that address is the plans page; ``/`` and ``/ui``
+    redirect to it, keeping their query."""
+    assert 'data-plan-id' in client.get("/ui/", follow_redirects=False).text
+    for path, target in (("/", "/ui/"), ("/ui", "/ui/"), ("/?scenario=micro", "/ui/?scenario=micro")):
+        response = anonymous.get(path)
+        assert response.status_code == 307 and response.headers["location"] == target, path
+    assert len(re.findall(r"data-plan-id", client.get("/?scenario=micro").text)) == 2
+
+
 def test_login_redirects_only_to_local_paths(anonymous):
     response = anonymous.post("/ui/login", data={"token": TOKEN, "next": "//evil.example/x"})
-    assert response.status_code == 303 and response.headers["location"] == "/"
-    assert safe_next("https://evil.example") == "/" and safe_next("/ui/plans/3") == "/ui/plans/3"
+    assert response.status_code == 303 and response.headers["location"] == "/ui/"
+    assert safe_next("https://evil.example") == "/ui/" and safe_next("/ui/plans/3") == "/ui/plans/3"
 
 
 def test_a_token_in_the_login_url_is_refused_not_used(anonymous):
@@ -144,7 +154,7 @@ def test_a_public_dashboard_needs_no_token_but_the_api_still_does(seeded):
     from tests.placer.service.dashboard.support import make_app
 
     with TestClient(make_app(seeded.url, public=True), follow_redirects=False) as anonymous:
-        assert anonymous.get("/").status_code == 200
+        assert anonymous.get("/ui/").status_code == 200
         assert anonymous.get(f"/ui/plans/{seeded.plan_a}").status_code == 200
         assert anonymous.get("/plans").status_code == 401
 
