@@ -163,6 +163,9 @@ class ModelConfig:
     #: Kimi-K2 natively, Qwen3's official -FP8 releases); engines then run block-FP8 GEMMs (DeepGEMM, CUTLASS
     #: blockwise), not per-tensor ones (catalog SOURCES.md)
     fp8_block_checkpoint: bool = False
+    #: the Hugging Face repository engines load for this model (``placer export``'s default ``--model``);
+    #: "" for a scenario's own model (then ``--model`` or ``--model-dir`` names the checkpoint)
+    hf_id: str = ""
 
     def kv_bytes_per_token(self, kv_dtype: str) -> float:
         """Bytes of KV cache one token occupies across all layers.
@@ -307,6 +310,7 @@ def model_catalog() -> dict[str, ModelConfig]:
                                                   "expert_ffn", "shared_experts", "max_nodes_per_token")},
             tied_embeddings=row.get("tied_embeddings", "0").strip() == "1",
             fp8_block_checkpoint=row["name"].startswith(FP8_BLOCK_FAMILIES),
+            hf_id=(row.get("hf_id") or "").strip(),
         )
     return models
 

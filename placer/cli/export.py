@@ -28,8 +28,9 @@ Format = choices("Format", FORMATS)
 
 def settings_for(plan: Plan, problem: Problem | None, model: str | None, model_dir: Path | None,
                  served_name: str | None, chips_per_node: int) -> ExportSettings:
-    """The engines' settings: the model from ``--model``/``--model-dir`` (else the scenario's
-    catalog name), dtypes, DRC and chip vendors from the scenario when one is given."""
+    """The engines' settings: the model from ``--model``/``--model-dir`` (else the Hugging Face id the
+    catalog gives the scenario's model, ``placer catalog models``), dtypes, DRC and chip vendors from the
+    scenario when one is given."""
     if model and model_dir:
         raise InputError("give either --model or --model-dir, not both")
     if model_dir is not None:
@@ -42,8 +43,11 @@ def settings_for(plan: Plan, problem: Problem | None, model: str | None, model_d
     if model is None:
         if problem is None:
             raise InputError("--model: give the model the engines load (--model NAME or --model-dir DIR), "
-                             "or --scenario to use the scenario's model name")
-        model = problem.model.name
+                             "or --scenario to use the Hugging Face id of the scenario's model")
+        if not problem.model.hf_id:
+            raise InputError(f"--model: the scenario's model {problem.model.name!r} is not in the catalog, so it "
+                             "has no Hugging Face id; give --model NAME or --model-dir DIR")
+        model = problem.model.hf_id
     served = served_name or (problem.model.name if problem is not None else Path(model).name)
     if problem is None:
         return ExportSettings(model, served, chips_per_node=chips_per_node)
@@ -57,7 +61,8 @@ def export(
     plan_file: Annotated[Path, typer.Argument(metavar="PLAN.json", help="Plan to export.", show_default=False)],
     fmt: Annotated[Format, typer.Option("--format", help="Target: SGLang or vLLM launch scripts, a Dynamo graph, "
                                         "Kubernetes manifests.", show_default=False)],
-    model: Annotated[str | None, typer.Option("--model", help="Model the engines load (a Hugging Face name).")] = None,
+    model: Annotated[str | None, typer.Option("--model", help="Model the engines load (a Hugging Face "
+                                              "name; default: the catalog's id for the scenario's model).")] = None,
     model_dir: Annotated[Path | None, typer.Option("--model-dir", help="Local checkpoint directory the engines "
                                                    "load.")] = None,
     scenario: Annotated[Path | None, typer.Option("--scenario", help="The plan's scenario: dtypes, DRC, custom "

@@ -51,3 +51,16 @@ def test_bad_input_exits_2_naming_what_is_wrong(tmp_path):
                                                                  "tp": 0, "count": 1}]}))
     result = runner.invoke(app, ["export", str(bad_plan), "--format", "vllm", "--model", "m"])
     assert result.exit_code == 2 and "pools.0.tp" in result.output
+
+
+def test_without_model_the_engines_load_the_catalog_hugging_face_id(tmp_path):
+    """`--scenario` alone: the scripts load the checkpoint engines can fetch, not the catalog's own name
+    (pdd-two-dc plans deepseek-v3.2); `--model` still overrides it."""
+    result = runner.invoke(app, ["export", PLAN, "--format", "vllm", "--scenario", SCENARIO, "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    servers = [c for c in json.loads((tmp_path / "commands.json").read_text()) if c["program"] == ["vllm", "serve"]]
+    assert servers and all(c["args"][0] == "deepseek-ai/DeepSeek-V3.2" for c in servers)
+    assert all(c["args"][1:3] == ["--served-model-name", "deepseek-v3.2"] for c in servers)
+    other = runner.invoke(app, ["export", PLAN, "--format", "vllm", "--scenario", SCENARIO, "--model", "my/ckpt",
+                                "--out", str(tmp_path / "o")])
+    assert other.exit_code == 0 and "my/ckpt" in (tmp_path / "o" / "commands.json").read_text()
