@@ -388,10 +388,12 @@ def import_plan(
         factory = _connect(database_url)
         with db.session_scope(factory) as session:
             scenario_id = _scenario_id(session, scenario) if scenario is not None else None
+            inputs: dict[str, Any] = {"imported_from": str(plan_file.resolve())}
             if scenario_id is not None:  # linked to a scenario: it must fit it (names, rows, inventory)
-                check_plan_or_alone(prepare(session, dict(repo.get_scenario(session, scenario_id).spec))[1], plan)
-            row = save_plan(session, plan, inputs={"imported_from": str(plan_file.resolve())},
-                            scenario_id=scenario_id, source="cli")
+                full, checked = prepare(session, dict(repo.get_scenario(session, scenario_id).spec))
+                check_plan_or_alone(checked, plan)
+                inputs["scenario"] = full  # as a solve stores it: the dashboard's "why this plan" reads it
+            row = save_plan(session, plan, inputs=inputs, scenario_id=scenario_id, source="cli")
             session.flush()
             stored = {"id": row.id, "scenario": plan.scenario, "scenario_id": scenario_id,
                       "path": f"/ui/plans/{row.id}"}
@@ -399,3 +401,6 @@ def import_plan(
         print(json.dumps(stored, indent=2))
     else:
         print(f"stored plan {stored['id']} ({plan.scenario!r}); on the dashboard at {stored['path']}")
+        if scenario_id is None:
+            print(f"without its scenario the dashboard cannot say why this plan looks so: import it with "
+                  f"--scenario SCENARIO.yaml (the file {plan_file} was solved from)")

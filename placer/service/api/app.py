@@ -1,22 +1,24 @@
 """The app factory: ``create_app(settings)`` → a FastAPI app. Nothing connects before the
 app starts; at start the database is migrated, the worker pool and (optionally) the
 replanning scheduler are started, and the access log's credential filter is installed
-(``logs``); at shutdown they are stopped. Bodies over ``settings.max_body_bytes`` → 413."""
+(``logs``); at shutdown they are stopped. ``/docs`` takes the token or the dashboard's sign-in. Bodies over ``settings.max_body_bytes`` → 413."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 from fastapi.routing import APIRoute
+from fastapi.security import HTTPAuthorizationCredentials
 
 from placer.service.api import errors, headers, limits, logs
-from placer.service.api.deps import Authorized
+from placer.service.api.deps import Authorized, require_token
 from placer.service.api.routers import chips, compare, health, jobs, plans, profiles, scenarios, simulate
 from placer.service.api.service import Service
+from placer.service.dashboard import auth as dashboard_auth
 from placer.service.dashboard import mount
 from placer.settings import Settings
 
@@ -43,6 +45,20 @@ def document_refusals(router: APIRouter) -> None:
                 route.responses = {**errors.UNDECODABLE, **route.responses}
             if (method, route.path) in QUEUEING:
                 route.responses = {**errors.OVERLOADED, **route.responses}
+
+
+def _docs_reader(request: Request) -> None:
+    """``/docs`` and ``/openapi.json``: a client sending ``Authorization`` needs the token (401/403);
+    a browser signed in to the dashboard reads them with its cookie; one that is not is sent to sign
+    in from ``/docs`` (the address ``placer serve`` prints) and refused (401) at ``/openapi.json``."""
+    header = request.headers.get("authorization")
+    if header is None and dashboard_auth.signed_in(request):
+        return
+    if header is None and request.url.path == "/docs":
+        dashboard_auth.require_viewer(request)  # 303 to /ui/login?next=/docs
+    scheme, _, value = (header or "").partition(" ")
+    given = HTTPAuthorizationCredentials(scheme=scheme, credentials=value.strip()) if value.strip() else None
+    require_token(request.app.state.service, given)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -77,7 +93,7 @@ def create_app(settings: Settings) -> FastAPI:
         document_refusals(router)
         app.include_router(router, dependencies=[Authorized], responses=errors.COMMON_RESPONSES)
 
-    docs_deps = [] if settings.public_docs else [Authorized]
+    docs_deps = [] if settings.public_docs else [Depends(_docs_reader)]
 
     @app.get("/openapi.json", include_in_schema=False, dependencies=docs_deps)
     def openapi() -> JSONResponse:

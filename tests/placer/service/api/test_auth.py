@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from tests.placer.service.api.support import AUTH, make_settings
+from tests.placer.service.api.support import AUTH, TOKEN, make_settings
 
 
 def _routes(app) -> list[tuple[str, str]]:
@@ -14,7 +14,7 @@ def _routes(app) -> list[tuple[str, str]]:
     for path, ops in app.openapi()["paths"].items():
         concrete = re.sub(r"\{[^}]+\}", "1", path)
         out.extend((method.upper(), concrete) for method in ops)
-    return out + [("GET", "/openapi.json"), ("GET", "/docs")]
+    return out + [("GET", "/openapi.json")]
 
 
 @pytest.fixture
@@ -39,6 +39,19 @@ def test_every_other_route_needs_the_token(app, bare):
         assert missing.headers["www-authenticate"] == "Bearer"
         wrong = bare.request(method, path, json={}, headers={"Authorization": "Bearer not-the-token"})
         assert wrong.status_code == 403, (method, path, wrong.text)
+
+
+def test_the_api_docs_take_the_token_or_the_dashboards_sign_in(bare):
+    """``placer serve`` prints /docs: a browser is sent to sign in, then reads the docs and their schema."""
+    for method, path in (("GET", "/docs"), ("GET", "/openapi.json")):
+        assert bare.request(method, path, headers={"Authorization": "Bearer not-the-token"}).status_code == 403
+        assert bare.request(method, path, headers=AUTH).status_code == 200
+    assert bare.get("/openapi.json").status_code == 401
+    sent = bare.get("/docs", follow_redirects=False)
+    assert sent.status_code == 303 and sent.headers["location"] == "/ui/login?next=%2Fdocs"
+    signed = bare.post("/ui/login", data={"token": TOKEN, "next": "/docs"}, follow_redirects=False)
+    assert signed.headers["location"] == "/docs"
+    assert "swagger" in bare.get("/docs").text.lower() and bare.get("/openapi.json").status_code == 200
 
 
 def test_a_non_bearer_scheme_is_not_accepted(bare):
