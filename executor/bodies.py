@@ -1,6 +1,7 @@
-"""The executor server's request bodies: what a completion or a control-plane call may carry.
+"""The executor server's request bodies: what a completion, a chat completion or a control-plane call may carry.
 
-Strict types (`max_tokens: true` is a 422, not 1), text UTF-8 can carry (a lone surrogate is a
+In: JSON bodies. Out: validated pydantic models (`CompletionRequest`, `ChatCompletionRequest` with its
+`ChatMessage`s, `InstanceBody`); a bad field → 422 naming it. Strict types (`max_tokens: true` is a 422, not 1), text UTF-8 can carry (a lone surrogate is a
 422 naming the field, not a 500), names with a length bound and a character set, bounded ints,
 well-formed addresses. Temperatures below `GREEDY_BELOW` are served greedily (`effective_temperature`).
 """
@@ -9,9 +10,9 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from placer import pdd
 
@@ -29,6 +30,15 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@/+-]*")
 _HOST_PORT = re.compile(r"(?P<host>[A-Za-z0-9][A-Za-z0-9.-]*|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 _SCHEME_ADDRESS = re.compile(r"[a-z][a-z0-9+.-]*://[A-Za-z0-9._:/@-]+")
 MAX_ADDRESS_CHARS = 256
+#: Choices one request may ask for (`n`): each is its own request through the router, so n = 8 holds
+#: eight requests' KV at once; beyond it a 422 rather than a silent fan-out.
+MAX_CHOICES = 8
+MAX_MESSAGES = 1024  # messages in one chat request (the context bounds them long before)
+#: Roles a chat message may have: OpenAI's, less `tool`/`function` (no tool calls here); `developer` is
+#: OpenAI's newer name for `system` and is rendered as one.
+CHAT_ROLES = ("system", "developer", "user", "assistant")
+_LOGPROBS_REFUSED = ("logprobs: this engine does not compute log-probabilities (its sampler returns token ids "
+                     "only); leave it out or null")
 
 
 def _encodable(value: str) -> str:
@@ -80,6 +90,18 @@ class CompletionRequest(BaseModel):
     seed: int = Field(0, ge=0, le=MAX_SEED, description="Sampling seed when temperature > 0, in [0, 2^64).")
     stream: bool = Field(False, description="Stream tokens as server-sent events.")
     ignore_eos: bool = Field(False, description="Keep generating past EOS up to max_tokens.")
+    n: int = Field(1, ge=1, le=MAX_CHOICES, description=f"Choices to generate, at most {MAX_CHOICES}: each is its "
+                                                        "own request through the router; choice i samples with "
+                                                        "seed + i (greedy choices are identical).")
+    logprobs: int | None = Field(None, description="Refused (422) unless null: the engine computes no "
+                                                   "log-probabilities.")
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: int | None) -> int | None:
+        if value is not None:
+            raise ValueError(_LOGPROBS_REFUSED)
+        return value
 
     @field_validator("prompt")
     @classmethod
@@ -91,6 +113,71 @@ class CompletionRequest(BaseModel):
             if bad:
                 raise ValueError(f"token ids {bad[:5]} are negative")
         return value
+
+
+class ChatMessage(BaseModel):
+    """One message of a chat: a role and its text (content parts, tool calls and names are not served)."""
+
+    model_config = ConfigDict(strict=True)
+
+    role: Literal[CHAT_ROLES] = Field(description=f"One of {', '.join(CHAT_ROLES)}.")  # type: ignore[valid-type]
+    content: Text = Field(description="The message's text (a string).")
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(strict=True)
+
+    include_usage: bool = Field(False, description="Send a last chunk with `usage` (and no choices) before "
+                                                   "[DONE].")
+
+
+class ChatCompletionRequest(BaseModel):
+    """OpenAI's chat completion body, the fields this engine serves; `logprobs` is refused (422)."""
+
+    model_config = ConfigDict(strict=True)
+
+    model: Text | None = Field(None, max_length=MAX_NAME_CHARS,
+                               description="The served model to ask (GET /v1/models); optional when one "
+                                           "model is served.")
+    messages: list[ChatMessage] = Field(min_length=1, max_length=MAX_MESSAGES,
+                                        description="The conversation, rendered with the checkpoint's chat "
+                                                    "template (the byte model's: executor.chat).")
+    max_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT, description="Output token budget (16 when "
+                                                                                "neither this nor "
+                                                                                "max_completion_tokens is given).")
+    max_completion_tokens: int | None = Field(None, ge=1, le=MAX_TOKENS_LIMIT,
+                                              description="OpenAI's newer name for max_tokens (give one).")
+    temperature: float = Field(0.0, ge=0, allow_inf_nan=False,
+                               description=f"0 = greedy (so is anything below {GREEDY_BELOW:g}); finite.")
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="Sampling seed when temperature > 0, in [0, 2^64).")
+    stream: bool = Field(False, description="Stream `chat.completion.chunk`s as server-sent events.")
+    stream_options: StreamOptions | None = None
+    ignore_eos: bool = Field(False, description="Keep generating past EOS up to the budget.")
+    n: int = Field(1, ge=1, le=MAX_CHOICES, description=f"Choices to generate, at most {MAX_CHOICES} (each its "
+                                                        "own request; choice i samples with seed + i).")
+    logprobs: bool | None = Field(None, description="Refused (422) when true: the engine computes no "
+                                                    "log-probabilities.")
+    top_logprobs: int | None = Field(None, description="Refused (422) unless null, as logprobs.")
+
+    @field_validator("logprobs", "top_logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: Any) -> Any:
+        if value not in (None, False):
+            raise ValueError(_LOGPROBS_REFUSED)
+        return value
+
+    @model_validator(mode="after")
+    def _one_budget(self) -> ChatCompletionRequest:
+        if self.max_tokens is not None and self.max_completion_tokens is not None \
+                and self.max_tokens != self.max_completion_tokens:
+            raise ValueError(f"max_completion_tokens: {self.max_completion_tokens} disagrees with max_tokens "
+                             f"{self.max_tokens}; give one")
+        return self
+
+    @property
+    def budget(self) -> int:
+        """The output token budget."""
+        return self.max_completion_tokens or self.max_tokens or 16
 
 
 class InstanceBody(BaseModel):

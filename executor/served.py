@@ -3,15 +3,16 @@
 In: the routers of a deployment (one model, or a fleet's: one per model), the deployment and the
 control plane's token. Out: `Served` (`app.state.served` of `executor.server.create_app`) and its
 rules: `pick(name)` — the request's model (404 naming an unknown one and the served ones; 400 when
-none is named while several are served; optional with one) — and `owner(instance)`.
+none is named while several are served; optional with one) — and `owner(instance)`; `ServedDep`, the
+endpoints' dependency that hands them the app's `Served`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import HTTPException
+from fastapi import Depends, HTTPException, Request
 
 from executor.engine.tokenizer import ByteTokenizer
 from executor.router import Router
@@ -50,3 +51,10 @@ class Served:
     def owner(self, instance: str) -> ServedModel | None:
         """The model whose router knows `instance`."""
         return next((m for m in self.models.values() if instance in m.router.instances), None)
+
+
+def _served(request: Request) -> Served:
+    return request.app.state.served
+
+
+ServedDep = Annotated[Served, Depends(_served)]

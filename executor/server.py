@@ -38,7 +38,6 @@ drop it and free its KV).
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import threading
@@ -52,7 +51,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from executor.admission import Overloaded, TooLarge
 from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies and limits
     GREEDY_BELOW,
     MAX_BODY_BYTES,
@@ -60,8 +58,9 @@ from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies a
     MAX_TOKENS_LIMIT,
     CompletionRequest,
     InstanceBody,
-    effective_temperature,
 )
+from executor.chat import chat_api
+from executor.choices import TextStream, cancel_all, collect, merged_events, placer_block, submit_choices, usage
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.health import PeerState
@@ -69,21 +68,12 @@ from executor.placement import placement
 from executor.prometheus import PROMETHEUS_COUNTERS, prometheus_text  # noqa: F401 - re-exported
 from executor.registry import InstanceInfo
 from executor.router import Router
-from executor.routing import NoRouteError
-from executor.served import Served, ServedModel
+from executor.served import Served, ServedDep, ServedModel
 from executor.stream import RequestStream
 from placer import pdd
 from placer.plan import Plan
 from placer.plancheck import check_plan_alone
 
-DISCONNECT_POLL_S = 0.5  # non-streamed requests: how often the client's connection is checked
-
-
-def _served(request: Request) -> Served:
-    return request.app.state.served
-
-
-ServedDep = Annotated[Served, Depends(_served)]
 _bearer = HTTPBearer(auto_error=False, description="The deployment's token (placer deploy --token).")
 
 
@@ -132,6 +122,7 @@ def create_app(router: Router | None = None, *, model_name: str = "placer-tiny",
     app.state.datacenters = _datacenters(app.state.served)  # those known at start: a later register names one
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
+    app.include_router(chat_api, dependencies=[Authorized] if protect_completions else [])
     app.include_router(operations_api)
     app.include_router(control_api)
 
@@ -176,112 +167,36 @@ def _sse(obj: Any) -> str:
     return f"data: {json.dumps(obj, separators=(',', ':'))}\n\n"
 
 
-def _chunk(model: str, cid: str, created: int, text: str, ids: list[int], finish: str | None, **extra: Any) -> dict:
+def _chunk(model: str, cid: str, created: int, index: int, text: str, ids: list[int], finish: str | None,
+           **extra: Any) -> dict:
     return {"id": cid, "object": "text_completion", "created": created, "model": model,
-            "choices": [{"index": 0, "text": text, "token_ids": ids, "logprobs": None, "finish_reason": finish}],
+            "choices": [{"index": index, "text": text, "token_ids": ids, "logprobs": None, "finish_reason": finish}],
             **extra}
 
 
-def _placer(record: Any, pipeline: str) -> dict:
-    if record is None:
-        return {"pipeline": pipeline}
-    return {"pipeline": record.pipeline, "prefix_hit_tokens": record.prefix_hit_tokens, "ttft_s": record.ttft_s,
-            "tpot_s": record.tpot_s, "instances": record.extra.get("instances")}
-
-
-def _usage(prompt_tokens: int, completion_tokens: int) -> dict:
-    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}
-
-
-def _submit(router: Router, tokens: list[int], body: CompletionRequest) -> RequestStream:
-    """Route the request; a refusal becomes its HTTP status (429 with Retry-After, 503, 422)."""
-    sampling = {"temperature": effective_temperature(body.temperature), "seed": body.seed, "max_new_tokens": body.max_tokens,
-                "stop_at_eos": not body.ignore_eos}
-    try:
-        return router.submit(tokens, sampling, loop=asyncio.get_running_loop())
-    except Overloaded as exc:
-        raise HTTPException(429, str(exc), headers={"Retry-After": str(max(1, round(exc.retry_after_s)))}) \
-            from None
-    except NoRouteError as exc:
-        raise HTTPException(503, str(exc)) from None
-    except TooLarge as exc:
-        raise HTTPException(413, str(exc)) from None
-    except ValueError as exc:
-        raise HTTPException(422, str(exc)) from None
-
-
-class TextStream:
-    """Token ids arriving one at a time → the new text each adds (any tokenizer: the text of all ids
-    so far minus what was sent; held back while it ends in a cut-off character, U+FFFD)."""
-
-    def __init__(self, tokenizer: Any) -> None:
-        self.tokenizer, self.ids, self.sent = tokenizer, [], ""
-
-    def push(self, token: int) -> str:
-        self.ids.append(token)
-        text = self.tokenizer.decode(self.ids)
-        if text.endswith("\ufffd") or not text.startswith(self.sent):
-            return ""
-        new, self.sent = text[len(self.sent):], text
-        return new
-
-    def flush(self) -> str:
-        text = self.tokenizer.decode(self.ids)
-        new = text[len(self.sent):] if text.startswith(self.sent) else ""
-        self.sent = text
-        return new
-
-
-async def _sse_events(router: Router, stream: RequestStream, model: str, cid: str, created: int,
+async def _sse_events(router: Router, streams: list[RequestStream], model: str, cid: str, created: int,
                       prompt_tokens: int, tokenizer: Any):
-    """One SSE event per token, the last with finish_reason, usage and our `placer` block (or an
-    `error` event), then `[DONE]`. Closed early (the client went away): the request is cancelled."""
-    text = TextStream(tokenizer)
-    n = 0
+    """One SSE event per token (`choices[0].index` names its choice), each choice's last with its
+    finish_reason and our `placer` block (or an `error` event), the last choice to end also with the
+    request's `usage`; then `[DONE]`. Closed early (the client went away): every choice is cancelled."""
+    texts = [TextStream(tokenizer) for _ in streams]
+    counts, left = [0] * len(streams), len(streams)
     try:
-        async for ev in stream.aevents():
+        async for i, ev in merged_events(streams):
             if ev.kind == "token":
-                n += 1
-                yield _sse(_chunk(model, cid, created, text.push(ev.token), [ev.token], None))
-            elif ev.kind == "end":
-                yield _sse(_chunk(model, cid, created, text.flush(), [], ev.finish_reason,
-                                  usage=_usage(prompt_tokens, n), placer=_placer(ev.record, stream.pipeline.value)))
+                counts[i] += 1
+                yield _sse(_chunk(model, cid, created, i, texts[i].push(ev.token), [ev.token], None))
+                continue
+            left -= 1
+            if ev.kind == "end":
+                whole = {"usage": usage(prompt_tokens, sum(counts))} if left == 0 else {}
+                yield _sse(_chunk(model, cid, created, i, texts[i].flush(), [], ev.finish_reason, **whole,
+                                  placer=placer_block(ev.record, streams[i].pipeline.value)))
             else:
-                yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error"}})
+                yield _sse({"id": cid, "error": {"message": ev.error, "type": "server_error", "index": i}})
         yield "data: [DONE]\n\n"
     finally:
-        router.cancel(stream.request_id)  # a no-op once the request has ended
-
-
-async def _collect(request: Request, router: Router, stream: RequestStream) -> list[int]:
-    """The tokens of a non-streamed request; the request is cancelled if the client goes away."""
-    ids: list[int] = []
-
-    async def read() -> None:
-        async for ev in stream.aevents():
-            if ev.kind == "token":
-                ids.append(ev.token)
-            elif ev.kind == "error":
-                raise HTTPException(502, f"request failed: {ev.error}")
-
-    async def watch() -> None:
-        while not await request.is_disconnected():
-            await asyncio.sleep(DISCONNECT_POLL_S)
-
-    reader, watcher = asyncio.create_task(read()), asyncio.create_task(watch())
-    try:
-        await asyncio.wait((reader, watcher), return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        watcher.cancel()
-        gone = not reader.done()  # the client went away (or this handler was cancelled)
-        if gone:
-            reader.cancel()
-            router.cancel(stream.request_id)
-    if gone:
-        raise HTTPException(400, "the client disconnected; the request was cancelled")
-    reader.result()
-    return ids
+        cancel_all(router, streams)
 
 
 @completions_api.post("/v1/completions", responses={
@@ -297,17 +212,21 @@ async def completions(body: CompletionRequest, served: ServedDep, request: Reque
     tokens = tokenizer.encode(body.prompt) if isinstance(body.prompt, str) else list(body.prompt)
     if bad := [t for t in tokens if t >= tokenizer.vocab_size]:
         raise HTTPException(422, f"prompt: token ids {bad[:5]} are outside the vocabulary [0, {tokenizer.vocab_size})")
-    stream = _submit(router, tokens, body)
+    streams = submit_choices(router, tokens, n=body.n, temperature=body.temperature, seed=body.seed,
+                             max_tokens=body.max_tokens, ignore_eos=body.ignore_eos)
     cid, created = f"cmpl-{uuid.uuid4().hex[:16]}", int(time.time())
     if body.stream:
-        return StreamingResponse(_sse_events(router, stream, model_name, cid, created, len(tokens), tokenizer),
+        return StreamingResponse(_sse_events(router, streams, model_name, cid, created, len(tokens), tokenizer),
                                  media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
-    ids = await _collect(request, router, stream)
-    return {"id": cid, "object": "text_completion", "created": created, "model": model_name,
-            "choices": [{"index": 0, "text": tokenizer.decode(ids), "token_ids": ids, "logprobs": None,
-                         "finish_reason": stream.finish_reason}],
-            "usage": _usage(len(tokens), len(ids)), "placer": _placer(stream.record, stream.pipeline.value)}
+    ids = await collect(request, router, streams)
+    choices = [{"index": i, "text": tokenizer.decode(out), "token_ids": out, "logprobs": None,
+                "finish_reason": s.finish_reason, **({"placer": placer_block(s.record, s.pipeline.value)}
+                                                     if body.n > 1 else {})}
+               for i, (s, out) in enumerate(zip(streams, ids, strict=True))]
+    return {"id": cid, "object": "text_completion", "created": created, "model": model_name, "choices": choices,
+            "usage": usage(len(tokens), sum(map(len, ids))),
+            "placer": placer_block(streams[0].record, streams[0].pipeline.value)}
 
 
 @completions_api.get("/v1/models")
