@@ -141,6 +141,9 @@ def optimize(
         out.print(first)
         out.print(_view(problem, plan))
         out.print(verification_view(plan))
+        if out_path is not None:  # where the written plan goes next (placer.service.cli's plans import)
+            out.print(f"bring it to the dashboard: placer plans import {out_path} --scenario {scenario}",
+                      highlight=False, markup=False, soft_wrap=True)
     if not _keeps_promise(plan) and not best_effort:
         fail(InfeasiblePlanError(f"the plan misses the SLA ({_miss_reason(plan)}); binding: {_binds(plan) or 'none'} "
                                  "(add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept it)"))
