@@ -8,7 +8,11 @@ out: :class:`Why` — plain strings and numbers, no markup:
 * ``pipelines``: one line per PDD pipeline saying why it carries what it carries, or
   why it carries nothing — derived from the flows (:mod:`placer.flows`): a pipeline that
   relays (P-RLD-MD) pays off only for classes whose prefill plus WAN transfer would
-  miss the TTFT budget on P-MD; P-RLD only for classes the filter rule admits;
+  miss the TTFT budget on P-MD — argued only over lines the plan's routes cross (no route
+  over the WAN: nothing to relay); P-RLD only for classes the filter rule admits, and its
+  line names where those classes go instead (relayed only when the plan relays them);
+  then one line per chip type per datacenter the plan leaves idle (:mod:`placer.report.idle`,
+  also ``idle``);
 * ``binding``: the binding rows sorted by marginal BCR (largest first), a row worth
   nothing explained (another row binds next, or one unit is less than one instance);
 * ``routes``: routes grouped by (pipeline, src, dst), req/s rounded to 2 decimals, the
@@ -25,6 +29,7 @@ from placer.pdd import P, P_MD, P_RLD, P_RLD_MD
 from placer.plan import Plan
 from placer.pool_usage import PoolUsage, pool_usage
 from placer.problem import Class, Problem
+from placer.report.idle import idle_reasons
 
 #: Marginal BCR changes smaller than this (req/USD) count as zero.
 ZERO_MARGINAL = 5e-4
@@ -37,12 +42,15 @@ class Why:
     binding: list[dict]
     routes: list[dict]
     notes: list[str] = field(default_factory=list)
+    idle: list[str] = field(default_factory=list)
 
 
 def explain(problem: Problem, plan: Plan) -> Why:
-    """Why ``plan`` looks as it does (see the module docstring)."""
-    return Why(pools=pool_usage(problem, plan), pipelines=pipeline_reasons(problem, plan),
-               binding=binding_sorted(plan), routes=grouped_routes(plan), notes=marginal_notes(plan))
+    """Why ``plan`` looks as it does (see the module docstring); the idle lines close ``pipelines``
+    too, so every face that lists them shows them."""
+    idle = idle_reasons(problem, plan)
+    return Why(pools=pool_usage(problem, plan), pipelines=pipeline_reasons(problem, plan) + idle,
+               binding=binding_sorted(plan), routes=grouped_routes(plan), notes=marginal_notes(plan), idle=idle)
 
 
 def _rps_by_pipeline(plan: Plan) -> dict[str, float]:
@@ -52,16 +60,22 @@ def _rps_by_pipeline(plan: Plan) -> dict[str, float]:
     return out
 
 
+def _crossed_lines(plan: Plan) -> set[tuple[str, str]]:
+    """The WAN lines (src, dst) some route of the plan crosses with req/s > 0."""
+    return {(r.src, r.dst) for r in plan.routes if r.rps > 0 and r.src != r.dst}
+
+
 def _p_md_ttft_s(problem: Problem, plan: Plan, c: Class) -> tuple[float, str] | None:
-    """Least prefill + WAN transfer (no queueing) of class ``c`` on P-MD over any line from a
-    datacenter with a P pool to one with an MD pool, and that line; None without such a line."""
+    """Least prefill + WAN transfer (no queueing) of class ``c`` on P-MD over a line some route
+    of the plan crosses, from a datacenter with a P pool to one with a decoder; None without one."""
     p_pools = [p for p in plan.pools if p.role == P and p.count > 0]
     md_dcs = {p.datacenter for p in plan.pools if p.role != P and p.count > 0}
+    crossed = _crossed_lines(plan)
     best = None
     for p in p_pools:
         prefill_s = instance(problem, p.chip, p.tp).prefill_s(c.input_tokens, c.hit_rate)
         for dst in sorted(md_dcs - {p.datacenter}):
-            if (p.datacenter, dst) not in problem.links:
+            if (p.datacenter, dst) not in problem.links or (p.datacenter, dst) not in crossed:
                 continue
             total = prefill_s + Route(problem, c, P_MD, p.datacenter, dst, problem.options.drc).wan_s(0.0)
             if best is None or total < best[0]:
@@ -76,7 +90,7 @@ def pipeline_reasons(problem: Problem, plan: Plan) -> list[str]:
     rps = _rps_by_pipeline(plan)
     per_class = {c.name: _p_md_ttft_s(problem, plan, c) for c in problem.classes}
     known = {k: v for k, v in per_class.items() if v is not None}
-    return [_p_md_line(plan, rps), _relay_line(problem, plan, rps, known), _filter_line(problem, rps)]
+    return [_p_md_line(plan, rps), _relay_line(problem, plan, rps, known), _filter_line(problem, plan, rps)]
 
 
 def _p_md_line(plan: Plan, rps: dict[str, float]) -> str:
@@ -104,8 +118,11 @@ def _relay_line(problem: Problem, plan: Plan, rps: dict[str, float], known: dict
                 "a higher BCR") if len(relayed) > len(late) else ""
         return (head + f"{len(late)} of them ({names}) would miss the {budget:g} s TTFT budget on P-MD (prefill + "
                 f"WAN transfer ≥ {min(known[k][0] for k in late):.2f} s){rest}")
+    if not _crossed_lines(plan):
+        return ("RLD unused: no route crosses the WAN (every request is decoded in the datacenter that "
+                "prefilled it), so there is no transfer to relay")
     if not known:
-        return "RLD unused: no line joins a P datacenter to an MD datacenter in this plan"
+        return "RLD unused: no line the plan's routes cross joins a P datacenter to a decoder's datacenter"
     slowest, (seconds, line) = max(known.items(), key=lambda kv: kv[1][0])
     if seconds <= budget:
         return (f"RLD unused: every class's WAN transfer fits its TTFT budget on P-MD (slowest {slowest}: prefill + "
@@ -114,7 +131,7 @@ def _relay_line(problem: Problem, plan: Plan, rps: dict[str, float], known: dict
             "RLD pool would cost more than the goodput it adds")
 
 
-def _filter_line(problem: Problem, rps: dict[str, float]) -> str:
+def _filter_line(problem: Problem, plan: Plan, rps: dict[str, float]) -> str:
     filterable = [c.name for c in problem.classes if c.filterable]
     if rps.get(P_RLD, 0.0) > 0:
         return (f"{P_RLD} (filter) finishes {rps[P_RLD]:.2f} req/s on RLD without crossing the WAN "
@@ -123,7 +140,13 @@ def _filter_line(problem: Problem, rps: dict[str, float]) -> str:
         return f"{P_RLD} (filter) off: options.filter is false"
     if not filterable:
         return f"{P_RLD} (filter) unused: no class has a long input, a low hit and a short output"
-    return f"{P_RLD} (filter) unused: relaying {', '.join(filterable)} to MD costs less than finishing them on RLD"
+    names = ", ".join(filterable)
+    routed = {r.pipeline for r in plan.routes if r.rps > 0 and r.request_class in filterable}
+    if not routed:
+        return f"{P_RLD} (filter) unused: the plan serves none of {names}"
+    how = {P_RLD_MD: "relayed to MD (P-RLD-MD)", P_MD: "decoded on MD (P-MD)"}
+    where = " or ".join(how.get(p, p) for p in sorted(routed))
+    return f"{P_RLD} (filter) unused: {names} are {where}, which costs less than finishing them on RLD"
 
 
 def binding_sorted(plan: Plan) -> list[dict]:
