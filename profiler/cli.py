@@ -22,6 +22,7 @@ from rich.text import Text
 from placer.cli.fold import Fold  # a face helper: tables that fold on narrow terminals
 from placer.errors import InputError, PlacerError
 from placer.profiles.records import ChipProfile, LinkProfile
+from placer.profiles.store import keep
 from profiler import link
 from profiler.calibrate import store
 from profiler.commands import PROFILE
@@ -83,11 +84,16 @@ def chip_command(
         help="Catalog chip whose datasheet bounds the figures and that the profile calibrates "
              "(default: from the CUDA device name; 'cpu' with estimated bounds on the CPU).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Smaller shapes and fewer runs (CI: under a minute).")] = False,
-    json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON instead of a table.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the profile JSON instead of a table (with --out: "
+                                           "write it there and say where).")] = False,
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the profile JSON here.")] = None,
     store_db: Annotated[bool, typer.Option("--store", help="Also store it in the database (chip_profiles).")] = False,
 ) -> None:
-    """Measure compute, memory bandwidth and capacity, and interconnect of one device."""
+    """Measure compute, memory bandwidth and capacity, and interconnect of one device.
+
+    Every result is also kept under the user data dir (the line "kept as …" names the file), where
+    ``--profiles latest`` finds it.
+    """
     try:
         with _progress(json_out) as progress:
             task = progress.add_task("profile", total=4)
@@ -96,6 +102,7 @@ def chip_command(
                 progress.update(task, completed=done, total=total, description=label)
 
             record = ChipProfile.model_validate(profile_chip(device, chip, quick, on_step=step))
+        kept = keep(record)
         if out_path is not None:
             try:
                 record.save(out_path)
@@ -106,12 +113,18 @@ def chip_command(
             row_id = store(record)
     except PlacerError as e:
         _fail(e)
+    where = f"kept as {kept} (plan with it: --profiles latest, or --profiles {kept})"
     if json_out:
-        print(record.to_json())
+        if out_path is None:
+            print(record.to_json())
+        else:  # the JSON is in the file: stdout is not flooded with it again
+            err.print(f"wrote {out_path}", highlight=False, soft_wrap=True)
+        err.print(where, highlight=False, soft_wrap=True)
         return
     out.print(chip_view(record))
     for line in record.skipped:
         out.print(f"[dim]skipped: {line}[/dim]", highlight=False)
+    out.print(where, highlight=False, soft_wrap=True)
     if row_id is not None:
         out.print(f"stored as profile {row_id}")
 

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from placer.errors import InputError
+from placer.profiles.store import latest_kept
 
 out = Console()
 err = Console(stderr=True)
@@ -33,11 +34,17 @@ def choices(name: str, values: Iterable[str]) -> type[Enum]:
 
 
 def latest_from_database(chips: set[str] | None) -> dict[str, dict]:
-    """``--profiles latest``: the newest stored profile per chip, from the service's database
-    (imported only now, so that a command never loads the service layer otherwise)."""
+    """``--profiles latest``: the newest stored profile per chip, from the folder ``placer profile chip``
+    keeps its results in and the service's database (:func:`placer.profiles.store.latest_kept`); exit 2
+    naming both and how to make one when neither holds a profile of these chips."""
+    return latest_kept(chips, database=_database)
+
+
+def _database(chips: set[str] | None) -> dict[str, dict]:
+    """The service database's newest profile per chip (its layer imported only now, so that a command
+    never loads the service layer otherwise)."""
     try:
         loader = import_module("placer.service.profiles").latest_measured
     except ModuleNotFoundError as e:
-        raise InputError(f"--profiles latest: the database layer is not installed ({e.name}); "
-                         "install placer[service] or pass a profile file or directory") from None
+        raise InputError(f"the database layer is not installed ({e.name})") from None
     return loader(chips)

@@ -27,10 +27,13 @@ def cli_app() -> typer.Typer:
 
 @pytest.fixture(scope="session")
 def quick_run(cli_app, tmp_path_factory):
-    """`placer profile chip --device cpu --quick --json --out F`, run once: (result, seconds, out file)."""
-    out = tmp_path_factory.mktemp("profile") / "cpu.json"
+    """`placer profile chip --device cpu --quick --json --out F`, run once: (result, seconds, out file); the
+    user data dir (where every result is also kept) is the folder beside F."""
+    folder = tmp_path_factory.mktemp("profile")
+    out = folder / "cpu.json"
     start = time.perf_counter()
-    result = CliRunner().invoke(cli_app, ["profile", "chip", "--device", "cpu", "--quick", "--json", "--out", str(out)])
+    result = CliRunner().invoke(cli_app, ["profile", "chip", "--device", "cpu", "--quick", "--json", "--out", str(out)],
+                                env={"XDG_DATA_HOME": str(folder / "data")})
     return result, time.perf_counter() - start, out
 
 

@@ -19,14 +19,23 @@ from profiler.rooflines import for_cpu
 def cpu_profile(quick_run) -> ChipProfile:
     result, _, _ = quick_run
     assert result.exit_code == 0, result.output
-    return ChipProfile.model_validate_json(result.stdout)
+    return ChipProfile.load(out_file(quick_run))
+
+
+def out_file(quick_run):
+    return quick_run[2]
 
 
 def test_quick_cpu_run_finishes_under_a_minute_and_writes_the_file(quick_run):
+    """`--json --out F` writes F and says so in one line: stdout is not flooded with the same JSON; the
+    result is also kept under the user data dir, where `--profiles latest` finds it."""
     result, seconds, out = quick_run
     assert result.exit_code == 0, result.output
     assert seconds < 60
-    assert ChipProfile.load(out) == ChipProfile.model_validate_json(result.stdout)
+    assert result.stdout == "" and f"wrote {out}" in result.stderr
+    kept = out.parent / "data" / "placer" / "profiles"
+    assert [p.name for p in kept.iterdir()] and f"kept as {kept}" in result.stderr.replace("\n", "")
+    assert ChipProfile.load(next(kept.iterdir())) == ChipProfile.load(out)
 
 
 def test_every_dimension_is_measured_positive_below_its_roofline_with_a_spread(cpu_profile):
