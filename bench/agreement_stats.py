@@ -17,7 +17,7 @@ import statistics
 import time
 from collections import defaultdict
 
-from bench.random_scenarios import load_fraction, random_scenario
+from random_scenarios import load_fraction, random_scenario  # a sibling under bench/ (the script's folder)
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve

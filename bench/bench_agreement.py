@@ -1,10 +1,11 @@
 """ILP vs simulator, per pipeline: the relay-heavy test cases and the bundled examples (issue 14, part 3).
 
-    PYTHONPATH=. .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
+    .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
         [--requests 30000] [--seed 7] [--breakdown]
-    PYTHONPATH=. .venv/bin/python bench/bench_agreement.py --random 40 [--seed 7] [--time-limit 20]
+    .venv/bin/python bench/bench_agreement.py --random 40 [--seed 7] [--time-limit 20]
 
-For each case (default: the four cases of ``tests/placer/sim/test_relay_agreement.py``, then
+For each case (default: the four cases of ``bench/agreement_cases.py``, which
+``tests/placer/sim/test_relay_agreement.py`` checks too, then
 ``examples/pdd-two-dc.yaml`` and ``examples/eight-dc.yaml``) solves the optimal plan
 (``optimize``, no marginals), replays it in the simulator and prints
 :func:`placer.sim.verify.agreement`: the mix's P90 TTFT, goodput and RLD token share, ILP
@@ -17,13 +18,13 @@ transfer, beside the plan's law for the same class: its deterministic part, the 
 and standard deviation (:meth:`placer.flows.Route.first_token_law`) and its P90 with and without that
 excess. It times requests by wrapping the simulator's line and engine for the run (read only).
 
-``--random N`` instead draws N scenarios (:mod:`bench.random_scenarios`, seeded by ``--seed``:
+``--random N`` instead draws N scenarios (``bench/random_scenarios.py``, seeded by ``--seed``:
 mixed catalog fleets, relay-paying two-dc settings, the bundled Mooncake trace), solves each
 within ``--time-limit`` s (those the planner refuses or cannot solve in time are counted and
 skipped), simulates it and prints one line a scenario, then the distribution of the relative
 errors (simulated / ILP − 1) of TTFT P90 and goodput: over the scenarios' mixes, per pipeline
 and per pool type (the route's P pool: same-dc or over a line) — median |error|, P90, max,
-the share within 10 % and the count beyond 25 % (:mod:`bench.agreement_stats`).
+the share within 10 % and the count beyond 25 % (``bench/agreement_stats.py``).
 """
 
 from __future__ import annotations
@@ -47,8 +48,7 @@ from placer.sim.router import PIPE_CODE
 from placer.sim.verify import agreement
 from placer.specs import load_scenario, parse_scenario
 from placer.ttft_tail import SplitTail
-from tests.placer.sim.conftest import small_pdd_dict
-from tests.placer.sim.test_relay_agreement import CASES
+from agreement_cases import CASES, small_pdd_dict  # noqa: I001 - a sibling under bench/ (the script's folder)
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = [*CASES, "pdd-two-dc", "eight-dc"]
@@ -154,7 +154,7 @@ def main() -> None:
     parser.add_argument("--breakdown", action="store_true", help="per class of each line route: P side vs line excess")
     args = parser.parse_args()
     if args.random:
-        from bench.agreement_stats import run_random
+        from agreement_stats import run_random
 
         run_random(args.random, args.seed, args.requests, args.time_limit)
         return

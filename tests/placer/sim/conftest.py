@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 
 from placer.optimize import SolveConfig, optimize
@@ -11,28 +9,9 @@ from placer.problem import resolve
 from placer.specs import load_scenario, parse_scenario
 from tests.placer.conftest import EXAMPLES
 
-#: Two datacenters: H100 for P and RelayDecode, cheap bandwidth-rich H20 for MainDecode
-#: (0.80 USD/h: remote decode is the cheap place to decode), a 10 Gbit/s line. Low-hit
-#: prompts cannot cross it within the SLA, so the plan relays them.
-SMALL_PDD = {
-    "name": "small-pdd", "model": "llama-3.1-8b", "kv_dtype": "bf16",
-    "chips": [{"name": "H20", "base": "H20", "price_usd_per_h": 0.80}],
-    "datacenters": [{"name": "dc-a", "inventory": {"H100-SXM": 8}}, {"name": "dc-b", "inventory": {"H20": 32}}],
-    "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 10, "rtt_ms": 30, "jitter_ms": 3}],
-    "workload": {"arrival_rps": 24.0, "classes": [
-        {"name": "hot", "share": 0.6, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.97},
-        {"name": "warm", "share": 0.25, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.9},
-        {"name": "cold", "share": 0.11, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.4},
-        {"name": "odd", "share": 0.04, "input_tokens": 16384, "output_tokens": 128, "hit_rate": 0.1}]},
-    "sla": {"ttft_p90_s": 1.0, "tpot_s": 0.03},
-    "options": {"tp_degrees": [1, 2]},
-}
-
-
-def small_pdd_dict(**changes) -> dict:
-    data = copy.deepcopy(SMALL_PDD)
-    data.update(copy.deepcopy(changes))
-    return data
+# SMALL_PDD (two datacenters, relay-paying) lives with the agreement benchmark, which runs it too;
+# the simulator's tests import it from here
+from bench.agreement_cases import SMALL_PDD, small_pdd_dict  # noqa: F401
 
 
 @pytest.fixture

@@ -13,22 +13,8 @@ from placer.problem import resolve
 from placer.sim import SimConfig, simulate
 from placer.sim.verify import agreement
 from placer.specs import parse_scenario
-from tests.placer.sim.conftest import small_pdd_dict
-
-LOW_HIT = [
-    {"name": "hot", "share": 0.5, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.97},
-    {"name": "low", "share": 0.4, "input_tokens": 16384, "output_tokens": 512, "hit_rate": 0.8},
-    {"name": "odd", "share": 0.1, "input_tokens": 16384, "output_tokens": 128, "hit_rate": 0.1},
-]
-
-
-def _line(gbit_per_s: float) -> list[dict]:
-    return [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": gbit_per_s, "rtt_ms": 30, "jitter_ms": 3}]
-
-
-def _classes(classes: list[dict]) -> dict:
-    return {"arrival_rps": 24.0, "classes": classes}
-
+from bench.agreement_cases import CASES, small_pdd_dict  # the agreement benchmark's cases
+from bench.agreement_cases import LOW_HIT, line as _line  # noqa: F401 - tests/placer/report/test_why.py imports them here
 
 #: A route's simulated goodput is compared only where the run gives it enough requests that a
 #: 10 % difference is at least three standard errors of the count (3/√n ≤ 0.1): below that a
@@ -43,13 +29,6 @@ MIN_ROUTE_REQUESTS = 900
 #: ILP's and its goodput up to 17 % below. The transfer's excess has the M/G/1-PS sojourn's
 #: variance for its size and the line's size mix (placer.ttft_tail, tests/placer/test_line_tail.py).
 
-CASES = {
-    "10g-low-hit": dict(workload=_classes(LOW_HIT)),
-    "5g-low-hit": dict(links=_line(5), workload=_classes(LOW_HIT)),
-    "5g": dict(links=_line(5)),
-    "10g-few-local-chips": dict(
-        datacenters=[{"name": "dc-a", "inventory": {"H100-SXM": 6}}, {"name": "dc-b", "inventory": {"H20": 32}}]),
-}
 @functools.cache
 def _agree(name: str) -> tuple[dict, dict]:
     """(simulation, agreement) of case ``name``'s optimal plan, solved and replayed once per session."""
