@@ -178,5 +178,52 @@ def headline(comparison: dict) -> str:
     name, best = max(full or plans, key=lambda np: np[1].metrics.bcr_requests_per_usd)
     pct = 100 * (pdd.metrics.bcr_requests_per_usd / best.metrics.bcr_requests_per_usd - 1)
     equal = "at equal load" if full else "at unequal load (no baseline carries the whole load)"
-    return (f"BCR {pct:+.1f} % against {name} {equal}: PDD serves {served_text(pdd)} req/s, "
+    line = (f"BCR {pct:+.1f} % against {name} {equal}: PDD serves {served_text(pdd)} req/s, "
             f"{name} {served_text(best)} req/s")
+    return "\n".join([line, *(f"hint: {h}" for h in hints(comparison))])
+
+
+#: A baseline ahead of PDD by less than this fraction of its BCR gets no hint (solver noise).
+HINT_MARGIN = 0.005
+
+
+def hints(comparison: dict) -> list[str]:
+    """What to change when a baseline beats the PDD plan, one line per baseline (the variant
+    that carries the whole load preferred): the option that lets the planner use what the
+    baseline uses (``agg``: ``options.aggregated``), the chips it needed beyond the inventory,
+    the load it left unserved (``options.min_served_fraction``), or the PDD solve's gap."""
+    pdd: Plan = comparison["pdd"]
+    mine = pdd.metrics.bcr_requests_per_usd
+    best: dict[str, tuple[str, Plan]] = {}
+    for name, plan in compared(comparison)[1:]:
+        if not isinstance(plan, Plan) or plan.metrics.bcr_requests_per_usd <= mine * (1 + HINT_MARGIN):
+            continue
+        if ((plan.model_extra or {}).get("baseline") or {}).get("same_as"):
+            continue  # its twin speaks for it
+        base = name.split(",")[0]
+        full = plan.metrics.served_rps >= 0.999 * plan.metrics.offered_rps
+        if base not in best or full:
+            best[base] = (name, plan)
+    return [_hint(name, plan, pdd) for name, plan in best.values()]
+
+
+def _hint(name: str, plan: Plan, pdd: Plan) -> str:
+    m = plan.metrics
+    mine = pdd.metrics.bcr_requests_per_usd
+    head = (f"{name} beats this plan by {100 * (m.bcr_requests_per_usd / mine - 1):.0f} % BCR" if mine > 0 else
+            f"{name} has a BCR of {m.bcr_requests_per_usd:.2f} req/USD where this plan has none")
+    info = (plan.model_extra or {}).get("baseline") or {}
+    if m.served_rps < 0.999 * m.offered_rps:
+        head += f" at a smaller load ({m.served_rps:.2f} of {m.offered_rps:g} req/s)"
+    took = str(info["scaled"]).split("it took ", 1)[-1].split(" (chips priced")[0] if info.get("scaled") else ""
+    if name.startswith("agg") and not any(p.role == "A" and p.count > 0 for p in pdd.pools):
+        return head + (f" (with {took})" if took else "") + (
+            ": set options.aggregated: true (docs/scenario.md) so the planner may use aggregated pools too")
+    if took:
+        return head + f", with more chips than the inventory ({took}): buying them would raise the BCR"
+    if m.served_rps < 0.999 * m.offered_rps:
+        return head + (": the plan must carry the whole load; set options.min_served_fraction below 1 "
+                       "(docs/scenario.md) to leave load that does not pay unserved")
+    so = pdd.solver
+    return head + (f": the PDD solve ended {so.status} at a {100 * so.mip_gap:.1f} % gap after {so.seconds:.1f} s; "
+                   "raise --time-limit")
