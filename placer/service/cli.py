@@ -197,21 +197,24 @@ def _scenario_id(session: Session, ref: str) -> int:
 def _workload_source(request_log: str | None, window: str | None) -> dict[str, Any]:
     """``--request-log FILE|db`` (and ``--request-log-window``) → the job's workload source.
 
-    A file (the request log ``placer deploy --request-log FILE`` writes, or any trace of the
-    docs/contracts.md format) is read whole at each run; ``db`` reads the service database's
-    request log over the window (default 1 h). A window alone means ``db``.
+    The same value ``placer deploy --request-log`` was given: a file (the request log it writes,
+    or any trace of the docs/contracts.md format) is read at each run, whole or its last window;
+    ``db`` reads the service database's request log over the window (default 1 h). A window
+    alone means ``db``.
     """
     if request_log is None and window is None:
         raise InputError("give --request-log FILE (a request log or trace) or --request-log db "
                          "(the service database; --request-log-window sets how far back)")
     if request_log is None or request_log == "db":
         return {"kind": "request_log", "window_s": parse_duration(window or "1h", "--request-log-window")}
-    if window is not None:
-        raise InputError("--request-log-window applies to --request-log db; a file is read whole")
     path = Path(request_log)
     if not path.is_file():
-        raise InputError(f"--request-log: no file {request_log!r} (or give 'db')")
-    return {"kind": "trace", "path": str(path.resolve())}
+        raise InputError(f"--request-log: no file {request_log!r} (placer deploy --request-log {request_log} "
+                         "writes it from the first request served; or give 'db')")
+    source: dict[str, Any] = {"kind": "trace", "path": str(path.resolve())}
+    if window is not None:
+        source["window_s"] = parse_duration(window, "--request-log-window")
+    return source
 
 
 def _job_spec(every: str | None, cron: str | None, request_log: str | None, request_log_window: str | None,
@@ -247,11 +250,11 @@ def add(
     cron: Annotated[str | None, typer.Option(help="Cron schedule (5 fields, UTC), e.g. '0 * * * *'.")] = None,
     request_log: Annotated[str | None, typer.Option(
         "--request-log", "--trace", metavar="FILE|db",
-        help="Fit the workload from a request log: a JSONL file (what placer deploy --request-log FILE "
-        "writes, or a trace of the same format) or 'db' (the service database).")] = None,
+        help="Fit the workload from a request log: what placer deploy --request-log was given, a JSONL file "
+        "(or a trace of the same format) or 'db' (the service database).")] = None,
     request_log_window: Annotated[str | None, typer.Option(
-        "--request-log-window", help="With --request-log db: fit the requests of this window, e.g. 1h "
-        "(default 1h).")] = None,
+        "--request-log-window", help="Fit the requests of this last window, e.g. 24h (db: default 1h; a file: "
+        "default the whole file). Fewer than 20 requests in it: the run is SKIPPED.")] = None,
     mode: Annotated[Mode, typer.Option(help="propose (store for review) or apply (adopt and deploy).")] =
         Mode.propose,
     min_gain: Annotated[float, typer.Option("--min-gain", help="Minimum BCR gain, percent.")] = 5.0,
@@ -296,8 +299,10 @@ def _jobs_table(listed: list[dict]) -> Fold:
         kind = j["schedule"]["kind"]
         sched = (f"every {j['schedule']['seconds']:g} s" if kind == "interval"
                  else f"cron {j['schedule']['expr']}" if kind == "cron" else "run-now only")
-        work = (f"file {Path(j['workload']['path']).name}" if j["workload"]["kind"] == "trace"
-                else f"request log db, {j['workload']['window_s']:g} s")
+        source = j["workload"]
+        last = f", last {source['window_s']:g} s" if source.get("window_s") else ""
+        work = (f"file {Path(source['path']).name}{last}" if source["kind"] == "trace"
+                else f"request log db{last}")
         pol = j["policy"]
         policy = f"{pol['mode']} ≥{pol['min_bcr_gain_pct']:g} %"
         last = j["last_run"]

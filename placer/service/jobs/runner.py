@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -136,11 +137,12 @@ def _execute(factory, run_id, job_id, now, spec, scenario_id, policy: Policy, so
     if isinstance(source, RequestLogSource):
         fitted = fit_request_log(source, spec.get("options") or {}, factory, now)
     else:
-        fitted = fit_trace(source, spec.get("options") or {})
+        fitted = fit_trace(source, spec.get("options") or {}, now)
     if fitted is None:
+        where = "" if isinstance(source, RequestLogSource) else f" of {Path(source.path).name}"
         with session_scope(factory) as session:
             _finish(session, run_id, job_id, status=RunStatus.SUCCEEDED, outcome=RunOutcome.SKIPPED,
-                    reason=f"fewer than {source.min_requests} requests in the last {source.window_s:g} s")
+                    reason=f"fewer than {source.min_requests} requests in the last {source.window_s:g} s{where}")
         return RunOutcome.SKIPPED
 
     with factory() as session:

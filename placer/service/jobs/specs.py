@@ -53,7 +53,16 @@ Schedule = Annotated[IntervalSchedule | CronSchedule | ManualSchedule, Field(dis
 class TraceSource(_Spec):
     kind: Literal["trace"] = "trace"
     path: str = Field(min_length=1, max_length=4096,
-                      description="JSON Lines trace on the service's machine (docs/contracts.md trace format).")
+                      description="JSON Lines trace on the service's machine (docs/contracts.md trace format), "
+                      "e.g. the request log `placer deploy --request-log FILE` writes.")
+    window_s: float | None = Field(
+        None, gt=0, le=90 * 24 * 3600,
+        description="Fit only the requests of the last this many seconds (default: the whole file). A request "
+        "log's timestamps are Unix times: the window ends now; a trace's start near 0: it is the file's last "
+        "window_s seconds.")
+    min_requests: int = Field(20, ge=1, le=10_000_000,
+                              description="With window_s: fewer requests than this in the window and the run is "
+                              "skipped.")
 
 
 class RequestLogSource(_Spec):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import yaml
 from typer.testing import CliRunner
@@ -56,8 +57,8 @@ def test_mistakes_exit_2_with_a_message_and_no_traceback(tmp_path):
         (["jobs", "add", "x", "--scenario", "s", "--every", "1h", "--cron", "0 * * * *", "--trace", trace],
          "at most one of --every and --cron"),
         (["jobs", "add", "x", "--scenario", "s", "--every", "1h"], "--request-log FILE"),
-        (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--request-log-window", "1h"],
-         "a file is read whole"),
+        (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--request-log-window", "soon"],
+         "--request-log-window: not a duration"),
         (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--mode", "auto"], "'auto' is not one of"),
         (["jobs", "add", "x", "--scenario", "s", "--request-log", trace, "--objective", "speed"],
          "'speed' is not one of"),
@@ -71,6 +72,34 @@ def test_mistakes_exit_2_with_a_message_and_no_traceback(tmp_path):
         result = _invoke(*args, "--database-url", url)
         assert result.exit_code == 2, (args, result.output)
         assert words in result.output and "Traceback" not in result.output
+
+
+def _shift(path, start_unix_s: float) -> None:
+    """The trace's timestamps as a request log's: Unix times from ``start_unix_s``."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps({**r, "timestamp": r["timestamp"] + start_unix_s * 1000}) + "\n"
+                            for r in lines))
+
+
+def test_a_request_log_file_with_a_window_fits_its_last_window_or_is_skipped(tmp_path):
+    """``jobs add --request-log FILE --request-log-window 1h``: what ``deploy --request-log FILE``
+    logged in the last hour; an hour with too few requests is SKIPPED, naming the file."""
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    scenario = tmp_path / "two-dc.yaml"
+    scenario.write_text(yaml.safe_dump(two_dc()))
+    log = write_trace(tmp_path / "reqlog.jsonl", 0.99)  # 400 requests over 100 s
+    _shift(log, time.time() - 3 * 3600)
+    added = _invoke("jobs", "add", "nightly", "--scenario", scenario, "--request-log", log, "--request-log-window",
+                    "1h", "--database-url", url, "--json")
+    assert added.exit_code == 0, added.output
+    assert json.loads(added.output)["workload"]["window_s"] == 3600.0
+    assert "reqlog.jsonl, last 3600 s" in _invoke("jobs", "list", "--database-url", url).output
+    stale = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").output)
+    assert stale["outcome"] == "SKIPPED" and "in the last 3600 s of reqlog.jsonl" in stale["reason"], stale
+    write_trace(log, 0.99)
+    _shift(log, time.time() - 120)
+    fresh = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").output)
+    assert fresh["outcome"] == "INITIAL", fresh
 
 
 def test_a_failed_run_exits_1_and_says_why(tmp_path):
