@@ -116,14 +116,20 @@ def compare_view(result: dict) -> Group:
             rows.append((r["name"], *["-"] * 8))
             notes.append(Text(f"{r['name']}: {r['error']}", style="red"))
             continue
-        rows.append((r["name"], r["served"], r["bcr"], r["cost"], r["goodput"], r["ttft_p90"], r["wan"],
-                     r["bcr_x"], r["p90_x"]))
+        rows.append((r["name"], r["served"].replace(" / ", "/"), r["bcr"], r["cost"], r["goodput"], r["ttft_p90"],
+                     _short_line(r["wan"]), r["bcr_x"], r["p90_x"]))
         if r["note"]:
             notes.append(Text(f"{r['name']}: {r['note']}", style="dim"))
-    headers = ("plan", "served / offered req/s", "BCR req/USD", "cost USD/h", "SLA goodput req/s",
-               "TTFT P90 s (planned)", "WAN busiest direction", "PDD/it BCR", "PDD/it P90")
-    table = Fold(f"PDD against the PD baselines ({pdd.scenario})", headers, rows, right=headers[1:6] + headers[7:])
+    # two-line headers, compact cells, rates' unit in the title: the table fits 120 columns (it took 177)
+    headers = ("plan", "served/\noffered", "BCR\nreq/USD", "cost\nUSD/h", "SLA\ngoodput", "TTFT P90\ns (plan)",
+               "WAN busiest\nGbit/s used/cap", "PDD/it\nBCR", "PDD/it\nP90")
+    table = Fold(f"PDD against the PD baselines ({pdd.scenario}); rates in req/s", headers, rows, right=headers[1:6] + headers[7:])
     return Group(table, plain(tables.headline(result)), *notes, *_break_even_lines(result.get("break_even")))
+
+
+def _short_line(text: str) -> str:
+    """``11.66 of 25 Gbit/s dc-a->dc-b`` as ``11.66/25 dc-a->dc-b`` (the unit is in the header)."""
+    return text.replace(" of ", "/", 1).replace(" Gbit/s", "", 1)
 
 
 def _break_even_lines(answers: dict | None) -> list[Text]:
