@@ -1,8 +1,10 @@
-"""Router counters as Prometheus text (what `GET /metrics` answers a scraper).
+"""Router counters and request latencies as Prometheus text (what `GET /metrics` answers a scraper).
 
-In: a router's `stats()` (or, for a fleet, each model's). Out: the text exposition — one
-counter per `PROMETHEUS_COUNTERS` entry, `placer_requests_live`, and `placer_instance_up` per
-instance (1 UP, 0.5 SUSPECT, 0 DOWN); in a fleet every series carries a `model` label.
+In: a router's `stats()` (or, for a fleet, each model's), and the server's `RequestMetrics`
+(`executor.latency_metrics`). Out: the text exposition — one counter per `PROMETHEUS_COUNTERS`
+entry, `placer_requests_live`, and `placer_instance_up` per instance (1 UP, 0.5 SUSPECT, 0 DOWN);
+in a fleet these carry a `model` label — then the vLLM-named latency histograms and prefix-cache
+counters (`placer:time_to_first_token_seconds`, …, labelled `model_name` as vLLM's are).
 """
 
 from __future__ import annotations
@@ -32,9 +34,11 @@ def _labels(model: str | None, **more: str) -> str:
     return "{" + ",".join(f'{k}="{v}"' for k, v in pairs.items()) + "}" if pairs else ""
 
 
-def prometheus_text(stats: dict[str, Any] | dict[str | None, dict[str, Any]], *, by_model: bool = False) -> str:
+def prometheus_text(stats: dict[str, Any] | dict[str | None, dict[str, Any]], *, by_model: bool = False,
+                    latency: Any = None) -> str:
     """Router stats → Prometheus text exposition (counters, live gauge, per-instance health).
-    `by_model`: `stats` maps each model to its router's stats and every series carries `model`."""
+    `by_model`: `stats` maps each model to its router's stats and every series carries `model`.
+    `latency`: a `RequestMetrics` whose histograms and counters follow."""
     per_model = stats if by_model else {None: stats}
     lines = []
     for key, (metric, help_) in PROMETHEUS_COUNTERS.items():
@@ -47,4 +51,4 @@ def prometheus_text(stats: dict[str, Any] | dict[str | None, dict[str, Any]], *,
     for m, st in per_model.items():
         for name, state in sorted(st.get("health", {}).items()):
             lines.append(f"placer_instance_up{_labels(m, instance=name)} {up[state]}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + (latency.text() if latency is not None else "")

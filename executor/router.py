@@ -28,7 +28,7 @@ import itertools
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from executor.admission import Overloaded
@@ -79,6 +79,9 @@ class Router:
         self.attempts: dict[str, str] = {}  # attempt id → request id (only current attempts)
         self.records: deque[RequestRecord] = deque(maxlen=10_000)  # the latest, also sent to the request log
         self.counters: Counter[str] = Counter()
+        #: called with each request's stream once it ended (its record set), under the router's lock:
+        #: quick observers only (the server's latency histograms, `executor.latency_metrics`)
+        self.on_end: list[Callable[[RequestStream], None]] = []
         self._lock = threading.RLock()
         self._outbox = Outbox(endpoint, self._send_failed)
         self._ping_seq = itertools.count()
@@ -356,6 +359,11 @@ class Router:
             live.stream.push(StreamEvent("end", finish_reason=finish_reason, record=record))
         else:
             live.stream.push(StreamEvent("error", error=error, record=record))
+        for observe in self.on_end:
+            try:
+                observe(live.stream)
+            except Exception:  # noqa: BLE001 - an observer's bug must not fail the request that ended
+                self.counters["observer_errors"] += 1
 
     def _unload(self, live: LiveRequest, role: str) -> None:
         name = live.instances.get(role)

@@ -38,6 +38,7 @@ drop it and free its KV).
 
 from __future__ import annotations
 
+import functools
 import hmac
 import json
 import threading
@@ -64,6 +65,7 @@ from executor.choices import TextStream, cancel_all, collect, merged_events, pla
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.health import PeerState
+from executor.latency_metrics import RequestMetrics
 from executor.placement import placement
 from executor.prometheus import PROMETHEUS_COUNTERS, prometheus_text  # noqa: F401 - re-exported
 from executor.registry import InstanceInfo
@@ -119,6 +121,9 @@ def create_app(router: Router | None = None, *, model_name: str = "placer-tiny",
     fleet = models is not None
     served = models if fleet else {model_name: ServedModel(router, tokenizer or ByteTokenizer())}
     app.state.served = Served(dict(served), fleet, deployment, token)
+    app.state.request_metrics = RequestMetrics()  # latency histograms, observed as each request ends
+    for name, m in app.state.served.models.items():
+        m.router.on_end.append(functools.partial(app.state.request_metrics.observe, name))
     app.state.datacenters = _datacenters(app.state.served)  # those known at start: a later register names one
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.include_router(completions_api, dependencies=[Authorized] if protect_completions else [])
@@ -272,7 +277,9 @@ def metrics(request: Request, served: ServedDep, format: str | None = None):
     accept = request.headers.get("accept", "")
     stats = {name: m.router.stats() for name, m in served.models.items()}
     if format == "prometheus" or (format is None and ("text/plain" in accept or "openmetrics" in accept)):
-        text = prometheus_text(stats, by_model=True) if served.fleet else prometheus_text(*stats.values())
+        latency = request.app.state.request_metrics
+        text = (prometheus_text(stats, by_model=True, latency=latency) if served.fleet
+                else prometheus_text(*stats.values(), latency=latency))
         return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
     return {"models": stats} if served.fleet else next(iter(stats.values()))
 

@@ -4,7 +4,9 @@ In: batches `(start_index, tokens)` from RLD and MD, in any order, possibly
 overlapping at the handoff seam. Out: the tokens in index order, each index once, as
 soon as every earlier index has arrived (`StreamAssembler`; `done` once the final
 index is out), and the client's side of the request (`RequestStream`: `StreamEvent`s
-— each token, then the end or an error — to iterate from a thread or an event loop).
+— each token, then the end or an error — to iterate from a thread or an event loop; it keeps
+when it was made, when each token and the end reached it: `created_at`, `token_times`,
+`ended_at`, monotonic seconds, what `executor.latency_metrics` observes).
 
 Every index has exactly one owner in the protocol (RLD up to the handoff, MD after),
 so an index seen twice is a duplicate to drop; seen twice with *different* tokens it
@@ -16,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import queue
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
@@ -98,13 +101,19 @@ class RequestStream:
         self.finish_reason: str | None = None
         self.error: str | None = None
         self.record: RequestRecord | None = None
+        self.created_at = time.monotonic()  # the request's arrival at the router (made in `Router.submit`)
+        self.token_times: list[float] = []  # when each token was handed over, monotonic
+        self.ended_at: float | None = None  # when the end or the error was
         self.closed = threading.Event()
 
     def push(self, ev: StreamEvent) -> None:
         """The router hands over the next event (from any thread)."""
         if ev.kind == "token":
             self.tokens.append(ev.token)
-        elif ev.kind == "end":
+            self.token_times.append(time.monotonic())
+        else:
+            self.ended_at = time.monotonic()
+        if ev.kind == "end":
             self.finish_reason, self.record = ev.finish_reason, ev.record
         elif ev.kind == "error":
             self.error, self.record = ev.error, ev.record

@@ -11,10 +11,10 @@ from executor.cluster import LocalCluster
 from executor.engine import Engine, SamplingParams
 from executor.engine.tokenizer import ByteTokenizer
 from executor.placement import InstanceSpec
-from executor.routing import RoutingPolicy
+from executor.routing import Pipeline, RoutingPolicy
 from executor.server import create_app
 from placer.pdd import FilterRule
-from tests.executor.support import serving
+from tests.executor.support import only, serving
 
 SPECS = [InstanceSpec("p0", "P", "dc-a", "A"), InstanceSpec("rld0", "RLD", "dc-a", "A"),
          InstanceSpec("md0", "MD", "dc-b", "B")]
@@ -117,3 +117,68 @@ def test_models_and_metrics(served):
     assert client.get("/v1/models").json()["data"][0]["id"] == "placer-tiny"
     client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
     assert client.get("/metrics").json()["completed"] == 1
+
+
+def test_n_choices_are_separate_requests_seeded_seed_plus_i(model_config, engine_config):
+    """`n` is honoured (it was silently ignored: one choice came back): choice i is the request with
+    seed + i, the usage counts the prompt once and every choice's tokens. (One pipeline, P-MD: a sampled
+    request's tokens depend on where it is decoded, the relay's RLD or MD.)"""
+    from fastapi.testclient import TestClient
+
+    cluster = LocalCluster(SPECS, model_config, engine_config, serving(routing=only(Pipeline.P_MD)),
+                           transport="fake", threads=True)
+    with cluster, TestClient(create_app(cluster.router)) as client:
+        _n_choices_seeded(cluster, client)
+
+
+def _n_choices_seeded(cluster, client):
+    body = {"prompt": "sampled text", "max_tokens": 6, "temperature": 1.5, "seed": 7, "ignore_eos": True}
+    r = client.post("/v1/completions", json={**body, "n": 3})
+    assert r.status_code == 200
+    choices = r.json()["choices"]
+    assert [c["index"] for c in choices] == [0, 1, 2]
+    alone = [client.post("/v1/completions", json={**body, "seed": 7 + i}).json()["choices"][0]["token_ids"]
+             for i in range(3)]
+    assert [c["token_ids"] for c in choices] == alone and len({tuple(a) for a in alone}) > 1
+    assert r.json()["usage"] == {"prompt_tokens": 13, "completion_tokens": 18, "total_tokens": 31}
+    assert cluster.router.counters["completed"] == 6
+
+
+def test_n_choices_stream_interleaved_each_with_its_index(served):
+    _, client = served
+    body = {"prompt": "two at once", "max_tokens": 5, "ignore_eos": True, "n": 2}
+    whole = client.post("/v1/completions", json=body).json()
+    with client.stream("POST", "/v1/completions", json={**body, "stream": True}) as r:
+        events = sse_events(r)
+    assert events[-1] == "[DONE]"
+    by_choice = {0: [], 1: []}
+    for e in events[:-1]:
+        by_choice[e["choices"][0]["index"]] += e["choices"][0]["token_ids"]
+    assert [by_choice[0], by_choice[1]] == [c["token_ids"] for c in whole["choices"]]
+    ends = [e for e in events[:-1] if e["choices"][0]["finish_reason"]]
+    assert sorted(e["choices"][0]["index"] for e in ends) == [0, 1]
+    assert ends[-1]["usage"]["completion_tokens"] == 10 and "usage" not in ends[0]
+
+
+def test_n_is_bounded_and_logprobs_refused_not_ignored(served):
+    _, client = served
+    r = client.post("/v1/completions", json={"prompt": "hi", "n": 9})
+    assert r.status_code == 422 and r.json()["detail"][0]["loc"][-1] == "n"
+    r = client.post("/v1/completions", json={"prompt": "hi", "logprobs": 1})
+    assert r.status_code == 422 and "log-probabilities" in r.text and r.json()["detail"][0]["loc"][-1] == "logprobs"
+
+
+def test_a_refused_choice_cancels_the_ones_already_routed(model_config, engine_config):
+    """All or none: with room for two requests, n = 3 is a 429 and nothing stays in flight."""
+    from executor.admission import AdmissionPolicy
+    from fastapi.testclient import TestClient
+
+    cluster = LocalCluster(SPECS, model_config, engine_config, serving(admission=AdmissionPolicy(max_live=2)),
+                           transport="fake", threads=True)
+    try:
+        with TestClient(create_app(cluster.router)) as client:
+            r = client.post("/v1/completions", json={"prompt": "three please", "max_tokens": 64, "n": 3})
+            assert r.status_code == 429 and "Retry-After" in r.headers
+            assert cluster.router.live == {} and cluster.router.counters["cancelled"] == 2
+    finally:
+        cluster.close()
