@@ -1,4 +1,7 @@
-"""The consoles, the one error exit and the choice type every `placer` command shares.
+"""The consoles, the one error exit, the progress of long solves and the choice type every `placer`
+command shares.
+
+in:  an error, a long computation, a command's choice names; out: the exit, the progress on stderr, an Enum.
 
 A user's mistake ends as one line on stderr with the exit code of docs/contracts.md
 (2 bad input, 3 infeasible, 4 no plan in time, 1 other) — never a traceback.
@@ -6,7 +9,10 @@ A user's mistake ends as one line on stderr with the exit code of docs/contracts
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from enum import Enum
 from importlib import import_module
 from typing import NoReturn
@@ -26,6 +32,37 @@ def fail(error: Exception) -> NoReturn:
     """Print ``error`` (markup-escaped: messages hold names like ``links[0]``) and exit with its code."""
     err.print(f"[bold red]error:[/bold red] {escape(str(error))}", highlight=False, soft_wrap=True)
     raise typer.Exit(getattr(error, "exit_code", 1))
+
+
+#: a solve that takes longer than this says it is working (stderr)
+PROGRESS_AFTER_S = 2.0
+
+
+@contextmanager
+def working(what: str = "solving") -> Iterator[None]:
+    """Around a long computation: after :data:`PROGRESS_AFTER_S` seconds, a spinner with the elapsed time on
+    stderr when it is a terminal, else one line ``solving…``; nothing on stdout (``--json`` stays clean)
+    and nothing at all for a quick one."""
+    done = threading.Event()
+    start = time.monotonic()
+
+    def show() -> None:
+        if done.wait(PROGRESS_AFTER_S):
+            return
+        if not err.is_terminal:
+            err.print(f"{what}…", highlight=False)
+            return
+        with err.status(f"{what}… {time.monotonic() - start:.0f} s") as status:
+            while not done.wait(0.5):
+                status.update(f"{what}… {time.monotonic() - start:.0f} s")
+
+    thread = threading.Thread(target=show, name="placer-progress", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def choices(name: str, values: Iterable[str]) -> type[Enum]:

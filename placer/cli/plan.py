@@ -31,7 +31,7 @@ from rich.text import Text
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
 from placer.cli.options import EngineOpt, with_engine
-from placer.cli.output import choices, err, fail, latest_from_database, out
+from placer.cli.output import choices, err, fail, latest_from_database, out, working
 from placer.cli.render import (
     binding_table, compare_view, links_table, metrics_table, perturb_view, plan_view, pools_table, routes_table,
     sla_line, verification_view,
@@ -80,7 +80,8 @@ def optimize(
     solver: SolverOpt = Solver.ortools,
     time_limit: TimeOpt = 30.0,
     json_out: JsonOpt = False,
-    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here.")] = None,
+    out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here (with --json: only "
+                                                  "there, and one line on stderr says so).")] = None,
     marginals: Annotated[bool, typer.Option(help="Re-solve to price each binding constraint.")] = True,
     profiles: ProfilesOpt = None,
     engine: EngineOpt = None,
@@ -120,13 +121,15 @@ def optimize(
             raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
                              "derated yet; plan without it")
         problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
-        plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
+        with working("solving"):
+            plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
         sim = SimConfig(requests=verify_requests or CHECK_REQUESTS, arrivals=verify_arrivals.value)
-        if verify:
-            plan = _verified(problem, plan, verify_rounds, config,
-                             SimConfig(requests=verify_requests or REPAIR_REQUESTS, arrivals=verify_arrivals.value))
-        if verify is not False and not loaded.is_fleet:
-            plan = _checked(problem, plan, sim, perturb)
+        with working("verifying the plan in the simulator"):
+            if verify:
+                plan = _verified(problem, plan, verify_rounds, config, SimConfig(
+                    requests=verify_requests or REPAIR_REQUESTS, arrivals=verify_arrivals.value))
+            if verify is not False and not loaded.is_fleet:
+                plan = _checked(problem, plan, sim, perturb)
     except PlacerError as e:
         fail(e)
     text = plan.to_json()
@@ -136,7 +139,10 @@ def optimize(
     if json_out:
         if not (_keeps_promise(plan) and (plan.verification is None or plan.verification.sla_met)):
             err.print(first)  # stdout stays the plan JSON; a miss is still said first
-        print(text)
+        if out_path is None:
+            print(text)
+        else:  # the plan is in the file: one line says where instead of the whole JSON again
+            err.print(f"wrote the plan JSON to {out_path}", highlight=False, soft_wrap=True)
     else:
         out.print(first)
         out.print(_view(problem, plan))
@@ -202,7 +208,9 @@ def evaluate(
             raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")
         measured = measured_for(loaded, profiles)
         problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
-        plan = evaluate_plan(problem, load_plan(plan_file), SolveConfig(backend=solver.value, time_limit_s=time_limit))
+        with working("evaluating"):
+            plan = evaluate_plan(problem, load_plan(plan_file),
+                                 SolveConfig(backend=solver.value, time_limit_s=time_limit))
         if perturb > 0:
             check = check_plan_by_simulation(problem, plan, SimConfig(requests=perturb_requests), perturb,
                                              extremes_only=False)
@@ -237,10 +245,11 @@ def compare(
         loaded = with_engine(load_scenario(scenario), engine)
         problem = as_problem(loaded, measured_for(loaded, profiles))
         config = SolveConfig(objective.value, solver.value, time_limit)
-        if break_even:
-            result = compare_with_break_even(problem, config, price_chip)
-        else:
-            result = compare_baselines(problem, config)
+        with working("solving the plan and the baselines"):
+            if break_even:
+                result = compare_with_break_even(problem, config, price_chip)
+            else:
+                result = compare_baselines(problem, config)
     except PlacerError as e:
         fail(e)
     if json_out:
@@ -273,7 +282,7 @@ def _fleet_view(fleet, plan: Plan):
     parts = [metrics_table(plan, f"fleet plan for {plan.scenario} (objective {plan.objective})"), t]
     if plan.links:
         parts.append(links_table(plan))
-    for name, part in split_plan(plan, tuple(plan.models)).items():
+    for name, part in split_plan(plan, tuple(plan.models), fleet).items():
         why = explain(fleet.member(name), part)
         parts += [metrics_table(part, f"model {name}"), pools_table(part, why), routes_table(part, why)]
     if plan.binding:

@@ -36,8 +36,10 @@ def test_optimize_json_follows_the_contract(tmp_path):
     out = tmp_path / "plan.json"
     r = run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--out", out)
     assert r.returncode == 0, r.stderr
-    plan = json.loads(r.stdout)
-    assert json.loads(out.read_text()) == plan
+    # --json --out: the plan goes to the file, stdout is not flooded with it again, one line says where
+    assert r.stdout == "" and f"wrote the plan JSON to {out}" in r.stderr
+    plan = json.loads(out.read_text())
+    assert json.loads(run("optimize", EXAMPLES / "pdd-two-dc.yaml", "--json", "--no-verify").stdout)["pools"]
     assert plan["schema_version"] == 1 and plan["scenario"] == "pdd-two-dc" and plan["objective"] == "bcr"
     assert METRIC_KEYS <= set(plan["metrics"])
     m = plan["metrics"]
@@ -351,3 +353,20 @@ def test_a_min_cost_plan_says_why_its_marginals_are_missing(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "inventory[dc-a,Ascend-910B]" in r.stdout  # the flagship's min-cost plan has binding rows
     assert "re-solved for --objective bcr only" in " ".join(r.stdout.split())
+
+
+def test_a_long_solve_says_it_is_working_on_stderr_and_json_stays_clean(tmp_path, monkeypatch):
+    """Past PROGRESS_AFTER_S (2 s; 0 here) a solve prints one "solving…" line on stderr when it is not a
+    terminal (a spinner with the elapsed time on one); stdout stays the plan JSON."""
+    from placer.cli import output
+
+    monkeypatch.setattr(output, "PROGRESS_AFTER_S", 0.0)
+    result = CliRunner().invoke(app, ["optimize", str(write(tmp_path, micro_dict())), "--json", "--no-verify",
+                                      "--no-marginals"])
+    assert result.exit_code == 0, result.output
+    assert result.stderr.count("solving…") == 1
+    assert json.loads(result.stdout)["pools"]
+    monkeypatch.setattr(output, "PROGRESS_AFTER_S", 60.0)  # a quick solve prints nothing
+    quick = CliRunner().invoke(app, ["optimize", str(write(tmp_path, micro_dict())), "--json", "--no-verify",
+                                     "--no-marginals"])
+    assert quick.stderr == ""

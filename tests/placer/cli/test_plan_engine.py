@@ -20,7 +20,7 @@ def test_the_engine_option_reaches_the_plan_of_every_planning_face(tmp_path):
     scenario.write_text(yaml.safe_dump(micro_dict()))
     opt = invoke("optimize", scenario, "--engine", "vllm", "--no-verify", "--no-marginals", "--json", "--out", plan_file)
     assert opt.exit_code == 0, opt.output
-    assert json.loads(opt.stdout)["engine"] == {"name": "vllm"}
+    assert json.loads(plan_file.read_text())["engine"] == {"name": "vllm"}
     ev = invoke("evaluate", scenario, plan_file, "--engine", "vllm", "--json")
     assert ev.exit_code == 0, ev.output
     assert json.loads(ev.stdout)["engine"] == {"name": "vllm"}
