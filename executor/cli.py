@@ -237,6 +237,11 @@ def _check_model(model_dir: Path | None, model_file: Path | None, whose: str = "
     return "model: the tiny seeded model (--seed); --model-dir DIR serves a Hugging Face checkpoint"
 
 
+#: How `--apply` gets the deployment's control token (named in every refusal of it).
+TOKEN_HINT = ("set PLACER_EXECUTOR_TOKEN (or --token) to the control token the deployment was started with "
+              "(placer deploy's --token or PLACER_EXECUTOR_TOKEN, or the one it printed at start)")
+
+
 def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, json_out: bool,
                   token: str | None, scenario: Path | None = None) -> None:
     """Validate NEW_PLAN.json here (the one plan check, against `scenario` when given: exit 2/3 if
@@ -251,7 +256,9 @@ def _apply_remote(plan_path: Path, url: str, grace_s: float, timeout_s: float, j
         status = follow_apply(url, timeout_s + 30, lambda ev: typer.echo(_event_line(ev), err=json_out),
                               token=token)
     except PlacerError as exc:
-        _fail(str(exc), exc.exit_code)
+        # post_plan's refusal of the token (every deployment has one: given, or generated and printed)
+        refused = any(f"refused the plan ({code})" in str(exc) for code in (401, 403))
+        _fail(f"{exc}; {TOKEN_HINT}" if refused else str(exc), exc.exit_code)
     if json_out:
         typer.echo(json.dumps(status, indent=2))
     if status["state"] != "succeeded":

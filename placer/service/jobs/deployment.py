@@ -37,13 +37,34 @@ def _auth() -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
+def refusal(url: str, reply: httpx.Response) -> str:
+    """Words for a deployment's error answer; a refused token (401, 403) names the variable that carries it."""
+    detail = reply.text[:300]
+    try:
+        detail = str(reply.json().get("detail", detail))[:300]
+    except (ValueError, AttributeError):
+        pass
+    if reply.status_code in (401, 403):
+        given = "no control token was sent" if not _auth() else "the control token sent is not the deployment's"
+        return (f"the deployment at {url} refused the job ({reply.status_code} {detail}): {given}; set "
+                f"PLACER_EXECUTOR_TOKEN to the deployment's control token (what placer deploy printed, or its "
+                f"--token / PLACER_EXECUTOR_TOKEN) where the job runs: placer serve's environment, or "
+                f"placer jobs run-now's")
+    return f"the deployment at {url} answered HTTP {reply.status_code}: {detail}"
+
+
 def _get(url: str, path: str) -> Any:
     try:
         reply = httpx.get(url.rstrip("/") + path, timeout=HTTP_TIMEOUT_S, headers=_auth())
-        reply.raise_for_status()
+    except httpx.HTTPError as err:
+        raise DeploymentError(f"GET {url.rstrip('/')}{path} failed: cannot reach the deployment "
+                              f"({type(err).__name__}: {err})") from None
+    if reply.status_code >= 400:
+        raise DeploymentError(f"GET {url.rstrip('/')}{path}: {refusal(url, reply)}")
+    try:
         return reply.json()
-    except (httpx.HTTPError, ValueError) as err:
-        raise DeploymentError(f"GET {url.rstrip('/')}{path} failed: {type(err).__name__}: {err}") from None
+    except ValueError:
+        raise DeploymentError(f"GET {url.rstrip('/')}{path}: the answer is not JSON: {reply.text[:200]!r}") from None
 
 
 def _pool_key(role: str, datacenter: str, chip: str, tp: int) -> str:
@@ -85,7 +106,7 @@ def apply_plan(url: str, plan: Plan, timeout_s: float, grace_s: float = 30.0) ->
     except httpx.HTTPError as err:
         return Applied(False, f"applying it to {url} failed: {type(err).__name__}: {err}")
     if reply.status_code >= 400:
-        return Applied(False, f"applying it to {url} failed: HTTP {reply.status_code} {reply.text[:300]}")
+        return Applied(False, f"applying it to {url} failed: {refusal(url, reply)}")
     end = time.monotonic() + timeout_s + HTTP_TIMEOUT_S
     while True:
         try:

@@ -67,3 +67,25 @@ def test_an_unreachable_deployment_fails_the_run_and_the_plan_is_not_adopted(fac
         assert "Not adopted" in run.error and run.plan_id is not None  # the plan is kept for a look
         assert repo.get_job(s, job_id).current_plan_id is None
         assert repo.list_deployments(s, job_id)[1] == 0
+
+
+def test_a_job_without_the_deployments_token_fails_naming_the_variable_that_carries_it(
+        factory, trace, deployment, monkeypatch):
+    """Both ways a deployment refuses a job's missing token (applying its first plan; asking what
+    runs before a later one) name PLACER_EXECUTOR_TOKEN, never an HTTP library's raw error."""
+    _, url = deployment
+    monkeypatch.delenv("PLACER_EXECUTOR_TOKEN")
+    job_id = add_job(factory, trace, mode="apply", deploy_url=url, min_bcr_gain_pct=0.0)
+    run_id, _ = runner.run_now(factory, job_id)
+    with factory() as s:
+        first = repo.get_run(s, run_id).error
+    monkeypatch.setenv("PLACER_EXECUTOR_TOKEN", "apply-live-token")
+    adopted, outcome = runner.run_now(factory, job_id)
+    assert outcome == RunOutcome.INITIAL
+    monkeypatch.delenv("PLACER_EXECUTOR_TOKEN")
+    run_id, _ = runner.run_now(factory, job_id)
+    with factory() as s:
+        later = repo.get_run(s, run_id).error
+    for error in (first, later):
+        assert error and "refused the job (401" in error and "PLACER_EXECUTOR_TOKEN" in error, error
+        assert "For more information" not in error and "httpx" not in error.lower(), error
