@@ -92,6 +92,13 @@ class Estimate:
     chunk_tokens: int
     mtp_accept: float
     engine: str
+    #: the context each decode step is priced at: I + O/2 tokens (the mean over a request's decode)
+    decode_context_tokens: float = 0.0
+    #: what chose ``decode_batch``: "--batch" (given), "--tpot" (the largest meeting it and memory) or
+    #: "memory" (the largest whose KV fits)
+    batch_from: str = "memory"
+    #: the ``--tpot`` the batch was chosen to meet; None when not given
+    target_tpot_s: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -217,7 +224,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
     decode_batch = batch if batch is not None else cap
     if decode_batch < 1:
         raise InputError(f"no batch meets --tpot {tpot_s:g} s: one sequence's step alone takes "
-                         f"{im.step_s(1, context):.4g} s")
+                         f"{im.step_s(1, context):.4f} s")
     step = im.step_s(decode_batch, context)
     prefill = im.prefill_s(input_tokens, hit_rate)
     prefill_tps = packed_prefill_tokens_per_s(im, input_tokens, hit_rate)
@@ -250,4 +257,7 @@ def estimate(model: str, chip: str, tp: int, weight_dtype: str | None = None, kv
         chunk_tokens=chunk_tokens,
         mtp_accept=mtp_accept,
         engine=engine,
+        decode_context_tokens=context,
+        batch_from="--batch" if batch is not None else "--tpot" if tpot_s is not None else "memory",
+        target_tpot_s=tpot_s,
     )

@@ -23,7 +23,10 @@ from placer.specs import ENGINE_HELP
 
 #: The table's rows: (key, unit); the request and engine the figures assume come first.
 _ASSUMED = (("input_tokens", "tokens"), ("output_tokens", "tokens"), ("hit_rate", "cached share"),
-            ("weight_dtype", ""), ("kv_dtype", ""), ("engine", ""))
+            ("decode_context_tokens", "tokens: I + O/2"), ("chunk_tokens", "new tok/forward"),
+            ("mtp_accept", "tokens/step"), ("weight_dtype", ""), ("kv_dtype", ""), ("engine", ""))
+#: why the decode batch is what it is, by Estimate.batch_from
+_BATCH_FROM = {"--batch": "seq. (--batch)", "--tpot": "seq. (--tpot, KV)", "memory": "seq. (most KV fits)"}
 _UNITS = (
     ("prefill_s", "s"), ("prefill_tokens_per_s", "in tok/s"), ("prefill_tokens_per_s_per_gpu", "in tok/s/GPU"),
     ("decode_batch", "sequences"), ("decode_step_s", "s"), ("tpot_s", "s/token"),
@@ -45,6 +48,24 @@ def number(value) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:,.{max(0, 3 - math.floor(math.log10(abs(value))))}f}"
+
+
+def _given(value) -> str:
+    """An assumed input as the user gave it: ``0.93``, ``1``, ``40,310`` — thousands separators, no exponent,
+    no padding zeros."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, float):
+        return f"{value:,.6f}".rstrip("0").rstrip(".")
+    return number(value)
+
+
+def _batch_line(data: dict) -> str:
+    """Why the decode batch is what it is, in words."""
+    why = {"--batch": "as given by --batch",
+           "--tpot": f"the most sequences whose step meets --tpot {_given(data['target_tpot_s'])} s and whose KV fits",
+           "memory": "the most sequences whose KV fits (no --tpot or --batch)"}[data["batch_from"]]
+    return f"decode batch {number(data['decode_batch'])}: {why}"
 
 
 def _check_tps(tps: list[int] | None, pareto: bool, batch: int | None) -> None:
@@ -115,6 +136,7 @@ def estimate(
     if pareto:
         _pareto_footer(data)
     else:  # under the table: a long source (a profile's path, an engine's fallback) would fold it
+        out.print(_batch_line(data), highlight=False, markup=False)
         out.print(f"source: {data['source']}", highlight=False, markup=False)
 
 
@@ -129,9 +151,9 @@ def _frontier_json(data: dict) -> list[dict]:
 
 
 def _table(data: dict, model: str, chip: str) -> Fold:
-    rows = [(key, f"{data[key]:g}" if isinstance(data[key], float) else number(data[key]), unit)
-            for key, unit in _ASSUMED]  # as given
-    rows += [(key, number(data[key]), unit) for key, unit in _UNITS]
+    rows = [(key, _given(data[key]), unit) for key, unit in _ASSUMED]  # as given
+    batch_unit = _BATCH_FROM[data["batch_from"]]
+    rows += [(key, number(data[key]), batch_unit if key == "decode_batch" else unit) for key, unit in _UNITS]
     rows += [("bound", f"{data['bound']['prefill']} / {data['bound']['decode']}", "prefill / decode"),
              ("shape", data["shape"], ""), ("layout", data["layout"], "")]
     return Fold(f"{model} on {data['chips']} x {chip}, {data['layout']}", ("figure", "value", "unit"), rows,
