@@ -11,7 +11,8 @@ prompt is the session's prefix, then units of its own. The endpoint's prefix cac
 class's hit rate on every request after a session's first (:func:`warmup_requests` sends those firsts
 before the clock starts). A trace's ``hash_ids`` become blocks of ``BLOCK_TOKENS`` units, one text per
 hash id, so two requests share exactly the blocks the trace says they share; a trace's ``hit_rate``
-lines share one prefix per trace (as the classes' one session).
+lines share one prefix per trace (as the classes' one session). The texts come from the run's seed and
+a nonce drawn per run (``run_bench``), so a rerun does not find the last run's prompts in the cache.
 
 Units and tokens. A prompt is ``input_tokens`` units of text:
 * ``byte`` (default): one ASCII letter per unit — one token each under the executor's byte tokenizer
@@ -64,8 +65,8 @@ def _units(rng: random.Random, n: int, unit: str) -> list[str]:
 class PromptBuilder:
     """Prompt texts for :class:`BenchRequest` items; a session's prefix (or a hash id's block) is built once."""
 
-    def __init__(self, seed: int = 0, unit: str = "byte", max_cached: int = 4096) -> None:
-        self.seed, self.unit, self.max_cached = seed, unit, max_cached
+    def __init__(self, seed: int | str = 0, unit: str = "byte", max_cached: int = 4096) -> None:
+        self.seed, self.unit, self.max_cached = seed, unit, max_cached  # seed: the run's seed and nonce
         self._prefixes: dict[str, list[str]] = {}
 
     def _prefix(self, key: str, n: int) -> list[str]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import secrets
 import signal
 import threading
 import time
@@ -83,6 +84,7 @@ class BenchConfig:
     trace: str | None = None
     trace_time_scale: float = 1.0
     simulate_requests: int = 5000
+    nonce: str | None = None  # varies the prompts' text per run (None: drawn by run_bench)
 
     def __post_init__(self) -> None:
         parts = urlsplit(self.url)
@@ -151,13 +153,14 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
     warm = warmup_requests(requests) if config.warmup else []
     log = _open_log(request_log)
     stop = stop or threading.Event()
+    nonce = config.nonce or secrets.token_hex(4)
     try:
         models_url, url = config.endpoints()
         headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
         model = config.model or _preflight(models_url, headers)
         t_start = time.time()
         outcomes, cancelled, capped = asyncio.run(_drive(config, url, model, headers, requests, warm, progress,
-                                                         stop, handle_sigint))
+                                                         stop, handle_sigint, nonce))
         wall_s = time.time() - t_start
         if log is not None:
             for o in outcomes:
@@ -167,7 +170,7 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
             log.close()
     data = _figures(problem, config, outcomes, rate, model, wall_s)
     data.update(interrupted=stop.is_set(), cancelled=cancelled, capped=capped, warmup_requests=len(warm),
-                planned_requests=len(requests))
+                planned_requests=len(requests), prompt_nonce=nonce)
     if plan is not None:
         _beside_plan(data, problem, plan, config, rate)
     return BenchResult(data, outcomes)
@@ -207,12 +210,12 @@ def _preflight(models_url: str, headers: dict) -> str | None:
         return None
 
 
-async def _drive(config, url, model, headers, requests, warm, progress, stop, handle_sigint):
+async def _drive(config, url, model, headers, requests, warm, progress, stop, handle_sigint, nonce):
     loop = asyncio.get_running_loop()
     if handle_sigint:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGINT, stop.set)
-    prompts = PromptBuilder(config.seed, config.unit)
+    prompts = PromptBuilder(f"{config.seed}/{nonce}", config.unit)
     limits = httpx.Limits(max_connections=config.max_concurrency, max_keepalive_connections=config.max_concurrency)
     timeout = httpx.Timeout(config.timeout_s, connect=PREFLIGHT_TIMEOUT_S)
     slots = asyncio.Semaphore(config.max_concurrency)

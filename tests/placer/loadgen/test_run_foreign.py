@@ -134,3 +134,13 @@ def test_yaml_scenario_round_trip_is_what_the_cli_reads(tmp_path):
     from placer.specs import load_scenario
 
     assert load_scenario(path).name == "bench-small"
+
+
+def test_a_rerun_does_not_find_the_last_runs_prompts_in_the_cache():
+    with live_server(foreign_app(step_s=0.0)) as url:
+        runs = [run_bench(_scenario(hit=0.75), BenchConfig(url=url, requests=40, rate_rps=400.0, seed=5))
+                for _ in range(2)]
+    for result in runs:  # the same seed, the same classes and times; a cold request still misses
+        cold = [o for o in result.outcomes if o.request.request_class == "cold"]
+        assert cold and all(o.cached_tokens == 0 for o in cold)
+    assert runs[0].data["prefix_hit_rate"] == runs[1].data["prefix_hit_rate"]
