@@ -1,6 +1,7 @@
 """``placer report PLAN.json [--scenario S] [--sweep CSV] --out DIR``: a thin face over the report.
 
-→ :func:`placer.report.build_report`: figures (PNG, SVG) and one self-contained
+→ :func:`placer.report.build_report` (a fleet plan: :func:`placer.report.fleet.build_fleet_report`,
+one report per model and an index): figures (PNG, SVG) and one self-contained
 ``report.html``; notes (what could not be drawn, and why) go to stderr. Mounted
 lazily by :mod:`placer.cli.app`: imported only when ``placer report`` runs.
 """
@@ -19,6 +20,7 @@ from placer.errors import InputError, PlacerError
 from placer.plan import load_plan
 from placer.plancheck import check_plan_alone
 from placer.report import build_report
+from placer.report.fleet import build_fleet_report
 from placer.specs import load_scenario
 
 
@@ -45,7 +47,8 @@ def report(
         plan = load_plan(plan_file)
         check_plan_alone(plan)  # with --scenario, build_report checks it against the scenario too
         loaded = load_scenario(scenario) if scenario is not None else None
-        result = build_report(plan, out_dir, loaded, sweep, requests=requests, seed=seed,
+        build = build_fleet_report if plan.models or any(p.model for p in plan.pools) else build_report
+        result = build(plan, out_dir, loaded, sweep, requests=requests, seed=seed,
                               time_limit_s=time_limit, source=plan_file.name,
                               log=lambda msg: err.print(msg, highlight=False, markup=False))
     except PlacerError as e:
