@@ -30,6 +30,7 @@ from rich.text import Text
 
 from placer.baselines import compare as compare_baselines
 from placer.breakeven import compare_with_break_even
+from placer.cli.fleetcompare import run as fleet_compare
 from placer.cli.options import EngineOpt, with_engine
 from placer.cli.output import choices, err, fail, latest_from_database, out, working
 from placer.cli.render import (
@@ -243,6 +244,9 @@ def compare(
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
     try:
         loaded = with_engine(load_scenario(scenario), engine)
+        if loaded.is_fleet:  # per model: placer.cli.fleetcompare
+            config = SolveConfig(objective.value, solver.value, time_limit)
+            return fleet_compare(loaded, config, json_out, measured_for(loaded, profiles))
         problem = as_problem(loaded, measured_for(loaded, profiles))
         config = SolveConfig(objective.value, solver.value, time_limit)
         with working("solving the plan and the baselines"):
