@@ -1,12 +1,19 @@
-"""HTTP face of the router: an OpenAI-style completions endpoint (streaming with SSE).
+"""HTTP face of the router: OpenAI-style completions and chat completions (streaming with SSE).
 
-In: `POST /v1/completions` with `prompt` as text (byte tokenizer, BOS added) or token
-ids, `max_tokens`, `temperature`, `seed`, `stream`, `ignore_eos`. Out: with
-`stream: true`, one SSE event per token (`choices[0].text` and `token_ids`), a last
-event with `finish_reason`, `usage` and our `placer` block (pipeline, prefix hit,
-TTFT), then `data: [DONE]`; without, one JSON completion. Also `GET /v1/models`,
-`GET /health`, `GET /metrics` (router counters: Prometheus text for a scraper —
-`Accept: text/plain` or `?format=prometheus` — else JSON), and the control plane:
+In: `POST /v1/completions` with `prompt` as text (the model's tokenizer, BOS where it adds one) or
+token ids, `max_tokens`, `temperature`, `seed`, `stream`, `ignore_eos`, `n` (1..8 choices, each
+its own request through the router; choice i samples with seed + i); `logprobs` is refused (422:
+the engine computes none). Out: with `stream: true`, one SSE event per token
+(`choices[0].index`, `.text` and `.token_ids`), each choice's last event with its
+`finish_reason` and our `placer` block (pipeline, prefix hit, TTFT, TPOT), the last choice's also
+with the request's `usage`, then `data: [DONE]`; without, one JSON completion (`choices[i]`,
+`usage` counting the prompt once, `placer` of choice 0, and each choice's own when n > 1).
+`POST /v1/chat/completions` (`executor.chat`): the messages through the checkpoint's chat
+template, OpenAI's `chat.completion` / `chat.completion.chunk` shapes. Also `GET /v1/models`
+(each model, its `created` and, where admission sets one, `max_model_len`), `GET /health`,
+`GET /metrics` (Prometheus text for a scraper — `Accept: text/plain` or `?format=prometheus`: the
+router counters, then the vLLM-named latency histograms of `executor.latency_metrics`; else the
+counters as JSON), and the control plane:
 `GET /instances`, `POST /instances` and `DELETE /instances/{name}` (instances register
 and unregister), `POST /plan` (start applying a new plan live: `executor.elastic`; needs
 the deployment handed to `create_app`) and `GET /plan/status` (its progress).
@@ -26,14 +33,16 @@ model it may be left out. `/v1/models` lists every model; in a fleet `/metrics` 
 series with `model` (JSON: `{"models": {name: stats}}`), `/health` and `/instances` say each
 instance's model, and `POST /instances` needs one of the served models.
 
-A face only: routing, streaming and logging live in `executor.router`.
-Errors: a bad body → 422 (a non-finite temperature, a seed outside [0, 2^64), prompt +
+A face only: routing, streaming and logging live in `executor.router`, a request's choices in
+`executor.choices`. Errors: a bad body → 422 naming the field (a non-finite temperature, a seed
+outside [0, 2^64), n outside 1..8, logprobs, a chat message's role or content, prompt +
 max_tokens beyond the model's context); a request that needs more KV than an instance
 holds → 413; no instance can serve → 503; every instance that could serve is full →
 429 with `Retry-After` (admission, not a timeout — all of these before any work); a
 request that fails mid-stream → an SSE `error` event, then `[DONE]` (never a silent
 cut). A client that goes away mid-request cancels it (`Router.cancel`: its instances
-drop it and free its KV).
+drop it and free its KV), every choice of it; a choice refused at admission cancels the
+ones already routed (all or none).
 """
 
 from __future__ import annotations
@@ -121,6 +130,7 @@ def create_app(router: Router | None = None, *, model_name: str = "placer-tiny",
     fleet = models is not None
     served = models if fleet else {model_name: ServedModel(router, tokenizer or ByteTokenizer())}
     app.state.served = Served(dict(served), fleet, deployment, token)
+    app.state.created = int(time.time())
     app.state.request_metrics = RequestMetrics()  # latency histograms, observed as each request ends
     for name, m in app.state.served.models.items():
         m.router.on_end.append(functools.partial(app.state.request_metrics.observe, name))
@@ -208,7 +218,8 @@ async def _sse_events(router: Router, streams: list[RequestStream], model: str, 
     400: {"description": "No 'model' named while several models are served (the choices are named)."},
     404: {"description": "The named model is not served here (the served ones are named)."},
     413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
-    422: {"description": "A bad field (named), or prompt + max_tokens beyond the model's context."},
+    422: {"description": "A bad field (named: n beyond 8, logprobs, ...), or prompt + max_tokens beyond the "
+                         "model's context."},
     429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
     503: {"description": "No instance that could serve it is up."}})
 async def completions(body: CompletionRequest, served: ServedDep, request: Request):
@@ -235,8 +246,16 @@ async def completions(body: CompletionRequest, served: ServedDep, request: Reque
 
 
 @completions_api.get("/v1/models")
-def models(served: ServedDep):
-    return {"object": "list", "data": [{"id": name, "object": "model", "owned_by": "placer"} for name in served.models]}
+def models(served: ServedDep, request: Request):
+    """OpenAI's model list: each served model (`created`: when this server started; `max_model_len`: the
+    context admission allows, where the deployment sets one)."""
+    created = request.app.state.created
+    data = []
+    for name, m in served.models.items():
+        context = getattr(getattr(getattr(m.router, "config", None), "admission", None), "max_context_tokens", None)
+        data.append({"id": name, "object": "model", "created": created, "owned_by": "placer",
+                     **({"max_model_len": context} if context else {})})
+    return {"object": "list", "data": data}
 
 
 # ---- operations -----------------------------------------------------------------------------

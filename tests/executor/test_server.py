@@ -114,7 +114,12 @@ def test_no_instances_is_503_and_instances_register_over_http(served):
 
 def test_models_and_metrics(served):
     _, client = served
-    assert client.get("/v1/models").json()["data"][0]["id"] == "placer-tiny"
+    model = client.get("/v1/models").json()["data"][0]
+    assert model["id"] == "placer-tiny" and model["object"] == "model" and model["created"] > 0
+    paths = client.get("/openapi.json").json()["paths"]
+    assert {"/v1/completions", "/v1/chat/completions", "/v1/models", "/metrics"} <= set(paths)
+    chat = paths["/v1/chat/completions"]["post"]
+    assert {"400", "422", "429", "503"} <= set(chat["responses"])
     client.post("/v1/completions", json={"prompt": "hi", "max_tokens": 2})
     assert client.get("/metrics").json()["completed"] == 1
 

@@ -33,3 +33,13 @@ def test_a_request_stream_ends_with_its_end_or_its_error():
     failed.push(StreamEvent("error", error="md0 is down"))
     with pytest.raises(RuntimeError, match="md0 is down"):
         failed.result(timeout_s=1)
+
+
+def test_request_stream_keeps_when_each_token_and_the_end_arrived():
+    """What the latency histograms observe: a time per token, in order, and the end after them."""
+    s = RequestStream("r", Pipeline.P_MD, None)
+    for i, tok in enumerate((5, 6, 7)):
+        s.push(StreamEvent("token", i, tok))
+    assert s.ended_at is None
+    s.push(StreamEvent("end", finish_reason="length"))
+    assert len(s.token_times) == 3 and s.created_at <= s.token_times[0] <= s.token_times[-1] <= s.ended_at
