@@ -123,3 +123,14 @@ def test_a_checkpoint_without_a_template_is_a_400_and_its_own_template_is_used(t
     with _client(create_app(cluster.router, model_name="bare", tokenizer=bare)) as client:
         r = client.post("/v1/chat/completions", json={"messages": MESSAGES})
         assert r.status_code == 400 and "no chat template" in r.text and "bare" in r.text
+
+
+def test_chat_is_protected_with_the_completions(served):
+    """`protect_completions` covers chat too: an inference route, never an open side door."""
+    cluster, _ = served
+    token = "control-token-for-tests"
+    with _client(create_app(cluster.router, token=token, protect_completions=True)) as closed:
+        body = {"messages": MESSAGES, "max_tokens": 2}
+        assert closed.post("/v1/chat/completions", json=body).status_code == 401
+        ok = closed.post("/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {token}"})
+        assert ok.status_code == 200
