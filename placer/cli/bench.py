@@ -103,7 +103,9 @@ def _env_token() -> str | None:
     try:
         return Settings.from_env().executor_token
     except ValidationError as e:
-        raise InputError(f"PLACER_EXECUTOR_TOKEN: {e.errors()[0]['msg']}") from None
+        first = e.errors()[0]
+        raise InputError(f"environment: {'.'.join(map(str, first['loc'])) or 'settings'}: {first['msg']} "
+                         "(the token is read from PLACER_EXECUTOR_TOKEN)") from None
 
 
 def _progress():
@@ -154,7 +156,7 @@ def bench_view(data: dict) -> Table:
         row = [key, _fmt(key, data.get(key))]
         if planned:
             row += [_fmt(key, data["predicted"].get(key)), _err(errors.get("vs_predicted", {}), key),
-                    _fmt(key, data["simulated"].get(key)), _err(errors.get("vs_simulated", {}), key)]
+                    _fmt(key, (data["simulated"] or {}).get(key)), _err(errors.get("vs_simulated", {}), key)]
         table.add_row(*row)
     notes = []
     if data["errors"]:

@@ -172,7 +172,11 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
     data.update(interrupted=stop.is_set(), cancelled=cancelled, capped=capped, warmup_requests=len(warm),
                 planned_requests=len(requests), prompt_nonce=nonce)
     if plan is not None:
-        _beside_plan(data, problem, plan, config, rate)
+        try:
+            _beside_plan(data, problem, plan, config, rate)
+        except KeyboardInterrupt:  # Ctrl-C during the simulation: what was measured is kept
+            data.update(interrupted=True, simulated=None, error={"vs_predicted": stats.relative_errors(
+                data, data["predicted"]), "vs_simulated": {}})
     return BenchResult(data, outcomes)
 
 

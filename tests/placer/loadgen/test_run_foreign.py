@@ -144,3 +144,16 @@ def test_a_rerun_does_not_find_the_last_runs_prompts_in_the_cache():
         cold = [o for o in result.outcomes if o.request.request_class == "cold"]
         assert cold and all(o.cached_tokens == 0 for o in cold)
     assert runs[0].data["prefix_hit_rate"] == runs[1].data["prefix_hit_rate"]
+
+
+def test_a_trace_replays_its_times_lengths_and_shared_blocks(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(json.dumps({"timestamp": 20 * i, "input_length": 1100, "output_length": 3,
+                                         "hash_ids": [1, 2, 10 + i]}) + "\n" for i in range(10)))
+    with live_server(foreign_app(step_s=0.0)) as url:
+        result = run_bench(_scenario(), BenchConfig(url=url, trace=str(trace)))
+    outs = result.outcomes
+    assert result.data["requests"] == 10 and result.data["workload"] == "trace" and result.data["errors"] == 0
+    assert [o.prompt_tokens for o in outs] == [1100] * 10 and all(o.output_tokens == 3 for o in outs)
+    assert [o.cached_tokens for o in outs] == [0] + [1024] * 9  # blocks 1 and 2: 512 units each
+    assert outs[-1].sent_unix_s - outs[0].sent_unix_s == pytest.approx(0.18, abs=0.05)
