@@ -16,7 +16,8 @@ arrival times and the request's start and end. Out: Prometheus series in a regis
 | `placer:prefix_cache_hits_total{role}` | counter | of which found there (not recomputed, not pulled) |
 
 Every series carries `model_name` (vLLM's label). Buckets are vLLM's (v1 `PrometheusStatLogger`):
-TTFT 1 ms … 2560 s, inter-token 10 ms … 80 s, end-to-end and queue 0.3 s … 7680 s. Queue time by
+TTFT 1 ms … 2560 s, inter-token 10 ms … 80 s, end-to-end 0.3 s … 7680 s; queue time the same with
+finer bounds from 1 ms below 0.3 s (a role's queue is milliseconds while the plan holds). Queue time by
 role: P — its order's arrival → its prefill's start (`p_queue_s`, measured by P); A — the first
 token's report less the order's sending and A's prefill compute (`prefill_done_after_s −
 orders_sent_after_s − prefill_s`: the inbox, the scheduler's queue and steps that carried other
@@ -43,6 +44,9 @@ TOKEN_GAP_BUCKETS = (0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.
                      20.0, 40.0, 80.0)
 REQUEST_LATENCY_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
                            120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0)
+#: vLLM's queue buckets start at 0.3 s; a role's queue is milliseconds while the plan holds, so finer
+#: bounds go below (as SGLang's `sglang:queue_time_seconds` has them): quantiles stay comparable.
+QUEUE_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, *REQUEST_LATENCY_BUCKETS)
 
 
 def _decoder(record: Any) -> str:
@@ -94,7 +98,7 @@ class RequestMetrics:
                         REQUEST_LATENCY_BUCKETS)
         self.queue = hist("request_queue_time_seconds",
                           "Histogram of time a request waited at each role before its work began.", role,
-                          REQUEST_LATENCY_BUCKETS)
+                          QUEUE_BUCKETS)
         self.cache_queries = Counter(PREFIX + "prefix_cache_queries", "Prompt tokens looked up in a role's prefix "
                                      "cache.", role, registry=self.registry)
         self.cache_hits = Counter(PREFIX + "prefix_cache_hits", "Prompt tokens found in a role's prefix cache.",
