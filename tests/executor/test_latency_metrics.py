@@ -84,6 +84,29 @@ def test_chat_and_n_choices_are_each_observed(client):
     assert _value(m, "placer:e2e_request_latency_seconds_count", model_name=MODEL) == 2
 
 
+def test_an_aggregated_instance_reports_as_role_a(model_config, engine_config):
+    """On pipeline A the queue and the prefix hit are A's (not a P's zero), through a real app."""
+    from fastapi.testclient import TestClient
+
+    from executor.config import ServingConfig
+    from executor.placement import placement
+    from placer.plan import Plan
+
+    plan = Plan.model_validate({"scenario": "agg", "pools": [
+        {"role": "A", "datacenter": "dc-a", "chip": "X", "tp": 1, "count": 1}], "routes": [
+        {"request_class": "c", "pipeline": "A", "src": "dc-a", "dst": "dc-a", "rps": 1.0}]})
+    cluster = LocalCluster(placement(plan), model_config, engine_config,
+                           ServingConfig.from_plan(plan, heartbeat_s=None), transport="fake", threads=True)
+    with cluster, TestClient(create_app(cluster.router, model_name=MODEL)) as client:
+        for _ in range(2):
+            assert client.post("/v1/completions", json={"prompt": "aggregated prompt here", "max_tokens": 3}
+                               ).status_code == 200
+        m = _samples(client)
+    assert _value(m, "placer:request_queue_time_seconds_count", model_name=MODEL, role="A") == 2
+    assert _value(m, "placer:prefix_cache_hits_total", model_name=MODEL, role="A") > 0  # the second hit the first
+    assert not [s for s in m["placer:request_queue_time_seconds_count"] if s.labels["role"] == "P"]
+
+
 def _record(pipeline: str, **extra) -> RequestRecord:
     return RequestRecord("r", 0.0, 100, 10, 40, pipeline, 0.5, 0.02, "length", None, extra)
 
