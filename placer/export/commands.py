@@ -181,8 +181,8 @@ def router_commands(layout: Layout, engine: str) -> list[Command]:
     out = []
     for r in layout.routers:
         if engine == "sglang":
-            out.append(Command(r.src, r.name, None, None, r.name, SGLANG_ROUTER, tuple(sglang_router_args(r)),
+            out.append(Command(r.src, r.name, None, None, r.host, SGLANG_ROUTER, tuple(sglang_router_args(r)),
                                "sglang-router"))
         else:
-            out.append(Command(r.src, r.name, None, None, r.name, VLLM_PROXY, tuple(vllm_proxy_args(r)), None))
+            out.append(Command(r.src, r.name, None, None, r.host, VLLM_PROXY, tuple(vllm_proxy_args(r)), None))
     return out

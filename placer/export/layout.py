@@ -86,6 +86,9 @@ class ExportSettings:
     drc: bool = True  # decode-side radix cache (the scenario's options.drc)
     chips_per_node: int = 8
     chip_vendors: dict[str, str] = field(default_factory=dict)  # scenario chips: name -> vendor of its base
+    #: fleets: the model's slug before every host name (``chat-dc-a-p-…-0``), so that two models' scripts
+    #: never name the same machine; "" for a single-model plan (its names do not change)
+    host_prefix: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,7 @@ class Pool:
     nodes: int
     dc_label: str  # the datacenter's slug: its folder and node label (placer.export.names)
     chip_label: str  # the chip's slug: its node label
+    host_prefix: str = ""  # ExportSettings.host_prefix
 
     @property
     def engine_role(self) -> str:
@@ -128,7 +132,8 @@ class Pool:
 
     def host(self, instance: int, node: int = 0) -> str:
         """The DNS name operators give node ``node`` of instance ``instance`` (k8s: the pod's)."""
-        return slug(f"{self.dc_label}-{self.name}-{instance}") + (f"-node{node}" if node else "")
+        prefix = f"{self.host_prefix}-" if self.host_prefix else ""
+        return slug(f"{prefix}{self.dc_label}-{self.name}-{instance}") + (f"-node{node}" if node else "")
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,12 @@ class Router:
     classes: tuple[str, ...]
     src_label: str  # the datacenters' slugs (placer.export.names)
     dst_label: str
+    host_prefix: str = ""  # ExportSettings.host_prefix
+
+    @property
+    def host(self) -> str:
+        """The DNS name operators give the router's machine: its name (a fleet: after the model's slug)."""
+        return slug(f"{self.host_prefix}-{self.name}") if self.host_prefix else self.name
 
     @property
     def name(self) -> str:
@@ -214,7 +225,7 @@ def build_layout(plan: Plan, settings: ExportSettings, problem=None) -> Layout:
             continue
         nodes = nodes_of(p.tp, settings.chips_per_node, f"pools[{i}] ({p.role} {p.chip} in {p.datacenter})")
         pools.append(Pool(p.datacenter, p.role, p.chip, p.tp, p.count, vendor_of(p.chip, settings), nodes,
-                          dcs[p.datacenter], chips[p.chip]))
+                          dcs[p.datacenter], chips[p.chip], settings.host_prefix))
     routers = []
     for (src, dst, role), routes in sorted(pairs.items()):
         prefill = tuple(x for x in pools if x.plan_role == P and x.datacenter == src)
@@ -223,7 +234,8 @@ def build_layout(plan: Plan, settings: ExportSettings, problem=None) -> Layout:
             missing = f"P pool in {src}" if not prefill else f"{role} pool in {dst}"
             raise InputError(f"routes: traffic {src}->{dst} ({routes[0].pipeline}) has no deployed {missing}")
         routers.append(Router(src, dst, role, prefill, decode, sum(r.rps for r in routes),
-                              tuple(dict.fromkeys(r.request_class for r in routes)), dcs[src], dcs[dst]))
+                              tuple(dict.fromkeys(r.request_class for r in routes)), dcs[src], dcs[dst],
+                              settings.host_prefix))
     caveats += _relay_caveats(plan, settings, problem)
     caveats += _vendor_caveats(routers)
     return Layout(plan, settings, tuple(pools), tuple(routers), tuple(caveats), dcs)
