@@ -163,6 +163,9 @@ def bench_view(data: dict) -> Table:
         notes.append("errors: " + ", ".join(f"{k} × {n}" for k, n in data["error_kinds"].items()))
     if data.get("capped"):
         notes.append(f"{data['capped']} arrivals waited for a slot (--max-concurrency)")
+    lag = data.get("send_lag_p99_s")
+    if lag is not None and lag > 0.05:
+        notes.append(f"1 % of requests left over {lag:.2g} s after their arrival time (the client fell behind)")
     at = data.get("predicted_at_rps")
     if planned and at and rate and abs(at - rate) > 1e-9 * max(at, rate):
         notes.append(f"the plan's promise is at {at:g} req/s; the bench offered {rate:g}")

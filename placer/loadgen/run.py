@@ -11,7 +11,8 @@ The run: one ``GET /v1/models`` first (an endpoint that does not answer is :clas
 1; its first model names the requests' ``model`` unless one is given), then each class session's prefix
 once (warm-up, not measured), then the requests at their arrival times (open loop: Poisson at the rate,
 or the trace's own times), at most ``max_concurrency`` in flight — an arrival that finds the cap full
-waits for a slot and is counted in ``capped``. Sending stops at ``requests`` or ``duration_s``,
+waits for a slot and is counted in ``capped``; how late requests left against their arrival times
+(the cap, or a client too busy to keep the schedule) is ``send_lag_p99_s`` and ``send_lag_max_s``. Sending stops at ``requests`` or ``duration_s``,
 whichever comes first; a stop (Ctrl-C in the CLI) stops sending, cancels what is in flight (counted in
 ``cancelled``, not measured) and keeps everything measured so far (``interrupted: true``).
 
@@ -159,7 +160,7 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
         headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
         model = config.model or _preflight(models_url, headers)
         t_start = time.time()
-        outcomes, cancelled, capped = asyncio.run(_drive(config, url, model, headers, requests, warm, progress,
+        outcomes, cancelled, capped, lags = asyncio.run(_drive(config, url, model, headers, requests, warm, progress,
                                                          stop, handle_sigint, nonce))
         wall_s = time.time() - t_start
         if log is not None:
@@ -170,7 +171,8 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
             log.close()
     data = _figures(problem, config, outcomes, rate, model, wall_s)
     data.update(interrupted=stop.is_set(), cancelled=cancelled, capped=capped, warmup_requests=len(warm),
-                planned_requests=len(requests), prompt_nonce=nonce)
+                planned_requests=len(requests), prompt_nonce=nonce,
+                send_lag_p99_s=_rounded(stats.quantile(lags, 0.99)), send_lag_max_s=_rounded(max(lags, default=None)))
     if plan is not None:
         try:
             _beside_plan(data, problem, plan, config, rate)
@@ -224,6 +226,7 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
     timeout = httpx.Timeout(config.timeout_s, connect=PREFLIGHT_TIMEOUT_S)
     slots = asyncio.Semaphore(config.max_concurrency)
     outcomes: list[Outcome] = []
+    lags: list[float] = []  # how late each request left against its arrival time (a busy client, the cap)
     capped = 0
     try:
         async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False) as client:
@@ -260,6 +263,7 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
                 if stop.is_set():
                     slots.release()
                     break
+                lags.append(time.perf_counter() - start - req.arrival_s)
                 task = asyncio.ensure_future(one(req))
                 task.add_done_callback(done)
                 tasks.append(task)
@@ -269,7 +273,7 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
             with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
                 loop.remove_signal_handler(signal.SIGINT)
     outcomes.sort(key=lambda o: o.request.index)
-    return outcomes, cancelled, capped
+    return outcomes, cancelled, capped, lags
 
 
 async def _until(t_perf: float, stop: threading.Event) -> bool:
@@ -338,6 +342,10 @@ def _record(o: Outcome, seed: int) -> RequestRecord:
         pipeline=o.pipeline if o.pipeline in PIPELINES else UNKNOWN_PIPELINE,
         ttft_s=_latency(o.ttft_s), tpot_s=_latency(o.tpot_s), finish_reason=o.finish_reason,
         error=o.error, extra=extra, request_class=req.request_class)
+
+
+def _rounded(x: float | None) -> float | None:
+    return None if x is None else round(x, 6)
 
 
 def _latency(x: float | None) -> float | None:

@@ -22,7 +22,7 @@ BLOCK = 16
 def foreign_app(step_s: float = 0.002, fail_every: int = 0, drop_every: int = 0, redirect: bool = False) -> FastAPI:
     app = FastAPI()
     cache: set[str] = set()
-    seen = {"n": 0, "bodies": []}
+    seen = {"n": 0, "bodies": [], "in_flight": 0, "most_in_flight": 0}
     app.state.seen = seen
 
     @app.get("/v1/models")
@@ -47,6 +47,15 @@ def foreign_app(step_s: float = 0.002, fail_every: int = 0, drop_every: int = 0,
             cache.add(prompt[:end])
 
         async def events():
+            seen["in_flight"] += 1
+            seen["most_in_flight"] = max(seen["most_in_flight"], seen["in_flight"])
+            try:
+                async for event in stream():
+                    yield event
+            finally:
+                seen["in_flight"] -= 1
+
+        async def stream():
             for i in range(out):
                 await asyncio.sleep(step_s)
                 if drop_every and n % drop_every == 0 and i == 2:

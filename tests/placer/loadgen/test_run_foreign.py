@@ -157,3 +157,12 @@ def test_a_trace_replays_its_times_lengths_and_shared_blocks(tmp_path):
     assert [o.prompt_tokens for o in outs] == [1100] * 10 and all(o.output_tokens == 3 for o in outs)
     assert [o.cached_tokens for o in outs] == [0] + [1024] * 9  # blocks 1 and 2: 512 units each
     assert outs[-1].sent_unix_s - outs[0].sent_unix_s == pytest.approx(0.18, abs=0.05)
+
+
+def test_the_concurrency_cap_holds_and_says_how_many_arrivals_waited():
+    app = foreign_app(step_s=0.01)
+    with live_server(app) as url:
+        result = run_bench(_scenario(), BenchConfig(url=url, requests=12, rate_rps=500.0, max_concurrency=2,
+                                                    warmup=False))
+    assert app.state.seen["most_in_flight"] <= 2 and result.data["errors"] == 0
+    assert result.data["capped"] >= 5 and result.data["send_lag_max_s"] > 0.1
