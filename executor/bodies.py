@@ -1,9 +1,10 @@
 """The executor server's request bodies: what a completion, a chat completion or a control-plane call may carry.
 
 In: JSON bodies. Out: validated pydantic models (`CompletionRequest`, `ChatCompletionRequest` with its
-`ChatMessage`s, `InstanceBody`); a bad field → 422 naming it. Strict types (`max_tokens: true` is a 422, not 1), text UTF-8 can carry (a lone surrogate is a
-422 naming the field, not a 500), names with a length bound and a character set, bounded ints,
-well-formed addresses. Temperatures below `GREEDY_BELOW` are served greedily (`effective_temperature`).
+`ChatMessage`s, `InstanceBody`); a bad field → 422 naming it. Strict types (`max_tokens: true` is a
+422, not 1), text UTF-8 can carry (a lone surrogate is a 422 naming the field, not a 500), names
+with a length bound and a character set, bounded ints, well-formed addresses. Temperatures below
+`GREEDY_BELOW` are served greedily (`effective_temperature`).
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ arrival times and the request's start and end. Out: Prometheus series in a regis
 | --- | --- | --- |
 | `placer:time_to_first_token_seconds` | histogram | arrival at the router → first token there (`record.ttft_s`) |
 | `placer:inter_token_latency_seconds` | histogram | each gap between consecutive tokens reaching the router |
-| `placer:request_time_per_output_token_seconds` | histogram | the request's mean gap (`record.tpot_s`: the plan's TPOT) |
+| `placer:request_time_per_output_token_seconds` | histogram | each request's mean gap (`tpot_s`: the plan's TPOT) |
 | `placer:e2e_request_latency_seconds` | histogram | arrival → the last token |
 | `placer:request_queue_time_seconds{role}` | histogram | the wait at each role before its work began |
 | `placer:prefix_cache_queries_total{role}` | counter | prompt tokens looked up in that role's radix cache |
