@@ -1,18 +1,22 @@
-"""Every command the README shows, run as written, each in a fresh folder holding the
-repository's examples/, docs/ and bench/ and a ``.venv/bin`` whose ``placer`` and ``python``
-are this interpreter (``make setup`` would make the real one).
+"""Every command the README shows, run as written and as a user runs it: each in a fresh folder
+(not the repository) holding the repository's examples/, docs/ and bench/ and a ``.venv/bin`` whose
+``placer`` and ``python`` are this virtualenv's, with no PYTHONPATH — so only what ``make setup``
+installs is importable (a benchmark importing the test suite fails here as it does for a user).
 
 A command must exit 0; a server (``placer serve``, ``placer deploy`` without ``--dry-run``)
 must still be running after it started and is then stopped. Commands that read a file an
-earlier command writes (``plan.json``) get it from that earlier command, run first.
+earlier command writes (``plan.json``) get it from that earlier command, run first. An
+``export NAME=VALUE`` line runs as written (a shell of its own).
 
 Not run here, and why (each is a skipped case with that reason):
 ``make setup`` / ``make test`` install a virtualenv and run the whole suite (CI runs them,
-.ci/run); commands that act on a live deployment or read what its traffic wrote
-(``jobs run-now``, ``deploy --apply``, ``workload fit reqlog.jsonl``) — the closed-loop test
-on local Ray (tests/executor/test_apply_ray.py) runs that sequence. ``bench/bench_planner.py``
-solves the sixteen-datacenter example for minutes: it runs under ``-m slow``; a serving
-``placer deploy`` starts Ray (marked ``ray``; the default run includes it).
+.ci/run); the replanning chain — ``workload fit`` and ``jobs add`` of the request log a serving
+``deploy`` writes, ``jobs run-now`` — needs that deployment and its traffic:
+tests/test_readme_replanning.py runs those lines as written against one; ``deploy --apply
+plan2.json`` changes a running deployment to a plan no README line writes (the closed loop on
+local Ray: tests/executor/test_apply_ray.py). ``bench/bench_planner.py`` solves the
+sixteen-datacenter example for minutes: it runs under ``-m slow``; a serving ``placer deploy``
+starts Ray (marked ``ray``; the default run includes it).
 """
 
 from __future__ import annotations
@@ -31,9 +35,11 @@ ROOT = Path(__file__).resolve().parents[1]
 NOT_HERE = {"make setup": "installs a virtualenv and the packages (CI runs it: .ci/run)",
             "make test": "runs the whole suite, which includes this test (CI runs it: .ci/run)"}
 SLOW = ("bench/bench_planner.py",)
-LIVE = {r"placer jobs run-now\b": "replans from a deployment's served requests (needs one, and its traffic)",
-        r"placer deploy --apply\b": "changes a running deployment (needs one)"}
-LOOP_TEST = "tests/executor/test_apply_ray.py runs the closed loop"
+CHAIN_TEST = "tests/test_readme_replanning.py runs it as written against a deployment and its traffic"
+LIVE = {r"placer jobs run-now\b": f"replans from a deployment's served requests (needs one, and its traffic); "
+                                   f"{CHAIN_TEST}",
+        r"placer deploy --apply\b": "changes a running deployment to a plan no README line writes; "
+                                    "tests/executor/test_apply_ray.py runs the closed loop"}
 SERVER_START_S = 25.0
 
 
@@ -65,11 +71,11 @@ def _params():
                 marks.append(pytest.mark.skip(reason=f"not run here: {why}"))
         for pattern, why in LIVE.items():
             if re.search(pattern, line):
-                marks.append(pytest.mark.skip(reason=f"not run here: {why}; {LOOP_TEST}"))
+                marks.append(pytest.mark.skip(reason=f"not run here: {why}"))
         served = _served_files(line)
         if served:
             marks.append(pytest.mark.skip(reason=f"not run here: reads {', '.join(served)}, which a serving "
-                                                 f"deployment writes; {LOOP_TEST}"))
+                                                 f"deployment writes; {CHAIN_TEST}"))
         if any(s in line for s in SLOW):
             marks.append(pytest.mark.slow)
         if _is_server(line) and "placer deploy" in line:
@@ -79,28 +85,32 @@ def _params():
 
 
 def _workdir(tmp: Path) -> Path:
-    """A folder like the repository root after ``make setup``: the data folders and a .venv/bin."""
+    """A folder like the repository root after ``make setup``, elsewhere: the data folders and a
+    .venv/bin running this virtualenv's interpreter and ``placer`` (its console script when installed)."""
     for name in ("examples", "docs", "bench"):
         (tmp / name).symlink_to(ROOT / name)
     bin_dir = tmp / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
+    script = Path(sys.executable).parent / "placer"
+    placer = f'"{script}"' if script.is_file() else f'"{sys.executable}" -m placer.cli'
     (bin_dir / "python").write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
-    (bin_dir / "placer").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m placer.cli "$@"\n')
+    (bin_dir / "placer").write_text(f'#!/bin/sh\nexec {placer} "$@"\n')
     for f in bin_dir.iterdir():
         f.chmod(0o755)
     return tmp
 
 
 def _env(tmp: Path) -> dict:
-    return {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-            "PLACER_DATABASE_URL": f"sqlite:///{tmp / 'placer.sqlite'}", "COLUMNS": "100"}
+    """The user's environment: no PYTHONPATH (the installed packages only), the service database in ``tmp``."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PLACER_EXECUTOR_TOKEN")}
+    return {**env, "PLACER_DATABASE_URL": f"sqlite:///{tmp / 'placer.sqlite'}", "COLUMNS": "100"}
 
 
 def _served_files(line: str) -> list[str]:
-    """Files this line reads that only an earlier serving command writes (``--request-log F``)."""
+    """Files this (not serving) line reads that only an earlier serving command writes (``--request-log F``)."""
     earlier = COMMANDS[:COMMANDS.index(line)]
     return [f for f in re.findall(r"\b[\w.-]+\.jsonl\b", line)
-            if f"--request-log {f}" not in line and any(f"--request-log {f}" in c and _is_server(c) for c in earlier)]
+            if not _is_server(line) and any(f"--request-log {f}" in c and _is_server(c) for c in earlier)]
 
 
 def _needs(line: str) -> list[str]:
