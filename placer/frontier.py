@@ -6,7 +6,11 @@ out: one row per (value, plan) — the PDD plan and each baseline of :mod:`place
      re-solved at that SLA — with BCR, cost, goodput, $/Mtoken (output and input), the
      plan's TTFT P90 and TPOT and its roles; ``frontier.csv`` and ``frontier.png``
      (:func:`write_frontier`): BCR and $/M output tokens against the SLA, every plan on the
-     same axes.
+     same axes. A point of a plan that carries only part of the offered load (status
+     ``partial load``, ``served_rps`` < ``offered_rps``) is drawn hollow and labelled with the
+     share it carries; an SLA value where a plan has none is marked ✕ on its curve's axis with
+     the reason's kind (infeasible, time limit); the row's ``error`` is the whole reason
+     (:func:`no_plan_reason`), which the CLI prints under its table.
 
 Each SLA value is one task — a Ray task like ``placer sweep``'s (a local Ray by default,
 a cluster by address), or in this process with ``use_ray=False``. Ray and matplotlib are
@@ -21,7 +25,7 @@ import math
 from pathlib import Path
 
 from placer.baselines import BASELINES, solve_baseline
-from placer.errors import InputError, PlacerError
+from placer.errors import InfeasiblePlanError, InputError, PlacerError, SolveTimeoutError
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.sim.sweep import on_ray, write_csv_and_plot
@@ -30,7 +34,10 @@ from placer.specs import Scenario, parse_scenario
 VARY = ("ttft", "tpot")
 PDD = "pdd"
 COLUMNS = ("value", "plan", "status", "bcr_requests_per_usd", "cost_usd_per_h", "goodput_rps",
-           "usd_per_million_output_tokens", "usd_per_million_input_tokens", "ttft_p90_s", "tpot_s", "roles", "error")
+           "usd_per_million_output_tokens", "usd_per_million_input_tokens", "ttft_p90_s", "tpot_s", "roles", "error",
+           "served_rps", "offered_rps")
+#: A plan serving less than this share of the offered load is "partial load".
+FULL_LOAD = 0.999
 _LABELS = {"ttft": "TTFT P90 SLA (s)", "tpot": "TPOT SLA (s)"}
 
 
@@ -57,7 +64,25 @@ def _row(value: float, name: str, plan) -> dict:
             "cost_usd_per_h": m.cost_usd_per_h, "goodput_rps": m.goodput_rps,
             "usd_per_million_output_tokens": m.usd_per_million_output_tokens,
             "usd_per_million_input_tokens": m.usd_per_million_input_tokens, "ttft_p90_s": m.ttft_p90_s,
-            "tpot_s": m.tpot_s, "roles": "+".join(sorted({p.role for p in plan.pools if p.count > 0})), "error": ""}
+            "tpot_s": m.tpot_s, "roles": "+".join(sorted({p.role for p in plan.pools if p.count > 0})), "error": "",
+            "served_rps": m.served_rps, "offered_rps": m.offered_rps}
+
+
+def no_plan_reason(err: PlacerError) -> str:
+    """Why a plan has no row at an SLA value, led by its kind: ``infeasible: <what binds>``
+    (InfeasiblePlanError already says so), ``time limit: …``, ``bad input: …``, ``solver: …``."""
+    text = str(err)
+    if isinstance(err, InfeasiblePlanError):
+        return text
+    kind = "time limit" if isinstance(err, SolveTimeoutError) else "bad input" if isinstance(err, InputError) \
+        else "solver"
+    return f"{kind}: {text}"
+
+
+def reason_kind(error: str) -> str:
+    """The first words of a :func:`no_plan_reason` (``infeasible``, ``time limit``, …), for a figure."""
+    head = error.split(":", 1)[0].strip()
+    return head if head in ("infeasible", "time limit", "bad input", "solver") else "no plan"
 
 
 def frontier_point(scenario_data: dict, vary: str, value: float, baselines: list[str], solver: str,
@@ -68,12 +93,12 @@ def frontier_point(scenario_data: dict, vary: str, value: float, baselines: list
     try:
         problem = resolve(sla_variant(parse_scenario(scenario_data), vary, value))
     except PlacerError as err:
-        return [{"value": value, "plan": PDD, "status": "no plan", "error": str(err)}]
+        return [{"value": value, "plan": PDD, "status": "no plan", "error": no_plan_reason(err)}]
     for name in (PDD, *baselines):
         try:
             plan = optimize(problem, config) if name == PDD else solve_baseline(problem, name, config)
         except PlacerError as err:
-            rows.append({"value": value, "plan": name, "status": "no plan", "error": str(err)})
+            rows.append({"value": value, "plan": name, "status": "no plan", "error": no_plan_reason(err)})
             continue
         rows.append(_row(value, name, plan))
     return rows
@@ -83,7 +108,9 @@ def _status(plan) -> str:
     """ok, or how a baseline fell short (:func:`placer.baselines.solve_baseline`'s notes)."""
     if any("cannot meet the TTFT SLA" in n for n in plan.notes):
         return "misses SLA"
-    if any("cannot carry the whole offered load" in n for n in plan.notes):
+    m = plan.metrics
+    if any("cannot carry the whole offered load" in n for n in plan.notes) or \
+            (m.offered_rps > 0 and m.served_rps < FULL_LOAD * m.offered_rps):
         return "partial load"
     return "ok"
 
@@ -110,31 +137,78 @@ def write_frontier(rows: list[dict], out_dir: str | Path, vary: str, title: str 
     return write_csv_and_plot(rows, out_dir, "frontier", COLUMNS, lambda png: _plot(rows, png, vary, title))
 
 
+def _partial(r: dict) -> bool:
+    served, offered = r.get("served_rps"), r.get("offered_rps")
+    return r.get("status") == "partial load" or (
+        served is not None and offered and served < FULL_LOAD * offered)
+
+
+def _label(name: str, rows: list[dict]) -> str:
+    """The legend's label: the plan, the share of the load its hollow points carry, and the SLA
+    values where it has no plan with the reason's kind."""
+    parts = []
+    shares = [100 * r["served_rps"] / r["offered_rps"] for r in rows
+              if r["status"] != "no plan" and _partial(r) and r.get("offered_rps")]
+    if shares:
+        lo, hi = min(shares), max(shares)
+        parts.append(f"hollow: carries {lo:.0f} % of the load" if round(lo) == round(hi) else
+                     f"hollow: carries {lo:.0f}–{hi:.0f} % of the load")
+    missing = [r for r in rows if r["status"] == "no plan"]
+    if missing:
+        kinds = ", ".join(dict.fromkeys(reason_kind(r.get("error", "")) for r in missing))
+        at = ", ".join(format(r["value"], "g") for r in missing)
+        parts.append(f"✕ no plan at {at} s: {kinds}")
+    return name + (f" ({'; '.join(parts)})" if parts else "")
+
+
 def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:
-    import matplotlib
+    frontier_figure(rows, vary, title).savefig(path, dpi=110)
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+def frontier_figure(rows: list[dict], vary: str, title: str = ""):
+    """The frontier as a matplotlib Figure (no pyplot): BCR above, USD per million output tokens
+    below; hollow markers where a plan carries part of the load, ✕ where it has none."""
+    from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
+
+    fig = Figure(figsize=(11, 7.5))
+    ax1, ax2 = fig.subplots(2, 1, sharex=True)
+    handles = []
     for i, name in enumerate(dict.fromkeys(r["plan"] for r in rows)):
-        mine = [r for r in rows if r["plan"] == name and r["status"] != "no plan"]
+        every = [r for r in rows if r["plan"] == name]
+        mine = [r for r in every if r["status"] != "no plan"]
         # PDD on top, thick; the baselines dashed underneath (one often coincides with another)
-        style = {"fmt": "o-", "lw": 2.5, "ms": 8, "zorder": 3} if name == PDD else \
-            {"fmt": "s--", "lw": 1.2, "ms": 5, "zorder": 2, "alpha": 0.8}
-        fmt = style.pop("fmt")
-        ax1.plot([r["value"] for r in mine], [r["bcr_requests_per_usd"] for r in mine], fmt, color=f"C{i}",
-                 label=name, **style)
-        priced = [r for r in mine if r.get("usd_per_million_output_tokens") is not None]
-        ax2.plot([r["value"] for r in priced], [r["usd_per_million_output_tokens"] for r in priced], fmt,
-                 color=f"C{i}", label=name, **style)
+        style = {"marker": "o", "ls": "-", "lw": 2.5, "ms": 8, "zorder": 3} if name == PDD else \
+            {"marker": "s", "ls": "--", "lw": 1.2, "ms": 6, "zorder": 2, "alpha": 0.85}
+        for ax, key in ((ax1, "bcr_requests_per_usd"), (ax2, "usd_per_million_output_tokens")):
+            pts = [r for r in mine if r.get(key) is not None and not (isinstance(r[key], float) and math.isnan(r[key]))]
+            full = [(r["value"], r[key]) if not _partial(r) else (r["value"], math.nan) for r in pts]
+            ax.plot([r["value"] for r in pts], [r[key] for r in pts], color=f"C{i}", marker="none",
+                    ls=style["ls"], lw=style["lw"], zorder=style["zorder"], alpha=style.get("alpha", 1))
+            ax.plot([x for x, _ in full], [y for _, y in full], color=f"C{i}", ls="none", marker=style["marker"],
+                    ms=style["ms"], zorder=style["zorder"] + 1)
+            part = [r for r in pts if _partial(r)]
+            if part:  # hollow: this point carries only part of the offered load
+                ax.plot([r["value"] for r in part], [r[key] for r in part], ls="none", marker=style["marker"],
+                        ms=style["ms"] + 2, mfc="white", mec=f"C{i}", mew=2, zorder=style["zorder"] + 1)
+            for r in every:
+                if r["status"] == "no plan":  # ✕ on the axis where the curve has no point
+                    ax.plot([r["value"]], [0.0], marker="x", ms=10, mew=2.5, color=f"C{i}", ls="none", zorder=5,
+                            transform=ax.get_xaxis_transform(), clip_on=False)
+        handles.append(Line2D([], [], color=f"C{i}", ls=style["ls"], lw=style["lw"], marker=style["marker"],
+                              ms=style["ms"], label=_label(name, every)))
+    if any(_partial(r) for r in rows if r["status"] != "no plan"):
+        handles.append(Line2D([], [], ls="none", marker="o", mfc="white", mec="0.3", mew=2, ms=9,
+                              label="hollow marker: carries only part of the offered load"))
+    if any(r["status"] == "no plan" for r in rows):
+        handles.append(Line2D([], [], ls="none", marker="x", color="0.3", mew=2.5, ms=9,
+                              label="✕ on the axis: no plan at that SLA (why: frontier.csv 'error')"))
     ax1.set_ylabel("BCR (SLA requests per USD)")
     ax2.set_ylabel("USD per million output tokens")
     ax2.set_xlabel(_LABELS[vary])
     for ax in (ax1, ax2):
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    ax1.legend(handles=handles, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     fig.suptitle(title or f"frontier over the {vary} SLA")
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    return fig

@@ -1,7 +1,8 @@
 """``placer frontier``: the BCR optimum and its USD per million tokens at each SLA, beside the baselines.
 
 ``frontier SCENARIO --vary ttft|tpot --values ... [--out DIR]`` → :func:`placer.frontier.run_frontier`
-(one Ray task per SLA value, like ``sweep``; ``--no-ray`` in this process), a table per plan,
+(one Ray task per SLA value, like ``sweep``; ``--no-ray`` in this process), a table per plan
+with, under it, why a plan has none at an SLA and what share of the load a partial one carries,
 and with ``--out`` ``frontier.csv`` and ``frontier.png`` (:func:`placer.frontier.write_frontier`);
 ``--json`` prints the rows.
 
@@ -42,6 +43,20 @@ def _table(rows: list[dict], vary: str) -> Fold:
     return Fold(f"BCR optimum against the {vary} SLA", headers, cells, right=headers[3:8])
 
 
+def reasons(rows: list[dict], vary: str) -> list[str]:
+    """One line under the table per row that is not plainly ok: why a plan has none at that SLA
+    (its error: infeasible and what binds, or the time limit), the load a partial plan carries."""
+    lines = []
+    for r in rows:
+        where = f"{vary} {r['value']:g} s, {r['plan']}"
+        if r["status"] == "no plan":
+            lines.append(f"{where}: no plan: {r.get('error') or 'no reason given'}")
+        elif r["status"] == "partial load" and r.get("offered_rps"):
+            lines.append(f"{where}: partial load: carries {r['served_rps']:.2f} of the {r['offered_rps']:g} req/s "
+                         f"offered ({100 * r['served_rps'] / r['offered_rps']:.0f} %); the figure draws it hollow")
+    return lines
+
+
 def frontier(
     scenario: Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.", show_default=False)],
     vary: Annotated[Vary, typer.Option("--vary", help="Which SLA to vary: the TTFT P90 or the TPOT.")],
@@ -70,5 +85,7 @@ def frontier(
         out.print_json(json.dumps(rows, default=str))
         return
     out.print(_table(rows, vary.value))
+    for line in reasons(rows, vary.value):
+        out.print(line, highlight=False, markup=False, soft_wrap=True)
     if paths:
         out.print(f"wrote {paths[0]} and {paths[1]}", highlight=False)
