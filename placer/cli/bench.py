@@ -54,7 +54,8 @@ def bench(
     model: Annotated[str | None, typer.Option("--model", help="The `model` to ask for (default: the first the "
                                               "endpoint lists at /v1/models).")] = None,
     max_concurrency: Annotated[int, typer.Option("--max-concurrency", help="Requests in flight at most; an "
-                                                 "arrival beyond waits (counted as capped).")] = 256,
+                                                 "arrival beyond waits (counted as capped). placer deploy "
+                                                 "refuses more than 64 connections per client.")] = 60,
     unit: Annotated[str, typer.Option("--unit", help="What one prompt token is: byte (the executor's byte "
                                       "tokenizer) or word (a space-led common word: BPE tokenizers).")] = "byte",
     sessions: Annotated[int, typer.Option("--sessions", help="Sessions per class: each shares one prefix of the "

@@ -130,7 +130,8 @@ async def send(client: httpx.AsyncClient, url: str, req: BenchRequest, body: dic
     except httpx.TimeoutException as e:
         out.error = f"timeout: {type(e).__name__}"
     except httpx.HTTPError as e:
-        out.error = f"connection: {type(e).__name__}: {str(e)[:MAX_ERROR_CHARS]}"
+        detail = str(e)[:MAX_ERROR_CHARS] or "the server closed the connection"
+        out.error = f"connection: {type(e).__name__}: {detail}"
     end = time.perf_counter()
     out.ended_unix_s = out.sent_unix_s + (end - t0)
     _fill(out, state, t0, end)

@@ -75,7 +75,7 @@ class BenchConfig:
     duration_s: float | None = None
     rate_rps: float | None = None  # None: the scenario's arrival_rps
     seed: int = 0
-    max_concurrency: int = 256
+    max_concurrency: int = 60  # under the 64 connections per client placer deploy and serve allow (placer.service.http)
     token: str | None = None
     model: str | None = None
     unit: str = "byte"
