@@ -2,7 +2,8 @@
 
 in:  an ``httpx.AsyncClient`` (redirects never followed), the completions URL, a request body and
      the :class:`~placer.loadgen.prompts.BenchRequest` it carries
-out: :class:`Outcome`: TTFT (send → first chunk with content), TPOT ((last content chunk − first) /
+out: :class:`Outcome`: TTFT (arrival → first chunk with content: the request's arrival time, so a
+     request the client held back waited as its user would), TPOT ((last content chunk − first) /
      (tokens − 1)), end-to-end, tokens (the server's ``usage`` when it sends one, else the content
      chunks: ``token_ids`` where given, else one per chunk), the prefix hit the server reports
      (``usage.prompt_tokens_details.cached_tokens`` as vLLM and SGLang send it, or the executor's
@@ -33,7 +34,8 @@ class Outcome:
     """What one request measured (times in seconds; None where it never got that far)."""
 
     request: BenchRequest
-    sent_unix_s: float
+    sent_unix_s: float  # when it left (wall clock)
+    send_lag_s: float = 0.0  # how long after its arrival time it left (the cap, a busy client)
     ended_unix_s: float | None = None
     ttft_s: float | None = None
     tpot_s: float | None = None
@@ -112,10 +114,14 @@ class _Stream:
 
 
 async def send(client: httpx.AsyncClient, url: str, req: BenchRequest, body: dict[str, Any],
-               headers: dict[str, str]) -> Outcome:
-    """POST ``body`` streamed to ``url``; the timed :class:`Outcome` (errors inside it, never raised)."""
+               headers: dict[str, str], arrival_perf: float | None = None) -> Outcome:
+    """POST ``body`` streamed to ``url``; the timed :class:`Outcome` (errors inside it, never raised).
+    TTFT and end-to-end count from ``arrival_perf`` (the request's arrival time on ``time.perf_counter``)
+    when given: a request the client held back (the cap, a late loop) waited as its user would."""
     out = Outcome(req, sent_unix_s=time.time())
-    t0 = time.perf_counter()
+    sent = time.perf_counter()
+    out.send_lag_s = max(0.0, sent - arrival_perf) if arrival_perf is not None else 0.0
+    t0 = sent - out.send_lag_s
     state = _Stream(t0)
     try:
         async with client.stream("POST", url, json=body, headers=headers) as r:
@@ -133,7 +139,7 @@ async def send(client: httpx.AsyncClient, url: str, req: BenchRequest, body: dic
         detail = str(e)[:MAX_ERROR_CHARS] or "the server closed the connection"
         out.error = f"connection: {type(e).__name__}: {detail}"
     end = time.perf_counter()
-    out.ended_unix_s = out.sent_unix_s + (end - t0)
+    out.ended_unix_s = out.sent_unix_s + (end - sent)
     _fill(out, state, t0, end)
     return out
 

@@ -231,9 +231,10 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
     try:
         async with httpx.AsyncClient(timeout=timeout, limits=limits, follow_redirects=False, trust_env=False) as client:
 
-            async def one(req: BenchRequest) -> Outcome:
+            async def one(req: BenchRequest, arrival_perf: float | None = None) -> Outcome:
                 try:
-                    return await send(client, url, req, body_for(req, prompts.text(req), model), headers)
+                    return await send(client, url, req, body_for(req, prompts.text(req), model), headers,
+                                      arrival_perf)
                 except Exception as e:  # noqa: BLE001 - never lose a request: an unexpected failure is its error
                     now = time.time()
                     return Outcome(req, now, now, error=f"client: {type(e).__name__}: {e}")
@@ -264,7 +265,7 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
                     slots.release()
                     break
                 lags.append(time.perf_counter() - start - req.arrival_s)
-                task = asyncio.ensure_future(one(req))
+                task = asyncio.ensure_future(one(req, start + req.arrival_s))
                 task.add_done_callback(done)
                 tasks.append(task)
             cancelled = await _settle(tasks, stop)
@@ -302,7 +303,7 @@ async def _settle(tasks: list, stop: threading.Event) -> int:
 
 
 def _figures(problem, config: BenchConfig, outcomes: list[Outcome], rate: float, model, wall_s: float) -> dict:
-    sent = [o.sent_unix_s for o in outcomes]
+    sent = [o.sent_unix_s - o.send_lag_s for o in outcomes]  # their arrival times
     ended = [o.ended_unix_s for o in outcomes if o.ended_unix_s is not None]
     span = (max(ended) - min(sent)) if sent and ended else 0.0
     figures = stats.measured(outcomes, problem.ttft_p90_s, problem.tpot_s, span)
@@ -337,7 +338,7 @@ def _record(o: Outcome, seed: int) -> RequestRecord:
     if o.pipeline not in PIPELINES:
         extra["pipeline_reported"] = False
     return RequestRecord(
-        request_id=f"bench-{seed}-{req.index}", arrival_unix_s=o.sent_unix_s, input_tokens=n_in,
+        request_id=f"bench-{seed}-{req.index}", arrival_unix_s=o.sent_unix_s - o.send_lag_s, input_tokens=n_in,
         output_tokens=o.output_tokens, prefix_hit_tokens=max(0, min(hit, n_in)),
         pipeline=o.pipeline if o.pipeline in PIPELINES else UNKNOWN_PIPELINE,
         ttft_s=_latency(o.ttft_s), tpot_s=_latency(o.tpot_s), finish_reason=o.finish_reason,

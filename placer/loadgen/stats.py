@@ -8,8 +8,8 @@ out: dicts with :data:`KEYS` (``None`` where a source has no such figure) and :f
 Definitions (as the simulator's, ``placer.sim.events.decode``): a request is *good* when it ended
 without error, its TTFT is within ``sla.ttft_p90_s`` and its TPOT within ``sla.tpot_s``;
 ``sla_attainment`` = good / requests sent (errors count against it); ``goodput_rps`` = good / span and
-``achieved_rps`` = requests that completed / span, the span running from the first send to the last
-completion. Quantiles interpolate linearly between order statistics (numpy's default).
+``achieved_rps`` = requests that completed / span, the span running from the first arrival to the last
+completion. TTFT and end-to-end count from each request's arrival time (``client.send``). Quantiles interpolate linearly between order statistics (numpy's default).
 """
 
 from __future__ import annotations

@@ -166,3 +166,13 @@ def test_the_concurrency_cap_holds_and_says_how_many_arrivals_waited():
                                                     warmup=False))
     assert app.state.seen["most_in_flight"] <= 2 and result.data["errors"] == 0
     assert result.data["capped"] >= 5 and result.data["send_lag_max_s"] > 0.1
+
+
+def test_a_request_the_cap_held_back_counts_its_wait_in_ttft():
+    # two slots, 12 arrivals at once, each request ~80 ms: the last ones wait ~0.4 s for a slot, as users would
+    with live_server(foreign_app(step_s=0.01)) as url:
+        result = run_bench(_scenario(), BenchConfig(url=url, requests=12, rate_rps=10_000.0, max_concurrency=2,
+                                                    warmup=False))
+    held = [o for o in result.outcomes if o.send_lag_s > 0.2]
+    assert held and all(o.ttft_s >= o.send_lag_s for o in held)
+    assert result.data["ttft_p99_s"] >= 0.2 > result.data["tpot_p90_s"]
