@@ -41,7 +41,6 @@ def test_the_api_plans_a_fleet(tmp_path, fleet_data):
 @pytest.mark.parametrize("argv", [
     ["sweep", "{scenario}", "--vary", "load", "--values", "1", "--no-ray", "--out", "{tmp}/s"],
     ["frontier", "{scenario}", "--vary", "tpot", "--values", "0.05", "--no-ray"],
-    ["export", "{plan}", "--format", "sglang", "--model", "m", "--out", "{tmp}/x"],
 ], ids=lambda a: a[0])
 def test_commands_that_take_one_model_refuse_a_fleet_by_name(fleet_files, tmp_path, argv):
     scenario, plan = fleet_files
