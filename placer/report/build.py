@@ -131,7 +131,8 @@ def _simulation_figures(gallery: _Gallery, problem, plan: Plan, sims: list, requ
         notes.append("the simulator gave no per-request data: the TTFT CDF is drawn through P50/P90/P99 and "
                      "the RLD share over time is left out")
     gallery.add(charts.ttft_cdf(sims, problem.ttft_p90_s), "ttft-cdf", "Simulated TTFT distribution",
-                f"{requests} simulated requests per plan (seed {seed}), each plan at the load it carries; the "
+                f"{charts.measured_words(sims)} (each plan simulated with {requests} requests, seed {seed}; the "
+                "requests before the measured ones warm the simulation up), each plan at the load it carries; the "
                 "dashed line is the SLA's P90 TTFT. The legend's P90 is the simulated one (the table's "
                 "\"simulated P90\" column); the planned P90 is the ILP model's.")
     gallery.add(panels.tpot_cdf(sims, problem.tpot_s), "tpot-cdf", "Simulated TPOT distribution",

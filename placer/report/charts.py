@@ -22,8 +22,8 @@ PDD_COLOR = "#3b6fb6"
 BASELINE_COLORS = {"same-dc-pd": "#7f8c8d", "cross-dc-pd": "#c0392b", "hetero-same-dc-pd": "#b7950b"}
 LABELS = {"pdd": "PDD", "same-dc-pd": "same-DC PD", "cross-dc-pd": "naive cross-DC PD",
           "hetero-same-dc-pd": "hetero same-DC PD"}
-TICKS = {"pdd": "PDD", "same-dc-pd": "same-DC\nPD", "cross-dc-pd": "cross-DC\nPD",
-         "hetero-same-dc-pd": "hetero\nsame-DC PD"}
+TICKS = {"pdd": "PDD", "same-dc-pd": "same-DC PD", "cross-dc-pd": "cross-DC PD",
+         "hetero-same-dc-pd": "hetero same-DC PD"}
 
 
 def run_color(name: str) -> str:
@@ -51,7 +51,8 @@ def baseline_bars(comparison: dict):
             label = fmt.format(v) if isinstance(plan, Plan) else "no plan"
             ax.text(bar.get_x() + bar.get_width() / 2, v + top * 0.02, label, ha="center", va="bottom",
                     fontsize=8, color="#222222" if isinstance(plan, Plan) else "#c0392b")
-        ax.set_xticks(xs, [_tick(n) + ("*" if _caveat(p) else "") for n, p in entries], fontsize=8)
+        ax.set_xticks(xs, [_tick(n) + ("*" if _caveat(p) else "") for n, p in entries], fontsize=8, rotation=35,
+                      ha="right", rotation_mode="anchor")
         ax.set_ylim(0, top * 1.18)
         ax.set_title(title, fontsize=11)
         ax.set_ylabel(unit, fontsize=9)
@@ -60,7 +61,9 @@ def baseline_bars(comparison: dict):
         ax.set_axisbelow(True)
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
-    fig.suptitle(f"PDD beside the PD baselines ({comparison['pdd'].scenario})\n{headline(comparison)}", fontsize=10)
+    # the headline's first line only: its hints are sentences for the page, not a figure title
+    fig.suptitle(f"PDD beside the PD baselines ({comparison['pdd'].scenario})\n"
+                 f"{headline(comparison).splitlines()[0]}", fontsize=10)
     caveats = [n for n, p in entries if _caveat(p)]
     if caveats:
         fig.text(0.01, 0.01, "* carries less than the offered load or misses the TTFT SLA: shown as the most it "
@@ -82,7 +85,7 @@ def _caveat(plan) -> bool:
 
 def _tick(name: str) -> str:
     base = name.removesuffix(", scaled")
-    return TICKS.get(base, base) + ("\nscaled" if base != name else "")
+    return TICKS.get(base, base) + (", scaled" if base != name else "")
 
 
 def cdf_style(name: str, label: str, per_request: bool) -> tuple[str, dict]:
@@ -91,6 +94,14 @@ def cdf_style(name: str, label: str, per_request: bool) -> tuple[str, dict]:
     if not per_request:
         return label + " (percentiles only)", {"ls": "--", "marker": "o", "lw": 1.4}
     return label, {"drawstyle": "steps-post", "lw": 2.2 if name == "pdd" else 1.6}
+
+
+def measured_words(runs: list[SimRun]) -> str:
+    """"4750 measured requests per plan" (a range when the runs differ): the one count the CDF's
+    title and the report's caption both give, so they cannot disagree."""
+    counts = sorted({int(r.data.get("measured_requests", 0)) for r in runs}) or [0]
+    n = f"{counts[0]}" if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    return f"{n} measured requests per plan"
 
 
 def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
@@ -120,8 +131,7 @@ def ttft_cdf(runs: list[SimRun], sla_ttft_p90_s: float | None = None):
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("time to first token (s)")
     ax.set_ylabel("fraction of requests")
-    n = max((r.data.get("measured_requests", 0) for r in runs), default=0)
-    ax.set_title(f"TTFT distribution, simulated ({n} measured requests per plan)", fontsize=11, pad=16)
+    ax.set_title(f"TTFT distribution, simulated ({measured_words(runs)})", fontsize=11, pad=16)
     ax.grid(alpha=0.3)
     fig.legend(loc="outside lower center", fontsize=8, frameon=False)
     return fig

@@ -93,3 +93,30 @@ def write(fig, directory: Path, stem: str) -> list[Path]:
 def safe_id(text: str) -> str:
     """``text`` reduced to characters that are safe in an XML id."""
     return re.sub(r"[^A-Za-z0-9_-]+", "_", text)
+
+
+def spread_labels(fig, texts: list, step_pt: float = 9.0, tries: int = 14, along: dict | None = None) -> None:
+    """Move annotations (placed with ``textcoords="offset points"``) until none overlaps one placed
+    before it and each stays inside its axes; call after the layout is final (``tight_layout``).
+    A text keyed in ``along`` tries those anchor points (data coordinates, e.g. down a line it
+    labels) in turn; any other is nudged up or down in turns of ``step_pt``. Earlier texts are
+    placed first; a text that finds no free place keeps its own."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    renderer = (fig.canvas if isinstance(fig.canvas, FigureCanvasAgg) else FigureCanvasAgg(fig)).get_renderer()
+    along = along or {}
+    placed = []
+    for text in texts:
+        home_xy, (dx, dy) = text.xy, text.xyann
+        frame = text.axes.get_window_extent(renderer) if text.axes is not None else None
+        tries_at = [(xy, (dx, dy)) for xy in along[text]] if text in along else \
+            [(home_xy, (dx, dy + step_pt * ((k + 1) // 2) * (-1 if k % 2 else 1))) for k in range(tries)]
+        for xy, offset in tries_at:  # 0, +1, -1, +2, -2 … steps, or the points along
+            text.xy, text.xyann = xy, offset
+            box = text.get_window_extent(renderer)
+            inside = frame is None or (box.y0 >= frame.y0 and box.y1 <= frame.y1 and box.x0 >= frame.x0)
+            if inside and not any(box.padded(4).overlaps(other) for other in placed):
+                break
+        else:
+            text.xy, text.xyann = home_xy, (dx, dy)
+        placed.append(text.get_window_extent(renderer))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from placer.plan import Plan
 from placer.report.charts import LABELS, cdf_style, run_color
-from placer.report.figures import new_figure
+from placer.report.figures import new_figure, spread_labels
 from placer.report.simdata import SimRun, cdf_points
 from placer.report.tables import compared
 from placer.shapes import shape_of
@@ -91,6 +91,8 @@ def cost_vs_goodput(comparison: dict):
     top_cost = max(p.metrics.cost_usd_per_h for _, p in points) * 1.15
     top_good = max(pdd.metrics.offered_rps, *(p.metrics.goodput_rps for _, p in points)) * 1.15
     levels: list[float] = []
+    labels: list = []  # the points' labels first (they keep their place), the iso-BCR labels after
+    iso: list = []
     for bcr in sorted(p.metrics.bcr_requests_per_usd for _, p in points if p.metrics.bcr_requests_per_usd > 0):
         if levels and bcr < levels[-1] * 1.05:
             continue  # lines closer than 5 % would print their labels over each other
@@ -98,7 +100,8 @@ def cost_vs_goodput(comparison: dict):
         bcr = round(bcr)
         ax.plot([0, top_cost], [0, bcr * top_cost / 3600], color="#d9dee5", lw=0.8, zorder=0)
         y = min(top_good * 0.97, bcr * top_cost / 3600)
-        ax.text(y * 3600 / bcr, y, f"BCR {bcr:g}", fontsize=7, color="#8a96a3", ha="right", va="top")
+        iso.append(ax.annotate(f"BCR {bcr:g}", (y * 3600 / bcr, y), textcoords="offset points", xytext=(-2, -2),
+                                  fontsize=7, color="#8a96a3", ha="right", va="top"))
     ax.axhline(pdd.metrics.offered_rps, color="#555555", ls="--", lw=1)
     ax.text(0, pdd.metrics.offered_rps, f" offered {pdd.metrics.offered_rps:g} req/s", fontsize=8, color="#555555",
             va="bottom")
@@ -109,9 +112,11 @@ def cost_vs_goodput(comparison: dict):
         ax.scatter([m.cost_usd_per_h], [m.goodput_rps], s=70 if name == "pdd" else 50,
                    facecolors=color if full else "none", edgecolors=color, linewidths=1.6,
                    marker="s" if name.endswith(", scaled") else "o", zorder=3)
-        label = LABELS.get(name, name) + "".join(f" = {LABELS.get(t, t)}" for t in twins if name == "same-dc-pd")
-        ax.annotate(label, (m.cost_usd_per_h, m.goodput_rps), textcoords="offset points",
-                    xytext=(6, 4), fontsize=8)
+        base = name.removesuffix(", scaled")
+        label = LABELS.get(base, base) + (", scaled" if base != name else "") + \
+            "".join(f" = {LABELS.get(t, t)}" for t in twins if name == "same-dc-pd")
+        labels.append(ax.annotate(label, (m.cost_usd_per_h, m.goodput_rps), textcoords="offset points",
+                                  xytext=(7, 4), fontsize=8))
     ax.set_xlim(0, top_cost)
     ax.set_ylim(0, top_good)
     ax.set_xlabel("hardware cost (USD/h)")
@@ -120,4 +125,6 @@ def cost_vs_goodput(comparison: dict):
                  fontsize=10)
     ax.grid(alpha=0.3)
     fig.tight_layout()
+    slide = {t: [(t.xy[0] * f, t.xy[1] * f) for f in (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4)] for t in iso}
+    spread_labels(fig, [*sorted(labels, key=lambda t: -t.xy[1]), *iso], along=slide)
     return fig
