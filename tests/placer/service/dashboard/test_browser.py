@@ -43,7 +43,7 @@ def _sign_in(page, site, next_path: str) -> None:
 
 
 def test_a_seeded_plan_opens_with_its_pools_drawn(page, site, seeded, micro_plans):
-    _sign_in(page, site, "/")
+    _sign_in(page, site, "/ui/")  # the address placer serve prints
     page.screenshot(path=artifact("dashboard", "plans.png"), full_page=True)
     assert page.locator("#plans tbody tr").count() == 2
     page.click(f"#plans a[href='/ui/plans/{seeded.plan_a}']")
@@ -62,7 +62,7 @@ def test_a_seeded_plan_opens_with_its_pools_drawn(page, site, seeded, micro_plan
 
 
 def test_the_diff_page_shows_the_changed_counts(page, site, seeded):
-    _sign_in(page, site, "/")
+    _sign_in(page, site, "/ui/")  # the address placer serve prints
     page.fill("input[name=a]", str(seeded.plan_a))
     page.fill("input[name=b]", str(seeded.plan_b))
     page.click("form[action='/ui/diff'] button")
