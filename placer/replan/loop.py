@@ -1,0 +1,196 @@
+"""The replanning loop in the simulator: a day served by four fleets, window by window.
+
+in:  a scenario (its workload the peak-hour one), the day's :class:`~placer.replan.timeline.Timeline`,
+     a starting plan (the job's current plan), the :class:`~placer.replan.adoption.AdoptionRule`,
+     the :class:`~placer.replan.fleets.Startup` costs, a :class:`DayConfig`
+out: :class:`DayResult`: per fleet the day's SLA attainment, TTFT P90, goodput, USD and BCR, the
+     plan changes, chips moved and capacity-dip minutes, and each window's figures
+
+Each replanning instant (every ``replan_every_s``) the *replanned* fleet does what a job run does
+(``placer.service.jobs.runner``): fit the requests of the last ``window_s`` with
+:func:`placer.workload.fit_classes` (:func:`~placer.replan.timeline.fit_window`), re-solve
+(:func:`placer.optimize.optimize`, warm-started from the current plan), re-evaluate the current
+plan's pools under the fitted workload (:func:`placer.optimize.evaluate_plan`), decide with
+:func:`~placer.replan.adoption.adopt`, and apply an adopted plan with start-up and drain
+(:class:`~placer.replan.fleets.FleetState`). The fitted requests are drawn from the window's
+classes (the request log the simulated fleet would have written: every request is logged).
+
+Simulation is window by window: each stretch with one set of pools up is one run of
+:func:`placer.sim.simulate` at the window's rate, of at most ``requests_per_window`` requests
+(the window's own count when fewer), starting empty; its goodput fraction counts for all the
+window's requests. Queues do not carry across windows, so an under-sized window looks better
+than it would at the end of a long overload.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from placer.errors import InfeasiblePlanError, PlacerError
+from placer.optimize import SolveConfig, as_problem, evaluate_plan, optimize
+from placer.plan import Plan
+from placer.replan.adoption import AdoptionRule, adopt
+from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan
+from placer.replan.summary import FleetTally, day_json
+from placer.replan.timeline import Timeline, Window, fit_window, windows
+from placer.sim import SimConfig, simulate
+from placer.specs import Scenario
+
+FLEETS = ("static", "peak", "replanned", "oracle")
+
+
+@dataclass(frozen=True)
+class DayConfig:
+    """How the day is simulated and re-solved."""
+
+    replan_every_s: float = 3600.0
+    window_s: float | None = None  # the fit window; None: replan_every_s
+    requests_per_window: int = 2000
+    fit_requests: int = 2000
+    seed: int = 0
+    solve: SolveConfig = field(default_factory=lambda: SolveConfig("bcr", "ortools", 30.0, marginals=False))
+
+
+@dataclass
+class DayResult:
+    data: dict[str, Any]
+
+
+def _solve(scenario: Scenario, config: SolveConfig, warm: Plan | None = None) -> Plan | None:
+    try:
+        return optimize(scenario, config, warm_start=warm)
+    except InfeasiblePlanError:
+        return None
+
+
+def _day_workload(scenario: Scenario, wins: list[Window]) -> Scenario:
+    """The day's mean workload: the mean rate, each class's share averaged over the requests."""
+    total = sum(w.requests for w in wins)
+    shares = [sum(w.requests * w.scenario.workload.classes[i].share for w in wins) / total
+              for i in range(len(scenario.workload.classes))]
+    classes = [c.model_copy(update={"share": s}) for c, s in zip(scenario.workload.classes, shares)]
+    workload = scenario.workload.model_copy(update={"arrival_rps": total / sum(w.length_s for w in wins),
+                                                    "classes": classes})
+    return scenario.model_copy(update={"workload": workload})
+
+
+def _fit_records(wins: list[Window], rng: random.Random, cap: int) -> tuple[list[dict], float]:
+    """Requests of the given windows, drawn from their classes by share (at most ``cap``), and their rate."""
+    total = sum(w.requests for w in wins)
+    records = []
+    for w in wins:
+        cls = w.scenario.workload.classes
+        n = max(1, round(cap * w.requests / total))
+        for c in rng.choices(cls, weights=[c.share for c in cls], k=n):
+            records.append({"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
+                            "hit_rate": c.hit_rate})
+    return records, total / sum(w.length_s for w in wins)
+
+
+def _fitted_scenario(window: Window, history: list[Window], rng: random.Random, config: DayConfig) -> Scenario:
+    records, rate = _fit_records(history, rng, config.fit_requests)
+    _, classes = fit_window(records, 1.0, window.scenario.options)
+    workload = window.scenario.workload.model_copy(update={"arrival_rps": rate, "classes": classes})
+    return window.scenario.model_copy(update={"workload": workload})
+
+
+class _Replanner:
+    """The job in the loop: fit, re-solve, re-evaluate the current plan, decide."""
+
+    def __init__(self, rule: AdoptionRule, current: Plan, config: DayConfig):
+        self.rule, self.current, self.config = rule, current, config
+        self.last_adopted_s: float | None = None
+        self.decisions: list[dict] = []
+
+    def step(self, now_s: float, scenario: Scenario) -> Plan | None:
+        """The plan to apply at ``now_s``, or None (the rule keeps the current one)."""
+        solve = self.config.solve
+        candidate = _solve(scenario, solve, warm=self.current)
+        if candidate is None:
+            self.decisions.append({"at_s": now_s, "verdict": "SKIPPED", "reason": "no feasible plan"})
+            return None
+        stripped = self.current.model_copy(update={"routes": [], "assignments": []})
+        try:
+            baseline = evaluate_plan(scenario, stripped, solve, other_scenario=True)
+        except InfeasiblePlanError:
+            baseline = None
+        changes = changed_pools(pools_of(self.current), pools_of(candidate))
+        since = None if self.last_adopted_s is None else now_s - self.last_adopted_s
+        got = adopt(self.rule, has_current=True, baseline=baseline, candidate=candidate, pool_changes=changes,
+                    offered_rps=scenario.workload.arrival_rps, since_adoption_s=since)
+        self.decisions.append({"at_s": now_s, "verdict": got.verdict.value, "reason": got.reason,
+                               "gain_pct": got.gain_pct, "pool_changes": changes})
+        if not got.adopts:
+            return None
+        self.current, self.last_adopted_s = candidate, now_s
+        return candidate
+
+
+def _simulate(window: Window, problem, template: Plan, segments, config: DayConfig, tally: FleetTally,
+              cache: dict) -> None:
+    for seg in segments:
+        offered = window.rate_rps * seg.length_s
+        n = max(50, min(config.requests_per_window, round(offered)))
+        key = (window.index, tuple(sorted((k, r.count) for k, r in seg.serving.items())), n)
+        if key not in cache:
+            try:
+                res = simulate(problem, pools_plan(template, seg.serving),
+                               SimConfig(requests=n, seed=config.seed + window.index, load_rps=window.rate_rps)).data
+                cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
+                              res["ttft_p99_s"])
+            except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
+                cache[key] = (0.0, float("inf"), float("inf"), float("inf"))
+        tally.add_segment(window.index, offered, *cache[key])
+
+
+def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionRule, startup: Startup,
+            config: DayConfig = DayConfig()) -> DayResult:
+    """The four fleets over the day (see the module docstring)."""
+    t0 = time.perf_counter()
+    timeline = Timeline(**{**timeline.__dict__, "window_s": config.replan_every_s})
+    wins = windows(scenario, timeline)
+    solve_s = 0.0
+    t = time.perf_counter()
+    static = _solve(_day_workload(scenario, wins), config.solve)
+    busiest = max(wins, key=lambda w: w.rate_rps)
+    peak = _solve(busiest.scenario, config.solve)
+    solve_s += time.perf_counter() - t
+    if static is None or peak is None:
+        raise InfeasiblePlanError(f"no plan carries the {'day mean' if static is None else 'peak'} workload "
+                                  f"(peak {busiest.rate_rps:.3g} req/s in window {busiest.index})")
+    fleets = {name: FleetState(name, startup) for name in FLEETS}
+    tallies = {name: FleetTally(name) for name in FLEETS}
+    problem0 = as_problem(wins[0].scenario)
+    fleets["static"].apply(static, 0.0, problem0)
+    fleets["peak"].apply(peak, 0.0, problem0)
+    fleets["replanned"].apply(start, 0.0, problem0)
+    replanner = _Replanner(rule, start, config)
+    rng = random.Random(config.seed)
+    fit_s = config.window_s or config.replan_every_s
+    sim_s, cache, last_oracle = 0.0, {}, None
+    for w in wins:
+        problem = as_problem(w.scenario)
+        t = time.perf_counter()
+        oracle = _solve(w.scenario, config.solve, warm=last_oracle)
+        last_oracle = oracle or last_oracle
+        if oracle is not None:
+            fleets["oracle"].apply(oracle, w.start_s, problem, instant=True)
+        history = [h for h in wins if h.start_s < w.start_s and h.start_s + h.length_s > w.start_s - fit_s]
+        if history:
+            chosen = replanner.step(w.start_s, _fitted_scenario(w, history, rng, config))
+            if chosen is not None:
+                fleets["replanned"].apply(chosen, w.start_s, problem)
+        solve_s += time.perf_counter() - t
+        t = time.perf_counter()
+        for name in FLEETS:
+            segments, usd = fleets[name].window(w.start_s, w.length_s, problem)
+            tallies[name].add_window(w, usd, fleets[name])
+            _simulate(w, problem, start, segments, config, tallies[name], cache)
+        sim_s += time.perf_counter() - t
+    data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
+    data["timing_s"] = {"solve": round(solve_s, 2), "simulate": round(sim_s, 2),
+                        "total": round(time.perf_counter() - t0, 2)}
+    return DayResult(data)
