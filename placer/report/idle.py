@@ -63,6 +63,12 @@ class ChipFacts:
     tpot_alone_s: float  # least step seconds at batch 1 over fitting shapes (inf: none)
 
 
+def _shape(shape) -> str:
+    """``tp8`` for a plain tensor-parallel instance, the shape's own label (``8-dep``, ``16-pp2``) otherwise."""
+    label = f"{shape}"
+    return f"tp{label}" if label.isdigit() else label
+
+
 def _usd(price_usd_per_h: float, rps: float) -> float:
     return math.inf if rps <= 0 else 1000 * price_usd_per_h / 3600 / rps
 
@@ -197,7 +203,7 @@ def _line_words(problem: Problem, plan: Plan, dc: str, partner_dcs: list[str], c
     if late > problem.ttft_p90_s:
         return (f"one request's KV alone takes {late:.2f} s over {src}->{dst} (TTFT P90 "
                 f"{problem.ttft_p90_s:g} s)"), True
-    words = (f"one tp{cost.shape} instance moves {need:.2f} Gbit/s of KV while {src}->{dst} has "
+    words = (f"one {_shape(cost.shape)} instance moves {need:.2f} Gbit/s of KV while {src}->{dst} has "
              f"{spare:.2f} Gbit/s spare (of {problem.links[src, dst].gbit_per_s:g}, cap {cap:g})")
     return words, need > spare
 
@@ -239,7 +245,7 @@ def _dominated(plan: Plan, f: ChipFacts, facts: dict[str, ChipFacts]) -> str:
             continue
         best, chip = min(rivals, key=lambda rc: rc[0].usd_per_1k)
         if mine is None or best.usd_per_1k < mine.usd_per_1k:
-            own = f"{mine.usd_per_1k:.3f} on tp{mine.shape}" if mine else f"{f.chip} cannot within the SLA"
+            own = f"{mine.usd_per_1k:.3f} on {_shape(mine.shape)}" if mine else f"{f.chip} cannot within the SLA"
             out.append(f"{chip} is cheaper for {label} ({best.usd_per_1k:.3f} USD per 1000 requests on "
-                       f"tp{best.shape} vs {own})")
+                       f"{_shape(best.shape)} vs {own})")
     return ("dominated: " + "; ".join(out)) if out else ""
