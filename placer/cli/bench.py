@@ -92,6 +92,10 @@ def bench(
     if data["interrupted"]:
         err.print(f"interrupted: kept the {data['requests']} requests measured; {data['cancelled']} in flight "
                   "were cancelled", highlight=False, markup=False)
+    if not data.get("exact_output_lengths", True):
+        err.print("note: the endpoint refuses min_tokens / ignore_eos, so requests were sent without them and may "
+                  "end early at an end-of-sequence token (output_tokens says how many came)", highlight=False,
+                  markup=False)
     if json_out:
         print(json.dumps(data, indent=2))
     else:

@@ -53,11 +53,19 @@ class Outcome:
         return self.error is None
 
 
-def body_for(req: BenchRequest, prompt: str, model: str | None) -> dict[str, Any]:
-    """The completion body: streamed, the exact output length (``ignore_eos`` and ``min_tokens``), usage asked for."""
-    body: dict[str, Any] = {"prompt": prompt, "max_tokens": req.output_tokens, "min_tokens": req.output_tokens,
-                            "ignore_eos": True, "temperature": 0.0, "stream": True,
+#: The fields beyond OpenAI's that pin a request's output length (vLLM's and SGLang's, and ours). A
+#: server that refuses them (``transformers serve`` answers 422 "Unexpected fields") is sent without
+#: them: its requests may then end early at an end-of-sequence token, and the bench says so.
+EXACT_LENGTH_FIELDS = ("min_tokens", "ignore_eos")
+
+
+def body_for(req: BenchRequest, prompt: str, model: str | None, exact_lengths: bool = True) -> dict[str, Any]:
+    """The completion body: streamed, usage asked for, and (``exact_lengths``) the exact output length
+    (``ignore_eos`` and ``min_tokens``)."""
+    body: dict[str, Any] = {"prompt": prompt, "max_tokens": req.output_tokens, "temperature": 0.0, "stream": True,
                             "stream_options": {"include_usage": True}}
+    if exact_lengths:
+        body.update(min_tokens=req.output_tokens, ignore_eos=True)
     if model:
         body["model"] = model
     return body

@@ -41,7 +41,7 @@ import httpx
 
 from placer.errors import InputError, PlacerError
 from placer.loadgen import stats
-from placer.loadgen.client import Outcome, body_for, send
+from placer.loadgen.client import EXACT_LENGTH_FIELDS, Outcome, body_for, send
 from placer.loadgen.prompts import UNITS, BenchRequest, PromptBuilder, class_requests, trace_requests, \
     warmup_requests
 from placer.optimize import as_problem
@@ -159,9 +159,10 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
         models_url, url = config.endpoints()
         headers = {"Authorization": f"Bearer {config.token}"} if config.token else {}
         model = config.model or _preflight(models_url, headers)
+        exact = _takes_exact_lengths(url, model, headers)
         t_start = time.time()
         outcomes, cancelled, capped, lags = asyncio.run(_drive(config, url, model, headers, requests, warm, progress,
-                                                         stop, handle_sigint, nonce))
+                                                         stop, handle_sigint, nonce, exact))
         wall_s = time.time() - t_start
         if log is not None:
             for o in outcomes:
@@ -171,7 +172,7 @@ def run_bench(scenario, config: BenchConfig, plan=None, request_log: str | Path 
             log.close()
     data = _figures(problem, config, outcomes, rate, model, wall_s)
     data.update(interrupted=stop.is_set(), cancelled=cancelled, capped=capped, warmup_requests=len(warm),
-                planned_requests=len(requests), prompt_nonce=nonce,
+                planned_requests=len(requests), prompt_nonce=nonce, exact_output_lengths=exact,
                 send_lag_p99_s=_rounded(stats.quantile(lags, 0.99)), send_lag_max_s=_rounded(max(lags, default=None)))
     if plan is not None:
         try:
@@ -216,7 +217,21 @@ def _preflight(models_url: str, headers: dict) -> str | None:
         return None
 
 
-async def _drive(config, url, model, headers, requests, warm, progress, stop, handle_sigint, nonce):
+def _takes_exact_lengths(url: str, model: str | None, headers: dict) -> bool:
+    """Whether the endpoint accepts the fields that pin output lengths: one request of one token with them;
+    a 400/422 whose detail names one of them means no (any other answer: yes, and the run will tell)."""
+    probe = {"prompt": "probe", "max_tokens": 1, "min_tokens": 1, "ignore_eos": True, "temperature": 0.0}
+    if model:
+        probe["model"] = model
+    try:
+        with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
+            r = client.post(url, json=probe, headers=headers)
+    except httpx.HTTPError:
+        return True
+    return not (r.status_code in (400, 422) and any(f in r.text for f in EXACT_LENGTH_FIELDS))
+
+
+async def _drive(config, url, model, headers, requests, warm, progress, stop, handle_sigint, nonce, exact=True):
     loop = asyncio.get_running_loop()
     if handle_sigint:
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
@@ -233,7 +248,7 @@ async def _drive(config, url, model, headers, requests, warm, progress, stop, ha
 
             async def one(req: BenchRequest, arrival_perf: float | None = None) -> Outcome:
                 try:
-                    return await send(client, url, req, body_for(req, prompts.text(req), model), headers,
+                    return await send(client, url, req, body_for(req, prompts.text(req), model, exact), headers,
                                       arrival_perf)
                 except Exception as e:  # noqa: BLE001 - never lose a request: an unexpected failure is its error
                     now = time.time()
