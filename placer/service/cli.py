@@ -6,8 +6,9 @@ out: a running API (``serve``); replanning jobs stored, listed, run or removed t
      functions the API uses (``db.repo``, ``placer.service.jobs.runner``)
 
 ``serve`` is a plain function and ``jobs`` a Typer sub-app, both at module level: the
-``placer`` app imports this module only when one of them runs, so its heavy imports
-(FastAPI, uvicorn, SQLAlchemy) sit at the top (the registry: placer/cli/app.py).
+``placer`` app imports this module only when one of them runs, so SQLAlchemy sits at the
+top (the registry: placer/cli/app.py); the web stack (FastAPI, uvicorn: ~1 s) comes in
+only when ``serve`` runs — ``jobs`` and ``plans`` do without it.
 """
 
 from __future__ import annotations
@@ -37,9 +38,7 @@ from placer.errors import InputError, PlacerError
 from placer.optimize import OBJECTIVES
 from placer.plan import load_plan
 from placer.plancheck import check_plan_or_alone
-from placer.service.api import create_app
 from placer.service.errors import ConflictError, NotFoundError, typed
-from placer.service.http import serve as serve_http  # uvicorn under the header deadline and connection caps
 from placer.service.jobs import runner
 from placer.service.jobs.solve import prepare
 from placer.service.jobs.specs import Policy, Schedule, WorkloadSource
@@ -126,6 +125,9 @@ def serve(
         settings = settings.model_copy(update={"token": generated})
     source = "--token" if token else "PLACER_API_TOKEN"
     err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False)
+    from placer.service.api import create_app  # the web stack: serve alone needs it
+    from placer.service.http import serve as serve_http  # uvicorn under the header deadline and connection caps
+
     serve_http(create_app(settings), host=host, port=port, log_level="info")
 
 

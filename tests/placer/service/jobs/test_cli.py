@@ -175,9 +175,9 @@ def test_plans_import_stores_a_cli_plan_for_the_service(tmp_path):
 
 
 def test_serve_prints_its_url_and_how_to_sign_in_but_not_a_token_from_the_environment(monkeypatch):
-    import placer.service.cli as service_cli
+    import placer.service.http as service_http
 
-    monkeypatch.setattr(service_cli, "serve_http", lambda *a, **k: None)
+    monkeypatch.setattr(service_http, "serve", lambda *a, **k: None)
     monkeypatch.setenv("PLACER_API_TOKEN", "environment-secret-token")
     monkeypatch.setenv("PLACER_DATABASE_URL", "sqlite://")
     result = runner.invoke(app, ["serve"])
