@@ -124,7 +124,7 @@ def serve(
         generated = secrets.token_urlsafe(24)
         settings = settings.model_copy(update={"token": generated})
     source = "--token" if token else "PLACER_API_TOKEN"
-    err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False)
+    err.print(sign_in_hint(host, port, source, generated), highlight=False, markup=False, soft_wrap=True)
     from placer.service.api import create_app  # the web stack: serve alone needs it
     from placer.service.http import serve as serve_http  # uvicorn under the header deadline and connection caps
 
