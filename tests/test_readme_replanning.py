@@ -92,7 +92,8 @@ def test_the_readmes_replanning_chain_runs_as_written(tmp_path):
             assert served.status_code == 200, served.text[:300]
         end = time.monotonic() + 15
         while not log.is_file() or len(log.read_text().splitlines()) < REQUESTS:
-            assert time.monotonic() < end, f"{log.name} holds {len(log.read_text().splitlines()) if log.is_file() else 0}"
+            held = len(log.read_text().splitlines()) if log.is_file() else 0
+            assert time.monotonic() < end, f"{log.name} holds {held} of {REQUESTS} requests"
             time.sleep(0.5)
 
         fitted = _ok(_line(rf"placer workload fit {re.escape(log.name)}"), cwd, env)

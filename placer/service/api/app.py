@@ -1,7 +1,8 @@
 """The app factory: ``create_app(settings)`` → a FastAPI app. Nothing connects before the
 app starts; at start the database is migrated, the worker pool and (optionally) the
 replanning scheduler are started, and the access log's credential filter is installed
-(``logs``); at shutdown they are stopped. ``/docs`` takes the token or the dashboard's sign-in. Bodies over ``settings.max_body_bytes`` → 413."""
+(``logs``); at shutdown they are stopped. ``/docs`` takes the token or the dashboard's sign-in.
+Bodies over ``settings.max_body_bytes`` → 413."""
 
 from __future__ import annotations
 

@@ -94,7 +94,8 @@ def test_every_url_the_serve_banner_prints_answers(service):
 def test_every_service_url_the_readme_prints_answers(service):
     base, _, _, _ = service
     text = (ROOT / "README.md").read_text()
-    urls = {u.rstrip(".,)") for u in URL.findall(text) if re.match(rf"https?://(127\.0\.0\.1|localhost):{README_PORT}\b", u)}
+    service = re.compile(rf"https?://(127\.0\.0\.1|localhost):{README_PORT}\b")
+    urls = {u.rstrip(".,)") for u in URL.findall(text) if service.match(u)}
     assert urls, "the README prints no service address"
     for url in sorted(urls):
         _answers(re.sub(rf"^https?://[^/]+:{README_PORT}", base, url))
