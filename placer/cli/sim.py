@@ -6,8 +6,13 @@
   executor's serving runtime measured on this host (``bench/measure_runtime.py``'s JSON)
 * ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
   (variants on Ray; sweep.csv and sweep.png)
+* ``simulate SCENARIO PLAN.json --replan-every DURATION`` → :func:`placer.replan.loop.run_day`: a day of
+  the scenario's workload (diurnal rate, burst, mix shift, price change) served by four fleets —
+  static, peak, replanned (the job's rule in the loop, PLAN.json its first plan), oracle
+  (tables via :mod:`placer.cli.replan_view`, or the day's JSON with ``--json``)
 * ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
-  (the ``workload:`` section of a scenario, YAML)
+  (the ``workload:`` section of a scenario, YAML); ``--window`` fits each window of the trace
+  (:func:`placer.replan.timeline.trace_windows`)
 
 Mounted lazily by :mod:`placer.cli.app`: this module is imported only when one of
 these commands runs.
@@ -32,6 +37,7 @@ from placer.pdd import HANDOFF_MODES
 from placer.optimize import as_problem
 from placer.plan import load_plan
 from placer.plancheck import check_plan
+from placer.replan.fleets import DEFAULT_DRAIN_S, DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP, DEFAULT_WARMUP_S
 from placer.sim import SimConfig
 from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
@@ -89,11 +95,58 @@ def simulate(
         "(JSON of bench/measure_runtime.py: cores, per-request overheads, KV serialisation rates); "
         "default: the planner's idealised deployment.")] = None,
     engine: EngineOpt = None,
+    replan_every: Annotated[str | None, typer.Option(
+        "--replan-every", help="Simulate a day of the scenario's workload (its arrival_rps the peak) served by four "
+        "fleets — static (the day's mean), peak, replanned (the replanning job's rule every DURATION, PLAN.json "
+        "its first plan), oracle (each window's optimum, instantly): e.g. 1h, 30m.", show_default=False)] = None,
+    window: Annotated[str | None, typer.Option(
+        "--window", help="--replan-every: the requests the job fits, the last DURATION (default: the cadence).",
+        show_default=False)] = None,
+    hysteresis: Annotated[float, typer.Option(
+        "--hysteresis", min=0, help="--replan-every: the job's min_bcr_gain_pct: adopt only a plan beating the "
+        "current one, re-evaluated under the new workload, by this many percent.")] = 5.0,
+    cooldown: Annotated[str | None, typer.Option("--cooldown", help="--replan-every: the job's cool-down after an "
+                                                 "adoption (default: none).", show_default=False)] = None,
+    strategy: Annotated[str, typer.Option("--strategy", help="--replan-every: how a change is applied: "
+                                          "make-before-break or break-before-make.")] = "make-before-break",
+    startup: Annotated[str | None, typer.Option(
+        "--startup", help="--replan-every: every instance's start-up time (default: its weights over "
+        "--load-gbyte-per-s per chip + --warmup).", show_default=False)] = None,
+    load_rate: Annotated[float, typer.Option(
+        "--load-gbyte-per-s", help="--replan-every: weights load rate per chip, GB/s.")] = DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP,
+    warmup: Annotated[float, typer.Option("--warmup", help="--replan-every: seconds from weights loaded to ready "
+                                          "(compile, graph capture, profiling).")] = DEFAULT_WARMUP_S,
+    drain: Annotated[float, typer.Option("--drain", help="--replan-every: seconds a leaving instance is charged "
+                                         "while it finishes its requests.")] = DEFAULT_DRAIN_S,
+    peak_to_trough: Annotated[float, typer.Option("--peak-to-trough", help="--replan-every: the diurnal rate's "
+                                                  "peak over its trough.")] = 3.5,
+    peak_hour: Annotated[float, typer.Option("--peak-hour", help="--replan-every: hour of the peak.")] = 14.0,
+    burst: Annotated[str | None, typer.Option(
+        "--burst", help="--replan-every: HOUR:HOURS:FACTOR, the rate × FACTOR for HOURS from HOUR.",
+        show_default=False)] = None,
+    mix_shift: Annotated[str | None, typer.Option(
+        "--mix-shift", help="--replan-every: FROM:TO:X, the classes under 0.9 hit × (1 + X) in share from hour FROM "
+        "to TO.", show_default=False)] = None,
+    price_change: Annotated[str | None, typer.Option(
+        "--price-change", help="--replan-every: CHIP@HOUR=USD, a scenario chip's price per hour from HOUR on.",
+        show_default=False)] = None,
+    requests_per_window: Annotated[int, typer.Option(
+        "--requests-per-window", min=50, help="--replan-every: most requests simulated per window and fleet.")] = 2000,
+    figure: Annotated[Path | None, typer.Option("--figure", help="--replan-every: also draw the day into this PNG.",
+                                                show_default=False)] = None,
 ) -> None:
     """Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use).
 
     The instances' times are the ``--engine``'s (default: the scenario's ``engine``); a plan made
-    under another engine replays, with a warning naming both."""
+    under another engine replays, with a warning naming both. With ``--replan-every``: a day of
+    replanning judged against static, peak and oracle fleets."""
+    if replan_every is not None:
+        _replan_day(scenario, plan_file, engine, json_out, figure, seed, dict(
+            replan_every=replan_every, window=window, hysteresis=hysteresis, cooldown=cooldown, strategy=strategy,
+            startup=startup, load_rate=load_rate, warmup=warmup, drain=drain, peak_to_trough=peak_to_trough,
+            peak_hour=peak_hour, burst=burst, mix_shift=mix_shift, price_change=price_change,
+            requests_per_window=requests_per_window))
+        return
     bar = None
     try:
         config = SimConfig(requests=requests, seed=seed, load_rps=load,
@@ -126,6 +179,75 @@ def simulate(
         out.print(simulate_view(result, plan))
 
 
+def _fields(text: str, sep: str, n: int, option: str, form: str) -> list[str]:
+    parts = text.split(sep)
+    if len(parts) != n or not all(p.strip() for p in parts):
+        raise InputError(f"{option}: expected {form}, got {text!r}")
+    return [p.strip() for p in parts]
+
+
+def _number(text: str, option: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError(f"{option}: not a number {text!r}") from None
+
+
+def _timeline(o: dict):
+    from placer.replan.timeline import Timeline
+
+    extra = {}
+    if o["burst"]:
+        h, hs, f = (_number(x, "--burst") for x in _fields(o["burst"], ":", 3, "--burst", "HOUR:HOURS:FACTOR"))
+        extra.update(burst_hour=h, burst_hours=hs, burst_factor=f)
+    if o["mix_shift"]:
+        a, b, x = (_number(v, "--mix-shift") for v in _fields(o["mix_shift"], ":", 3, "--mix-shift", "FROM:TO:X"))
+        extra.update(mix_shift_from_hour=a, mix_shift_to_hour=b, mix_shift=x)
+    if o["price_change"]:
+        chip, rest = _fields(o["price_change"], "@", 2, "--price-change", "CHIP@HOUR=USD")
+        hour, usd = _fields(rest, "=", 2, "--price-change", "CHIP@HOUR=USD")
+        extra.update(price_chip=chip, price_hour=_number(hour, "--price-change"),
+                     price_usd_per_h=_number(usd, "--price-change"))
+    return Timeline(peak_to_trough=o["peak_to_trough"], peak_hour=o["peak_hour"], **extra)
+
+
+def _replan_day(scenario: Path, plan_file: Path, engine, json_out: bool, figure: Path | None, seed: int,
+                o: dict) -> None:
+    """``simulate --replan-every``: the four fleets over a day (:func:`placer.replan.loop.run_day`)."""
+    import json
+
+    from placer.cli.replan_view import day_view, write_figure
+    from placer.replan import AdoptionRule
+    from placer.replan.fleets import Startup
+    from placer.replan.loop import DayConfig, run_day
+    from placer.replan.timeline import parse_duration
+
+    try:
+        every = parse_duration(o["replan_every"], "--replan-every")
+        config = DayConfig(replan_every_s=every, seed=seed, requests_per_window=o["requests_per_window"],
+                           window_s=parse_duration(o["window"], "--window") if o["window"] else None)
+        rule = AdoptionRule(min_bcr_gain_pct=o["hysteresis"],
+                            cooldown_s=parse_duration(o["cooldown"], "--cooldown") if o["cooldown"] else 0.0)
+        startup = Startup(load_gbyte_per_s_per_chip=o["load_rate"], warmup_s=o["warmup"], drain_s=o["drain"],
+                          strategy=o["strategy"],
+                          startup_s=parse_duration(o["startup"], "--startup") if o["startup"] else None)
+        timeline = _timeline(o)
+        loaded = with_engine(load_scenario(scenario), engine)
+        plan = load_plan(plan_file)
+        check_plan(as_problem(loaded), plan, other_scenario=True)
+        data = run_day(loaded, timeline, plan, rule, startup, config).data
+        if figure is not None:
+            write_figure(data, figure)
+    except PlacerError as e:
+        _fail(e)
+    except OSError as e:
+        _fail(InputError(f"--figure: cannot write {str(figure)!r}: {e.strerror}"))
+    if json_out:
+        print(json.dumps(data, indent=2))
+    else:
+        out.print(day_view(data))
+
+
 @workload_app.command("fit")
 def workload_fit(
     trace: Annotated[Path, typer.Argument(help="JSONL trace (timestamp, input_length, output_length, "
@@ -137,8 +259,14 @@ def workload_fit(
         "--prefix-cache-tokens", min=1, help="Hit rates as an LRU prefix cache of this many tokens realises them "
         "(the planned P capacity's cache); default: a cache that never evicts, the trace's ideal (an upper bound).",
         show_default=False)] = None,
+    window: Annotated[str | None, typer.Option(
+        "--window", help="Fit each window of this duration from the trace's first request (e.g. 1h): one "
+        "workload section per window, as a replanning job fits its window.", show_default=False)] = None,
 ) -> None:
     """Bucket a trace into request classes: the `workload:` section of a scenario."""
+    if window is not None:
+        _fit_windows(trace, window, out_path)
+        return
     try:
         classes = fit_classes(with_hit_rates(read_trace(trace), cache_tokens), min_share=min_share)
         try:
@@ -191,3 +319,23 @@ def sweep(
             out.print(f"{label} = {r['value']:g}: {r['status']} ({r['error']})", highlight=False,
                       markup=False)
     out.print(f"wrote {csv_path} and {png_path}", highlight=False, markup=False)
+
+
+def _fit_windows(trace: Path, window: str, out_path: Path | None) -> None:
+    """``workload fit --window``: each window's arrival rate and classes (YAML list)."""
+    from placer.replan.timeline import parse_duration, trace_windows
+
+    try:
+        rows = trace_windows(trace, parse_duration(window, "--window"))
+    except PlacerError as e:
+        _fail(e)
+    body = {"windows": [{"start_s": start, "arrival_rps": round(rate, 6),
+                         **({"classes": [c.model_dump() for c in classes]} if classes else
+                            {"note": "too few requests to fit"})} for start, rate, classes in rows]}
+    text = f"# classes fitted per {window} window of {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
+    if out_path is not None:
+        try:
+            out_path.write_text(text)
+        except OSError as e:
+            _fail(InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}"))
+    print(text, end="")

@@ -11,7 +11,9 @@ The rate is piecewise constant per window (the mean of the continuous rate over 
 window is simulated at one rate. The diurnal rate is a raised cosine between the trough
 (peak / ``peak_to_trough``) and the peak, highest at ``peak_hour``::
 
-    rate(t) = trough + (peak − trough) · (1 + cos(2π (t − peak_hour) / day)) / 2
+    rate(t) = trough + (peak − trough) · (1 + cos(2π (t − peak_hour) / day_s)) / 2
+
+(one cycle per ``day_s``: a shorter "day" compresses the cycle, which the tests use).
 
 A mix shift multiplies the shares of the classes below ``mix_shift_hit_below`` by
 ``1 + mix_shift`` from ``mix_shift_from_hour`` to ``mix_shift_to_hour`` (shares renormalised):
@@ -22,6 +24,7 @@ more cold, long-prefill traffic in those hours. A trace's windows are fitted wit
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,7 +77,7 @@ class Timeline:
     def rate_factor(self, t_s: float) -> float:
         """The rate at ``t_s`` over the peak rate (1 at the peak hour, 1/peak_to_trough at the trough)."""
         trough = 1.0 / self.peak_to_trough
-        phase = 2 * math.pi * (t_s - self.peak_hour * HOUR_S) / DAY_S
+        phase = 2 * math.pi * (t_s - self.peak_hour * HOUR_S) / self.day_s
         f = trough + (1.0 - trough) * (1 + math.cos(phase)) / 2
         if self.burst_hour is not None and self.burst_hour * HOUR_S <= t_s < (self.burst_hour + self.burst_hours) * HOUR_S:
             f *= self.burst_factor
@@ -176,3 +179,15 @@ def trace_windows(path: str | Path, window_s: float, scenario: Scenario | None =
             rate, classes = len(rows) / window_s, fit_classes(rows)
         out.append((k * window_s, rate, classes))
     return out
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, option: str) -> float:
+    """'90', '90s', '15m', '1h', '2d' → seconds (InputError naming the option); > 0."""
+    match = _DURATION.match(text)
+    if not match or float(match.group(1)) <= 0:
+        raise InputError(f"{option}: not a duration > 0: {text!r}; use e.g. 90s, 15m, 1h or 2d")
+    return float(match.group(1)) * _UNITS[match.group(2)]

@@ -1,0 +1,71 @@
+"""What ``placer simulate --replan-every`` prints: the four fleets side by side, the changes, a figure.
+
+in:  the day's JSON (:func:`placer.replan.summary.day_json`); the face of :mod:`placer.cli.sim`
+out: Rich tables; a PNG of the day (rate, chips up per role for the replanned and oracle fleets,
+     each fleet's attainment per window) — matplotlib imported inside :func:`write_figure`
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from rich.console import Group
+from rich.table import Table
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def day_view(data: dict[str, Any]) -> Group:
+    head = Table(title=f"{data['scenario']}: a day of {data['day_s'] / 3600:g} h, replanned every "
+                 f"{data['replan_every_s']:g} s (fit window {data['window_s']:g} s), peak/trough "
+                 f"{_f(data['peak_to_trough'], '.2f')}")
+    for col in ("fleet", "SLA attainment", "TTFT P90 s", "goodput req/s", "cost USD", "BCR req/USD", "changes",
+                "chips moved", "dip min"):
+        head.add_column(col, justify="left" if col == "fleet" else "right")
+    for name, f in data["fleets"].items():
+        head.add_row(name, _f(f["sla_attainment"], ".3f"), _f(f["ttft_p90_s"], ".3f"), _f(f["goodput_rps"], ".3f"),
+                     _f(f["cost_usd"], ",.0f"), _f(f["bcr_requests_per_usd"], ".1f"), str(f["changes"]),
+                     str(f["chips_moved"]), _f(f["dip_minutes"], ".1f"))
+    wins = Table(title="per window: attainment / USD")
+    wins.add_column("window")
+    wins.add_column("req/s", justify="right")
+    for name in data["fleets"]:
+        wins.add_column(name, justify="right")
+    for w in data["windows"]:
+        wins.add_row(f"{w['start_s'] / 3600:5.2f} h", _f(w["rate_rps"], ".2f"),
+                     *(f"{_f(v['sla_attainment'], '.3f')} / {_f(v['cost_usd'], ',.0f')}" for v in w["fleets"].values()))
+    t = data["timing_s"]
+    timing = f"wall time: {t['total']:g} s (solves {t['solve']:g} s, simulation {t['simulate']:g} s)"
+    return Group(head, wins, timing)
+
+
+def write_figure(data: dict[str, Any], path: Path) -> None:
+    """The day in one PNG: offered rate, chips up per role (replanned, oracle), attainment per fleet."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    hours = [w["start_s"] / 3600 for w in data["windows"]]
+    fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
+    ax1.step(hours, [w["rate_rps"] for w in data["windows"]], where="post")
+    ax1.set_ylabel("offered req/s")
+    for fleet, style in (("replanned", "-"), ("oracle", ":")):
+        roles = sorted({r for w in data["windows"] for r in w["fleets"][fleet]["chips_by_role"]})
+        for role in roles:
+            ax2.step(hours, [w["fleets"][fleet]["chips_by_role"].get(role, 0) for w in data["windows"]],
+                     where="post", linestyle=style, label=f"{fleet} {role}")
+    ax2.set_ylabel("chips up (end of window)")
+    ax2.legend(fontsize="small", ncol=2)
+    for fleet in data["fleets"]:
+        ax3.step(hours, [w["fleets"][fleet]["sla_attainment"] for w in data["windows"]], where="post", label=fleet)
+    ax3.set_ylabel("SLA attainment")
+    ax3.set_xlabel("hour of the day")
+    ax3.legend(fontsize="small")
+    fig.suptitle(f"{data['scenario']}: replanned every {data['replan_every_s']:g} s")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
