@@ -144,6 +144,9 @@ def deploy(
         control_token = secrets.token_urlsafe(24)
         typer.echo(f"control token: {control_token}  (generated for this run: no --token or PLACER_EXECUTOR_TOKEN; "
                    "give it to `placer deploy --apply` as PLACER_EXECUTOR_TOKEN)")
+    if request_log is not None:  # where it goes, and what reads it (the README's replanning chain)
+        typer.echo(f"request log: {request_log}; placer jobs add NAME --request-log {request_log} replans from it"
+                   + ("" if request_log.startswith("db") else f", placer workload fit {request_log} fits it"))
     server = {"address": address, "max_per_pool": max_per_pool, "runtime": runtime, "request_log": request_log,
               "host": host, "port": port, "echo": typer.echo, "token": control_token,
               "protect_completions": settings.executor_protect_completions}

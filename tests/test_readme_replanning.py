@@ -77,6 +77,7 @@ def test_the_readmes_replanning_chain_runs_as_written(tmp_path):
             assert proc.poll() is None, "".join(banner)[-3000:]
             assert time.monotonic() < end, "placer deploy did not serve:\n" + "".join(banner)[-3000:]
             time.sleep(0.5)
+        assert f"--request-log {log.name} replans from it" in "".join(banner)  # deploy names what reads its log
         printed = [u for b in banner for u in re.findall(rf"{re.escape(url)}[^\s)]*", b)]  # not Ray's own
         assert printed, "".join(banner)
         for address in printed:  # what deploy prints: its completions endpoint, asked as its clients do
