@@ -49,19 +49,24 @@ def write_figure(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    hours = [w["start_s"] / 3600 for w in data["windows"]]
+    wins = data["windows"]
+    hours = [w["start_s"] / 3600 for w in wins] + [(wins[-1]["start_s"] + wins[-1]["length_s"]) / 3600]
+
+    def steps(values: list) -> list:
+        return values + values[-1:]  # the last window drawn to its end
+
     fig, (ax1, ax2, ax3) = plt.subplots(3, 1, figsize=(9, 9), sharex=True)
-    ax1.step(hours, [w["rate_rps"] for w in data["windows"]], where="post")
+    ax1.step(hours, steps([w["rate_rps"] for w in wins]), where="post")
     ax1.set_ylabel("offered req/s")
     for fleet, style in (("replanned", "-"), ("oracle", ":")):
-        roles = sorted({r for w in data["windows"] for r in w["fleets"][fleet]["chips_by_role"]})
+        roles = sorted({r for w in wins for r in w["fleets"][fleet]["chips_by_role"]})
         for role in roles:
-            ax2.step(hours, [w["fleets"][fleet]["chips_by_role"].get(role, 0) for w in data["windows"]],
+            ax2.step(hours, steps([w["fleets"][fleet]["chips_by_role"].get(role, 0) for w in wins]),
                      where="post", linestyle=style, label=f"{fleet} {role}")
     ax2.set_ylabel("chips up (end of window)")
     ax2.legend(fontsize="small", ncol=2)
     for fleet in data["fleets"]:
-        ax3.step(hours, [w["fleets"][fleet]["sla_attainment"] for w in data["windows"]], where="post", label=fleet)
+        ax3.step(hours, steps([w["fleets"][fleet]["sla_attainment"] for w in wins]), where="post", label=fleet)
     ax3.set_ylabel("SLA attainment")
     ax3.set_xlabel("hour of the day")
     ax3.legend(fontsize="small")

@@ -113,7 +113,8 @@ def simulate(
         "--startup", help="--replan-every: every instance's start-up time (default: its weights over "
         "--load-gbyte-per-s per chip + --warmup).", show_default=False)] = None,
     load_rate: Annotated[float, typer.Option(
-        "--load-gbyte-per-s", help="--replan-every: weights load rate per chip, GB/s.")] = DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP,
+        "--load-gbyte-per-s", help="--replan-every: weights load rate per chip, GB/s.")
+    ] = DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP,
     warmup: Annotated[float, typer.Option("--warmup", help="--replan-every: seconds from weights loaded to ready "
                                           "(compile, graph capture, profiling).")] = DEFAULT_WARMUP_S,
     drain: Annotated[float, typer.Option("--drain", help="--replan-every: seconds a leaving instance is charged "

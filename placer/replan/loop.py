@@ -59,11 +59,19 @@ class DayResult:
     data: dict[str, Any]
 
 
-def _solve(scenario: Scenario, config: SolveConfig, warm: Plan | None = None) -> Plan | None:
+def _solve(scenario: Scenario, config: SolveConfig, warm: Plan | None = None, cache: dict | None = None) -> Plan | None:
+    """The plan for ``scenario`` (None when none is feasible); ``cache``: solves of equal scenarios shared
+    (the diurnal cosine is symmetric about the peak, so most windows' workloads come twice a day)."""
+    key = scenario.model_dump_json() if cache is not None else None
+    if key is not None and key in cache:
+        return cache[key]
     try:
-        return optimize(scenario, config, warm_start=warm)
+        plan = optimize(scenario, config, warm_start=warm)
     except InfeasiblePlanError:
-        return None
+        plan = None
+    if key is not None:
+        cache[key] = plan
+    return plan
 
 
 def _day_workload(scenario: Scenario, wins: list[Window]) -> Scenario:
@@ -134,11 +142,13 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
     for seg in segments:
         offered = window.rate_rps * seg.length_s
         n = max(50, min(config.requests_per_window, round(offered)))
-        key = (window.index, tuple(sorted((k, r.count) for k, r in seg.serving.items())), n)
+        # equal pools at an equal workload simulate once (same seed): the diurnal day repeats its rates
+        key = (window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in seg.serving.items())),
+               n)
         if key not in cache:
             try:
                 res = simulate(problem, pools_plan(template, seg.serving),
-                               SimConfig(requests=n, seed=config.seed + window.index, load_rps=window.rate_rps)).data
+                               SimConfig(requests=n, seed=config.seed, load_rps=window.rate_rps)).data
                 cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
                               res["ttft_p99_s"])
             except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
@@ -170,11 +180,11 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     replanner = _Replanner(rule, start, config)
     rng = random.Random(config.seed)
     fit_s = config.window_s or config.replan_every_s
-    sim_s, cache, last_oracle = 0.0, {}, None
+    sim_s, cache, solved, last_oracle = 0.0, {}, {}, None
     for w in wins:
         problem = as_problem(w.scenario)
         t = time.perf_counter()
-        oracle = _solve(w.scenario, config.solve, warm=last_oracle)
+        oracle = _solve(w.scenario, config.solve, warm=last_oracle, cache=solved)
         last_oracle = oracle or last_oracle
         if oracle is not None:
             fleets["oracle"].apply(oracle, w.start_s, problem, instant=True)

@@ -44,7 +44,7 @@ class Timeline:
 
     window_s: float = HOUR_S
     day_s: float = DAY_S
-    peak_to_trough: float = 3.0
+    peak_to_trough: float = 3.5  # per-window means: ~3.4 over hourly windows
     peak_hour: float = 14.0
     burst_hour: float | None = None
     burst_hours: float = 1.0
@@ -79,8 +79,9 @@ class Timeline:
         trough = 1.0 / self.peak_to_trough
         phase = 2 * math.pi * (t_s - self.peak_hour * HOUR_S) / self.day_s
         f = trough + (1.0 - trough) * (1 + math.cos(phase)) / 2
-        if self.burst_hour is not None and self.burst_hour * HOUR_S <= t_s < (self.burst_hour + self.burst_hours) * HOUR_S:
-            f *= self.burst_factor
+        if self.burst_hour is not None:
+            if self.burst_hour * HOUR_S <= t_s < (self.burst_hour + self.burst_hours) * HOUR_S:
+                f *= self.burst_factor
         return f
 
     def mean_factor(self, start_s: float, length_s: float) -> float:
@@ -107,7 +108,8 @@ class Window:
 def _shares(scenario: Scenario, timeline: Timeline, mid_s: float) -> list | None:
     classes = scenario.workload.classes
     hour = (mid_s / HOUR_S) % 24
-    if not classes or timeline.mix_shift == 0 or not (timeline.mix_shift_from_hour <= hour < timeline.mix_shift_to_hour):
+    shifted = timeline.mix_shift_from_hour <= hour < timeline.mix_shift_to_hour
+    if not classes or timeline.mix_shift == 0 or not shifted:
         return classes
     raw = [c.share * (1 + timeline.mix_shift if c.hit_rate < timeline.mix_shift_hit_below else 1.0) for c in classes]
     total = sum(raw)
