@@ -6,7 +6,7 @@ out: ``{"fleet": joint plan, "models": {name: compare result}}``, each model's r
      as :func:`placer.baselines.compare`'s (``pdd``, ``baselines``, ``scaled``), so every face
      that shows one comparison shows each model's.
 
-Equal footing: a model's PDD row is its part of the joint plan (:func:`placer.fleetplan.split_plan`,
+Equal footing: a model's PDD row is its part of the joint plan (:func:`placer.fleet_links.split_with_links`,
 with its own use of each line), and its baselines are solved on the hardware that plan leaves it —
 each datacenter's inventory less the chips of the other models' pools, its power less theirs, and
 each line less the Gbit/s their routes put on it. The break-even (GPU-B price, line bandwidth) is
@@ -19,7 +19,7 @@ import dataclasses
 from collections import defaultdict
 
 from placer.baselines import compare
-from placer.fleetplan import split_plan
+from placer.fleet_links import split_with_links
 from placer.ilp.config import SolveConfig
 from placer.optimize import as_fleet, optimize_fleet
 from placer.plan import Plan
@@ -56,7 +56,7 @@ def compare_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = Solve
     config = config.started()
     fleet = as_fleet(scenario, measured)
     joint = optimize_fleet(fleet, config.but(marginals=False))
-    parts = split_plan(joint, fleet.names, fleet)
+    parts = split_with_links(joint, fleet)
     models = {}
     for name in fleet.names:
         others = [parts[o] for o in fleet.names if o != name]

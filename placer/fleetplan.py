@@ -2,9 +2,9 @@
 
 in:  a fleet plan (rows carrying ``model``) and the fleet's model names; or each model's own plan
 out: each model's plan (``split_plan``: rows without ``model``, its ``metrics`` from
-     ``plan.models``; given the fleet problem, its own use of each shared line from its routes,
-     so a model whose routes cross the WAN never reads "WAN: none"), or the fleet's rows (``join_rows``: every row tagged with its model,
-     notes prefixed, the shared lines' use summed)
+     ``plan.models``; each model's own use of the shared lines is ``placer.fleet_links``'s, which
+     needs the flow physics the executor must not load), or the fleet's rows (``join_rows``: every
+     row tagged with its model, notes prefixed, the shared lines' use summed)
 
 Rules: in a fleet plan every pool, route and assignment names one of the scenario's models
 (InputError naming the row and the models otherwise); a single-model plan names none
@@ -14,14 +14,9 @@ Rules: in a fleet plan every pool, route and assignment names one of the scenari
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
 
 from placer.errors import InputError
-from placer.flows import Route as Flow
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolOut, Route
-
-if TYPE_CHECKING:
-    from placer.problem import FleetProblem, Problem
 
 ROW_LISTS = ("pools", "routes", "assignments")
 
@@ -43,33 +38,18 @@ def _owner(rows: str, i: int, model: str | None, names: tuple[str, ...]) -> str:
     return model
 
 
-def split_plan(plan: Plan, names: tuple[str, ...], fleet: FleetProblem | None = None) -> dict[str, Plan]:
-    """Each model's own plan from a fleet plan (see the module docstring); with ``fleet``, each
-    model's ``links``: every line of the fleet plan with the Gbit/s that model's routes put on it."""
+def split_plan(plan: Plan, names: tuple[str, ...]) -> dict[str, Plan]:
+    """Each model's own plan from a fleet plan (see the module docstring); its ``links`` are the
+    fleet's lines as they are (``placer.fleet_links.split_with_links`` gives each model its own use)."""
     parts: dict[str, dict[str, list]] = {name: {rows: [] for rows in ROW_LISTS} for name in names}
     for rows in ROW_LISTS:
         for i, row in enumerate(getattr(plan, rows)):
             owner = _owner(rows, i, row.model, names)
             parts[owner][rows].append(row.model_copy(update={"model": None}))
     models = plan.models or {}
-    links = {name: member_links(fleet.member(name), rows["routes"], plan.links) if fleet is not None else []
-             for name, rows in parts.items()}
     return {name: Plan(scenario=plan.scenario, objective=plan.objective, metrics=models.get(name, Metrics()),
-                       handoff=plan.handoff, solver=plan.solver, links=links[name], **rows)
+                       handoff=plan.handoff, solver=plan.solver, **rows)
             for name, rows in parts.items()}
-
-
-def member_links(problem: Problem, routes: list[Route], lines: list[LinkUse]) -> list[LinkUse]:
-    """``lines`` (the fleet's) with the Gbit/s of one model's ``routes`` alone: each route that
-    crosses a line, req/s × its KV bytes over the WAN (:meth:`placer.flows.Route.wan_bytes`)."""
-    classes = {c.name: c for c in problem.classes}
-    used: dict[tuple[str, str], float] = defaultdict(float)
-    for r in routes:
-        if r.src != r.dst and r.rps > 0 and r.request_class in classes:
-            flow = Flow(problem, classes[r.request_class], r.pipeline, r.src, r.dst, problem.options.drc)
-            used[(r.src, r.dst)] += r.rps * flow.wan_bytes() * 8 / 1e9
-    return [line.model_copy(update={"gbit_per_s_used": round(used.get((line.src, line.dst), 0.0), 6)})
-            for line in lines]
 
 
 def _tagged(name: str, rows: list) -> list:

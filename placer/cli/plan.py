@@ -38,7 +38,7 @@ from placer.cli.render import (
     sla_line, verification_view,
 )
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
-from placer.fleetplan import split_plan
+from placer.fleet_links import split_with_links
 from placer.ilp.backends import BACKENDS
 from placer.optimize import OBJECTIVES, SolveConfig, as_fleet, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
@@ -286,7 +286,7 @@ def _fleet_view(fleet, plan: Plan):
     parts = [metrics_table(plan, f"fleet plan for {plan.scenario} (objective {plan.objective})"), t]
     if plan.links:
         parts.append(links_table(plan))
-    for name, part in split_plan(plan, tuple(plan.models), fleet).items():
+    for name, part in split_with_links(plan, fleet).items():
         why = explain(fleet.member(name), part)
         parts += [metrics_table(part, f"model {name}"), pools_table(part, why), routes_table(part, why)]
     if plan.binding:

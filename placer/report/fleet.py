@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.fleet_links import split_with_links
 from placer.fleetplan import split_plan
 from placer.plan import Plan
 from placer.report import tables
@@ -33,7 +34,7 @@ def build_fleet_report(plan: Plan, out_dir: str | Path, scenario=None, sweep_csv
         if set(fleet.names) != set(names):
             raise InputError(f"--scenario: the fleet plan's models ({', '.join(names)}) are not the scenario's "
                              f"({', '.join(fleet.names)})")
-    parts = split_plan(plan, names, fleet)
+    parts = split_with_links(plan, fleet) if fleet is not None else split_plan(plan, names)
     out = Path(out_dir)
     files, notes, rows = [], [], []
     for name in names:

@@ -11,7 +11,7 @@ import sys
 import pytest
 import yaml
 
-from placer.fleetplan import split_plan
+from placer.fleet_links import split_with_links
 from placer.optimize import SolveConfig, as_fleet, optimize_fleet
 from placer.report.tables import busiest_line
 from placer.specs import parse_scenario
@@ -25,14 +25,14 @@ def fleet_and_plan(fleet_data):
 
 def test_each_models_summary_shows_the_wan_its_routes_cross(fleet_and_plan):
     fleet, plan = fleet_and_plan
-    for name, part in split_plan(plan, fleet.names, fleet).items():
+    for name, part in split_with_links(plan, fleet).items():
         crossing = [r for r in part.routes if r.src != r.dst and r.rps > 0]
         assert crossing, f"{name}: the example's models both cross the line"
         assert busiest_line(part) != "none"
         own = sum(line.gbit_per_s_used for line in part.links)
         assert own == pytest.approx(plan.models[name].wan_gbit_per_s, rel=1e-3)
     total = {(l.src, l.dst): l.gbit_per_s_used for l in plan.links}
-    parts = split_plan(plan, fleet.names, fleet).values()
+    parts = split_with_links(plan, fleet).values()
     for key, used in total.items():
         assert sum(next(l.gbit_per_s_used for l in p.links if (l.src, l.dst) == key) for p in parts) \
             == pytest.approx(used, abs=1e-4)
