@@ -104,7 +104,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import served_forwards
+from bench import planner_check, served_forwards, serve_handoff
 from executor.cluster import LocalCluster
 from executor.config import ServingConfig
 from executor.engine import EngineConfig, ModelConfig, SamplingParams
@@ -129,9 +129,13 @@ class TraceConfig:
     turns: int
     anomalous: int
     shared_tokens: int = 256  # system prompt + tool definitions, common to every conversation
-    first_user_tokens: tuple[int, int] = (900, 1100)  # a new conversation's own context
+    # a new conversation's own context: even conversations draw from the first range, odd from the second —
+    # a short one whose KV crosses while RLD has made fewer tokens than catch_up_threshold_tokens (one-shot
+    # handoff) and a long one over it (catch-up); see serve_trace.HANDOFF_TRACE for the arithmetic
+    first_user_tokens: tuple[int, int] = (80, 160)
+    long_first_user_tokens: tuple[int, int] = (1300, 1500)
     turn_tokens: tuple[int, int] = (24, 56)  # what each later turn appends (reply + tool output)
-    new_output_tokens: int = 96  # first turns: long answers (RLD is still decoding at the handoff)
+    new_output_tokens: int = 320  # first turns: long answers (RLD still decoding when MD has the KV)
     turn_output_tokens: int = 16
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
@@ -139,8 +143,8 @@ class TraceConfig:
     think_s: float = 10.0  # between turns of one conversation
 
 
-QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, new_output_tokens=80, turn_output_tokens=8,
-                    stagger_s=1.5, think_s=5.0)  # 27 requests
+QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, turn_output_tokens=8, stagger_s=1.5,
+                    think_s=5.0)  # 27 requests
 FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
 
 
@@ -171,7 +175,7 @@ def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
     out: list[TraceRequest] = []
     for c in range(cfg.conversations):
         start = 0.2 + c * cfg.stagger_s
-        context = shared + tokens(rng.randint(*cfg.first_user_tokens))
+        context = shared + tokens(rng.randint(*(cfg.long_first_user_tokens if c % 2 else cfg.first_user_tokens)))
         out.append(TraceRequest(start, tuple(context), cfg.new_output_tokens, "new", cached(len(shared), len(context)),
                                 c, 0))
         for k in range(1, cfg.turns):
@@ -281,8 +285,12 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     # a latency bench, not a fault drill: a request queued behind others (a loaded machine) is slow, not stalled
     config = ServingConfig(routing=policy, handoff=HandoffPolicy("adaptive", 64), links=links, heartbeat_s=None,
                            request_timeout_s=600, stall_s=600, lease_s=600)
-    with LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
+    split: list[dict] = []  # each final handoff batch's wire / wait at MD / extend-decode
+    # instrumented before the cluster starts: the workers bind their handlers as they start
+    with serve_handoff.instrument(split), \
+            LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
         warm_up(cluster.router, trace)
+        split.clear()
         warm_bytes = _line_bytes(cluster.stats())
         engines = {name: inst.worker.engine for name, inst in cluster.instances.items()}
         for engine in engines.values():
@@ -322,6 +330,8 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
         # [size, context, thread CPU s, wall s, began (s into the replay), instance] of every prefill and decode step
         "forwards_served": served,
         "handoffs": handoffs,
+        "handoff_split": split,
+        "handoff_summary": serve_handoff.summary(records, split),
         "rld_tokens": sum(r.extra.get("relay_tokens", 0) for r in records if r is not None
                           and r.pipeline in ("P-RLD-MD", "P-RLD")),
         "output_tokens": sum(r.output_tokens for r in records if r is not None),
@@ -355,6 +365,14 @@ def measure_profile(path: Path, reps: int, rounds: int = 3) -> Path:
     return path
 
 
+CLASSES = ("new", "new-long", "turn", "turn-long", "anomalous")
+
+
+def request_class(r: TraceRequest) -> str:
+    """The planner's class of a trace request: its kind, "-long" for the long conversations (odd ones)."""
+    return r.kind + ("-long" if r.conv >= 0 and r.conv % 2 else "")
+
+
 def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, profile: Path):
     """The bench setting as a placer scenario (its chip and model from the CPU profile, the
     profile's measured table as the performance model) and the three plans."""
@@ -373,8 +391,8 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
     seen = [a for a in arrivals if not math.isnan(a)]
     span = max(seen) - min(seen)
     classes = []
-    for kind in ("new", "turn", "anomalous"):
-        group = [r for r in trace if r.kind == kind]
+    for kind in CLASSES:  # the short and the long conversations apart: a class is one size, not a mix of two
+        group = [r for r in trace if request_class(r) == kind]
         if group:
             classes.append({"name": kind, "share": len(group) / len(trace),
                             "input_tokens": round(statistics.mean(len(r.prompt) for r in group)),
@@ -399,7 +417,8 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
                                     "rps": scenario.workload.arrival_rps * next(c["share"] for c in classes
                                                                                 if c["name"] == cls)}
     names = [c["name"] for c in classes]
-    pdd_pipe = {"new": ("P-RLD-MD", "dc-b"), "turn": ("P-MD", "dc-b"), "anomalous": ("P-RLD", "dc-a")}
+    pdd_pipe = {"new": ("P-RLD-MD", "dc-b"), "new-long": ("P-RLD-MD", "dc-b"), "turn": ("P-MD", "dc-b"),
+                "turn-long": ("P-MD", "dc-b"), "anomalous": ("P-RLD", "dc-a")}
     plans = {
         # D of the PD baselines = an MD with its radix cache and no relay: the planner's P-MD route
         "same-dc-pd": Plan.model_validate({"scenario": "bench-serve", "pools": [pool("P", "dc-a"), pool("MD", "dc-a")],
@@ -471,7 +490,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
     out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
-                 "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}}
+                 "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}, "ladder": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
         for name, res in results.items():
             paces = probe_paces(res.get("probe_forwards", {}), table)
@@ -486,7 +505,9 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             plan = plans[name]
             try:
                 m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
-                out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s)}
+                # the planner's one TPOT (its decode step at the design batch) beside both TPOT percentiles
+                out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
+                                        "tpot": (m.tpot_s, m.tpot_s), "rld_token_share": m.rld_token_share}
             except Exception as exc:  # the planner's figure is advisory here: report it
                 out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
             probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
@@ -506,6 +527,8 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                 rt = served_forwards.calibrated(rt, cal)
                 out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
             out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
+            out["ladder"][name] = planner_check.ladder_for(trace, res["arrivals"], scenario, plan,
+                                                           out["planner"].get(name), out["simulator"][name], seed)
             out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
             served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
             if served:
@@ -608,10 +631,12 @@ def _simulate(scenario, plan, trace: list[TraceRequest], arrivals: list[float], 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
-        sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
-                                                 warmup_fraction=0.0, runtime=rt))
+        with serve_handoff.sim_handoffs([]) as plans:
+            sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                                     warmup_fraction=0.0, runtime=rt))
     return {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
             "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"]),
+            "handoff": serve_handoff.sim_summary(sim, plans),
             "busy": {p["role"]: p.get("busy_fraction", p.get("utilization")) for p in sim["pools"]}}
 
 
@@ -740,6 +765,11 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     print(f"  ordering of the setups by TTFT P90: measured {order('measured')}, simulated "
           f"{order('simulated')} ({'same' if same else 'DIFFERENT'} on the pairs the executor's serves order{ties}); "
           f"worst error on {', '.join(GATED)}: {100 * worst:.0f} % (* = outside 15 %)")
+    planned = [abs(r[m]["planner_error"]) for r in rows.values() for m in GATED
+               if not math.isnan(r[m]["planner_error"])]
+    if planned:
+        print(f"  planner (ILP, placer.optimize.evaluate_plan): {sum(e <= 0.15 for e in planned)} of {len(planned)} "
+              f"within 15 % on {', '.join(GATED)}, worst error {100 * max(planned):.0f} %")
     served = [abs(r[m]["as_served_error"]) for r in rows.values() for m in GATED]
     worst_served = max(served) if served and not any(math.isnan(x) for x in served) else math.nan
     if not math.isnan(worst_served):
@@ -751,8 +781,11 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     for note in pred.get("notes", []):
         print(f"  note: {note}")
     print_forwards(pred.get("forwards", {}))
+    planner_check.print_ladder(pred.get("ladder", {}), {n: {m: r[m]["measured"] for m in r if m in GATED}
+                                                        for n, r in rows.items()})
     return {"rows": rows, "same_order": same, "tied": tied, "worst_gated_error": worst,
             "worst_as_served_error": worst_served,
+            "worst_planner_error": max(planned) if planned else math.nan,
             "worst_executor_spread": max(spreads) if spreads else math.nan}
 
 
@@ -883,34 +916,27 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     print(f"\nPDD / naive cross-DC P90 TTFT: {ratio:.2f} (target <= 0.5; TTFT {100 * (ratio - 1):+.1f} %)")
     same = [results[n]["outputs"] == results["same-dc-pd"]["outputs"] for n in results]
     print(f"outputs identical across setups (greedy): {all(same)}")
-    ho = results["pdd"]["handoffs"]
     out: dict = {"ttft": summary, "p90_ratio": ratio, "outputs_identical": all(same)}
-    if ho:
-        ids = sum(h["handoff_msg_bytes"] for h in ho)
-        kv = sum(h["handoff_kv_bytes_replaced"] for h in ho)
-        lat = [h["handoff_latency_s"] for h in ho]
-        modes = {m: sum(h["handoff_mode"] == m for h in ho) for m in ("one-shot", "catch-up")}
-        toks = [h["handoff_tokens"] for h in ho]
-        print(f"handoffs: {len(ho)} ({modes}); tokens handed over per request: mean {statistics.mean(toks):.0f}, "
-              f"max {max(toks)}")
-        print(f"  token-ID bytes {ids:,} vs the KV they replace {kv:,} bytes: {kv / ids:,.0f}x smaller "
-              f"(target >= 1,000x)")
-        std = statistics.pstdev(lat) if len(lat) > 1 else 0.0
-        print(f"  handoff latency (final batch sent -> MD streams on): mean {1000 * statistics.mean(lat):.1f} ms, "
-              f"max {1000 * max(lat):.1f} ms, std {1000 * std:.1f} ms")
-        out["handoff"] = {"count": len(ho), "modes": modes, "id_bytes": ids, "kv_bytes": kv, "ratio": kv / ids,
-                          "latency_mean_s": statistics.mean(lat), "latency_max_s": max(lat), "latency_std_s": std}
-    else:
-        print("handoffs: none happened (every relayed request finished on RLD before MD had its KV)")
-    pdd = results["pdd"]
-    if pdd["output_tokens"]:
-        print(f"RLD share of output tokens (PDD): {100 * pdd['rld_tokens'] / pdd['output_tokens']:.1f} %")
+    out["handoff"] = report_handoffs(results["pdd"], pred)
     print_phases(results)
     out["comparison"] = compare(results, pred)
     chain = pred.get("chained", {})
     out["chained"] = {**print_chained(chain), "setups": chain}
-    out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator")}
+    out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator", "ladder")}
     return out
+
+
+def report_handoffs(pdd: dict, pred: dict) -> dict:
+    """Print the handoffs of the PDD serve beside the simulator's for the same trace; return both."""
+    measured = pdd.get("handoff_summary")
+    simulated = pred.get("simulator", {}).get("pdd", {}).get("handoff")
+    if measured and simulated:
+        simulated = serve_handoff.with_relayed(simulated, measured["relayed"])
+    pay = serve_handoff.payload(100)
+    serve_handoff.print_report(measured, simulated, pay)
+    if measured and not sum(measured["handoffs"].values()):
+        print("  handoffs: none happened (every relayed request finished on RLD before MD had its KV)")
+    return {"executor": measured, "simulator": simulated, "payload_100": pay}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -26,6 +26,9 @@
 # Kernel paths (issue 41 part 7): bench/bench_kernel_paths.py predicts every point our engine timed with
 # the roofline and with each engine's measured kernels (sglang, vllm, trtllm; the chip's own tables or
 # transferred) — summary.json["kernel_paths"], per model and path: median and worst factor, sources.
+# Handoff (issue 48 part 2): bench/bench_handoff_jitter.py --alone-only --device cuda, the PDD report's
+# microbenchmark (100 tokens: wire, wait at MD, extend-decode mean/max/std) with the torch and the Triton
+# backend — summary.json["handoff"].
 # Files under $OUT: nvidia-smi.txt, profile.json, kernels.json, check.log, model-<M>.json per
 # model, serve.json, summary.json (8 files: the device tool brings back at most 8).
 set -uo pipefail
@@ -91,6 +94,15 @@ elif [ "$SERVE" = "1" ]; then
   echo "serve bench exit code: ${PIPESTATUS[0]}  ($(( $(date +%s) - T0 )) s so far)"
 fi
 
+echo "== the token-ID handoff alone (issue 48): 100 tokens at a 1500-token context, extend-decode on the GPU =="
+rm -f /tmp/handoff.json
+for B in torch triton; do
+  timeout 120 "$PY" bench/bench_handoff_jitter.py --alone-only --device cuda --backend "$B" --reps 50 \
+    --json "/tmp/handoff-$B.json" 2>&1 | tail -7 | tee -a "$OUT/check.log"
+done
+"$PY" -c 'import json,os,sys; json.dump({b: json.load(open(f"/tmp/handoff-{b}.json")) for b in ("torch","triton")
+  if os.path.exists(f"/tmp/handoff-{b}.json")}, open("/tmp/handoff.json","w"))'
+
 "$PY" - "$OUT" "$PROFILE_RC" "$KERNELS_RC" "$T0" <<'PYEOF'
 import glob, json, os, sys, time
 out, profile_rc, kernels_rc, t0 = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
@@ -135,6 +147,7 @@ summary = {
     "estimate_vs_measured": estimate_vs_measured(),
     "serve": serve,
     "kernel_paths": kernel_paths,
+    "handoff": load("/tmp/handoff.json"),  # bench_handoff_jitter.py --alone-only per backend (ms)
 }
 with open(os.path.join(out, "summary.json"), "w") as fh:
     json.dump(summary, fh, indent=2)

@@ -1,0 +1,85 @@
+"""Where the planner (ILP) and the simulator part on the serving bench: one input changed at a time.
+
+in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace as served (a placer
+     JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
+     (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
+out: :func:`ladder` — TTFT P50/P90 and TPOT P50 on four rungs, each one step from the one before:
+
+1. ``planner``: the ILP's laws (``placer.optimize.evaluate_plan``): the scenario's classes (mean input,
+   output and hit rate each), Poisson arrivals, the planner's deployment (no executor overheads);
+2. ``sim: classes, poisson``: the simulator on exactly the planner's inputs (``SimConfig(workload="classes",
+   arrivals="poisson", runtime=None)``, many requests): where it differs from rung 1, a planner law is off
+   for its own inputs — the ILP is wrong;
+3. ``sim: trace, no runtime``: the bench's trace (its prompts, outputs, hit rates and arrival times) on the
+   planner's deployment: the step from rung 2 is what the classes-and-Poisson summary of the trace costs
+   — an input the planner is given, not a law;
+4. ``sim: trace, runtime``: the bench's simulator column (the executor's overheads and the host's paces):
+   the step from rung 3 is what the executor costs beyond the profile's forwards.
+
+:func:`print_ladder` prints the rungs beside the measured figure, with each rung's error.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+
+RUNGS = ("planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
+FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"))
+POISSON_REQUESTS = 4000
+
+
+def _figures(sim: dict) -> dict[str, float]:
+    return {label: sim[key] for label, key in FIGURES}
+
+
+def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simulated: dict | None,
+           seed: int) -> dict:
+    """The four rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …},
+    ``simulated`` the bench's simulator column ({"ttft": …, "tpot": (p50, p90)}, rung 4)."""
+    from placer.sim import SimConfig, simulate
+
+    rungs: dict[str, dict[str, float]] = {}
+    if planner:
+        rungs["planner"] = {"TTFT P50": planner["ttft"][0], "TTFT P90": planner["ttft"][1],
+                            "TPOT P50": planner.get("tpot", (math.nan,))[0]}
+    poisson = simulate(scenario, plan, SimConfig(requests=POISSON_REQUESTS, seed=seed, workload="classes",
+                                                 arrivals="poisson", runtime=None))
+    rungs["sim: classes, poisson"] = _figures(poisson)
+    sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(trace_path),
+                                             warmup_fraction=0.0, runtime=None))
+    rungs["sim: trace, no runtime"] = _figures(sim)
+    if simulated:
+        rungs["sim: trace, runtime"] = {"TTFT P50": simulated["ttft"][0], "TTFT P90": simulated["ttft"][1],
+                                        "TPOT P50": simulated["tpot"][0]}
+    return rungs
+
+
+def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int) -> dict:
+    """:func:`ladder` with the trace written as ``bench_serve.trace_file`` does."""
+    from bench.bench_serve import trace_file
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.jsonl"
+        n = trace_file(path, trace, arrivals)
+        return ladder(scenario, plan, path, n, planner, simulated, seed)
+
+
+def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]) -> None:
+    """Per setup and figure, each rung and its error against the executor's measured figure."""
+    if not ladders:
+        return
+    print("\nplanner vs simulator, one input at a time (error = rung / measured - 1; rungs: the ILP; the simulator "
+          "on the ILP's inputs — classes, Poisson, no executor overheads; on the trace as served; with the "
+          "executor's runtime = the simulated column):")
+    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in RUNGS))
+    for name, rungs in ladders.items():
+        for label, _key in FIGURES:
+            meas = measured.get(name, {}).get(label, math.nan)
+            cells = []
+            for r in RUNGS:
+                v = rungs.get(r, {}).get(label, math.nan)
+                err = v / meas - 1 if meas and meas > 0 and not math.isnan(v) else math.nan
+                cells.append(f"{v:>15.3f} {100 * err:>+7.0f}%" if not math.isnan(v) else f"{'-':>24}")
+            print(f"  {name:<12} {label:<9} {meas:>9.3f} " + " ".join(cells))
