@@ -85,11 +85,17 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         routes=[Route(request_class=k[0], pipeline=k[1], src=k[2], dst=k[3], rps=r) for k, r in sorted(routes.items())],
         handoff=Handoff(mode=ADAPTIVE, catch_up_threshold_tokens=prob.options.catch_up_threshold_tokens),
         solver=SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
-                          seconds=outcome.seconds, iterations=outcome.iterations),
+                          seconds=outcome.seconds, iterations=outcome.iterations, **model_size(form)),
         assignments=assignments,
         notes=list(form.notes) + profile_notes(prob, pools),
     )
     return with_metrics(prob, plan)
+
+
+def model_size(form: Formulation) -> dict[str, int]:
+    """The MILP's size as the plan's solver object reports it (additive keys): columns, integer columns, rows."""
+    m = form.model
+    return {"columns": len(m.vars), "integer_columns": sum(v.integer for v in m.vars), "rows": len(m.rows)}
 
 
 def profile_notes(problem: Problem, pools: list[PoolOut]) -> list[str]:
@@ -320,7 +326,7 @@ def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = Solv
     parts = {mem.name: extract(mem.form, dataclasses.replace(outcome, values=mem.values(outcome.values)),
                                config.objective) for mem in form.members}
     solver = SolverInfo(backend=outcome.backend, status=outcome.status, mip_gap=outcome.mip_gap,
-                        seconds=time.perf_counter() - start, iterations=outcome.iterations)
+                        seconds=time.perf_counter() - start, iterations=outcome.iterations, **model_size(form))
     plan = fleet_plan(fleet, parts, config.objective, solver)
     if config.marginals and config.objective == "bcr":
         binding = fleet_marginals(fleet, form, outcome, plan, config)

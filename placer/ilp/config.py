@@ -1,7 +1,7 @@
 """Solver settings: one object that a face builds once and the library passes down whole.
 
 in:  what the user chose (objective, backend, time limit, marginals)
-out: :class:`SolveConfig`, read by `optimize`, `evaluate_plan`, the baselines, the
+out: :class:`SolveConfig` (with an optional ``progress`` callback that gets :class:`Progress`), read by `optimize`, `evaluate_plan`, the baselines, the
      Dinkelbach loop, `--verify` and the sweeps instead of loose keyword arguments.
 
 The time limit is a budget for the whole command, not for one MILP: the first library
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -35,6 +35,24 @@ MAX_TIME_LIMIT_S = 86_400.0
 
 
 @dataclass(frozen=True)
+class Progress:
+    """Where a solve stands: its best plan's ratio (or objective), the proven bound, their gap, seconds so far."""
+
+    phase: str  # "lp bound", "first plan", "milp"
+    incumbent: float | None  # best plan so far (bcr: SLA requests per USD), None before any
+    bound: float | None  # proven ceiling on it (same unit), None when unknown
+    gap: float  # (bound - incumbent) / incumbent; inf without both
+    elapsed_s: float
+
+    def line(self) -> str:
+        """One line for a terminal: ``milp: plan 1021.1, bound 1088.9, gap 6.64 %, 12.3 s``."""
+        plan = "no plan yet" if self.incumbent is None else f"plan {self.incumbent:.6g}"
+        bound = "" if self.bound is None else f", bound {self.bound:.6g}"
+        gap = "" if self.gap == float("inf") else f", gap {100 * self.gap:.2f} %"
+        return f"{self.phase}: {plan}{bound}{gap}, {self.elapsed_s:.1f} s"
+
+
+@dataclass(frozen=True)
 class SolveConfig:
     """How to solve: what to optimise, with which MILP backend, in how long."""
 
@@ -43,6 +61,16 @@ class SolveConfig:
     time_limit_s: float = 30.0
     marginals: bool = True  # re-solve to price each binding row (bcr only)
     deadline: float | None = None  # time.monotonic() when the budget ends; None: not started
+    #: called with a :class:`Progress` after the LP bound, the first plan and each MILP (a face shows it)
+    progress: Callable[[Progress], None] | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def report(self, progress: Progress) -> None:
+        """Hand ``progress`` to the caller's callback, if any (a failing callback never stops a solve)."""
+        if self.progress is not None:
+            try:
+                self.progress(progress)
+            except Exception:  # noqa: BLE001 - a display's error is not the plan's
+                pass
 
     def check(self) -> SolveConfig:
         """Raise InputError naming the bad setting; return self."""

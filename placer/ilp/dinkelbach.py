@@ -24,10 +24,13 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
-from placer.pdd import P, SLA_QUANTILE
+from placer.pdd import P
 from placer.ilp.backends import SolveResult, Status, solve
-from placer.ilp.config import SolveConfig
-from placer.ilp.data import Flow
+from placer.ilp.config import Progress, SolveConfig
+from placer.ilp.rounding import rounded_plan
+from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: callers import them from here
+    RESOLVED_DEMANDS, SOLVER_FEASIBILITY_TOL, _max_carry, check_resolution, diagnose,
+)
 from placer.ilp.formulation import Formulation
 
 EPS = 1e-6
@@ -53,14 +56,6 @@ RESTRICT_MIN_SHARE = 0.5
 # which the rounds on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
-# HiGHS's absolute feasibility tolerance (mip_feasibility_tolerance, its default): a row broken by less
-# counts as met. Traffic columns are req/s, so a class whose demand s_k·G is below it can go unserved
-# in a plan the solver calls feasible (issue 43: at 3e-6 req/s every class is, and the MILP's plan is
-# empty); :func:`diagnose` says so rather than blaming the SLA.
-SOLVER_FEASIBILITY_TOL = 1e-6
-# Demands within this factor of the tolerance are not resolved reliably either (pdd-two-dc: no plan at
-# 5e-6 req/s, a plan with no P at 1e-5, a different chip at 3e-5 than at 1e-4 and above).
-RESOLVED_DEMANDS = 100
 LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
 
 
@@ -99,123 +94,6 @@ def _lp_limit_s(config: SolveConfig | None) -> float:
     """Time for one LP relaxation: what is left of the budget, within [1, 30] s (an LP of these
     models takes well under a second; the floor lets a diagnosis finish after a time-out)."""
     return LP_LIMIT_S if config is None else min(LP_LIMIT_S, max(1.0, config.left_s()))
-
-
-def diagnose(form: Formulation, lp_limit_s: float = 30.0) -> str:
-    """A user-facing reason why no plan exists (a fleet: the first model with no plan even alone,
-    else the shared capacities)."""
-    members = getattr(form, "members", None)  # placer.ilp.fleet.FleetFormulation
-    if members:
-        return _fleet_cause(members, lp_limit_s)
-    prob = form.problem
-    if not any(q.role == P for q in form.pools):
-        why = "; ".join(form.notes[:4]) or "no datacenter has enough chips"
-        return f"no chip can host a prefill instance of {prob.model.name} ({why})"
-    if not any(q.role != P for q in form.pools):
-        why = "; ".join(form.notes[:4])
-        return f"no chip can meet the TPOT SLA of {prob.tpot_s} s for {prob.model.name} ({why})"
-    if not form.flows:
-        return "no pipeline connects a prefill pool to a decode pool (check links and inventories)"
-    required = form.model.vars[form.g].lb
-    if _unresolved(form, required):
-        return _below_resolution(form, required)
-    carry = _max_carry(form, lp_limit_s=lp_limit_s)
-    if carry < required * (1 - 1e-6):
-        binds = "inventory, power or WAN bandwidth" if form.problem.links else "inventory or power"
-        return (f"the hardware can carry at most {carry:.3g} of the required {required:.3g} req/s even ignoring "
-                f"the TTFT SLA: {binds} binds (or lower options.min_served_fraction)")
-    return _sla_cause(form, required, lp_limit_s)
-
-
-def _check_resolution(form: Formulation) -> None:
-    """InfeasiblePlanError before any MILP when the load is too small for the solver to resolve: its
-    plans there are not to be trusted either way (pdd-two-dc at 1e-5 req/s gave one with no P pool)."""
-    if getattr(form, "members", None) is not None:  # a fleet: each model's rows are checked in its own build
-        return
-    required = form.model.vars[form.g].lb
-    if _unresolved(form, required):
-        raise InfeasiblePlanError(_below_resolution(form, required))
-
-
-def _unresolved(form: Formulation, required: float) -> bool:
-    """Whether a required load of ``required`` req/s puts the largest class's demand within
-    RESOLVED_DEMANDS times the solver's feasibility tolerance."""
-    return 0 < required * max(c.share for c in form.problem.classes) < RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL
-
-
-def _below_resolution(form: Formulation, required: float) -> str:
-    """Why a load too small for the solver's tolerance has no plan: the units, not the SLA."""
-    share = max(c.share for c in form.problem.classes)
-    return (f"the load of {required:.3g} req/s is too small for the solver to resolve: the largest class's demand "
-            f"({share * required:.2g} req/s) is within {RESOLVED_DEMANDS}x its feasibility tolerance "
-            f"({SOLVER_FEASIBILITY_TOL:g}), so a plan that serves nothing can pass as feasible; this says nothing "
-            f"about the SLA. Plan for arrival_rps of at least {RESOLVED_DEMANDS * SOLVER_FEASIBILITY_TOL / share:.2g} "
-            "req/s (a plan that meets the SLA at a larger load also meets it at this one)")
-
-
-def _fleet_cause(members: list, lp_limit_s: float) -> str:
-    """Why a fleet has no plan: a model that has none even with the hardware to itself (its own
-    diagnosis), else the shared inventory, power and lines (each model fits alone, not all together)."""
-    for mem in members:
-        required = mem.form.model.vars[mem.form.g].lb
-        if _max_carry(mem.form, with_sla=True, lp_limit_s=lp_limit_s) < required * (1 - 1e-6):
-            return f"model {mem.name}: {diagnose(mem.form, lp_limit_s)}"
-    return ("every model has a plan with the hardware to itself, but not all together: the shared inventory, "
-            "power or WAN lines cannot carry every model's load (lower a workload, add hardware, or lower "
-            "options.min_served_fraction)")
-
-
-def _fastest(form: Formulation) -> dict[int, tuple[float, Flow]]:
-    """Each class's fastest TTFT without queueing over every flow the model had, with that flow."""
-    best: dict[int, tuple[float, Flow]] = {}
-    for f, t in form.ttft_s.items():
-        if f.k not in best or t < best[f.k][0]:
-            best[f.k] = (t, f)
-    return best
-
-
-def _where(f: Flow) -> str:
-    """Where a flow runs, in the user's words: its P pool, pipeline and (if it crosses) the line."""
-    over = f" over the line {f.src}->{f.dst}" if f.crosses else ""
-    return f"P {f.p.dc} {f.p.chip} tp{f.p.tp}, {f.pipeline}{over}"
-
-
-def _sla_cause(form: Formulation, required: float, lp_limit_s: float = 30.0) -> str:
-    """Why the TTFT SLA binds: the classes that are late even with no queueing (their share beyond
-    the 10 % the P90 allows), or else the class with the least slack and the load the SLA allows."""
-    prob = form.problem
-    sla = prob.ttft_p90_s
-    fastest = _fastest(form)
-    hopeless = sorted((k for k, (t, _) in fastest.items() if t > sla), key=lambda k: -fastest[k][0])
-    share = sum(prob.classes[k].share for k in hopeless)
-    if share > 1 - SLA_QUANTILE + 1e-9:
-        t, f = fastest[hopeless[0]]
-        names = ", ".join(prob.classes[k].name for k in hopeless)
-        return (f"the TTFT SLA of {sla} s cannot be met: class {prob.classes[hopeless[0]].name} needs "
-                f"{t:.3f} s even with no queueing at its fastest ({_where(f)}); classes {names} "
-                f"({100 * share:.0f} % of requests) are late on every pool, more than the "
-                f"{100 * (1 - SLA_QUANTILE):.0f} % a P90 SLA allows")
-    k = min((k for k in fastest if k not in hopeless), key=lambda k: sla - fastest[k][0])
-    t, f = fastest[k]
-    waits = ("queueing at prefill and WAN transfers make" if any(g.crosses for g in form.flows)
-             else "queueing at prefill makes")
-    most = _max_carry(form, with_sla=True, lp_limit_s=lp_limit_s)
-    within = f" (at most {most:.3g} req/s can meet it)" if most < required * (1 - 1e-6) else ""
-    return (f"the TTFT P90 SLA of {sla} s cannot be met at {required:.3g} req/s{within}: {waits} more than "
-            f"{100 * (1 - SLA_QUANTILE):.0f} % of requests late; the "
-            f"tightest class, {prob.classes[k].name}, needs {t:.3f} s with no queueing at its fastest "
-            f"({_where(f)}), leaving {sla - t:.3f} s for the queue")
-
-
-def _max_carry(form: Formulation, with_sla: bool = False, lp_limit_s: float = 30.0) -> float:
-    """Most req/s the pools could carry (LP relaxation), with the SLA row dropped unless ``with_sla``."""
-    m = form.model.relaxed()
-    if not with_sla:
-        m.rows = [r for r in m.rows if r.family != "sla"]
-    m.set_bounds(form.g, 0.0, m.vars[form.g].ub)
-    m.maximize, m.objective = True, {form.g: 1.0}
-    res = solve(m, "ortools", lp_limit_s)
-    return res.objective if res.status.has_solution else 0.0
 
 
 def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int, float]]:
@@ -266,7 +144,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     """
     start = time.perf_counter()
     config = config.started()
-    _check_resolution(form)
+    check_resolution(form)
     if config.objective in ("min-cost", "max-goodput", "max-served"):
         return _solve_once(form, config, mip_gap, start)
     if config.objective != "bcr":
@@ -278,10 +156,52 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         warm_ratio = seed.lam
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
+    _report(config, "lp bound", None, upper, start)
+    first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest else None
     if seed is None and cheapest:
-        seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest)
-    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts)
-    return _most_goodput_at_ratio(form, config, mip_gap, state, start)
+        try:
+            seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest,
+                                    hint=first.hint if first else None)
+        except SolveTimeoutError:
+            seed = None  # out of time in the restricted MILP: the rounded plan (if any) stands
+        if first is not None and (seed is None or seed.lam < first.lam):
+            seed = first
+    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
+                     began=start)
+    out = _most_goodput_at_ratio(form, config, mip_gap, state, start)
+    # "optimal" only when the certified gap is within the target (the issue saw "optimal" at 6.9 %)
+    out.status = "optimal" if out.mip_gap <= TARGET_GAP + 1e-12 else "feasible"
+    return out
+
+
+def _report(config: SolveConfig, phase: str, ratio: float | None, ceiling: float | None, began: float) -> None:
+    """The caller's progress callback with BCR units (SLA requests per USD: ratio × 3600)."""
+    if config.progress is None:
+        return
+    gap = (ceiling - ratio) / ratio if ratio and ceiling and ceiling < math.inf else math.inf
+    config.report(Progress(phase, None if ratio is None else 3600 * ratio,
+                           None if ceiling is None or ceiling == math.inf else 3600 * ceiling,
+                           max(0.0, gap), time.perf_counter() - began))
+
+
+def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float], upper: float | None,
+                   began: float) -> _Dinkelbach | None:
+    """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
+    start from below (None when rounding finds none); it gets at most 15 % of what is left."""
+    limit = min(LP_LIMIT_S, 0.15 * config.left_s())
+    if limit <= 0:
+        return None
+    site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
+    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, limit, site_of)
+    if values is None:
+        return None
+    good, cost = _goodput(form, values), _cost(form, values)
+    if good <= EPS or cost <= 0:
+        return None
+    gap = max(0.0, (upper - good / cost) / (good / cost)) if upper else math.inf
+    res = SolveResult(Status.FEASIBLE, values, good - (good / cost) * cost, math.nan, 0.0, "rounding")
+    _report(config, "first plan", good / cost, upper, began)
+    return _Dinkelbach(good / cost, values, res, "feasible", gap, 0)
 
 
 def _first_ratio(form: Formulation, warm_ratio: float | None,
@@ -318,7 +238,7 @@ class _Dinkelbach:
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
              least_cost: float, upper: float | None = None, start: _Dinkelbach | None = None,
-             rounds: int = MAX_ITERATIONS, restarts: bool = True) -> _Dinkelbach:
+             rounds: int = MAX_ITERATIONS, restarts: bool = True, began: float | None = None) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error. Every MILP at any λ proves
@@ -380,6 +300,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         f_value = good - lam * cost
         if good / cost > lam:  # a better plan: keep it even when this round ends the search
             lam, hint = good / cost, res.values
+        if began is not None:
+            _report(config, "milp", lam, ceiling, began)
         if f_value <= abs_gap or f_value <= EPS * lam * cost:
             break  # F(λ) ≤ bound: λ is optimal within the gap
         if (ceiling - lam) / lam <= TARGET_GAP:
@@ -400,7 +322,7 @@ def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Din
 
 
 def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, least_cost: float,
-                     cheapest: list[float]) -> _Dinkelbach | None:
+                     cheapest: list[float], hint: list[float] | None = None) -> _Dinkelbach | None:
     """Dinkelbach on the pools of the sites (datacenter, chip) the LP relaxation's least-cost plan
     uses — every role and shape of those chips there, no other pool — from λ0; None when that
     leaves out too little to be cheaper (RESTRICT_MIN_SHARE) or has no plan.
@@ -425,7 +347,9 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
         model.maximize, model.objective = True, dict(form.goodput)
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
-        first = solve(model, config.backend, _left_s(config), mip_gap=SEED_GAP,
+        if hint is not None and any(hint[var] > 0 for var in outside):
+            hint = None  # a start outside the restricted pools is no start for this model
+        first = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=SEED_GAP,
                       abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps), restarts=False)
         good, cost = (_goodput(form, first.values), _cost(form, first.values)) if first.status.has_solution \
             else (0.0, 0.0)

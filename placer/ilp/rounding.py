@@ -1,0 +1,179 @@
+"""A plan first: the LP relaxation's least-cost solution rounded to whole instances and repaired.
+
+in:  a built :class:`~placer.ilp.formulation.Formulation` and its LP relaxation's least-cost solution
+     (:func:`placer.ilp.dinkelbach._lp_ratio_bound` computes it anyway, for the ratio bound)
+out: :func:`rounded_plan`: a full solution of the MILP (integral counts, every row kept) or None
+
+Why rounding rather than a greedy by marginal BCR: the LP already prices every route, queue tier and
+line jointly, so its cheapest pools are where a plan goes; what the LP cannot give is whole
+instances. Rounding each count n_q up keeps every capacity row (C3, C6, C7, C14-C16: more instances,
+more room) and only the rows that count the hardware itself (C9 inventory, C10 power, C12 budget)
+may break; those are repaired by taking back the instances rounded up the most in that row until it
+holds. With the counts fixed, the routing is an LP (every other column is continuous): the one
+carrying the most SLA goodput on those pools is the plan (its cost is fixed, so the most goodput is
+the best ratio on them). Then one trim: the least-cost LP within those counts that carries that
+goodput, rounded up again, gives back instances the first rounding added that the goodput does not
+need; the routing LP runs again on the trimmed counts and the better ratio of the two plans stands.
+
+Three LPs of the MILP's size: a plan in seconds where the first MILP on a hundred sites took minutes
+(or the whole budget). The plan is a MILP solution (checked with
+:meth:`~placer.ilp.model.LinearModel.violations`), so Dinkelbach starts from it from below and any
+time limit returns at least it, with the LP ratio bound as its certified gap.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from placer.ilp.backends import solve
+from placer.ilp.model import LinearModel
+
+#: Families of rows whose terms are the counts alone (rounding up may break them: repaired).
+HARDWARE_FAMILIES = ("inventory", "power", "budget")
+#: A count the LP sets below this is 0 (solver noise), and a count within it of an integer is that integer.
+COUNT_EPS = 1e-6
+
+
+def rounded_plan(model: LinearModel, counts: list[int], cost: dict[int, float], goodput: dict[int, float],
+                 lp_values: list[float], time_limit_s: float,
+                 site_of: dict[int, tuple] | None = None) -> list[float] | None:
+    """A solution of ``model`` (every row and bound, counts integral) near ``lp_values``, or None.
+
+    ``counts``: the integer columns (pool counts n_q); ``cost``, ``goodput``: the objective's
+    coefficients (the routing LP maximises goodput, the trim minimises cost); ``lp_values``: the LP
+    relaxation's solution to round. ``time_limit_s`` bounds each of its (up to three) LPs."""
+    fixed = _round_up(model, counts, lp_values)
+    best = None if fixed is None else _route(model, fixed, goodput, time_limit_s)
+    if best is None:  # the hardware rows broke, or the repair took back instances the load needed
+        fixed = _dive(model, counts, cost, lp_values, time_limit_s, site_of)
+        best = None if fixed is None else _route(model, fixed, goodput, time_limit_s)
+    if best is None:
+        return None
+    trimmed = _trimmed(model, counts, cost, goodput, best, fixed, time_limit_s)
+    if trimmed != fixed:
+        other = _route(model, trimmed, goodput, time_limit_s)
+        if other is not None and ratio(cost, goodput, other) > ratio(cost, goodput, best):
+            best = other
+    return best
+
+
+def _round_up(model: LinearModel, counts: list[int], values: list[float]) -> dict[int, int] | None:
+    """Each count rounded up, then the hardware rows repaired by taking back the most-rounded-up
+    instances first; None when a hardware row cannot be repaired (only counts of zero left)."""
+    fixed = {}
+    for var in counts:
+        x = max(0.0, values[var])
+        up = 0 if x <= COUNT_EPS else math.ceil(x - COUNT_EPS)
+        fixed[var] = int(min(up, model.vars[var].ub))
+    for row in model.rows:
+        if row.family not in HARDWARE_FAMILIES or row.sense != "<=":
+            continue
+        while sum(c * fixed.get(i, 0) for i, c in row.coeffs.items()) > row.rhs + COUNT_EPS * max(1.0, abs(row.rhs)):
+            # the instance rounded up most (by count, not cost) goes first: it is the one the LP needed least
+            held = [i for i in row.coeffs if fixed.get(i, 0) > 0 and row.coeffs[i] > 0]
+            if not held:
+                return None
+            i = max(held, key=lambda j: (fixed[j] - values[j], row.coeffs[j]))
+            fixed[i] -= 1
+    return fixed
+
+
+#: Rounds of :func:`_dive` (each one LP) before it gives up.
+DIVE_ROUNDS = 30
+#: Share of the fractional counts a dive round fixes (at least one).
+DIVE_SHARE = 0.5
+
+
+def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values: list[float],
+          time_limit_s: float, site_of: dict[int, tuple] | None = None) -> dict[int, int] | None:
+    """Counts by diving: each round fixes the counts the LP has whole (not zeros) and half of
+    the fractional ones, the most nearly whole first (up where the hardware rows still hold with the
+    other counts at the LP's values, else down), then re-solves the least-cost LP with those fixed,
+    so the instances the rounding moved are paid for elsewhere; None when a round's LP has no plan.
+    ``site_of``: each count's (datacenter, chip); the dive then keeps to the sites the first LP used
+    (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does."""
+    lp = model.relaxed()
+    lp.maximize, lp.objective = False, dict(cost)
+    if site_of is not None:  # only the chips (datacenter, chip) the LP used: a far smaller LP per round
+        used = {site_of[v] for v in counts if values[v] > COUNT_EPS}
+        for var in counts:
+            if site_of[var] not in used:
+                lp.fix(var, 0.0)
+    deadline = time.monotonic() + time_limit_s
+    hardware = [r for r in model.rows if r.family in HARDWARE_FAMILIES and r.sense == "<="]
+    fixed: dict[int, int] = {}
+    for _ in range(DIVE_ROUNDS):
+        fractional = []
+        for var in counts:
+            if var in fixed:
+                continue
+            x = max(0.0, values[var])
+            if x <= COUNT_EPS:
+                continue  # left free: a later round may need this pool for what it rounds down
+            if abs(x - round(x)) <= COUNT_EPS:
+                fixed[var] = int(round(x))
+            else:
+                fractional.append(var)
+        if not fractional:
+            return {var: fixed.get(var, 0) for var in counts}
+        fractional.sort(key=lambda v: -(values[v] - math.floor(values[v])))
+        for var in fractional[:max(1, int(DIVE_SHARE * len(fractional)))]:
+            up = math.ceil(values[var])
+            trial = [*values]  # the counts not fixed yet at the LP's values
+            for i, c in fixed.items():
+                trial[i] = c
+            trial[var] = up
+            fits = all(r.activity(trial) <= r.rhs + COUNT_EPS * max(1.0, abs(r.rhs)) for r in hardware
+                       if var in r.coeffs)
+            fixed[var] = min(int(model.vars[var].ub), up if fits else math.floor(values[var]))
+        for var, count in fixed.items():
+            lp.fix(var, float(count))
+        res = solve(lp, "ortools", max(0.001, deadline - time.monotonic()))
+        if not res.status.has_solution:
+            return None
+        values = res.values
+    return None
+
+
+def _route(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
+           time_limit_s: float) -> list[float] | None:
+    """The routing LP on the fixed counts (the most SLA goodput); its solution, or None when the counts
+    carry no plan (or the LP found none in time)."""
+    lp = model.relaxed()
+    for var, count in fixed.items():
+        lp.fix(var, float(count))
+    lp.maximize, lp.objective = True, dict(goodput)
+    res = solve(lp, "ortools", max(0.001, time_limit_s))
+    if not res.status.has_solution:
+        return None
+    values = list(res.values)
+    for var, count in fixed.items():
+        values[var] = float(count)  # exactly integral (the LP returns them within its tolerance)
+    if sum(c * values[i] for i, c in goodput.items()) <= COUNT_EPS or model.violations(values):
+        return None
+    return values
+
+
+def _trimmed(model: LinearModel, counts: list[int], cost: dict[int, float], goodput: dict[int, float],
+             values: list[float], fixed: dict[int, int], time_limit_s: float) -> dict[int, int]:
+    """The counts of the least-cost LP plan within ``fixed`` (no count above it, so the hardware rows
+    hold) that carries at least ``values``' goodput, rounded up again: the instances the first
+    rounding gave away that this goodput does not need come back."""
+    lp = model.relaxed()
+    for var, count in fixed.items():
+        lp.set_bounds(var, 0.0, float(count))
+    good = sum(c * values[i] for i, c in goodput.items())
+    lp.add("goodput_floor", "goodput_floor", dict(goodput), ">=", good * (1 - 1e-6))
+    lp.maximize, lp.objective = False, dict(cost)
+    res = solve(lp, "ortools", max(0.001, time_limit_s))
+    if not res.status.has_solution:
+        return fixed
+    return {var: min(fixed[var], 0 if res.values[var] <= COUNT_EPS else math.ceil(res.values[var] - COUNT_EPS))
+            for var in counts}
+
+
+def ratio(cost: dict[int, float], goodput: dict[int, float], values: list[float]) -> float:
+    """SLA goodput per USD/h of a solution (0 when it costs nothing)."""
+    spend = sum(c * values[i] for i, c in cost.items())
+    return sum(c * values[i] for i, c in goodput.items()) / spend if spend > 0 else 0.0
