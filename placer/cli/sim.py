@@ -5,7 +5,8 @@
   overloaded one too, with what went wrong as warnings on stderr; ``--runtime`` replays the
   executor's serving runtime measured on this host (``bench/measure_runtime.py``'s JSON)
 * ``sweep SCENARIO --vary ... --values ... --out DIR`` → :func:`placer.sim.sweep.run_sweep`
-  (variants on Ray; sweep.csv and sweep.png)
+  (variants on Ray; sweep.csv and sweep.png); ``--vary replan-every|hysteresis`` →
+  :func:`placer.replan.sweep.sweep_replanning` (a simulated day per value, sequential)
 * ``simulate SCENARIO PLAN.json --replan-every DURATION`` → :func:`placer.replan.loop.run_day`: a day of
   the scenario's workload (diurnal rate, burst, mix shift, price change) served by four fleets —
   static, peak, replanned (the job's rule in the loop, PLAN.json its first plan), oracle
@@ -38,6 +39,7 @@ from placer.optimize import as_problem
 from placer.plan import load_plan
 from placer.plancheck import check_plan
 from placer.replan.fleets import DEFAULT_DRAIN_S, DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP, DEFAULT_WARMUP_S
+from placer.replan.sweep import REPLAN_VARY
 from placer.sim import SimConfig
 from placer.sim.config import DISPATCH, WORKLOADS
 from placer.sim.engine import simulate as run_simulation
@@ -53,7 +55,7 @@ WorkloadKind = choices("WorkloadKind", [w for w in WORKLOADS if w != "trace"])  
 ArrivalKind = choices("ArrivalKind", ("poisson", "bursty"))
 HandoffMode = choices("HandoffMode", HANDOFF_MODES)
 Dispatch = choices("Dispatch", DISPATCH)
-Vary = choices("Vary", VARY)
+Vary = choices("Vary", VARY + REPLAN_VARY)
 
 
 def _progress(total: int):
@@ -302,6 +304,9 @@ def sweep(
     time_limit: Annotated[float, typer.Option("--time-limit", help="Solver time limit per variant, s.")] = 30.0,
 ) -> None:
     """Optimise and simulate many variants in parallel on Ray; write a CSV and a PNG plot."""
+    if vary.value in REPLAN_VARY:
+        _sweep_replanning(scenario, vary.value, values, out_dir, seed, time_limit)
+        return
     try:
         loaded = load_scenario(scenario)
         rows = run_sweep(loaded, vary.value, parse_values(values), requests=requests, seed=seed, chip=chip,
@@ -340,3 +345,38 @@ def _fit_windows(trace: Path, window: str, out_path: Path | None) -> None:
         except OSError as e:
             _fail(InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}"))
     print(text, end="")
+
+
+def _sweep_replanning(scenario: Path, vary: str, values: str, out_dir: Path, seed: int, time_limit: float) -> None:
+    """``sweep --vary replan-every|hysteresis``: a simulated day per value (``placer.replan.sweep``), the
+    replanned fleet beside the static, peak and oracle ones; PLAN.json-less: the day starts on the
+    scenario's own plan (its peak). Values: durations (``30m,1h,2h``) or percents (``0,5,20``)."""
+    from placer.optimize import SolveConfig, optimize
+    from placer.replan import AdoptionRule
+    from placer.replan.fleets import Startup
+    from placer.replan.loop import DayConfig
+    from placer.replan.sweep import sweep_replanning, write_replan_outputs
+    from placer.replan.timeline import Timeline, parse_duration
+
+    try:
+        if vary == "replan-every":
+            parsed = [parse_duration(v, "--values") for v in values.split(",")]
+        else:
+            parsed = parse_values(values)
+        loaded = load_scenario(scenario)
+        solve = SolveConfig("bcr", "ortools", time_limit, marginals=False)
+        start = optimize(loaded, solve)
+        rows = sweep_replanning(loaded, Timeline(), start, AdoptionRule(), Startup(),
+                                DayConfig(seed=seed, solve=solve), vary, parsed)
+        csv_path, png_path = write_replan_outputs(rows, out_dir, vary, f"{loaded.name}: a day against {vary}")
+    except PlacerError as e:
+        _fail(e)
+    except OSError as e:
+        _fail(InputError(f"--out: cannot write {str(out_dir)!r}: {e.strerror}"))
+    for r in rows:
+        shown = f"{r['value'] / 3600:g} h" if vary == "replan-every" else f"{r['value']:g} %"
+        out.print(f"{vary} = {shown}: replanned attainment {r['replanned_sla_attainment']:.3f}, BCR "
+                  f"{r['replanned_bcr_requests_per_usd']:.1f} req/USD, {r['changes']} changes; oracle BCR "
+                  f"{r['oracle_bcr_requests_per_usd']:.1f}, peak {r['peak_bcr_requests_per_usd']:.1f}, static "
+                  f"{r['static_bcr_requests_per_usd']:.1f}", highlight=False, markup=False)
+    out.print(f"wrote {csv_path} and {png_path}", highlight=False, markup=False)

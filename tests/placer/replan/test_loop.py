@@ -69,3 +69,11 @@ def test_a_start_up_longer_than_the_window_makes_replanning_lose_to_the_peak_pla
     assert replanned["sla_attainment"] < peak["sla_attainment"] - 0.05
     # with quick start-ups the same loop keeps up with the peak plan
     assert day["fleets"]["replanned"]["sla_attainment"] > replanned["sla_attainment"]
+
+
+def test_a_higher_hysteresis_never_makes_more_changes(scenario, trough_plan):
+    from placer.replan.sweep import sweep_replanning
+
+    rows = sweep_replanning(scenario, TIMELINE, trough_plan, AdoptionRule(), FAST, CONFIG, "hysteresis",
+                            [0.0, 1000.0])
+    assert rows[0]["changes"] >= rows[1]["changes"]
