@@ -2,7 +2,8 @@
 
 in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
 out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the admission test),
-     :class:`KvGate` (a decoder's reservations and FIFO waiting line by that test: the executor's
+     :func:`admit_order` (who of a waiting line is admitted: FIFO with EASY backfilling),
+     :class:`KvGate` (a decoder's reservations and waiting line by that order: the executor's
      MD and RLD admit imported KV through it),
      :func:`occupancy_quantile_z` and :class:`KvHeadroom` (how much of a decoder's KV a plan may
      fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
@@ -12,8 +13,17 @@ out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the adm
 The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
 request when its batch has a slot and its free KV holds the request's whole final context —
 prompt plus output budget, rounded up to whole blocks — and keeps that reservation until the
-request leaves (finished, or handed off). Requests that do not fit wait FIFO; a request alone is
-always admitted (a decoder never deadlocks on one request larger than its memory). vLLM instead
+request leaves (finished, or handed off). Requests that do not fit wait in arrival order; a request
+alone is always admitted (a decoder never deadlocks on one request larger than its memory). The
+line is FIFO with EASY backfilling (Lifka's scheduler for parallel jobs, :func:`admit_order`): the
+batch steps in lockstep, so a request admitted at step a that emits n tokens here has left by step
+a + n; the head's *shadow* is the step by which enough held requests have left for it to fit, and a
+request that fits now may pass the head if it leaves by the shadow, or fits beside the head then.
+The head is never admitted later than strict FIFO would admit it (no starvation, no bound to
+tune), and a small request no longer waits behind a giant one for room it could have used and
+given back (head-of-line blocking, which the headroom law below does not price: there an arrival
+waits only when its own footprint does not fit). SGLang's decode prealloc queue and vLLM's
+waiting queue both stop at the first request that does not fit (strict FIFO). vLLM instead
 allocates blocks as tokens come and preempts the newest request when they run out (recomputing
 or swapping it later); that fills memory better on average but makes the batch a request runs
 in, and its TTFT, depend on preemptions the plan cannot price. Reserving the final context is
@@ -41,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Hashable, Iterable
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 from statistics import NormalDist
@@ -56,6 +66,8 @@ KV_BLOCK_TOKENS = 16
 #: 0.99 the headroom (z·s/2, a fifth of an H100's KV for 16K-token prompts) made the relay test
 #: cases infeasible that the simulator serves without KV queues; 0.95 keeps them.
 KV_OCCUPANCY_QUANTILE = 0.95
+#: Slack on step counts compared as floats (the simulator's step counter).
+_STEP_EPS = 1e-7
 
 
 def footprint_tokens(prompt_tokens: float, output_tokens: float, block_tokens: int = KV_BLOCK_TOKENS) -> int:
@@ -71,8 +83,7 @@ def admits(reserved_tokens: float, capacity_tokens: float, need_tokens: float, r
            batch_cap: int | float = math.inf) -> bool:
     """Whether a decoder holding ``reserved_tokens`` of ``capacity_tokens`` for ``running`` requests
     admits one more that reserves ``need_tokens``: a free batch slot and room for its reservation;
-    an idle decoder admits anything (never deadlock). FIFO is the caller's: nothing is admitted
-    past a waiting request."""
+    an idle decoder admits anything (never deadlock). The order is :func:`admit_order`'s."""
     if running == 0:
         return True
     return running < batch_cap and reserved_tokens + need_tokens <= capacity_tokens
@@ -172,49 +183,127 @@ def kv_wait_probability(capacity_tokens: float, load: Iterable[tuple[float, floa
     return share / arrivals
 
 
+def admit_order(capacity_tokens: float, reserved_tokens: float, running: int, batch_cap: int | float,
+                holds: Iterable[tuple[float, float]], waiting: Sequence[tuple[float, float]],
+                now: float) -> list[int]:
+    """Which waiting requests a decoder admits now, by :func:`admits` with EASY backfilling (the module
+    docstring): the indices into ``waiting`` ((need tokens, steps it stays), in arrival order), in the
+    order they are admitted. ``holds``: (end step, tokens) of each request it holds; ``now``: the
+    decoder's step counter (the batch steps in lockstep, so a request admitted at step a that emits n
+    tokens here leaves at a + n, whatever each step's duration). An unknown stay is ``math.inf``: no one
+    passes a head whose room depends on it.
+
+    The head of the line is admitted as soon as it fits (FIFO). While it does not, its *shadow* S is
+    the step at which enough of the held requests will have left for it to fit; a follower that fits
+    now passes it if it leaves by S, or if it fits in what S leaves spare beside the head. The head
+    is therefore never admitted later than strict FIFO would admit it: no starvation, no bound to
+    tune."""
+    admitted: list[int] = []
+    ends = list(holds)
+    i, n = 0, len(waiting)
+    while i < n and admits(reserved_tokens, capacity_tokens, waiting[i][0], running, batch_cap):
+        need, steps = waiting[i]
+        reserved_tokens += need
+        running += 1
+        ends.append((now + steps, need))
+        admitted.append(i)
+        i += 1
+    if i >= n - 1:
+        return admitted
+    head = waiting[i][0]
+    free = capacity_tokens - reserved_tokens
+    slots = batch_cap - running
+    shadow, spare, spare_slots = math.inf, -1.0, 0
+    ends.sort()
+    for end, need in ends:
+        free += need
+        slots += 1
+        if free >= head and slots >= 1:
+            shadow, spare, spare_slots = end, free - head, slots - 1
+            break
+    else:  # larger than the decoder: it runs alone, once every request held has left
+        shadow = ends[-1][0] if ends else math.inf
+    if shadow == math.inf:
+        return admitted  # the head's room depends on a stay nobody knows: FIFO
+    for j in range(i + 1, n):
+        need, steps = waiting[j]
+        if not admits(reserved_tokens, capacity_tokens, need, running, batch_cap):
+            continue
+        if now + steps <= shadow + _STEP_EPS:
+            pass  # gone before the head's room comes
+        elif need <= spare and spare_slots >= 1:
+            spare -= need
+            spare_slots -= 1
+        else:
+            continue
+        reserved_tokens += need
+        running += 1
+        admitted.append(j)
+    return admitted
+
+
 class KvGate:
-    """A decoder's KV admissions by :func:`admits`, first come first served: the reservations it
-    holds and the requests waiting for room, each with an opaque ``item`` (the executor: the KV
-    message to import once admitted). The simulator keeps the same books inline
-    (:class:`placer.sim.decode.DecodeInstance`, for speed)."""
+    """A decoder's KV admissions by :func:`admit_order` (:func:`admits`, FIFO with EASY backfilling):
+    the reservations it holds and the requests waiting for room, each with an opaque ``item`` (the
+    executor: the KV message to import once admitted) and the tokens it will emit here (its stay, in
+    steps; the executor gives the output budget, an upper bound). ``now`` is the decoder's step
+    counter. The simulator keeps the same books inline (:class:`placer.sim.decode.DecodeInstance`,
+    for speed) and admits by the same :func:`admit_order`."""
 
     def __init__(self, capacity_tokens: float, batch_cap: int | float = math.inf) -> None:
         self.capacity_tokens = capacity_tokens
         self.batch_cap = batch_cap
         self.reserved: dict[Hashable, int] = {}
-        self.waiting: deque[tuple[Hashable, int, Any]] = deque()
+        self.ends: dict[Hashable, float] = {}
+        self.waiting: deque[tuple[Hashable, int, Any, float]] = deque()
 
     @property
     def reserved_tokens(self) -> int:
         return sum(self.reserved.values())
 
-    def offer(self, key: Hashable, need_tokens: int, item: Any = None) -> bool:
-        """Admit ``key`` (reserving ``need_tokens``; True) or queue it behind the others (False)."""
+    def offer(self, key: Hashable, need_tokens: int, item: Any = None, steps: float = math.inf,
+              now: float = 0.0) -> bool:
+        """Admit ``key`` (reserving ``need_tokens`` for ``steps`` steps from step ``now``; True) or queue it
+        (False): it joins the line, and is admitted at once if :func:`admit_order` lets it pass."""
         if key in self.reserved:
             return True
-        if not self.waiting and admits(self.reserved_tokens, self.capacity_tokens, need_tokens, len(self.reserved),
-                                       self.batch_cap):
-            self.reserved[key] = need_tokens
-            return True
-        if all(k != key for k, _, _ in self.waiting):
-            self.waiting.append((key, need_tokens, item))
-        return False
+        if all(k != key for k, _, _, _ in self.waiting):
+            self.waiting.append((key, need_tokens, item, steps))
+        for _ in self._admit(now, only=key):
+            pass
+        return key in self.reserved
 
-    def release(self, key: Hashable) -> tuple[list[Any], Any]:
-        """``key`` leaves (finished, handed off, dropped): its reservation, or its place in the line, is
-        freed. Returns (the items now admitted, in order, each reserved; the item ``key`` waited
-        with, None if it was admitted)."""
+    def release(self, key: Hashable, now: float = 0.0) -> tuple[list[Any], Any]:
+        """``key`` leaves (finished, handed off, dropped) at step ``now``: its reservation, or its place in
+        the line, is freed. Returns (the items now admitted, in order, each reserved; the item ``key``
+        waited with, None if it was admitted)."""
         dropped = None
         if self.reserved.pop(key, None) is None:
-            for i, (k, _, item) in enumerate(self.waiting):
+            for i, (k, _, item, _) in enumerate(self.waiting):
                 if k == key:
                     del self.waiting[i]
                     dropped = item
                     break
-        admitted = []
-        while self.waiting and admits(self.reserved_tokens, self.capacity_tokens, self.waiting[0][1],
-                                      len(self.reserved), self.batch_cap):
-            k, need, item = self.waiting.popleft()
+        self.ends.pop(key, None)
+        return list(self._admit(now)), dropped
+
+    def _admit(self, now: float, only: Hashable | None = None) -> Iterator[Any]:
+        """Admit by :func:`admit_order`; with ``only``, that key alone (an offer: every other request was
+        already weighed at the last change, and waiting longer only narrows what may pass)."""
+        if not self.waiting:
+            return
+        line = list(self.waiting)
+        order = admit_order(self.capacity_tokens, self.reserved_tokens, len(self.reserved), self.batch_cap,
+                            ((self.ends[k], need) for k, need in self.reserved.items()),
+                            [(need, steps) for _, need, _, steps in line], now)
+        if only is not None:
+            order = [j for j in order if line[j][0] == only][:1]
+        if not order:
+            return
+        taken = set(order)
+        self.waiting = deque(w for j, w in enumerate(line) if j not in taken)
+        for j in order:
+            k, need, item, steps = line[j]
             self.reserved[k] = need
-            admitted.append(item)
-        return admitted, dropped
+            self.ends[k] = now + steps
+            yield item

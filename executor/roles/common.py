@@ -236,17 +236,26 @@ class KvGated:
     def _kv_waiter(self, request_id: str) -> Any:
         raise NotImplementedError
 
+    def _kv_clock(self) -> int:
+        """The gate's clock: the decode steps this worker has run (every request it decodes emits one
+        token a step, so a request admitted at step a with budget n is gone by step a + n)."""
+        return self.counters["decode_steps"]
+
     def on_kv(self, src: str, kv: Any) -> None:
         """A request's KV arrives from P: admit it by :mod:`placer.kv_admission` (the simulator's and the
         planner's rule: the request's whole final context must fit beside the reservations held, else
-        its KV waits here, FIFO, staged on P) and import it; a KV nobody waits for goes back unused."""
+        its KV waits here, staged on P, FIFO with EASY backfilling: it may pass a head that does not
+        fit when its budget ends by the step the head's room comes, or it fits beside the head then)
+        and import it; a KV nobody waits for goes back unused."""
         holder = self._kv_waiter(kv.request_id)
         if holder is None:
             self.send(src, KVDone(kv.request_id, imported=False))
             return
         o = holder.order
-        need = footprint_tokens(len(o.prompt), sampling_from(o.sampling).max_new_tokens, self.engine.config.block_size)
-        if not self.kv_gate.offer(kv.request_id, need, (src, kv)):
+        budget = sampling_from(o.sampling).max_new_tokens
+        need = footprint_tokens(len(o.prompt), budget, self.engine.config.block_size)
+        # its stay here is at most its output budget, in this decoder's lockstep steps (the gate's clock)
+        if not self.kv_gate.offer(kv.request_id, need, (src, kv), steps=budget, now=self._kv_clock()):
             self.counters["kv_admission_waits"] += 1
             return
         self._import(src, kv, holder)
@@ -254,7 +263,7 @@ class KvGated:
     def _release_kv(self, request_id: str) -> None:
         """``request_id`` leaves: free its KV reservation (or its place in the line) and import the
         KV of the requests that now fit; a KV whose request no longer waits goes back to P unused."""
-        admitted, dropped = self.kv_gate.release(request_id)
+        admitted, dropped = self.kv_gate.release(request_id, now=self._kv_clock())
         if dropped is not None:
             src, kv = dropped
             self.send(src, KVDone(kv.request_id, imported=False))

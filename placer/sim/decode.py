@@ -19,8 +19,10 @@ attention it is the planner's approximation too. An extend-decode pass (handoff)
 the batch for its duration — the "hiccup" the report measures on MD.
 KV room: the admission rule of :mod:`placer.kv_admission`, the planner's and the executor's: a
 request reserves its whole final context (prompt + output, in whole blocks) when admitted and
-holds it until it leaves; it waits FIFO while the batch is at the instance's
-:attr:`~placer.perfmodel.InstanceModel.batch_cap` or the reservation does not fit.
+holds it until it leaves; it waits while the batch is at the instance's
+:attr:`~placer.perfmodel.InstanceModel.batch_cap` or the reservation does not fit, FIFO with EASY
+backfilling (:func:`placer.kv_admission.admit_order`): a request that fits passes a blocked head
+when it leaves by the step the head's room comes, or fits beside the head then.
 First token: the first decoder of a request streams t0 (sampled by P, carried with the
 KV) when it admits the request — holds its KV — as the executor does on import; no
 decode step first (:func:`placer.flows.ttft_det_s`). On the executor's runtime a KV
@@ -34,7 +36,7 @@ from collections import deque
 from heapq import heappop, heappush
 from math import nextafter
 
-from placer.kv_admission import admits, footprint_tokens
+from placer.kv_admission import admit_order, admits, footprint_tokens
 from placer.perfmodel import DECODE_STEP_OVERHEAD_S, InstanceModel
 
 _EPS = 1e-7
@@ -147,14 +149,17 @@ class DecodeInstance:
         self.advance(t)
         req.dec_tokens = tokens
         req.dec_pause = pause_s
-        if self.waiting or not admits(self.mem_used, self.mem_cap, footprint_tokens(req.n_in, req.n_out), self.B,
-                                      self.cap):
-            self.waiting.append(req)
+        if not self.waiting and admits(self.mem_used, self.mem_cap, footprint_tokens(req.n_in, req.n_out), self.B,
+                                       self.cap):
+            self._admit(req, t)
+            self._schedule(t)
+            return
+        self.waiting.append(req)
+        self._admit_waiting(t)  # it may pass a head that does not fit (EASY backfilling)
+        if self.waiting and self.waiting[-1] is req:
             if len(self.waiting) > self.q_max:
                 self.q_max = len(self.waiting)
             self.series.peak(t, len(self.waiting))
-            return
-        self._admit(req, t)
         self._schedule(t)
 
     def _admit(self, req, t: float) -> None:
@@ -212,9 +217,24 @@ class DecodeInstance:
         return True
 
     def _admit_waiting(self, t: float) -> None:
+        """Admit from the line by :func:`placer.kv_admission.admit_order` (call after :meth:`advance`): the
+        head as soon as it fits, others past it when they leave by the head's shadow step or fit
+        beside it then. A held request leaves at the step counter ``vjoin + dec_tokens`` (its heap key)."""
         w = self.waiting
         while w and admits(self.mem_used, self.mem_cap, footprint_tokens(w[0].n_in, w[0].n_out), self.B, self.cap):
             self._admit(w.popleft(), t)
+        if len(w) < 2:
+            return
+        line = list(w)
+        order = admit_order(self.mem_cap, self.mem_used, self.B, self.cap,
+                            [(end, footprint_tokens(r.n_in, r.n_out)) for end, _, r in self.heap if r.dec is self],
+                            [(footprint_tokens(r.n_in, r.n_out), r.dec_tokens) for r in line], self.v)
+        if not order:
+            return
+        taken = set(order)
+        self.waiting = deque(r for j, r in enumerate(line) if j not in taken)
+        for j in order:
+            self._admit(line[j], t)
 
     # ---- events ------------------------------------------------------------
     def _schedule(self, t: float) -> None:
