@@ -39,7 +39,8 @@ CHAIN_TEST = "tests/test_readme_replanning.py runs it as written against a deplo
 LIVE = {r"placer jobs run-now\b": f"replans from a deployment's served requests (needs one, and its traffic); "
                                    f"{CHAIN_TEST}",
         r"placer deploy --apply\b": "changes a running deployment to a plan no README line writes; "
-                                    "tests/executor/test_apply_ray.py runs the closed loop"}
+                                    "tests/executor/test_apply_ray.py runs the closed loop",
+        r"placer bench http": f"measures a running deployment (needs one); {CHAIN_TEST}"}
 SERVER_START_S = 25.0
 
 

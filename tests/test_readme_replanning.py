@@ -1,6 +1,7 @@
 """The README's replanning chain, run as written: deploy with a request log, traffic, fit it, add the
 nightly job on that log, run it now — the run replans (not SKIPPED) and applies its plan to the
-deployment; and every address the deploy banner prints answers.
+deployment; every address the deploy banner prints answers; and the README's ``placer bench`` of the
+deployment measures it without an error and writes a request log ``workload fit`` reads.
 
 in:  the README's lines (found by what they do; the test fails if one is missing), a folder like
      tests/test_readme.py's (no PYTHONPATH), a free port in place of the README's :8000
@@ -15,6 +16,7 @@ who exported them in each terminal. The deployment is the README's plan on a loc
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -96,6 +98,15 @@ def test_the_readmes_replanning_chain_runs_as_written(tmp_path):
             held = len(log.read_text().splitlines()) if log.is_file() else 0
             assert time.monotonic() < end, f"{log.name} holds {held} of {REQUESTS} requests"
             time.sleep(0.5)
+
+        bench = _line(r"placer bench ")  # the README's bench of the deployment, its log read back
+        measured = _ok(bench.replace(README_DEPLOY_URL, url), cwd, env)
+        assert "ttft_p90_s" in measured, measured
+        bench_log = cwd / re.search(r"--request-log (\S+)", bench).group(1)
+        asked = int(re.search(r"--requests (\d+)", bench).group(1))
+        records = [json.loads(line) for line in bench_log.read_text().splitlines()]
+        assert len(records) == asked and not [r["error"] for r in records if r.get("error")], measured
+        assert "classes" in _ok(f".venv/bin/placer workload fit {bench_log.name}", cwd, env)
 
         fitted = _ok(_line(rf"placer workload fit {re.escape(log.name)}"), cwd, env)
         assert "classes" in fitted, fitted
