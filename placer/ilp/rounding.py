@@ -42,19 +42,25 @@ def rounded_plan(model: LinearModel, counts: list[int], cost: dict[int, float], 
 
     ``counts``: the integer columns (pool counts n_q); ``cost``, ``goodput``: the objective's
     coefficients (the routing LP maximises goodput, the trim minimises cost); ``lp_values``: the LP
-    relaxation's solution to round. ``time_limit_s`` bounds each of its (up to three) LPs."""
+    relaxation's solution to round. ``time_limit_s`` bounds all of its LPs together."""
+    deadline = time.monotonic() + time_limit_s  # one budget for every LP below
+
+    def left() -> float:
+        return deadline - time.monotonic()
+
     fixed = _round_up(model, counts, lp_values)
-    best = None if fixed is None else _route(model, fixed, goodput, time_limit_s)
-    if best is None:  # the hardware rows broke, or the repair took back instances the load needed
-        fixed = _dive(model, counts, cost, lp_values, time_limit_s, site_of)
-        best = None if fixed is None else _route(model, fixed, goodput, time_limit_s)
+    best = None if fixed is None else _route(model, fixed, goodput, left())
+    if best is None and left() > 0:  # the hardware rows broke, or the repair took back instances the load needed
+        fixed = _dive(model, counts, cost, lp_values, left(), site_of)
+        best = None if fixed is None or left() <= 0 else _route(model, fixed, goodput, left())
     if best is None:
         return None
-    trimmed = _trimmed(model, counts, cost, goodput, best, fixed, time_limit_s)
-    if trimmed != fixed:
-        other = _route(model, trimmed, goodput, time_limit_s)
-        if other is not None and ratio(cost, goodput, other) > ratio(cost, goodput, best):
-            best = other
+    if left() > 0:
+        trimmed = _trimmed(model, counts, cost, goodput, best, fixed, left())
+        if trimmed != fixed and left() > 0:
+            other = _route(model, trimmed, goodput, left())
+            if other is not None and ratio(cost, goodput, other) > ratio(cost, goodput, best):
+                best = other
     return best
 
 
@@ -104,6 +110,8 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
     hardware = [r for r in model.rows if r.family in HARDWARE_FAMILIES and r.sense == "<="]
     fixed: dict[int, int] = {}
     for _ in range(DIVE_ROUNDS):
+        if time.monotonic() >= deadline:
+            return None
         fractional = []
         for var in counts:
             if var in fixed:
