@@ -19,7 +19,8 @@ Simulation is window by window: each stretch with one set of pools up is one run
 :func:`placer.sim.simulate` at the window's rate, of at most ``requests_per_window`` requests
 (the window's own count when fewer), starting empty; its goodput fraction counts for all the
 window's requests. Queues do not carry across windows, so an under-sized window looks better
-than it would at the end of a long overload.
+than it would at the end of a long overload: a stretch whose simulated queues grow is flagged
+``overloaded`` in its window and counted in its fleet's ``overloaded_windows``.
 """
 
 from __future__ import annotations
@@ -149,10 +150,11 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
             try:
                 res = simulate(problem, pools_plan(template, seg.serving),
                                SimConfig(requests=n, seed=config.seed, load_rps=window.rate_rps)).data
+                grows = any("grows" in line for line in res.get("warnings", []))  # a queue the run cannot drain
                 cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
-                              res["ttft_p99_s"])
+                              res["ttft_p99_s"], grows)
             except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
-                cache[key] = (0.0, float("inf"), float("inf"), float("inf"))
+                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True)
         tally.add_segment(window.index, offered, *cache[key])
 
 

@@ -62,11 +62,12 @@ class FleetTally:
         for row in fleet.serving.values():
             by_role[row.role] = by_role.get(row.role, 0) + row.count * int(row.tp)
         self.windows.append({"index": window.index, "offered": window.requests, "good": 0.0, "cost_usd": usd,
-                             "parts": [], "chips_by_role": by_role})
+                             "parts": [], "chips_by_role": by_role, "overloaded": False})
 
     def add_segment(self, index: int, offered: float, good_fraction: float, p50: float, p90: float,
-                    p99: float) -> None:
+                    p99: float, overloaded: bool = False) -> None:
         w = self.windows[-1]
+        w["overloaded"] = w["overloaded"] or overloaded
         w["good"] += offered * good_fraction
         w["parts"].append((offered, p50, p90, p99))
         self.parts.append((offered, p50, p90, p99))
@@ -75,7 +76,7 @@ class FleetTally:
         w = self.windows[i]
         return {"sla_attainment": _r(w["good"] / w["offered"] if w["offered"] else 0.0),
                 "ttft_p90_s": _r(mixture_quantile(w["parts"])), "cost_usd": _r(w["cost_usd"]),
-                "chips_by_role": w["chips_by_role"]}
+                "chips_by_role": w["chips_by_role"], "overloaded": w["overloaded"]}
 
     def day_figures(self, day_s: float) -> dict[str, Any]:
         offered = sum(w["offered"] for w in self.windows)
@@ -83,7 +84,8 @@ class FleetTally:
         usd = sum(w["cost_usd"] for w in self.windows)
         return {"sla_attainment": _r(good / offered if offered else 0.0),
                 "ttft_p90_s": _r(mixture_quantile(self.parts)), "goodput_rps": _r(good / day_s),
-                "cost_usd": _r(usd), "bcr_requests_per_usd": _r(good / usd if usd > 0 else 0.0)}
+                "cost_usd": _r(usd), "bcr_requests_per_usd": _r(good / usd if usd > 0 else 0.0),
+                "overloaded_windows": sum(1 for w in self.windows if w["overloaded"])}
 
 
 def _r(x: float) -> float | None:
