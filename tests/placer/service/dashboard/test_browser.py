@@ -58,6 +58,10 @@ def test_a_seeded_plan_opens_with_its_pools_drawn(page, site, seeded, micro_plan
         assert any(p.chip in t and f"TP{p.tp}" in t and f"× {p.count}" in t for t in texts), (p, texts)
     assert {"dc-a", "dc-b"} <= set(texts)
     assert page.locator("#binding tbody tr").count() == len(micro_plans[0].binding)
+    # every column of the pools table is in view at a laptop's width, not behind a scroll bar
+    assert page.locator("#pools th").count() == 8  # utilisation and KV columns: the plan came with its scenario
+    assert page.evaluate("() => { const t = document.querySelector('#pools');"
+                         " return t.scrollWidth <= t.parentElement.clientWidth; }")
     page.screenshot(path=artifact("dashboard", "plan.png"), full_page=True)
 
 
