@@ -121,12 +121,14 @@ class _Replanner:
         if candidate is None:
             self.decisions.append({"at_s": now_s, "verdict": "SKIPPED", "reason": "no feasible plan"})
             return None
-        stripped = self.current.model_copy(update={"routes": [], "assignments": []})
-        try:
-            baseline = evaluate_plan(scenario, stripped, solve, other_scenario=True)
-        except InfeasiblePlanError:
-            baseline = None
         changes = changed_pools(pools_of(self.current), pools_of(candidate))
+        baseline = candidate  # the same pools: the current plan re-evaluated is the candidate
+        if changes:
+            stripped = self.current.model_copy(update={"routes": [], "assignments": []})
+            try:
+                baseline = evaluate_plan(scenario, stripped, solve, other_scenario=True)
+            except InfeasiblePlanError:
+                baseline = None
         since = None if self.last_adopted_s is None else now_s - self.last_adopted_s
         got = adopt(self.rule, has_current=True, baseline=baseline, candidate=candidate, pool_changes=changes,
                     offered_rps=scenario.workload.arrival_rps, since_adoption_s=since)
@@ -166,9 +168,10 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     wins = windows(scenario, timeline)
     solve_s = 0.0
     t = time.perf_counter()
+    solved: dict = {}
     static = _solve(_day_workload(scenario, wins), config.solve)
     busiest = max(wins, key=lambda w: w.rate_rps)
-    peak = _solve(busiest.scenario, config.solve)
+    peak = _solve(busiest.scenario, config.solve, cache=solved)
     solve_s += time.perf_counter() - t
     if static is None or peak is None:
         raise InfeasiblePlanError(f"no plan carries the {'day mean' if static is None else 'peak'} workload "
@@ -182,7 +185,7 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     replanner = _Replanner(rule, start, config)
     rng = random.Random(config.seed)
     fit_s = config.window_s or config.replan_every_s
-    sim_s, cache, solved, last_oracle = 0.0, {}, {}, None
+    sim_s, cache, last_oracle = 0.0, {}, None
     for w in wins:
         problem = as_problem(w.scenario)
         t = time.perf_counter()
