@@ -29,7 +29,8 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import StreamingResponse
 
 from executor.bodies import ChatCompletionRequest, ChatMessage
-from executor.choices import TextStream, cancel_all, collect, merged_events, placer_block, submit_choices, usage
+from executor.choices import (SERVING_ANSWERS, TextStream, cancel_all, collect, merged_events, placer_block,
+                              submit_choices, usage)
 from executor.router import Router
 from executor.served import ServedDep
 from executor.stream import RequestStream
@@ -108,13 +109,10 @@ async def _chunks(router: Router, streams: list[RequestStream], model: str, cid:
 
 
 @chat_api.post("/v1/chat/completions", responses={
+    **SERVING_ANSWERS,
     400: {"description": "No 'model' named while several are served, or the model has no chat template."},
-    404: {"description": "The named model is not served here (the served ones are named)."},
-    413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
     422: {"description": "A bad field (named: a message's role or content, n, logprobs, ...), a conversation "
-                         "the chat template refuses, or prompt + max_tokens beyond the model's context."},
-    429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
-    503: {"description": "No instance that could serve it is up."}})
+                         "the chat template refuses, or prompt + max_tokens beyond the model's context."}})
 async def chat_completions(body: ChatCompletionRequest, served: ServedDep, request: Request):
     """OpenAI's chat completion: the messages through the model's chat template, then as a completion."""
     model_name, model = served.pick(body.model)

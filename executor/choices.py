@@ -161,3 +161,11 @@ def placer_block(record: Any, pipeline: str) -> dict[str, Any]:
         return {"pipeline": pipeline}
     return {"pipeline": record.pipeline, "prefix_hit_tokens": record.prefix_hit_tokens, "ttft_s": record.ttft_s,
             "tpot_s": record.tpot_s, "instances": record.extra.get("instances")}
+
+
+#: The answers both generation routes (completions and chat) share, for their OpenAPI entries.
+SERVING_ANSWERS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "The named model is not served here (the served ones are named)."},
+    413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
+    429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
+    503: {"description": "No instance that could serve it is up."}}

@@ -70,7 +70,8 @@ from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies a
     InstanceBody,
 )
 from executor.chat import chat_api
-from executor.choices import TextStream, cancel_all, collect, merged_events, placer_block, submit_choices, usage
+from executor.choices import (SERVING_ANSWERS, TextStream, cancel_all, collect, merged_events, placer_block,
+                              submit_choices, usage)
 from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.health import PeerState
@@ -215,13 +216,10 @@ async def _sse_events(router: Router, streams: list[RequestStream], model: str, 
 
 
 @completions_api.post("/v1/completions", responses={
+    **SERVING_ANSWERS,
     400: {"description": "No 'model' named while several models are served (the choices are named)."},
-    404: {"description": "The named model is not served here (the served ones are named)."},
-    413: {"description": "Prompt + max_tokens need more KV than one instance holds, or the body is too large."},
     422: {"description": "A bad field (named: n beyond 8, logprobs, ...), or prompt + max_tokens beyond the "
-                         "model's context."},
-    429: {"description": "Every instance that could serve it is full; retry after Retry-After."},
-    503: {"description": "No instance that could serve it is up."}})
+                         "model's context."}})
 async def completions(body: CompletionRequest, served: ServedDep, request: Request):
     model_name, model = served.pick(body.model)
     tokenizer, router = model.tokenizer, model.router
