@@ -109,8 +109,10 @@ def simulate(
         "current one, re-evaluated under the new workload, by this many percent.")] = 5.0,
     cooldown: Annotated[str | None, typer.Option("--cooldown", help="--replan-every: the job's cool-down after an "
                                                  "adoption (default: none).", show_default=False)] = None,
-    strategy: Annotated[str, typer.Option("--strategy", help="--replan-every: how a change is applied: "
-                                          "make-before-break or break-before-make.")] = "make-before-break",
+    strategy: Annotated[str, typer.Option("--strategy", help="--replan-every: how a change is applied: auto (the "
+                                          "executor's rule: make-before-break when the free chips hold the new "
+                                          "instances, else break-before-make), make-before-break or "
+                                          "break-before-make.")] = "auto",
     startup: Annotated[str | None, typer.Option(
         "--startup", help="--replan-every: every instance's start-up time (default: its weights over "
         "--load-gbyte-per-s per chip + --warmup).", show_default=False)] = None,

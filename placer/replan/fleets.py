@@ -12,7 +12,10 @@ A change from the serving pools S to a plan T (counts per pool key):
 
 * the instances T adds start: each takes ``weight bytes / (its chips × load rate) + warm-up``
   (:meth:`Startup.instance_s`); the change is ready when the slowest has started;
-* **make-before-break** (the executor's default): until ready S keeps serving and S ∪ T (the larger
+* **auto** (the default: the executor's rule, ``executor.elastic.choose_strategy``): make-before-break
+  when the datacenters' free chips (inventory less the serving pools') hold the added instances,
+  else break-before-make;
+* **make-before-break**: until ready S keeps serving and S ∪ T (the larger
   count per pool) is charged; then T serves and the instances S loses drain for ``drain_s``, charged,
   taking no new requests;
 * **break-before-make**: the instances S loses stop taking requests at once (drain charged), S ∩ T
@@ -32,7 +35,8 @@ from placer.errors import InputError
 from placer.plan import Plan, PoolOut
 from placer.problem import Problem
 
-STRATEGIES = ("make-before-break", "break-before-make")
+MAKE_BEFORE_BREAK, BREAK_BEFORE_MAKE, AUTO = "make-before-break", "break-before-make", "auto"
+STRATEGIES = (AUTO, MAKE_BEFORE_BREAK, BREAK_BEFORE_MAKE)
 
 #: Published cold starts these defaults follow (docs in placer/replan/README.md): vLLM on one node,
 #: a 35B NVFP4 checkpoint (20+ GB) from local NVMe: weights ~142 s, torch.compile ~39 s, five minutes
@@ -54,7 +58,7 @@ class Startup:
     load_gbyte_per_s_per_chip: float = DEFAULT_LOAD_GBYTE_PER_S_PER_CHIP
     warmup_s: float = DEFAULT_WARMUP_S
     drain_s: float = DEFAULT_DRAIN_S
-    strategy: str = "make-before-break"
+    strategy: str = AUTO
     startup_s: float | None = None  # given: every instance takes this long, whatever its weights
 
     def __post_init__(self) -> None:
@@ -125,6 +129,16 @@ def changed_pools(a: Pools, b: Pools) -> int:
     return sum(1 for k in set(a) | set(b) if (a[k].count if k in a else 0) != (b[k].count if k in b else 0))
 
 
+def fits_beside(problem: Problem, serving: Pools, added: Pools) -> bool:
+    """The executor's test for make-before-break: the free chips of each datacenter (inventory less the
+    serving pools') hold the added instances."""
+    used: dict[tuple[str, str], int] = {}
+    for pools in (serving, added):
+        for r in pools.values():
+            used[(r.datacenter, r.chip)] = used.get((r.datacenter, r.chip), 0) + r.count * int(r.tp)
+    return all(n <= problem.dc(dc).inventory.get(chip, 0) for (dc, chip), n in used.items())
+
+
 @dataclass
 class Segment:
     """A stretch of a window with one set of pools up."""
@@ -144,6 +158,8 @@ class FleetState:
     changes: int = 0
     chips_moved: int = 0
     dip_s: float = 0.0
+    breaks: int = 0  # changes applied break-before-make
+    strategy: str = MAKE_BEFORE_BREAK  # the strategy of the change under way
 
     def apply(self, plan: Plan | Pools, now_s: float, problem: Problem, instant: bool = False) -> None:
         """Start changing to ``plan`` at ``now_s`` (``instant``: no start-up, no drain — the oracle)."""
@@ -160,7 +176,11 @@ class FleetState:
         added = minus(new, self.serving)
         ready = now_s + max((self.startup.instance_s(problem, r) for r in added.values()), default=0.0)
         gone = minus(self.serving, new)
-        if self.startup.strategy == "break-before-make" and gone:
+        self.strategy = self.startup.strategy
+        if self.strategy == AUTO:
+            self.strategy = MAKE_BEFORE_BREAK if fits_beside(problem, self.serving, added) else BREAK_BEFORE_MAKE
+        self.breaks += self.strategy == BREAK_BEFORE_MAKE
+        if self.strategy == BREAK_BEFORE_MAKE and gone:
             self.draining.append((gone, now_s + self.startup.drain_s))
         if ready <= now_s:
             self._ready(new, now_s)
@@ -169,7 +189,7 @@ class FleetState:
 
     def _ready(self, new: Pools, at_s: float) -> None:
         gone = minus(self.serving, new)
-        if self.startup.strategy == "make-before-break" and gone:
+        if self.strategy == MAKE_BEFORE_BREAK and gone:
             self.draining.append((gone, at_s + self.startup.drain_s))
         self.serving, self.target = new, None
 
@@ -200,19 +220,19 @@ class FleetState:
         return segments, usd
 
     def _up(self) -> Pools:
-        if self.target is not None and self.startup.strategy == "break-before-make":
+        if self.target is not None and self.strategy == BREAK_BEFORE_MAKE:
             return intersection(self.serving, self.target)
         return self.serving
 
     def _charged(self) -> Pools:
         if self.target is None:
             return self.serving
-        if self.startup.strategy == "break-before-make":
+        if self.strategy == BREAK_BEFORE_MAKE:
             return self.target
         return union(self.serving, self.target)
 
     def _dip(self, length_s: float) -> None:
-        if self.startup.strategy == "break-before-make" and self.target is not None:
+        if self.strategy == BREAK_BEFORE_MAKE and self.target is not None:
             if changed_pools(self._up(), self.serving):
                 self.dip_s += length_s
 

@@ -65,3 +65,16 @@ def test_the_default_start_up_follows_the_weights_and_the_chips(problem):
     weights = problem.model.weight_bytes(problem.weight_dtype)
     assert startup.instance_s(problem, one) == pytest.approx(weights / 0.5e9 + 100.0)
     assert startup.instance_s(problem, two) == pytest.approx(weights / 1e9 + 100.0)
+
+
+def test_auto_breaks_before_it_makes_when_the_free_chips_cannot_hold_the_new_instances(problem):
+    fleet = FleetState("replanned", Startup(startup_s=600.0, drain_s=0.0))  # auto: the executor's rule
+    fleet.apply(pools(p=4, d=1), 0.0, problem)  # every H100 of dc-a busy
+    wide = PoolOut(role="P", datacenter="dc-a", chip="H100-SXM", tp=2, count=1)
+    fleet.apply({wide.key: wide, **pools(d=1)}, 0.0, problem)
+    segments, _ = fleet.window(0.0, 3600.0, problem)
+    assert segments[0].serving == pools(d=1) and fleet.breaks == 1 and fleet.dip_s == pytest.approx(600.0)
+    grow = FleetState("replanned", Startup(startup_s=600.0, drain_s=0.0))
+    grow.apply(pools(p=2, d=1), 0.0, problem)
+    grow.apply(pools(p=3, d=1), 0.0, problem)  # a free H100 holds the new instance
+    assert grow.window(0.0, 3600.0, problem)[0][0].serving == pools(p=2, d=1) and grow.breaks == 0
