@@ -15,6 +15,14 @@ MILPs' proven bounds put the best ratio within TARGET_GAP (1 %) of the last plan
 monotonically and converges superlinearly; each iteration is exact, so the last λ
 is the optimal ratio (to the MIP gap). A final MILP picks, among plans at that
 ratio, the one with the most goodput (no arbitrarily small plans).
+
+A plan first (issue 47): on large models (ROUND_FIRST_INTEGERS) the LP's least-cost solution is
+rounded to a plan (:mod:`placer.ilp.rounding`) before any MILP; it starts the iterations from below
+(and hints the restricted seed), so a time limit returns at least it, with the LP ratio bound as its
+certified gap, where the first MILP used to end without a plan (exit 4). Smaller models round only
+when the restricted seed MILP ends without a plan. ``Outcome.status`` is "optimal" only when the
+certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
+:class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
 """
 
 from __future__ import annotations
@@ -57,6 +65,14 @@ RESTRICT_MIN_SHARE = 0.5
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
 LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
+# A plan first (issue 47): models with at least this many integer columns round the LP to a plan
+# (:mod:`placer.ilp.rounding`) before any MILP — the first MILP there may find none in the whole
+# budget (100 sites × 12 classes, 2 858 integer columns: no plan in 10 minutes) — within ROUND_SHARE
+# of what is left. Smaller ones (sixteen-dc: 305; 16 sites × 12 classes: 447) get their first plan
+# from the restricted seed MILP in seconds, ~12 % better than the rounding's (sixteen-dc: 1019 against
+# 896 req/USD), so they round only when that MILP ends without a plan, with what is left.
+ROUND_FIRST_INTEGERS = 1000
+ROUND_SHARE = 0.25
 
 
 @dataclass
@@ -157,17 +173,31 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
     _report(config, "lp bound", None, upper, start)
-    first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest else None
+    large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
+    first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
     if seed is None and cheapest:
         try:
             seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest,
                                     hint=first.hint if first else None)
         except SolveTimeoutError:
             seed = None  # out of time in the restricted MILP: the rounded plan (if any) stands
+        if seed is None and first is None and not large and _restricts(form, cheapest):
+            # the restricted MILP ended without a plan (it left ROUND_SHARE of the time): round the LP
+            first = _rounded_start(form, config, cheapest, upper, start, share=1.0)
         if first is not None and (seed is None or seed.lam < first.lam):
             seed = first
-    state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
-                     began=start)
+        elif seed is not None:
+            _report(config, "first plan", seed.lam, upper, start)
+    try:
+        state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
+                         began=start)
+    except SolveTimeoutError:
+        # the seed MILP ended without a plan (it left ROUND_SHARE of the time): the LP rounded, if it gives one
+        first = _rounded_start(form, config, cheapest, upper, start, share=1.0) if seed is None and cheapest else None
+        if first is None:
+            raise
+        state = _iterate(form, config, mip_gap, first.lam, False, least_cost, upper, start=first,
+                         restarts=restarts, began=start)
     out = _most_goodput_at_ratio(form, config, mip_gap, state, start)
     # "optimal" only when the certified gap is within the target (the issue saw "optimal" at 6.9 %)
     out.status = "optimal" if out.mip_gap <= TARGET_GAP + 1e-12 else "feasible"
@@ -185,10 +215,10 @@ def _report(config: SolveConfig, phase: str, ratio: float | None, ceiling: float
 
 
 def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float], upper: float | None,
-                   began: float) -> _Dinkelbach | None:
+                   began: float, share: float = ROUND_SHARE) -> _Dinkelbach | None:
     """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
-    start from below (None when rounding finds none); it gets at most 15 % of what is left."""
-    limit = min(LP_LIMIT_S, 0.15 * config.left_s())
+    start from below (None when rounding finds none), within ``share`` of what is left (at most LP_LIMIT_S)."""
+    limit = min(LP_LIMIT_S, share * config.left_s())
     if limit <= 0:
         return None
     site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
@@ -278,7 +308,9 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
-        res = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
+        # a seed MILP with no plan before it leaves ROUND_SHARE of the time for the LP's rounding
+        limit = _left_s(config) * (1 - ROUND_SHARE) if last is None else _left_s(config)
+        res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
                     restarts=restarts)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
@@ -321,6 +353,12 @@ def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Din
     return _Dinkelbach(good / cost, values, res, "optimal", math.inf, 0)
 
 
+def _restricts(form: Formulation, cheapest: list[float]) -> bool:
+    """Whether :func:`_restricted_seed` runs on these LP values (it leaves out enough pools)."""
+    sites = {(key[1], key[2]) for key, var in form.n.items() if cheapest[var] > 1e-6}
+    return sum((key[1], key[2]) not in sites for key in form.n) >= RESTRICT_MIN_SHARE * len(form.n)
+
+
 def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, least_cost: float,
                      cheapest: list[float], hint: list[float] | None = None) -> _Dinkelbach | None:
     """Dinkelbach on the pools of the sites (datacenter, chip) the LP relaxation's least-cost plan
@@ -334,7 +372,8 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
     because the LP rounds differently from the MILP (on eight-dc the optimum takes the tp32 MD of a
     chip whose tp16 MD the LP used). On sixteen-dc the seed MILP on the whole model took ~40 s;
     restricted, the seed and its round take 3-5 s and end 0.05-0.2 % below the final plan's ratio
-    (eight-dc: 0.4 %), so the rounds on the whole model mostly prove it."""
+    (eight-dc: 0.4 %), so the rounds on the whole model mostly prove it. Its MILP gets 1 − ROUND_SHARE
+    of what is left, so that where it ends without a plan the LP's rounding still has time to give one."""
     sites = {(key[1], key[2]) for key, var in form.n.items() if cheapest[var] > 1e-6}
     outside = [var for key, var in form.n.items() if (key[1], key[2]) not in sites]
     if len(outside) < RESTRICT_MIN_SHARE * len(form.n):
@@ -349,7 +388,7 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
         if hint is not None and any(hint[var] > 0 for var in outside):
             hint = None  # a start outside the restricted pools is no start for this model
-        first = solve(model, config.backend, _left_s(config), hint=hint, mip_gap=SEED_GAP,
+        first = solve(model, config.backend, _left_s(config) * (1 - ROUND_SHARE), hint=hint, mip_gap=SEED_GAP,
                       abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps), restarts=False)
         good, cost = (_goodput(form, first.values), _cost(form, first.values)) if first.status.has_solution \
             else (0.0, 0.0)

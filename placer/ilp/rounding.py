@@ -96,7 +96,8 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
     """Counts by diving: each round fixes the counts the LP has whole (not zeros) and half of
     the fractional ones, the most nearly whole first (up where the hardware rows still hold with the
     other counts at the LP's values, else down), then re-solves the least-cost LP with those fixed,
-    so the instances the rounding moved are paid for elsewhere; None when a round's LP has no plan.
+    so the instances the rounding moved are paid for elsewhere. A round whose LP has no plan is undone
+    and tried again with its most nearly whole count alone, up, then down; None when neither has one.
     ``site_of``: each count's (datacenter, chip); the dive then keeps to the sites the first LP used
     (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does."""
     lp = model.relaxed()
@@ -126,22 +127,36 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
         if not fractional:
             return {var: fixed.get(var, 0) for var in counts}
         fractional.sort(key=lambda v: -(values[v] - math.floor(values[v])))
-        for var in fractional[:max(1, int(DIVE_SHARE * len(fractional)))]:
-            up = math.ceil(values[var])
-            trial = [*values]  # the counts not fixed yet at the LP's values
-            for i, c in fixed.items():
-                trial[i] = c
-            trial[var] = up
-            fits = all(r.activity(trial) <= r.rhs + COUNT_EPS * max(1.0, abs(r.rhs)) for r in hardware
-                       if var in r.coeffs)
-            fixed[var] = min(int(model.vars[var].ub), up if fits else math.floor(values[var]))
-        for var, count in fixed.items():
-            lp.fix(var, float(count))
-        res = solve(lp, "ortools", max(0.001, deadline - time.monotonic()))
-        if not res.status.has_solution:
+        batch = fractional[:max(1, int(DIVE_SHARE * len(fractional)))]
+        tries = [{var: _rounded(model, hardware, fixed, values, var) for var in batch}]
+        # backtrack: the batch's LP has no plan → the most nearly whole count alone, up then down
+        top = batch[0]
+        tries += [{top: math.ceil(values[top])}, {top: math.floor(values[top])}]
+        for attempt in tries:
+            for var, count in attempt.items():
+                lp.fix(var, float(count))
+            res = solve(lp, "ortools", max(0.001, deadline - time.monotonic()))
+            if res.status.has_solution:
+                fixed.update(attempt)
+                values = res.values
+                break
+            for var in attempt:  # undo: free again
+                lp.set_bounds(var, 0.0, model.vars[var].ub)
+        else:
             return None
-        values = res.values
     return None
+
+
+def _rounded(model: LinearModel, hardware: list, fixed: dict[int, int], values: list[float], var: int) -> int:
+    """``var``'s count rounded up where every hardware row it is in still holds with the counts fixed so
+    far and the others at ``values``, else down."""
+    up = math.ceil(values[var])
+    trial = [*values]
+    for i, c in fixed.items():
+        trial[i] = c
+    trial[var] = up
+    fits = all(r.activity(trial) <= r.rhs + COUNT_EPS * max(1.0, abs(r.rhs)) for r in hardware if var in r.coeffs)
+    return min(int(model.vars[var].ub), up if fits else math.floor(values[var]))
 
 
 def _route(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
