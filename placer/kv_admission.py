@@ -246,8 +246,9 @@ class KvGate:
     """A decoder's KV admissions by :func:`admit_order` (:func:`admits`, FIFO with EASY backfilling):
     the reservations it holds and the requests waiting for room, each with an opaque ``item`` (the
     executor: the KV message to import once admitted) and the tokens it will emit here (its stay, in
-    steps; the executor gives the output budget, an upper bound). ``now`` is the decoder's step
-    counter. The simulator keeps the same books inline (:class:`placer.sim.decode.DecodeInstance`,
+    steps; the executor gives the output budget). ``now`` is the decoder's step counter. Where a
+    request stops early (EOS, a handoff), the shadow comes earlier than computed; the head is then
+    admitted no later than the step its room comes if every request ran its whole budget. The simulator keeps the same books inline (:class:`placer.sim.decode.DecodeInstance`,
     for speed) and admits by the same :func:`admit_order`."""
 
     def __init__(self, capacity_tokens: float, batch_cap: int | float = math.inf) -> None:
