@@ -248,8 +248,9 @@ class KvGate:
     executor: the KV message to import once admitted) and the tokens it will emit here (its stay, in
     steps; the executor gives the output budget). ``now`` is the decoder's step counter. Where a
     request stops early (EOS, a handoff), the shadow comes earlier than computed; the head is then
-    admitted no later than the step its room comes if every request ran its whole budget. The simulator keeps the same books inline (:class:`placer.sim.decode.DecodeInstance`,
-    for speed) and admits by the same :func:`admit_order`."""
+    admitted no later than the step its room comes if every request ran its whole budget. The
+    simulator keeps the same books inline (:class:`placer.sim.decode.DecodeInstance`, for speed)
+    and admits by the same :func:`admit_order`."""
 
     def __init__(self, capacity_tokens: float, batch_cap: int | float = math.inf) -> None:
         self.capacity_tokens = capacity_tokens
