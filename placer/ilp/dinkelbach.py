@@ -178,7 +178,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     if seed is None and cheapest:
         try:
             seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest,
-                                    hint=first.hint if first else None)
+                                    hint=first.hint if first else None, upper=upper, began=start)
         except SolveTimeoutError:
             seed = None  # out of time in the restricted MILP: the rounded plan (if any) stands
         if seed is None and first is None and not large and _restricts(form, cheapest):
@@ -186,8 +186,6 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             first = _rounded_start(form, config, cheapest, upper, start, share=1.0)
         if first is not None and (seed is None or seed.lam < first.lam):
             seed = first
-        elif seed is not None:
-            _report(config, "first plan", seed.lam, upper, start)
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
                          began=start)
@@ -286,7 +284,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     HiGHS most of a proving round and changes no decision.
 
     ``start``: a plan to start from (:func:`_restricted_seed`), in place of the seed MILP at λ;
-    ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`)."""
+    ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`); ``began``: the
+    solve's start, for the progress reports (none without it)."""
     model = form.model
     hint, status, last, res = None, "optimal", None, None
     done = 0
@@ -360,7 +359,8 @@ def _restricts(form: Formulation, cheapest: list[float]) -> bool:
 
 
 def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, least_cost: float,
-                     cheapest: list[float], hint: list[float] | None = None) -> _Dinkelbach | None:
+                     cheapest: list[float], hint: list[float] | None = None, upper: float | None = None,
+                     began: float | None = None) -> _Dinkelbach | None:
     """Dinkelbach on the pools of the sites (datacenter, chip) the LP relaxation's least-cost plan
     uses — every role and shape of those chips there, no other pool — from λ0; None when that
     leaves out too little to be cheaper (RESTRICT_MIN_SHARE) or has no plan.
@@ -395,6 +395,8 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
         if good <= EPS or cost <= 0:
             return None  # no plan on these pools (or none in time): the seed runs on the whole model
         seed = _Dinkelbach(good / cost, first.values, first, "optimal", math.inf, 1)
+        if began is not None:
+            _report(config, "first plan", seed.lam, upper, began)
         return _iterate(form, config, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS,
                         restarts=False)
     finally:
