@@ -24,6 +24,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, AllowInfNan, BeforeValidator, Field, Strict
 
+from placer.errors import InputError
+
 #: A YAML 1.2 float in exponent form (what YAML 1.1 leaves a string when it lacks the dot or the sign).
 _EXPONENT_FLOAT = re.compile(r"[-+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)[eE][-+]?[0-9]+")
 
@@ -64,3 +66,18 @@ MAX_CHIPS = 1_000_000  # chips of one kind in one datacenter
 MAX_RPS = 1_000_000.0  # requests per second offered to one deployment
 MAX_SECONDS = 3_600.0  # an SLA of more than an hour is not a latency SLA
 MAX_TIMESTAMP_S = 1e11  # a trace time or Unix time in seconds (year ~5100): any real clock, finite float maths
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_DURATION_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(text: str, option: str, *, zero_ok: bool = False) -> float:
+    """'90', '90s', '15m', '1h', '2d' → seconds, > 0 (≥ 0 with ``zero_ok``, e.g. a cool-down), InputError
+    naming the option and the text: the one reading of a duration the CLI's options take (jobs' windows
+    and cool-downs, simulate's replanning cadence)."""
+    match = _DURATION.match(text)
+    if not match or (float(match.group(1)) <= 0 and not zero_ok):
+        bound = "≥ 0" if zero_ok else "> 0"
+        raise InputError(f"{option}: not a duration {bound}: {text!r}; use e.g. 90s, 15m, 1h or 2d")
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]

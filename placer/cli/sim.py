@@ -232,7 +232,7 @@ def _replan_day(scenario: Path, plan_file: Path, engine, json_out: bool, figure:
         config = DayConfig(replan_every_s=every, seed=seed, requests_per_window=o["requests_per_window"],
                            window_s=parse_duration(o["window"], "--window") if o["window"] else None)
         rule = AdoptionRule(min_bcr_gain_pct=o["hysteresis"],
-                            cooldown_s=parse_duration(o["cooldown"], "--cooldown") if o["cooldown"] else 0.0)
+                            cooldown_s=parse_duration(o["cooldown"], "--cooldown", zero_ok=True) if o["cooldown"] else 0.0)
         startup = Startup(load_gbyte_per_s_per_chip=o["load_rate"], warmup_s=o["warmup"], drain_s=o["drain"],
                           strategy=o["strategy"],
                           startup_s=parse_duration(o["startup"], "--startup") if o["startup"] else None)

@@ -24,11 +24,11 @@ more cold, long-prefill traffic in those hours. A trace's windows are fitted wit
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from placer.errors import InputError
+from placer.fields import parse_duration  # noqa: F401 - re-exported: the replanning options' durations
 from placer.specs import Scenario
 from placer.workload import fit_classes, read_trace, with_hit_rates
 
@@ -181,15 +181,3 @@ def trace_windows(path: str | Path, window_s: float, scenario: Scenario | None =
             rate, classes = len(rows) / window_s, fit_classes(rows)
         out.append((k * window_s, rate, classes))
     return out
-
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str, option: str) -> float:
-    """'90', '90s', '15m', '1h', '2d' → seconds (InputError naming the option); > 0."""
-    match = _DURATION.match(text)
-    if not match or float(match.group(1)) <= 0:
-        raise InputError(f"{option}: not a duration > 0: {text!r}; use e.g. 90s, 15m, 1h or 2d")
-    return float(match.group(1)) * _UNITS[match.group(2)]

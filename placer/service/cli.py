@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import enum
 import json
-import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -35,6 +34,7 @@ from placer.cli.fold import Fold  # the faces share it: tables that fold on narr
 from placer.cli.output import err, fail
 from placer.cli.output import out as console
 from placer.errors import InputError, PlacerError
+from placer.fields import parse_duration
 from placer.optimize import OBJECTIVES
 from placer.plan import load_plan
 from placer.plancheck import check_plan_or_alone
@@ -56,17 +56,6 @@ SERVE_PORT = 8080
 Mode = enum.Enum("Mode", {m: m for m in ("propose", "apply")}, type=str)
 Objective = enum.Enum("Objective", {o: o for o in OBJECTIVES}, type=str)
 Solver = enum.Enum("Solver", {s: s for s in ("ortools", "ortools-highs", "ortools-scip", "pulp")}, type=str)
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def parse_duration(text: str, option: str) -> float:
-    """'90', '90s', '15m', '1h', '2d' → seconds (InputError naming the option)."""
-    match = _DURATION.match(text)
-    if not match:
-        raise InputError(f"{option}: not a duration {text!r}; use e.g. 90s, 15m, 1h or 2d")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def _validation_message(error: ValidationError) -> str:
@@ -235,7 +224,7 @@ def _job_spec(every: str | None, cron: str | None, request_log: str | None, requ
             "schedule": TypeAdapter(Schedule).validate_python(schedule).model_dump(),
             "workload": TypeAdapter(WorkloadSource).validate_python(workload).model_dump(),
             "policy": Policy(mode=mode, min_bcr_gain_pct=min_gain, max_pool_changes=max_pool_changes,
-                             cooldown_s=parse_duration(cooldown, "--cooldown"), deploy_url=deploy_url,
+                             cooldown_s=parse_duration(cooldown, "--cooldown", zero_ok=True), deploy_url=deploy_url,
                              apply_timeout_s=parse_duration(apply_timeout, "--apply-timeout")).model_dump(),
         }
     except ValidationError as e:
