@@ -10,6 +10,15 @@ transfers, RTT/2 each way, jitter). Everything runs in this process on CPU.
 The trace: conversations that share a long system prefix and come back turn after
 turn with their context (high prefix hit), each opened by a low-hit first turn with
 a long output, plus a few anomalous long-input, low-hit, short-output requests.
+The first turns relay (P → RLD → MD) and are made to hand off in both modes (issue 48): half the
+conversations open short (80-160 tokens of their own: the KV crosses the 200 Mbit/s line in
+0.1-0.2 s, while RLD has made fewer than `catch_up_threshold_tokens` = 64 tokens even at a 6 ms step:
+one-shot), half long (1300-1500: 1.7-2.0 s, over 64 tokens at up to a 25 ms step: catch-up), and
+every answer is 320 tokens, more than RLD makes before MD has the KV even at 8 ms a step, so MD
+finishes each one (the PDD report: 64K-token contexts, ~1K outputs, 100-token handoffs, RLD 6.2 % of
+the output tokens; here RLD holds 10-60 % of a relayed answer: 1,000-token answers would take 15-30 s
+of decoding each on this CPU). The anomalous requests are filtered to RLD and finish there. The
+planner's classes split the short and the long conversations (`request_class`).
 The same trace (same prompts, same arrival times) is served by:
 
 - same-dc-pd: P and D in dc-a (the KV never crosses the WAN) — the lower bound;
@@ -131,7 +140,7 @@ class TraceConfig:
     shared_tokens: int = 256  # system prompt + tool definitions, common to every conversation
     # a new conversation's own context: even conversations draw from the first range, odd from the second —
     # a short one whose KV crosses while RLD has made fewer tokens than catch_up_threshold_tokens (one-shot
-    # handoff) and a long one over it (catch-up); see serve_trace.HANDOFF_TRACE for the arithmetic
+    # handoff) and a long one over it (catch-up); the arithmetic in the module's docstring
     first_user_tokens: tuple[int, int] = (80, 160)
     long_first_user_tokens: tuple[int, int] = (1300, 1500)
     turn_tokens: tuple[int, int] = (24, 56)  # what each later turn appends (reply + tool output)
@@ -373,9 +382,27 @@ def request_class(r: TraceRequest) -> str:
     return r.kind + ("-long" if r.conv >= 0 and r.conv % 2 else "")
 
 
-def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, profile: Path):
+def local_kv_gbit(runtime: dict) -> float:
+    """The rate of a KV's move between two instances in one datacenter as the executor makes it, in Gbit/s:
+    in one process the transport hands the payload over without a socket (``TcpEndpoint._local_peer``), so
+    the move is P's export copy then the decoder's import copy, one after the other (``measure_runtime``'s
+    ``kv_export_bytes_per_s`` and ``kv_import_bytes_per_s``); NIC_GBIT without them."""
+    export, imp = runtime.get("kv_export_bytes_per_s"), runtime.get("kv_import_bytes_per_s")
+    if not export or not imp:
+        return NIC_GBIT
+    return 8 / (1 / export + 1 / imp) / 1e9
+
+
+NIC_GBIT = 2.0  # the CPU chip's NIC where the runtime's copy rates are not known
+
+
+def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, profile: Path,
+                       nic_gbit: float = NIC_GBIT):
     """The bench setting as a placer scenario (its chip and model from the CPU profile, the
-    profile's measured table as the performance model) and the three plans."""
+    profile's measured table as the performance model) and the three plans. ``nic_gbit``: the chip's NIC,
+    which prices a KV's move inside a datacenter (P → D in same-dc-pd, P → RLD in pdd): the executor's
+    own copy rate (:func:`local_kv_gbit`) — at 2 Gbit/s a 1,300-token prompt's 43 MB took the planner
+    0.17 s where the executor copies it in ~12 ms."""
     from placer.plan import Plan
     from placer.specs import parse_scenario
 
@@ -387,7 +414,7 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
     # table's grid only, and to refuse a table faster than the hardware
     flops = max(roof["flop_per_s"].values())
     chip = {"name": table["chip"], "bf16_tflops": flops / 1e12, "mem_gb": 8.0,
-            "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": 2.0}
+            "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": nic_gbit}
     seen = [a for a in arrivals if not math.isnan(a)]
     span = max(seen) - min(seen)
     classes = []
@@ -489,6 +516,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
 
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
+    nic = local_kv_gbit(runtime)
     out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
                  "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}, "ladder": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
@@ -501,7 +529,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                          else base.interference)
             if rt.line_rows():  # measured beside the served line (probe_host at its rate)
                 rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
-            scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile)
+            scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile, nic)
             plan = plans[name]
             try:
                 m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
@@ -519,7 +547,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                     path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
                                                                                "prefill", factors)))
                     sim_table = _table(path)
-                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path)
+                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic)
                     sim_plan = sim_plans[name]
                 cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
             if "decode_pace" in cal or "prefill_pace" in cal:
@@ -917,26 +945,13 @@ def report(results: dict[str, dict], pred: dict, trace: list[TraceRequest], line
     same = [results[n]["outputs"] == results["same-dc-pd"]["outputs"] for n in results]
     print(f"outputs identical across setups (greedy): {all(same)}")
     out: dict = {"ttft": summary, "p90_ratio": ratio, "outputs_identical": all(same)}
-    out["handoff"] = report_handoffs(results["pdd"], pred)
+    out["handoff"] = serve_handoff.report(results["pdd"], pred)
     print_phases(results)
     out["comparison"] = compare(results, pred)
     chain = pred.get("chained", {})
     out["chained"] = {**print_chained(chain), "setups": chain}
     out["predicted"] = {k: pred.get(k) for k in ("planner", "simulator", "ladder")}
     return out
-
-
-def report_handoffs(pdd: dict, pred: dict) -> dict:
-    """Print the handoffs of the PDD serve beside the simulator's for the same trace; return both."""
-    measured = pdd.get("handoff_summary")
-    simulated = pred.get("simulator", {}).get("pdd", {}).get("handoff")
-    if measured and simulated:
-        simulated = serve_handoff.with_relayed(simulated, measured["relayed"])
-    pay = serve_handoff.payload(100)
-    serve_handoff.print_report(measured, simulated, pay)
-    if measured and not sum(measured["handoffs"].values()):
-        print("  handoffs: none happened (every relayed request finished on RLD before MD had its KV)")
-    return {"executor": measured, "simulator": simulated, "payload_100": pay}
 
 
 def main(argv: list[str] | None = None) -> int:

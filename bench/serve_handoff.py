@@ -5,7 +5,7 @@ in:  the executor's request records of a PDD serve (``RequestRecord.extra``: ``h
      ``handoff_latency_s``, ``relay_tokens``; MD writes them, ``executor/roles/md.py``), the rows
      :func:`instrument` records per final handoff batch (wire, wait at MD, extend-decode), and the
      handoff plans the simulator made for the same trace (:func:`sim_handoffs` records them)
-out: :func:`summary` — handoffs per mode, RLD's share of output tokens, the share of relayed requests
+out: :func:`report` prints the section of bench_serve's report; :func:`summary` — handoffs per mode, RLD's share of output tokens, the share of relayed requests
      MD finished, tokens handed over, latency parts mean/max/std; :func:`payload` — a k-token
      handoff's token-ID message vs the KV it replaces (the PDD report's 100 tokens: 1.5 KB vs
      4,649 KB); :func:`print_report` prints them, the simulator's beside the executor's.
@@ -121,10 +121,10 @@ def sim_handoffs(plans: list) -> Iterator[list]:
 def sim_summary(sim: dict, plans: list) -> dict:
     """The simulator's handoffs of one run: ``sim`` its result dict, ``plans`` :func:`sim_handoffs`'s.
     The share of relayed requests MD finished comes with :func:`with_relayed`."""
-    counts = sim.get("handoffs", {})
+    counts = sim["handoffs"]  # a placer.sim SimResult or its dict
     return {"handoffs": {m: counts.get(m, 0) for m in MODES}, "line_first": counts.get("none", 0),
             "md_finished_share": math.nan,
-            "rld_token_share": sim.get("rld_token_share", math.nan),
+            "rld_token_share": sim["rld_token_share"],
             "tokens": [sum(b.num_tokens for b in p.batches) for p in plans],
             "extend_s": _stats([p.md_extend_s for p in plans]),
             "final_extend_s": _stats([p.final_extend_s for p in plans]),
@@ -181,3 +181,17 @@ def print_report(measured: dict | None, simulated: dict | None, pay: dict) -> No
             print(f"  final batch, {label} ({parts['total']['n']}): " + "; ".join(
                 f"{part} {_ms(parts[part], 'mean')}/{_ms(parts[part], 'max')}/{_ms(parts[part], 'std')}"
                 for part in PARTS) + " ms (mean/max/std)")
+
+
+def report(pdd: dict, pred: dict) -> dict:
+    """Print the handoffs of bench_serve's PDD serve (``pdd``, its result) beside the simulator's for the same
+    trace (``pred``, bench_serve's predictions) and the 100-token payload; return them."""
+    measured = pdd.get("handoff_summary")
+    simulated = pred.get("simulator", {}).get("pdd", {}).get("handoff")
+    if measured and simulated:
+        simulated = with_relayed(simulated, measured["relayed"])
+    pay = payload(100)
+    print_report(measured, simulated, pay)
+    if measured and not sum(measured["handoffs"].values()):
+        print("  handoffs: none happened (every relayed request finished on RLD before MD had its KV)")
+    return {"executor": measured, "simulator": simulated, "payload_100": pay}
