@@ -32,7 +32,7 @@ Prints TTFT P50/P90/P99 of each (client side, at the router), the PDD / naive P9
 ratio, the handoff's token-ID bytes vs the KV bytes they replace, handoff latency, and
 measured vs predicted TTFT P50/P90/P99 and TPOT P50/P90 per setup with the error: the
 simulator (`placer.sim` with `SimConfig.runtime`, the executor's runtime) and the planner
-(`placer.optimize.evaluate_plan`, TTFT), both from the CPU profile of the bench model
+(`placer.optimize.evaluate_plan`, TTFT and TPOT), both from the CPU profile of the bench model
 (`placer profile model --device cpu --grid serve --rounds 3`, measured first unless `--profile`)
 and the runtime figures (`bench/measure_runtime.py`, unless `--runtime`), on the same
 trace: same prompts, the arrival times each setup saw. The machine may be shared: the
@@ -61,6 +61,18 @@ the setup serves both again (`--host-retries`, 2) and the report prints the drif
 their median, and the report prints the executor's own spread over them, the noise floor any
 prediction of it is read against, and predicts each serve from the serve just before it (the first
 from the calibration serve): as many predictions per setup as serves.
+
+Handoffs (issue 48, `bench/serve_handoff.py`): the PDD serve's handoffs per mode, the relayed requests MD
+finished, RLD's share of the output tokens, tokens handed over and MD's extend-decode time, beside the
+simulator's for the same trace (its handoff plans recorded as it makes them), the latency of each final
+batch split into wire / wait at MD / extend-decode (mean/max/std, per mode), and the report's 100-token
+payload: token IDs vs the KV they replace. The planner (`placer.optimize.evaluate_plan`: TTFT P50/P90/P99 and
+its one TPOT) is gated like the simulator (within 15 % on TTFT P50, P90 and TPOT P50), and
+`bench/planner_check.py` walks from the planner to the simulator one input at a time (the simulator on the
+ILP's own inputs — classes, Poisson, no executor overheads —, then on the trace as served, then with the
+executor's runtime), so that where they part the report shows whether an ILP law or an input is off.
+The planner's CPU chip moves a KV inside a datacenter at the executor's own copy rate
+(`local_kv_gbit`: the runtime's export and import copies), not a NIC's.
 
 The report has a fourth column, "as served": the same simulation at the host's speed as each serve
 really went — its lone decode steps' thread CPU seconds (each engine's `forward_log`) ÷ the
