@@ -14,11 +14,12 @@ picked as P is. Its assignment holds only that instance (under `p`, role A). Whe
 every A instance is full, a request the share sent to A spills to the
 disaggregated side (if it can run).
 
-Per attempt: P is the one whose prefix index predicts the longest hit, then the least
-loaded; the pipeline comes from the `RoutingPolicy` among those the live instances can
-run (a plan pipeline with no live instance degrades to one that has, rather than
-refusing); RLD sits in P's datacenter; MD is the longest predicted hit, then the
-least loaded. A retry that avoids a failed MD prefers P-RLD (the *fallback*).
+Per attempt: P is the one whose prefix index predicts the longest hit among those within
+the load bound (`placer.prefix.pick_by_prefix`: consistent hashing with bounded loads, the
+simulator's rule for MD too), then the least loaded; the pipeline comes from the
+`RoutingPolicy` among those the live instances can run (a plan pipeline with no live
+instance degrades to one that has, rather than refusing); RLD sits in P's datacenter
+(least loaded); MD is chosen as P is. A retry that avoids a failed MD prefers P-RLD (the *fallback*).
 SUSPECT instances are picked last, full ones never. No torch, no threads.
 """
 
@@ -32,6 +33,7 @@ from executor.health import PeerState
 from executor.registry import InstanceInfo, InstanceRegistry
 from executor.routing import NoRouteError, Pipeline, RoutingPolicy
 from placer import pdd
+from placer.prefix import pick_by_prefix
 #: A retry that avoids a failed decoder: the first of these the live instances can run.
 _FALLBACK_ORDER = (Pipeline.P_RLD, Pipeline.P_MD, Pipeline.P_D, Pipeline.P_RLD_MD)
 #: The policy's pipelines have no live instance: the first of these that has one.
@@ -139,8 +141,9 @@ def available_pipelines(registry: InstanceRegistry, p: InstanceInfo, exclude: se
 
 def pick(registry: InstanceRegistry, admission: AdmissionPolicy, candidates: list[InstanceInfo],
          prompt: Sequence[int] | None = None, *, role: str = "") -> InstanceInfo:
-    """Longest predicted prefix hit first (when a prompt is given), then least loaded, then name;
-    SUSPECT instances last, full ones never (`Overloaded` if all are full)."""
+    """SUSPECT instances last, full ones never (`Overloaded` if all are full); with a prompt, the longest
+    predicted prefix hit among the instances within the load bound (`placer.prefix.pick_by_prefix`, the
+    simulator's rule too), then name; without one, the least loaded, then name."""
     if not candidates:
         raise NoCapacity(f"no {_ROLE_LABELS.get(role, 'matching')} instance is up")
     room = [i for i in candidates if not admission.full(registry.load[i.name])]
@@ -148,8 +151,8 @@ def pick(registry: InstanceRegistry, admission: AdmissionPolicy, candidates: lis
         raise Overloaded(f"every {role} instance is at its limit of {admission.max_per_instance} requests",
                          admission.retry_after_s)
 
-    def key(i: InstanceInfo) -> tuple:
-        hit = registry.indexes[i.name].match(prompt) if prompt is not None else 0
-        return (registry.health.state(i.name) is PeerState.SUSPECT, -hit, registry.load[i.name], i.name)
-
-    return min(room, key=key)
+    healthy = [i for i in room if registry.health.state(i.name) is not PeerState.SUSPECT]
+    among = sorted(healthy or room, key=lambda i: i.name)  # the first of equals: the smallest name
+    if prompt is None:
+        return min(among, key=lambda i: registry.load[i.name])
+    return pick_by_prefix(among, lambda i: registry.indexes[i.name].match(prompt), lambda i: registry.load[i.name])

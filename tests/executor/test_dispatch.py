@@ -26,10 +26,24 @@ MD0, MD1 = InstanceInfo("md0", "MD", "dc-b"), InstanceInfo("md1", "MD", "dc-b")
 
 def test_the_longest_predicted_hit_wins_then_the_least_loaded():
     reg = _registry(MD0, MD1)
-    reg.load["md0"] = 3
+    reg.load["md0"] = 1
     assert pick(reg, AdmissionPolicy(), [MD0, MD1], PROMPT).name == "md1"  # no hit anywhere: least loaded
     reg.indexes["md0"].insert(PROMPT)
-    assert pick(reg, AdmissionPolicy(), [MD0, MD1], PROMPT).name == "md0"  # it holds the prefix
+    assert pick(reg, AdmissionPolicy(), [MD0, MD1], PROMPT).name == "md0"  # it holds the prefix, near the mean load
+
+
+def test_a_prefix_every_request_shares_does_not_pile_them_on_one_instance():
+    """A system prompt all requests share: the instance that cached it first wins only while its load
+    stays within 1.25 x the mean (consistent hashing with bounded loads), so both instances serve."""
+    reg = _registry(MD0, MD1)
+    reg.indexes["md0"].insert(PROMPT)
+    reg.load["md0"] = 3
+    assert pick(reg, AdmissionPolicy(), [MD0, MD1], PROMPT).name == "md1"  # 4 > ceil(1.25 x 4 / 2)
+    for _ in range(40):  # requests arrive and stay
+        reg.load[pick(reg, AdmissionPolicy(), [MD0, MD1], PROMPT).name] += 1
+    total = reg.load["md0"] + reg.load["md1"]
+    assert reg.load["md0"] > reg.load["md1"]  # the cache still leans the split ...
+    assert reg.load["md0"] <= 1.25 * total / 2 + 1  # ... within the bound (unbounded: 43 and 0)
 
 
 def test_suspect_instances_come_last_and_full_ones_never():

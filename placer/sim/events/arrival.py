@@ -14,6 +14,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from heapq import heappush
 
+from placer.prefix import pick_by_prefix
 from placer.sim.events.request import PREFILL, PULL_MD, PULL_RLD, Req
 
 
@@ -143,15 +144,14 @@ class ArrivalEvents:
         return min(insts, key=_decode_load)
 
     def _pick_by_cache(self, pool, ids, n_in: int):
-        """Cache-aware choice among the decode instances of the pool's role in its datacenter:
-        the longest cached prefix wins; ties go to the plan's pool, then to the least loaded."""
-        best, best_m, best_rank = None, -1, None
-        for inst in self.router.decoders[(pool.role, pool.dc)]:
-            m = inst.cache.match_tokens(ids, n_in) if inst.cache is not None else 0
-            rank = (0 if inst.pool is pool else 1, _decode_load(inst))
-            if m > best_m or (m == best_m and rank < best_rank):
-                best, best_m, best_rank = inst, m, rank
-        return best, best_m / n_in
+        """Cache-aware choice among the decode instances of the pool's role in its datacenter, the
+        executor's rule (:func:`placer.prefix.pick_by_prefix`): the longest cached prefix among the
+        instances within the load bound; ties go to the plan's pool, then to the least loaded."""
+        hits = {id(inst): inst.cache.match_tokens(ids, n_in) if inst.cache is not None else 0
+                for inst in self.router.decoders[(pool.role, pool.dc)]}
+        best = pick_by_prefix(self.router.decoders[(pool.role, pool.dc)], lambda i: hits[id(i)], _decode_load,
+                              rank=lambda i: (0 if i.pool is pool else 1,))
+        return best, hits[id(best)] / n_in
 
     def _reject(self, t: float, rid: int) -> None:
         self.rejected += 1

@@ -223,6 +223,35 @@ def test_trace_replay_with_hash_ids_finds_repeated_prompts_in_both_caches(small_
     assert result["drc_hit_rate"] > 0.9  # and its KV sits in an MD of each datacenter it went to
 
 
+def test_a_first_block_every_request_shares_does_not_send_them_all_to_one_md(small_problem, small_plan, tmp_path):
+    """A trace whose requests share their first block (a system prompt) and nothing else: the MD
+    instance that cached that block first must not take every request (consistent hashing with
+    bounded loads, placer.prefix.pick_by_prefix, as the executor's router picks)."""
+    from collections import Counter
+
+    from placer.sim.engine import Simulation
+
+    picked: Counter = Counter()
+
+    class Recording(Simulation):
+        def _pick_by_cache(self, pool, ids, n_in):
+            inst, hit = super()._pick_by_cache(pool, ids, n_in)
+            picked[id(inst)] += 1
+            return inst, hit
+
+    # the first request alone, long before the rest: only its MD has block 0 when they come
+    lines = [json.dumps({"timestamp": 0 if i == 0 else 60_000 + 150 * i, "input_length": 4096, "output_length": 64,
+                         "hash_ids": [0, *range(100 * i + 1, 100 * i + 8)]}) for i in range(300)]
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(lines) + "\n")
+    sim = Recording(small_problem, small_plan, SimConfig(requests=300, workload="trace", trace=str(trace)))
+    sim.run()
+    mds = sum(p.count for p in small_plan.pools if p.role == "MD")
+    assert mds >= 2 and sum(picked.values()) >= 250
+    # unbounded (the longest hit always wins), the first MD took 263 of 300; bounded, 170
+    assert max(picked.values()) <= 0.75 * sum(picked.values())
+
+
 @pytest.mark.parametrize("mode", [ONE_SHOT, CATCH_UP])
 def test_rld_decodes_until_its_final_batch_leaves_and_md_takes_over_when_it_lands(small_problem, small_plan, seed,
                                                                                   mode):
