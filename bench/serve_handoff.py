@@ -5,8 +5,9 @@ in:  the executor's request records of a PDD serve (``RequestRecord.extra``: ``h
      ``handoff_latency_s``, ``relay_tokens``; MD writes them, ``executor/roles/md.py``), the rows
      :func:`instrument` records per final handoff batch (wire, wait at MD, extend-decode), and the
      handoff plans the simulator made for the same trace (:func:`sim_handoffs` records them)
-out: :func:`report` prints the section of bench_serve's report; :func:`summary` — handoffs per mode, RLD's share of output tokens, the share of relayed requests
-     MD finished, tokens handed over, latency parts mean/max/std; :func:`payload` — a k-token
+out: :func:`report` prints the handoff section of bench_serve's report; :func:`summary` — handoffs per
+     mode, RLD's share of output tokens, the share of relayed requests MD finished, tokens handed
+     over, latency parts mean/max/std; :func:`sim_summary` — the simulator's; :func:`payload` — a k-token
      handoff's token-ID message vs the KV it replaces (the PDD report's 100 tokens: 1.5 KB vs
      4,649 KB); :func:`print_report` prints them, the simulator's beside the executor's.
 
