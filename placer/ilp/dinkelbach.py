@@ -215,8 +215,8 @@ def _report(config: SolveConfig, phase: str, ratio: float | None, ceiling: float
 def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float], upper: float | None,
                    began: float, share: float = ROUND_SHARE) -> _Dinkelbach | None:
     """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
-    start from below (None when rounding finds none), within ``share`` of what is left (at most LP_LIMIT_S)."""
-    limit = min(LP_LIMIT_S, share * config.left_s())
+    start from below (None when rounding finds none), within ``share`` of what is left."""
+    limit = share * config.left_s()
     if limit <= 0:
         return None
     site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
@@ -440,7 +440,11 @@ def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | Non
     only places λ0 above the optimum (the first MILP seeds λ; exactness comes after it)."""
     m = form.model.relaxed()
     m.maximize, m.objective = False, dict(form.cost)
-    cheapest = solve(m, "ortools", min(LP_LIMIT_S, _left_s(config)))
+    # a large model's LP is the first plan's source (its rounding): it may take half the budget, not 30 s
+    # (100 sites × 12 classes: the LP did not finish in 30 s, so no bound and no rounding)
+    large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
+    limit = max(LP_LIMIT_S, 0.5 * _left_s(config)) if large else LP_LIMIT_S
+    cheapest = solve(m, "ortools", min(limit, _left_s(config)))
     if cheapest.status is Status.INFEASIBLE:
         return None, 0.0, None
     if not cheapest.status.has_solution:
