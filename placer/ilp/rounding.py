@@ -14,8 +14,8 @@ pools is the plan (its cost is fixed, so the most goodput is the best ratio on t
 
 Where the inventory is tight the repair takes back instances the load needs (pdd-two-dc: three tp32
 P on Ascend-910B leave no chips for the relay; sixteen-dc likewise), so :func:`_dive` re-solves: each
-round fixes half of the fractional counts (the most nearly whole first, up where the hardware still
-holds) and re-solves the least-cost LP on the LP's own sites, so the other shapes and chips there pay
+round fixes every fractional count (up where the hardware still holds, else down; backtracking
+to the most nearly whole half, then one) and re-solves the least-cost LP on the LP's own sites, so the other shapes and chips there pay
 for what was rounded down; a round without a plan is retried with one count, up then down. Then one
 trim: the least-cost LP within the counts that carries the plan's goodput, rounded up again.
 
@@ -99,11 +99,13 @@ DIVE_SHARE = 0.5
 
 def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values: list[float],
           time_limit_s: float, site_of: dict[int, tuple] | None = None) -> dict[int, int] | None:
-    """Counts by diving: each round fixes the counts the LP has whole (not zeros) and half of
-    the fractional ones, the most nearly whole first (up where the hardware rows still hold with the
-    other counts at the LP's values, else down), then re-solves the least-cost LP with those fixed,
-    so the instances the rounding moved are paid for elsewhere. A round whose LP has no plan is undone
-    and tried again with its most nearly whole count alone, up, then down; None when neither has one.
+    """Counts by diving: each round fixes the counts the LP has whole (not zeros) and every fractional
+    one (up where the hardware rows still hold with the counts fixed before it and the others at the
+    LP's values, else down), then re-solves the least-cost LP with those fixed, so the instances the
+    rounding moved are paid for elsewhere (pools at zero stay free). A round whose LP has no plan is
+    undone and tried with the most nearly whole half, then that count alone, up, then down; None when
+    none has one. (Half the fractional counts per round, as first written, took 12 rounds of ~7 s on
+    100 sites × 12 classes without finishing: each LP moved the rest onto pools it had left at zero.)
     ``site_of``: each count's (datacenter, chip); the dive then keeps to the sites the first LP used
     (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does."""
     lp = model.relaxed()
@@ -133,10 +135,12 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
         if not fractional:
             return {var: fixed.get(var, 0) for var in counts}
         fractional.sort(key=lambda v: -(values[v] - math.floor(values[v])))
-        batch = fractional[:max(1, int(DIVE_SHARE * len(fractional)))]
-        tries = [{var: _rounded(model, hardware, fixed, values, var) for var in batch}]
-        # backtrack: the batch's LP has no plan → the most nearly whole count alone, up then down
-        top = batch[0]
+        # every fractional count at once; where that LP has no plan, the most nearly whole half, then the
+        # most nearly whole count alone, up, then down
+        half = fractional[:max(1, int(DIVE_SHARE * len(fractional)))]
+        top = fractional[0]
+        tries = [{var: _rounded(model, hardware, fixed, values, var) for var in batch}
+                 for batch in (fractional, half) if batch is fractional or len(half) < len(fractional)]
         tries += [{top: math.ceil(values[top])}, {top: math.floor(values[top])}]
         for attempt in tries:
             for var, count in attempt.items():
