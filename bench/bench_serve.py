@@ -996,8 +996,12 @@ def main(argv: list[str] | None = None) -> int:
                          "host's own pace moved more than 1.5x between them (a burst of other work on the machine)")
     ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
                     "as X.served.json) instead of serving again; needs --profile and --runtime")
+    ap.add_argument("--turns", type=int, help="turns per conversation (default: the trace's, 8; --quick 5): "
+                    "fewer to fit a time box (each turn adds about 10.5 s to each of the six serves)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
+    if args.turns is not None and args.turns < 1:
+        ap.error(f"--turns must be at least 1, got {args.turns}")
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.host_retries < 0:
@@ -1013,6 +1017,8 @@ def run(args: argparse.Namespace) -> int:
     torch.set_num_threads(1)
     sys.setswitchinterval(0.001)
     shape = QUICK if args.quick else FULL
+    if args.turns is not None:
+        shape = replace(shape, turns=args.turns)
     trace = make_trace(shape, args.seed)
     # the calibration trace each setup serves just before the measured one: the same shape, another seed (with
     # fewer turns its contexts were shorter and its load lighter, and its decode pace missed the measured one's

@@ -118,3 +118,10 @@ def test_the_planners_chip_moves_a_kv_inside_a_datacenter_at_the_executors_copy_
     assert gbit == pytest.approx(8 / (1 / 5.83e9 + 1 / 9.04e9) / 1e9)
     assert 43e6 / (gbit * 1e9 / 8) < 0.015
     assert bench_serve.local_kv_gbit({}) == bench_serve.NIC_GBIT
+
+
+def test_turns_below_one_are_refused(capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench_serve.main(["--turns", "0"])
+    assert exc.value.code == 2
+    assert "--turns must be at least 1, got 0" in capsys.readouterr().err
