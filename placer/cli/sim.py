@@ -284,6 +284,11 @@ def workload_fit(
                          **({"prefix_cache_tokens": cache_tokens} if cache_tokens else {}),
                          "classes": [c.model_dump() for c in classes]}}
     text = f"# classes fitted from {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
+    _emit(text, out_path)
+
+
+def _emit(text: str, out_path: Path | None) -> None:
+    """The fitted classes as YAML on stdout, and in --out if given."""
     if out_path is not None:
         try:
             out_path.write_text(text)
@@ -341,12 +346,7 @@ def _fit_windows(trace: Path, window: str, out_path: Path | None) -> None:
                          **({"classes": [c.model_dump() for c in classes]} if classes else
                             {"note": "too few requests to fit"})} for start, rate, classes in rows]}
     text = f"# classes fitted per {window} window of {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
-    if out_path is not None:
-        try:
-            out_path.write_text(text)
-        except OSError as e:
-            _fail(InputError(f"--out: cannot write {str(out_path)!r}: {e.strerror}"))
-    print(text, end="")
+    _emit(text, out_path)
 
 
 def _sweep_replanning(scenario: Path, vary: str, values: str, out_dir: Path, seed: int, time_limit: float) -> None:
