@@ -24,7 +24,7 @@ def _run(*args):
 def test_json_has_every_contract_key_and_names_the_bounds():
     result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert set(data) == KEYS
     assert set(data["bound"]) == {"prefill", "decode"} and set(data["bound"].values()) <= BOUNDS
     assert data["source"] == "roofline"
@@ -74,7 +74,7 @@ def test_a_slower_measured_chip_profile_is_used_and_named(tmp_path):
     assert measured.source.startswith("roofline with measured efficiencies (profile h100.json")
     assert measured.prefill_s > roofline.prefill_s and measured.decode_step_s > roofline.decode_step_s
     result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--profiles", str(path), "--json")
-    assert json.loads(result.output)["source"] == measured.source
+    assert json.loads(result.stdout)["source"] == measured.source
     with pytest.raises(InputError, match="profiles"):
         estimate("llama-3.1-8b", "H100-SXM", 1, profiles=tmp_path / "missing.json")
 
@@ -158,7 +158,7 @@ def test_per_gpu_and_per_user_figures_are_the_instance_figures_read_per_chip_and
 def test_the_request_and_engine_assumed_are_echoed_in_json_and_table():
     args = ["--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4", "--input", "3000", "--output", "700",
             "--hit", "0.25"]
-    data = json.loads(_run(*args, "--json").output)
+    data = json.loads(_run(*args, "--json").stdout)
     assert (data["input_tokens"], data["output_tokens"], data["hit_rate"]) == (3000, 700, 0.25)
     assert (data["weight_dtype"], data["kv_dtype"], data["engine"], data["chips"]) == ("bf16", "bf16", "roofline", 4)
     table = _run(*args).output
@@ -171,7 +171,7 @@ def test_the_table_formats_every_figure_alike_without_exponents():
     table = _run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4").output
     assert "e+" not in table and "e-0" not in table
     assert "327,680" in table  # kv_bytes_per_token, printed 3.277e+05 before
-    data = json.loads(_run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4", "--json").output)
+    data = json.loads(_run("--model", "llama-3.1-70b", "--chip", "H100-SXM", "--tp", "4", "--json").stdout)
     assert f"{data['prefill_tokens_per_s']:,.0f}" in table
 
 
@@ -181,7 +181,7 @@ def test_engine_is_validated_named_and_the_roofline_default_unchanged():
     assert "Traceback" not in result.output
     result = _run("--model", "llama-3.1-8b", "--chip", "H100-SXM", "--tp", "1", "--engine", "vllm==0.24.0", "--json")
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["engine"] == "vllm==0.24.0"
+    assert json.loads(result.stdout)["engine"] == "vllm==0.24.0"
     with pytest.raises(InputError, match="--engine.*'sglang=='"):
         estimate("llama-3.1-8b", "H100-SXM", 1, engine="sglang==")
     assert estimate("llama-3.1-8b", "H100-SXM", 1, batch=8) == estimate("llama-3.1-8b", "H100-SXM", 1, batch=8,

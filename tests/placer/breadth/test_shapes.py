@@ -207,7 +207,7 @@ def test_estimate_takes_the_shape_and_prints_it():
     run = CliRunner().invoke
     args = ["estimate", "--model", "deepseek-v3", "--chip", "H200-SXM", "--tp", "8", "--weight-dtype", "fp8",
             "--kv-dtype", "fp8", "--input", "8192", "--output", "1024", "--tpot", "0.05", "--json"]
-    dep, tp = (json.loads(run(app, [*args, "--shape", s]).output) for s in ("dep", "tp"))
+    dep, tp = (json.loads(run(app, [*args, "--shape", s]).stdout) for s in ("dep", "tp"))
     assert (dep["shape"], dep["layout"]) == ("dep", "attention-dp8 × ep8") and tp["layout"] == "tp8"
     assert dep["max_batch"] > 3 * tp["max_batch"]
     for bad, named in ((["--shape", "tp8"], "shape"), (["--shape", "pp"], "pp")):

@@ -45,7 +45,7 @@ def test_no_rate_is_refused_for_queueing_at_loads_one_instance_carries(tmp_path,
     result = _optimize(tmp_path, rps)
     assert "queueing" not in result.output, result.output
     if result.exit_code == 0 and rps >= 1e-4:
-        plan = json.loads(result.output)
+        plan = json.loads(result.stdout)
         assert plan["metrics"]["goodput_rps"] >= 0.9 * rps
 
 
@@ -58,8 +58,8 @@ def test_a_load_the_solver_cannot_resolve_never_comes_back_as_a_plan(tmp_path):
 
 @pytest.mark.xfail(strict=True, reason="issue 43: traffic columns in req/s fall under HiGHS's 1e-6 tolerance")
 def test_a_tiny_load_gets_the_smallest_fleet(tmp_path):
-    small = json.loads(_optimize(tmp_path, 1e-3).output)
+    small = json.loads(_optimize(tmp_path, 1e-3).stdout)
     result = _optimize(tmp_path, 0.000003)
     assert result.exit_code == 0
-    assert [(p["role"], p["count"]) for p in json.loads(result.output)["pools"]] == \
+    assert [(p["role"], p["count"]) for p in json.loads(result.stdout)["pools"]] == \
         [(p["role"], p["count"]) for p in small["pools"]]

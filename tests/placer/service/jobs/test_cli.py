@@ -27,25 +27,25 @@ def test_add_list_run_now_remove(tmp_path):
     added = _invoke("jobs", "add", "hourly", "--scenario", scenario, "--every", "1h", "--trace", trace,
                     "--min-gain", "3", "--mode", "apply", "--database-url", url, "--json")
     assert added.exit_code == 0, added.output
-    job = json.loads(added.output)
+    job = json.loads(added.stdout)
     assert job["schedule"] == {"kind": "interval", "seconds": 3600.0}
     assert job["policy"]["min_bcr_gain_pct"] == 3.0 and job["policy"]["mode"] == "apply"
 
-    listed = json.loads(_invoke("jobs", "list", "--database-url", url, "--json").output)
+    listed = json.loads(_invoke("jobs", "list", "--database-url", url, "--json").stdout)
     assert [j["name"] for j in listed] == ["hourly"] and listed[0]["last_run"] is None
 
     first = _invoke("jobs", "run-now", "hourly", "--database-url", url, "--json")
     assert first.exit_code == 0, first.output
-    assert json.loads(first.output)["outcome"] == "INITIAL"
+    assert json.loads(first.stdout)["outcome"] == "INITIAL"
     write_trace(trace, 0.90)
-    second = json.loads(_invoke("jobs", "run-now", str(job["id"]), "--database-url", url, "--json").output)
+    second = json.loads(_invoke("jobs", "run-now", str(job["id"]), "--database-url", url, "--json").stdout)
     assert second["outcome"] == "ADOPTED" and second["gain_pct"] > 3.0
     table = _invoke("jobs", "list", "--database-url", url)
     assert "hourly" in table.output and "ADOPTED" in table.output
 
     removed = _invoke("jobs", "remove", "hourly", "--database-url", url)
     assert removed.exit_code == 0 and "removed job" in removed.output
-    assert json.loads(_invoke("jobs", "list", "--database-url", url, "--json").output) == []
+    assert json.loads(_invoke("jobs", "list", "--database-url", url, "--json").stdout) == []
 
 
 def test_mistakes_exit_2_with_a_message_and_no_traceback(tmp_path):
@@ -92,13 +92,13 @@ def test_a_request_log_file_with_a_window_fits_its_last_window_or_is_skipped(tmp
     added = _invoke("jobs", "add", "nightly", "--scenario", scenario, "--request-log", log, "--request-log-window",
                     "1h", "--database-url", url, "--json")
     assert added.exit_code == 0, added.output
-    assert json.loads(added.output)["workload"]["window_s"] == 3600.0
+    assert json.loads(added.stdout)["workload"]["window_s"] == 3600.0
     assert "reqlog.jsonl, last 3600 s" in _invoke("jobs", "list", "--database-url", url).output
-    stale = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").output)
+    stale = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").stdout)
     assert stale["outcome"] == "SKIPPED" and "in the last 3600 s of reqlog.jsonl" in stale["reason"], stale
     write_trace(log, 0.99)
     _shift(log, time.time() - 120)
-    fresh = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").output)
+    fresh = json.loads(_invoke("jobs", "run-now", "nightly", "--database-url", url, "--json").stdout)
     assert fresh["outcome"] == "INITIAL", fresh
 
 
@@ -126,10 +126,10 @@ def test_first_run_a_job_without_a_schedule_runs_on_run_now_and_choices_are_list
     added = _invoke("jobs", "add", "adhoc", "--scenario", scenario, "--request-log", log, "--database-url", url,
                     "--json")
     assert added.exit_code == 0, added.output
-    assert json.loads(added.output)["schedule"] == {"kind": "manual"}
+    assert json.loads(added.stdout)["schedule"] == {"kind": "manual"}
     assert "run-now only" in runner.invoke(app, ["jobs", "list", "--database-url", url], env={"COLUMNS": "200"}).output
     ran = _invoke("jobs", "run-now", "adhoc", "--database-url", url, "--json")
-    assert ran.exit_code == 0 and json.loads(ran.output)["outcome"] == "INITIAL"
+    assert ran.exit_code == 0 and json.loads(ran.stdout)["outcome"] == "INITIAL"
 
 
 def test_names_with_rich_markup_do_not_break_jobs_list(tmp_path):
@@ -159,7 +159,7 @@ def test_plans_import_stores_a_cli_plan_for_the_service(tmp_path):
     plan_file.write_text(optimize(parse_scenario(two_dc())).to_json())
     stored = _invoke("plans", "import", plan_file, "--database-url", url, "--json")
     assert stored.exit_code == 0, stored.output
-    plan_id = json.loads(stored.output)["id"]
+    plan_id = json.loads(stored.stdout)["id"]
     import db
     from db import repo
 
