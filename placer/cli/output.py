@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from enum import Enum
 from importlib import import_module
@@ -39,12 +39,17 @@ PROGRESS_AFTER_S = 2.0
 
 
 @contextmanager
-def working(what: str = "solving") -> Iterator[None]:
+def working(what: str = "solving") -> Iterator[Callable[[str], None]]:
     """Around a long computation: after :data:`PROGRESS_AFTER_S` seconds, a spinner with the elapsed time on
     stderr when it is a terminal, else one line ``solving…``; nothing on stdout (``--json`` stays clean)
-    and nothing at all for a quick one."""
+    and nothing at all for a quick one. Yields ``say(text)``: the spinner shows the latest text beside
+    the elapsed time (a solve's incumbent, bound and gap: ``SolveConfig.progress``)."""
     done = threading.Event()
     start = time.monotonic()
+    latest = [""]
+
+    def text() -> str:
+        return f"{what}… {time.monotonic() - start:.0f} s" + (f" ({latest[0]})" if latest[0] else "")
 
     def show() -> None:
         if done.wait(PROGRESS_AFTER_S):
@@ -52,14 +57,14 @@ def working(what: str = "solving") -> Iterator[None]:
         if not err.is_terminal:
             err.print(f"{what}…", highlight=False)
             return
-        with err.status(f"{what}… {time.monotonic() - start:.0f} s") as status:
+        with err.status(text()) as status:
             while not done.wait(0.5):
-                status.update(f"{what}… {time.monotonic() - start:.0f} s")
+                status.update(text())
 
     thread = threading.Thread(target=show, name="placer-progress", daemon=True)
     thread.start()
     try:
-        yield
+        yield lambda line: latest.__setitem__(0, line)
     finally:
         done.set()
         thread.join()

@@ -19,6 +19,8 @@ error ends in :func:`placer.cli.output.fail`.
 
 from __future__ import annotations
 
+import dataclasses
+
 import json
 from pathlib import Path
 from typing import Annotated
@@ -122,7 +124,8 @@ def optimize(
             raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
                              "derated yet; plan without it")
         problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
-        with working("solving"):
+        with working("solving") as say:
+            config = dataclasses.replace(config, progress=lambda p: say(p.line()))
             plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
         sim = SimConfig(requests=verify_requests or CHECK_REQUESTS, arrivals=verify_arrivals.value)
         with working("verifying the plan in the simulator"):
@@ -137,6 +140,12 @@ def optimize(
     _write(out_path, text)
     sla = problem.shared.ttft_p90_s if loaded.is_fleet else problem.ttft_p90_s
     first = sla_line(plan, sla, _binds(plan))
+    if plan.solver.status == "feasible":  # out of time: the best plan found, and how far from the optimum it may be
+        gap = plan.solver.mip_gap
+        err.print(f"best plan found within the time limit: at most {100 * gap:.2f} % below the optimum (the solver's "
+                  "proven bound); --time-limit longer to close the gap" if gap < float("inf")
+                  else "best plan found within the time limit (no proven bound); --time-limit longer may do better",
+                  highlight=False, markup=False, soft_wrap=True)
     if json_out:
         if not (_keeps_promise(plan) and (plan.verification is None or plan.verification.sla_met)):
             err.print(first)  # stdout stays the plan JSON; a miss is still said first

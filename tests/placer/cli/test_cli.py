@@ -90,6 +90,20 @@ def test_no_plan_within_the_time_limit_exits_4(monkeypatch, tmp_path):
     assert "within the time limit of 0.5 s" in result.output
 
 
+def test_a_plan_cut_short_by_the_time_limit_says_so_and_its_gap_first(monkeypatch, tmp_path):
+    from placer.optimize import optimize
+
+    def short(problem, config):
+        plan = optimize(problem, config)
+        return plan.model_copy(update={"solver": plan.solver.model_copy(update={"status": "feasible", "mip_gap": 0.069})})
+
+    monkeypatch.setattr("placer.cli.plan.solve", short)
+    result = CliRunner().invoke(app, ["optimize", str(write(tmp_path, micro_dict())), "--no-verify", "--json"])
+    assert result.exit_code == 0
+    assert result.stderr.startswith("best plan found within the time limit: at most 6.90 % below the optimum")
+    assert json.loads(result.stdout)["solver"]["status"] == "feasible"
+
+
 def test_evaluate_a_hand_written_plan_routes_it(tmp_path):
     scenario = write(tmp_path, micro_dict())
     hand = {"schema_version": 1, "scenario": "micro", "pools": [
