@@ -8,7 +8,8 @@ out: :class:`BenchResult` (``data``: the Bench JSON — measured figures under t
      request log written in the one format (``placer.records.request_log_line``)
 
 The run: one ``GET /v1/models`` first (an endpoint that does not answer is :class:`EndpointError`, exit
-1; its first model names the requests' ``model`` unless one is given), then each class session's prefix
+1; its first model names the requests' ``model`` unless one is given), one request of one token that asks
+whether it takes ``min_tokens``/``ignore_eos`` (``exact_output_lengths``), then each class session's prefix
 once (warm-up, not measured), then the requests at their arrival times (open loop: Poisson at the rate,
 or the trace's own times), at most ``max_concurrency`` in flight — an arrival that finds the cap full
 waits for a slot and is counted in ``capped``; how late requests left against their arrival times
