@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 
 from placer.loadgen.prompts import BenchRequest
+from placer.readers import MAX_LINE_BYTES
 
 MAX_ERROR_CHARS = 300
 
@@ -137,6 +138,9 @@ async def send(client: httpx.AsyncClient, url: str, req: BenchRequest, body: dic
                 out.error = await _status_error(r)
             else:
                 async for line in r.aiter_lines():
+                    if len(line) > MAX_LINE_BYTES:  # the readers' bound on a streamed line
+                        out.error = f"an SSE line of {len(line):,} characters (over {MAX_LINE_BYTES:,})"
+                        break
                     if line.startswith("data:"):
                         state.event(line[5:].strip(), time.perf_counter())
                         if state.error or state.done:

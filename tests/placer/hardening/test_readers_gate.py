@@ -42,6 +42,10 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("placer/report/charts.py", ".open"): "a CSV the sweep wrote itself in the same run",
     ("placer/report/charts.py", "csv.DictReader"): "the same CSV the sweep wrote",
     ("placer/cli/plan.py", "json.loads"): "re-parses JSON placer just serialised (Plan.to_json)",
+    ("placer/cli/fleetcompare.py", "json.loads"): "the same: JSON placer just serialised (Plan.to_json)",
+    ("placer/loadgen/client.py", "json.loads"): "one SSE event of the endpoint the user benchmarks, its line "
+                                                "bounded by readers.MAX_LINE_BYTES; malformed data is counted "
+                                                "as that request's error",
     ("placer/service/dashboard/views.py", "json.loads"): "a plan row the service stored after validating it",
     ("executor/engine/hf.py", "safe_open"): "binary safetensors shards: the safetensors library checks their "
                                             "header; the shard paths come through readers.confined",
