@@ -132,21 +132,18 @@ def test_n_choices_are_separate_requests_seeded_seed_plus_i(model_config, engine
 
     cluster = LocalCluster(SPECS, model_config, engine_config, serving(routing=only(Pipeline.P_MD)),
                            transport="fake", threads=True)
-    with cluster, TestClient(create_app(cluster.router)) as client:
-        _n_choices_seeded(cluster, client)
-
-
-def _n_choices_seeded(cluster, client):
     body = {"prompt": "sampled text", "max_tokens": 6, "temperature": 1.5, "seed": 7, "ignore_eos": True}
-    r = client.post("/v1/completions", json={**body, "n": 3})
+    with cluster, TestClient(create_app(cluster.router)) as client:
+        r = client.post("/v1/completions", json={**body, "n": 3})
+        alone = [client.post("/v1/completions", json={**body, "seed": 7 + i}).json()["choices"][0]["token_ids"]
+                 for i in range(3)]
+        completed = cluster.router.counters["completed"]
     assert r.status_code == 200
     choices = r.json()["choices"]
     assert [c["index"] for c in choices] == [0, 1, 2]
-    alone = [client.post("/v1/completions", json={**body, "seed": 7 + i}).json()["choices"][0]["token_ids"]
-             for i in range(3)]
     assert [c["token_ids"] for c in choices] == alone and len({tuple(a) for a in alone}) > 1
     assert r.json()["usage"] == {"prompt_tokens": 13, "completion_tokens": 18, "total_tokens": 31}
-    assert cluster.router.counters["completed"] == 6
+    assert completed == 6
 
 
 def test_n_choices_stream_interleaved_each_with_its_index(served):
