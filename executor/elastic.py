@@ -37,6 +37,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from executor.health import PeerState
 from executor.placement import InstanceSpec, plan_models
+from placer.change_strategy import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK
+from placer.change_strategy import choose_strategy as choose_by_resources
+from placer.change_strategy import total
 
 if TYPE_CHECKING:
     from placer.plan import Plan
@@ -72,10 +75,6 @@ class PlanDiff:
     @property
     def empty(self) -> bool:
         return not self.add and not self.remove
-
-
-MAKE_BEFORE_BREAK = "make-before-break"
-BREAK_BEFORE_MAKE = "break-before-make"
 
 
 class ApplyError(Exception):
@@ -155,15 +154,8 @@ def dead_instances(router: Any) -> set[str]:
 
 
 def _resources(specs: list[InstanceSpec]) -> dict[str, float]:
-    total: dict[str, float] = {}
-    for spec in specs:
-        for key, value in spec.resources.items():
-            total[key] = total.get(key, 0.0) + value
-    return total
-
-
-def _short(need: dict[str, float], have: dict[str, float]) -> dict[str, float]:
-    return {k: v - have.get(k, 0.0) for k, v in need.items() if v > have.get(k, 0.0) + 1e-9}
+    """The Ray resources (``dc:NAME``, ``chip:NAME``) the instances claim: the rule's data adapter."""
+    return total(spec.resources for spec in specs)
 
 
 def _words(res: dict[str, float]) -> str:
@@ -177,17 +169,16 @@ def choose_strategy(deployment: Deployment, running: list[InstanceSpec], diff: P
     even the chips of the leaving instances would not be enough."""
     free_of = getattr(deployment, "free_resources", None)
     free = free_of() if callable(free_of) else None
+    leaving = [s for s in running if s.name in diff.remove]
+    choice = choose_by_resources(_resources(diff.add), free, _resources(leaving))  # the rule: placer.change_strategy
     if free is None:
         return MAKE_BEFORE_BREAK, "the deployment does not account chips: new instances start before old ones leave"
-    short = _short(_resources(diff.add), free)
-    if not short:
+    if choice.strategy == MAKE_BEFORE_BREAK:
         return MAKE_BEFORE_BREAK, "the free chips hold the new instances: they start before the old ones leave"
-    leaving = [s for s in running if s.name in diff.remove]
-    still = _short(short, _resources(leaving))
-    if still:
-        raise ApplyError(f"the new plan needs {_words(still)} more than the cluster has, even with the chips of "
-                         f"the {len(leaving)} leaving instance(s); nothing was changed")
-    return BREAK_BEFORE_MAKE, (f"{_words(short)} short while the old plan runs: the {len(leaving)} leaving "
+    if not choice.feasible:
+        raise ApplyError(f"the new plan needs {_words(choice.still_short)} more than the cluster has, even with the "
+                         f"chips of the {len(leaving)} leaving instance(s); nothing was changed")
+    return BREAK_BEFORE_MAKE, (f"{_words(choice.short)} short while the old plan runs: the {len(leaving)} leaving "
                                "instance(s) drain and stop first (capacity dips during the change)")
 
 

@@ -31,11 +31,12 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from placer.change_strategy import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK, choose_strategy
 from placer.errors import InputError
 from placer.plan import Plan, PoolOut
 from placer.problem import Problem
 
-MAKE_BEFORE_BREAK, BREAK_BEFORE_MAKE, AUTO = "make-before-break", "break-before-make", "auto"
+AUTO = "auto"
 STRATEGIES = (AUTO, MAKE_BEFORE_BREAK, BREAK_BEFORE_MAKE)
 
 #: Published cold starts these defaults follow (docs in placer/replan/README.md): vLLM on one node,
@@ -129,14 +130,27 @@ def changed_pools(a: Pools, b: Pools) -> int:
     return sum(1 for k in set(a) | set(b) if (a[k].count if k in a else 0) != (b[k].count if k in b else 0))
 
 
+def chips_by_place(pools: Pools) -> dict[tuple[str, str], int]:
+    """Chips per (datacenter, chip) the pools hold: the simulator's data adapter of the apply rule."""
+    out: dict[tuple[str, str], int] = {}
+    for r in pools.values():
+        out[(r.datacenter, r.chip)] = out.get((r.datacenter, r.chip), 0) + r.count * int(r.tp)
+    return out
+
+
+def free_chips(problem: Problem, serving: Pools) -> dict[tuple[str, str], int]:
+    """Each datacenter's inventory less the serving pools' chips."""
+    used = chips_by_place(serving)
+    have = {(dc.name, chip): n for dc in problem.datacenters for chip, n in dc.inventory.items()}
+    return {key: have.get(key, 0) - used.get(key, 0) for key in set(have) | set(used)}
+
+
 def fits_beside(problem: Problem, serving: Pools, added: Pools) -> bool:
-    """The executor's test for make-before-break: the free chips of each datacenter (inventory less the
-    serving pools') hold the added instances."""
-    used: dict[tuple[str, str], int] = {}
-    for pools in (serving, added):
-        for r in pools.values():
-            used[(r.datacenter, r.chip)] = used.get((r.datacenter, r.chip), 0) + r.count * int(r.tp)
-    return all(n <= problem.dc(dc).inventory.get(chip, 0) for (dc, chip), n in used.items())
+    """The executor's rule (:func:`placer.change_strategy.choose_strategy`, the function
+    ``executor.elastic.choose_strategy`` applies): make-before-break when the free chips of each
+    datacenter (inventory less the serving pools') hold the added instances."""
+    leaving: dict = {}  # the leaving instances' chips do not decide between the two strategies
+    return choose_strategy(chips_by_place(added), free_chips(problem, serving), leaving).strategy == MAKE_BEFORE_BREAK
 
 
 @dataclass
