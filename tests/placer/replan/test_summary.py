@@ -12,9 +12,9 @@ from placer.replan.summary import FleetTally
 def _tally() -> FleetTally:
     tally = FleetTally("replanned")
     fleet = SimpleNamespace(serving={})
-    for i in range(2):
-        tally.add_window(SimpleNamespace(index=i, requests=100.0), 1.0, fleet)
+    tally.add_window(SimpleNamespace(index=0, requests=100.0), 1.0, fleet)
     tally.add_segment(0, 100.0, 1.0, 0.1, 0.2, 0.4)
+    tally.add_window(SimpleNamespace(index=1, requests=100.0), 1.0, fleet)
     tally.add_segment(1, 100.0, 0.5, 1.0, 2.0, 4.0)
     return tally
 
