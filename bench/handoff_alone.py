@@ -64,7 +64,7 @@ def md_side(tokens: int, context: int, batch: int, reps: int, seed: int = 0, dev
     other sequences of ``context`` tokens (0: idle, it waits on its inbox), each an extend-decode of
     ``tokens`` tokens (t0 and k − 1 relay tokens) over a ``context``-token prompt, on ``device`` with the
     engine's ``backend`` (torch, or triton on a GPU)."""
-    from bench.bench_serve import MODEL
+    from bench.serve_trace import MODEL
     from executor.engine import EngineConfig, SamplingParams
     from executor.engine.engine import Engine
     import torch

@@ -85,7 +85,7 @@ from executor.engine import Engine, EngineConfig, SamplingParams  # noqa: E402
 from executor.engine.kv_payload import KVPayload  # noqa: E402
 from executor.transport.tcp import CHUNK_BYTES  # noqa: E402
 
-from bench.bench_serve import BLOCK, MODEL  # noqa: E402
+from bench.serve_trace import BLOCK, MODEL  # noqa: E402
 
 PROBE_TOKENS = 256
 KV_TOKENS = 1024

@@ -58,7 +58,7 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
 
 def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int) -> dict:
     """:func:`ladder` with the trace written as ``bench_serve.trace_file`` does."""
-    from bench.bench_serve import trace_file
+    from bench.serve_trace import trace_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"

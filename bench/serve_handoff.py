@@ -66,7 +66,7 @@ def instrument(rows: list[dict]) -> Iterator[list[dict]]:
 def payload(tokens: int = 100) -> dict:
     """A ``tokens``-token final handoff batch: its wire bytes (the executor's message encoding) vs the KV of
     those tokens it replaces (the bench model's KV per token)."""
-    from bench.bench_serve import MODEL
+    from bench.serve_trace import MODEL
     from executor.transport.messages import HandoffTokens, encode
 
     msg = HandoffTokens("req-000000", 1, [255] * tokens, True, tokens, "one-shot", 1)

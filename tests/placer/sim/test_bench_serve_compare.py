@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench import bench_serve
+from bench import bench_serve, serve_predict
 
 
 def _serve(ttft: float, tpot: float) -> dict:
@@ -67,7 +67,7 @@ def test_each_serve_is_predicted_from_the_serve_just_before_it(monkeypatch, caps
         seen.append((res["calibration"]["forwards_served"], res["forwards_served"], res["arrivals"]))
         return {"simulator": {name: {"ttft": (0.22, 0.22, 0.22), "tpot": (0.05, 0.05)}}}
 
-    monkeypatch.setattr(bench_serve, "predict", fake_predict)
+    monkeypatch.setattr(serve_predict, "predict", fake_predict)
     first = {**_serve(0.2, 0.05), "forwards_served": "s1", "arrivals": [0.0], "calibration": {"forwards_served": "c"},
              "repeats": [{**_serve(0.25, 0.05), "forwards_served": "s2", "arrivals": [0.1]},
                          {**_serve(0.2, 0.04), "forwards_served": "s3"}]}  # saved without its arrivals
@@ -110,7 +110,7 @@ def test_as_served_is_each_serve_simulated_at_the_hosts_speed_as_it_went_then_th
         slowest = max(f for _, f in rt.host_pace)
         return {"ttft": (0.1 * slowest,) * 3, "tpot": (0.01 * slowest,) * 2}
 
-    monkeypatch.setattr(bench_serve, "_simulate", fake_simulate)
+    monkeypatch.setattr(serve_predict, "_simulate", fake_simulate)
     s1 = {"arrivals": [1.0, 30.0], "forwards_served": {"decode": _lone_steps(0.02, 1.0)["decode"]
                                                        + _lone_steps(0.024, 11.0)["decode"]}}
     s2 = {"arrivals": [2.0, 30.0], "forwards_served": _lone_steps(0.03, 2.0)}
@@ -140,7 +140,7 @@ def test_as_served_charges_the_prefills_their_own_move(monkeypatch, capsys):
         seen.append((rt.host_pace, rt.host_pace_prefill))
         return {"ttft": (0.1,) * 3, "tpot": (0.01,) * 2}
 
-    monkeypatch.setattr(bench_serve, "_simulate", fake_simulate)
+    monkeypatch.setattr(serve_predict, "_simulate", fake_simulate)
     prefills = lambda cpu: [[1, 500, cpu, cpu, 5.0 + 0.5 * k, "p0"] for k in range(20)]  # table: 0.02 s each
     cal = {**_lone_steps(0.02, 0.0), "prefill": prefills(0.02)}
     serve = {"arrivals": [0.0, 30.0], "forwards_served": {**_lone_steps(0.02, 0.0), "prefill": prefills(0.026)}}

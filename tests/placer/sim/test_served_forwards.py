@@ -160,7 +160,7 @@ def test_the_host_drift_between_two_serves_is_their_thread_cpu_pace_not_their_wa
 def test_a_calibration_the_host_disturbed_is_served_again_with_its_serve(monkeypatch):
     """bench_serve serves the calibration and the measured trace as a pair again while the host's pace moved
     beyond HOST_DRIFT between them, at most ``retries`` times, and keeps the pair that moved least."""
-    from bench import bench_serve
+    from bench import serve_run as bench_serve  # calibrated_serve and the serve it calls
     served = iter([_lone_decodes(0.045, 0.046), _lone_decodes(0.02, 0.021),  # pair 1: 2.25x
                    _lone_decodes(0.034, 0.035), _lone_decodes(0.02, 0.021),  # pair 2: 1.7x
                    _lone_decodes(0.05, 0.05), _lone_decodes(0.02, 0.021)])  # pair 3: 2.5x

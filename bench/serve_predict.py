@@ -1,0 +1,166 @@
+"""bench_serve's predictions: the simulator (on the executor's runtime) and the planner, per setup.
+
+in:  the trace, each setup's serve results (``serve_run.serve``, with its calibration serve and probes), the
+     line, the CPU profile, the runtime figures
+out: :func:`predict` — per setup the planner's TTFT/TPOT, the simulator's (calibrated, and on the probes
+     alone), the "as served" column (:func:`host_paced`), the forward-by-forward check and the planner's
+     ladder (``bench/planner_check.py``); :func:`chained` — with ``--repeats``, each serve predicted from the
+     one before.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from bench import planner_check, serve_handoff, served_forwards
+from bench.serve_report import GATED, METRICS, pct
+from bench.serve_scenario import _table, local_kv_gbit, probe_paces, scenario_and_plans, served_paces
+from bench.serve_trace import TraceRequest, trace_file
+from executor.transport.shaping import LinkShape
+
+
+def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
+            seed: int, shape: bool = True) -> dict:
+    """Each setup's TTFT P50/P90/P99 and TPOT P50/P90 by the simulator on the executor's runtime
+    (and TTFT by the planner), at the arrivals it saw, from the CPU profile, the probes around the
+    serving and the calibration serve before it; and, to tell the table's error from the
+    simulator's, once more at the pace the served forwards really went (``served_paces``).
+    ``shape``: the calibration also reshapes the prefill table (``served_forwards.table_shape``)."""
+    from placer.optimize import SolveConfig, evaluate_plan
+    from placer.sim.runtime import ExecutorRuntime, interference_rows
+
+    base = ExecutorRuntime.from_dict(runtime)
+    table = _table(profile)
+    nic = local_kv_gbit(runtime)
+    out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
+                 "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}, "ladder": {}}
+    with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
+        for name, res in results.items():
+            paces = probe_paces(res.get("probe_forwards", {}), table)
+            out["paces"][name] = paces
+            rt = replace(base, slowdown=res.get("slowdown", base.slowdown),
+                         speedup=tuple(res.get("speedup", base.speedup)), **paces,
+                         interference=interference_rows(res["interference"]) if "interference" in res
+                         else base.interference)
+            if rt.line_rows():  # measured beside the served line (probe_host at its rate)
+                rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
+            scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile, nic)
+            plan = plans[name]
+            try:
+                m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
+                # the planner's one TPOT (its decode step at the design batch) beside both TPOT percentiles
+                out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
+                                        "tpot": (m.tpot_s, m.tpot_s), "rld_token_share": m.rld_token_share}
+            except Exception as exc:  # the planner's figure is advisory here: report it
+                out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
+            probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
+            if "calibration" in res:
+                cal_forwards = res["calibration"]["forwards_served"]
+                factors = served_forwards.table_shape(cal_forwards, table, "prefill") if shape else []
+                if factors:  # the prefill table's shape as the calibration's lone prefills went
+                    path = Path(tmp) / f"{name}-profile.json"
+                    path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
+                                                                               "prefill", factors)))
+                    sim_table = _table(path)
+                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic)
+                    sim_plan = sim_plans[name]
+                cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
+            if "decode_pace" in cal or "prefill_pace" in cal:
+                out["calibration"][name] = cal
+                rt = served_forwards.calibrated(rt, cal)
+                out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
+            out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
+            out["ladder"][name] = planner_check.ladder_for(trace, res["arrivals"], scenario, plan,
+                                                           out["planner"].get(name), out["simulator"][name], seed)
+            out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
+            served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
+            if served:
+                out["served_paces"][name] = served
+            at_host = host_paced(trace, res, cal_forwards, sim_table, sim_scenario, sim_plan, rt, seed) \
+                if name in out["calibration"] else {}
+            if at_host:  # the calibrated simulation at the host's speed as it went in each serve
+                out["host_pace"][name] = at_host.pop("host_pace")
+                out["as_served"][name] = at_host
+            elif served:  # no calibration: at the served forwards' pace (their CPU seconds hold what they cost
+                # each other: no interference on top)
+                out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
+                                                   replace(probe_rt, **served, interference=()), seed)
+    return out
+
+
+PREFILL_PACE_WINDOW_S, PREFILL_PACE_LEAST = 20.0, 8  # the bench's serves prefill ~1 prompt a second
+
+
+def _only(reference: dict[str, float], kind: str) -> dict[str, float]:
+    return {kind: reference[kind]} if kind in reference else {}
+
+
+def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, scenario, plan, rt, seed: int
+               ) -> dict:
+    """The calibrated simulation (``rt``) of each serve of a setup at the host's speed as that serve's lone
+    decode steps went, 10 s by 10 s, against the calibration's (``served_forwards.pace_timeline``), and its
+    prefills at their own (20 s by 20 s: the compute-bound prefill moves apart from the memory-bound step), at
+    the serve's own arrivals; each figure the median over the serves, as "measured" is. ``host_pace``: per
+    serve, its timelines, the time-weighted mean of each and the decode steps' lowest and highest window.
+    Empty where a serve had too few lone decode steps to read it (a run saved without their times)."""
+    reference = served_forwards.cpu_paces(cal_forwards, table)
+    sims, timelines = [], []
+    for serve in [res, *res.get("repeats", [])]:
+        arrivals = serve.get("arrivals", res["arrivals"])
+        came = [a for a in arrivals if not math.isnan(a)]
+        forwards = serve.get("forwards_served", {})
+        timeline = served_forwards.pace_timeline(forwards, table, _only(reference, "decode"), start=min(came))
+        if not timeline:
+            return {}
+        # the prefills' own (compute-bound, they move apart from the decode steps): fewer, so longer windows
+        prefill = served_forwards.pace_timeline(forwards, table, _only(reference, "prefill"), start=min(came),
+                                                window_s=PREFILL_PACE_WINDOW_S, least=PREFILL_PACE_LEAST)
+        span = max(came) - min(came)
+        timelines.append({"timeline": timeline, "mean": round(served_forwards.mean_pace(timeline, span), 3),
+                          "low": min(f for _, f in timeline), "high": max(f for _, f in timeline),
+                          "prefill_timeline": prefill,
+                          "prefill_mean": round(served_forwards.mean_pace(prefill, span), 3) if prefill else math.nan})
+        sims.append(_simulate(scenario, plan, trace, arrivals,
+                              replace(rt, host_pace=tuple(timeline), host_pace_prefill=tuple(prefill)), seed))
+    return {kind: tuple(statistics.median(s[kind][i] for s in sims) for i in range(len(sims[0][kind])))
+            for kind in ("ttft", "tpot")} | {"host_pace": timelines}
+
+
+def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
+            seed: int, shape: bool = True) -> dict:
+    """With ``--repeats``: each measured serve predicted from the serve just before it (the first from the
+    calibration serve, each repeat from the serve before), so a setup gives as many predictions as serves.
+    Per setup, one row per serve: {metric: (measured, simulated)} on the gated metrics."""
+    out: dict = {}
+    for name, res in results.items():
+        if "calibration" not in res or not res.get("repeats"):
+            continue
+        serves = [res["calibration"], res, *res["repeats"]]
+        for before, serve in zip(serves, serves[1:]):
+            cur = {**res, **{k: serve[k] for k in ("ttft_s", "tpot_s", "forwards_served")},
+                   "arrivals": serve.get("arrivals", res["arrivals"]),  # runs saved before repeats kept theirs
+                   "calibration": {"forwards_served": before["forwards_served"]}}
+            sim = predict(trace, {name: cur}, line, profile, runtime, seed, shape)["simulator"][name]
+            out.setdefault(name, []).append({label: (pct(serve[f"{kind}_s"], q), sim[kind][i])
+                                             for label, kind, i, q in METRICS if label in GATED})
+    return out
+
+
+def _simulate(scenario, plan, trace: list[TraceRequest], arrivals: list[float], rt, seed: int) -> dict:
+    from placer.sim import SimConfig, simulate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.jsonl"
+        n = trace_file(path, trace, arrivals)
+        with serve_handoff.sim_handoffs([]) as plans:
+            sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                                     warmup_fraction=0.0, runtime=rt))
+    return {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
+            "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"]),
+            "handoff": serve_handoff.sim_summary(sim, plans),
+            "busy": {p["role"]: p.get("busy_fraction", p.get("utilization")) for p in sim["pools"]}}
