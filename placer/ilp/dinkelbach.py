@@ -23,6 +23,7 @@ certified gap, where the first MILP used to end without a plan (exit 4). Smaller
 when the restricted seed MILP ends without a plan. ``Outcome.status`` is "optimal" only when the
 certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
+The starts (the LP bound, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`.
 """
 
 from __future__ import annotations
@@ -32,16 +33,17 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
-from placer.pdd import P
 from placer.ilp.backends import SolveResult, Status, solve
-from placer.ilp.config import Progress, SolveConfig
-from placer.ilp.rounding import rounded_plan
+from placer.ilp.config import SolveConfig
 from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: callers import them from here
     RESOLVED_DEMANDS, SOLVER_FEASIBILITY_TOL, _max_carry, check_resolution, diagnose,
 )
 from placer.ilp.formulation import Formulation
+from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
+    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, _Dinkelbach, _feasible_start, _goodput, _left_s,
+    _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
+)
 
-EPS = 1e-6
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
 REL_GAP = 5e-3  # precision each MILP proves F(λ) to, relative to the goodput at stake
 # The ratio's proven precision at which the iterations stop (the issue asks ≤ 1 %): a round
@@ -64,16 +66,6 @@ RESTRICT_MIN_SHARE = 0.5
 # which the rounds on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
-LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may take
-# A plan first (issue 47): models with at least this many integer columns round the LP to a plan
-# (:mod:`placer.ilp.rounding`) before any MILP — the first MILP there may find none in the whole
-# budget (100 sites × 12 classes, 2 858 integer columns: no plan in 10 minutes) — within ROUND_SHARE
-# of what is left. Smaller ones (sixteen-dc: 305; 16 sites × 12 classes: 447) get their first plan
-# from the restricted seed MILP in seconds, ~12 % better than the rounding's (sixteen-dc: 1019 against
-# 896 req/USD), so they round only when that MILP ends without a plan, with what is left.
-ROUND_FIRST_INTEGERS = 1000
-ROUND_SHARE = 0.25
-
 
 @dataclass
 class Outcome:
@@ -84,14 +76,6 @@ class Outcome:
     backend: str
     iterations: int
     ratio: float  # goodput per USD/h at the optimum (bcr objective), else nan
-
-
-def _goodput(form: Formulation, values: list[float]) -> float:
-    return sum(c * values[i] for i, c in form.goodput.items())
-
-
-def _cost(form: Formulation, values: list[float]) -> float:
-    return sum(c * values[i] for i, c in form.cost.items())
 
 
 def _check(result: SolveResult, form: Formulation, config: SolveConfig) -> None:
@@ -106,12 +90,6 @@ def _check(result: SolveResult, form: Formulation, config: SolveConfig) -> None:
     raise SolverError(result.backend, result.status.value, result.seconds)
 
 
-def _lp_limit_s(config: SolveConfig | None) -> float:
-    """Time for one LP relaxation: what is left of the budget, within [1, 30] s (an LP of these
-    models takes well under a second; the floor lets a diagnosis finish after a time-out)."""
-    return LP_LIMIT_S if config is None else min(LP_LIMIT_S, max(1.0, config.left_s()))
-
-
 def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int, float]]:
     """(maximise?, coefficients) of an objective solved by one MILP."""
     if objective == "min-cost":
@@ -121,15 +99,6 @@ def _single_objective(form: Formulation, objective: str) -> tuple[bool, dict[int
         return True, {**{i: c for i, c in form.goodput.items()}, **{i: -1e-6 * c for i, c in form.cost.items()}}
     # max-served, for baselines that cannot meet the SLA: the most load carried at all
     return True, {form.g: 1.0, **{i: -1e-6 * c for i, c in form.cost.items()}}
-
-
-def _left_s(config: SolveConfig) -> float:
-    """Seconds the next MILP may take; SolveTimeoutError when the budget is spent (callers
-    that hold a plan check :meth:`SolveConfig.spent` first and keep it)."""
-    left = config.left_s()
-    if left <= 0:
-        raise SolveTimeoutError(config.time_limit_s)
-    return left
 
 
 def _solve_once(form: Formulation, config: SolveConfig, mip_gap: float, start: float) -> Outcome:
@@ -202,36 +171,6 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     return out
 
 
-def _report(config: SolveConfig, phase: str, ratio: float | None, ceiling: float | None, began: float) -> None:
-    """The caller's progress callback with BCR units (SLA requests per USD: ratio × 3600)."""
-    if config.progress is None:
-        return
-    gap = (ceiling - ratio) / ratio if ratio and ceiling and ceiling < math.inf else math.inf
-    config.report(Progress(phase, None if ratio is None else 3600 * ratio,
-                           None if ceiling is None or ceiling == math.inf else 3600 * ceiling,
-                           max(0.0, gap), time.perf_counter() - began))
-
-
-def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float], upper: float | None,
-                   began: float, share: float = ROUND_SHARE) -> _Dinkelbach | None:
-    """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
-    start from below (None when rounding finds none), within ``share`` of what is left."""
-    limit = share * config.left_s()
-    if limit <= 0:
-        return None
-    site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
-    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, limit, site_of)
-    if values is None:
-        return None
-    good, cost = _goodput(form, values), _cost(form, values)
-    if good <= EPS or cost <= 0:
-        return None
-    gap = max(0.0, (upper - good / cost) / (good / cost)) if upper else math.inf
-    res = SolveResult(Status.FEASIBLE, values, good - (good / cost) * cost, math.nan, 0.0, "rounding")
-    _report(config, "first plan", good / cost, upper, began)
-    return _Dinkelbach(good / cost, values, res, "feasible", gap, 0)
-
-
 def _first_ratio(form: Formulation, warm_ratio: float | None,
                  config: SolveConfig) -> tuple[float, bool, float, list[float] | None]:
     """λ0, whether it may lie above the optimum, a lower bound on any plan's cost (USD/h), and the
@@ -250,18 +189,6 @@ def _first_ratio(form: Formulation, warm_ratio: float | None,
         raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
     least_cost = max(least_cost, _min_cost(form))
     return (bound, True, least_cost, cheapest) if bound > 0 else (0.0, False, least_cost, None)
-
-
-@dataclass
-class _Dinkelbach:
-    """Where the iterations stopped: λ (the best ratio), the last plan and its solve."""
-
-    lam: float
-    hint: list[float] | None
-    res: SolveResult
-    status: str
-    gap: float
-    iterations: int
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
@@ -341,17 +268,6 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
 
 
-def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Dinkelbach | None:
-    """``values_by_name`` as a start for Dinkelbach on ``form``, if it is a plan of it (no row or bound
-    broken) with goodput; else None."""
-    values = [values_by_name.get(v.name, 0.0) for v in form.model.vars]
-    good, cost = _goodput(form, values), _cost(form, values)
-    if good <= EPS or cost <= 0 or form.model.violations(values):
-        return None
-    res = SolveResult(Status.FEASIBLE, values, math.nan, math.nan, 0.0, "start")
-    return _Dinkelbach(good / cost, values, res, "optimal", math.inf, 0)
-
-
 def _restricts(form: Formulation, cheapest: list[float]) -> bool:
     """Whether :func:`_restricted_seed` runs on these LP values (it leaves out enough pools)."""
     sites = {(key[1], key[2]) for key, var in form.n.items() if cheapest[var] > 1e-6}
@@ -429,34 +345,3 @@ def _most_goodput_at_ratio(form: Formulation, config: SolveConfig, mip_gap: floa
                    (final if final.status.has_solution else res).backend, state.iterations, best_ratio)
 
 
-def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | None, float, list[float] | None]:
-    """An upper bound on goodput/cost — the most load any plan may serve (G's upper bound: goodput
-    counts each served request at most once) over the LP relaxation's least cost — and that least
-    cost (0 when unknown), and the least-cost LP solution; None: the relaxation is infeasible. The
-    LP gets what is left of the budget (SolveTimeoutError when nothing is).
-
-    One LP, not two: the LP relaxation's most goodput was the other half of this bound before; it
-    equals G's upper bound on eight-dc and sixteen-dc (94 % of it on pdd-two-dc), and the bound
-    only places λ0 above the optimum (the first MILP seeds λ; exactness comes after it)."""
-    m = form.model.relaxed()
-    m.maximize, m.objective = False, dict(form.cost)
-    # a large model's LP is the first plan's source (its rounding): it may take half the budget, not 30 s
-    # (100 sites × 12 classes: the LP did not finish in 30 s, so no bound and no rounding)
-    large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
-    limit = max(LP_LIMIT_S, 0.5 * _left_s(config)) if large else LP_LIMIT_S
-    cheapest = solve(m, "ortools", min(limit, _left_s(config)))
-    if cheapest.status is Status.INFEASIBLE:
-        return None, 0.0, None
-    if not cheapest.status.has_solution:
-        return 0.0, 0.0, None  # the LP solver gave up: start from λ = 0, which is always valid
-    cost = _cost(form, cheapest.values)
-    if cost <= 0:  # no load is required: start from λ = 0 instead
-        return 0.0, 0.0, None
-    return form.model.vars[form.g].ub / cost, cost, cheapest.values
-
-
-def _min_cost(form: Formulation) -> float:
-    """Cheapest possible plan: one P instance and one decode instance."""
-    p = min((form.cost[v] for key, v in form.n.items() if key[0] == P), default=1.0)
-    d = min((form.cost[v] for key, v in form.n.items() if key[0] != P), default=1.0)
-    return p + d
