@@ -1,27 +1,24 @@
-"""PD baselines in the same model, prices and SLA, for `placer compare`.
+"""Solving the baselines, and keeping every comparison with PDD honest.
 
-in:  a Problem
-out: one Plan per baseline (or the reason it has none):
-
-* ``same-dc-pd``: the best single chip type in one datacenter, plain PD over RDMA
-  (every (datacenter, chip) pair is solved; the best BCR wins).
-* ``cross-dc-pd``: P in one datacenter, D in another, the full KV over the WAN
-  (no RelayDecode, no decode-side radix cache).
-* ``hetero-same-dc-pd``: Splitwise-style, different chips for P and D allowed, one
-  datacenter (each datacenter is solved; the best wins).
-* ``agg``: aggregated serving only (role A, :mod:`placer.aggregated`: chunked prefill
-  mixed into decode batches), any chips in any datacenters — no KV crosses anything, so
-  each request is served where it lands; the answer to "is disaggregation worth it here?".
+in:  a Problem (and optionally the PDD plan already solved)
+out: :func:`solve_baseline` — the best plan of one baseline (:mod:`placer.baselines.policies`
+     poses its rules), marked with its ``baseline`` object (``name``, ``rules``; ``prfaas``:
+     ``local``, ``threshold``, ``threshold_uncached_tokens``); :func:`compare` — PDD beside
+     every baseline.
 
 :func:`compare` keeps comparisons honest (each plan carries a ``baseline`` object,
 an extension of the plan JSON; read by the CLI, the report and the API):
 
+* a baseline that has no meaning in the scenario (``cross-dc-pd`` or ``prfaas`` in one
+  datacenter) is ``{"error": "not applicable: one datacenter", "not_applicable": true}``,
+  never a $0 plan;
 * a baseline that carries less than the offered load is solved again **at equal
   load** with its datacenters' inventories scaled up (``SCALE_MAX`` × at most, the
   chips priced as the catalog prices them), given with the chips it took under the
   result's ``"scaled"`` key (``baselines`` keeps one plan per baseline, as
-  docs/contracts.md has it); when even that has no plan the baseline is marked
-  ``cannot carry`` with the solver's reason;
+  docs/contracts.md has it) and, in ``baseline.beyond_inventory``, the chips it bought
+  beyond each datacenter's inventory and their catalog price; when even that has no
+  plan the baseline is marked ``cannot carry`` with the solver's reason;
 * a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
   a class over the line it crosses against the TTFT budget);
 * ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s says so and why (no second
@@ -33,41 +30,14 @@ from __future__ import annotations
 import dataclasses
 import math
 
+from placer.baselines.policies import BASELINES, RULES, architectures, canonical, not_applicable, prfaas_reading
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.flows import Route
-from placer.pdd import P_A, P_D
-from placer.ilp.formulation import Architecture
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem
 
-BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg")
 SCALE_MAX = 64  # most times a datacenter's inventory is multiplied to carry the offered load
-
-
-def architectures(problem: Problem, name: str) -> list[Architecture]:
-    if name == "same-dc-pd":
-        return [
-            Architecture(name, (P_D,), drc=False, p_dcs=frozenset({dc.name}), decode_dcs=frozenset({dc.name}),
-                         chips=frozenset({chip}), same_dc=True)
-            for dc in problem.datacenters for chip in sorted(dc.inventory)
-        ]
-    if name == "cross-dc-pd":
-        return [Architecture(name, (P_D,), drc=False, same_dc=False)]
-    if name == "hetero-same-dc-pd":
-        return [
-            Architecture(name, (P_D,), drc=False, p_dcs=frozenset({dc.name}), decode_dcs=frozenset({dc.name}),
-                         same_dc=True)
-            for dc in problem.datacenters
-        ]
-    if name == "agg":
-        return [agg_architecture()]
-    raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
-
-
-def agg_architecture() -> Architecture:
-    """The all-aggregated baseline: pipeline A only, every datacenter and chip."""
-    return Architecture("agg", (P_A,), drc=False)
 
 
 def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfig()) -> Plan:
@@ -76,8 +46,14 @@ def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfi
     A baseline that cannot carry the whole offered load is shown at the load it can
     carry; one that cannot meet the TTFT SLA at all is shown without the SLA row (its
     SLA goodput, and so its BCR, then counts only the requests that do meet it).
-    InfeasiblePlanError when even that has no plan.
+    InfeasiblePlanError when even that has no plan, or when the baseline has no meaning
+    in the scenario (:func:`~placer.baselines.policies.not_applicable`). ``name`` may be an
+    alias (``splitwise``); the plan's ``baseline`` object carries its ``rules``.
     """
+    name = canonical(name)
+    why_not = not_applicable(problem, name)
+    if why_not:
+        raise InfeasiblePlanError(f"baseline {name}: {why_not}")
     objective = config.objective
     attempts = [
         (problem, objective, True, None),
@@ -96,8 +72,15 @@ def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfi
             first_error = first_error or err
             continue
         notes = [f"baseline {name}", *([note] if note else []), *plan.notes]
-        return plan.model_copy(update={"objective": objective, "notes": notes})
+        return described(problem, plan.model_copy(update={"objective": objective, "notes": notes}), name)
     raise InfeasiblePlanError(f"baseline {name}: {first_error.reason}")
+
+
+def described(problem: Problem, plan: Plan, name: str) -> Plan:
+    """The plan with its ``baseline`` object's ``name`` and ``rules`` (``prfaas``: also the local
+    datacenter and the threshold the plan implies, :func:`~placer.baselines.policies.prfaas_reading`)."""
+    extra = prfaas_reading(problem, plan) if name == "prfaas" else {}
+    return _marked(plan, name=name, rules=RULES[name], **extra)
 
 
 def _with_min_served(problem: Problem, fraction: float) -> Problem:
@@ -142,10 +125,14 @@ def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | N
     out: dict = {}
     scaled_out: dict = {}
     for name in BASELINES:
+        why_not = not_applicable(problem, name)
+        if why_not:
+            out[name] = {"error": why_not, "not_applicable": True, "rules": RULES[name]}
+            continue
         try:
             plan = solve_baseline(problem, name, config)
         except PlacerError as err:
-            out[name] = {"error": str(err)}
+            out[name] = {"error": str(err), "rules": RULES[name]}
             continue
         out[name] = _marked(plan, name=name, verdict=sla_verdict(problem, plan))
         if carries_less(plan):
@@ -180,7 +167,25 @@ def scale_to_load(problem: Problem, name: str, config: SolveConfig) -> Plan | st
     note = (f"scaled to carry the offered {problem.arrival_rps:g} req/s: it took {took} "
             f"(chips priced as the catalog; inventory unbounded)")
     plan = plan.model_copy(update={"objective": config.objective, "notes": [f"baseline {name}", note, *plan.notes]})
-    return _marked(plan, name=name, scaled=note, verdict=sla_verdict(problem, plan))
+    bought = beyond_inventory(problem, plan)
+    return _marked(described(problem, plan, name), scaled=note, verdict=sla_verdict(problem, plan),
+                   beyond_inventory=bought, beyond_inventory_usd_per_h=round(sum(b["usd_per_h"] for b in bought), 4))
+
+
+def beyond_inventory(problem: Problem, plan: Plan) -> list[dict]:
+    """The chips a plan uses beyond its datacenters' inventories, one entry per (datacenter,
+    chip): ``{"datacenter", "chip", "chips", "inventory", "usd_per_h"}`` (``chips``: the
+    number bought beyond ``inventory``; ``usd_per_h``: at the catalog price)."""
+    used: dict[tuple[str, str], int] = {}
+    for p in plan.pools:
+        used[(p.datacenter, p.chip)] = used.get((p.datacenter, p.chip), 0) + p.count * p.tp
+    out = []
+    for (dc, chip), n in sorted(used.items()):
+        have = problem.dc(dc).inventory.get(chip, 0)
+        if n > have:
+            out.append({"datacenter": dc, "chip": chip, "chips": n - have, "inventory": have,
+                        "usd_per_h": round((n - have) * problem.chips[chip].price_usd_per_h, 4)})
+    return out
 
 
 def chips_taken(problem: Problem, plan: Plan) -> str:

@@ -1,0 +1,150 @@
+"""The baselines' policies: each one's rules in one line, and the MILP architectures that pose them.
+
+in:  a Problem and a baseline name (or an alias: ``splitwise``)
+out: :data:`RULES` (the one-line rule each baseline prints in ``compare``, its JSON
+     ``baseline.rules`` and the report), :func:`architectures` (the
+     :class:`~placer.ilp.formulation.Architecture` variants the MILP solves; the best is
+     kept), :func:`not_applicable` (why a baseline has no meaning in a scenario, e.g. a
+     cross-datacenter one in one datacenter), and :func:`prfaas_reading` (the local
+     datacenter and the uncached-token threshold a ``prfaas`` plan implies).
+
+``prfaas`` — Prefill-as-a-Service across datacenters (Qin et al., 2026): requests enter
+and decode in a *local* datacenter; only prompts with many uncached tokens are prefilled
+in a remote, compute-rich datacenter and their KV shipped back over the line; the rest
+are prefilled locally over RDMA; no RelayDecode. The scenario names no entry point, so
+"local" is where decode sits: each datacenter with a line into it is tried as the local
+one (decode only there, prefill there or in any datacenter with a line to it) and the
+best BCR is kept. The MILP chooses per class (and may split a class) between local and
+remote prefill; on classes ordered by uncached tokens (1 − h)·I, such a choice is a
+threshold — :func:`prfaas_reading` names it, or says the plan's choice is not one. The
+line carries what PDD's P-MD would (``options.drc``: the uncached tokens' KV, the local
+decoder keeping the prefix) so both sides pay the same bytes per request.
+
+``splitwise`` — heterogeneous P and D chips in one datacenter over RDMA: that is what
+``hetero-same-dc-pd`` solves, so ``splitwise`` is an alias of it, not a second baseline.
+"""
+
+from __future__ import annotations
+
+from placer.ilp.formulation import Architecture
+from placer.pdd import P_A, P_D, P_MD
+from placer.plan import Plan
+from placer.problem import Problem
+
+BASELINES = ("same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "prfaas", "agg")
+ALIASES = {"splitwise": "hetero-same-dc-pd"}
+
+RULES = {
+    "same-dc-pd": "one chip type in one datacenter, P and D over RDMA, no KV over any line "
+                  "(each datacenter and chip tried, the best kept)",
+    "cross-dc-pd": "P in one datacenter, D in another, every request's full KV over the line "
+                   "(no decode-side cache, no RelayDecode)",
+    "hetero-same-dc-pd": "Splitwise: P and D on any chip types of one datacenter, KV over RDMA "
+                         "(each datacenter tried, the best kept)",
+    "prfaas": "PrfaaS: decode in one local datacenter; prompts above a threshold of uncached tokens "
+              "prefilled in another datacenter and their KV shipped back over the line, the rest "
+              "prefilled locally; no RelayDecode (each local datacenter tried; the MILP picks the threshold)",
+    "agg": "aggregated serving only (chunked prefill in decode batches), any chips in any "
+           "datacenters; no KV moves",
+}
+
+_CROSS_DC = ("cross-dc-pd", "prfaas")
+
+
+def canonical(name: str) -> str:
+    """The baseline ``name`` stands for (an alias resolved); ValueError for an unknown name."""
+    name = ALIASES.get(name, name)
+    if name not in BASELINES:
+        known = ", ".join([*BASELINES, *(f"{a} (= {b})" for a, b in ALIASES.items())])
+        raise ValueError(f"unknown baseline {name!r}; known: {known}")
+    return name
+
+
+def _lines_into(problem: Problem) -> dict[str, list[str]]:
+    """Datacenter → the datacenters with a line of nonzero bandwidth into it."""
+    into: dict[str, list[str]] = {}
+    for (src, dst), link in problem.links.items():
+        if link.gbit_per_s > 0 and src != dst:
+            into.setdefault(dst, []).append(src)
+    return into
+
+
+def not_applicable(problem: Problem, name: str) -> str | None:
+    """Why baseline ``name`` has no meaning in the scenario ("not applicable: one
+    datacenter"), or None. A cross-datacenter baseline needs two datacenters and a line."""
+    if canonical(name) not in _CROSS_DC:
+        return None
+    if len(problem.datacenters) < 2:
+        return "not applicable: one datacenter"
+    if not _lines_into(problem):
+        return "not applicable: no line between the datacenters"
+    return None
+
+
+def architectures(problem: Problem, name: str) -> list[Architecture]:
+    """The variants the MILP solves for baseline ``name`` (the best BCR is kept)."""
+    name = canonical(name)
+    if name == "same-dc-pd":
+        return [
+            Architecture(name, (P_D,), drc=False, p_dcs=frozenset({dc.name}), decode_dcs=frozenset({dc.name}),
+                         chips=frozenset({chip}), same_dc=True)
+            for dc in problem.datacenters for chip in sorted(dc.inventory)
+        ]
+    if name == "cross-dc-pd":
+        return [Architecture(name, (P_D,), drc=False, same_dc=False)]
+    if name == "hetero-same-dc-pd":
+        return [
+            Architecture(name, (P_D,), drc=False, p_dcs=frozenset({dc.name}), decode_dcs=frozenset({dc.name}),
+                         same_dc=True)
+            for dc in problem.datacenters
+        ]
+    if name == "prfaas":
+        into = _lines_into(problem)
+        return [Architecture(name, (P_MD,), drc=problem.options.drc,
+                             p_dcs=frozenset({dc.name, *into[dc.name]}), decode_dcs=frozenset({dc.name}))
+                for dc in problem.datacenters if dc.name in into]
+    return [agg_architecture()]
+
+
+def agg_architecture() -> Architecture:
+    """The all-aggregated baseline: pipeline A only, every datacenter and chip."""
+    return Architecture("agg", (P_A,), drc=False)
+
+
+def prfaas_reading(problem: Problem, plan: Plan) -> dict:
+    """The local datacenter and the threshold a ``prfaas`` plan implies:
+    ``{"local", "threshold_uncached_tokens", "threshold"}`` — the smallest uncached-token
+    count (1 − h)·I of a class sent (even in part) to remote prefill, and the rule in
+    words; ``threshold_uncached_tokens`` None when nothing goes remote or when the plan's
+    per-class choice is not a threshold (a class kept local has more uncached tokens than
+    one sent remote; then ``threshold`` says which)."""
+    local = sorted({p.datacenter for p in plan.pools if p.count > 0 and p.role not in ("P",)})
+    where = local[0] if len(local) == 1 else (", ".join(local) or "none")
+    remote: dict[str, float] = {}
+    total: dict[str, float] = {}
+    for r in plan.routes:
+        total[r.request_class] = total.get(r.request_class, 0.0) + r.rps
+        if r.src != r.dst:
+            remote[r.request_class] = remote.get(r.request_class, 0.0) + r.rps
+    share = {c.name: remote.get(c.name, 0.0) / total[c.name] for c in problem.classes if total.get(c.name, 0) > 0}
+    uncached = {c.name: round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes}
+    sent = sorted((n for n, s in share.items() if s > 0.01), key=lambda n: uncached[n])
+    out = {"local": where, "threshold_uncached_tokens": None}
+    if not sent:
+        longest = max(uncached[n] for n in share) if share else 0
+        out["threshold"] = (f"no remote prefill: every prompt prefilled in {where} "
+                            f"(threshold above the longest uncached prompt, {longest:,} tokens)")
+        return out
+    lowest = uncached[sent[0]]
+    above = sorted((n for n in share if uncached[n] > lowest and share[n] < 0.99), key=lambda n: uncached[n])
+    if above:
+        out["threshold"] = (f"not a single threshold: {above[-1]} ({uncached[above[-1]]:,} uncached tokens) is "
+                            f"{100 * (1 - share[above[-1]]):.0f} % prefilled in {where} while {sent[0]} "
+                            f"({lowest:,}) is {100 * share[sent[0]]:.0f} % prefilled remotely")
+        return out
+    split = [f"{n} {100 * share[n]:.0f} % remote" for n in sent if share[n] < 0.99]
+    out["threshold_uncached_tokens"] = lowest
+    out["threshold"] = (f"prompts with {lowest:,} or more uncached tokens prefilled remotely "
+                        f"({len(sent)} of {len(share)} classes{'; ' + ', '.join(split) if split else ''}), "
+                        f"the rest in {where}")
+    return out
