@@ -49,6 +49,12 @@ FORWARD_MEMO_ENTRIES = 8192
 #: query positions per sequence from which a decode forward is costed as prefill attention over the
 #: context (extend-decode after a handoff), not as a decode step
 EXTEND_QUERIES = 16
+#: MLA's latent projections, left unquantized (bf16) in an NVFP4 checkpoint: NVIDIA's NVFP4 DeepSeek-R1
+#: checkpoints quantize the dense and expert FFNs and keep the attention modules in bf16 (TensorRT-LLM
+#: tech blog 1, "Precision Strategy": "64x Attention Modules bf16", "Dense FFN / MoE FFN nvfp4"); their
+#: -v2 releases, the ones TensorRT-LLM's performance overview serves, "additionally quantize the wo
+#: module" (model cards of nvidia/DeepSeek-R1-FP4-v2, -0528-FP4-v2), so O stays FP4
+FP4_UNQUANTIZED = frozenset({"q_a", "q_b", "kv_a", "kv_b"})
 #: kinds of op a source names, in order
 OP_NAMES = ("gemm", "moe", "attention", "allreduce", "elementwise", "alltoall")
 
@@ -109,19 +115,23 @@ class KernelForward:
         return layer_gemms(self.model, self._attn_tp, self.pp, self.ffn_width, self._params[0])
 
     # ---- one op ----------------------------------------------------------------------------
-    def _gemm(self, rows: float, n: float, k: float, seen: dict) -> tuple[float, float, float]:
-        """(seconds, roofline compute s, roofline memory s) of one GEMM of ``rows`` rows on one rank."""
+    def _gemm(self, rows: float, n: float, k: float, seen: dict, name: str = "") -> tuple[float, float, float]:
+        """(seconds, roofline compute s, roofline memory s) of one GEMM of ``rows`` rows on one rank
+        (``name``: the layer GEMM's, :mod:`layer_gemms`; it picks the unquantized ones, :data:`FP4_UNQUANTIZED`)."""
         rows = max(rows, 1.0)
         flops = 2 * rows * n * k
-        w_bytes = n * k * self.bytes_per_param
-        compute = flops / (self.chip.flops_per_s(self.compute_dtype) * gemm_efficiency(rows))
-        memory = (w_bytes + ACT_BYTES * rows * (n + k)) / self.chip.mem_bw_bytes_per_s
         dtype = self._gemm_dtype
+        compute_dtype, bytes_per_param = self.compute_dtype, self.bytes_per_param
+        if dtype == "fp4" and self.model.attn == "mla" and name in FP4_UNQUANTIZED:
+            dtype, compute_dtype, bytes_per_param = "bf16", "bf16", WEIGHT_PRECISIONS["bf16"].bytes_per_value
+        w_bytes = n * k * bytes_per_param
+        compute = flops / (self.chip.flops_per_s(compute_dtype) * gemm_efficiency(rows))
+        memory = (w_bytes + ACT_BYTES * rows * (n + k)) / self.chip.mem_bw_bytes_per_s
         if dtype is None:
             seen.setdefault("gemm", set()).add(False)
             return max(compute, memory), compute, memory
         seconds, measured = self.ops.seconds("gemm", (dtype, rows, round(n), round(k)), max(compute, memory),
-                                             flops, w_bytes + ACT_BYTES * rows * (n + k), self.compute_dtype)
+                                             flops, w_bytes + ACT_BYTES * rows * (n + k), compute_dtype)
         seen.setdefault("gemm", set()).add(measured)
         return seconds, compute, memory
 
@@ -132,8 +142,8 @@ class KernelForward:
         scale = tokens / rows if rows > 0 else 0.0
         total = lean = 0.0
         for layers, gemms in self._layer_groups:
-            for _, n, k in gemms:
-                s, c, mem = self._gemm(per_rank, n, k, seen)
+            for name, n, k in gemms:
+                s, c, mem = self._gemm(per_rank, n, k, seen, name)
                 total += layers * s * scale
                 lean += layers * (c - mem) * scale
         total += self._routed(tokens, rows, seen)
