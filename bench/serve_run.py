@@ -48,7 +48,7 @@ def replay(router, trace: list[TraceRequest]) -> tuple[list, list[float]]:
     return streams, arrivals
 
 
-def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0) -> None:
+def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0, workers=()) -> None:
     """One request of the shared system prompt, served to the end before the trace starts.
 
     A serving system's system prompt is in its caches in steady state, and the simulator starts
@@ -62,6 +62,13 @@ def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0) -> None:
     buffers — that the simulator's steady state does not have. Measured (2026-12-03, run j): the
     trace's first 995-token prefill took 1005 ms of CPU and the next, 918 tokens, 352 ms; the first
     anomalous request's export took 786 ms against 40-60 ms for the same size later.
+
+    Then it waits until ``workers`` (the cluster's role workers) hold no request and no message: a
+    closed stream is not a quiet cluster. In pdd the shared prompt relays (fresh, short): RLD finishes its
+    16 tokens in ~0.1 s while MD's pull of the prefix (8 MB, 0.34 s on the 200 Mbit/s line) is still on
+    the line, and the trace's first conversation, 0.2 s later, found it in flight and deferred its own
+    pull until it landed (``_inflight_prefix``): 94-108 ms later than the simulator's warm start, so RLD
+    made 132-152 tokens where the simulator made 46-59 (issue 48: a third of the RLD token-share gap).
     """
     longest = max(len(r.prompt) for r in trace)
     rng = random.Random(-1)
@@ -70,6 +77,24 @@ def warm_up(router, trace: list[TraceRequest], timeout_s: float = 60.0) -> None:
         stream = router.submit(prompt, SamplingParams(max_new_tokens=out, stop_at_eos=False))
         if not stream.closed.wait(timeout_s) or stream.error:
             raise RuntimeError(f"warm-up request failed: {stream.error or f'not done in {timeout_s:.0f} s'}")
+    wait_quiet(workers, timeout_s)
+
+
+def wait_quiet(workers, timeout_s: float = 60.0, poll_s: float = 0.005) -> None:
+    """Return once every worker holds no live request and has nothing in its inbox (``stats_live``,
+    ``inbox``), twice in a row ``poll_s`` apart (a message in flight between two of them is in neither)."""
+    workers = list(workers)
+    deadline = time.monotonic() + timeout_s
+    quiet_once = False
+    while True:
+        quiet = all(w.stats_live() == 0 and w.inbox.empty() for w in workers)
+        if quiet and quiet_once:
+            return
+        quiet_once = quiet
+        if time.monotonic() > deadline:
+            busy = [f"{w.name} ({w.stats_live()} live)" for w in workers if w.stats_live() or not w.inbox.empty()]
+            raise RuntimeError(f"warm-up: the cluster was not quiet within {timeout_s:.0f} s: {', '.join(busy)}")
+        time.sleep(poll_s)
 
 
 def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfig, seed: int) -> dict:
@@ -82,7 +107,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     # instrumented before the cluster starts: the workers bind their handlers as they start
     with serve_handoff.instrument(split), \
             LocalCluster(specs, MODEL, ec, config, transport="tcp", link_seed=seed) as cluster:
-        warm_up(cluster.router, trace)
+        warm_up(cluster.router, trace, workers=[inst.worker for inst in cluster.instances.values()])
         split.clear()
         warm_bytes = _line_bytes(cluster.stats())
         engines = {name: inst.worker.engine for name, inst in cluster.instances.items()}
