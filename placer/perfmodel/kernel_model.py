@@ -54,7 +54,7 @@ EXTEND_QUERIES = 16
 #: tech blog 1, "Precision Strategy": "64x Attention Modules bf16", "Dense FFN / MoE FFN nvfp4"); their
 #: -v2 releases, the ones TensorRT-LLM's performance overview serves, "additionally quantize the wo
 #: module" (model cards of nvidia/DeepSeek-R1-FP4-v2, -0528-FP4-v2), so O stays FP4
-FP4_UNQUANTIZED = frozenset({"q_a", "q_b", "kv_a", "kv_b"})
+FP4_UNQUANTIZED = frozenset({"qkv_a", "q_b", "kv_b"})
 #: kinds of op a source names, in order
 OP_NAMES = ("gemm", "moe", "attention", "allreduce", "elementwise", "alltoall")
 

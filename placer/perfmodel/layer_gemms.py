@@ -7,8 +7,9 @@ out: :func:`layer_gemms` → ((layers per stage, ((name, n, k), ...)), ...), one
      identical layers; a GEMM of m rows is (m × k) @ (k × n)
 
 * GQA  QKV (n = (q + 2·kv)·head_dim / t, k = hidden), O (n = hidden, k = q·head_dim / t);
-* MLA  q_a (n = 1536, k = hidden), q_b (n = H·(d + rope) / t, k = 1536), kv_a (n = r_kv + rope,
-  k = hidden), kv_b (n = H·2d / t, k = r_kv: the latent's up-projection over the new tokens in
+* MLA  qkv_a: the query and latent down-projections fused into one GEMM, as the engines run them
+  (n = 1536 + r_kv + rope, k = hidden: TensorRT-LLM's "Fuse_A_GEMM", SGLang's and vLLM's
+  ``fused_qkv_a_proj``), q_b (n = H·(d + rope) / t, k = 1536), kv_b (n = H·2d / t, k = r_kv: the latent's up-projection over the new tokens in
   prefill; in decode the same weights as the absorbed per-head BMMs), O (n = hidden, k = H·d / t); the
   tables' MLA attention kernels time the attention core. q_lora_rank 1536 is DeepSeek-V3's and Kimi-K2's (the catalog's
   MLA models; ModelConfig does not carry it);
@@ -32,8 +33,9 @@ def layer_gemms(m: ModelConfig, t: int, pp: int, ffn_width: float, dense_params:
     per_stage = 1.0 / pp
     if m.attn == "mla":
         h, d, r = m.q_heads, m.head_dim, m.kv_lora_rank
-        attn: Gemms = (("q_a", MLA_Q_LORA_RANK, m.hidden), ("q_b", h * (d + m.rope_dim) / t, MLA_Q_LORA_RANK),
-                       ("kv_a", r + m.rope_dim, m.hidden), ("kv_b", h * 2 * d / t, r), ("o", m.hidden, h * d / t))
+        attn: Gemms = (("qkv_a", MLA_Q_LORA_RANK + r + m.rope_dim, m.hidden),
+                       ("q_b", h * (d + m.rope_dim) / t, MLA_Q_LORA_RANK), ("kv_b", h * 2 * d / t, r),
+                       ("o", m.hidden, h * d / t))
         attn_params = m.hidden * (MLA_Q_LORA_RANK + r + m.rope_dim) + MLA_Q_LORA_RANK * h * (d + m.rope_dim) \
             + r * h * 2 * d + h * d * m.hidden
     else:

@@ -1,4 +1,4 @@
-"""Which GEMMs of an NVFP4 checkpoint run in FP4 (issue 41): MLA's latent projections stay bf16, as
+MLA's latent projections stay bf16, as
 NVIDIA's NVFP4 DeepSeek checkpoints leave them, so the bf16 table answers them."""
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def test_mla_latent_projections_of_an_fp4_checkpoint_read_the_bf16_table():
     im.step_s(256, 5000)
     m = get_model("deepseek-v3")
     dtypes = {(args[2], args[3]): args[0] for name, args in tables.calls if name == "gemm_s"}
-    assert dtypes[(MLA_Q_LORA_RANK, m.hidden)] == "bf16"  # q_a
-    assert dtypes[(m.kv_lora_rank + m.rope_dim, m.hidden)] == "bf16"  # kv_a
+    assert dtypes[(MLA_Q_LORA_RANK + m.kv_lora_rank + m.rope_dim, m.hidden)] == "bf16"  # q_a and kv_a, fused
+    assert dtypes[(m.q_heads * (m.head_dim + m.rope_dim), MLA_Q_LORA_RANK)] == "bf16"  # q_b
     assert dtypes[(m.hidden, m.q_heads * m.head_dim)] == "fp4"  # O: quantized in the -v2 checkpoints
     assert {args[0] for name, args in tables.calls if name == "moe_s"} == {"fp4"}
 
@@ -36,3 +36,14 @@ def test_a_gqa_fp4_checkpoint_runs_every_gemm_in_fp4():
     im, tables = _fp4_model("llama-3.1-70b", Shape(1))
     im.step_s(64, 2000)
     assert {args[0] for name, args in tables.calls if name == "gemm_s"} == {"fp4"}
+
+
+def test_mla_query_and_latent_down_projections_are_one_fused_gemm():
+    """The engines run q_a and kv_a as one GEMM (TensorRT-LLM's Fuse_A_GEMM, SGLang's and vLLM's
+    fused_qkv_a_proj): one launch over n = 1536 + 512 + 64, not two smaller ones."""
+    im, tables = _fp4_model("deepseek-v3", Shape(4, "dep"))
+    im.step_s(64, 2000)
+    m = get_model("deepseek-v3")
+    shapes = {(args[2], args[3]) for name, args in tables.calls if name == "gemm_s"}
+    assert (MLA_Q_LORA_RANK + m.kv_lora_rank + m.rope_dim, m.hidden) in shapes
+    assert (MLA_Q_LORA_RANK, m.hidden) not in shapes and (m.kv_lora_rank + m.rope_dim, m.hidden) not in shapes
