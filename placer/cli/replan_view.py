@@ -43,7 +43,35 @@ def day_view(data: dict[str, Any]) -> Group:
                        for v in w["fleets"].values()))
     t = data["timing_s"]
     timing = f"wall time: {t['total']:g} s (solves {t['solve']:g} s, simulation {t['simulate']:g} s)"
-    return Group(head, wins, timing)
+    return Group(head, wins, startup_lines(data["startup"]), timing)
+
+
+def startup_lines(s: dict[str, Any]) -> str:
+    """Where the start-up and drain figures come from, each starting instance's start-up, and — measured —
+    the executor's own start-up and drain predicted against measured."""
+    lines = []
+    if s.get("startup_s") is not None:
+        lines.append(f"start-up: every instance {s['startup_s']:g} s (--startup); drain {s['drain_s']:g} s")
+    else:
+        m = s.get("measured")
+        src = (f"the executor measured on {m.get('host', '?')} {m.get('measured_at', '')} ({m.get('file')})" if m
+               else "published cold starts (placer/replan/README.md)")
+        lines.append(f"start-up: weights / ({s['load_gbyte_per_s_per_chip']:g} GB/s × chips) + {s['warmup_s']:g} s "
+                     f"warm-up, drain {s['drain_s']:g} s — from {src}")
+        if m and m.get("exam") and m.get("drain"):
+            e, d = m["exam"], m["drain"]
+            lines.append(f"  executor, {e['bytes'] / 1e6:.0f} MB checkpoint: start-up predicted "
+                         f"{e['predicted_startup_s']:.2f} s, measured {e['startup_s']:.2f} s "
+                         f"({_pct(e['predicted_startup_s'], e['startup_s'])}); drain predicted {d['predicted_s']:.2f} s, "
+                         f"measured {d['measured_s']:.2f} s ({_pct(d['predicted_s'], d['measured_s'])})")
+    inst = s.get("instance_s") or {}
+    if inst:
+        lines.append("  an instance of PLAN.json starts in: " + ", ".join(f"{k} {_f(v, '.0f')} s" for k, v in inst.items()))
+    return "\n".join(lines)
+
+
+def _pct(pred: float, meas: float) -> str:
+    return f"error {100 * (pred - meas) / meas:+.0f} %" if meas else "error —"
 
 
 def write_figure(data: dict[str, Any], path: Path) -> None:

@@ -123,6 +123,10 @@ def simulate(
                                           "(compile, graph capture, profiling).")] = DEFAULT_WARMUP_S,
     drain: Annotated[float, typer.Option("--drain", help="--replan-every: seconds a leaving instance is charged "
                                          "while it finishes its requests.")] = DEFAULT_DRAIN_S,
+    startup_measured: Annotated[Path | None, typer.Option(
+        "--startup-measured", help="--replan-every: the load rate, warm-up and drain the executor measured on this "
+        "machine (JSON of bench/bench_startup.py --write), instead of --load-gbyte-per-s, --warmup and --drain.",
+        show_default=False)] = None,
     peak_to_trough: Annotated[float, typer.Option("--peak-to-trough", help="--replan-every: the diurnal rate's "
                                                   "peak over its trough.")] = 3.5,
     peak_hour: Annotated[float, typer.Option("--peak-hour", help="--replan-every: hour of the peak.")] = 14.0,
@@ -148,7 +152,8 @@ def simulate(
     if replan_every is not None:
         _replan_day(scenario, plan_file, engine, json_out, figure, seed, dict(
             replan_every=replan_every, window=window, hysteresis=hysteresis, cooldown=cooldown, strategy=strategy,
-            startup=startup, load_rate=load_rate, warmup=warmup, drain=drain, peak_to_trough=peak_to_trough,
+            startup=startup, load_rate=load_rate, warmup=warmup, drain=drain, startup_measured=startup_measured,
+            peak_to_trough=peak_to_trough,
             peak_hour=peak_hour, burst=burst, mix_shift=mix_shift, price_change=price_change,
             requests_per_window=requests_per_window))
         return
@@ -233,9 +238,12 @@ def _replan_day(scenario: Path, plan_file: Path, engine, json_out: bool, figure:
                            window_s=parse_duration(o["window"], "--window") if o["window"] else None)
         rule = AdoptionRule(min_bcr_gain_pct=o["hysteresis"],
                             cooldown_s=parse_duration(o["cooldown"], "--cooldown", zero_ok=True) if o["cooldown"] else 0.0)
-        startup = Startup(load_gbyte_per_s_per_chip=o["load_rate"], warmup_s=o["warmup"], drain_s=o["drain"],
-                          strategy=o["strategy"],
-                          startup_s=parse_duration(o["startup"], "--startup") if o["startup"] else None)
+        if o["startup_measured"] is not None:
+            startup = Startup.measured(o["startup_measured"], o["strategy"])
+        else:
+            startup = Startup(load_gbyte_per_s_per_chip=o["load_rate"], warmup_s=o["warmup"], drain_s=o["drain"],
+                              strategy=o["strategy"],
+                              startup_s=parse_duration(o["startup"], "--startup") if o["startup"] else None)
         timeline = _timeline(o)
         loaded = with_engine(load_scenario(scenario), engine)
         plan = load_plan(plan_file)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from placer.change_strategy import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK, choose_strategy
 from placer.errors import InputError
@@ -61,6 +62,8 @@ class Startup:
     drain_s: float = DEFAULT_DRAIN_S
     strategy: str = AUTO
     startup_s: float | None = None  # given: every instance takes this long, whatever its weights
+    #: where the figures come from when measured (``bench/bench_startup.py``'s JSON, :meth:`measured`)
+    measured_from: dict | None = field(default=None, compare=False, hash=False)
 
     def __post_init__(self) -> None:
         for name in ("load_gbyte_per_s_per_chip",):
@@ -75,6 +78,28 @@ class Startup:
             raise InputError(f"startup: a duration >= 0, got {self.startup_s!r}")
         if self.strategy not in STRATEGIES:
             raise InputError(f"strategy: one of {', '.join(STRATEGIES)}, got {self.strategy!r}")
+
+    @classmethod
+    def measured(cls, path: str | Path, strategy: str = AUTO) -> Startup:
+        """The executor's own figures on this machine (``bench/bench_startup.py --write PATH``): its load
+        rate, warm-up and drain, the same terms as the published defaults; the file kept as provenance."""
+        import json
+
+        try:
+            raw = json.loads(Path(path).read_text())
+        except OSError as e:
+            raise InputError(f"--startup-measured: cannot read {str(path)!r}: {e.strerror}") from None
+        except ValueError as e:
+            raise InputError(f"--startup-measured: {str(path)!r} is not JSON: {e}") from None
+        if not isinstance(raw, dict):
+            raise InputError(f"--startup-measured: {str(path)!r} holds no object of figures")
+        got = {}
+        for name in ("load_gbyte_per_s_per_chip", "warmup_s", "drain_s"):
+            v = raw.get(name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise InputError(f"--startup-measured: {str(path)!r} field {name}: a number, got {v!r}")
+            got[name] = float(v)
+        return cls(**got, strategy=strategy, measured_from={"file": str(path), **raw})
 
     def instance_s(self, problem: Problem, row: PoolOut) -> float:
         """Seconds from launch to ready of one instance of ``row``."""

@@ -206,6 +206,8 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
             _simulate(w, problem, start, segments, config, tallies[name], cache)
         sim_s += time.perf_counter() - t
     data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
+    data["startup"]["instance_s"] = {f"{r.role} {r.datacenter} {r.tp}x{r.chip}": round(startup.instance_s(problem0, r), 3)
+                                      for r in sorted(pools_of(start).values(), key=lambda r: r.key)}
     data["timing_s"] = {"solve": round(solve_s, 2), "simulate": round(sim_s, 2),
                         "total": round(time.perf_counter() - t0, 2)}
     return DayResult(data)

@@ -94,6 +94,15 @@ def _r(x: float) -> float | None:
     return round(x, 6) if math.isfinite(x) else None
 
 
+def _measured(raw: dict | None) -> dict | None:
+    """The executor's measured start-up and drain (bench/bench_startup.py) behind the figures: where, when,
+    and its predicted vs measured exam."""
+    if raw is None:
+        return None
+    keep = ("file", "source", "measured_at", "host", "model", "tiny", "exam", "drain")
+    return {k: raw[k] for k in keep if k in raw}
+
+
 def day_json(scenario, wins, fleets, tallies, decisions, config, startup, rule) -> dict[str, Any]:
     day_s = sum(w.length_s for w in wins)
     rates = [w.rate_rps for w in wins]
@@ -110,7 +119,8 @@ def day_json(scenario, wins, fleets, tallies, decisions, config, startup, rule) 
         "window_s": config.window_s or config.replan_every_s,
         "peak_to_trough": _r(max(rates) / min(rates)),
         "startup": {"strategy": startup.strategy, "load_gbyte_per_s_per_chip": startup.load_gbyte_per_s_per_chip,
-                    "warmup_s": startup.warmup_s, "drain_s": startup.drain_s, "startup_s": startup.startup_s},
+                    "warmup_s": startup.warmup_s, "drain_s": startup.drain_s, "startup_s": startup.startup_s,
+                    "measured": _measured(startup.measured_from)},
         "hysteresis": {"min_bcr_gain_pct": rule.min_bcr_gain_pct, "cooldown_s": rule.cooldown_s,
                        "max_pool_changes": rule.max_pool_changes},
         "simulation": "window by window: each stretch with one set of pools up simulated from empty at the "
