@@ -1,5 +1,6 @@
-MLA's latent projections stay bf16, as
-NVIDIA's NVFP4 DeepSeek checkpoints leave them, so the bf16 table answers them."""
+"""MLA's GEMMs as the engines run them (issue 41): an NVFP4 checkpoint's latent projections stay bf16,
+as NVIDIA's NVFP4 DeepSeek checkpoints leave them (the bf16 table answers them), and the query and
+latent down-projections are one fused GEMM."""
 
 from __future__ import annotations
 
