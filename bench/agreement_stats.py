@@ -1,6 +1,12 @@
 """``bench_agreement.py --random N``: solve, simulate and summarise random scenarios (issue 42, part 4).
 
-in:  N, a seed, simulated requests a scenario and the solver's seconds a scenario
+in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario and, optionally, a
+     plans directory: each scenario is solved once and its loaded scenario and plan JSON kept there
+     (``<name>.json``: the scenario dict after :func:`at_load`, the plan or the reason it was
+     skipped, and a fingerprint of the drawn scenario and the time limit); a later run with the same
+     directory simulates the same plans again, so a before/after comparison on a loaded host pairs
+     its runs instead of mixing in the solver's time-limit noise (the plan's promise is evaluated
+     afresh by :func:`placer.sim.verify.agreement` on each run)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
      seconds), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
@@ -12,14 +18,18 @@ out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90
 from __future__ import annotations
 
 import copy
+import hashlib
+import json
 import math
 import statistics
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from random_scenarios import load_fraction, random_scenario  # a sibling under bench/ (the script's folder)
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
+from placer.plan import Plan, parse_plan
 from placer.problem import resolve
 from placer.sim import SimConfig, simulate
 from placer.sim.verify import agreement
@@ -68,16 +78,53 @@ def sim_config(data: dict, requests: int, seed: int) -> SimConfig:
     return SimConfig(requests=requests, seed=seed, workload="trace", trace=trace, trace_time_scale=scale)
 
 
-def run_one(seed: int, index: int, requests: int, time_limit_s: float) -> dict:
-    """One scenario: its agreement dict (plus name and seconds), or {"skipped": reason}."""
-    data = random_scenario(seed, index)
-    start = time.perf_counter()
+def _fingerprint(data: dict, time_limit_s: float) -> str:
+    """What a cached plan was solved from: the drawn scenario (before its load is set; a trace by its file
+    name, so another checkout's copy of the repository reads the same cache) and the time limit."""
+    data = copy.deepcopy(data)
+    if data["workload"].get("trace"):
+        data["workload"]["trace"] = Path(data["workload"]["trace"]).name
+    text = json.dumps({"scenario": data, "time_limit_s": time_limit_s}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def solve_case(seed: int, index: int, time_limit_s: float, plans_dir: Path | None = None) -> tuple[dict, Plan | None, str]:
+    """Scenario ``index`` of ``seed`` at its load and its plan, or (data, None, why it was skipped).
+
+    With ``plans_dir``, a plan solved before from the same draw and time limit is read back
+    (``<plans_dir>/<name>.json``) instead of solving again; a new one is written there."""
+    drawn = random_scenario(seed, index)
+    path = plans_dir / f"{drawn['name']}.json" if plans_dir is not None else None
+    key = _fingerprint(drawn, time_limit_s)
+    if path is not None and path.is_file():
+        cached = json.loads(path.read_text())
+        if cached.get("fingerprint") == key:
+            plan = parse_plan(cached["plan"], str(path)) if "plan" in cached else None
+            data = cached["scenario"]
+            if drawn["workload"].get("trace"):
+                data["workload"]["trace"] = drawn["workload"]["trace"]  # this checkout's copy of the trace
+            return data, plan, cached.get("skipped", "")
+    data, plan, why = drawn, None, ""
     try:
-        data = at_load(data, load_fraction(seed, index))
-        problem = resolve(parse_scenario(data))
-        plan = optimize(problem, SolveConfig(marginals=False, time_limit_s=time_limit_s))
+        data = at_load(drawn, load_fraction(seed, index))
+        plan = optimize(resolve(parse_scenario(data)), SolveConfig(marginals=False, time_limit_s=time_limit_s))
     except PlacerError as err:
-        return {"name": data["name"], "skipped": f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"}
+        why = f"{type(err).__name__}: {str(err).splitlines()[0][:120]}"
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {"fingerprint": key, "scenario": data}
+        entry.update({"plan": json.loads(plan.to_json())} if plan is not None else {"skipped": why})
+        path.write_text(json.dumps(entry, indent=1))
+    return data, plan, why
+
+
+def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None) -> dict:
+    """One scenario: its agreement dict (plus name and seconds), or {"skipped": reason}."""
+    start = time.perf_counter()
+    data, plan, why = solve_case(seed, index, time_limit_s, plans_dir)
+    if plan is None:
+        return {"name": data["name"], "skipped": why}
+    problem = resolve(parse_scenario(data))
     sim = simulate(problem, plan, sim_config(data, requests, seed))
     a = agreement(problem, plan, sim)
     a.update(name=data["name"], seconds=time.perf_counter() - start, rps=data["workload"]["arrival_rps"],
@@ -85,12 +132,15 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float) -> dict:
     return a
 
 
-def run_random(n: int, seed: int, requests: int, time_limit_s: float) -> list[dict]:
-    """Solve and simulate scenarios 0..n−1 of ``seed``; print each and the error distributions."""
+def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
+               only: list[int] | None = None) -> list[dict]:
+    """Solve (or read back from ``plans_dir``) and simulate scenarios 0..n−1 of ``seed`` (or those of
+    ``only``); print each and the error distributions."""
     t0 = time.perf_counter()
     results = []
-    for i in range(n):
-        r = run_one(seed, i, requests, time_limit_s)
+    indices = list(only) if only else list(range(n))
+    for i in indices:
+        r = run_one(seed, i, requests, time_limit_s, plans_dir)
         results.append(r)
         if "skipped" in r:
             print(f"-- {r['name']}: skipped ({r['skipped']})", flush=True)
@@ -100,6 +150,7 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float) -> list[di
               f"({r['ttft_p90_error']:+7.1%})  goodput ILP {r['ilp_goodput_rps']:7.2f} sim "
               f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s", flush=True)
     solved = [r for r in results if "skipped" not in r]
+    n = len(indices)
     print(f"\n{len(solved)} of {n} solved, {n - len(solved)} skipped; seed {seed}, {requests} simulated requests "
           f"a scenario, {time.perf_counter() - t0:.0f} s in all")
     print(f"{'mix TTFT P90':26s} {summary([r['ttft_p90_error'] for r in solved])}")

@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
         [--requests 30000] [--seed 7] [--breakdown]
     .venv/bin/python bench/bench_agreement.py --random 40 [--seed 7] [--time-limit 20]
+        [--plans-dir DIR] [--only 28,29,30]
 
 For each case (default: the four cases of ``bench/agreement_cases.py``, which
 ``tests/placer/sim/test_relay_agreement.py`` checks too, then
@@ -24,7 +25,11 @@ within ``--time-limit`` s (those the planner refuses or cannot solve in time are
 skipped), simulates it and prints one line a scenario, then the distribution of the relative
 errors (simulated / ILP − 1) of TTFT P90 and goodput: over the scenarios' mixes, per pipeline
 and per pool type (the route's P pool: same-dc or over a line) — median |error|, P90, max,
-the share within 10 % and the count beyond 25 % (``bench/agreement_stats.py``).
+the share within 10 % and the count beyond 25 % (``bench/agreement_stats.py``). With
+``--plans-dir DIR`` each scenario is solved once: its loaded scenario and plan (or why it was
+skipped) are kept in ``DIR/<name>.json`` and read back by later runs with the same seed and time
+limit, so before/after runs are paired (the same plans, each promise evaluated afresh); ``--only``
+runs a subset of the N draws (their indices).
 """
 
 from __future__ import annotations
@@ -148,6 +153,9 @@ def main() -> None:
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="draw N random catalog scenarios (seeded by --seed) instead of --cases")
     parser.add_argument("--time-limit", type=float, default=20.0, help="solver seconds per random scenario")
+    parser.add_argument("--plans-dir", type=Path, default=None, metavar="DIR",
+                        help="--random: keep each scenario's plan here and reuse it on later runs (paired runs)")
+    parser.add_argument("--only", default="", metavar="I,J,...", help="--random: only these draws' indices")
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=7)
@@ -156,7 +164,8 @@ def main() -> None:
     if args.random:
         from agreement_stats import run_random
 
-        run_random(args.random, args.seed, args.requests, args.time_limit)
+        only = [int(x) for x in args.only.split(",") if x.strip()]
+        run_random(args.random, args.seed, args.requests, args.time_limit, args.plans_dir, only)
         return
     for name in args.cases.split(","):
         print_case(name, args.requests, args.seed, args.breakdown)

@@ -32,6 +32,9 @@ class SimConfig:
     trace: str | None = None
     trace_time_scale: float = 1.0
     """Trace replay speed-up: timestamps are divided by this."""
+    spread_trace_bins: bool = True
+    """A trace whose timestamps are binned (counts per bin, e.g. the Mooncake traces' 3 s): each request at
+    a seeded uniform time within its bin (placer.sim.sources.trace_bin_s); False: at the bin's instant."""
     arrivals: str = "poisson"
     """poisson or bursty (classes and agentic workloads)."""
     burstiness: Burstiness | None = None

@@ -7,12 +7,31 @@ out: an iterator of work items ``(arrival_s, class_index, input, output, hit, ha
 * ``classes`` — i.i.d. draws of the classes the plan serves, in the plan's proportions,
   Poisson or bursty, at ``load_rps`` or the plan's carried load.
 * ``agentic`` — multi-turn sessions over the same classes; hits come from the caches.
-* ``trace`` — a JSONL trace at its own timestamps (÷ ``trace_time_scale``).
+* ``trace`` — a JSONL trace at its own timestamps (÷ ``trace_time_scale``). A trace whose
+  timestamps are binned (:func:`trace_bin_s`: every distinct timestamp a whole number of bins
+  after the first, with requests sharing them — the public Mooncake traces count arrivals in
+  3-second bins) records how many requests came in each bin, not when; for Poisson arrivals,
+  given their count in an interval, the times are i.i.d. uniform over it, so each request is
+  replayed at a seeded uniform time within its bin (:func:`spread_in_bins`;
+  ``SimConfig.spread_trace_bins`` False replays the bins' instants). Replaying a bin's requests
+  all at one instant sends a burst of them into the same P queue at once, a queue the trace
+  never recorded.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Iterator
+
+#: A trace is taken as binned when it has at least this many gaps between distinct timestamps ...
+BIN_MIN_GAPS = 20
+#: ... every one within this share of a bin (and at least 1.5 ms: timestamps are whole ms) of a whole
+#: number of bins ...
+BIN_TOLERANCE = 0.002
+#: ... and at least this many requests per distinct timestamp on average (ties are the rule).
+BIN_MIN_TIES = 2.0
+#: Distinct timestamps read to find the bin (the rest of the trace is not read twice).
+BIN_PROBE = 10_000
 
 
 class _Served:
@@ -38,6 +57,50 @@ def count_lines(path: str, limit: int) -> int:
     from placer.workload.trace import read_trace
 
     return sum(1 for _ in read_trace(path, limit))
+
+
+def trace_bin_s(path: str, limit: int) -> float:
+    """The bin width (s, trace time) of a trace whose timestamps are binned, else 0.
+
+    Binned: among its first ``limit`` requests (at most :data:`BIN_PROBE` distinct timestamps),
+    at least :data:`BIN_MIN_GAPS` gaps between distinct timestamps, every one a whole number of
+    the median gap (the bin) within :data:`BIN_TOLERANCE` of a bin, and :data:`BIN_MIN_TIES` requests or more
+    per distinct timestamp on average. A trace recorded at the arrivals' own resolution (ms
+    timestamps of a live service) has gaps of every size and few ties: it is replayed as is."""
+    from placer.workload.trace import read_trace
+
+    stamps: list[float] = []
+    requests = 0
+    for rec in read_trace(path, limit):
+        requests += 1
+        if not stamps or rec.timestamp_s != stamps[-1]:
+            if len(stamps) >= BIN_PROBE:
+                break
+            stamps.append(rec.timestamp_s)
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+    if len(gaps) < BIN_MIN_GAPS or requests < BIN_MIN_TIES * len(stamps):
+        return 0.0
+    width = sorted(gaps)[len(gaps) // 2]
+    tolerance = max(BIN_TOLERANCE * width, 0.0015)
+    if width <= 2 * tolerance:
+        return 0.0
+    if any(abs(g - round(g / width) * width) > tolerance for g in gaps):
+        return 0.0
+    return width
+
+
+def spread_in_bins(items: Iterable[tuple], bin_s: float, rng: random.Random) -> Iterator[tuple]:
+    """Work items ``(t, ...)`` of a binned trace, each moved to a uniform time in [t, t + ``bin_s``)
+    and emitted in the order of those times (a bin's requests are buffered, the bins' order kept)."""
+    group: list[tuple] = []
+    start = None
+    for item in items:
+        if start is not None and item[0] != start:
+            yield from sorted(group, key=lambda x: x[0])
+            group = []
+        start = item[0]
+        group.append((item[0] + rng.random() * bin_s, *item[1:]))
+    yield from sorted(group, key=lambda x: x[0])
 
 
 def work_items(problem, router, cfg):
@@ -78,4 +141,8 @@ def _items(classes, rate, cfg):
     else:
         from placer.workload.synthetic import trace_requests
 
-        yield from trace_requests(cfg.trace, cfg.requests, cfg.trace_time_scale)
+        items = trace_requests(cfg.trace, cfg.requests, cfg.trace_time_scale)
+        bin_s = trace_bin_s(cfg.trace, cfg.requests) / cfg.trace_time_scale if cfg.spread_trace_bins else 0.0
+        if bin_s > 0:
+            items = spread_in_bins(items, bin_s, random.Random(sub_seed(cfg.seed, 3)))
+        yield from items
