@@ -1,7 +1,11 @@
-"""The cost–latency frontier: the BCR optimum (and its USD per million tokens) at each SLA.
+"""The cost–latency frontier: the BCR optimum (and its USD per million tokens) at each SLA — or
+at each value of a scenario knob (:mod:`placer.knobs`: GPU-B's price ratio, the line's bandwidth,
+the hit-rate mix, the model), optionally over a second knob (``by``) for a map of where PDD wins.
 
-in:  a Scenario, which SLA to vary (``ttft``: the P90 TTFT; ``tpot``: the TPOT), the values
-     (:func:`placer.sim.sweep.parse_values`' syntax), the baselines to solve beside it
+in:  a Scenario, which knob to vary (``ttft``: the P90 TTFT; ``tpot``: the TPOT; ``price``,
+     ``gbit``, ``hit``, ``model``: :mod:`placer.knobs`), the values
+     (:func:`placer.sim.sweep.parse_values`' syntax; model names for ``model``), optionally a
+     second knob ``by`` and its values (a grid), the baselines to solve beside it
 out: one row per (value, plan) — the PDD plan and each baseline of :mod:`placer.baselines`
      re-solved at that SLA — with BCR, cost, goodput, $/Mtoken (output and input), the
      plan's TTFT P90 and TPOT and its roles; ``frontier.csv`` and ``frontier.png``
@@ -12,7 +16,9 @@ out: one row per (value, plan) — the PDD plan and each baseline of :mod:`place
      the reason's kind (infeasible, time limit); the row's ``error`` is the whole reason
      (:func:`no_plan_reason`), which the CLI prints under its table.
 
-Each SLA value is one task — a Ray task like ``placer sweep``'s (a local Ray by default,
+PDD/baseline ratios, break-even crossings and the map's figure: :mod:`placer.winmap`.
+
+Each SLA value (grid point) is one task — a Ray task like ``placer sweep``'s (a local Ray by default,
 a cluster by address), or in this process with ``use_ray=False``. Ray and matplotlib are
 imported only inside the functions that need them. The SLA values are checked (finite,
 > 0) before any task starts. A plan that cannot meet an SLA at all shows as its row's
@@ -27,28 +33,27 @@ from pathlib import Path
 from placer.baselines import BASELINES, solve_baseline
 from placer.errors import InfeasiblePlanError, InputError, PlacerError, SolveTimeoutError
 from placer.optimize import SolveConfig, optimize
+from placer.knobs import KNOBS, LABELS, SLA_KNOBS, check_knob, check_value, chip_pair, problem_variant, \
+    scenario_variant, variant
 from placer.problem import resolve
 from placer.sim.sweep import on_ray, write_csv_and_plot
 from placer.specs import Scenario, parse_scenario
 
-VARY = ("ttft", "tpot")
+VARY = KNOBS
 PDD = "pdd"
 COLUMNS = ("value", "plan", "status", "bcr_requests_per_usd", "cost_usd_per_h", "goodput_rps",
            "usd_per_million_output_tokens", "usd_per_million_input_tokens", "ttft_p90_s", "tpot_s", "roles", "error",
-           "served_rps", "offered_rps")
+           "served_rps", "offered_rps", "by")
 #: A plan serving less than this share of the offered load is "partial load".
 FULL_LOAD = 0.999
-_LABELS = {"ttft": "TTFT P90 SLA (s)", "tpot": "TPOT SLA (s)"}
+_LABELS = LABELS
 
 
 def sla_variant(scenario: Scenario, vary: str, value: float) -> Scenario:
     """``scenario`` with its TTFT P90 (``ttft``) or TPOT (``tpot``) SLA set to ``value`` seconds."""
-    if vary not in VARY:
-        raise InputError(f"--vary: unknown {vary!r}; choose one of {', '.join(VARY)}")
-    if not (math.isfinite(value) and value > 0):
-        raise InputError(f"--values: each {vary} SLA must be a finite number of seconds > 0, got {value}")
-    field = "ttft_p90_s" if vary == "ttft" else "tpot_s"
-    return scenario.model_copy(update={"sla": scenario.sla.model_copy(update={field: value})})
+    if vary not in SLA_KNOBS:
+        raise InputError(f"--vary: unknown SLA {vary!r}; choose one of {', '.join(SLA_KNOBS)}")
+    return scenario_variant(scenario, vary, value)
 
 
 def check_baselines(names: list[str]) -> list[str]:
@@ -85,22 +90,30 @@ def reason_kind(error: str) -> str:
     return head if head in ("infeasible", "time limit", "bad input", "solver") else "no plan"
 
 
-def frontier_point(scenario_data: dict, vary: str, value: float, baselines: list[str], solver: str,
-                   time_limit_s: float) -> list[dict]:
-    """The PDD optimum and each baseline at one SLA value (runs inside a Ray task or in-process)."""
+def frontier_point(scenario_data: dict, vary: str, value, baselines: list[str], solver: str,
+                   time_limit_s: float, by: str | None = None, by_value=None,
+                   pair: tuple[str, str] | None = None) -> list[dict]:
+    """The PDD optimum and each baseline at one knob value (and ``by`` value: one grid point);
+    runs inside a Ray task or in-process."""
     config = SolveConfig("bcr", solver, time_limit_s, marginals=False)
     rows = []
+    where = {"by": by_value} if by else {}
     try:
-        problem = resolve(sla_variant(parse_scenario(scenario_data), vary, value))
+        scenario = parse_scenario(scenario_data)
+        if by:
+            scenario = scenario_variant(scenario, by, by_value)
+        problem = variant(scenario, vary, value, pair)
+        if by:
+            problem = problem_variant(problem, by, by_value, pair)
     except PlacerError as err:
-        return [{"value": value, "plan": PDD, "status": "no plan", "error": no_plan_reason(err)}]
+        return [{"value": value, "plan": PDD, "status": "no plan", "error": no_plan_reason(err), **where}]
     for name in (PDD, *baselines):
         try:
             plan = optimize(problem, config) if name == PDD else solve_baseline(problem, name, config)
         except PlacerError as err:
-            rows.append({"value": value, "plan": name, "status": "no plan", "error": no_plan_reason(err)})
+            rows.append({"value": value, "plan": name, "status": "no plan", "error": no_plan_reason(err), **where})
             continue
-        rows.append(_row(value, name, plan))
+        rows.append({**_row(value, name, plan), **where})
     return rows
 
 
@@ -115,18 +128,32 @@ def _status(plan) -> str:
     return "ok"
 
 
-def run_frontier(scenario: Scenario, vary: str, values: list[float], baselines: list[str] | None = None,
+def run_frontier(scenario: Scenario, vary: str, values: list, baselines: list[str] | None = None,
                  address: str | None = None, use_ray: bool = True, solver: str = "ortools",
-                 time_limit_s: float = 30.0) -> list[dict]:
-    """Rows for every value (in the order given) and plan (PDD first, then ``baselines``)."""
+                 time_limit_s: float = 30.0, by: str | None = None, by_values: list | None = None,
+                 chips: tuple[str, str] | None = None) -> list[dict]:
+    """Rows for every value (in the order given; with ``by``, every ``by`` value for each) and
+    plan (PDD first, then ``baselines``). ``chips``: (GPU-A, GPU-B) for the ``price`` knob
+    (default :func:`placer.knobs.chip_pair`)."""
     scenario.single_model("placer frontier")
+    check_knob(vary)
     if not values:
         raise InputError("--values: give at least one value")
     for v in values:  # bad values fail here, before any task starts
-        sla_variant(scenario, vary, v)
+        check_value(vary, v)
+    if by is not None:
+        check_knob(by)
+        if by == vary:
+            raise InputError(f"--by: {by!r} is already the knob varied (--vary); choose another")
+        if not by_values:
+            raise InputError("--by-values: give at least one value")
+        for v in by_values:
+            check_value(by, v)
     names = check_baselines(list(BASELINES if baselines is None else baselines))
+    pair = chip_pair(resolve(scenario), chips) if "price" in (vary, by) else None
     data = scenario.model_dump(mode="json", exclude_none=True)
-    args = [(data, vary, v, names, solver, time_limit_s) for v in values]
+    grid = [(v, b) for v in values for b in (by_values if by is not None else [None])]
+    args = [(data, vary, v, names, solver, time_limit_s, by, b, pair) for v, b in grid]
     if not use_ray:
         return [row for a in args for row in frontier_point(*a)]
     return [row for rows in on_ray(frontier_point, args, address) for row in rows]
@@ -156,9 +183,13 @@ def _label(name: str, rows: list[dict]) -> str:
     missing = [r for r in rows if r["status"] == "no plan"]
     if missing:
         kinds = ", ".join(dict.fromkeys(reason_kind(r.get("error", "")) for r in missing))
-        at = ", ".join(format(r["value"], "g") for r in missing)
+        at = ", ".join(_fmt(r["value"]) for r in missing)
         parts.append(f"✕ no plan at {at} s: {kinds}")
     return name + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _fmt(value) -> str:
+    return format(value, "g") if isinstance(value, (int, float)) else str(value)
 
 
 def _plot(rows: list[dict], path: Path, vary: str, title: str) -> None:
