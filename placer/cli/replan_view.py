@@ -23,13 +23,14 @@ def day_view(data: dict[str, Any]) -> Group:
                  f"{data['replan_every_s']:g} s (fit window {data['window_s']:g} s), peak/trough "
                  f"{_f(data['peak_to_trough'], '.2f')}")
     for col in ("fleet", "SLA attainment", "TTFT P90 s", "TTFT P99 s", "goodput req/s", "cost USD", "BCR req/USD", "changes",
-                "chips moved", "dip min", "overloaded windows"):
+                "chips moved", "dip min", "chips lost", "overloaded windows"):
         head.add_column(col, justify="left" if col == "fleet" else "right")
     for name, f in data["fleets"].items():
         head.add_row(name, _f(f["sla_attainment"], ".3f"), _f(f["ttft_p90_s"], ".3f"),
                      _f(f["ttft_p99_s"], ".3f"), _f(f["goodput_rps"], ".3f"),
                      _f(f["cost_usd"], ",.0f"), _f(f["bcr_requests_per_usd"], ".1f"), str(f["changes"]),
-                     str(f["chips_moved"]), _f(f["dip_minutes"], ".1f"), str(f["overloaded_windows"]))
+                     str(f["chips_moved"]), _f(f["dip_minutes"], ".1f"), str(f.get("chips_lost", 0)),
+                     str(f["overloaded_windows"]))
     wins = Table(title="per window: attainment / TTFT P99 s / USD (! a simulated queue grows: worse over the whole "
                  "window)")
     wins.add_column("window")
@@ -43,7 +44,10 @@ def day_view(data: dict[str, Any]) -> Group:
                        for v in w["fleets"].values()))
     t = data["timing_s"]
     timing = f"wall time: {t['total']:g} s (solves {t['solve']:g} s, simulation {t['simulate']:g} s)"
-    return Group(head, wins, startup_lines(data["startup"]), timing)
+    inventory = "".join(f"inventory: {c['datacenter']} holds {c['chips']} {c['chip']} from {c['hour']:g} h on "
+                        "(a fleet over it loses instances at once: chips lost)\n"
+                        for c in data.get("inventory_changes", []))
+    return Group(head, wins, inventory + startup_lines(data["startup"]), timing)
 
 
 def startup_lines(s: dict[str, Any]) -> str:

@@ -139,6 +139,9 @@ def simulate(
     price_change: Annotated[str | None, typer.Option(
         "--price-change", help="--replan-every: CHIP@HOUR=USD, a scenario chip's price per hour from HOUR on.",
         show_default=False)] = None,
+    inventory_change: Annotated[list[str] | None, typer.Option(
+        "--inventory-change", help="--replan-every: DC:CHIP:COUNT@HOUR, the datacenter holds COUNT chips of CHIP "
+        "from HOUR on (repeatable); every fleet over it loses instances at once.", show_default=False)] = None,
     requests_per_window: Annotated[int, typer.Option(
         "--requests-per-window", min=50, help="--replan-every: most requests simulated per window and fleet.")] = 2000,
     figure: Annotated[Path | None, typer.Option("--figure", help="--replan-every: also draw the day into this PNG.",
@@ -155,7 +158,7 @@ def simulate(
             startup=startup, load_rate=load_rate, warmup=warmup, drain=drain, startup_measured=startup_measured,
             peak_to_trough=peak_to_trough,
             peak_hour=peak_hour, burst=burst, mix_shift=mix_shift, price_change=price_change,
-            requests_per_window=requests_per_window))
+            inventory_change=inventory_change or [], requests_per_window=requests_per_window))
         return
     bar = None
     try:
@@ -218,7 +221,16 @@ def _timeline(o: dict):
         hour, usd = _fields(rest, "=", 2, "--price-change", "CHIP@HOUR=USD")
         extra.update(price_chip=chip, price_hour=_number(hour, "--price-change"),
                      price_usd_per_h=_number(usd, "--price-change"))
-    return Timeline(peak_to_trough=o["peak_to_trough"], peak_hour=o["peak_hour"], **extra)
+    changes = []
+    for text in o["inventory_change"]:
+        where, hour = _fields(text, "@", 2, "--inventory-change", "DC:CHIP:COUNT@HOUR")
+        dc, chip, count = _fields(where, ":", 3, "--inventory-change", "DC:CHIP:COUNT@HOUR")
+        n = _number(count, "--inventory-change")
+        if n != int(n) or n < 0:
+            raise InputError(f"--inventory-change: COUNT a whole number of chips >= 0, got {count!r}")
+        changes.append((dc, chip, int(n), _number(hour, "--inventory-change")))
+    return Timeline(peak_to_trough=o["peak_to_trough"], peak_hour=o["peak_hour"], inventory_changes=tuple(changes),
+                    **extra)
 
 
 def _replan_day(scenario: Path, plan_file: Path, engine, json_out: bool, figure: Path | None, seed: int,

@@ -23,6 +23,13 @@ A change from the serving pools S to a plan T (counts per pool key):
   charged from the start.
 
 A change adopted while another is still starting abandons the one starting (what it cost stays).
+
+An inventory change that leaves a datacenter fewer chips than a fleet's pools use there takes the
+instances away at once (:meth:`FleetState.fit_inventory`, :func:`within_inventory`): one at a time
+from the pool with the most chips in that place, until the rest fit; no drain (the chips are gone),
+counted in ``chips_lost``. Every fleet: the static and peak plans serve on with what is left, the
+replanned fleet's current plan is cut the same way until its job re-solves, a change under way is
+cut too.
 """
 
 from __future__ import annotations
@@ -178,6 +185,24 @@ def fits_beside(problem: Problem, serving: Pools, added: Pools) -> bool:
     return choose_strategy(chips_by_place(added), free_chips(problem, serving), leaving).strategy == MAKE_BEFORE_BREAK
 
 
+def within_inventory(problem: Problem, pools: Pools) -> Pools:
+    """``pools`` cut to each datacenter's inventory (see the module docstring); unchanged where they fit."""
+    have = {(dc.name, chip): n for dc in problem.datacenters for chip, n in dc.inventory.items()}
+    out = dict(pools)
+    for place, used in sorted(chips_by_place(pools).items()):
+        over = used - have.get(place, 0)
+        while over > 0:
+            here = [k for k, r in out.items() if (r.datacenter, r.chip) == place]
+            key = max(here, key=lambda k: (out[k].count * int(out[k].tp), repr(k)))
+            row = out[key]
+            if row.count <= 1:
+                del out[key]
+            else:
+                out[key] = row.model_copy(update={"count": row.count - 1})
+            over -= int(row.tp)
+    return out
+
+
 @dataclass
 class Segment:
     """A stretch of a window with one set of pools up."""
@@ -198,6 +223,7 @@ class FleetState:
     chips_moved: int = 0
     dip_s: float = 0.0
     breaks: int = 0  # changes applied break-before-make
+    chips_lost: int = 0  # taken away by inventory changes
     strategy: str = MAKE_BEFORE_BREAK  # the strategy of the change under way
 
     def apply(self, plan: Plan | Pools, now_s: float, problem: Problem, instant: bool = False) -> None:
@@ -225,6 +251,17 @@ class FleetState:
             self._ready(new, now_s)
         else:
             self.target, self.ready_at_s = new, ready
+
+    def fit_inventory(self, problem: Problem) -> int:
+        """Cut the serving pools (and a change under way) to ``problem``'s inventory; the chips lost."""
+        cut = within_inventory(problem, self.serving)
+        lost = chips(minus(self.serving, cut))
+        self.serving, self.chips_lost = cut, self.chips_lost + lost
+        if self.target is not None:
+            self.target = within_inventory(problem, self.target)
+            if changed_pools(self.serving, self.target) == 0:
+                self.target = None
+        return lost
 
     def _ready(self, new: Pools, at_s: float) -> None:
         gone = minus(self.serving, new)

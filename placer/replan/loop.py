@@ -34,7 +34,7 @@ from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, as_problem, evaluate_plan, optimize
 from placer.plan import Plan
 from placer.replan.adoption import AdoptionRule, adopt
-from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan
+from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan, within_inventory
 from placer.replan.summary import FleetTally, day_json
 from placer.replan.timeline import Timeline, Window, fit_window, windows
 from placer.sim import SimConfig, simulate
@@ -114,6 +114,12 @@ class _Replanner:
         self.last_adopted_s: float | None = None
         self.decisions: list[dict] = []
 
+    def fit_inventory(self, problem) -> None:
+        """The current plan cut to the inventory, as the fleet's pools were (the job sees what runs)."""
+        cut = within_inventory(problem, pools_of(self.current))
+        if changed_pools(pools_of(self.current), cut):
+            self.current = pools_plan(self.current, cut)
+
     def step(self, now_s: float, scenario: Scenario) -> Plan | None:
         """The plan to apply at ``now_s``, or None (the rule keeps the current one)."""
         solve = self.config.solve
@@ -127,7 +133,7 @@ class _Replanner:
             stripped = self.current.model_copy(update={"routes": [], "assignments": []})
             try:
                 baseline = evaluate_plan(scenario, stripped, solve, other_scenario=True)
-            except InfeasiblePlanError:
+            except PlacerError:  # it cannot carry the workload (or, cut by an inventory change, serve at all)
                 baseline = None
         since = None if self.last_adopted_s is None else now_s - self.last_adopted_s
         got = adopt(self.rule, has_current=True, baseline=baseline, candidate=candidate, pool_changes=changes,
@@ -188,6 +194,9 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     sim_s, cache, last_oracle = 0.0, {}, None
     for w in wins:
         problem = as_problem(w.scenario)
+        for name in FLEETS:  # an inventory change takes away what no longer fits, from every fleet
+            fleets[name].fit_inventory(problem)
+        replanner.fit_inventory(problem)
         t = time.perf_counter()
         oracle = _solve(w.scenario, config.solve, warm=last_oracle, cache=solved)
         last_oracle = oracle or last_oracle
@@ -206,6 +215,8 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
             _simulate(w, problem, start, segments, config, tallies[name], cache)
         sim_s += time.perf_counter() - t
     data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
+    data["inventory_changes"] = [{"datacenter": dc, "chip": chip, "chips": n, "hour": h}
+                                 for dc, chip, n, h in timeline.inventory_changes]
     data["startup"]["instance_s"] = {f"{r.role} {r.datacenter} {r.tp}x{r.chip}": round(startup.instance_s(problem0, r), 3)
                                       for r in sorted(pools_of(start).values(), key=lambda r: r.key)}
     data["timing_s"] = {"solve": round(solve_s, 2), "simulate": round(sim_s, 2),

@@ -111,7 +111,7 @@ def day_json(scenario, wins, fleets, tallies, decisions, config, startup, rule) 
         f = fleets[name]
         out_fleets[name] = {**tally.day_figures(day_s), "changes": f.changes, "chips_moved": f.chips_moved,
                             "dip_minutes": _r(f.dip_s / 60),
-                            "break_before_make": f.breaks}
+                            "break_before_make": f.breaks, "chips_lost": f.chips_lost}
     return {
         "scenario": scenario.name,
         "day_s": day_s,

@@ -1,11 +1,13 @@
 """A workload over a day, cut into windows: diurnal rate, a burst, a shift in the class mix, a chip's
-price change at an hour — from a few parameters, or from a timestamped trace.
+price change at an hour, a datacenter's inventory change at an hour — from a few parameters, or from a
+timestamped trace.
 
 in:  a :class:`~placer.specs.Scenario` (its workload is the *peak-hour* mix and rate) and a
-     :class:`Timeline` (window length, peak/trough ratio, burst, mix shift, price change); or a
+     :class:`Timeline` (window length, peak/trough ratio, burst, mix shift, price change, inventory
+     changes); or a
      JSONL trace with timestamps (:func:`trace_windows`)
 out: ``list[Window]``: each window's start, length, mean arrival rate and the scenario that holds
-     in it (rate, class shares and prices of that window)
+     in it (rate, class shares, prices and inventory of that window)
 
 The rate is piecewise constant per window (the mean of the continuous rate over the window): each
 window is simulated at one rate. The diurnal rate is a raised cosine between the trough
@@ -56,6 +58,8 @@ class Timeline:
     price_chip: str | None = None
     price_hour: float = 0.0
     price_usd_per_h: float | None = None
+    #: (datacenter, chip, chips, hour): from ``hour`` on the datacenter holds ``chips`` of ``chip``
+    inventory_changes: tuple[tuple[str, str, int, float], ...] = ()
 
     def __post_init__(self) -> None:
         def bad(name: str, value: object, want: str) -> None:
@@ -73,6 +77,12 @@ class Timeline:
             bad("mix_shift", self.mix_shift, "a finite number >= 0")
         if self.price_chip is not None and (self.price_usd_per_h is None or self.price_usd_per_h < 0):
             bad("price_usd_per_h", self.price_usd_per_h, "a price >= 0 with price_chip")
+        for change in self.inventory_changes:
+            _, _, count, hour = change
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                bad("inventory_changes", change, "a whole number of chips >= 0")
+            if not (math.isfinite(hour) and hour >= 0):
+                bad("inventory_changes", change, "an hour >= 0")
 
     def rate_factor(self, t_s: float) -> float:
         """The rate at ``t_s`` over the peak rate (1 at the peak hour, 1/peak_to_trough at the trough)."""
@@ -128,6 +138,25 @@ def _priced(scenario: Scenario, timeline: Timeline, start_s: float) -> Scenario:
     return scenario.model_copy(update={"chips": chips})
 
 
+def _inventoried(scenario: Scenario, timeline: Timeline, start_s: float) -> Scenario:
+    """The scenario with each inventory change whose hour has come (later ones over earlier ones)."""
+    due = sorted((c for c in timeline.inventory_changes if start_s >= c[3] * HOUR_S), key=lambda c: c[3])
+    if not due:
+        return scenario
+    dcs = {dc.name: dict(dc.inventory) for dc in scenario.datacenters}
+    chips = {c.name for c in scenario.chips} | {chip for inv in dcs.values() for chip in inv}
+    for dc, chip, count, _ in due:
+        if dc not in dcs:
+            raise InputError(f"inventory_change: datacenter {dc!r} is not one of the scenario's datacenters: "
+                             f"entries ({', '.join(dcs)})")
+        if chip not in chips:
+            raise InputError(f"inventory_change: chip {chip!r} is not one of the scenario's chips: entries "
+                             f"({', '.join(sorted(chips))})")
+        dcs[dc][chip] = count
+    return scenario.model_copy(update={"datacenters": [
+        dc.model_copy(update={"inventory": dcs[dc.name]}) for dc in scenario.datacenters]})
+
+
 def windows(scenario: Scenario, timeline: Timeline) -> list[Window]:
     """The day's windows: the scenario's ``arrival_rps`` is the peak rate, its classes the base mix."""
     if scenario.is_fleet or not scenario.workload.classes:
@@ -139,8 +168,8 @@ def windows(scenario: Scenario, timeline: Timeline) -> list[Window]:
         rate = peak * timeline.mean_factor(start, length)
         workload = scenario.workload.model_copy(update={"arrival_rps": rate,
                                                         "classes": _shares(scenario, timeline, start + length / 2)})
-        out.append(Window(i, start, length, rate, _priced(scenario.model_copy(update={"workload": workload}),
-                                                          timeline, start)))
+        held = _inventoried(scenario.model_copy(update={"workload": workload}), timeline, start)
+        out.append(Window(i, start, length, rate, _priced(held, timeline, start)))
         start, i = start + length, i + 1
     return out
 
