@@ -16,7 +16,12 @@ are prefilled locally over RDMA; no RelayDecode. The scenario names no entry poi
 one (decode only there, prefill there or in any datacenter with a line to it) and the
 best BCR is kept. The MILP chooses per class (and may split a class) between local and
 remote prefill; on classes ordered by uncached tokens (1 − h)·I, such a choice is a
-threshold — :func:`prfaas_reading` names it, or says the plan's choice is not one. The
+threshold — :func:`prfaas_reading` names it, or says the plan's choice is not one. It
+may not be: a P pool's "mix" queues carry the scenario's class mix in proportion (C13 of
+:mod:`placer.ilp.formulation`), so a remote pool that takes long prompts takes its share
+of short ones too unless they fit its "light" queue; a strict threshold (short prompts
+never remote) would need a P queue whose mix is the classes above it, with that subset's
+service moments — not in the model yet. The
 line carries what PDD's P-MD would (``options.drc``: the uncached tokens' KV, the local
 decoder keeping the prefix) so both sides pay the same bytes per request.
 
@@ -128,7 +133,7 @@ def prfaas_reading(problem: Problem, plan: Plan) -> dict:
             remote[r.request_class] = remote.get(r.request_class, 0.0) + r.rps
     share = {c.name: remote.get(c.name, 0.0) / total[c.name] for c in problem.classes if total.get(c.name, 0) > 0}
     uncached = {c.name: round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes}
-    sent = sorted((n for n, s in share.items() if s > 0.01), key=lambda n: uncached[n])
+    sent = sorted((n for n, s in share.items() if s > 0.02), key=lambda n: uncached[n])
     out = {"local": where, "threshold_uncached_tokens": None}
     if not sent:
         longest = max(uncached[n] for n in share) if share else 0
@@ -136,13 +141,17 @@ def prfaas_reading(problem: Problem, plan: Plan) -> dict:
                             f"(threshold above the longest uncached prompt, {longest:,} tokens)")
         return out
     lowest = uncached[sent[0]]
-    above = sorted((n for n in share if uncached[n] > lowest and share[n] < 0.99), key=lambda n: uncached[n])
+    above = sorted((n for n in share if uncached[n] > lowest and share[n] < 0.98), key=lambda n: uncached[n])
+    if above and max(share.values()) - min(share.values()) < 0.05:
+        out["threshold"] = (f"no threshold: every class about {100 * share[sent[0]]:.0f} % prefilled remotely, in "
+                            f"proportion (a P pool's queues carry the class mix)")
+        return out
     if above:
         out["threshold"] = (f"not a single threshold: {above[-1]} ({uncached[above[-1]]:,} uncached tokens) is "
                             f"{100 * (1 - share[above[-1]]):.0f} % prefilled in {where} while {sent[0]} "
                             f"({lowest:,}) is {100 * share[sent[0]]:.0f} % prefilled remotely")
         return out
-    split = [f"{n} {100 * share[n]:.0f} % remote" for n in sent if share[n] < 0.99]
+    split = [f"{n} {100 * share[n]:.0f} % remote" for n in sent if share[n] < 0.98]
     out["threshold_uncached_tokens"] = lowest
     out["threshold"] = (f"prompts with {lowest:,} or more uncached tokens prefilled remotely "
                         f"({len(sent)} of {len(share)} classes{'; ' + ', '.join(split) if split else ''}), "

@@ -12,7 +12,9 @@ an extension of the plan JSON; read by the CLI, the report and the API):
 * a baseline that has no meaning in the scenario (``cross-dc-pd`` or ``prfaas`` in one
   datacenter) is ``{"error": "not applicable: one datacenter", "not_applicable": true}``,
   never a $0 plan;
-* a baseline that carries less than the offered load is solved again **at equal
+* a baseline that carries less than the offered load says the most it carries within the
+  SLA on the scenario's inventory (``baseline.max_within_inventory_rps``, a max-served
+  solve; its BCR plan may stop below that, where the BCR is best), and is solved again **at equal
   load** with its datacenters' inventories scaled up (``SCALE_MAX`` × at most, the
   chips priced as the catalog prices them), given with the chips it took under the
   result's ``"scaled"`` key (``baselines`` keeps one plan per baseline, as
@@ -22,7 +24,8 @@ an extension of the plan JSON; read by the CLI, the report and the API):
 * a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
   a class over the line it crosses against the TTFT budget);
 * ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s says so and why (no second
-  chip type in that datacenter, or the best mix is one chip).
+  chip type in that datacenter, or the best mix is one chip); a ``prfaas`` plan that
+  prefills nothing remotely says it is same-dc-pd in effect (its scaled twin is dropped).
 """
 
 from __future__ import annotations
@@ -136,12 +139,14 @@ def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | N
             continue
         out[name] = _marked(plan, name=name, verdict=sla_verdict(problem, plan))
         if carries_less(plan):
+            out[name] = _marked(out[name], max_within_inventory_rps=most_within_inventory(problem, name, config))
             scaled = scale_to_load(problem, name, config)
             if isinstance(scaled, Plan):
                 scaled_out[name] = scaled
             else:
                 out[name] = _marked(out[name], cannot_carry=scaled)
     _mark_same_as(problem, out, scaled_out)
+    _mark_local_prfaas(problem, out, scaled_out)
     return {"pdd": pdd, "baselines": out, "scaled": scaled_out}
 
 
@@ -149,6 +154,18 @@ def carries_less(plan: Plan) -> bool:
     """Whether the plan serves less than 99.9 % of the offered load."""
     m = plan.metrics
     return m.offered_rps > 0 and m.served_rps < 0.999 * m.offered_rps
+
+
+def most_within_inventory(problem: Problem, name: str, config: SolveConfig) -> float:
+    """The most req/s baseline ``name`` carries within the SLA on the scenario's inventory
+    (objective max-served, the SLA row kept), or 0 when no load meets the SLA. The BCR
+    plan of a baseline that cannot carry the whole load may carry less than this: it stops
+    where the BCR is best."""
+    try:
+        plan = _best_variant(_with_min_served(problem, 0.0), name, config.but(objective="max-served"), sla=True)
+    except InfeasiblePlanError:
+        return 0.0
+    return round(plan.metrics.served_rps, 4)
 
 
 def scale_to_load(problem: Problem, name: str, config: SolveConfig) -> Plan | str:
@@ -247,6 +264,25 @@ def _mark_same_as(problem: Problem, out: dict, scaled: dict) -> None:
     why = (f"no second chip type in {', '.join(single)}" if single else
            "its best mix uses one chip type for P and D")
     out["hetero-same-dc-pd"] = _marked(hetero, same_as=f"same as same-dc-pd: {why}")
+
+
+def _mark_local_prfaas(problem: Problem, out: dict, scaled: dict) -> None:
+    """Mark a ``prfaas`` plan that prefills nothing remotely: it is plain PD in its local
+    datacenter, same-dc-pd in effect (its scaled twin too, then dropped when same-dc-pd has one)."""
+    for where in (out, scaled):
+        plan = where.get("prfaas")
+        if not isinstance(plan, Plan) or any(r.src != r.dst and r.rps > 0 for r in plan.routes):
+            continue
+        local = _info(plan).get("local", "its local datacenter")
+        if where is scaled and "same-dc-pd" in scaled:
+            del scaled["prfaas"]
+            continue
+        where["prfaas"] = _marked(plan, same_as=f"same as same-dc-pd in effect: no prompt is worth prefilling "
+                                                 f"remotely, so it is PD in {local} alone")
+
+
+def _info(plan: Plan) -> dict:
+    return getattr(plan, "baseline", None) or {}
 
 
 def _pools(plan: Plan) -> set[tuple]:

@@ -107,24 +107,30 @@ def plan_view(plan: Plan, why: Why | None = None) -> Group:
 
 
 def compare_view(result: dict) -> Group:
-    """PDD beside the baselines: served / offered on every row, the busiest WAN direction,
-    ratios ("n/a", never nan), each baseline's verdict, and the headline at its load."""
+    """PDD beside the baselines: the headline first (what each side carries within the inventory,
+    then the equal-load comparison and what it assumed), then the table (served / offered on
+    every row, the busiest WAN direction, ratios: "n/a", never nan), the hints, each baseline's
+    rules in one line and its verdict."""
     pdd: Plan = result["pdd"]
-    rows, notes = [], []
+    rows, notes, rules = [], [], []
     for r in tables.baseline_rows(result):
+        if r.get("rules") and not r["name"].endswith(", scaled"):
+            rules.append(Text(f"{r['name']} rules: {r['rules']}", style="dim"))
         if "error" in r:
-            rows.append((r["name"], *["-"] * 8))
-            notes.append(Text(f"{r['name']}: {r['error']}", style="red"))
+            rows.append((r["name"], *(["n/a"] if r["not_applicable"] else ["-"]) * 8))
+            notes.append(Text(f"{r['name']}: {r['error']}", style="dim" if r["not_applicable"] else "red"))
             continue
         rows.append((r["name"], r["served"].replace(" / ", "/"), r["bcr"], r["cost"], r["goodput"], r["ttft_p90"],
                      _short_line(r["wan"]), r["bcr_x"], r["p90_x"]))
-        if r["note"]:
-            notes.append(Text(f"{r['name']}: {r['note']}", style="dim"))
+        if r["verdict"]:
+            notes.append(Text(f"{r['name']}: {r['verdict']}", style="dim"))
     # two-line headers, compact cells, rates' unit in the title: the table fits 120 columns (it took 177)
     headers = ("plan", "served/\noffered", "BCR\nreq/USD", "cost\nUSD/h", "SLA\ngoodput", "TTFT P90\ns (plan)",
                "WAN busiest\nGbit/s used/cap", "PDD/it\nBCR", "PDD/it\nP90")
     table = Fold(f"PDD against the PD baselines ({pdd.scenario}); rates in req/s", headers, rows, right=headers[1:6] + headers[7:])
-    return Group(table, plain(tables.headline(result)), *notes, *_break_even_lines(result.get("break_even")))
+    head, *hints = tables.headline(result).split("\nhint: ")
+    return Group(plain(head), table, *[plain(f"hint: {h}") for h in hints], *rules, *notes,
+                 *_break_even_lines(result.get("break_even")))
 
 
 def _short_line(text: str) -> str:

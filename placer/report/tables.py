@@ -121,12 +121,22 @@ def verdict(plan: Plan) -> str:
     scaled and with which chips, the same as another, cannot carry, cannot meet the SLA,
     or the share of the load it carries; "" for a plan that carries the load within the SLA."""
     info = (plan.model_extra or {}).get("baseline") or {}
-    parts = [info[k] for k in ("same_as", "scaled", "cannot_carry", "verdict") if info.get(k)]
+    parts = [info[k] for k in ("same_as", "scaled", "cannot_carry", "verdict", "threshold") if info.get(k)]
     m = plan.metrics
     if not info.get("scaled") and m.offered_rps > 0 and m.served_rps < 0.999 * m.offered_rps:
+        most = info.get("max_within_inventory_rps")
+        at_most = (f"; at most {most:.2f} req/s within the SLA on this inventory"
+                   if isinstance(most, (int, float)) and most > m.served_rps + 0.005 else "")
         parts.insert(0, f"carries {m.served_rps:.2f} of the {m.offered_rps:g} req/s offered "
-                        f"({100 * m.served_rps / m.offered_rps:.0f} %)")
+                        f"({100 * m.served_rps / m.offered_rps:.0f} %){at_most}")
     return "; ".join(parts)
+
+
+def rules(plan) -> str:
+    """A baseline's rules in one line (``baseline.rules``; an error row's ``rules``), or ""."""
+    if isinstance(plan, Plan):
+        return str(_info(plan).get("rules", ""))
+    return str((plan or {}).get("rules", ""))
 
 
 def compared(comparison: dict) -> list[tuple[str, object]]:
@@ -153,7 +163,8 @@ def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) ->
     rows = []
     for name, plan in compared(comparison):
         if not isinstance(plan, Plan):
-            rows.append({"name": name, "error": plan.get("error", "no plan")})
+            rows.append({"name": name, "error": plan.get("error", "no plan"), "rules": rules(plan),
+                         "not_applicable": bool(plan.get("not_applicable"))})
             continue
         m = plan.metrics
         rows.append({"name": name, "served": served_text(plan), "bcr": _f(m.bcr_requests_per_usd, 2),
@@ -162,25 +173,126 @@ def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) ->
                      "bcr_x": _ratio(pdd.metrics.bcr_requests_per_usd, m.bcr_requests_per_usd),
                      "p90_x": _ratio(pdd.metrics.ttft_p90_s, m.ttft_p90_s),
                      "sim_p90": _f(simulated[name]["ttft_p90_s"]) if name in simulated else "",
-                     "note": verdict(plan) if name != "pdd" else ""})
+                     "note": _with_rules(plan, name), "rules": rules(plan) if name != "pdd" else "",
+                     "verdict": verdict(plan) if name != "pdd" else ""})
     return rows
 
 
+def _with_rules(plan: Plan, name: str) -> str:
+    """The report's "how to read it": the baseline's rules (not repeated on its scaled twin), then its verdict."""
+    if name == "pdd":
+        return ""
+    first = "" if name.endswith(", scaled") else rules(plan)
+    return "; ".join(part for part in (f"rules: {first}" if first else "", verdict(plan)) if part)
+
+
 def headline(comparison: dict) -> str:
-    """PDD's BCR against the best baseline, with the load each holds at: a baseline that
-    carries the whole load (scaled or not) is preferred, so the percentage is at equal load."""
+    """Two lines, then the hints. First, what each side carries **within the scenario's
+    inventory** (:func:`inventory_line`): PDD, the strongest baseline on that inventory (one
+    that carries the whole load preferred, then the best BCR), and the equal-load reference
+    when it is another. Then the comparison at equal load (:func:`equal_load_line`): against
+    the best baseline carrying the whole load within the inventory, and against the best
+    scaled one when it is ahead, with the chips it bought beyond the inventory at catalog
+    prices (``baseline.beyond_inventory``). A baseline marked the same as another
+    (``same_as``) is a reference only when nothing else is."""
     pdd: Plan = comparison["pdd"]
     plans = [(n, p) for n, p in compared(comparison)[1:]
              if isinstance(p, Plan) and p.metrics.bcr_requests_per_usd > 0]
     if not plans:
         return "no baseline meets the SLA for any request: no BCR to compare against"
-    full = [(n, p) for n, p in plans if p.metrics.served_rps >= 0.999 * p.metrics.offered_rps]
-    name, best = max(full or plans, key=lambda np: np[1].metrics.bcr_requests_per_usd)
-    pct = 100 * (pdd.metrics.bcr_requests_per_usd / best.metrics.bcr_requests_per_usd - 1)
-    equal = "at equal load" if full else "at unequal load (no baseline carries the whole load)"
-    line = (f"BCR {pct:+.1f} % against {name} {equal}: PDD serves {served_text(pdd)} req/s, "
-            f"{name} {served_text(best)} req/s")
-    return "\n".join([line, *(f"hint: {h}" for h in hints(comparison))])
+    plans = [(n, p) for n, p in plans if not _info(p).get("same_as")] or plans
+    within = [(n, p) for n, p in plans if not n.endswith(", scaled")]
+    full = [(n, p) for n, p in plans if _full(p)]
+    ref = max(full or plans, key=lambda np: np[1].metrics.bcr_requests_per_usd)
+    strongest = max(within, key=lambda np: (_full(np[1]) and np[1].metrics.sla_attainment >= 0.9,
+                                            np[1].metrics.bcr_requests_per_usd)) if within else None
+    shown = [strongest] if strongest else []
+    base = ref[0].split(",")[0]
+    if not strongest or base != strongest[0]:
+        shown.append((base, comparison["baselines"].get(base)))
+    lines = [inventory_line(pdd, shown), equal_load_line(pdd, full, plans)]
+    return "\n".join([*lines, *(f"hint: {h}" for h in hints(comparison))])
+
+
+def _full(plan: Plan) -> bool:
+    return plan.metrics.served_rps >= 0.999 * plan.metrics.offered_rps
+
+
+def _info(plan) -> dict:
+    """A plan's ``baseline`` object (placer.baselines), {} for PDD or a plan without one."""
+    return ((plan.model_extra or {}).get("baseline") or {}) if isinstance(plan, Plan) else {}
+
+
+def _bcr(plan: Plan) -> str:
+    return f"BCR {plan.metrics.bcr_requests_per_usd:.1f}"
+
+
+def inventory_line(pdd: Plan, baselines: list[tuple[str, object]]) -> str:
+    """``within the inventory: PDD serves 10.00 / 10 req/s at BCR 187.3; same-dc-pd serves
+    4.96 / 10 req/s at BCR 202.7 (at most 5.30 req/s within the SLA, at a lower BCR)``; a plan
+    that meets the TTFT P90 SLA for fewer than 90 % of its requests says so."""
+    parts = [f"within the inventory: PDD serves {served_text(pdd)} req/s at {_bcr(pdd)}{_late(pdd)}"]
+    for name, within in baselines:
+        if not isinstance(within, Plan):
+            parts.append(f"{name} has no plan ({(within or {}).get('error', 'not solved')})")
+            continue
+        most = _info(within).get("max_within_inventory_rps")
+        served = within.metrics.served_rps
+        more = ""
+        if isinstance(most, (int, float)) and most > served + 0.005:
+            more = f" (at most {most:.2f} req/s within the SLA, at a lower BCR)"
+        elif most == 0:
+            more = " (no load within the SLA)"
+        parts.append(f"{name} serves {served_text(within)} req/s at {_bcr(within)}{_late(within)}{more}")
+    return "; ".join(parts)
+
+
+def _late(plan: Plan) -> str:
+    """`` (58 % within the SLA)`` for a plan that misses the TTFT P90 SLA, else ""."""
+    m = plan.metrics
+    return f" ({100 * m.sla_attainment:.0f} % within the SLA)" if m.served_rps > 0 and m.sla_attainment < 0.9 else ""
+
+
+def equal_load_line(pdd: Plan, full: list[tuple[str, Plan]], plans: list[tuple[str, Plan]]) -> str:
+    """PDD's BCR at equal load against the best baseline that carries the whole load within the
+    inventory, and against the best scaled one when that is ahead, with what it bought."""
+    mine = pdd.metrics.bcr_requests_per_usd
+
+    def pct(plan: Plan) -> str:
+        return f"BCR {100 * (mine / plan.metrics.bcr_requests_per_usd - 1):+.1f} %"
+
+    if not full:
+        name, best = max(plans, key=lambda np: np[1].metrics.bcr_requests_per_usd)
+        return (f"at unequal load (no baseline carries the whole load): {pct(best)} against {name}, "
+                f"which serves {served_text(best)} req/s")
+    inside = [(n, p) for n, p in full if not _bought(p)]
+    bought = [(n, p) for n, p in full if _bought(p)]
+    parts = []
+    top_inside = max(inside, key=lambda np: np[1].metrics.bcr_requests_per_usd) if inside else None
+    if top_inside:
+        parts.append(f"{pct(top_inside[1])} against {top_inside[0]}, both within the inventory")
+    top_bought = max(bought, key=lambda np: np[1].metrics.bcr_requests_per_usd) if bought else None
+    if top_bought and (not top_inside or top_bought[1].metrics.bcr_requests_per_usd
+                       > top_inside[1].metrics.bcr_requests_per_usd):
+        parts.append(f"{pct(top_bought[1])} against {top_bought[0]}, only by buying {_what(top_bought[1])}; "
+                     f"PDD stays within the inventory")
+    return f"at equal load ({pdd.metrics.offered_rps:g} req/s): " + "; ".join(parts)
+
+
+def _bought(plan: Plan) -> bool:
+    info = _info(plan)
+    return bool(info.get("scaled") or info.get("beyond_inventory"))
+
+
+def _what(plan: Plan) -> str:
+    """``64 Ascend-910B beyond dc-a's 96 (+64.00 USD/h at catalog prices)``."""
+    info = _info(plan)
+    bought = info.get("beyond_inventory")
+    if bought:
+        what = ", ".join(f"{b['chips']} {b['chip']} beyond {b['datacenter']}'s {b['inventory']}" for b in bought)
+        return f"{what} (+{info.get('beyond_inventory_usd_per_h', 0.0):.2f} USD/h at catalog prices)"
+    # a plan JSON from before beyond_inventory: the scaled note says what it took
+    return "chips beyond the inventory: " + str(info["scaled"]).split("it took ", 1)[-1].split(" (chips")[0]
 
 
 #: A baseline ahead of PDD by less than this fraction of its BCR gets no hint (solver noise).

@@ -154,10 +154,13 @@ def test_compare_json_has_pdd_and_every_baseline(tmp_path):
     r = run("compare", write(tmp_path, micro_dict()), "--json", timeout=300)
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert set(out["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg"}
+    assert set(out["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "prfaas", "agg"}
     assert {p["role"] for p in out["baselines"]["agg"]["pools"]} == {"A"}
+    prfaas = out["baselines"]["prfaas"]  # decode local, prefill local or remote: P and MD over P-MD
+    assert "error" in prfaas or ({p["role"] for p in prfaas["pools"]} <= {"P", "MD"}
+                                 and len({p["datacenter"] for p in prfaas["pools"] if p["role"] == "MD"}) <= 1)
     for name, plan in out["baselines"].items():
-        if "error" not in plan and name != "agg":
+        if "error" not in plan and name not in ("agg", "prfaas"):
             assert {p["role"] for p in plan["pools"]} <= {"P", "D"}, name
             assert {r["pipeline"] for r in plan["routes"]} <= {"P-D"}, name
     same = out["baselines"]["same-dc-pd"]

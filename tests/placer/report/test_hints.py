@@ -19,7 +19,7 @@ def test_aggregated_serving_ahead_names_the_option_that_lets_the_planner_use_it(
     [hint] = hints(comparison)
     assert hint.startswith("agg beats this plan by 4 % BCR") and "options.aggregated: true" in hint
     assert "docs/scenario.md" in hint
-    assert headline(comparison).splitlines()[1] == f"hint: {hint}"
+    assert headline(comparison).splitlines()[2] == f"hint: {hint}"  # after the inventory and equal-load lines
 
 
 def test_no_hint_when_the_plan_leads_or_already_uses_aggregated_pools_the_gap_is_named():

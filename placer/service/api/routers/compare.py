@@ -24,12 +24,16 @@ def _dump(value: Any) -> Any:
 
 
 @router.post("/compare", response_model=dict[str, Any],
-             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error"}>, ...}, '
+             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error", "rules"}>, ...}, '
                                              '"scaled": {"same-dc-pd": <plan at equal load>, ...}}'}, **DEADLINE})
 async def compare(body: CompareRequest, service: ServiceDep):
-    """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd, agg); a
-    baseline that carries less than the offered load again at equal load with scaled inventories. In a
-    child process killed at (1 + 2 × baselines) × the time limit + ``Settings.job_margin_s`` (504)."""
+    """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd = Splitwise,
+    prfaas, agg), each plan's ``baseline.rules`` its rules in one line; a baseline that carries less than the
+    offered load says the most it carries within the SLA on the inventory (``baseline.max_within_inventory_rps``)
+    and comes again at equal load with scaled inventories (``baseline.beyond_inventory``: the chips bought);
+    a cross-datacenter baseline in one datacenter is ``{"error": "not applicable: one datacenter",
+    "not_applicable": true}``. In a child process killed at (1 + 2 × baselines) × the time limit +
+    ``Settings.job_margin_s`` (504)."""
     service.check_capacity()
 
     def compare_in_child() -> dict:

@@ -123,10 +123,10 @@ def test_compare_returns_pdd_beside_the_three_baselines(client):
     assert response.status_code == 200
     body = response.json()
     assert body["pdd"]["scenario"] == "micro"
-    assert set(body["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "agg"}
+    assert set(body["baselines"]) == {"same-dc-pd", "cross-dc-pd", "hetero-same-dc-pd", "prfaas", "agg"}
     assert {p["role"] for p in body["pdd"]["pools"]} <= {"P", "RLD", "MD"}
     for name, plan in body["baselines"].items():
-        roles = {"A"} if name == "agg" else {"P", "D"}
+        roles = {"agg": {"A"}, "prfaas": {"P", "MD"}}.get(name, {"P", "D"})
         assert "error" in plan or (f"baseline {name}" in plan["notes"]
                                    and {p["role"] for p in plan["pools"]} <= roles), name
     # a baseline that carries less than the offered load comes again at equal load (the CLI's "scaled" rows)
