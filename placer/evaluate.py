@@ -196,13 +196,17 @@ def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], d
 
 
 def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
-    """The decode batch by Little's law, B = tokens/s per instance × step(B) + the relay holds
-    (request-seconds per second RLD holds relayed requests), and its step time."""
+    """The decode batch by Little's law, B = tokens/s per instance × step(B + 1) + the relay holds
+    (request-seconds per second RLD holds relayed requests), and its step time. Each request's own steps run
+    with it in the batch, beside B others on average (Palm, below), so a request stays output × step(B + 1):
+    with a step that grows by c per sequence, B = ρ / (1 - ρ) at ρ = tokens/s × c — the number in an
+    M/G/1 processor-sharing queue — where step(B) gave B = ρ·B, no batch at all below saturation (clamped to
+    1: the bench's cross-dc decoder, ρ = 0.31, saw 0.31 + 1 where the same law gives 1.44)."""
     ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
         st.context_weighted / st.tokens_per_s)
     batch = 1.0
     for _ in range(200):
-        nxt = st.tokens_per_s * st.step_at(batch, ctx) + st.held
+        nxt = st.tokens_per_s * st.step_at(batch + 1.0, ctx) + st.held
         if nxt > st.im.batch_cap:
             st.overloaded, batch = True, float(st.im.batch_cap)
             break
