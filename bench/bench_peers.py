@@ -1,6 +1,7 @@
 """PDD beside its peers' policies on a real trace: planned and simulated BCR, P90 TTFT, attainment.
 
     .venv/bin/python bench/bench_peers.py [--rate-scale K] [--requests N] [--time-limit S] [--json]
+    .venv/bin/python bench/bench_peers.py --classes [--policies pdd,same-dc-pd,cross-dc-pd,...]
 
 The flagship's hardware (examples/pdd-two-dc.yaml: 96 Ascend-910B in dc-a for P and RLD, 64
 GPU-B = H20-class at 1.25 × in dc-b, a 25 Gbit/s line, DeepSeek-V3.2 fp8) serving the bundled
@@ -13,6 +14,10 @@ lengths and prefix blocks, sped up to the load the plan carries: a plan that car
 the load is replayed at that part, and the row says so). Printed per policy: the load carried,
 the planned and simulated BCR (SLA requests per USD), P90 TTFT and SLA attainment, and PDD's
 ratio to each. Nothing is tuned: the scenario's figures are the flagship's, the load the trace's.
+
+``--classes`` runs the same table on the flagship itself (its 8 classes at 10 req/s, replayed as
+i.i.d. requests of the classes): the placer's plan and simulation beside the report's figures
+(docs/examples.md, "Side by side with the report").
 
 Issue 45, part 4. The table is copied into docs/examples.md.
 """
@@ -54,10 +59,11 @@ def scenario(rate_rps: float, trace: Path = TRACE, ttft_p90_s: float | None = No
 
 
 def run(rate_scale: float = 1.0, requests: int = 2000, time_limit_s: float = 20.0, seed: int = 0,
-        policies: tuple[str, ...] = POLICIES, ttft_p90_s: float | None = None) -> list[dict]:
+        policies: tuple[str, ...] = POLICIES, ttft_p90_s: float | None = None, classes: bool = False) -> list[dict]:
     native = trace_rate_rps(TRACE)
     rate = native * rate_scale
-    problem = resolve(scenario(rate, ttft_p90_s=ttft_p90_s))
+    problem = resolve(load_scenario(FLAGSHIP) if classes else scenario(rate, ttft_p90_s=ttft_p90_s))
+    rate = problem.arrival_rps
     config = SolveConfig("bcr", "ortools", time_limit_s, marginals=False)
     rows = []
     for name in policies:
@@ -75,9 +81,10 @@ def run(rate_scale: float = 1.0, requests: int = 2000, time_limit_s: float = 20.
                    roles="+".join(sorted({p.role for p in plan.pools if p.count > 0})))
         # replay the trace at the load this plan carries (its own requests, sped up or slowed)
         scale = max(m.served_rps, 1e-9) / native
+        sim_config = SimConfig(requests=requests, seed=seed) if classes else \
+            SimConfig(requests=requests, seed=seed, workload="trace", trace=str(TRACE), trace_time_scale=scale)
         try:
-            sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed, workload="trace", trace=str(TRACE),
-                                                    trace_time_scale=scale))
+            sim = simulate(problem, plan, sim_config)
         except PlacerError as err:
             rows.append({**row, "error": f"simulation: {err}"})
             continue
@@ -100,17 +107,18 @@ def _f(v, fmt: str) -> str:
 
 def table(rows: list[dict]) -> str:
     head = ("| policy | carries req/s | BCR plan | BCR sim | P90 TTFT s plan | P90 TTFT s sim | attainment plan | "
-            "attainment sim | PDD/it BCR (sim) | PDD/it P90 (sim) |")
+            "attainment sim | PDD/it BCR (sim) | PDD/it P90 (sim) | RLD tokens plan / sim |")
     lines = [head, "|" + " --- |" * (head.count("|") - 1)]
     for r in rows:
         if "error" in r and "sim_bcr" not in r:
-            lines.append(f"| {r['policy']} | {r['error'][:120]} |" + " |" * 8)
+            lines.append(f"| {r['policy']} | {r['error'][:160]} |" + " |" * 9)
             continue
         lines.append(
             f"| {r['policy']} ({r['roles']}) | {r['served_rps']:.2f} / {r['offered_rps']:.2f} | {r['plan_bcr']:.1f} | "
             f"{r['sim_bcr']:.1f} | {r['plan_ttft_p90_s']:.2f} | {r['sim_ttft_p90_s']:.2f} | "
             f"{100 * r['plan_attainment']:.0f} % | {100 * r['sim_attainment']:.0f} % | "
-            f"{_f(r.get('pdd_over_it_sim_bcr'), '.2f')} | {_f(r.get('pdd_over_it_sim_p90'), '.2f')} |")
+            f"{_f(r.get('pdd_over_it_sim_bcr'), '.2f')} | {_f(r.get('pdd_over_it_sim_p90'), '.2f')} | "
+            f"{100 * r['plan_rld_token_share']:.1f} % / {100 * r['sim_rld_token_share']:.1f} % |")
     return "\n".join(lines)
 
 
@@ -120,15 +128,23 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="Trace requests replayed per policy.")
     parser.add_argument("--time-limit", type=float, default=20.0, help="Solver time limit per policy, s.")
     parser.add_argument("--ttft", type=float, default=None, help="TTFT P90 SLA, s (default: the flagship's).")
+    parser.add_argument("--classes", action="store_true", help="The flagship's own classes instead of the trace.")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="Comma-separated: pdd and baselines.")
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
     args = parser.parse_args()
-    rows = run(args.rate_scale, args.requests, args.time_limit, ttft_p90_s=args.ttft)
+    policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
+    rows = run(args.rate_scale, args.requests, args.time_limit, ttft_p90_s=args.ttft, policies=policies,
+               classes=args.classes)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
         return
     native = trace_rate_rps(TRACE)
-    print(f"Mooncake conversation trace ({TRACE.name}, {native:.2f} req/s native) × {args.rate_scale:g} "
-          f"on the flagship's hardware; {args.requests} requests replayed per policy")
+    if args.classes:
+        print(f"{FLAGSHIP.name}: its classes at {rows[0]['offered_rps']:g} req/s; {args.requests} requests "
+              "replayed per policy")
+    else:
+        print(f"Mooncake conversation trace ({TRACE.name}, {native:.2f} req/s native) × {args.rate_scale:g} "
+              f"on the flagship's hardware; {args.requests} requests replayed per policy")
     print(table(rows))
 
 
