@@ -49,20 +49,25 @@ def trace_rate_rps(path: Path) -> float:
     return len(stamps) / max(stamps[-1] - stamps[0], 1e-9)
 
 
-def scenario(rate_rps: float, trace: Path = TRACE, ttft_p90_s: float | None = None):
-    """The flagship's hardware, model and SLA with the trace as its workload at ``rate_rps``."""
+def scenario(rate_rps: float, trace: Path = TRACE, ttft_p90_s: float | None = None, min_served: float = 1.0):
+    """The flagship's hardware, model and SLA with the trace as its workload at ``rate_rps``;
+    ``min_served`` < 1 lets every plan (PDD's too) carry only part of the load, as a baseline
+    within its inventory does."""
     base = load_scenario(FLAGSHIP)
     workload = {"arrival_rps": rate_rps, "trace": str(trace)}
     sla = base.sla if ttft_p90_s is None else base.sla.model_copy(update={"ttft_p90_s": ttft_p90_s})
+    options = base.options.model_copy(update={"min_served_fraction": min_served})
     return base.model_copy(update={"name": "pdd-two-dc-mooncake", "workload": type(base.workload)(**workload),
-                                   "sla": sla})
+                                   "sla": sla, "options": options})
 
 
 def run(rate_scale: float = 1.0, requests: int = 2000, time_limit_s: float = 20.0, seed: int = 0,
-        policies: tuple[str, ...] = POLICIES, ttft_p90_s: float | None = None, classes: bool = False) -> list[dict]:
+        policies: tuple[str, ...] = POLICIES, ttft_p90_s: float | None = None, classes: bool = False,
+        min_served: float = 1.0) -> list[dict]:
     native = trace_rate_rps(TRACE)
     rate = native * rate_scale
-    problem = resolve(load_scenario(FLAGSHIP) if classes else scenario(rate, ttft_p90_s=ttft_p90_s))
+    problem = resolve(load_scenario(FLAGSHIP) if classes else scenario(rate, ttft_p90_s=ttft_p90_s,
+                                                                                   min_served=min_served))
     rate = problem.arrival_rps
     config = SolveConfig("bcr", "ortools", time_limit_s, marginals=False)
     rows = []
@@ -128,13 +133,15 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000, help="Trace requests replayed per policy.")
     parser.add_argument("--time-limit", type=float, default=20.0, help="Solver time limit per policy, s.")
     parser.add_argument("--ttft", type=float, default=None, help="TTFT P90 SLA, s (default: the flagship's).")
+    parser.add_argument("--min-served", type=float, default=1.0,
+                        help="options.min_served_fraction: below 1 every plan may carry part of the load.")
     parser.add_argument("--classes", action="store_true", help="The flagship's own classes instead of the trace.")
     parser.add_argument("--policies", default=",".join(POLICIES), help="Comma-separated: pdd and baselines.")
     parser.add_argument("--json", action="store_true", help="Print the rows as JSON.")
     args = parser.parse_args()
     policies = tuple(p.strip() for p in args.policies.split(",") if p.strip())
     rows = run(args.rate_scale, args.requests, args.time_limit, ttft_p90_s=args.ttft, policies=policies,
-               classes=args.classes)
+               classes=args.classes, min_served=args.min_served)
     if args.json:
         print(json.dumps(rows, indent=1, default=str))
         return
