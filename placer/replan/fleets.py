@@ -224,6 +224,7 @@ class FleetState:
     dip_s: float = 0.0
     breaks: int = 0  # changes applied break-before-make
     chips_lost: int = 0  # taken away by inventory changes
+    backlog: float = 0.0  # requests queued at the end of the last window (placer.replan.backlog)
     strategy: str = MAKE_BEFORE_BREAK  # the strategy of the change under way
 
     def apply(self, plan: Plan | Pools, now_s: float, problem: Problem, instant: bool = False) -> None:

@@ -34,6 +34,7 @@ from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, as_problem, evaluate_plan, optimize
 from placer.plan import Plan
 from placer.replan.adoption import AdoptionRule, adopt
+from placer.replan.backlog import carry
 from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan, within_inventory
 from placer.replan.summary import FleetTally, day_json
 from placer.replan.timeline import Timeline, Window, fit_window, windows
@@ -51,6 +52,7 @@ class DayConfig:
     window_s: float | None = None  # the fit window; None: replan_every_s
     requests_per_window: int = 2000
     fit_requests: int = 2000
+    carry_queues: bool = True  # False: each window from empty queues, nothing carried (the old account)
     seed: int = 0
     solve: SolveConfig = field(default_factory=lambda: SolveConfig("bcr", "ortools", 30.0, marginals=False))
 
@@ -146,8 +148,27 @@ class _Replanner:
         return candidate
 
 
+def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, seed: int) -> dict | None:
+    try:
+        return simulate(problem, pools_plan(template, pools), SimConfig(requests=n, seed=seed, load_rps=rate)).data
+    except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
+        return None
+
+
+def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfig, cache: dict) -> float:
+    """Requests/s the pools complete when saturated (a run at 4× the window's rate: requests over the
+    simulated span); 0 where nothing serves. Run only where a backlog meets a stretch whose own queue holds."""
+    key = ("capacity", window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in pools.items())))
+    if key not in cache:
+        n = min(config.requests_per_window, 1000)
+        res = _run(problem, template, pools, window, n, 4 * window.rate_rps, config.seed)
+        cache[key] = res["requests"] / res["simulated_s"] if res and res.get("simulated_s") else 0.0
+    return cache[key]
+
+
 def _simulate(window: Window, problem, template: Plan, segments, config: DayConfig, tally: FleetTally,
-              cache: dict) -> None:
+              cache: dict, fleet: FleetState) -> None:
+    """Each stretch from empty queues, the backlog the fleet carries accounted (:mod:`placer.replan.backlog`)."""
     for seg in segments:
         offered = window.rate_rps * seg.length_s
         n = max(50, min(config.requests_per_window, round(offered)))
@@ -155,15 +176,25 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
         key = (window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in seg.serving.items())),
                n)
         if key not in cache:
-            try:
-                res = simulate(problem, pools_plan(template, seg.serving),
-                               SimConfig(requests=n, seed=config.seed, load_rps=window.rate_rps)).data
+            res = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed)
+            if res is None:
+                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True, 0.0)
+            else:
                 grows = any("grows" in line for line in res.get("warnings", []))  # a queue the run cannot drain
+                cap = res["requests"] / res["simulated_s"] if grows and res.get("simulated_s") else None
                 cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
-                              res["ttft_p99_s"], grows)
-            except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
-                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True)
-        tally.add_segment(window.index, offered, *cache[key])
+                              res["ttft_p99_s"], grows, cap)
+        frac, p50, p90, p99, grows, cap = cache[key]
+        if cap is None and fleet.backlog > 0:
+            cap = capacity_of(problem, template, window, seg.serving, config, cache)
+        if not config.carry_queues:
+            cap = None
+        got = carry(fleet.backlog, window.rate_rps, cap, seg.length_s, problem.ttft_p90_s)
+        fleet.backlog = got.backlog_out
+        tally.add_segment(window.index, offered * (1 - got.late_share), frac, p50, p90, p99, grows)
+        if got.late_share > 0:  # late behind the queue: not good, their TTFT at least the wait ahead
+            tally.add_segment(window.index, offered * got.late_share, 0.0, got.wait_s, got.wait_s, got.wait_s, grows)
+    tally.windows[-1]["backlog"] = fleet.backlog
 
 
 def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionRule, startup: Startup,
@@ -212,7 +243,7 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
         for name in FLEETS:
             segments, usd = fleets[name].window(w.start_s, w.length_s, problem)
             tallies[name].add_window(w, usd, fleets[name])
-            _simulate(w, problem, start, segments, config, tallies[name], cache)
+            _simulate(w, problem, start, segments, config, tallies[name], cache, fleets[name])
         sim_s += time.perf_counter() - t
     data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
     data["inventory_changes"] = [{"datacenter": dc, "chip": chip, "chips": n, "hour": h}

@@ -62,7 +62,7 @@ class FleetTally:
         for row in fleet.serving.values():
             by_role[row.role] = by_role.get(row.role, 0) + row.count * int(row.tp)
         self.windows.append({"index": window.index, "offered": window.requests, "good": 0.0, "cost_usd": usd,
-                             "parts": [], "chips_by_role": by_role, "overloaded": False})
+                             "parts": [], "chips_by_role": by_role, "overloaded": False, "backlog": 0.0})
 
     def add_segment(self, index: int, offered: float, good_fraction: float, p50: float, p90: float,
                     p99: float, overloaded: bool = False) -> None:
@@ -77,7 +77,8 @@ class FleetTally:
         return {"sla_attainment": _r(w["good"] / w["offered"] if w["offered"] else 0.0),
                 "ttft_p90_s": _r(mixture_quantile(w["parts"])),
                 "ttft_p99_s": _r(mixture_quantile(w["parts"], 0.99)), "cost_usd": _r(w["cost_usd"]),
-                "chips_by_role": w["chips_by_role"], "overloaded": w["overloaded"]}
+                "chips_by_role": w["chips_by_role"], "overloaded": w["overloaded"],
+                "backlog_requests": _r(w["backlog"])}
 
     def day_figures(self, day_s: float) -> dict[str, Any]:
         offered = sum(w["offered"] for w in self.windows)
@@ -87,7 +88,8 @@ class FleetTally:
                 "ttft_p90_s": _r(mixture_quantile(self.parts)), "ttft_p99_s": _r(mixture_quantile(self.parts, 0.99)),
                 "goodput_rps": _r(good / day_s),
                 "cost_usd": _r(usd), "bcr_requests_per_usd": _r(good / usd if usd > 0 else 0.0),
-                "overloaded_windows": sum(1 for w in self.windows if w["overloaded"])}
+                "overloaded_windows": sum(1 for w in self.windows if w["overloaded"]),
+                "backlog_end_requests": _r(self.windows[-1]["backlog"]) if self.windows else 0.0}
 
 
 def _r(x: float) -> float | None:
@@ -124,7 +126,10 @@ def day_json(scenario, wins, fleets, tallies, decisions, config, startup, rule) 
         "hysteresis": {"min_bcr_gain_pct": rule.min_bcr_gain_pct, "cooldown_s": rule.cooldown_s,
                        "max_pool_changes": rule.max_pool_changes},
         "simulation": "window by window: each stretch with one set of pools up simulated from empty at the "
-                      f"window's rate, at most {config.requests_per_window} requests each",
+                      f"window's rate, at most {config.requests_per_window} requests each; "
+                      + ("the queue a stretch leaves carried into the next (a fluid backlog at the fleet's "
+                         "capacity: arrivals waiting past the TTFT SLA behind it are not good)"
+                         if getattr(config, "carry_queues", True) else "nothing carried across windows"),
         "fleets": out_fleets,
         "changes": [{k: (_r(v) if isinstance(v, float) else v) for k, v in d.items()} for d in decisions],
         "windows": [{"index": w.index, "start_s": w.start_s, "length_s": w.length_s, "rate_rps": _r(w.rate_rps),
