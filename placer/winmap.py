@@ -9,7 +9,8 @@ out: :func:`ratios` — one row per grid point and baseline: PDD's BCR / the bas
      the BCR of what it carries, the ratio says so beside it);
      :func:`crossings` — the break-even contour: for each baseline (and each ``by`` value), the
      knob values where ``bcr_ratio`` crosses 1 between two neighbouring grid points, linearly
-     interpolated (a categorical knob such as ``model`` names the two neighbours instead);
+     interpolated (a categorical knob such as ``model`` names the two neighbours instead); a
+     ratio within :data:`TIE` of 1 (PDD's plan is the baseline's) is no side of a crossing;
      :func:`write_map` — ``map.csv`` and ``map.png``: the BCR ratio (above) and the P90 ratio
      (below) against the knob, one curve per baseline, the line ratio = 1 dashed; over a grid, one
      heat map per baseline with the contour where the ratio is 1.
@@ -27,6 +28,9 @@ from placer.knobs import LABELS
 from placer.sim.sweep import write_csv_and_plot
 
 PDD = "pdd"
+#: A ratio within this of 1 is a tie (the same plan solved twice differs in the last digits), never
+#: a side of a crossing.
+TIE = 0.005
 COLUMNS = ("value", "by", "baseline", "bcr_ratio", "p90_ratio", "pdd_bcr", "baseline_bcr", "pdd_ttft_p90_s",
            "baseline_ttft_p90_s", "pdd_served_share", "baseline_served_share", "baseline_status")
 
@@ -88,7 +92,7 @@ def crossings(ratio_rows: list[dict]) -> list[dict]:
             pts.sort(key=lambda p: p["value"])
         for a, b in zip(pts, pts[1:]):
             ra, rb = a["bcr_ratio"] - 1, b["bcr_ratio"] - 1
-            if ra == 0 or (ra > 0) == (rb > 0):
+            if abs(ra) <= TIE or abs(rb) <= TIE or (ra > 0) == (rb > 0):
                 continue
             cross = {"baseline": name, "by": by, "pdd_ahead_above": rb > 0}
             if numeric:

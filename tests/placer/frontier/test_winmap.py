@@ -38,6 +38,13 @@ def test_the_break_even_is_interpolated_where_the_ratio_crosses_one():
     assert c["pdd_ahead_above"] is False
 
 
+def test_a_tie_is_no_crossing():
+    """Where PDD's plan is the baseline's, the two BCRs differ in the last digits: no break-even."""
+    rows = [_row(v, "pdd", b) for v, b in ((1, 100.0001), (2, 99.9999), (3, 100.0002))] + \
+        [_row(v, "prfaas", 100) for v in (1, 2, 3)]
+    assert crossings(ratios(rows)) == []
+
+
 def test_a_model_map_names_the_two_neighbours_of_a_crossing():
     rows = [_row("deepseek-v3.2", "pdd", 90), _row("deepseek-v3.2", "agg", 100),
             _row("kimi-k2", "pdd", 120), _row("kimi-k2", "agg", 100)]
