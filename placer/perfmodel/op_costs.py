@@ -6,13 +6,17 @@ in:  a chip, the engine's per-op tables (:class:`placer.kernels.tables.OpTables`
      roofline seconds the caller would use without tables
 out: :meth:`OpCosts.seconds` → (seconds, whether a table answered); :attr:`OpCosts.label`
 
-Transfer (issue 41, part 4). A table measured on chip R answers a shape S in t_R(S). Its efficiency
-curve is e(S) = roofline_R(S) / t_R(S), the achieved fraction of R's datasheet roofline at that shape
-(roofline = max(FLOPs / peak, bytes / HBM) for compute ops, α + 2(n−1)/n · bytes / scale-up for the
-all-reduce). The target chip C runs the same kernel at the same fraction of its own peaks:
-t_C(S) = roofline_C(S) / e(S) = t_R(S) × roofline_C(S) / roofline_R(S). A compute-bound shape thus
-scales with C's tensor-core peak, a memory-bound one with C's HBM, a collective with C's scale-up
-link; the shape's curve (tile padding, wave quantisation, launch latency) is R's.
+Transfer (issue 41, part 4). A table measured on chip R answers a shape S in t_R(S). S's roofline on
+R is max(FLOPs / peak_R, bytes / HBM_R); the larger side is the resource that bound the kernel, and
+e(S) = that side / t_R(S) the efficiency the kernel reached on it. On the target chip C that resource
+runs at the same efficiency and the other at C's own (catalog) efficiency:
+t_C(S) = max(FLOPs / (peak_C · e_compute), bytes / (HBM_C · e_memory)) (:func:`transfer_s`). A shape
+bound by the same resource on both chips thus scales by that resource's peaks (compute-bound with C's
+tensor-core peak, memory-bound with C's HBM); one whose arithmetic intensity lies between the two
+chips' ridge points (decode GEMMs on H20, whose ridge is 5.6x lower than H200's) keeps R's memory
+efficiency and gets C's compute efficiency, instead of scaling a latency-bound kernel's slowness by
+the compute gap. A collective scales with C's scale-up link (α + 2(n−1)/n · bytes / link, α
+unscaled). The shape's curve (tile padding, wave quantisation, launch latency) is R's.
 
 Outside what was measured (a table answers None) the op takes the caller's roofline term, and the
 answer says so (``measured`` False). Answers are memoised: the planner asks the same shapes over and
@@ -49,6 +53,38 @@ def peak_roofline_s(chip: Chip, flops: float, mem_bytes: float, dtype: str, coll
     return max(flops / rate, mem_bytes / (chip.mem_bw_tbps * 1e12))
 
 
+def _sides(chip: Chip, flops: float, mem_bytes: float, dtype: str) -> tuple[float, float]:
+    """(compute s, memory s) of one op at ``chip``'s datasheet peaks."""
+    rate = chip.peak_flops_per_s(dtype) if chip.has_rate(dtype) else chip.peak_flops_per_s("bf16")
+    return flops / rate, mem_bytes / (chip.mem_bw_tbps * 1e12)
+
+
+def transfer_s(seconds: float, ref: Chip, chip: Chip, flops: float, mem_bytes: float, dtype: str,
+               collective_gpus: int = 0) -> float | None:
+    """The seconds ``ref`` measured for one op, carried to ``chip`` (module docstring): the efficiency
+    the kernel reached on the resource that bound it on ``ref`` (its compute or its HBM) holds on
+    ``chip``'s same resource; the resource the measurement never exercised runs at ``chip``'s own
+    efficiency for it (the catalog's, as the roofline has it). A shape bound by the same resource on
+    both chips scales by that resource's peaks; one that crosses (memory bound on the reference, compute
+    bound on a chip of lower compute per byte, like H20 from H200) keeps the reference's memory
+    efficiency for its bytes and gets the target's compute efficiency for its FLOPs, so a kernel
+    slowed by latency at a small shape is not also charged the compute gap as if it were FLOP bound.
+    Collectives scale by the link's roofline, the fixed latency unscaled."""
+    if collective_gpus:
+        ref_s = peak_roofline_s(ref, flops, mem_bytes, dtype, collective_gpus)
+        own_s = peak_roofline_s(chip, flops, mem_bytes, dtype, collective_gpus)
+        return seconds * own_s / ref_s if ref_s > 0 else None
+    c_ref, m_ref = _sides(ref, flops, mem_bytes, dtype)
+    c_own, m_own = _sides(chip, flops, mem_bytes, dtype)
+    if max(c_ref, m_ref) <= 0:
+        return None
+    if c_ref >= m_ref:  # compute bound where measured: its compute efficiency is known
+        e_compute, e_memory = min(1.0, c_ref / seconds), chip.mem_bw_efficiency
+    else:
+        e_compute, e_memory = chip.compute_efficiency, min(1.0, m_ref / seconds)
+    return max(c_own / e_compute, m_own / e_memory)
+
+
 class OpCosts:
     """One chip's op costs under one engine: ``tables`` measured on ``table_chip`` (the chip itself when
     covered, the reference chip when transferred)."""
@@ -74,9 +110,7 @@ class OpCosts:
         if seconds is not None and not seconds > 0:
             seconds = None
         if seconds is not None and self.transferred:
-            ref = peak_roofline_s(self.table_chip, flops, mem_bytes, dtype, collective_gpus)
-            own = peak_roofline_s(self.chip, flops, mem_bytes, dtype, collective_gpus)
-            seconds = seconds * own / ref if ref > 0 else None
+            seconds = transfer_s(seconds, self.table_chip, self.chip, flops, mem_bytes, dtype, collective_gpus)
         if len(memo) < MEMO_ENTRIES:
             memo[key] = seconds
         return seconds

@@ -1,0 +1,33 @@
+"""Carrying a measured kernel to a chip the database does not cover (issue 41, part 4): the measured
+efficiency holds on the resource that bound the kernel where it was measured."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.catalog import get_chip
+from placer.perfmodel.op_costs import transfer_s
+
+H200, H20 = get_chip("H200-SXM"), get_chip("H20")
+
+
+def test_a_shape_bound_by_the_same_resource_on_both_chips_scales_by_that_resource():
+    # batch-8 decode GEMM: memory bound on both (2 FLOP per byte)
+    flops, nbytes = 2 * 8 * 6144 * 4096, 6144 * 4096 * 2
+    assert transfer_s(2e-5, H200, H20, flops, nbytes, "bf16") == pytest.approx(2e-5 * 4.8 / 4.0)
+    # a large prefill GEMM: compute bound on both
+    flops, nbytes = 2 * 8192 * 8192 * 8192, 3 * 8192 * 8192 * 2
+    assert transfer_s(2e-3, H200, H20, flops, nbytes, "bf16") == pytest.approx(2e-3 * 989 / 148)
+
+
+def test_a_kernel_memory_bound_on_h200_is_not_charged_the_compute_gap_on_h20():
+    """100 FLOP per byte: under H200's ridge (206 bf16), over H20's (37). Measured at 3x H200's HBM
+    time, it keeps that HBM efficiency on H20 and runs its FLOPs at H20's own compute efficiency —
+    not 3x H20's compute roofline, which would charge a latency-bound kernel as if FLOP bound."""
+    nbytes = 1e8
+    flops = 100 * nbytes
+    measured = 3 * nbytes / 4.8e12
+    own = transfer_s(measured, H200, H20, flops, nbytes, "bf16")
+    compute_h20 = flops / 148e12
+    assert own == pytest.approx(max(compute_h20 / H20.compute_efficiency, 3 * nbytes / 4.0e12))
+    assert own < 3 * compute_h20  # the efficiency-ratio transfer's answer
