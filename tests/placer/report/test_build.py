@@ -87,7 +87,8 @@ def test_every_p90_says_where_it_comes_from_and_the_cdf_agrees_with_the_table(fu
     legend = (full_report.html_path.parent / "ttft-cdf.svg").read_text()
     assert "simulated P50" in legend and f"P90 {float(simulated_p90):.2f} s" in legend
     assert served == f"{micro_plan.metrics.served_rps:.2f} / {micro_plan.metrics.offered_rps:g}"
-    assert re.search(r'id="headline"><strong>BCR [+-]\d+\.\d % against .* at (un)?equal load.*req/s', html)
+    assert re.search(r'id="headline"><strong>within the inventory: PDD serves \d+\.\d\d / [\d.]+ req/s at BCR', html)
+    assert re.search(r"<li>at (un)?equal load.*BCR [+-]\d+\.\d % against ", html)
 
 
 def test_the_report_says_why_the_plan_looks_so(full_report, micro_plan):
