@@ -51,7 +51,7 @@ def holdout_family(tables: OpTables, family: str, every: int = 5) -> FamilyError
         rest = {s: v for s, v in points.items() if s not in out}
         if not out or not rest:
             continue
-        tree, _ = build_tree(rest, cubic=FAMILIES[family].cubic)
+        tree, _ = build_tree(rest, cubic=FAMILIES[family].cubic, tile=FAMILIES[family].tile)
         for shape in out:
             held += 1
             log_s = tree_log_seconds(tree, shape)

@@ -51,6 +51,11 @@ from placer.kernels.tree import Node, build_tree, tree_log_seconds
 DATA_DIR = Path(__file__).resolve().parent / "data"
 
 
+#: GEMM rows where the kernels' time steps: just after each multiple of 16 (the MMA tiles' row
+#: granularity; the database measures both sides of every such step it samples, m = 16/17 … 4352/4353)
+GEMM_TILE_ROWS = 16
+
+
 @dataclass(frozen=True)
 class Family:
     """One op family's table layout: exact-match ``keys`` then interpolated ``axes`` (last: monotone)."""
@@ -59,12 +64,13 @@ class Family:
     keys: tuple[str, ...]
     axes: tuple[str, ...]
     cubic: bool = True  # a monotone cubic along the last axis; False: straight log-log segments
+    tile: int = 0  # with cubic False: the last axis steps just after multiples of this (tree._staircase)
 
 
 #: Every family the importer writes, with the columns of its CSV (keys, axes, then ``latency_s``).
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     # m is a staircase (one step per tile, both sides of each step measured): straight segments
-    Family("gemm", ("dtype",), ("n", "k", "m"), cubic=False),
+    Family("gemm", ("dtype",), ("n", "k", "m"), cubic=False, tile=GEMM_TILE_ROWS),
     Family("context_attention", ("kv_dtype", "head_dim"), ("heads", "kv_heads", "batch", "isl")),
     Family("generation_attention", ("kv_dtype", "head_dim"), ("heads", "kv_heads", "batch", "context")),
     # MLA: heads are the heads ON ONE GPU (the model's heads / tp), as the database measures them
@@ -199,14 +205,14 @@ class _Family:
     """One family's keys → interpolation trees, each tree built from its points on first use: a plan
     or an estimate asks a few of a family's thousands of keys (building them all cost ~1 s a table)."""
 
-    def __init__(self, points: dict[tuple[str, ...], dict], cubic: bool, on_build) -> None:
-        self._points, self._cubic, self._on_build = points, cubic, on_build
+    def __init__(self, points: dict[tuple[str, ...], dict], cubic: bool, on_build, tile: int = 0) -> None:
+        self._points, self._cubic, self._on_build, self._tile = points, cubic, on_build, tile
         self._trees: dict[tuple[str, ...], Node] = {}
 
     def get(self, key: tuple[str, ...]) -> Node | None:
         tree = self._trees.get(key)
         if tree is None and key in self._points:
-            tree, moved = build_tree(self._points[key], cubic=self._cubic)
+            tree, moved = build_tree(self._points[key], cubic=self._cubic, tile=self._tile)
             self._trees[key] = tree
             self._on_build(moved)
         return tree
@@ -270,7 +276,7 @@ class OpTables:
             def moved(rel: float, name: str = name) -> None:
                 self.cleanup_max_rel[name] = max(self.cleanup_max_rel[name], rel)
 
-            self._families[name] = _Family(grouped, fam.cubic, moved)
+            self._families[name] = _Family(grouped, fam.cubic, moved, fam.tile)
         return self._families[name]
 
     def lookup(self, name: str, key: tuple, axes: tuple[float, ...]) -> float | None:

@@ -19,6 +19,10 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 
+#: a staircase gap up to this many tiles is flat beside its step (one wave of tiles, the same weight
+#: read); a wider gap grows with the rows (more waves), so straight segments there
+STAIRCASE_SPAN_TILES = 4
+
 # a node is (log1p axis values ascending, children): children are nodes, or log seconds at a leaf
 Node = tuple
 
@@ -52,9 +56,11 @@ def _median(values: list[float]) -> float:
     return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
-def build_tree(points: dict[tuple[float, ...], float], cubic: bool = True) -> tuple[Node, float]:
+def build_tree(points: dict[tuple[float, ...], float], cubic: bool = True, tile: int = 0) -> tuple[Node, float]:
     """(tree, largest relative move of the monotone clean-up) from {axis values: seconds};
-    ``cubic`` False: linear in log-log along the last axis too (a staircase, like GEMM's tiles)."""
+    ``cubic`` False: linear in log-log along the last axis too (a staircase, like GEMM's tiles);
+    ``tile`` (with ``cubic`` False): the last axis steps just after multiples of ``tile``
+    (:func:`_staircase`)."""
     moved = 0.0
 
     def build(items: list[tuple[tuple[float, ...], float]], depth: int) -> Node:
@@ -68,7 +74,7 @@ def build_tree(points: dict[tuple[float, ...], float], cubic: bool = True) -> tu
             clean = _pava(raw)
             moved = max([moved] + [abs(math.exp(c - r) - 1) for c, r in zip(clean, raw)])
             lxs = tuple(math.log1p(x) for x in xs)
-            return lxs, tuple(clean), tuple(xs), (_slopes(lxs, clean) if cubic else None)
+            return lxs, tuple(clean), tuple(xs), (_slopes(lxs, clean) if cubic else (tile or None))
         return tuple(math.log1p(x) for x in xs), tuple(build(groups[x], depth + 1) for x in xs), tuple(xs), None
 
     return build(list(points.items()), 0), moved
@@ -93,6 +99,8 @@ def tree_log_seconds(node: Node, query: tuple[float, ...], depth: int = 0) -> fl
             return None
     h = xs[i] - xs[i - 1]
     t = (lx - xs[i - 1]) / h
+    if isinstance(slopes, int):
+        return _staircase(node[2][i - 1], node[2][i], query[depth], lo, hi, slopes, t)
     if slopes is None:
         return lo + t * (hi - lo)
     t2, t3 = t * t, t * t * t
@@ -123,3 +131,19 @@ def _slopes(xs: tuple[float, ...], ys: list[float]) -> tuple[float, ...]:
             slope = 3 * d0
         m[end] = slope
     return tuple(m)
+
+
+def _staircase(a: float, b: float, q: float, lo: float, hi: float, tile: int, t: float) -> float:
+    """log seconds at ``q`` between measured ``a`` < q < ``b`` on a staircase axis (GEMM rows: the
+    time steps up once per ``tile`` rows, just after each multiple, and the database measures both
+    sides of each step: m = j·tile and j·tile + 1). Where only one side of a step is measured, the
+    other side is inferred from it: ``b`` = j·tile + 1 with j·tile ≥ q is the first row of a new tile,
+    so q sits on the step's lower side, in ``a``'s tile (``a``'s time); ``a`` = j·tile < q is the
+    last row of a tile, so q sits past the step, in ``b``'s (``b``'s time). Elsewhere straight
+    log-log segments, as before."""
+    if b - a <= STAIRCASE_SPAN_TILES * tile:
+        if b % tile == 1 and q <= b - 1 and a < b - 1 and not a % tile == 0:
+            return lo
+        if a % tile == 0 and q > a and a + 1 < b and not b % tile == 1:
+            return hi
+    return lo + t * (hi - lo)

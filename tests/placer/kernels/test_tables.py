@@ -156,3 +156,22 @@ def test_shipped_rows_load_as_numbers():
         directory = Path(load(system, engine, version).directory)
         rows = read_rows(next(directory.glob("allreduce.csv*")))
         assert all(float(r["latency_s"]) > 0 for r in rows)
+
+
+def test_a_gemm_staircase_with_one_side_of_a_step_missing_reads_the_side_its_tile_is_on():
+    """GEMM time steps just after each multiple of 16 rows and the database measures both sides of a
+    step (m = 128 and 129). With only one side measured (the held-out check removes one), a row on
+    the step's lower side reads its own tile's time, one past it the next tile's — not a chord across
+    the step; far from any step, straight log-log segments as before."""
+    from placer.kernels.tables import FAMILIES
+    tile = FAMILIES["gemm"].tile
+    flat, high = 10e-6, 14e-6
+    pts = {(1024.0, 1024.0, 113.0): flat, (1024.0, 1024.0, 129.0): high, (1024.0, 1024.0, 160.0): high,
+           (1024.0, 1024.0, 4096.0): 400e-6}
+    tree, _ = build_tree(pts, cubic=False, tile=tile)
+    assert math.exp(tree_log_seconds(tree, (1024.0, 1024.0, 128.0))) == pytest.approx(flat)
+    pts2 = {(1024.0, 1024.0, 113.0): flat, (1024.0, 1024.0, 128.0): flat, (1024.0, 1024.0, 160.0): high}
+    tree2, _ = build_tree(pts2, cubic=False, tile=tile)
+    assert math.exp(tree_log_seconds(tree2, (1024.0, 1024.0, 129.0))) == pytest.approx(high)
+    mid = math.exp(tree_log_seconds(tree, (1024.0, 1024.0, 1000.0)))
+    assert high < mid < 400e-6
