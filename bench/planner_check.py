@@ -3,10 +3,14 @@
 in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace as served (a placer
      JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
      (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
-out: :func:`ladder` — TTFT P50/P90 and TPOT P50 on four rungs, each one step from the one before:
+out: :func:`ladder` — TTFT P50/P90 and TPOT P50 on five rungs, each one step from the one before:
 
+0. ``planner, bare profile``: the ILP on the profile as measured alone (a forward with nothing beside it);
+   the step to rung 1 is what the deployment's sharing of the chip costs (given only with a calibration serve);
 1. ``planner``: the ILP's laws (``placer.optimize.evaluate_plan``): the scenario's classes (mean input,
-   output and hit rate each), Poisson arrivals, the planner's deployment (no executor overheads);
+   output and hit rate each), Poisson arrivals, the planner's deployment (no executor overheads), on the
+   profile as the deployment's instances got the chip (``served_forwards.deployed_paces``: the table × each
+   kind's wall ÷ table in the calibration serve, measured before the serve; the bare profile without one);
 2. ``sim: classes, poisson``: the simulator on exactly the planner's inputs (``SimConfig(workload="classes",
    arrivals="poisson", runtime=None)``, many requests): where it differs from rung 1, a planner law is off
    for its own inputs — the ILP is wrong;
@@ -14,7 +18,8 @@ out: :func:`ladder` — TTFT P50/P90 and TPOT P50 on four rungs, each one step f
    planner's deployment: the step from rung 2 is what the classes-and-Poisson summary of the trace costs
    — an input the planner is given, not a law;
 4. ``sim: trace, runtime``: the bench's simulator column (the executor's overheads and the host's paces):
-   the step from rung 3 is what the executor costs beyond the profile's forwards.
+   the step from rung 3 is what the executor costs beyond the profile's forwards (rungs 1-3 take the
+   deployed profile, so this is its overheads and the timing of who slows whom, not the mean slowdown).
 
 :func:`print_ladder` prints the rungs beside the measured figure, with each rung's error.
 """
@@ -25,7 +30,7 @@ import math
 import tempfile
 from pathlib import Path
 
-RUNGS = ("planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
+RUNGS = ("planner, bare profile", "planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
 FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"))
 POISSON_REQUESTS = 4000
 
@@ -34,16 +39,23 @@ def _figures(sim: dict) -> dict[str, float]:
     return {label: sim[key] for label, key in FIGURES}
 
 
+def _planned(planner: dict) -> dict[str, float]:
+    return {"TTFT P50": planner["ttft"][0], "TTFT P90": planner["ttft"][1],
+            "TPOT P50": planner.get("tpot", (math.nan,))[0]}
+
+
 def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simulated: dict | None,
-           seed: int) -> dict:
-    """The four rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …},
-    ``simulated`` the bench's simulator column ({"ttft": …, "tpot": (p50, p90)}, rung 4)."""
+           seed: int, bare: dict | None = None) -> dict:
+    """The rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …} on
+    ``scenario``'s profile, ``bare`` the same on the bare profile (rung 0, optional), ``simulated`` the bench's
+    simulator column ({"ttft": …, "tpot": (p50, p90)}, rung 4)."""
     from placer.sim import SimConfig, simulate
 
     rungs: dict[str, dict[str, float]] = {}
+    if bare:
+        rungs["planner, bare profile"] = _planned(bare)
     if planner:
-        rungs["planner"] = {"TTFT P50": planner["ttft"][0], "TTFT P90": planner["ttft"][1],
-                            "TPOT P50": planner.get("tpot", (math.nan,))[0]}
+        rungs["planner"] = _planned(planner)
     poisson = simulate(scenario, plan, SimConfig(requests=POISSON_REQUESTS, seed=seed, workload="classes",
                                                  arrivals="poisson", runtime=None))
     rungs["sim: classes, poisson"] = _figures(poisson)
@@ -56,29 +68,32 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
     return rungs
 
 
-def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int) -> dict:
+def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int,
+               bare: dict | None = None) -> dict:
     """:func:`ladder` with the trace written as ``bench_serve.trace_file`` does."""
     from bench.serve_trace import trace_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
-        return ladder(scenario, plan, path, n, planner, simulated, seed)
+        return ladder(scenario, plan, path, n, planner, simulated, seed, bare)
 
 
 def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]) -> None:
     """Per setup and figure, each rung and its error against the executor's measured figure."""
     if not ladders:
         return
-    print("\nplanner vs simulator, one input at a time (error = rung / measured - 1; rungs: the ILP; the simulator "
-          "on the ILP's inputs — classes, Poisson, no executor overheads; on the trace as served; with the "
-          "executor's runtime = the simulated column):")
-    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in RUNGS))
+    print("\nplanner vs simulator, one input at a time (error = rung / measured - 1; rungs: the ILP on the profile "
+          "measured alone; the ILP on the profile as the deployment got the chip (the calibration serve's wall ÷ "
+          "table); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; on the trace as "
+          "served; with the executor's runtime = the simulated column):")
+    rungs_shown = [r for r in RUNGS if any(r in rungs for rungs in ladders.values())]
+    print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in rungs_shown))
     for name, rungs in ladders.items():
         for label, _key in FIGURES:
             meas = measured.get(name, {}).get(label, math.nan)
             cells = []
-            for r in RUNGS:
+            for r in rungs_shown:
                 v = rungs.get(r, {}).get(label, math.nan)
                 err = v / meas - 1 if meas and meas > 0 and not math.isnan(v) else math.nan
                 cells.append(f"{v:>15.3f} {100 * err:>+7.0f}%" if not math.isnan(v) else f"{'-':>24}")

@@ -37,8 +37,9 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
     nic = local_kv_gbit(runtime)
-    out: dict = {"planner": {}, "simulator": {}, "probes": {}, "as_served": {}, "notes": [], "paces": {},
-                 "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {}, "ladder": {}}
+    out: dict = {"planner": {}, "planner_bare": {}, "deployed": {}, "simulator": {}, "probes": {}, "as_served": {},
+                 "notes": [], "paces": {}, "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {},
+                 "ladder": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
         for name, res in results.items():
             paces = probe_paces(res.get("probe_forwards", {}), table)
@@ -51,32 +52,46 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                 rt = replace(rt, line_bytes_per_s=line.bytes_per_s)
             scenario, plans = scenario_and_plans(trace, res["arrivals"], line, profile, nic)
             plan = plans[name]
-            try:
-                m = evaluate_plan(scenario, plan, SolveConfig(time_limit_s=20)).metrics
-                # the planner's one TPOT (its decode step at the design batch) beside both TPOT percentiles
-                out["planner"][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
-                                        "tpot": (m.tpot_s, m.tpot_s), "rld_token_share": m.rld_token_share}
-            except Exception as exc:  # the planner's figure is advisory here: report it
-                out["notes"].append(f"planner, {name}: {type(exc).__name__}: {exc}")
-            probe_rt, sim_table, sim_scenario, sim_plan, cal = rt, table, scenario, plan, {}
+            probe_rt, sim_table, sim_scenario, sim_plan, cal, sim_profile = rt, table, scenario, plan, {}, profile
             if "calibration" in res:
                 cal_forwards = res["calibration"]["forwards_served"]
                 factors = served_forwards.table_shape(cal_forwards, table, "prefill") if shape else []
                 if factors:  # the prefill table's shape as the calibration's lone prefills went
-                    path = Path(tmp) / f"{name}-profile.json"
-                    path.write_text(json.dumps(served_forwards.reshaped_profile(json.loads(profile.read_text()),
-                                                                               "prefill", factors)))
-                    sim_table = _table(path)
-                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic)
+                    sim_profile = Path(tmp) / f"{name}-profile.json"
+                    sim_profile.write_text(json.dumps(served_forwards.reshaped_profile(
+                        json.loads(profile.read_text()), "prefill", factors)))
+                    sim_table = _table(sim_profile)
+                    sim_scenario, sim_plans = scenario_and_plans(trace, res["arrivals"], line, sim_profile, nic)
                     sim_plan = sim_plans[name]
                 cal = {**served_forwards.calibration(cal_forwards, sim_table), "prefill_shape": factors}
+            # the planner's chip as this deployment's instances got it in the calibration serve (measured before the
+            # serve, on another trace): the same table the simulator takes, × each kind's served wall ÷ table
+            plan_scenario, plan_plan, deployed = scenario, plan, {}
+            if "calibration" in res:
+                deployed = served_forwards.deployed_paces(cal_forwards, sim_table)
+            if deployed:
+                path = Path(tmp) / f"{name}-deployed.json"
+                path.write_text(json.dumps(served_forwards.scaled_profile(
+                    json.loads(sim_profile.read_text()), deployed, f"{name}'s calibration serve (wall ÷ table)")))
+                plan_scenario, dep_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic)
+                plan_plan = dep_plans[name]
+                out["deployed"][name] = deployed
+            for key, (sc, pl) in (("planner", (plan_scenario, plan_plan)), ("planner_bare", (scenario, plan))):
+                try:
+                    m = evaluate_plan(sc, pl, SolveConfig(time_limit_s=20)).metrics
+                    # the planner's one TPOT (the step a request sees) beside both TPOT percentiles
+                    out[key][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
+                                      "tpot": (m.tpot_s, m.tpot_s), "rld_token_share": m.rld_token_share}
+                except Exception as exc:  # the planner's figure is advisory here: report it
+                    out["notes"].append(f"{key.replace('_', ' ')}, {name}: {type(exc).__name__}: {exc}")
             if "decode_pace" in cal or "prefill_pace" in cal:
                 out["calibration"][name] = cal
                 rt = served_forwards.calibrated(rt, cal)
                 out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
             out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
-            out["ladder"][name] = planner_check.ladder_for(trace, res["arrivals"], scenario, plan,
-                                                           out["planner"].get(name), out["simulator"][name], seed)
+            out["ladder"][name] = planner_check.ladder_for(trace, res["arrivals"], plan_scenario, plan_plan,
+                                                           out["planner"].get(name), out["simulator"][name], seed,
+                                                           bare=out["planner_bare"].get(name) if deployed else None)
             out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
             served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
             if served:

@@ -128,8 +128,18 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
     planned = [abs(r[m]["planner_error"]) for r in rows.values() for m in GATED
                if not math.isnan(r[m]["planner_error"])]
     if planned:
-        print(f"  planner (ILP, placer.optimize.evaluate_plan): {sum(e <= 0.15 for e in planned)} of {len(planned)} "
-              f"within 15 % on {', '.join(GATED)}, worst error {100 * max(planned):.0f} %")
+        deployed = pred.get("deployed", {})
+        on = (" on the profile as each setup's instances got the chip in its calibration serve (wall ÷ table: "
+              + ", ".join(f"{n} " + "/".join(f"{d.get(k, math.nan):.2f}" for k in ("prefill", "decode"))
+                          for n, d in deployed.items()) + " prefill/decode)") if deployed else ""
+        print(f"  planner (ILP, placer.optimize.evaluate_plan{on}): {sum(e <= 0.15 for e in planned)} of "
+              f"{len(planned)} within 15 % on {', '.join(GATED)}, worst error {100 * max(planned):.0f} %")
+        bare = [abs(p["ttft"][i] / r[m]["measured"] - 1) if m.startswith("TTFT") else abs(p["tpot"][0] / r[m]["measured"] - 1)
+                for n, r in rows.items() if (p := pred.get("planner_bare", {}).get(n)) and deployed
+                for m, i in zip(GATED, (0, 1, 0)) if r[m]["measured"] > 0]
+        if bare:
+            print(f"  planner on the profile measured alone: {sum(e <= 0.15 for e in bare)} of {len(bare)} within 15 %, "
+                  f"worst error {100 * max(bare):.0f} %")
     served = [abs(r[m]["as_served_error"]) for r in rows.values() for m in GATED]
     worst_served = max(served) if served and not any(math.isnan(x) for x in served) else math.nan
     if not math.isnan(worst_served):

@@ -10,7 +10,8 @@ out: per (kind, the kinds of forward the other instances were running): how many
      and (:func:`calibration`, :func:`calibrated`) the same groups of a calibration trace's forwards
      as the paces and interference the simulation of the measured trace takes; (:func:`table_shape`,
      :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards;
-     (:func:`host_drift`) how far the host's own pace moved between two serves; and
+     (:func:`host_drift`) how far the host's own pace moved between two serves; (:func:`deployed_paces`,
+     :func:`scaled_profile`) the chip as a deployment's instances got it, for the planner; and
      (:func:`pace_timeline`, :func:`mean_pace`) how it moved within one, 10 s by 10 s.
 
 A neighbour is another instance whose forwards cover more than half of the forward's wall time
@@ -223,6 +224,32 @@ def table_shape(forwards: dict[str, list[list]], table, kind: str = "prefill", l
         rhs += w * (math.log(wall / tab) - log_pace)
     g = np.linalg.solve(normal, rhs)
     return [[round(math.exp(g[i * n_ctx + j]), 4) for j in range(n_ctx)] for i in range(len(grid.sizes))]
+
+
+def deployed_paces(forwards: dict[str, list[list]], table, least: int = 20) -> dict[str, float]:
+    """Per kind, the wall seconds ÷ the table's of ALL of a served trace's forwards inside the grid, whatever
+    ran beside them (kinds with at least ``least``): the chip as each instance of that deployment got it —
+    the host's pace, the serving process's own threads and its instances' forwards slowing each other, in the
+    shares that deployment's load ran them. The planner's profile is the table × these (its laws have no
+    neighbours); the simulator charges the same seconds apart (pace × interference while they overlap)."""
+    sums: dict[str, list[float]] = {}
+    for kind, _beside, _size, _cpu, wall, tab, _ctx, _at in _rows(forwards, table):
+        g = sums.setdefault(kind, [0, 0.0, 0.0])
+        g[0] += 1
+        g[1] += wall
+        g[2] += tab
+    return {kind: round(g[1] / g[2], 3) for kind, g in sums.items() if g[0] >= least and g[2] > 0}
+
+
+def scaled_profile(profile: dict, paces: dict[str, float], source: str) -> dict:
+    """A profile (``ChipProfile`` JSON) whose first table's prefill and decode seconds are × ``paces`` (per
+    kind; a kind without one is unchanged), its ``engine`` naming ``source``."""
+    out = json.loads(json.dumps(profile))
+    table = out["tables"][0]
+    for kind, pace in paces.items():
+        table[kind]["seconds"] = [[x * pace for x in row] for row in table[kind]["seconds"]]
+    table["engine"] = f"{table.get('engine', '')}; × {source}"
+    return out
 
 
 def reshaped_profile(profile: dict, kind: str, factors: list[list[float]]) -> dict:
