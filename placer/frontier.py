@@ -131,11 +131,18 @@ def _status(plan) -> str:
 def run_frontier(scenario: Scenario, vary: str, values: list, baselines: list[str] | None = None,
                  address: str | None = None, use_ray: bool = True, solver: str = "ortools",
                  time_limit_s: float = 30.0, by: str | None = None, by_values: list | None = None,
-                 chips: tuple[str, str] | None = None) -> list[dict]:
+                 chips: tuple[str, str] | None = None, min_served: float | None = None) -> list[dict]:
     """Rows for every value (in the order given; with ``by``, every ``by`` value for each) and
     plan (PDD first, then ``baselines``). ``chips``: (GPU-A, GPU-B) for the ``price`` knob
-    (default :func:`placer.knobs.chip_pair`)."""
+    (default :func:`placer.knobs.chip_pair`). ``min_served``: ``options.min_served_fraction`` for
+    every point — below 1, PDD too may leave load that does not pay unserved, as a baseline within
+    its inventory does (its BCR is then the best it reaches on the inventory, not at the whole load)."""
     scenario.single_model("placer frontier")
+    if min_served is not None:
+        if not 0 < min_served <= 1:
+            raise InputError(f"--min-served: a fraction in (0, 1], got {min_served}")
+        scenario = scenario.model_copy(update={"options": scenario.options.model_copy(
+            update={"min_served_fraction": min_served})})
     check_knob(vary)
     if not values:
         raise InputError("--values: give at least one value")

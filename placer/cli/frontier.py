@@ -111,6 +111,9 @@ def frontier(
     by_values: Annotated[str | None, typer.Option("--by-values", help="The second knob's values.")] = None,
     chips: Annotated[str | None, typer.Option("--chips", help="GPU-A,GPU-B for --vary price (default: the chip "
                                               "the first datacenter holds most of, and another datacenter's).")] = None,
+    min_served: Annotated[float | None, typer.Option(
+        "--min-served", help="options.min_served_fraction at every point: below 1 PDD too may leave load that "
+        "does not pay unserved (its best BCR within the inventory).")] = None,
 ) -> None:
     """Solve the BCR optimum at each TTFT or TPOT SLA beside the baselines; table, CSV and PNG."""
     knob, by_knob = vary.value, by.value if by is not None else None
@@ -126,7 +129,8 @@ def frontier(
             pair = (parts[0], parts[1])
         rows = run_frontier(loaded, knob, _values(knob, values), names, address=address, use_ray=use_ray,
                             time_limit_s=time_limit, by=by_knob,
-                            by_values=_values(by_knob, by_values or "") if by_knob else None, chips=pair)
+                            by_values=_values(by_knob, by_values or "") if by_knob else None, chips=pair,
+                            min_served=min_served)
         mapped = ratios(rows)
         if out_dir is not None:
             if by_knob is None:

@@ -71,3 +71,22 @@ def test_unknown_chips_for_the_price_ratio_are_named(flagship):
 def test_a_second_knob_must_differ_from_the_first(flagship):
     with pytest.raises(InputError, match="--by"):
         run_frontier(flagship, "gbit", [25.0], [], use_ray=False, by="gbit", by_values=[50.0])
+
+
+@pytest.mark.parametrize("fraction", [0.0, 1.5])
+def test_min_served_outside_zero_one_is_named(flagship, fraction):
+    with pytest.raises(InputError, match="--min-served"):
+        run_frontier(flagship, "gbit", [25.0], [], use_ray=False, min_served=fraction)
+
+
+@pytest.mark.slow
+def test_with_min_served_below_one_pdd_may_leave_load_that_does_not_pay(flagship):
+    """At 100 Gbit/s PDD forced to carry all 10 req/s keeps GPU-B prefilling (BCR ≈ 188); allowed to
+    leave load unserved, as same-dc-pd within its inventory does, it runs P on the 910Bs and MD on
+    GPU-B and carries ~9 req/s at a BCR above same-dc-pd's."""
+    whole = run_frontier(flagship, "gbit", [100.0], ["same-dc-pd"], use_ray=False, time_limit_s=10)
+    part = run_frontier(flagship, "gbit", [100.0], ["same-dc-pd"], use_ray=False, time_limit_s=10, min_served=0.3)
+    pdd_whole, base = whole[0], whole[1]
+    pdd_part = part[0]
+    assert pdd_whole["bcr_requests_per_usd"] < base["bcr_requests_per_usd"] < pdd_part["bcr_requests_per_usd"]
+    assert pdd_part["served_rps"] < pdd_part["offered_rps"]
