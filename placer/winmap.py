@@ -157,7 +157,7 @@ def map_figure(ratio_rows: list[dict], vary: str, by: str | None = None, title: 
         mesh = ax.imshow(grid, origin="lower", aspect="auto", cmap="RdBu", vmin=0.5, vmax=1.5,
                          extent=(-0.5, len(xs) - 0.5, -0.5, len(ys) - 0.5))
         finite = [v for row in grid for v in row if not math.isnan(v)]
-        if len(xs) > 1 and len(ys) > 1 and finite and min(finite) < 1 < max(finite):
+        if len(xs) > 1 and len(ys) > 1 and finite and min(finite) < 1 - TIE and max(finite) > 1 + TIE:
             ax.contour(range(len(xs)), range(len(ys)), grid, levels=[1.0], colors="k", linewidths=2)
         for j, row in enumerate(grid):
             for i, v in enumerate(row):
