@@ -72,7 +72,13 @@ its one TPOT) is gated like the simulator (within 15 % on TTFT P50, P90 and TPOT
 ILP's own inputs — classes, Poisson, no executor overheads —, then on the trace as served, then with the
 executor's runtime), so that where they part the report shows whether an ILP law or an input is off.
 The planner's CPU chip moves a KV inside a datacenter at the executor's own copy rate
-(`local_kv_gbit`: the runtime's export and import copies), not a NIC's.
+(`local_kv_gbit`: the runtime's export and import copies), not a NIC's, and its forwards cost what they
+cost the setup's instances in its calibration serve (`served_forwards.deployed_paces`: every forward's wall
+seconds ÷ the table's, whatever ran beside it — the host's pace, the process's other threads and the
+instances slowing each other on two shared cores, in the shares that deployment ran them; measured before
+the serve, on another trace): the ILP has no neighbours in its laws, so its profile carries them. The
+ladder's first rung is the planner on the profile measured alone (issue 48: 6.9 ms cross-dc TPOT where the
+executor's steps ran 1.4x the table and a token saw 2.8 sequences: −58 %).
 
 The report has a fourth column, "as served": the same simulation at the host's speed as each serve
 really went — its lone decode steps' thread CPU seconds (each engine's `forward_log`) ÷ the
