@@ -25,7 +25,7 @@ from placer.flows import (
     Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, relay_stop_s, slowest_rdma_peer,
 )
 from placer.p_queues import mixture_quantile
-from placer.kv_admission import kv_wait_probability
+from placer.kv_admission import kv_wait_law
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
@@ -52,7 +52,8 @@ class DecodeState:
     step_s: float = 0.0
     seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
     kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
-    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_probability)
+    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_law)
+    kv_wait_s: float = 0.0  # ... and the mean seconds those wait
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
 
@@ -180,6 +181,43 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
     return relays
 
 
+def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
+               relays: list[tuple[float, float, int, PoolKey]]) -> None:
+    """MD decodes what RLD did not: a P-RLD-MD request's output less the tokens RLD streamed before the
+    handoff (:func:`placer.flows.eager_tokens` at RLD's settled step; RLD's pools settle first), which MD's
+    one extend-decode pass takes in, so MD's tokens/s and its batch carry output − eager, over contexts from
+    input + eager on (the simulator's MD joins the request with what is left). Before this, MD was charged
+    the whole output: the bench's pdd MD 60 tokens/s where it decoded 48 (RLD made 20 %)."""
+    eager: dict[str, list[float]] = {}  # class → [req/s, req/s × eager tokens] over its relays
+    rld_class = {(a.key, a.request_class) for a in plan.assignments
+                 if a.role == RLD and a.pipeline == P_RLD_MD and a.rps > 0}
+    for rps, hold, output, key in relays:
+        st = decode[key]
+        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
+        for k, name in rld_class:
+            if k == key and classes[name].output_tokens == output:
+                e = eager.setdefault(name, [0.0, 0.0])
+                e[0] += rps
+                e[1] += rps * eager_tokens(hold, output, step)
+    # MD's rows carry no pipeline (a class's direct and relayed requests in one row): the relayed share of
+    # each class's MD rows is its RLD relays' req/s over them
+    md_rps: dict[str, float] = defaultdict(float)
+    for a in plan.assignments:
+        if a.role == MD and a.pipeline in (None, P_RLD_MD) and a.rps > 0 and a.key in decode:
+            md_rps[a.request_class] += a.rps
+    for a in plan.assignments:
+        if a.role != MD or a.pipeline not in (None, P_RLD_MD) or a.rps <= 0 or a.key not in decode \
+                or a.request_class not in eager:
+            continue
+        c, st = classes[a.request_class], decode[a.key]
+        rps, tokens = eager[a.request_class]
+        made = min(tokens / rps, c.output_tokens - 1.0)  # MD predicts at least the token after the handoff
+        rate = a.rps / st.count * min(1.0, rps / md_rps[a.request_class])
+        st.tokens_per_s -= rate * made
+        st.context_weighted += rate * ((c.output_tokens - made) * (c.input_tokens + (made + c.output_tokens) / 2)
+                                       - c.output_tokens * (c.input_tokens + c.output_tokens / 2))
+
+
 def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
                       relays: list[tuple[float, float, int, PoolKey]]) -> float:
     """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
@@ -219,9 +257,10 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
     st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
     # the waiting law's first moment: arrivals that find no KV room for their reservation
-    st.kv_wait = kv_wait_probability(st.im.kv_capacity_tokens, [
+    per_seq = st.step_at(st.batch + 1.0, ctx) - st.step_s  # the step's growth per sequence held
+    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items])
+        for rate, c, hold in st.kv_items], max(st.step_s - per_seq * st.batch, 0.0) / st.step_s)
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
                      "its prompt + output); the simulator queues them there")
@@ -254,6 +293,13 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))
+    # an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA: _meets_tpot)
+    streamers = [(st.count * sum(r for r, _, _ in st.kv_items), st) for k, st in decode.items()
+                 if (k.role, k.datacenter) == site and st.busy and not st.overloaded]
+    arriving = sum(w for w, _ in streamers)
+    waiting = sum(w * st.kv_wait for w, st in streamers)
+    if waiting > 0:  # the streamer's KV wait, over the site's pools by the requests each takes
+        tail = tail.with_kv_wait(waiting / arriving, sum(w * st.kv_wait * st.kv_wait_s for w, st in streamers) / waiting)
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
@@ -312,8 +358,12 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     total_tokens = 0.0
     for r in plan.routes:
         total_tokens += r.rps * classes[r.request_class].output_tokens
+    for key, st in decode.items():  # RLD first: MD decodes what RLD did not make (_hand_over)
+        if st.busy and key.role == RLD:
+            _settle_batch(problem, key, st, notes)
+    _hand_over(problem, plan, classes, decode, relays)
     for key, st in decode.items():
-        if st.busy:
+        if st.busy and key.role != RLD:
             _settle_batch(problem, key, st, notes)
     rld_tokens = _rld_tokens_per_s(problem, plan, classes, decode, relays)
 
