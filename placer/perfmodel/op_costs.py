@@ -7,16 +7,22 @@ in:  a chip, the engine's per-op tables (:class:`placer.kernels.tables.OpTables`
 out: :meth:`OpCosts.seconds` → (seconds, whether a table answered); :attr:`OpCosts.label`
 
 Transfer (issue 41, part 4). A table measured on chip R answers a shape S in t_R(S). S's roofline on
-R is max(FLOPs / peak_R, bytes / HBM_R); the larger side is the resource that bound the kernel, and
-e(S) = that side / t_R(S) the efficiency the kernel reached on it. On the target chip C that resource
-runs at the same efficiency and the other at C's own (catalog) efficiency:
-t_C(S) = max(FLOPs / (peak_C · e_compute), bytes / (HBM_C · e_memory)) (:func:`transfer_s`). A shape
-bound by the same resource on both chips thus scales by that resource's peaks (compute-bound with C's
-tensor-core peak, memory-bound with C's HBM); one whose arithmetic intensity lies between the two
-chips' ridge points (decode GEMMs on H20, whose ridge is 5.6x lower than H200's) keeps R's memory
-efficiency and gets C's compute efficiency, instead of scaling a latency-bound kernel's slowness by
-the compute gap. A collective scales with C's scale-up link (α + 2(n−1)/n · bytes / link, α
-unscaled). The shape's curve (tile padding, wave quantisation, launch latency) is R's.
+R is max(FLOPs / peak_R, bytes / HBM_R); the larger side is the resource that bound the kernel
+(:func:`transfer_s`):
+
+* memory bound on R: the kernel's HBM efficiency bytes / (HBM_R · t_R) holds on C's HBM, and its
+  FLOPs run at C's own (catalog) compute efficiency — the measurement never exercised R's tensor
+  cores, so a latency-bound kernel's slowness is not also charged C's compute gap (decode GEMMs on
+  H20, whose ridge point is 5.6x lower than H200's, cross from memory- to compute-bound);
+* compute bound on R: the tensor cores' share of t_R, FLOPs / (peak_R · catalog efficiency) (all of
+  t_R where the kernel beats that), scales with the tensor peaks; the rest of t_R is work off the
+  tensor cores (block-scale promotion on CUDA cores, epilogues, latency) and scales with the memory
+  system, HBM_R / HBM_C. On H20 (tensor peak 6.7x below H200's, HBM 1.2x) the H200 block-FP8
+  grouped GEMMs that run at 18 % of peak are then not charged 6.7x for their non-tensor time;
+* collectives scale with C's scale-up link (α + 2(n−1)/n · bytes / link, α unscaled).
+
+A shape bound by the same resource on both chips and run at the catalog's efficiency thus scales by
+that resource's peaks. The shape's curve (tile padding, wave quantisation, launch latency) is R's.
 
 Outside what was measured (a table answers None) the op takes the caller's roofline term, and the
 answer says so (``measured`` False). Answers are memoised: the planner asks the same shapes over and
@@ -61,15 +67,9 @@ def _sides(chip: Chip, flops: float, mem_bytes: float, dtype: str) -> tuple[floa
 
 def transfer_s(seconds: float, ref: Chip, chip: Chip, flops: float, mem_bytes: float, dtype: str,
                collective_gpus: int = 0) -> float | None:
-    """The seconds ``ref`` measured for one op, carried to ``chip`` (module docstring): the efficiency
-    the kernel reached on the resource that bound it on ``ref`` (its compute or its HBM) holds on
-    ``chip``'s same resource; the resource the measurement never exercised runs at ``chip``'s own
-    efficiency for it (the catalog's, as the roofline has it). A shape bound by the same resource on
-    both chips scales by that resource's peaks; one that crosses (memory bound on the reference, compute
-    bound on a chip of lower compute per byte, like H20 from H200) keeps the reference's memory
-    efficiency for its bytes and gets the target's compute efficiency for its FLOPs, so a kernel
-    slowed by latency at a small shape is not also charged the compute gap as if it were FLOP bound.
-    Collectives scale by the link's roofline, the fixed latency unscaled."""
+    """The seconds ``ref`` measured for one op, carried to ``chip`` (the module docstring's rule: the
+    side that bound the kernel on ``ref`` keeps what was measured of it, the other side runs at
+    ``chip``'s own catalog efficiency)."""
     if collective_gpus:
         ref_s = peak_roofline_s(ref, flops, mem_bytes, dtype, collective_gpus)
         own_s = peak_roofline_s(chip, flops, mem_bytes, dtype, collective_gpus)
@@ -78,8 +78,13 @@ def transfer_s(seconds: float, ref: Chip, chip: Chip, flops: float, mem_bytes: f
     c_own, m_own = _sides(chip, flops, mem_bytes, dtype)
     if max(c_ref, m_ref) <= 0:
         return None
-    if c_ref >= m_ref:  # compute bound where measured: its compute efficiency is known
-        e_compute, e_memory = min(1.0, c_ref / seconds), chip.mem_bw_efficiency
+    if c_ref >= m_ref:  # compute bound where measured: the tensor cores' share at the catalog's
+        # efficiency scales with the tensor peak, the rest of the time (scale promotion, epilogues,
+        # latency: work off the tensor cores) with the memory system
+        tensor_ref = min(seconds, c_ref / ref.compute_efficiency)
+        rest = seconds - tensor_ref
+        return max(tensor_ref * c_own / c_ref + rest * ref.mem_bw_tbps / chip.mem_bw_tbps,
+                   m_own / chip.mem_bw_efficiency)
     else:
         e_compute, e_memory = chip.compute_efficiency, min(1.0, m_ref / seconds)
     return max(c_own / e_compute, m_own / e_memory)

@@ -15,9 +15,21 @@ def test_a_shape_bound_by_the_same_resource_on_both_chips_scales_by_that_resourc
     # batch-8 decode GEMM: memory bound on both (2 FLOP per byte)
     flops, nbytes = 2 * 8 * 6144 * 4096, 6144 * 4096 * 2
     assert transfer_s(2e-5, H200, H20, flops, nbytes, "bf16") == pytest.approx(2e-5 * 4.8 / 4.0)
-    # a large prefill GEMM: compute bound on both
+    # a large prefill GEMM at the catalog's compute efficiency or better: compute bound on both
     flops, nbytes = 2 * 8192 * 8192 * 8192, 3 * 8192 * 8192 * 2
-    assert transfer_s(2e-3, H200, H20, flops, nbytes, "bf16") == pytest.approx(2e-3 * 989 / 148)
+    fast = flops / 989e12 / 0.9
+    assert transfer_s(fast, H200, H20, flops, nbytes, "bf16") == pytest.approx(fast * 989 / 148)
+
+
+def test_a_slow_compute_bound_kernel_scales_only_its_tensor_share_by_the_tensor_peak():
+    """Block-FP8 grouped GEMMs at ~20 % of H200's peak: the tensor cores' share (the FLOPs at the
+    catalog's efficiency) scales by 1979 / 296, the rest — off the tensor cores — by HBM 4.8 / 4.0."""
+    flops, nbytes = 7e11, 1.4e9
+    measured = 5 * flops / 1979e12
+    tensor = flops / 1979e12 / H200.compute_efficiency
+    own = transfer_s(measured, H200, H20, flops, nbytes, "fp8")
+    assert own == pytest.approx(tensor * 1979 / 296 + (measured - tensor) * 4.8 / 4.0)
+    assert own < measured * 1979 / 296
 
 
 def test_a_kernel_memory_bound_on_h200_is_not_charged_the_compute_gap_on_h20():
