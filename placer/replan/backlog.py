@@ -1,8 +1,9 @@
 """Queues across windows: the backlog a stretch leaves is carried into the next (a fluid account).
 
 in:  per stretch (a part of a window with one set of pools up): the backlog carried in (requests), the
-     offered rate λ, the fleet's capacity μ (requests/s it completes when saturated: the stretch's own
-     run where its queue grows, else a saturation run — :func:`capacity_of`), the length, the TTFT SLA
+     offered rate λ, the fleet's capacity μ (requests/s it completes when saturated: a saturation run,
+     ``placer.replan.loop.capacity_of``, made where the stretch's own run sees a queue grow or a backlog
+     arrives), the length, the TTFT SLA
 out: the backlog carried out, the share of the stretch's arrivals that wait past the SLA behind the
      queue (not good, whatever the from-empty run says of them) and the longest wait ahead of one
 

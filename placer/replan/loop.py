@@ -156,13 +156,20 @@ def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, se
 
 
 def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfig, cache: dict) -> float:
-    """Requests/s the pools complete when saturated (a run at 4× the window's rate: requests over the
-    simulated span); 0 where nothing serves. Run only where a backlog meets a stretch whose own queue holds."""
+    """Requests/s the pools complete when saturated: a run at 4× the window's rate, its requests over the
+    span in which they complete — the simulated span less one request's decode (mean output tokens × the
+    run's TPOT P50: the first completions come that late, the fleet busy from then to the end). 0 where
+    nothing serves. Run only where a stretch's queue grows or a backlog arrives."""
     key = ("capacity", window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in pools.items())))
     if key not in cache:
-        n = min(config.requests_per_window, 1000)
-        res = _run(problem, template, pools, window, n, 4 * window.rate_rps, config.seed)
-        cache[key] = res["requests"] / res["simulated_s"] if res and res.get("simulated_s") else 0.0
+        res = _run(problem, template, pools, window, config.requests_per_window, 4 * window.rate_rps, config.seed)
+        if not res or not res.get("simulated_s"):
+            cache[key] = 0.0
+        else:
+            classes = window.scenario.workload.classes
+            decode_s = sum(c.share * c.output_tokens for c in classes) / sum(c.share for c in classes) \
+                * (res.get("tpot_p50_s") or 0.0)
+            cache[key] = res["requests"] / max(res["simulated_s"] - decode_s, res["simulated_s"] / 2)
     return cache[key]
 
 
@@ -178,17 +185,15 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
         if key not in cache:
             res = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed)
             if res is None:
-                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True, 0.0)
+                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True)
             else:
                 grows = any("grows" in line for line in res.get("warnings", []))  # a queue the run cannot drain
-                cap = res["requests"] / res["simulated_s"] if grows and res.get("simulated_s") else None
                 cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
-                              res["ttft_p99_s"], grows, cap)
-        frac, p50, p90, p99, grows, cap = cache[key]
-        if cap is None and fleet.backlog > 0:
+                              res["ttft_p99_s"], grows)
+        frac, p50, p90, p99, grows = cache[key]
+        cap = None  # a steady queue with nothing carried in: the from-empty run is the stretch's truth
+        if config.carry_queues and (grows or fleet.backlog > 0):
             cap = capacity_of(problem, template, window, seg.serving, config, cache)
-        if not config.carry_queues:
-            cap = None
         got = carry(fleet.backlog, window.rate_rps, cap, seg.length_s, problem.ttft_p90_s)
         fleet.backlog = got.backlog_out
         tally.add_segment(window.index, offered * (1 - got.late_share), frac, p50, p90, p99, grows)
