@@ -193,6 +193,12 @@ def report(pdd: dict, pred: dict) -> dict:
         simulated = with_relayed(simulated, measured["relayed"])
     pay = payload(100)
     print_report(measured, simulated, pay)
+    served = pred.get("as_served", {}).get("pdd", {}).get("handoff")
+    if measured and served:  # RLD's tokens before a handoff are its steps in the KV's crawl: the host's pace moves them
+        print(f"  the simulator at the host's speed as the serve went (as served): RLD's share "
+              f"{100 * served['rld_token_share']:.1f} %, tokens handed over per handoff "
+              f"{statistics.mean(served['tokens']) if served['tokens'] else math.nan:.0f}, handoffs "
+              + ", ".join(f"{m} {served['handoffs'][m]}" for m in MODES))
     if measured and not sum(measured["handoffs"].values()):
         print("  handoffs: none happened (every relayed request finished on RLD before MD had its KV)")
     return {"executor": measured, "simulator": simulated, "payload_100": pay}

@@ -142,8 +142,11 @@ def host_paced(trace: list[TraceRequest], res: dict, cal_forwards: dict, table, 
                           "prefill_mean": round(served_forwards.mean_pace(prefill, span), 3) if prefill else math.nan})
         sims.append(_simulate(scenario, plan, trace, arrivals,
                               replace(rt, host_pace=tuple(timeline), host_pace_prefill=tuple(prefill)), seed))
-    return {kind: tuple(statistics.median(s[kind][i] for s in sims) for i in range(len(sims[0][kind])))
-            for kind in ("ttft", "tpot")} | {"host_pace": timelines}
+    out = {kind: tuple(statistics.median(s[kind][i] for s in sims) for i in range(len(sims[0][kind])))
+           for kind in ("ttft", "tpot")} | {"host_pace": timelines}
+    if sims[0].get("handoff"):  # the first serve's handoffs at its host's speed (RLD's tokens move with its step)
+        out["handoff"] = sims[0]["handoff"]
+    return out
 
 
 def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
