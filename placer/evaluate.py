@@ -25,7 +25,7 @@ from placer.flows import (
     Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, relay_stop_s, slowest_rdma_peer,
 )
 from placer.p_queues import mixture_quantile
-from placer.kv_admission import kv_wait_probability
+from placer.kv_admission import kv_wait_law
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
@@ -52,7 +52,8 @@ class DecodeState:
     step_s: float = 0.0
     seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
     kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
-    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_probability)
+    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_law)
+    kv_wait_s: float = 0.0  # ... and the mean seconds those wait
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
 
@@ -256,12 +257,13 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
     st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
     # the waiting law's first moment: arrivals that find no KV room for their reservation
-    st.kv_wait = kv_wait_probability(st.im.kv_capacity_tokens, [
+    per_seq = st.step_at(st.batch + 1.0, ctx) - st.step_s  # the step's growth per sequence held
+    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items])
+        for rate, c, hold in st.kv_items], max(st.step_s - per_seq * st.batch, 0.0) / st.step_s)
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
-                     "its prompt + output); the simulator queues them there")
+                     f"its prompt + output), {st.kv_wait_s:.2f} s on average; the simulator queues them there")
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
@@ -278,7 +280,8 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
               residuals: dict[tuple[str, str], float]) -> FlowLaw:
     """The TTFT law of one P assignment (:meth:`placer.flows.Route.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
-    sends it to (:func:`p_instance_laws`) and the line's slowdown."""
+    sends it to (:func:`p_instance_laws`), the line's slowdown and that decoder's wait for KV room
+    (:func:`placer.kv_admission.kv_wait_law`, over its site's pools by the requests each takes)."""
     key = a.key
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
@@ -291,6 +294,13 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))
+    # an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA: _meets_tpot)
+    streamers = [(st.count * sum(r for r, _, _ in st.kv_items), st) for k, st in decode.items()
+                 if (k.role, k.datacenter) == site and st.busy and not st.overloaded]
+    arriving = sum(w for w, _ in streamers)
+    waiting = sum(w * st.kv_wait for w, st in streamers)
+    if waiting > 0:  # the streamer's KV wait, over the site's pools by the requests each takes
+        tail = tail.with_kv_wait(waiting / arriving, sum(w * st.kv_wait * st.kv_wait_s for w, st in streamers) / waiting)
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:

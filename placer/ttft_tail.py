@@ -1,4 +1,5 @@
-"""The random part of a flow's TTFT: its P queue's wait plus a WAN transfer's slowdown.
+"""The random part of a flow's TTFT: its P queue's wait plus a WAN transfer's slowdown (and the
+streaming decoder's wait for KV room).
 
 in:  a P queue's :class:`~placer.queueing.WaitModel`; a transfer's size in seconds at the
      line's full rate, the line's utilisation and the mean residual size of its transfers
@@ -13,6 +14,7 @@ imports nothing of placer but the performance model's wait law.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -103,10 +105,20 @@ class TtftTail:
     pack_mean_s: float = 0.0
     """Mean seconds the prompt's packed forward runs past its own prefill (:func:`pack_extension`)."""
     pack_var_s2: float = 0.0
+    kv_wait_share: float = 0.0
+    """Share of the flow's requests the decoder that streams t0 makes wait for KV room
+    (:func:`placer.kv_admission.kv_wait_law`): the first token waits with them."""
+    kv_wait_mean_s: float = 0.0
+    """Mean seconds those wait (taken exponential: mean p·m, variance p·m²·(2 − p))."""
 
     def without_line(self) -> TtftTail:
-        """The same queue (and pack) without the line's excess."""
-        return TtftTail(self.wait, pack_mean_s=self.pack_mean_s, pack_var_s2=self.pack_var_s2)
+        """The same queue (and pack, and KV wait) without the line's excess."""
+        return TtftTail(self.wait, pack_mean_s=self.pack_mean_s, pack_var_s2=self.pack_var_s2,
+                        kv_wait_share=self.kv_wait_share, kv_wait_mean_s=self.kv_wait_mean_s)
+
+    def with_kv_wait(self, share: float, mean_s: float) -> TtftTail:
+        """The same tail with the streaming decoder's KV wait added."""
+        return dataclasses.replace(self, kv_wait_share=share, kv_wait_mean_s=mean_s)
 
     def prob_exceeds(self, t: float) -> float:
         """P(W + E > t), E the line's excess plus the pack's extension (independent: means and
@@ -116,9 +128,13 @@ class TtftTail:
         if line > 0.0:
             line_var = line * line if self.wan_excess_var_s2 is None else max(self.wan_excess_var_s2, 0.0)
         mean = line + max(self.pack_mean_s, 0.0)
+        var = line_var + max(self.pack_var_s2, 0.0)
+        p, kv = min(max(self.kv_wait_share, 0.0), 1.0), max(self.kv_wait_mean_s, 0.0)
+        if p > 0.0 and kv > 0.0:
+            mean += p * kv
+            var += p * kv * kv * (2.0 - p)
         if mean <= 0.0 or t < 0.0:
             return self.wait.prob_exceeds(t)
-        var = line_var + max(self.pack_var_s2, 0.0)
         scv = var / (mean * mean)
         if scv >= 1.0:
             p = 2.0 / (1.0 + scv)
@@ -153,6 +169,10 @@ class SplitTail:
     def without_line(self) -> SplitTail:
         """The same queues without the line's excess."""
         return SplitTail(tuple((w, TtftTail(tail.wait)) for w, tail in self.parts))
+
+    def with_kv_wait(self, share: float, mean_s: float) -> SplitTail:
+        """Every instance's tail with the streaming decoder's KV wait added."""
+        return SplitTail(tuple((w, tail.with_kv_wait(share, mean_s)) for w, tail in self.parts))
 
 
 def forward_mates(wait: WaitModel) -> float:
