@@ -19,10 +19,11 @@ import math
 import time
 from collections import defaultdict
 
-from placer.errors import InfeasiblePlanError, InputError, PlacerError
+from placer.errors import InfeasiblePlanError, InputError, PlacerError, SolveTimeoutError
 from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig, building_within
+from placer.ilp import local_first
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.flows import decode_context_tokens, instance, pool_shape
 from placer.pdd import ADAPTIVE, AGG, P_D, RLD, D, P
@@ -138,6 +139,22 @@ def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig
     return extract(form, outcome, config.objective), form, outcome
 
 
+def _solve_local_first(problem: Problem, arch: Architecture,
+                       config: SolveConfig) -> tuple[Plan, Formulation, Outcome]:
+    """A large problem's plan from its local plan first (:mod:`placer.ilp.local_first`): Dinkelbach on the
+    whole model starts from it; when the whole model's build or its solve ends the budget before any
+    plan of its own, the local plan is the answer ("feasible", its gap unknown)."""
+    began = time.perf_counter()
+    local = local_first.local_plan(problem, arch, config, began)
+    if local is None:
+        return solve_architecture(problem, arch, config)
+    try:
+        return solve_architecture(problem, arch, config, feasible_start=local.by_name)
+    except SolveTimeoutError:
+        outcome = Outcome(local.values, "feasible", math.inf, time.perf_counter() - began, "rounding", 0, local.ratio)
+        return extract(local.form, outcome, "bcr"), local.form, outcome
+
+
 def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), measured: dict | None = None,
              warm_start: Plan | None = None) -> Plan:
     """The PDD plan for ``scenario`` under ``config.objective`` (see placer.ilp.formulation).
@@ -172,7 +189,11 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
             warm_ratio = warm.metrics.goodput_rps / warm.metrics.cost_usd_per_h if warm.metrics.cost_usd_per_h else None
         except PlacerError:
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
-    plan, form, outcome = solve_architecture(problem, pdd_architecture(problem), config, warm_ratio)
+    arch = pdd_architecture(problem)
+    if objective == "bcr" and warm_ratio is None and local_first.worth_it(problem):
+        plan, form, outcome = _solve_local_first(problem, arch, config)
+    else:
+        plan, form, outcome = solve_architecture(problem, arch, config, warm_ratio)
     issues = validate(problem, plan)
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})

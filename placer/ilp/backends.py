@@ -68,7 +68,16 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
     models the hand-over alone takes seconds); a limit used up by the hand-over returns
     NO_SOLUTION without searching. Every solver outcome maps to a :class:`Status`; this
     function raises only for an unknown backend or one missing from the build. ``restarts``:
-    whether HiGHS may restart a MILP's root search (:mod:`placer.ilp.highs`; other backends ignore it)."""
+    whether HiGHS may restart a MILP's root search (:mod:`placer.ilp.highs`; other backends ignore it).
+    A large model's solve is ended at the limit from outside (:mod:`placer.ilp.guard`)."""
+    from placer.ilp import guard
+
+    return guard.within(_solve, model, backend, time_limit_s, hint, mip_gap, abs_gap, restarts)
+
+
+def _solve(model: LinearModel, backend: str, time_limit_s: float, hint: list[float] | None, mip_gap: float,
+           abs_gap: float, restarts: bool) -> SolveResult:
+    """:func:`solve` in this process."""
     if backend == "ortools-scip":
         return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
     if backend in ("ortools", "ortools-highs"):

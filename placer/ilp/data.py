@@ -273,6 +273,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
     tiers: dict = {}  # (chip, tp) → _p_tiers: its P queues, the same in every datacenter
+    designs: dict = {}  # (chip, tp) → its decode design and KV headroom, the same in every datacenter
     for dc in problem.datacenters:
         check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
@@ -296,7 +297,9 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                 for role in decode_roles:
                     if not _decodes_in(arch, role, dc.name):
                         continue
-                    batch, step = decode_design(problem, im)
+                    if (chip, tp) not in designs:  # the same in every datacenter and decode role
+                        designs[chip, tp] = decode_design(problem, im)
+                    batch, step = designs[chip, tp]
                     if batch < 1:
                         one = im.step_s(1, ctx)
                         notes.append(
@@ -308,7 +311,9 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     pool = Pool(role, dc.name, chip, tp)
                     pools.append(pool)
                     instances[pool] = im
-                    decode[pool] = DecodeDesign(im, batch, step, ctx, decode_kv_headroom(problem, im))
+                    if (chip, tp, "kv") not in designs:
+                        designs[chip, tp, "kv"] = decode_kv_headroom(problem, im)
+                    decode[pool] = DecodeDesign(im, batch, step, ctx, designs[chip, tp, "kv"])
                 if P_A in arch.pipelines and (arch.p_dcs is None or dc.name in arch.p_dcs):
                     for pool, design in _a_queues(problem, dc.name, chip, tp, im, notes):
                         pools.append(pool)
@@ -393,12 +398,15 @@ def _count_bounds(problem: Problem, pools: list[Pool], instances: dict, decode: 
 def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow]:
     """F: every (class, pipeline, P queue, destination) the architecture and the pools allow."""
     decode_dcs = {(q.role, q.dc) for q in pools if q.role != P}
+    reach: dict[str, list[str]] = {}  # src -> the datacenters its lines reach, found once
     flows = []
     for k, c in enumerate(problem.classes):
         for p in checked((q for q in pools if q.role == P), every=64):  # each: a flow per line and pipeline
             src = p.dc
-            reachable = [d for d in problem.dc_names
-                         if d != src and (src, d) in problem.links and problem.links[(src, d)].gbit_per_s > 0]
+            if src not in reach:
+                reach[src] = [d for d in problem.dc_names
+                              if d != src and (src, d) in problem.links and problem.links[(src, d)].gbit_per_s > 0]
+            reachable = reach[src]
             for pipe in arch.pipelines:
                 if pipe == P_MD:
                     dsts = [d for d in [src, *reachable] if (MD, d) in decode_dcs]
@@ -419,8 +427,11 @@ def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances:
               agg: dict) -> list[Flow]:
     """The flows whose class the P or A queue admits (a light queue takes light classes only)."""
     everyone = set(range(len(problem.classes)))
-    admitted = {p: (light_classes(problem, instances[p]) if p.mix == LIGHT else everyone)
-                for p in pools if p.role == P}
+    light: dict[tuple, set] = {}  # (chip, shape) -> its light classes, the same in every datacenter
+    for p in pools:
+        if p.role == P and p.mix == LIGHT and (p.chip, p.tp) not in light:
+            light[p.chip, p.tp] = set(light_classes(problem, instances[p]))
+    admitted = {p: (light[p.chip, p.tp] if p.mix == LIGHT else everyone) for p in pools if p.role == P}
     admitted.update({a: (agg_light_classes(problem, agg[a]) if a.mix == LIGHT else everyone)
                      for a in pools if a.role == AGG})
     return [f for f in checked(flows) if f.k in admitted[f.p]]

@@ -141,8 +141,10 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         warm_ratio = seed.lam
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
-    _report(config, "lp bound", None, upper, start)
     large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
+    if seed is not None and large:  # a plan in hand (e.g. the local one, placer.ilp.local_first): its gap
+        upper, least_cost = _bound_beside(form, config, upper, least_cost)
+    _report(config, "lp bound", seed.lam if seed else None, upper, start)
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
     if seed is None and cheapest:
         try:
@@ -189,6 +191,19 @@ def _first_ratio(form: Formulation, warm_ratio: float | None,
         raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
     least_cost = max(least_cost, _min_cost(form))
     return (bound, True, least_cost, cheapest) if bound > 0 else (0.0, False, least_cost, None)
+
+
+def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
+                  least_cost: float) -> tuple[float | None, float]:
+    """The LP relaxation's ratio bound and least cost for a large model solved from a caller's plan (a
+    small one needs neither: its MILPs prove the ratio in seconds); what it had when the LP gives none."""
+    try:
+        bound, lp_cost, _ = _lp_ratio_bound(form, config)
+    except SolveTimeoutError:
+        return upper, least_cost
+    if not bound:
+        return upper, least_cost
+    return bound, max(least_cost, lp_cost)
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,

@@ -130,6 +130,8 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
                 continue  # left free: a later round may need this pool for what it rounds down
             if abs(x - round(x)) <= COUNT_EPS:
                 fixed[var] = int(round(x))
+                lp.fix(var, float(fixed[var]))  # held in the LPs after it too, or they move it and the
+                # counts returned break the hardware rows (100 sites × 12 classes: 11 inventory rows)
             else:
                 fractional.append(var)
         if not fractional:

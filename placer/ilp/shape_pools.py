@@ -83,8 +83,11 @@ def drop_dominated(problem: Problem, pools: list, instances: dict, decode: dict,
                 by_shape[shape] = _p_profile(problem, im) if q.role == P else _decode_profile(decode[q], im)
             profiles[q.key] = by_shape[shape]
     dropped = {}
+    siblings: dict[tuple, list] = {}  # (role, dc, chip) -> its keys, grouped once (100 sites: 2.8 s as a scan)
+    for k in profiles:
+        siblings.setdefault(k[:3], []).append(k)
     for key, prof in profiles.items():
-        rivals = [k for k in profiles if k[:3] == key[:3] and k[3] != key[3] and int(k[3]) == int(key[3])]
+        rivals = [k for k in siblings[key[:3]] if k[3] != key[3] and int(k[3]) == int(key[3])]
         for other in rivals:
             beats = _dominates(profiles[other], prof)
             if beats and (not _dominates(prof, profiles[other]) or _order(other[3]) < _order(key[3])):

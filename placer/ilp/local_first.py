@@ -1,0 +1,83 @@
+"""A plan first at fleet scale: the same problem without its WAN lines, rounded, before the whole model exists.
+
+in:  a :class:`~placer.problem.Problem` with many sites and classes, its :class:`~placer.ilp.data.Architecture`,
+     the solve's started :class:`~placer.ilp.config.SolveConfig`
+out: :func:`local_plan`: the formulation of the problem without lines (every KV move by RDMA inside its
+     datacenter) and a plan of it (:class:`LocalPlan`) — or None when it has none in its share of the time;
+     :func:`worth_it`: whether a problem is large enough for it.
+
+Why: at 100 sites × 12 classes the whole model (287 000 columns, 1.5 M non-zeros) takes 20-55 s to build on
+2 shared cores and its LP relaxation more than 30 s, so its rounded LP (:mod:`placer.ilp.rounding`) could not
+give a plan within 30 s. Dropping the lines leaves every pool and queue (pools, tiers and prices do not depend
+on the lines) but only the flows that stay in their datacenter: about a tenth of the columns, so its build,
+its LP and its rounding take seconds.
+
+Why a plan of it is a plan of the whole problem: the lines only add flows (columns) and the link rows (C8)
+that count them. Every other row of the whole model holds the same coefficients on the columns both models
+share — P and decode capacities, mix, demand, SLA, inventory, power — and a P queue's memory row (C4), where
+the whole model keeps it, is implied for the local flows by their (C3) (each local flow passed that test:
+:func:`placer.ilp.columns.implied`). So the local plan, by variable name with every other column at 0, breaks
+no row of the whole model; :func:`placer.ilp.starts._feasible_start` checks it anyway before Dinkelbach starts
+from it from below. Its ratio is a lower bound only: the certified gap comes from the whole model's LP
+relaxation and MILP bounds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+
+from placer.errors import SolveTimeoutError
+from placer.ilp.config import SolveConfig, building_within
+from placer.ilp.data import Architecture
+from placer.ilp.formulation import Formulation, build
+from placer.ilp.starts import _lp_ratio_bound, _report, _rounded_start
+from placer.problem import Problem
+
+#: Problems with at least this many (sites × classes), and lines, get a local plan first: 100 × 12 = 1200
+#: (the whole model: no plan within 30 s without it); 16 × 12 = 192 and the bundled sixteen-dc (16 × 8)
+#: get their first plan from the restricted seed MILP in seconds, as before.
+LOCAL_FIRST_SITE_CLASSES = 600
+#: Share of the time left that the local model's build, LP and rounding may take together.
+LOCAL_SHARE = 0.4
+
+
+@dataclass
+class LocalPlan:
+    """The local model and its plan: ``values`` by variable index, ``by_name`` for the whole model."""
+
+    form: Formulation
+    values: list[float]
+    ratio: float  # SLA goodput per USD/h of the plan
+
+    @property
+    def by_name(self) -> dict[str, float]:
+        return {v.name: x for v, x in zip(self.form.model.vars, self.values) if x != 0.0}
+
+
+def worth_it(problem: Problem) -> bool:
+    """Whether ``problem`` is large enough that its whole model cannot give a plan in seconds."""
+    return bool(problem.links) and len(problem.datacenters) * len(problem.classes) >= LOCAL_FIRST_SITE_CLASSES
+
+
+def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began: float) -> LocalPlan | None:
+    """The plan of ``problem`` without its lines: the local model built, its LP relaxation's least-cost
+    solution rounded (:mod:`placer.ilp.rounding`), within :data:`LOCAL_SHARE` of what is left of
+    ``config`` (started by the caller); None when it gives no plan in that time. ``config.progress`` hears
+    it as the "first plan" (no bound yet: the whole model's LP gives that)."""
+    share = dataclasses.replace(config, deadline=time.monotonic() + LOCAL_SHARE * config.left_s(), progress=None)
+    local = dataclasses.replace(problem, links={}, line_capacity={})
+    try:
+        with building_within(share):
+            form = build(local, arch, "bcr")
+        bound, _, cheapest = _lp_ratio_bound(form, share)
+        if bound is None or not cheapest:
+            return None
+        first = _rounded_start(form, share, cheapest, None, began, share=1.0)
+    except SolveTimeoutError:
+        return None
+    if first is None:
+        return None
+    _report(config, "first plan", first.lam, None, began)
+    return LocalPlan(form, first.hint, first.lam)
