@@ -27,3 +27,32 @@ def test_drawn_scenarios_are_valid_and_span_the_ranges():
             assert 2 <= len(problem.classes) <= 11  # relay settings add their cold class
     assert max(len(d["datacenters"]) for d in drawn) >= 6
     assert all(0.2 <= load_fraction(3, i) <= 0.97 for i in range(20))
+
+
+def test_a_plans_directory_pairs_runs_each_scenario_solved_once(monkeypatch, tmp_path, small_plan):
+    """``bench_agreement.py --random N --plans-dir D``: the second run reads the plans the first solved
+    (the same plan simulated again: paired before/after runs), a changed time limit solves again."""
+    from pathlib import Path
+
+    from bench.agreement_cases import small_pdd_dict
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[3] / "bench"))
+    import agreement_stats
+
+    solves = []
+
+    def solve(problem, config):
+        solves.append(config.time_limit_s)
+        return small_plan
+
+    monkeypatch.setattr(agreement_stats, "random_scenario", lambda seed, i: {**small_pdd_dict(), "name": f"rnd-{seed}-{i}"})
+    monkeypatch.setattr(agreement_stats, "at_load", lambda data, fraction: data)
+    monkeypatch.setattr(agreement_stats, "optimize", solve)
+    first = agreement_stats.solve_case(7, 3, 20.0, tmp_path)
+    again = agreement_stats.solve_case(7, 3, 20.0, tmp_path)
+    assert solves == [20.0] and (tmp_path / "rnd-7-3.json").is_file()
+    assert again[0] == first[0] and again[1].to_json() == small_plan.to_json() and again[2] == ""
+    agreement_stats.solve_case(7, 3, 5.0, tmp_path)  # another time limit: another plan
+    assert solves == [20.0, 5.0]
+    agreement_stats.solve_case(7, 3, 5.0, None)  # no directory: always solved
+    assert solves == [20.0, 5.0, 5.0]
