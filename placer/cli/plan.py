@@ -47,6 +47,7 @@ from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.perturb import check_fraction
 from placer.profiles.records import measured_from_all
+from placer.report.tables import headline
 from placer.report.why import explain
 from placer.robust import optimize_robust
 from placer.sim.config import SimConfig
@@ -273,6 +274,7 @@ def compare(
                 "scaled": {k: dump(v) for k, v in result.get("scaled", {}).items()}}
         if "break_even" in result:
             body["break_even"] = result["break_even"]
+        body["headline"] = headline(result)
         print(json.dumps(body, indent=2))
     else:
         out.print(compare_view(result))

@@ -9,6 +9,7 @@ from fastapi import APIRouter
 
 from placer.optimize import SolveConfig
 from placer.plan import Plan
+from placer.report.tables import headline
 from placer.service.api.deps import ServiceDep
 from placer.service.api.errors import DEADLINE
 from placer.service.api.routers.plans import scenario_spec
@@ -24,15 +25,19 @@ def _dump(value: Any) -> Any:
 
 
 @router.post("/compare", response_model=dict[str, Any],
-             responses={200: {"description": '{"pdd": <plan>, "baselines": {"same-dc-pd": <plan or {"error", "rules"}>, ...}, '
-                                             '"scaled": {"same-dc-pd": <plan at equal load>, ...}}'}, **DEADLINE})
+             responses={200: {"description": '{"pdd": <plan>, '
+                                             '"baselines": {"same-dc-pd": <plan or {"error", "rules"}>, ...}, '
+                                             '"scaled": {"same-dc-pd": <plan at equal load>, ...}, '
+                                             '"headline": "within the inventory: ..."}'}, **DEADLINE})
 async def compare(body: CompareRequest, service: ServiceDep):
     """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd = Splitwise,
     prfaas, agg), each plan's ``baseline.rules`` its rules in one line; a baseline that carries less than the
     offered load says the most it carries within the SLA on the inventory (``baseline.max_within_inventory_rps``)
     and comes again at equal load with scaled inventories (``baseline.beyond_inventory``: the chips bought);
     a cross-datacenter baseline in one datacenter is ``{"error": "not applicable: one datacenter",
-    "not_applicable": true}``. In a child process killed at (1 + 2 × baselines) × the time limit +
+    "not_applicable": true}``; ``headline``: what each side serves within the inventory, then the
+    equal-load comparison and what it assumed (:func:`placer.report.tables.headline`, as the CLI
+    prints it). In a child process killed at (1 + 2 × baselines) × the time limit +
     ``Settings.job_margin_s`` (504)."""
     service.check_capacity()
 
@@ -45,6 +50,7 @@ async def compare(body: CompareRequest, service: ServiceDep):
                                  measured or None, what="comparison",
                                  deadline=work.compare_deadline(body.time_limit_s, service.settings.job_margin_s))
         return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()},
-                "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()}}
+                "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()},
+                "headline": headline(result)}
 
     return await asyncio.wrap_future(service.submit(compare_in_child))
