@@ -46,9 +46,9 @@ RULES = {
                    "(no decode-side cache, no RelayDecode)",
     "hetero-same-dc-pd": "Splitwise: P and D on any chip types of one datacenter, KV over RDMA "
                          "(each datacenter tried, the best kept)",
-    "prfaas": "PrfaaS: decode in one local datacenter; prompts above a threshold of uncached tokens "
-              "prefilled in another datacenter and their KV shipped back over the line, the rest "
-              "prefilled locally; no RelayDecode (each local datacenter tried; the MILP picks the threshold)",
+    "prfaas": "PrfaaS: decode in one local datacenter; long uncached prompts prefilled in another "
+              "datacenter and their KV shipped back over the line, the rest prefilled locally (the MILP "
+              "picks local or remote per class: the threshold); no RelayDecode (each local datacenter tried)",
     "agg": "aggregated serving only (chunked prefill in decode batches), any chips in any "
            "datacenters; no KV moves",
 }
