@@ -43,3 +43,29 @@ def test_a_kernel_memory_bound_on_h200_is_not_charged_the_compute_gap_on_h20():
     compute_h20 = flops / 148e12
     assert own == pytest.approx(max(compute_h20 / H20.compute_efficiency, 3 * nbytes / 4.0e12))
     assert own < 3 * compute_h20  # the efficiency-ratio transfer's answer
+
+
+def test_a_transferred_decode_attention_carries_the_one_query_call_the_table_timed():
+    """A decode attention row times one query per sequence; with speculative positions the caller
+    scales after. The transfer must see that call's FLOPs and bytes — not the speculative step's,
+    which would make MLA decode look compute bound on H200 and charge H20's compute gap twice."""
+    from dataclasses import fields
+
+    from placer.catalog import get_model
+    from placer.perfmodel.engines import _KERNEL_CLASSES
+    from placer.perfmodel.op_costs import OpCosts
+    from placer.shapes import Shape, shape_model
+    from tests.placer.perfmodel_kernels.test_kernel_layout import Recording
+
+    asked = {}
+    for accept in (1.0, 1.85):
+        base = shape_model(Shape(16, "dep"), H20, get_model("deepseek-v3"), "fp8", "bf16", mtp_accept=accept)
+        ops = OpCosts(H20, Recording(), H200, "transferred from h200_sxm test 0")
+        seen = []
+        measured_s = ops.measured_s
+        ops.measured_s = lambda family, args, *rest, _m=measured_s, _seen=seen: (
+            _seen.append(rest) if family == "generation_mla" else None) or _m(family, args, *rest)
+        im = _KERNEL_CLASSES[type(base)](**{f.name: getattr(base, f.name) for f in fields(base)}, ops=ops)
+        im.step_s(768, 4864)
+        asked[accept] = seen[0][:2]  # (FLOPs, bytes)
+    assert asked[1.85] == pytest.approx(asked[1.0])
