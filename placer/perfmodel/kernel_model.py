@@ -216,10 +216,12 @@ class KernelForward:
         heads, kv_heads = m.q_heads / t, max(1.0, m.kv_heads / t)
         # FLOPs and bytes of the call the table timed (a decode row is one query per sequence: the
         # caller scales speculative positions after), which the transfer carries to another chip
+        # (an MLA prefill row has no cached prefix: the caller scales one in after)
         timed = queries if prefill else 1.0
-        flops = batch * self._attn_work(start, start + timed, prefill) * self.attn_flops_per_s / self.flops_per_s \
+        past = 0.0 if prefill and m.attn == "mla" else start
+        flops = batch * self._attn_work(past, past + timed, prefill) * self.attn_flops_per_s / self.flops_per_s \
             / (m.layers * t)
-        bytes_ = batch * (start + timed) * m.kv_bytes_per_token_per_layer(kv) * kv_heads / max(m.kv_heads, 1)
+        bytes_ = batch * (past + timed) * m.kv_bytes_per_token_per_layer(kv) * kv_heads / max(m.kv_heads, 1)
         args: tuple
         if m.attn == "gqa":
             family = "context_attention" if prefill else "generation_attention"
