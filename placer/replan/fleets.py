@@ -225,6 +225,8 @@ class FleetState:
     breaks: int = 0  # changes applied break-before-make
     chips_lost: int = 0  # taken away by inventory changes
     backlog: float = 0.0  # requests queued at the end of the last window (placer.replan.backlog)
+    #: window index → (requests offered, the simulated run's finished requests) per stretch: the served log
+    served_log: dict = field(default_factory=dict)
     strategy: str = MAKE_BEFORE_BREAK  # the strategy of the change under way
 
     def apply(self, plan: Plan | Pools, now_s: float, problem: Problem, instant: bool = False) -> None:

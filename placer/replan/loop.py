@@ -38,7 +38,8 @@ from placer.replan.backlog import carry
 from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan, within_inventory
 from placer.replan.summary import FleetTally, day_json
 from placer.replan.timeline import Timeline, Window, fit_window, windows
-from placer.sim import SimConfig, simulate
+from placer.sim import SimConfig
+from placer.sim.records import simulate_recorded
 from placer.specs import Scenario
 
 FLEETS = ("static", "peak", "replanned", "oracle")
@@ -53,6 +54,7 @@ class DayConfig:
     requests_per_window: int = 2000
     fit_requests: int = 2000
     carry_queues: bool = True  # False: each window from empty queues, nothing carried (the old account)
+    fit_served: bool = True  # the job fits the requests its simulated fleet served; False: the windows' classes
     seed: int = 0
     solve: SolveConfig = field(default_factory=lambda: SolveConfig("bcr", "ortools", 30.0, marginals=False))
 
@@ -88,21 +90,32 @@ def _day_workload(scenario: Scenario, wins: list[Window]) -> Scenario:
     return scenario.model_copy(update={"workload": workload})
 
 
-def _fit_records(wins: list[Window], rng: random.Random, cap: int) -> tuple[list[dict], float]:
-    """Requests of the given windows, drawn from their classes by share (at most ``cap``), and their rate."""
+def _fit_records(wins: list[Window], rng: random.Random, cap: int, log: dict | None = None) -> tuple[list[dict], float]:
+    """Requests of the given windows (at most ``cap``, each window's part by its requests) and their rate:
+    drawn from the fleet's served log (``log``: window index → (weight, records) per simulated stretch,
+    the requests its simulated pools finished), else — a window no stretch of which served — from the
+    window's classes by share."""
     total = sum(w.requests for w in wins)
     records = []
     for w in wins:
-        cls = w.scenario.workload.classes
         n = max(1, round(cap * w.requests / total))
+        stretches = [(weight, rows) for weight, rows in (log or {}).get(w.index, []) if rows and weight > 0]
+        if stretches:
+            for weight, rows in stretches:
+                k = max(1, round(n * weight / sum(x for x, _ in stretches)))
+                records.extend({key: r[key] for key in ("input_tokens", "output_tokens", "hit_rate")}
+                               for r in rng.choices(rows, k=k))
+            continue
+        cls = w.scenario.workload.classes
         for c in rng.choices(cls, weights=[c.share for c in cls], k=n):
             records.append({"input_tokens": c.input_tokens, "output_tokens": c.output_tokens,
                             "hit_rate": c.hit_rate})
     return records, total / sum(w.length_s for w in wins)
 
 
-def _fitted_scenario(window: Window, history: list[Window], rng: random.Random, config: DayConfig) -> Scenario:
-    records, rate = _fit_records(history, rng, config.fit_requests)
+def _fitted_scenario(window: Window, history: list[Window], rng: random.Random, config: DayConfig,
+                     log: dict | None = None) -> Scenario:
+    records, rate = _fit_records(history, rng, config.fit_requests, log)
     _, classes = fit_window(records, 1.0, window.scenario.options)
     workload = window.scenario.workload.model_copy(update={"arrival_rps": rate, "classes": classes})
     return window.scenario.model_copy(update={"workload": workload})
@@ -148,9 +161,11 @@ class _Replanner:
         return candidate
 
 
-def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, seed: int) -> dict | None:
+def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, seed: int
+         ) -> tuple[dict, list[dict]] | None:
+    """One simulator run of ``pools`` and its request log (:func:`placer.sim.records.simulate_recorded`)."""
     try:
-        return simulate(problem, pools_plan(template, pools), SimConfig(requests=n, seed=seed, load_rps=rate)).data
+        return simulate_recorded(problem, pools_plan(template, pools), SimConfig(requests=n, seed=seed, load_rps=rate))
     except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
         return None
 
@@ -162,7 +177,8 @@ def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfi
     nothing serves. Run only where a stretch's queue grows or a backlog arrives."""
     key = ("capacity", window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in pools.items())))
     if key not in cache:
-        res = _run(problem, template, pools, window, config.requests_per_window, 4 * window.rate_rps, config.seed)
+        got = _run(problem, template, pools, window, config.requests_per_window, 4 * window.rate_rps, config.seed)
+        res = got[0] if got else None
         if not res or not res.get("simulated_s"):
             cache[key] = 0.0
         else:
@@ -183,14 +199,16 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
         key = (window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in seg.serving.items())),
                n)
         if key not in cache:
-            res = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed)
-            if res is None:
-                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True)
+            got = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed)
+            if got is None:
+                cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True, [])
             else:
+                res, records = got
                 grows = any("grows" in line for line in res.get("warnings", []))  # a queue the run cannot drain
                 cache[key] = (res["goodput_rps"] / res["offered_rps"], res["ttft_p50_s"], res["ttft_p90_s"],
-                              res["ttft_p99_s"], grows)
-        frac, p50, p90, p99, grows = cache[key]
+                              res["ttft_p99_s"], grows, records)
+        frac, p50, p90, p99, grows, records = cache[key]
+        fleet.served_log.setdefault(window.index, []).append((offered, records))
         cap = None  # a steady queue with nothing carried in: the from-empty run is the stretch's truth
         if config.carry_queues and (grows or fleet.backlog > 0):
             cap = capacity_of(problem, template, window, seg.serving, config, cache)
@@ -240,7 +258,8 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
             fleets["oracle"].apply(oracle, w.start_s, problem, instant=True)
         history = [h for h in wins if h.start_s < w.start_s and h.start_s + h.length_s > w.start_s - fit_s]
         if history:
-            chosen = replanner.step(w.start_s, _fitted_scenario(w, history, rng, config))
+            log = fleets["replanned"].served_log if config.fit_served else None
+            chosen = replanner.step(w.start_s, _fitted_scenario(w, history, rng, config, log))
             if chosen is not None:
                 fleets["replanned"].apply(chosen, w.start_s, problem)
         solve_s += time.perf_counter() - t
