@@ -8,12 +8,11 @@ out: :class:`KernelForward`, a mixin whose subclass of the instance's own class 
      ``max_batch``) from the measured kernels; ``source_of_prefill`` / ``source_of_step`` name what
      was measured and what fell back to the roofline.
 
-The calls of one transformer layer on one rank (t = tensor-parallel degree of attention: the
-stage's chips, or 1 with data-parallel attention; rows per rank m = forward rows / d, d = the
-data-parallel ranks):
+The calls of one layer on one rank (t = tensor-parallel degree of attention: the stage's chips, or 1
+with data-parallel attention; rows per rank m = forward rows / d, d = the data-parallel ranks):
 
-* the GEMMs of each layer by their real shapes (:mod:`~placer.perfmodel.layer_gemms`: QKV / O or MLA's
-  projections, the FFN or shared experts, each split over t);
+* the GEMMs of each layer by their real shapes and dtypes (:mod:`~placer.perfmodel.layer_gemms`: QKV / O
+  or MLA's fused and bf16-in-NVFP4 projections, the FFN or shared experts, each split over t);
 * routed experts: the grouped expert GEMMs of one MoE layer, ``moe_s`` over the group's tokens:
   with data-parallel attention (``dep``) experts split ep = chips ways; with tensor-parallel attention
   (MoE shape ``tp``) every expert tensor parallel over the chips (moe_tp = chips, ep 1), as the engines
@@ -41,7 +40,7 @@ from functools import cached_property
 from placer.catalog import KV_PRECISIONS, WEIGHT_PRECISIONS
 from placer.perfmodel.collectives import InstanceCollectives
 from placer.perfmodel.constants import ACT_BYTES, KERNEL_KINDS, gemm_efficiency
-from placer.perfmodel.layer_gemms import layer_gemms
+from placer.perfmodel.layer_gemms import FP4_UNQUANTIZED, layer_gemms
 from placer.perfmodel.op_costs import OpCosts
 
 #: composed forwards kept per instance (decode kernels by (sequences, queries, context); prefill chunks)
@@ -49,12 +48,6 @@ FORWARD_MEMO_ENTRIES = 8192
 #: query positions per sequence from which a decode forward is costed as prefill attention over the
 #: context (extend-decode after a handoff), not as a decode step
 EXTEND_QUERIES = 16
-#: MLA's latent projections, left unquantized (bf16) in an NVFP4 checkpoint: NVIDIA's NVFP4 DeepSeek-R1
-#: checkpoints quantize the dense and expert FFNs and keep the attention modules in bf16 (TensorRT-LLM
-#: tech blog 1, "Precision Strategy": "64x Attention Modules bf16", "Dense FFN / MoE FFN nvfp4"); their
-#: -v2 releases, the ones TensorRT-LLM's performance overview serves, "additionally quantize the wo
-#: module" (model cards of nvidia/DeepSeek-R1-FP4-v2, -0528-FP4-v2), so O stays FP4
-FP4_UNQUANTIZED = frozenset({"qkv_a", "q_b", "kv_b"})
 #: kinds of op a source names, in order
 OP_NAMES = ("gemm", "moe", "attention", "allreduce", "elementwise", "alltoall")
 
@@ -116,15 +109,13 @@ class KernelForward:
 
     # ---- one op ----------------------------------------------------------------------------
     def _gemm(self, rows: float, n: float, k: float, seen: dict, name: str = "") -> tuple[float, float, float]:
-        """(seconds, roofline compute s, roofline memory s) of one GEMM of ``rows`` rows on one rank
-        (``name``: the layer GEMM's, :mod:`layer_gemms`; it picks the unquantized ones, :data:`FP4_UNQUANTIZED`)."""
+        """(seconds, roofline compute s, roofline memory s) of one GEMM ``name`` of ``rows`` rows on one rank."""
         rows = max(rows, 1.0)
         flops = 2 * rows * n * k
         dtype = self._gemm_dtype
-        compute_dtype, bytes_per_param = self.compute_dtype, self.bytes_per_param
+        compute_dtype, w_bytes = self.compute_dtype, n * k * self.bytes_per_param
         if dtype == "fp4" and self.model.attn == "mla" and name in FP4_UNQUANTIZED:
-            dtype, compute_dtype, bytes_per_param = "bf16", "bf16", WEIGHT_PRECISIONS["bf16"].bytes_per_value
-        w_bytes = n * k * bytes_per_param
+            dtype, compute_dtype, w_bytes = "bf16", "bf16", n * k * WEIGHT_PRECISIONS["bf16"].bytes_per_value
         compute = flops / (self.chip.flops_per_s(compute_dtype) * gemm_efficiency(rows))
         memory = (w_bytes + ACT_BYTES * rows * (n + k)) / self.chip.mem_bw_bytes_per_s
         if dtype is None:
@@ -214,9 +205,8 @@ class KernelForward:
         """One layer's attention on one rank from the tables (None: not measured)."""
         m = self.model
         heads, kv_heads = m.q_heads / t, max(1.0, m.kv_heads / t)
-        # FLOPs and bytes of the call the table timed (a decode row is one query per sequence: the
-        # caller scales speculative positions after), which the transfer carries to another chip
-        # (an MLA prefill row has no cached prefix: the caller scales one in after)
+        # FLOPs and bytes of the call the table timed, for the transfer: one decode query per sequence,
+        # an MLA prefill without a cached prefix (the caller scales speculative positions / a prefix in)
         timed = queries if prefill else 1.0
         past = 0.0 if prefill and m.attn == "mla" else start
         flops = batch * self._attn_work(past, past + timed, prefill) * self.attn_flops_per_s / self.flops_per_s \

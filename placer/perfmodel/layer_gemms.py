@@ -27,6 +27,13 @@ MLA_Q_LORA_RANK = 1536
 
 Gemms = tuple[tuple[str, float, float], ...]
 
+#: MLA's latent projections, left unquantized (bf16) in an NVFP4 checkpoint: NVIDIA's NVFP4 DeepSeek-R1
+#: checkpoints quantize the dense and expert FFNs and keep the attention modules in bf16 (TensorRT-LLM
+#: tech blog 1, "Precision Strategy": "64x Attention Modules bf16", "Dense FFN / MoE FFN nvfp4"); their
+#: -v2 releases, the ones TensorRT-LLM's performance overview serves, "additionally quantize the wo
+#: module" (model cards of nvidia/DeepSeek-R1-FP4-v2, -0528-FP4-v2), so O stays FP4
+FP4_UNQUANTIZED = frozenset({"qkv_a", "q_b", "kv_b"})
+
 
 def layer_gemms(m: ModelConfig, t: int, pp: int, ffn_width: float, dense_params: float) -> tuple[tuple[float, Gemms], ...]:
     """(layers per stage, ((name, n, k), ...)) for each group of identical layers, per rank."""
