@@ -151,7 +151,9 @@ def _solve_local_first(problem: Problem, arch: Architecture,
     try:
         return solve_architecture(problem, arch, config, feasible_start=local.by_name)
     except SolveTimeoutError:
-        outcome = Outcome(local.values, "feasible", math.inf, time.perf_counter() - began, "rounding", 0, local.ratio)
+        gap = (local.ceiling - local.ratio) / local.ratio if local.ceiling else math.inf
+        outcome = Outcome(local.values, "feasible", max(0.0, gap), time.perf_counter() - began, "rounding", 0,
+                          local.ratio)
         return extract(local.form, outcome, "bcr"), local.form, outcome
 
 

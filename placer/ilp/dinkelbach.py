@@ -40,7 +40,7 @@ from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: calle
 )
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
-    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, _Dinkelbach, _feasible_start, _goodput, _left_s,
+    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, capacity_bound, _Dinkelbach, _feasible_start, _goodput, _left_s,
     _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
 )
 
@@ -197,13 +197,18 @@ def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
                   least_cost: float) -> tuple[float | None, float]:
     """The LP relaxation's ratio bound and least cost for a large model solved from a caller's plan (a
     small one needs neither: its MILPs prove the ratio in seconds); what it had when the LP gives none."""
+    ceiling = capacity_bound(form)  # valid at once; the LP's is tighter when it finishes
+    if ceiling is not None:
+        problem = form.problem
+        served = problem.options.min_served_fraction * problem.arrival_rps
+        upper, least_cost = min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
     try:
         bound, lp_cost, _ = _lp_ratio_bound(form, config)
     except SolveTimeoutError:
         return upper, least_cost
     if not bound:
         return upper, least_cost
-    return bound, max(least_cost, lp_cost)
+    return min(bound, upper or bound), max(least_cost, lp_cost)
 
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,

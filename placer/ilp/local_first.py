@@ -32,7 +32,7 @@ from placer.errors import SolveTimeoutError
 from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.data import Architecture
 from placer.ilp.formulation import Formulation, build
-from placer.ilp.starts import _lp_ratio_bound, _report, _rounded_start
+from placer.ilp.starts import _lp_ratio_bound, _report, _rounded_start, capacity_bound
 from placer.problem import Problem
 
 #: Problems with at least this many (sites × classes), and lines, get a local plan first: 100 × 12 = 1200
@@ -50,6 +50,7 @@ class LocalPlan:
     form: Formulation
     values: list[float]
     ratio: float  # SLA goodput per USD/h of the plan
+    ceiling: float | None = None  # capacity_bound of the whole problem (same pools), None when not derived
 
     @property
     def by_name(self) -> dict[str, float]:
@@ -65,7 +66,8 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
     """The plan of ``problem`` without its lines: the local model built, its LP relaxation's least-cost
     solution rounded (:mod:`placer.ilp.rounding`), within :data:`LOCAL_SHARE` of what is left of
     ``config`` (started by the caller); None when it gives no plan in that time. ``config.progress`` hears
-    it as the "first plan" (no bound yet: the whole model's LP gives that)."""
+    it as the "first plan" with :func:`~placer.ilp.starts.capacity_bound`'s ceiling (the local model's pools, queues
+    and designs are the whole model's, so it holds for the whole problem; its LP bound would not)."""
     share = dataclasses.replace(config, deadline=time.monotonic() + LOCAL_SHARE * config.left_s(), progress=None)
     local = dataclasses.replace(problem, links={}, line_capacity={})
     try:
@@ -79,5 +81,6 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
         return None
     if first is None:
         return None
-    _report(config, "first plan", first.lam, None, began)
-    return LocalPlan(form, first.hint, first.lam)
+    ceiling = capacity_bound(form)  # the local model's pools are the whole model's
+    _report(config, "first plan", first.lam, ceiling, began)
+    return LocalPlan(form, first.hint, first.lam, ceiling)

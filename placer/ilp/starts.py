@@ -143,3 +143,35 @@ def _min_cost(form: Formulation) -> float:
     p = min((form.cost[v] for key, v in form.n.items() if key[0] == P), default=1.0)
     d = min((form.cost[v] for key, v in form.n.items() if key[0] != P), default=1.0)
     return p + d
+
+
+def capacity_bound(form: Formulation) -> float | None:
+    """A ceiling on goodput/cost (per USD/h) from the capacity rows alone, in milliseconds where the LP
+    relaxation of a large model takes minutes; None for models with aggregated pools (not derived for them).
+
+    Every served request of class k is prefilled on some P queue p — (C3) and (C0) give n_p ≥ Σ pre[k,p]·x / u,
+    u the pool's highest tier — and decodes its O_k tokens on some decode pool q — (C6): n_q ≥ Σ z·O_k·t_q /
+    (u·B_q) (MD or D; RLD for a filtered request). So a plan serving G req/s costs at least G·c with c =
+    Σ_k s_k (min_p price_p·pre[k,p]/u_p + min_q price_q·O_k·t_q/(u·B_q)), P and decode pools being apart; its
+    goodput is at most G, so its ratio is at most 1/c, whatever G. Weak (no SLA, mix, inventory or whole
+    instances), but valid: a gap certified from the first plan on."""
+    from placer.pdd import AGG, P
+
+    if any(q.role == AGG for q in form.pools):
+        return None
+    problem, cap = form.problem, form.problem.options.utilization_cap
+    price = {key: form.cost[var] for key, var in form.n.items()}
+    top: dict = {}
+    for q in form.pools:
+        if q.role == P:
+            top[q.key] = max(top.get(q.key, 0.0), q.util)
+    per_request = 0.0
+    for k, c in enumerate(problem.classes):
+        prefill = [price[q.key] * form.prefill_s[(k, q)] / top[q.key] for q in form.pools
+                   if q.role == P and (k, q) in form.prefill_s and top[q.key] > 0]
+        decode = [price[q.key] * c.output_tokens * d.step_s / (cap * d.batch) for q, d in form.decode.items()
+                  if d.batch > 0]
+        if not prefill or not decode:
+            return None
+        per_request += c.share * (min(prefill) + min(decode))
+    return 1.0 / per_request if per_request > 0 else None

@@ -10,8 +10,11 @@ from placer.errors import SolveTimeoutError
 from placer.ilp import backends, guard, local_first
 from placer.ilp.backends import SolveResult, Status
 from placer.ilp.config import SolveConfig
+from placer.ilp.dinkelbach import solve_objective
+from placer.ilp.formulation import build, pdd_architecture
 from placer.ilp.model import LinearModel
 from placer.ilp.rounding import _dive
+from placer.ilp.starts import capacity_bound
 from placer.optimize import optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
@@ -66,6 +69,15 @@ def test_a_guarded_solve_returns_the_solvers_answer(monkeypatch):
     assert res.status is Status.OPTIMAL and res.values[x] == pytest.approx(3.0)
 
 
+def test_the_capacity_ceiling_is_above_the_optimum(micro_problem):
+    """The ceiling certifies the local plan's gap before the whole model's LP exists: it must never be
+    below what the MILP proves achievable."""
+    form = build(micro_problem, pdd_architecture(micro_problem))
+    outcome = solve_objective(form, SolveConfig())
+    ceiling = capacity_bound(form)
+    assert ceiling is not None and ceiling >= outcome.ratio * (1 - 1e-9)
+
+
 @pytest.fixture(scope="module")
 def six_sites():
     return resolve(parse_scenario(scale_scenario(6, 4, seed=0)))
@@ -79,7 +91,8 @@ def test_a_large_problem_gets_its_local_plan_first_and_keeps_the_optimum(six_sit
     monkeypatch.setattr(local_first, "LOCAL_FIRST_SITE_CLASSES", 1)
     seen = []
     plan = optimize(six_sites, SolveConfig(marginals=False, progress=seen.append))
-    assert seen[0].phase == "first plan" and seen[0].incumbent is not None and seen[0].bound is None
+    assert seen[0].phase == "first plan" and seen[0].incumbent is not None
+    assert seen[0].bound >= seen[0].incumbent  # certified from the first plan on
     assert validate(six_sites, plan) == []
     gap = max(plan.solver.mip_gap, whole.solver.mip_gap) + 1e-6
     assert plan.metrics.bcr_requests_per_usd == pytest.approx(whole.metrics.bcr_requests_per_usd, rel=gap)
@@ -93,6 +106,6 @@ def test_the_local_plan_stands_when_the_whole_model_runs_out_of_time(six_sites, 
 
     monkeypatch.setattr(optimize_module, "solve_architecture", out_of_time)
     plan = optimize(six_sites, SolveConfig(marginals=False))
-    assert plan.solver.status == "feasible"
+    assert plan.solver.status == "feasible" and 0 <= plan.solver.mip_gap < float("inf")
     assert plan.metrics.bcr_requests_per_usd > 0
     assert validate(six_sites, plan) == []
