@@ -205,8 +205,7 @@ class KernelForward:
         """One layer's attention on one rank from the tables (None: not measured)."""
         m = self.model
         heads, kv_heads = m.q_heads / t, max(1.0, m.kv_heads / t)
-        # FLOPs and bytes of the call the table timed, for the transfer: one decode query per sequence,
-        # an MLA prefill without a cached prefix (the caller scales speculative positions / a prefix in)
+        # FLOPs and bytes of the call timed, for the transfer (one decode query; MLA prefill: no prefix)
         timed = queries if prefill else 1.0
         past = 0.0 if prefill and m.attn == "mla" else start
         flops = batch * self._attn_work(past, past + timed, prefill) * self.attn_flops_per_s / self.flops_per_s \
