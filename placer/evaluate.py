@@ -275,9 +275,25 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
                if k.role == role and k.datacenter == dc and s.busy)
 
 
+def _site_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str], tuple[float, float]]:
+    """(share of arrivals that wait for KV room, mean seconds those wait) per (role, datacenter) of
+    decoders, over the site's pools by the requests each takes; an overloaded pool has no steady
+    state to wait in (its flows miss the TPOT SLA: :func:`_meets_tpot`) and is left out."""
+    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    for k, st in decode.items():
+        if st.busy and not st.overloaded:
+            w = st.count * sum(r for r, _, _ in st.kv_items)
+            row = sums[(k.role, k.datacenter)]
+            row[0] += w
+            row[1] += w * st.kv_wait
+            row[2] += w * st.kv_wait * st.kv_wait_s
+    return {site: (waiting / arriving, waited / waiting) for site, (arriving, waiting, waited) in sums.items()
+            if waiting > 0}
+
+
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, list[InstanceWait]],
-              residuals: dict[tuple[str, str], float]) -> FlowLaw:
+              residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str], tuple[float, float]]) -> FlowLaw:
     """The TTFT law of one P assignment (:meth:`placer.flows.Route.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
     sends it to (:func:`p_instance_laws`), the line's slowdown and that decoder's wait for KV room
@@ -294,13 +310,9 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))
-    # an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA: _meets_tpot)
-    streamers = [(st.count * sum(r for r, _, _ in st.kv_items), st) for k, st in decode.items()
-                 if (k.role, k.datacenter) == site and st.busy and not st.overloaded]
-    arriving = sum(w for w, _ in streamers)
-    waiting = sum(w * st.kv_wait for w, st in streamers)
-    if waiting > 0:  # the streamer's KV wait, over the site's pools by the requests each takes
-        tail = tail.with_kv_wait(waiting / arriving, sum(w * st.kv_wait * st.kv_wait_s for w, st in streamers) / waiting)
+    share, wait_s = kv_sites.get(site, (0.0, 0.0))
+    if share > 0:
+        tail = tail.with_kv_wait(share, wait_s)
     if a.pipeline in RELAY_PIPELINES:
         ok = _meets_tpot(problem, decode, RLD, a.datacenter)
     else:
@@ -372,6 +384,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     residuals = line_residuals_s(problem, plan, classes)
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     served_waits = p_instance_laws(problem, plan, counts, models)
+    kv_sites = _site_kv_waits(decode)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
             continue
@@ -379,7 +392,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
             notes.append(_ignored(a))
             continue
         flows.append(_flow_law(problem, a, classes[a.request_class], models[a.key], decode, link_util,
-                               served_waits, residuals))
+                               served_waits, residuals, kv_sites))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     prices = token_prices(problem, plan, models, agg_prefill_shares(counts, agg_laws))
