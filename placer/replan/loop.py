@@ -272,7 +272,8 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
     data["inventory_changes"] = [{"datacenter": dc, "chip": chip, "chips": n, "hour": h}
                                  for dc, chip, n, h in timeline.inventory_changes]
-    data["startup"]["instance_s"] = {f"{r.role} {r.datacenter} {r.tp}x{r.chip}": round(startup.instance_s(problem0, r), 3)
+    data["startup"]["instance_s"] = {f"{r.role} {r.datacenter} {r.tp} {r.chip}":
+                                      round(startup.instance_s(problem0, r), 3)
                                       for r in sorted(pools_of(start).values(), key=lambda r: r.key)}
     data["timing_s"] = {"solve": round(solve_s, 2), "simulate": round(sim_s, 2),
                         "total": round(time.perf_counter() - t0, 2)}
