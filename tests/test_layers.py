@@ -120,7 +120,8 @@ def test_import_rule(modules, forbidden, at_import, why):
 
 @pytest.mark.parametrize("module,what", [("placer.pdd", "the dictionary"),
                                          ("placer.prefix", "the prefix-cache protocol"),
-                                         ("placer.kv_admission", "the KV admission rule")])
+                                         ("placer.kv_admission", "the KV admission rule"),
+                                         ("placer.change_strategy", "the make-/break-before-make rule")])
 def test_base_modules_the_executor_reads_import_only_the_standard_library(module, what):
     # PDD's dictionary and the prefix-cache protocol are read by every layer, the executor
     # included: they must not drag the physics (or anything else of ours) in.
