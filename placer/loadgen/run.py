@@ -337,7 +337,9 @@ def _beside_plan(data: dict, problem, plan, config: BenchConfig, rate: float) ->
     sim_config = SimConfig(requests=config.simulate_requests, seed=config.seed,
                            load_rps=None if config.trace else rate,
                            workload="trace" if config.trace else "classes", trace=config.trace,
-                           trace_time_scale=config.trace_time_scale)
+                           trace_time_scale=config.trace_time_scale,
+                           # the bench sends a trace's requests at its own instants: the simulator replays those
+                           spread_trace_bins=False)
     sim = simulate(problem, plan, sim_config).data
     data["simulated"] = stats.simulated(sim)
     data["error"] = {"vs_predicted": stats.relative_errors(data, data["predicted"]),
