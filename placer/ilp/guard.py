@@ -12,7 +12,7 @@ hand-over to pywraplp alone (1.5 M coefficients, one call each) took seconds pas
 be ended: the child is forked (it shares the built model copy-on-write, nothing is pickled but the result)
 and the parent waits for its answer at most until the limit. Small models (under :data:`GUARD_NONZEROS`
 coefficients) solve in this process: their limits hold, and a fork per Dinkelbach round would cost more
-than it saves. Where fork is not available the solve runs unguarded.
+than it saves. Where fork is not available, or in a daemonic worker process, the solve runs unguarded.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, 
     from placer.ilp.backends import SolveResult, Status
 
     size = nonzeros if nonzeros is not None else sum(len(row.coeffs) for row in model.rows)
-    if size < GUARD_NONZEROS or "fork" not in multiprocessing.get_all_start_methods():
+    if (size < GUARD_NONZEROS or "fork" not in multiprocessing.get_all_start_methods()
+            or multiprocessing.current_process().daemon):  # a daemonic worker may not have children
         return fn(model, backend, time_limit_s, *rest)
     start = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
