@@ -139,11 +139,9 @@ def solve_architecture(problem: Problem, arch: Architecture, config: SolveConfig
     return extract(form, outcome, config.objective), form, outcome
 
 
-def _solve_local_first(problem: Problem, arch: Architecture,
-                       config: SolveConfig) -> tuple[Plan, Formulation, Outcome]:
-    """A large problem's plan from its local plan first (:mod:`placer.ilp.local_first`): Dinkelbach on the
-    whole model starts from it; when the whole model's build or its solve ends the budget before any
-    plan of its own, the local plan is the answer ("feasible", its gap unknown)."""
+def _solve_local_first(problem: Problem, arch: Architecture, config: SolveConfig) -> tuple[Plan, Formulation, Outcome]:
+    """A large problem's local plan first (:mod:`placer.ilp.local_first`), the whole model's Dinkelbach from it;
+    out of time before that, the local plan ("feasible", its gap from :func:`placer.ilp.starts.capacity_bound`)."""
     began = time.perf_counter()
     local = local_first.local_plan(problem, arch, config, began)
     if local is None:
