@@ -40,7 +40,8 @@ from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: calle
 )
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
-    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, capacity_bound, _Dinkelbach, _feasible_start, _goodput, _left_s,
+    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, capacity_bound, _Dinkelbach, _feasible_start,
+    _goodput, _left_s,
     _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
 )
 
