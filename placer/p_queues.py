@@ -151,7 +151,11 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
         if abs(target - ride) < 1e-7:
             break
         ride = 0.5 * (ride + target)
-    return dataclasses.replace(law, ride=ride, mate_cost_s=mate) if law.rho < 1.0 else law
+    if law.rho >= 1.0:
+        return law
+    # the service points with these moments: the wait's whole law, not only its mean
+    service = tuple(zip(frac, times))
+    return dataclasses.replace(law, ride=ride, mate_cost_s=mate, service=service)
 
 
 # --- TTFT of a mixture of flows --------------------------------------------------------

@@ -3,7 +3,8 @@ line, and the M/G/1 waiting time of a P queue.
 
 in:  bytes, a line's rate, RTT and utilisation; a queue's utilisation and service moments
 out: :func:`wan_transfer_s` (mean seconds of one transfer under processor sharing),
-     :class:`WaitModel` (mean wait, P(W > t), quantiles) and :func:`spread_points` (a class
+     :class:`WaitModel` (mean wait, P(W > t) — the whole M/G/1 law where the service points are
+     given, :mod:`placer.mg1_wait` — quantiles) and :func:`spread_points` (a class
      whose lengths vary, as two lengths with its mean and variance: what E[S²] needs). The tails built on these live in
      :mod:`placer.ttft_tail`, the P-queue layouts in :mod:`placer.flows`.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from placer.mg1_wait import WaitShape, wait_shape
 
 
 def wan_transfer_s(n_bytes: float, link_bytes_per_s: float, rtt_s: float, utilization: float) -> float:
@@ -61,6 +64,16 @@ class WaitModel:
     mate_cost_s: float = 0.0
     """Mean seconds one more short prompt adds to a packed forward (its prefill alone less the
     weight read it shares); 0 where prompts are not packed."""
+    service: tuple[tuple[float, float], ...] = ()
+    """The service times as points ((probability, seconds), ...) with these moments: where given,
+    P(W > t) is the M/G/1 wait's whole law (:func:`placer.mg1_wait.wait_shape`), not the
+    exponential of its mean; () keeps the exponential."""
+
+    def shape(self) -> WaitShape | None:
+        """The wait's whole law where the service points are known and 0 < ρ < 1; else None."""
+        if not self.service or self.rho <= 0 or self.rho >= 1:
+            return None
+        return wait_shape(self.rho, self.service)
 
     @property
     def mean_wait_s(self) -> float:
@@ -72,9 +85,13 @@ class WaitModel:
         return lam * self.second_moment_s2 / (2 * (1 - self.rho))
 
     def prob_exceeds(self, t: float) -> float:
-        """P(W > t) ≈ ρ exp(−tρ/E[W]) for t ≥ 0; 1 for t < 0."""
+        """P(W > t): the M/G/1 law of the service points (:attr:`service`), else
+        ≈ ρ exp(−tρ/E[W]) for t ≥ 0; 1 for t < 0."""
         if t < 0:
             return 1.0
+        shape = self.shape()
+        if shape is not None:
+            return shape.prob_exceeds(t)
         if self.rho <= 0:
             return 0.0
         if self.rho >= 1:
@@ -86,4 +103,7 @@ class WaitModel:
             return 0.0
         if self.rho >= 1:
             return math.inf
+        shape = self.shape()
+        if shape is not None:
+            return shape.quantile_s(q)
         return self.mean_wait_s / self.rho * math.log(self.rho / (1 - q))

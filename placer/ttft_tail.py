@@ -60,7 +60,8 @@ def ps_sojourn_var_s2(size_s: float, rho: float, residual_s: float) -> float:
 
 
 def _hypo_exceeds(wait: WaitModel, t: float, theta2: float) -> float:
-    """P(W + X > t), W the queue's wait (P(W > s) = ρ_w e^{−s/θ₁}), X ~ Exp(θ₂) independent."""
+    """P(W + X > t), W the queue's wait (P(W > s) = ρ_w e^{−s/θ₁}, or its whole M/G/1 law where
+    the queue's service points are known), X ~ Exp(θ₂) independent."""
     if t < 0.0:
         return 1.0
     rho = wait.rho
@@ -69,6 +70,9 @@ def _hypo_exceeds(wait: WaitModel, t: float, theta2: float) -> float:
     e2 = math.exp(-t / theta2)
     if rho <= 0.0:
         return e2
+    shape = wait.shape()
+    if shape is not None:  # the whole M/G/1 law, convolved with X numerically
+        return shape.prob_exceeds_plus_exp(t, theta2)
     theta1 = wait.mean_wait_s / rho
     if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
         both = (1.0 + t / theta2) * e2
