@@ -292,7 +292,7 @@ def served_design_batch(problem, plan, key, im) -> int:
     return decode_design_for(problem, im, [(classes[name], w) for name, w in held.items()])[0]
 
 
-def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
+def simulate(scenario, plan, config: SimConfig | None = None, progress=None, simulation_class=None):
     """Replay ``plan`` for ``scenario`` (a Scenario or a resolved Problem) in the simulator.
 
     Plans without per-pool ``assignments`` are first routed by
@@ -301,6 +301,9 @@ def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
     pools by :func:`placer.sim.assign.replayable`: the result's ``warnings`` say so and
     what the run measured going wrong (:func:`placer.sim.assign.overload_signs`). A plan
     naming a chip, datacenter or class the scenario lacks is an InputError.
+    ``simulation_class``: what builds the run from (problem, plan, config, progress) —
+    :class:`Simulation` or a subclass (:class:`placer.sim.records.RecordingSimulation`) — ``None`` the
+    plain one.
     """
     from placer.errors import InfeasiblePlanError
     from placer.optimize import as_problem, evaluate_plan
@@ -315,6 +318,6 @@ def simulate(scenario, plan, config: SimConfig | None = None, progress=None):
         except InfeasiblePlanError as err:
             warnings.append(f"the plan cannot carry its load ({err.reason}); replaying it as given")
             plan = replayable(problem, plan)
-    result = Simulation(problem, plan, config, progress).run()
+    result = (simulation_class or Simulation)(problem, plan, config, progress).run()
     result.data["warnings"] = [*warnings, *overload_signs(result, problem.ttft_p90_s)]
     return result

@@ -8,7 +8,7 @@ out: the run's JSON (as :func:`placer.sim.simulate`) and its records: per finish
 A subclass of :class:`placer.sim.engine.Simulation` that notes each request where it finishes; the
 event handlers are the simulator's own. The replanning loop (``placer.replan.loop``) fits the
 replanned fleet's workload from these records: the requests its simulated fleet served. Added for
-issue 46 beside the simulator's modules; it changes none of them.
+issue 46 beside the simulator's modules; :func:`placer.sim.simulate` runs it (``simulation_class``).
 """
 
 from __future__ import annotations
@@ -31,20 +31,13 @@ class RecordingSimulation(Simulation):
 
 def simulate_recorded(scenario, plan, config=None) -> tuple[dict, list[dict]]:
     """:func:`placer.sim.simulate` with the run's request log (see the module docstring)."""
-    from placer.errors import InfeasiblePlanError
-    from placer.optimize import as_problem, evaluate_plan
-    from placer.sim.assign import check_names, overload_signs, replayable
+    from placer.sim.engine import simulate
 
-    problem = as_problem(scenario)
-    check_names(problem, plan)
-    warnings = []
-    if not plan.assignments:
-        try:
-            plan = evaluate_plan(problem, plan)
-        except InfeasiblePlanError as err:
-            warnings.append(f"the plan cannot carry its load ({err.reason}); replaying it as given")
-            plan = replayable(problem, plan)
-    sim = RecordingSimulation(problem, plan, config)
-    result = sim.run()
-    result.data["warnings"] = [*warnings, *overload_signs(result, problem.ttft_p90_s)]
-    return result.data, sim.records
+    runs: list[RecordingSimulation] = []
+
+    def build(*args) -> RecordingSimulation:
+        runs.append(RecordingSimulation(*args))
+        return runs[-1]
+
+    result = simulate(scenario, plan, config, simulation_class=build)
+    return result.data, runs[0].records
