@@ -3,13 +3,17 @@ bandwidth, does PDD's BCR equal same-DC PD's?
 
 in:  a Problem, the PDD plan and the same-dc-pd baseline plan at today's figures, a SolveConfig
 out: ``{"price": {...}, "bandwidth": {...}}``, each with the figure today, the break-even
-     figure (None when there is no crossing within the searched range) and a sentence.
+     figure (None when there is no crossing within the searched range), the same-dc-pd plan it
+     is measured against (``against``: :func:`against_words`) and sentences that name it.
 
 Method: d(v) = BCR_PDD(v) − BCR_same-dc-pd(v), where v is the price of the chip named
 GPU-B (USD/h per chip) or the bandwidth of one line (Gbit/s, both directions). The
 baseline is the same-dc-pd plan of today's figures — the buyer's question is "when does
 PDD match the PD cluster I would otherwise run" — so it is re-solved at v only when that
-plan itself runs on the priced chip (a line never changes it). The search brackets a sign change of d by doubling (or halving)
+plan itself runs on the priced chip (a line never changes it). That plan is same-dc-pd **within
+the scenario's inventory** (``compare``'s ``baselines["same-dc-pd"]``, never its scaled twin): where
+it cannot carry the whole load it stops at its best BCR, partial load, while PDD carries the whole
+load — the question and the answer say so. The search brackets a sign change of d by doubling (or halving)
 v from today's value at most :data:`BRACKET_STEPS` times, then bisects it until the
 bracket is within :data:`REL_TOL` of v or :data:`MAX_BISECTIONS` re-solves are spent.
 Each re-solve gets ``per_solve_s`` seconds (a plan found within that limit counts).
@@ -123,11 +127,23 @@ class _Search:
         return (lo + hi) / 2, v, hi_none and d_lo > 0
 
 
-def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool) -> str:
+def against_words(same_dc: Plan | None) -> str:
+    """The same-dc-pd plan the answers measure against: ``same-dc-pd's plan within the inventory``,
+    with ``, serving 4.96 of 10 req/s (PDD: the whole load)`` when it carries less than the load."""
+    if same_dc is None:
+        return "same-dc-pd (no plan)"
+    m = same_dc.metrics
+    part = (f", serving {m.served_rps:.2f} of {m.offered_rps:g} req/s at its best BCR (PDD: the whole load)"
+            if m.offered_rps > 0 and m.served_rps < 0.999 * m.offered_rps else "")
+    return f"same-dc-pd's plan within the inventory{part}"
+
+
+def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool,
+              against: str) -> str:
     if at is None:
         side = "ahead of" if ahead else "behind"
-        return f"none: PDD stays {side} same-dc-pd for {what} from {now:.3g} to {farthest:.3g} {unit}"
-    return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead' if ahead else 'behind'})"
+        return f"none: PDD stays {side} {against} for {what} from {now:.3g} to {farthest:.3g} {unit}"
+    return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead of' if ahead else 'behind'} {against})"
 
 
 def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveConfig = SolveConfig(),
@@ -137,6 +153,7 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
     base_now = same_dc.metrics.bcr_requests_per_usd if same_dc is not None else 0.0
     pdd_now = pdd.metrics.bcr_requests_per_usd
     d0 = pdd_now - base_now
+    against = against_words(same_dc)
     out = {}
     chip = price_chip or price_chip_of(pdd)
     if chip is not None:
@@ -156,8 +173,9 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         search = _Search(price_diff, now, d0, up_when_ahead=True)
         at, far, _ = search.run()
         out["price"] = {"chip": chip, "now_usd_per_h": now, "break_even_usd_per_h": at,
-                        "question": f"{chip} price at which PDD's BCR equals same-dc-pd's",
-                        "answer": _sentence(f"a {chip} price", "USD/h", now, at, far, d0 > 0),
+                        "question": f"{chip} price at which PDD's BCR equals that of {against}",
+                        "against": against,
+                        "answer": _sentence(f"a {chip} price", "USD/h", now, at, far, d0 > 0, against),
                         "resolves": search.resolves, "seconds": time.perf_counter() - start}
     line = _line_of(problem, pdd)
     if line is not None:
@@ -170,13 +188,14 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         search = _Search(bw_diff, now, d0, up_when_ahead=False)
         at, far, cliff = search.run()
         name = f"{line[0]}<->{line[1]}"
-        answer = _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0)
+        answer = _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0, against)
         if cliff:
-            answer = (f"none: PDD stays ahead of same-dc-pd down to {at:.3g} Gbit/s on line {name} (today "
+            answer = (f"none: PDD stays ahead of {against} down to {at:.3g} Gbit/s on line {name} (today "
                       f"{now:.3g} Gbit/s); thinner than that it has no plan meeting the SLA")
         out["bandwidth"] = {"line": name, "now_gbit_per_s": now, "break_even_gbit_per_s": None if cliff else at,
                             "no_plan_beyond_gbit_per_s": at if cliff else None,
-                            "question": f"line {name} bandwidth at which PDD's BCR equals same-dc-pd's",
+                            "question": f"line {name} bandwidth at which PDD's BCR equals that of {against}",
+                            "against": against,
                             "answer": answer, "resolves": search.resolves, "seconds": time.perf_counter() - start}
     return out
 

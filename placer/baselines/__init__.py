@@ -8,18 +8,25 @@ out: one Plan per baseline (or the reason it has none), each marked with its one
   one's rules in one line and the MILP architectures that pose them;
 * :mod:`placer.baselines.solve` — :func:`solve_baseline` (the best plan within a
   baseline's rules) and :func:`compare` (PDD beside every baseline, honest about load,
-  inventory and applicability).
+  inventory and applicability; PDD at its best BCR within the inventory too,
+  :func:`best_within_inventory`, when a baseline is shown at partial load);
+* :mod:`placer.baselines.summary` — :func:`within_inventory`: what each side serves within the
+  inventory, as the compare JSON's ``within_inventory`` object.
 """
 
 from placer.baselines.policies import (
     ALIASES, BASELINES, RULES, agg_architecture, architectures, canonical, not_applicable, prfaas_reading,
 )
 from placer.baselines.solve import (
-    SCALE_MAX, beyond_inventory, carries_less, chips_taken, compare, scale_to_load, sla_verdict, solve_baseline,
+    BEST_WITHIN_NOTE, NO_SLA_NOTE, NO_SLA_PARTIAL_NOTE, PARTIAL_NOTE, PDD_SOLVES, SCALE_MAX, SOLVES_PER_BASELINE,
+    best_within_inventory, beyond_inventory, carries_less, chips_taken, compare, scale_to_load, sla_verdict,
+    solve_baseline,
 )
+from placer.baselines.summary import within_inventory
 
 __all__ = [
-    "ALIASES", "BASELINES", "RULES", "SCALE_MAX", "agg_architecture", "architectures", "beyond_inventory",
-    "canonical", "carries_less", "chips_taken", "compare", "not_applicable", "prfaas_reading", "scale_to_load",
-    "sla_verdict", "solve_baseline",
+    "ALIASES", "BASELINES", "BEST_WITHIN_NOTE", "NO_SLA_NOTE", "NO_SLA_PARTIAL_NOTE", "PARTIAL_NOTE", "PDD_SOLVES",
+    "RULES", "SCALE_MAX", "SOLVES_PER_BASELINE", "agg_architecture", "architectures", "best_within_inventory",
+    "beyond_inventory", "canonical", "carries_less", "chips_taken", "compare", "not_applicable", "prfaas_reading",
+    "scale_to_load", "sla_verdict", "solve_baseline", "within_inventory",
 ]

@@ -4,7 +4,9 @@ in:  a Problem (and optionally the PDD plan already solved)
 out: :func:`solve_baseline` — the best plan of one baseline (:mod:`placer.baselines.policies`
      poses its rules), marked with its ``baseline`` object (``name``, ``rules``; ``prfaas``:
      ``local``, ``threshold``, ``threshold_uncached_tokens``); :func:`compare` — PDD beside
-     every baseline.
+     every baseline (and, when one is shown at partial load, PDD under the same rule:
+     :func:`best_within_inventory`); :data:`SOLVES_PER_BASELINE` and :data:`PDD_SOLVES`, the most
+     solves :func:`compare` runs (the service's deadline counts them).
 
 :func:`compare` keeps comparisons honest (each plan carries a ``baseline`` object,
 an extension of the plan JSON; read by the CLI, the report and the API):
@@ -21,8 +23,13 @@ an extension of the plan JSON; read by the CLI, the report and the API):
   docs/contracts.md has it) and, in ``baseline.beyond_inventory``, the chips it bought
   beyond each datacenter's inventory and their catalog price; when even that has no
   plan the baseline is marked ``cannot carry`` with the solver's reason;
-* a baseline that cannot meet the TTFT SLA says why, from the flows (the full KV of
-  a class over the line it crosses against the TTFT budget);
+* a baseline shown at partial load (it stops where its BCR is best, leaving load unserved) is
+  set beside PDD under the same rule: ``pdd_best_within_inventory``, PDD's best BCR within the
+  inventory when it too may leave load (``options.min_served_fraction`` 0; :data:`BEST_WITHIN_NOTE`
+  heads its notes), while ``pdd`` stays the plan at the whole offered load;
+* a baseline that cannot meet the SLA says why: from the flows (the full KV of a class over the
+  line it crosses against the TTFT budget), the line its KV queues on, the TTFT P90 over its
+  budget (prefill queueing), or the decode step over the TPOT SLA;
 * ``hetero-same-dc-pd`` whose pools equal ``same-dc-pd``'s says so and why (no second
   chip type in that datacenter, or the best mix is one chip); a ``prfaas`` plan that
   prefills nothing remotely says it is same-dc-pd in effect (its scaled twin is dropped).
@@ -39,8 +46,21 @@ from placer.flows import Route
 from placer.optimize import SolveConfig, optimize, solve_architecture
 from placer.plan import Plan
 from placer.problem import Problem
+from placer.slacheck import TOLERANCE
 
 SCALE_MAX = 64  # most times a datacenter's inventory is multiplied to carry the offered load
+#: The note (a plan's second, after "baseline <name>") of a baseline shown at partial load, or solved
+#: without the SLA row (:func:`solve_baseline`); the frontier's status reads them.
+PARTIAL_NOTE = "cannot carry the whole offered load; shown at the load it can"
+NO_SLA_NOTE = "cannot meet the TTFT SLA; shown as the cheapest plan carrying the load without the SLA constraint"
+NO_SLA_PARTIAL_NOTE = "cannot meet the TTFT SLA nor carry the load; shown carrying the most it can"
+#: :func:`solve_baseline`'s attempts (each one time limit, its variants sharing it), then for a baseline
+#: that carries less than the load :func:`most_within_inventory` and :func:`scale_to_load`.
+SOLVES_PER_BASELINE = 4 + 2
+#: PDD's own solve and, when a baseline is shown at partial load, :func:`best_within_inventory`'s.
+PDD_SOLVES = 2
+BEST_WITHIN_NOTE = ("PDD at its best BCR within the inventory: it may leave load unserved "
+                    "(options.min_served_fraction 0), as a baseline shown at partial load does")
 
 
 def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfig()) -> Plan:
@@ -60,12 +80,9 @@ def solve_baseline(problem: Problem, name: str, config: SolveConfig = SolveConfi
     objective = config.objective
     attempts = [
         (problem, objective, True, None),
-        (_with_min_served(problem, 0.0), objective, True,
-         "cannot carry the whole offered load; shown at the load it can"),
-        (problem, "min-cost", False,
-         "cannot meet the TTFT SLA; shown as the cheapest plan carrying the load without the SLA constraint"),
-        (_with_min_served(problem, 0.0), "max-served", False,
-         "cannot meet the TTFT SLA nor carry the load; shown carrying the most it can"),
+        (_with_min_served(problem, 0.0), objective, True, PARTIAL_NOTE),
+        (problem, "min-cost", False, NO_SLA_NOTE),
+        (_with_min_served(problem, 0.0), "max-served", False, NO_SLA_PARTIAL_NOTE),
     ]
     first_error = None
     for prob, obj, sla, note in attempts:
@@ -118,7 +135,9 @@ def _score(plan: Plan, objective: str) -> float:
 
 
 def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | None = None) -> dict:
-    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}, "scaled": {name: plan}}``.
+    """``{"pdd": plan, "baselines": {name: plan or {"error": reason}}, "scaled": {name: plan}}``,
+    and ``"pdd_best_within_inventory"`` (a plan or ``{"error"}``) when a baseline is shown at
+    partial load.
 
     A baseline carrying less than the offered load gets a ``scaled`` plan (equal load,
     inventories scaled) or is marked ``cannot carry``; each plan's ``baseline`` object
@@ -147,7 +166,26 @@ def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | N
                 out[name] = _marked(out[name], cannot_carry=scaled)
     _mark_same_as(problem, out, scaled_out)
     _mark_local_prfaas(problem, out, scaled_out)
-    return {"pdd": pdd, "baselines": out, "scaled": scaled_out}
+    result = {"pdd": pdd, "baselines": out, "scaled": scaled_out}
+    if any(isinstance(p, Plan) and carries_less(p) for p in out.values()):
+        result["pdd_best_within_inventory"] = best_within_inventory(problem, config, pdd)
+    return result
+
+
+def best_within_inventory(problem: Problem, config: SolveConfig, pdd: Plan) -> Plan | dict:
+    """PDD under the rule a baseline shown at partial load follows: its best BCR on the scenario's
+    inventory, free to leave load unserved (``options.min_served_fraction`` 0), its notes headed by
+    :data:`BEST_WITHIN_NOTE`; ``pdd`` itself when it is already as good (it is a plan of that
+    problem too), ``{"error": reason}`` when the solve fails."""
+    best = pdd
+    if problem.options.min_served_fraction > 0:
+        try:
+            plan = optimize(_with_min_served(problem, 0.0), config.but(marginals=False))
+        except PlacerError as err:
+            return {"error": str(err)}
+        if plan.metrics.bcr_requests_per_usd > pdd.metrics.bcr_requests_per_usd:
+            best = plan
+    return best.model_copy(update={"notes": [BEST_WITHIN_NOTE, *best.notes]})
 
 
 def carries_less(plan: Plan) -> bool:
@@ -232,18 +270,32 @@ def sla_verdict(problem: Problem, plan: Plan) -> str | None:
             slow[c.name] = (transfer_s, f"{r.src}->{r.dst}")
     attained = f"{100 * plan.metrics.sla_attainment:.0f} % of its requests meet it"
     if not slow:
-        busiest = max(plan.links, key=lambda u: u.gbit_per_s_used / u.gbit_per_s_capacity
-                      if u.gbit_per_s_capacity else 0.0, default=None)
-        if busiest is None or busiest.gbit_per_s_used <= 0:
-            return f"cannot meet the SLA: {attained} (prefill queueing at the load it carries)"
-        return (f"cannot meet the SLA: every request's KV queues on the line {busiest.src}->{busiest.dst}, "
-                f"busy {busiest.gbit_per_s_used:.1f} of {busiest.gbit_per_s_capacity:g} Gbit/s; {attained}")
+        return _queue_or_tpot(problem, plan, attained)
     fastest = min(t for t, _ in slow.values())
     line = next(iter(slow.values()))[1]
     gbit = problem.links[tuple(line.split("->"))].gbit_per_s  # type: ignore[index]
     return (f"cannot meet the SLA: the KV of {len(slow)} of {len(classes)} classes takes "
             f"{_fmt_s(fastest)} or more over the {gbit:g} Gbit/s line {line} (no decode-side cache), above the "
             f"{problem.ttft_p90_s:g} s TTFT P90 budget; {attained}")
+
+
+def _queue_or_tpot(problem: Problem, plan: Plan, attained: str) -> str:
+    """What binds a plan whose KV crosses no line too slowly: with its TTFT P90 within the budget, the
+    decode step over the TPOT SLA (the SLA counts a request on a decode pool over TPOT as missed);
+    else the line its KV queues on, or prefill queueing."""
+    m = plan.metrics
+    if m.ttft_p90_s <= problem.ttft_p90_s * (1 + TOLERANCE):
+        over = (f"its decode steps take {m.tpot_s:.3f} s per token, over" if m.tpot_s > problem.tpot_s
+                else "some of its decode pools step over")
+        return (f"cannot meet the SLA: {attained}: {over} the {problem.tpot_s:g} s TPOT SLA (its TTFT P90 "
+                f"{m.ttft_p90_s:.2f} s is within the {problem.ttft_p90_s:g} s budget)")
+    ttft = f"its TTFT P90 {m.ttft_p90_s:.2f} s is over the {problem.ttft_p90_s:g} s budget"
+    busiest = max(plan.links, key=lambda u: u.gbit_per_s_used / u.gbit_per_s_capacity
+                  if u.gbit_per_s_capacity else 0.0, default=None)
+    if busiest is None or busiest.gbit_per_s_used <= 0:
+        return f"cannot meet the SLA: {attained}: {ttft} (prefill queueing at the load it carries)"
+    return (f"cannot meet the SLA: every request's KV queues on the line {busiest.src}->{busiest.dst}, "
+            f"busy {busiest.gbit_per_s_used:.1f} of {busiest.gbit_per_s_capacity:g} Gbit/s ({ttft}); {attained}")
 
 
 def _fmt_s(seconds: float) -> str:

@@ -52,7 +52,8 @@ COMMANDS: dict[str, Spec] = {
     "optimize": Spec("placer.cli.plan:optimize", "Solve for the plan that maximises BCR (or the chosen objective)."),
     "evaluate": Spec("placer.cli.plan:evaluate", "Metrics of a given plan without re-optimising its pools."),
     "compare": Spec("placer.cli.plan:compare",
-                    "The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."),
+                    "The PDD plan beside the baselines same-dc-pd, cross-dc-pd, hetero-same-dc-pd (Splitwise), "
+                    "prfaas and agg."),
     "simulate": Spec("placer.cli.sim:simulate",
                      "Replay a plan in the discrete-event simulator (TTFT/TPOT tails, goodput, BCR, link use)."),
     "sweep": Spec("placer.cli.sim:sweep",

@@ -30,7 +30,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from placer.baselines import compare as compare_baselines
+from placer.baselines import compare as compare_baselines, within_inventory
 from placer.breakeven import compare_with_break_even
 from placer.cli.fleetcompare import run as fleet_compare
 from placer.cli.options import EngineOpt, with_engine
@@ -251,7 +251,7 @@ def compare(
         "--price-chip", help="The chip whose price the break-even varies (default: the chip of the PDD plan's "
         "MD pools, GPU-B in the report).")] = None,
 ) -> None:
-    """The PDD plan beside the baselines same-dc-pd, cross-dc-pd and hetero-same-dc-pd."""
+    """The PDD plan beside the baselines same-dc-pd, cross-dc-pd, hetero-same-dc-pd (Splitwise), prfaas and agg."""
     try:
         loaded = with_engine(load_scenario(scenario), engine)
         if loaded.is_fleet:  # per model: placer.cli.fleetcompare
@@ -272,6 +272,9 @@ def compare(
 
         body = {"pdd": dump(result["pdd"]), "baselines": {k: dump(v) for k, v in result["baselines"].items()},
                 "scaled": {k: dump(v) for k, v in result.get("scaled", {}).items()}}
+        if "pdd_best_within_inventory" in result:
+            body["pdd_best_within_inventory"] = dump(result["pdd_best_within_inventory"])
+        body["within_inventory"] = within_inventory(result)
         if "break_even" in result:
             body["break_even"] = result["break_even"]
         body["headline"] = headline(result)

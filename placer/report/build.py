@@ -9,8 +9,9 @@ What needs what:
 
 * the plan alone: the diagram, metrics, pools, routes, lines, binding constraints;
 * with the scenario: PDD beside the baselines (:func:`placer.baselines.compare`, solved
-  here), and simulator runs of PDD, the naive cross-DC and the same-DC baseline (each at
-  the load it carries) for the TTFT CDF and the RLD-share / WAN-use timeline;
+  here), and simulator runs of PDD, the naive cross-DC, the same-DC and the PrfaaS baseline
+  (:data:`SIM_BASELINES`, each at the load it carries; one without a plan, or not applicable in
+  one datacenter, is noted) for the TTFT CDF and the RLD-share / WAN-use timeline;
 * with the scenario, also: why the plan looks so (:func:`placer.report.why.explain`: pool
   utilisation and KV memory, why each pipeline is or is not used, binding rows by
   marginal value, routes grouped), the simulated TPOT CDF, pool utilisation (planned and
@@ -34,7 +35,7 @@ from placer.plancheck import check_plan, single_model_plan
 from placer.report import charts, figures, panels, tables
 from placer.report.diagram import plan_diagram
 
-SIM_BASELINES = ("cross-dc-pd", "same-dc-pd")
+SIM_BASELINES = ("cross-dc-pd", "same-dc-pd", "prfaas")
 
 
 @dataclass

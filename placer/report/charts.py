@@ -10,33 +10,46 @@ from __future__ import annotations
 
 import csv
 import math
+import textwrap
 from pathlib import Path
 
 from placer.errors import InputError
 from placer.plan import Plan
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points, rld_share_series
-from placer.report.tables import compared, headline
+from placer.report.tables import PDD_BEST, compared, headline
 
 PDD_COLOR = "#3b6fb6"
-BASELINE_COLORS = {"same-dc-pd": "#7f8c8d", "cross-dc-pd": "#c0392b", "hetero-same-dc-pd": "#b7950b"}
+BASELINE_COLORS = {"same-dc-pd": "#7f8c8d", "cross-dc-pd": "#c0392b", "hetero-same-dc-pd": "#b7950b",
+                   "prfaas": "#8e44ad", "agg": "#27ae60"}
 LABELS = {"pdd": "PDD", "same-dc-pd": "same-DC PD", "cross-dc-pd": "naive cross-DC PD",
-          "hetero-same-dc-pd": "hetero same-DC PD"}
+          "hetero-same-dc-pd": "hetero same-DC PD", "prfaas": "PrfaaS (remote prefill)", "agg": "aggregated"}
 TICKS = {"pdd": "PDD", "same-dc-pd": "same-DC PD", "cross-dc-pd": "cross-DC PD",
-         "hetero-same-dc-pd": "hetero same-DC PD"}
+         "hetero-same-dc-pd": "hetero same-DC PD", "prfaas": "PrfaaS", "agg": "agg", "pdd, best BCR": "PDD, best BCR"}
+
+
+def wrap_title(text: str, fig_width_in: float, fontsize: float = 10) -> str:
+    """``text`` broken into lines that fit a figure ``fig_width_in`` inches wide at ``fontsize`` points
+    (each of its lines wrapped on its own; a character taken as 0.55 em wide)."""
+    width = max(40, int(fig_width_in * 72 / (0.55 * fontsize)))
+    return "\n".join(textwrap.fill(line, width) for line in text.splitlines())
 
 
 def run_color(name: str) -> str:
     """The color of a run in every chart: PDD blue, each baseline its own (its scaled twin the same)."""
-    return PDD_COLOR if name == "pdd" else BASELINE_COLORS.get(name.removesuffix(", scaled"), "#95a5a6")
+    return PDD_COLOR if name in ("pdd", PDD_BEST) else BASELINE_COLORS.get(name.removesuffix(", scaled"), "#95a5a6")
 
 
 def baseline_bars(comparison: dict):
-    """Three panels (BCR, cost, goodput): PDD and each baseline (and its equal-load scaled
+    """Three panels (BCR, cost, goodput): PDD (and, dotted, PDD at its best BCR within the inventory
+    when a baseline is shown at partial load) and each baseline (and its equal-load scaled
     twin, hatched); a baseline without a plan is marked "no plan" at zero. The title is
     :func:`placer.report.tables.headline`: the percentage with the load it holds at."""
     entries = compared(comparison)
-    fig = new_figure(10.5, 4.2)
+    best = comparison.get("pdd_best_within_inventory")
+    if isinstance(best, Plan) and best.metrics.served_rps < 0.999 * best.metrics.offered_rps:
+        entries.insert(1, (PDD_BEST, best))  # PDD under a partial baseline's rule: like with like
+    fig = new_figure(10.5 if len(entries) <= 7 else 1.6 * len(entries), 4.2)
     axes = fig.subplots(1, 3)
     panels = [("bcr_requests_per_usd", "BCR", "SLA requests per USD", "{:.1f}"),
               ("cost_usd_per_h", "Hardware cost", "USD per hour", "{:.2f}"),
@@ -45,7 +58,8 @@ def baseline_bars(comparison: dict):
     for ax, (key, title, unit, fmt) in zip(axes, panels):
         values = [getattr(p.metrics, key) if isinstance(p, Plan) else 0.0 for _, p in entries]
         bars = ax.bar(xs, values, color=[run_color(n) for n, _ in entries], width=0.65,
-                      hatch=[("//" if n.endswith(", scaled") else None) for n, _ in entries], edgecolor="white")
+                      hatch=[("//" if n.endswith(", scaled") else ".." if n == PDD_BEST else None)
+                             for n, _ in entries], edgecolor="white")
         top = max(values + [1e-9])
         for bar, (name, plan), v in zip(bars, entries, values):
             label = fmt.format(v) if isinstance(plan, Plan) else "no plan"
@@ -62,14 +76,15 @@ def baseline_bars(comparison: dict):
         for side in ("top", "right"):
             ax.spines[side].set_visible(False)
     # the headline's first line only: its hints are sentences for the page, not a figure title
-    fig.suptitle(f"PDD beside the PD baselines ({comparison['pdd'].scenario})\n"
-                 f"{headline(comparison).splitlines()[0]}", fontsize=10)
+    fig.suptitle(wrap_title(f"PDD beside the PD baselines ({comparison['pdd'].scenario})\n"
+                            f"{headline(comparison).splitlines()[0]}", fig.get_figwidth()), fontsize=10)
     caveats = [n for n, p in entries if _caveat(p)]
     if caveats:
-        fig.text(0.01, 0.01, "* carries less than the offered load or misses the TTFT SLA: shown as the most it "
-                 "can do (see the table); hatched: scaled to the whole load with more chips", fontsize=8,
-                 color="#555555")
-        fig.tight_layout(rect=(0, 0.04, 1, 1))
+        foot = wrap_title("* carries less than the offered load or misses the TTFT SLA: shown as the most it can do "
+                          "(see the table); hatched: scaled to the whole load with more chips; dotted: PDD at its "
+                          "best BCR within the inventory", fig.get_figwidth(), 8)
+        fig.text(0.01, 0.01, foot, fontsize=8, color="#555555")
+        fig.tight_layout(rect=(0, 0.02 + 0.025 * (foot.count("\n") + 1), 1, 1))
     else:
         fig.tight_layout()
     return fig

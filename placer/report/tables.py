@@ -152,7 +152,8 @@ def compared(comparison: dict) -> list[tuple[str, object]]:
 
 
 def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) -> list[dict]:
-    """One row per plan in a ``compare`` result (PDD first): served / offered, the figures,
+    """One row per plan in a ``compare`` result (PDD first, then PDD at its best BCR within the
+    inventory when the result has it, :data:`PDD_BEST`): served / offered, the figures,
     the busiest WAN direction, PDD's ratios ("n/a" where a ratio has no meaning, never nan)
     and how to read the row (:func:`verdict`), or why a baseline has no plan.
 
@@ -161,7 +162,11 @@ def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) ->
     simulated = simulated or {}
     pdd: Plan = comparison["pdd"]
     rows = []
-    for name, plan in compared(comparison):
+    entries = compared(comparison)
+    best = comparison.get("pdd_best_within_inventory")
+    if isinstance(best, Plan) and not _same_point(pdd, best):
+        entries.insert(1, (PDD_BEST, best))
+    for name, plan in entries:
         if not isinstance(plan, Plan):
             rows.append({"name": name, "error": plan.get("error", "no plan"), "rules": rules(plan),
                          "not_applicable": bool(plan.get("not_applicable"))})
@@ -175,12 +180,21 @@ def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) ->
                      "sim_p90": _f(simulated[name]["ttft_p90_s"]) if name in simulated else "",
                      "note": _with_rules(plan, name), "rules": rules(plan) if name != "pdd" else "",
                      "verdict": verdict(plan) if name != "pdd" else ""})
+        if name == PDD_BEST:
+            share = f"{100 * m.served_rps / m.offered_rps:.0f} %" if m.offered_rps > 0 else "n/a"
+            said = (f"PDD at its best BCR within the inventory, carrying {share} of the load: it may leave load, "
+                    "as a baseline shown at partial load does")
+            rows[-1].update(bcr_x="-", p90_x="-", note=said, verdict=said)
     return rows
+
+
+#: The row of PDD at its best BCR within the inventory (``pdd_best_within_inventory``) in :func:`baseline_rows`.
+PDD_BEST = "pdd, best BCR"
 
 
 def _with_rules(plan: Plan, name: str) -> str:
     """The report's "how to read it": the baseline's rules (not repeated on its scaled twin), then its verdict."""
-    if name == "pdd":
+    if name in ("pdd", PDD_BEST):
         return ""
     first = "" if name.endswith(", scaled") else rules(plan)
     return "; ".join(part for part in (f"rules: {first}" if first else "", verdict(plan)) if part)
@@ -194,7 +208,9 @@ def headline(comparison: dict) -> str:
     the best baseline carrying the whole load within the inventory, and against the best
     scaled one when it is ahead, with the chips it bought beyond the inventory at catalog
     prices (``baseline.beyond_inventory``). A baseline marked the same as another
-    (``same_as``) is a reference only when nothing else is."""
+    (``same_as``) is a reference only when nothing else is. When a baseline is shown at partial
+    load, the first line holds PDD under the same rule too (``pdd_best_within_inventory``) and
+    PDD's BCR against each baseline both ways."""
     pdd: Plan = comparison["pdd"]
     plans = [(n, p) for n, p in compared(comparison)[1:]
              if isinstance(p, Plan) and p.metrics.bcr_requests_per_usd > 0]
@@ -210,7 +226,8 @@ def headline(comparison: dict) -> str:
     base = ref[0].split(",")[0]
     if not strongest or base != strongest[0]:
         shown.append((base, comparison["baselines"].get(base)))
-    lines = [inventory_line(pdd, shown), equal_load_line(pdd, full, plans)]
+    lines = [inventory_line(pdd, shown, comparison.get("pdd_best_within_inventory")),
+             equal_load_line(pdd, full, plans)]
     return "\n".join([*lines, *(f"hint: {h}" for h in hints(comparison))])
 
 
@@ -227,11 +244,23 @@ def _bcr(plan: Plan) -> str:
     return f"BCR {plan.metrics.bcr_requests_per_usd:.1f}"
 
 
-def inventory_line(pdd: Plan, baselines: list[tuple[str, object]]) -> str:
+def inventory_line(pdd: Plan, baselines: list[tuple[str, object]], best: object = None) -> str:
     """``within the inventory: PDD serves 10.00 / 10 req/s at BCR 187.3; same-dc-pd serves
     4.96 / 10 req/s at BCR 202.7 (at most 5.30 req/s within the SLA, at a lower BCR)``; a plan
-    that meets the TTFT P90 SLA for fewer than 90 % of its requests says so."""
-    parts = [f"within the inventory: PDD serves {served_text(pdd)} req/s at {_bcr(pdd)}{_late(pdd)}"]
+    that meets the TTFT P90 SLA for fewer than 90 % of its requests says so.
+
+    ``best``: PDD at its best BCR within the inventory, free to leave load as a baseline shown at
+    partial load is (``pdd_best_within_inventory`` of a compare result): then PDD is given both
+    ways (``PDD serves 10.00 / 10 req/s at BCR 187.3, or 7.38 / 10 req/s at BCR 211.2 at its best
+    BCR``) and each baseline ends with PDD's BCR against it both ways (``PDD -7.6 % at the whole
+    load, +4.2 % at its best BCR``) — like with like: a partial baseline beside PDD's best."""
+    at_best = f" (at its best BCR: no plan, {best['error']})" if isinstance(best, dict) and best.get("error") else ""
+    best = best if isinstance(best, Plan) else None
+    if best is not None:
+        at_best = (" (also its best BCR when it may leave load, as a partial baseline does)" if _same_point(pdd, best)
+                   else f", or {served_text(best)} req/s at {_bcr(best)}{_late(best)} at its best BCR "
+                        f"(leaving load, as a partial baseline does)")
+    parts = [f"within the inventory: PDD serves {served_text(pdd)} req/s at {_bcr(pdd)}{_late(pdd)}{at_best}"]
     for name, within in baselines:
         if not isinstance(within, Plan):
             parts.append(f"{name} has no plan ({(within or {}).get('error', 'not solved')})")
@@ -243,8 +272,28 @@ def inventory_line(pdd: Plan, baselines: list[tuple[str, object]]) -> str:
             more = f" (at most {most:.2f} req/s within the SLA, at a lower BCR)"
         elif most == 0:
             more = " (no load within the SLA)"
-        parts.append(f"{name} serves {served_text(within)} req/s at {_bcr(within)}{_late(within)}{more}")
+        parts.append(f"{name} serves {served_text(within)} req/s at {_bcr(within)}{_late(within)}{more}"
+                     f"{_both_ways(pdd, best, within)}")
     return "; ".join(parts)
+
+
+def _same_point(a: Plan, b: Plan) -> bool:
+    return (abs(a.metrics.served_rps - b.metrics.served_rps) < 0.005
+            and abs(a.metrics.bcr_requests_per_usd - b.metrics.bcr_requests_per_usd) < 0.05)
+
+
+def _pct(mine: Plan, theirs: Plan) -> str:
+    them = theirs.metrics.bcr_requests_per_usd
+    return f"{100 * (mine.metrics.bcr_requests_per_usd / them - 1):+.1f} %" if them > 0 else "n/a"
+
+
+def _both_ways(pdd: Plan, best: Plan | None, within: Plan) -> str:
+    """``: PDD -7.6 % at the whole load, +4.2 % at its best BCR`` (BCR against ``within``), "" without ``best``."""
+    if best is None:
+        return ""
+    if _same_point(pdd, best):
+        return f": PDD {_pct(pdd, within)}"
+    return f": PDD {_pct(pdd, within)} at the whole load, {_pct(best, within)} at its best BCR"
 
 
 def _late(plan: Plan) -> str:

@@ -12,8 +12,13 @@ Deadlines (the child is killed past them; the job fails naming the deadline and 
   the plan's extraction and checks (~0.5 s), the child's start and the answer's return;
 - a replanning run: two solves, the re-solve and the current plan's re-evaluation, each with the
   job's limit: 2 × the limit + the margin (inside the job lock's 2 × limit + 120 s);
-- ``POST /compare``: the PDD solve and, per baseline, its solve and at most one re-solve at equal
-  load, each with the limit: (1 + 2 × baselines) × the limit + the margin;
+- ``POST /compare``: each with the limit, the PDD solve and, when a baseline is shown at partial
+  load, PDD's best BCR within the inventory (:data:`placer.baselines.PDD_SOLVES`); per baseline
+  (:data:`placer.baselines.SOLVES_PER_BASELINE`) up to four attempts of ``solve_baseline`` (with the
+  SLA at the whole load, at partial load, without the SLA row, without it at partial load: each
+  tried only when the one before has no plan), then, for a baseline that carries less than the
+  load, the most it carries within the SLA and its re-solve at equal load with scaled inventories:
+  (2 + 6 × baselines) × the limit + the margin;
 - ``POST /simulate``: :data:`SIMULATE_DEADLINE_S` (no limit in the request; the simulator replays
   at most 50,000 requests, which takes seconds on the example plans).
 
@@ -46,10 +51,11 @@ def replan_deadline(time_limit_s: float, margin_s: float = JOB_MARGIN_S) -> tupl
 
 
 def compare_deadline(time_limit_s: float, margin_s: float = JOB_MARGIN_S) -> tuple[float, str]:
-    """A comparison's deadline (the PDD solve, each baseline's solve and re-solve) and how it was set."""
-    from placer.baselines import BASELINES
+    """A comparison's deadline (the most solves :func:`placer.baselines.compare` runs, each bounded by the
+    time limit: see the module docstring) and how it was set."""
+    from placer.baselines import BASELINES, PDD_SOLVES, SOLVES_PER_BASELINE
 
-    solves = 1 + 2 * len(BASELINES)
+    solves = PDD_SOLVES + SOLVES_PER_BASELINE * len(BASELINES)
     return solves * time_limit_s + margin_s, f"{solves} solves × the time limit {time_limit_s:g} s + {margin_s:g} s"
 
 

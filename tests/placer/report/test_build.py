@@ -43,6 +43,8 @@ def test_with_scenario_and_sweep_every_figure_is_drawn_and_inlined(full_report):
         assert path.stat().st_size > (12_000 if path.suffix == ".png" else 5_000), path
     svgs = {p.stem: p.read_text() for p in full_report.files if p.suffix == ".svg"}
     assert "time to first token (s)" in svgs["ttft-cdf"] and "naive cross-DC PD" in svgs["ttft-cdf"]
+    # the PrfaaS baseline is simulated too (or the page says why it has no curve)
+    assert "PrfaaS (remote prefill)" in svgs["ttft-cdf"] or any("no prfaas curve" in n for n in full_report.notes)
     assert "same-DC" in svgs["baselines"] and "SLA requests per USD" in svgs["baselines"]
     assert "RLD share of" in svgs["timeline"] and "WAN Gbit/s" in svgs["timeline"]
     assert "mean prefix hit rate (%)" in svgs["bathtub"]

@@ -130,3 +130,19 @@ def test_a_baseline_meeting_the_sla_for_nobody_reads_n_a_never_nan():
     cross = rows[1]
     assert cross["bcr_x"] == "n/a" and "nan" not in str(cross)
     assert cross["note"] == "cannot meet the SLA: the line is too thin"
+
+
+def test_a_long_headline_is_wrapped_to_the_figure_and_pdd_at_its_best_bcr_has_its_bar():
+    """The title is the headline's first line, which grows with each baseline it names: it breaks into
+    lines the figure's width holds, never one line running off both edges (issue 45)."""
+    partial = ["baseline same-dc-pd", "cannot carry the whole offered load; shown at the load it can"]
+    comparison = {"pdd": _plan(1300, 16), "pdd_best_within_inventory": _plan(1400, 12, served_rps=3.0),
+                  "baselines": {"same-dc-pd": _plan(1350, 12, partial, 2.5), "prfaas": _plan(1340, 12, partial, 2.6),
+                                "agg": _plan(1200, 14)}}
+    fig = charts.baseline_bars(comparison)
+    title = fig._suptitle.get_text()
+    width = int(fig.get_figwidth() * 72 / (0.55 * 10))
+    assert "its best BCR" in title and len(title.splitlines()) >= 3
+    assert max(len(line) for line in title.splitlines()) <= width
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert ticks[:2] == ["PDD", "PDD, best BCR*"] and "PrfaaS*" in ticks

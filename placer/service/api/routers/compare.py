@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from placer.baselines import within_inventory
 from placer.optimize import SolveConfig
 from placer.plan import Plan
 from placer.report.tables import headline
@@ -28,6 +29,8 @@ def _dump(value: Any) -> Any:
              responses={200: {"description": '{"pdd": <plan>, '
                                              '"baselines": {"same-dc-pd": <plan or {"error", "rules"}>, ...}, '
                                              '"scaled": {"same-dc-pd": <plan at equal load>, ...}, '
+                                             '"pdd_best_within_inventory": <plan, when a baseline is partial>, '
+                                             '"within_inventory": {"pdd", "pdd_best", "baselines"}, '
                                              '"headline": "within the inventory: ..."}'}, **DEADLINE})
 async def compare(body: CompareRequest, service: ServiceDep):
     """Solve the scenario as PDD and as each baseline (same-dc-pd, cross-dc-pd, hetero-same-dc-pd = Splitwise,
@@ -35,10 +38,14 @@ async def compare(body: CompareRequest, service: ServiceDep):
     offered load says the most it carries within the SLA on the inventory (``baseline.max_within_inventory_rps``)
     and comes again at equal load with scaled inventories (``baseline.beyond_inventory``: the chips bought);
     a cross-datacenter baseline in one datacenter is ``{"error": "not applicable: one datacenter",
-    "not_applicable": true}``; ``headline``: what each side serves within the inventory, then the
-    equal-load comparison and what it assumed (:func:`placer.report.tables.headline`, as the CLI
-    prints it). In a child process killed at (1 + 2 × baselines) × the time limit +
-    ``Settings.job_margin_s`` (504)."""
+    "not_applicable": true}``; when a baseline is shown at partial load, ``pdd_best_within_inventory``
+    is PDD under the same rule (its best BCR within the inventory, free to leave load) while ``pdd``
+    stays the plan at the whole load; ``within_inventory`` has what each side serves within the
+    inventory and PDD's BCR change against each baseline both ways (:func:`placer.baselines.within_inventory`);
+    ``headline``: what each side serves within the inventory, then the equal-load comparison and what it
+    assumed (:func:`placer.report.tables.headline`, as the CLI prints it). In a child process killed at
+    (2 + 6 × baselines) × the time limit + ``Settings.job_margin_s`` (504;
+    :func:`placer.service.jobs.work.compare_deadline`)."""
     service.check_capacity()
 
     def compare_in_child() -> dict:
@@ -49,8 +56,11 @@ async def compare(body: CompareRequest, service: ServiceDep):
         result = service.compute(work.compare, full, SolveConfig(body.objective, body.solver, body.time_limit_s),
                                  measured or None, what="comparison",
                                  deadline=work.compare_deadline(body.time_limit_s, service.settings.job_margin_s))
-        return {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()},
-                "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()},
-                "headline": headline(result)}
+        out = {"pdd": _dump(result["pdd"]), "baselines": {k: _dump(v) for k, v in result["baselines"].items()},
+               "scaled": {k: _dump(v) for k, v in result.get("scaled", {}).items()},
+               "within_inventory": within_inventory(result), "headline": headline(result)}
+        if "pdd_best_within_inventory" in result:
+            out["pdd_best_within_inventory"] = _dump(result["pdd_best_within_inventory"])
+        return out
 
     return await asyncio.wrap_future(service.submit(compare_in_child))

@@ -135,6 +135,13 @@ def test_compare_returns_pdd_beside_the_three_baselines(client):
         if "error" not in plan and plan["metrics"]["served_rps"] < offered - 1e-6 and name in body["scaled"]:
             assert abs(body["scaled"][name]["metrics"]["served_rps"] - offered) < 1e-6, name
     assert "same-dc-pd" in body["scaled"] and set(body["scaled"]) <= set(body["baselines"])  # micro: D runs short
+    # like with like within the inventory: PDD under the partial baseline's rule too, said in the first line
+    best = body["pdd_best_within_inventory"]
+    assert best["notes"][0].startswith("PDD at its best BCR within the inventory")
+    summary = body["within_inventory"]
+    assert summary["pdd"]["served_rps"] == pytest.approx(offered, rel=1e-3)
+    assert summary["pdd_best"]["bcr_requests_per_usd"] >= summary["pdd"]["bcr_requests_per_usd"]
+    assert "its best BCR" in body["headline"].splitlines()[0]
     assert client.post("/compare", json={"scenario_id": 777}).status_code == 404
 
 
