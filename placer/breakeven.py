@@ -140,10 +140,10 @@ def against_words(same_dc: Plan | None) -> str:
 
 def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool,
               against: str) -> str:
-    if at is None:
+    if at is None:  # the question names the plan; a "none" answer names it too, it may be read alone
         side = "ahead of" if ahead else "behind"
         return f"none: PDD stays {side} {against} for {what} from {now:.3g} to {farthest:.3g} {unit}"
-    return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead of' if ahead else 'behind'} {against})"
+    return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead' if ahead else 'behind'})"
 
 
 def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveConfig = SolveConfig(),

@@ -246,7 +246,8 @@ def compare(
     engine: EngineOpt = None,
     break_even: Annotated[bool, typer.Option(
         "--break-even/--no-break-even", help="Also find the GPU-B price and the line bandwidth at which PDD's BCR "
-        "equals same-dc-pd's (bisection over re-solves, each bounded by --time-limit and 20 s).")] = True,
+        "equals that of same-dc-pd's plan within the inventory (bisection over re-solves, each bounded by "
+        "--time-limit and 20 s).")] = True,
     price_chip: Annotated[str | None, typer.Option(
         "--price-chip", help="The chip whose price the break-even varies (default: the chip of the PDD plan's "
         "MD pools, GPU-B in the report).")] = None,
