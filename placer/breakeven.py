@@ -140,7 +140,7 @@ def against_words(same_dc: Plan | None) -> str:
 
 def _sentence(what: str, unit: str, now: float, at: float | None, farthest: float, ahead: bool,
               against: str) -> str:
-    if at is None:  # the question names the plan; a "none" answer names it too, it may be read alone
+    if at is None:  # the question names the plan and its load; a "none" answer names the plan too
         side = "ahead of" if ahead else "behind"
         return f"none: PDD stays {side} {against} for {what} from {now:.3g} to {farthest:.3g} {unit}"
     return f"{at:.3g} {unit} (today {now:.3g} {unit}: PDD is {'ahead' if ahead else 'behind'})"
@@ -154,6 +154,7 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
     pdd_now = pdd.metrics.bcr_requests_per_usd
     d0 = pdd_now - base_now
     against = against_words(same_dc)
+    plan_words = against.split(", serving")[0]  # the answers name the plan; the question also its load
     out = {}
     chip = price_chip or price_chip_of(pdd)
     if chip is not None:
@@ -175,7 +176,7 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         out["price"] = {"chip": chip, "now_usd_per_h": now, "break_even_usd_per_h": at,
                         "question": f"{chip} price at which PDD's BCR equals that of {against}",
                         "against": against,
-                        "answer": _sentence(f"a {chip} price", "USD/h", now, at, far, d0 > 0, against),
+                        "answer": _sentence(f"a {chip} price", "USD/h", now, at, far, d0 > 0, plan_words),
                         "resolves": search.resolves, "seconds": time.perf_counter() - start}
     line = _line_of(problem, pdd)
     if line is not None:
@@ -188,9 +189,9 @@ def break_even(problem: Problem, pdd: Plan, same_dc: Plan | None, config: SolveC
         search = _Search(bw_diff, now, d0, up_when_ahead=False)
         at, far, cliff = search.run()
         name = f"{line[0]}<->{line[1]}"
-        answer = _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0, against)
+        answer = _sentence(f"line {name}", "Gbit/s", now, at, far, d0 > 0, plan_words)
         if cliff:
-            answer = (f"none: PDD stays ahead of {against} down to {at:.3g} Gbit/s on line {name} (today "
+            answer = (f"none: PDD stays ahead of {plan_words} down to {at:.3g} Gbit/s on line {name} (today "
                       f"{now:.3g} Gbit/s); thinner than that it has no plan meeting the SLA")
         out["bandwidth"] = {"line": name, "now_gbit_per_s": now, "break_even_gbit_per_s": None if cliff else at,
                             "no_plan_beyond_gbit_per_s": at if cliff else None,
