@@ -11,7 +11,8 @@ This module does not use the solver nor the MILP: it takes the flow physics from
 :mod:`placer.flows` (a :class:`~placer.flows.Route` per flow) and the plan's queue laws from
 :mod:`placer.queue_laws`, and recomputes everything at the plan's actual utilisations (the
 MILP plans at the caps), so it is also what `validate` and the simulator's agreement
-check compare against. Each pool's load for "why this plan": :mod:`placer.pool_usage`.
+check compare against. Each pool's load for "why this plan": :mod:`placer.pool_usage`; the decode
+pools' state and batch: :mod:`placer.decode_state` (re-exported here).
 """
 
 from __future__ import annotations
@@ -20,53 +21,20 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from placer.aggregated import AggDesign, agg_first_token_law, plan_designs
-from placer.flows import (
-    Route, TtftTail, class_footprint_tokens, decode_design, eager_tokens, instance, relay_stop_s, slowest_rdma_peer,
+from placer.aggregated import agg_first_token_law, plan_designs
+from placer.decode_state import (  # noqa: F401 - re-exported: evaluate's decode half lives there
+    KV_WAIT_NOTE_SHARE, DecodeState, _hand_over, _ignored, _label, _line_utilization, _load_decode, _meets_tpot,
+    _relay_hold_s, _rld_tokens_per_s, _settle_batch, _site_kv_waits,
 )
+from placer.flows import Route, TtftTail, instance, slowest_rdma_peer
 from placer.p_queues import mixture_quantile
-from placer.kv_admission import kv_wait_law
-from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
+from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
 from placer.problem import Class, Problem
 from placer.queue_laws import InstanceWait, a_queue_laws, agg_prefill_shares, p_instance_laws, p_queue_laws
 from placer.token_cost import token_prices
 from placer.ttft_tail import SplitTail
-
-
-#: A decode pool whose arrivals wait for KV room more often than this gets a note (its plan was
-#: made for 1 − placer.kv_admission.KV_OCCUPANCY_QUANTILE; a hand-written or older plan may not be).
-KV_WAIT_NOTE_SHARE = 0.10
-
-
-@dataclass
-class DecodeState:
-    count: int
-    im: InstanceModel
-    tokens_per_s: float = 0.0  # per instance
-    context_weighted: float = 0.0
-    held: float = 0.0  # RLD: relayed requests held at once per instance (req/s × hold s), any step
-    held_context: float = 0.0  # their prompt tokens, weighted as ``held``
-    batch: float = 0.0
-    step_s: float = 0.0
-    seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
-    kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
-    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_law)
-    kv_wait_s: float = 0.0  # ... and the mean seconds those wait
-    overloaded: bool = False
-    agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
-
-    @property
-    def busy(self) -> bool:
-        """Whether the plan sends this pool any decode work (tokens to the end, or relay holds)."""
-        return self.tokens_per_s > 0 or self.held > 0
-
-    def step_at(self, batch: float, context_tokens: float) -> float:
-        """Seconds of one step at ``batch``: a decode step, or (A) a mixed step with a full chunk."""
-        if self.agg is None:
-            return self.im.step_s(batch, context_tokens)
-        return self.im.mixed_step_s(batch, context_tokens, self.agg.chunk_tokens, self.agg.chunk_start_tokens)
 
 
 @dataclass
@@ -98,11 +66,6 @@ class Analysis:
     problems: list[str] = field(default_factory=list)
 
 
-def _ignored(a: Assignment) -> str:
-    return (f"ignored {a.rps:.2g} req/s of {a.request_class} assigned to {_label(a.key)}, "
-            "which has no instances")
-
-
 def _link_use(problem: Problem, plan: Plan, classes: dict[str, Class]) -> tuple[dict, dict]:
     """Gbit/s on every line the routes cross, and its share of the line (inf on a missing line)."""
     link_gbit: dict[tuple[str, str], float] = defaultdict(float)
@@ -131,164 +94,6 @@ def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) ->
         first[(r.src, r.dst)] += r.rps * size_s
         second[(r.src, r.dst)] += r.rps * size_s * size_s
     return {key: second[key] / (2 * s1) for key, s1 in first.items() if s1 > 0}
-
-
-def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: str) -> float:
-    """The utilisation a transfer over src→dst sees (kept below 1 so it stays finite)."""
-    return min(link_util.get((src, dst), 0.0), 0.999)
-
-
-def _relay_hold_s(problem: Problem, plan: Plan, a: Assignment, c: Class, link_util: dict, im: InstanceModel) -> float:
-    """Seconds RLD holds one request of the P-RLD-MD assignment ``a``: its KV's WAN transfer at the
-    line's planned utilisation, then the handoff until RLD sends the final batch
-    (:func:`placer.flows.relay_stop_s`; RLD's own step only decides catch-up or one-shot)."""
-    src, dst = a.datacenter, a.dst or a.datacenter
-    wan = Route(problem, c, P_RLD_MD, src, dst, problem.options.drc).wan_s(_line_utilization(link_util, src, dst))
-    link = problem.links.get((src, dst))
-    rtt = link.rtt_s if link is not None else 0.0
-    return relay_stop_s(wan, rtt, decode_design(problem, im)[1], plan.handoff.mode,
-                        plan.handoff.catch_up_threshold_tokens)
-
-
-def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                 link_util: dict, notes: list[str]) -> list[tuple[float, float, int, PoolKey]]:
-    """Add every decode assignment's load to its pool: tokens/s and context of the requests that
-    decode to the end there; for P-RLD-MD on RLD the request-seconds it holds them (its relay holds
-    last the WAN transfer and the handoff whatever RLD's step). Returns the relay holds, (req/s,
-    hold seconds, output tokens, pool), whose tokens :func:`_rld_tokens_per_s` counts at the step
-    RLD settles at."""
-    relays = []
-    for a in plan.assignments:
-        if a.role == P or a.rps <= 0:
-            continue
-        if a.key not in decode:  # solver noise on a pool that got no instances
-            notes.append(_ignored(a))
-            continue
-        c, st = classes[a.request_class], decode[a.key]
-        if a.role == RLD and a.pipeline != P_RLD:
-            hold = _relay_hold_s(problem, plan, a, c, link_util, st.im)
-            if math.isfinite(hold):
-                relays.append((a.rps, hold, c.output_tokens, a.key))
-                st.kv_items.append((a.rps / st.count, c, hold))
-                held = a.rps * hold / st.count
-                st.held += held
-                st.held_context += held * c.input_tokens
-                continue
-        rate = a.rps * c.output_tokens / st.count
-        st.kv_items.append((a.rps / st.count, c, None))
-        st.tokens_per_s += rate
-        st.context_weighted += rate * (c.input_tokens + c.output_tokens / 2)
-    return relays
-
-
-def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-               relays: list[tuple[float, float, int, PoolKey]]) -> None:
-    """MD decodes what RLD did not: a P-RLD-MD request's output less the tokens RLD streamed before the
-    handoff (:func:`placer.flows.eager_tokens` at RLD's settled step; RLD's pools settle first), which MD's
-    one extend-decode pass takes in, so MD's tokens/s and its batch carry output − eager, over contexts from
-    input + eager on (the simulator's MD joins the request with what is left). Before this, MD was charged
-    the whole output: the bench's pdd MD 60 tokens/s where it decoded 48 (RLD made 20 %)."""
-    eager: dict[str, list[float]] = {}  # class → [req/s, req/s × eager tokens] over its relays
-    rld_class = {(a.key, a.request_class) for a in plan.assignments
-                 if a.role == RLD and a.pipeline == P_RLD_MD and a.rps > 0}
-    for rps, hold, output, key in relays:
-        st = decode[key]
-        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
-        for k, name in rld_class:
-            if k == key and classes[name].output_tokens == output:
-                e = eager.setdefault(name, [0.0, 0.0])
-                e[0] += rps
-                e[1] += rps * eager_tokens(hold, output, step)
-    # MD's rows carry no pipeline (a class's direct and relayed requests in one row): the relayed share of
-    # each class's MD rows is its RLD relays' req/s over them
-    md_rps: dict[str, float] = defaultdict(float)
-    for a in plan.assignments:
-        if a.role == MD and a.pipeline in (None, P_RLD_MD) and a.rps > 0 and a.key in decode:
-            md_rps[a.request_class] += a.rps
-    for a in plan.assignments:
-        if a.role != MD or a.pipeline not in (None, P_RLD_MD) or a.rps <= 0 or a.key not in decode \
-                or a.request_class not in eager:
-            continue
-        c, st = classes[a.request_class], decode[a.key]
-        rps, tokens = eager[a.request_class]
-        made = min(tokens / rps, c.output_tokens - 1.0)  # MD predicts at least the token after the handoff
-        rate = a.rps / st.count * min(1.0, rps / md_rps[a.request_class])
-        st.tokens_per_s -= rate * made
-        st.context_weighted += rate * ((c.output_tokens - made) * (c.input_tokens + (made + c.output_tokens) / 2)
-                                       - c.output_tokens * (c.input_tokens + c.output_tokens / 2))
-
-
-def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                      relays: list[tuple[float, float, int, PoolKey]]) -> float:
-    """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
-    of the batch RLD settles at (Little's law, :func:`_settle_batch`) while RLD holds it (at least
-    t0, at most its output: :func:`placer.flows.eager_tokens`) — the step the request sees, the batch
-    with it in (:func:`_settle_batch`)."""
-    total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
-                if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
-    for rps, hold, output, key in relays:
-        st = decode[key]
-        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
-        total += rps * eager_tokens(hold, output, step)
-    return total
-
-
-def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
-    """The decode batch by Little's law, B = tokens/s per instance × step(B + 1) + the relay holds
-    (request-seconds per second RLD holds relayed requests), and its step time. Each request's own steps run
-    with it in the batch, beside B others on average (Palm, below), so a request stays output × step(B + 1):
-    with a step that grows by c per sequence, B = ρ / (1 - ρ) at ρ = tokens/s × c — the number in an
-    M/G/1 processor-sharing queue — where step(B) gave B = ρ·B, no batch at all below saturation (clamped to
-    1: the bench's cross-dc decoder, ρ = 0.31, saw 0.31 + 1 where the same law gives 1.44)."""
-    ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
-        st.context_weighted / st.tokens_per_s)
-    batch = 1.0
-    for _ in range(200):
-        nxt = st.tokens_per_s * st.step_at(batch + 1.0, ctx) + st.held
-        if nxt > st.im.batch_cap:
-            st.overloaded, batch = True, float(st.im.batch_cap)
-            break
-        if abs(nxt - batch) < 1e-6:
-            break
-        batch = nxt
-    st.batch = max(batch, 1.0)
-    st.step_s = st.step_at(st.batch, ctx)
-    # what one request sees: itself and the others, whose count in an M/G/∞ system (a batch far from
-    # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
-    st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
-    # the waiting law's first moment: arrivals that find no KV room for their reservation
-    per_seq = st.step_at(st.batch + 1.0, ctx) - st.step_s  # the step's growth per sequence held
-    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
-        (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items], max(st.step_s - per_seq * st.batch, 0.0) / st.step_s)
-    if st.kv_wait > KV_WAIT_NOTE_SHARE:
-        notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
-                     f"its prompt + output), {st.kv_wait_s:.2f} s on average; the simulator queues them there")
-    if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
-        notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
-                     f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
-
-
-def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
-    """Whether every busy ``role`` pool in ``dc`` steps within the TPOT SLA."""
-    return all(s.step_s <= problem.tpot_s * 1.0001 for k, s in decode.items()
-               if k.role == role and k.datacenter == dc and s.busy)
-
-
-def _site_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(share of arrivals that wait for KV room, mean seconds those wait) per (role, datacenter) of
-    decoders, over the site's pools by the requests each takes; an overloaded pool has no steady
-    state to wait in (its flows miss the TPOT SLA: :func:`_meets_tpot`) and is left out."""
-    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for k, st in decode.items():
-        if st.busy and not st.overloaded:
-            w = st.count * sum(r for r, _, _ in st.kv_items)
-            row = sums[(k.role, k.datacenter)]
-            row[0] += w
-            row[1] += w * st.kv_wait
-            row[2] += w * st.kv_wait * st.kv_wait_s
-    return {site: (waiting / arriving, waited / waiting) for site, (arriving, waiting, waited) in sums.items()
-            if waiting > 0}
 
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
@@ -419,10 +224,6 @@ def _agg_flows(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
         ok = decode[a.key].step_s <= problem.tpot_s * 1.0001
         flows.append(FlowLaw(a.request_class, P_A, a.key, a.datacenter, a.rps, det, tail, ok))
     return flows
-
-
-def _label(key: PoolKey) -> str:
-    return f"{key.role} {key.datacenter} {key.chip} tp{key.tp}"
 
 
 def link_uses(problem: Problem, analysis: Analysis) -> list[LinkUse]:

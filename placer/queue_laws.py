@@ -32,7 +32,7 @@ from placer.problem import Class, Problem
 from placer.queueing import WaitModel, spread_points
 
 if TYPE_CHECKING:
-    from placer.evaluate import DecodeState
+    from placer.decode_state import DecodeState
 
 
 def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, WaitModel]:
