@@ -210,7 +210,7 @@ def headline(comparison: dict) -> str:
     prices (``baseline.beyond_inventory``). A baseline marked the same as another
     (``same_as``) is a reference only when nothing else is. When a baseline is shown at partial
     load, the first line holds PDD under the same rule too (``pdd_best_within_inventory``) and
-    PDD's BCR against each baseline both ways."""
+    PDD's BCR against each baseline both ways, the partial baseline with the best BCR among them."""
     pdd: Plan = comparison["pdd"]
     plans = [(n, p) for n, p in compared(comparison)[1:]
              if isinstance(p, Plan) and p.metrics.bcr_requests_per_usd > 0]
@@ -226,6 +226,12 @@ def headline(comparison: dict) -> str:
     base = ref[0].split(",")[0]
     if not strongest or base != strongest[0]:
         shown.append((base, comparison["baselines"].get(base)))
+    partial = [(n, p) for n, p in within if not _full(p)]
+    if isinstance(comparison.get("pdd_best_within_inventory"), Plan) and partial:
+        # like with like: the best partial baseline beside PDD at its best BCR
+        top = max(partial, key=lambda np: np[1].metrics.bcr_requests_per_usd)
+        if top[0] not in [n for n, _ in shown]:
+            shown.append(top)
     lines = [inventory_line(pdd, shown, comparison.get("pdd_best_within_inventory")),
              equal_load_line(pdd, full, plans)]
     return "\n".join([*lines, *(f"hint: {h}" for h in hints(comparison))])

@@ -96,3 +96,15 @@ def test_the_first_line_sets_pdd_at_its_best_bcr_beside_the_partial_baseline():
     first = headline(comparison).splitlines()[0]
     assert "(also its best BCR when it may leave load" in first and first.endswith(": PDD -7.6 %")
     assert [r["name"] for r in baseline_rows(comparison)] == ["pdd", "same-dc-pd"]
+
+
+def test_the_partial_baseline_with_the_best_bcr_is_set_beside_pdd_at_its_best_bcr():
+    """eight-dc's shape: prfaas carries the whole load at PDD's BCR, and Splitwise stops at part of it at
+    a higher BCR — the one to set beside PDD at its own best BCR, though the equal-load line names prfaas."""
+    comparison = {"pdd": _plan(100.0, 10.0), "pdd_best_within_inventory": _plan(104.0, 5.7, notes=[BEST_WITHIN_NOTE]),
+                  "baselines": {"same-dc-pd": _plan(90.0, 4.0), "hetero-same-dc-pd": _plan(103.9, 5.7),
+                                "prfaas": _plan(100.0, 10.0)}, "scaled": {}}
+    first = headline(comparison).splitlines()[0]
+    assert first.endswith("; hetero-same-dc-pd serves 5.70 / 10 req/s at BCR 103.9: PDD -3.8 % at the whole load, "
+                          "+0.1 % at its best BCR")
+    assert "prfaas serves 10.00 / 10 req/s at BCR 100.0: PDD +0.0 % at the whole load, +4.0 % at its best BCR" in first
