@@ -74,8 +74,9 @@ def test_the_service_deadline_counts_every_solve_compare_runs(counted):
 def _plan(bcr: float, served: float, baseline: dict | None = None, notes=()) -> Plan:
     extra = {"baseline": baseline} if baseline else {}
     return Plan(scenario="s", pools=[PoolOut(role="P", datacenter="dc-a", chip="Ascend-910B", tp=16, count=1)],
-                notes=list(notes), metrics=Metrics(bcr_requests_per_usd=bcr, cost_usd_per_h=10, goodput_rps=0.95 * served,
-                                                   served_rps=served, offered_rps=10.0, sla_attainment=0.95), **extra)
+                notes=list(notes), metrics=Metrics(bcr_requests_per_usd=bcr, cost_usd_per_h=10,
+                                                   goodput_rps=0.95 * served, served_rps=served, offered_rps=10.0,
+                                                   sla_attainment=0.95), **extra)
 
 
 def test_the_first_line_sets_pdd_at_its_best_bcr_beside_the_partial_baseline():
