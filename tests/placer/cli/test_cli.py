@@ -324,7 +324,7 @@ def test_compare_is_a_table_on_a_120_column_terminal():
 
 
 def test_compare_is_honest_about_load_wan_and_twins():
-    """On the flagship same-DC PD carries about 5.9 of 10 req/s: it is shown so, and again scaled to
+    """On the flagship same-DC PD carries about 5 of 10 req/s: it is shown so, and again scaled to
     the whole load with the chips it took; cross-DC PD's WAN is one direction against its
     capacity and it says why it misses the SLA; hetero-same-DC PD says it is same-DC PD."""
     r = run("compare", EXAMPLES / "pdd-two-dc.yaml", "--no-break-even", "--json", timeout=300)
@@ -343,6 +343,13 @@ def test_compare_is_honest_about_load_wan_and_twins():
     hetero = out["baselines"]["hetero-same-dc-pd"]
     assert hetero["baseline"]["same_as"] == "same as same-dc-pd: no second chip type in dc-a"
     assert "hetero-same-dc-pd" not in out["scaled"]  # its twin would repeat same-dc-pd's
+    # like with like: PDD too at its best BCR within the inventory, ahead of same-dc-pd there (issue 45)
+    best = out["pdd_best_within_inventory"]
+    assert best["notes"][0].startswith("PDD at its best BCR within the inventory")
+    assert out["pdd"]["metrics"]["served_rps"] == pytest.approx(10.0, rel=1e-3)  # pdd: still the whole load
+    beside = out["within_inventory"]["baselines"]["same-dc-pd"]
+    assert beside["pdd_best_bcr_change_pct"] > 0 > beside["pdd_bcr_change_pct"]
+    assert f"{beside['pdd_best_bcr_change_pct']:+.1f} % at its best BCR" in out["headline"].splitlines()[0]
     text = run("compare", EXAMPLES / "pdd-two-dc.yaml", "--no-break-even", timeout=300).stdout
     assert "nan" not in text and "at equal load" in text and "PDD serves 10.00 / 10 req/s" in text
     cross_wan = max(link["gbit_per_s_used"] for link in cross["links"])
