@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -60,8 +60,10 @@ class WaitShape:
     rho: float
     step_s: float
     pmf: np.ndarray
-    cdf: np.ndarray
+    cdf: list[float]
     decay: float
+    _near: dict = field(default_factory=dict, compare=False, repr=False)
+    """θ → E[e^{−(jh − W)/θ}; W ≤ jh] at each grid point (:meth:`prob_exceeds_plus_exp`)."""
 
     def prob_exceeds(self, t: float) -> float:
         """P(W > t) (1 for t < 0)."""
@@ -69,27 +71,33 @@ class WaitShape:
             return 1.0
         h = self.step_s
         pos = t / h - 0.5  # the cdf's nodes lie at (j + ½)h
-        n = len(self.cdf)
+        cdf = self.cdf
+        n = len(cdf)
         if pos >= n - 1:
-            tail = max(1.0 - float(self.cdf[-1]), 0.0)
+            tail = max(1.0 - cdf[-1], 0.0)
             return tail * math.exp(-self.decay * (t - (n - 0.5) * h))
         if pos < 0.0:  # between the atom at 0 (P(W ≤ 0) = 1 − ρ) and the first node
-            below = (1.0 - self.rho) + (float(self.cdf[0]) - (1.0 - self.rho)) * (t / (0.5 * h))
+            below = (1.0 - self.rho) + (cdf[0] - (1.0 - self.rho)) * (t / (0.5 * h))
         else:
             j = int(pos)
-            below = float(self.cdf[j]) + (float(self.cdf[j + 1]) - float(self.cdf[j])) * (pos - j)
+            below = cdf[j] + (cdf[j + 1] - cdf[j]) * (pos - j)
         return min(max(1.0 - below, 0.0), 1.0)
 
     def prob_exceeds_plus_exp(self, t: float, theta_s: float) -> float:
         """P(W + X > t), X ~ Exp(``theta_s``) independent of W:
-        P(W > t) + E[e^{−(t − W)/θ}; W ≤ t]."""
+        P(W > t) + E[e^{−(t − W)/θ}; W ≤ t] — the second term on the grid once per θ (W's mass sits on
+        the grid points, so between two of them it decays as e^{−(t − jh)/θ})."""
         if t < 0.0:
             return 1.0
+        near = self._near.get(theta_s)
+        if near is None:
+            n, h = len(self.pmf), self.step_s
+            kernel = np.exp(-np.arange(n) * h / theta_s)
+            conv = np.fft.irfft(np.fft.rfft(self.pmf, 2 * n) * np.fft.rfft(kernel, 2 * n), 2 * n)[:n]
+            near = self._near[theta_s] = np.maximum(conv, 0.0).tolist()
         h = self.step_s
-        last = min(int(t / h), len(self.pmf) - 1)
-        grid = np.arange(last + 1) * h
-        near = float(np.dot(self.pmf[:last + 1], np.exp(-(t - grid) / theta_s)))
-        return min(self.prob_exceeds(t) + near, 1.0)
+        j = min(int(t / h), len(near) - 1)
+        return min(self.prob_exceeds(t) + near[j] * math.exp(-(t - j * h) / theta_s), 1.0)
 
     def quantile_s(self, q: float) -> float:
         """The smallest t with P(W ≤ t) ≥ q."""
@@ -127,4 +135,4 @@ def wait_shape(rho: float, points: tuple[tuple[float, float], ...]) -> WaitShape
     pmf = np.fft.irfft((1.0 - rho) / (1.0 - rho * spec), 2 * GRID)[:GRID]
     pmf = np.maximum(pmf, 0.0)
     cdf = np.minimum(np.maximum.accumulate(np.cumsum(pmf)), 1.0)
-    return WaitShape(rho, h, pmf, cdf, kappa)
+    return WaitShape(rho, h, pmf, cdf.tolist(), kappa)

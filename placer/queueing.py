@@ -70,10 +70,15 @@ class WaitModel:
     exponential of its mean; () keeps the exponential."""
 
     def shape(self) -> WaitShape | None:
-        """The wait's whole law where the service points are known and 0 < ρ < 1; else None."""
+        """The wait's whole law where the service points are known and 0 < ρ < 1; else None
+        (kept on the instance: the law is asked for at many t)."""
         if not self.service or self.rho <= 0 or self.rho >= 1:
             return None
-        return wait_shape(self.rho, self.service)
+        shape = self.__dict__.get("_shape")
+        if shape is None:
+            shape = wait_shape(self.rho, self.service)
+            object.__setattr__(self, "_shape", shape)
+        return shape
 
     @property
     def mean_wait_s(self) -> float:
