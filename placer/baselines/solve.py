@@ -175,17 +175,21 @@ def compare(problem: Problem, config: SolveConfig = SolveConfig(), pdd: Plan | N
 def best_within_inventory(problem: Problem, config: SolveConfig, pdd: Plan) -> Plan | dict:
     """PDD under the rule a baseline shown at partial load follows: its best BCR on the scenario's
     inventory, free to leave load unserved (``options.min_served_fraction`` 0), its notes headed by
-    :data:`BEST_WITHIN_NOTE`; ``pdd`` itself when it is already as good (it is a plan of that
-    problem too), ``{"error": reason}`` when the solve fails."""
-    best = pdd
+    :data:`BEST_WITHIN_NOTE`; ``pdd`` itself when that solve finds no higher BCR (``pdd`` is a plan
+    of that problem too); ``{"error": reason}`` when the solve fails. Its ``best_within_inventory``
+    object (a plan JSON extension) holds that solve's ``status`` and ``mip_gap`` and whether the
+    plan is the whole-load one (``whole_load_plan``): not "optimal" there, a higher BCR may exist."""
+    best, status, gap = pdd, pdd.solver.status, pdd.solver.mip_gap
     if problem.options.min_served_fraction > 0:
         try:
             plan = optimize(_with_min_served(problem, 0.0), config.but(marginals=False))
         except PlacerError as err:
             return {"error": str(err)}
+        status, gap = plan.solver.status, plan.solver.mip_gap
         if plan.metrics.bcr_requests_per_usd > pdd.metrics.bcr_requests_per_usd:
             best = plan
-    return best.model_copy(update={"notes": [BEST_WITHIN_NOTE, *best.notes]})
+    info = {"rule": BEST_WITHIN_NOTE, "status": status, "mip_gap": gap, "whole_load_plan": best is pdd}
+    return best.model_copy(update={"notes": [BEST_WITHIN_NOTE, *best.notes], "best_within_inventory": info})
 
 
 def carries_less(plan: Plan) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from placer.plan import Plan
 from placer.report.diagram import ROLE_ORDER
 
+PDD_BEST = "pdd, best BCR"  #: baseline_rows' row of PDD at its best BCR within the inventory
+
 
 def _f(x: float, digits: int = 3) -> str:
     return f"{x:.{digits}f}"
@@ -188,10 +190,6 @@ def baseline_rows(comparison: dict, simulated: dict[str, dict] | None = None) ->
     return rows
 
 
-#: The row of PDD at its best BCR within the inventory (``pdd_best_within_inventory``) in :func:`baseline_rows`.
-PDD_BEST = "pdd, best BCR"
-
-
 def _with_rules(plan: Plan, name: str) -> str:
     """The report's "how to read it": the baseline's rules (not repeated on its scaled twin), then its verdict."""
     if name in ("pdd", PDD_BEST):
@@ -255,17 +253,22 @@ def inventory_line(pdd: Plan, baselines: list[tuple[str, object]], best: object 
     4.96 / 10 req/s at BCR 202.7 (at most 5.30 req/s within the SLA, at a lower BCR)``; a plan
     that meets the TTFT P90 SLA for fewer than 90 % of its requests says so.
 
-    ``best``: PDD at its best BCR within the inventory, free to leave load as a baseline shown at
-    partial load is (``pdd_best_within_inventory`` of a compare result): then PDD is given both
-    ways (``PDD serves 10.00 / 10 req/s at BCR 187.3, or 7.38 / 10 req/s at BCR 211.2 at its best
-    BCR``) and each baseline ends with PDD's BCR against it both ways (``PDD -7.6 % at the whole
-    load, +4.2 % at its best BCR``) — like with like: a partial baseline beside PDD's best."""
+    ``best``: PDD at its best BCR within the inventory, free to leave load as a partial baseline is
+    (``pdd_best_within_inventory``): PDD is given both ways (``…, or 7.38 / 10 req/s at BCR 211.2 at
+    its best BCR``), and so is its BCR against each baseline (``PDD -7.6 % at the whole load, +4.2 %
+    at its best BCR``) — like with like."""
     at_best = f" (at its best BCR: no plan, {best['error']})" if isinstance(best, dict) and best.get("error") else ""
     best = best if isinstance(best, Plan) else None
     if best is not None:
-        at_best = (" (also its best BCR when it may leave load, as a partial baseline does)" if _same_point(pdd, best)
-                   else f", or {served_text(best)} req/s at {_bcr(best)}{_late(best)} at its best BCR "
-                        f"(leaving load, as a partial baseline does)")
+        solve = (best.model_extra or {}).get("best_within_inventory") or {}
+        if not _same_point(pdd, best):
+            at_best = (f", or {served_text(best)} req/s at {_bcr(best)}{_late(best)} at its best BCR "
+                       f"(leaving load, as a partial baseline does)")
+        elif solve.get("status", "optimal") == "optimal":
+            at_best = " (also its best BCR when it may leave load, as a partial baseline does)"
+        else:  # the solve leaving load stopped on its time limit: a higher BCR may exist
+            at_best = (f" (leaving load, its solve found no higher BCR before its time limit: "
+                       f"{solve['status']}, {100 * solve.get('mip_gap', 0.0):.1f} % gap; raise --time-limit)")
     parts = [f"within the inventory: PDD serves {served_text(pdd)} req/s at {_bcr(pdd)}{_late(pdd)}{at_best}"]
     for name, within in baselines:
         if not isinstance(within, Plan):
@@ -284,8 +287,8 @@ def inventory_line(pdd: Plan, baselines: list[tuple[str, object]], best: object 
 
 
 def _same_point(a: Plan, b: Plan) -> bool:
-    return (abs(a.metrics.served_rps - b.metrics.served_rps) < 0.005
-            and abs(a.metrics.bcr_requests_per_usd - b.metrics.bcr_requests_per_usd) < 0.05)
+    x, y = a.metrics, b.metrics
+    return abs(x.served_rps - y.served_rps) < 0.005 and abs(x.bcr_requests_per_usd - y.bcr_requests_per_usd) < 0.05
 
 
 def _pct(mine: Plan, theirs: Plan) -> str:

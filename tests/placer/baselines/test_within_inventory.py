@@ -109,3 +109,17 @@ def test_the_partial_baseline_with_the_best_bcr_is_set_beside_pdd_at_its_best_bc
     assert first.endswith("; hetero-same-dc-pd serves 5.70 / 10 req/s at BCR 103.9: PDD -3.8 % at the whole load, "
                           "+0.1 % at its best BCR")
     assert "prfaas serves 10.00 / 10 req/s at BCR 100.0: PDD +0.0 % at the whole load, +4.0 % at its best BCR" in first
+
+
+def test_pdd_whole_load_plan_is_called_its_best_bcr_only_when_the_solve_leaving_load_proved_it():
+    """eight-dc on a loaded host: the solve leaving load stopped on its time limit without beating the
+    whole-load plan, while Splitwise shows a higher BCR PDD could run too: no claim it is PDD's best."""
+    pdd = _plan(100.0, 10.0)
+    comparison = {"pdd": pdd, "baselines": {"hetero-same-dc-pd": _plan(103.9, 5.7)}, "scaled": {}}
+    for status, said in (("optimal", "(also its best BCR when it may leave load"),
+                         ("feasible", "(leaving load, its solve found no higher BCR before its time limit: "
+                                      "feasible, 1.4 % gap; raise --time-limit)")):
+        best = pdd.model_copy(update={"best_within_inventory": {"status": status, "mip_gap": 0.014,
+                                                                "whole_load_plan": True}})
+        first = headline({**comparison, "pdd_best_within_inventory": best}).splitlines()[0]
+        assert first.startswith(f"within the inventory: PDD serves 10.00 / 10 req/s at BCR 100.0 {said}")
