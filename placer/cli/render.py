@@ -107,8 +107,9 @@ def plan_view(plan: Plan, why: Why | None = None) -> Group:
 
 
 def compare_view(result: dict) -> Group:
-    """PDD beside the baselines: the headline first (what each side carries within the inventory,
-    then the equal-load comparison and what it assumed), then the table (served / offered on
+    """PDD beside the baselines: the headline first (what each side carries within the inventory, PDD
+    also at its best BCR there when a baseline is partial, then the equal-load comparison and what it
+    assumed), then the table (PDD's best-BCR row ``pdd, best BCR`` after PDD's; served / offered on
     every row, the busiest WAN direction, ratios: "n/a", never nan), the hints, each baseline's
     rules in one line and its verdict."""
     pdd: Plan = result["pdd"]
