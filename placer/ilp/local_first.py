@@ -43,6 +43,10 @@ from placer.problem import Problem
 LOCAL_FIRST_SITE_CLASSES = 600
 #: Share of the time left that the local model's build, LP, rounding and Dinkelbach may take together.
 LOCAL_SHARE = 0.4
+#: ... but at least LOCAL_MIN_S (within LOCAL_FLOOR_SHARE of what is left): under a short limit (30 s) the
+#: whole model cannot even be built (100 sites × 12 classes: 20-55 s), so the local plan is the answer.
+LOCAL_MIN_S = 45.0
+LOCAL_FLOOR_SHARE = 0.8
 #: Seconds of that share left after the rounding below which its Dinkelbach is not started.
 IMPROVE_MIN_S = 5.0
 
@@ -68,11 +72,14 @@ def worth_it(problem: Problem) -> bool:
 
 def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began: float) -> LocalPlan | None:
     """The plan of ``problem`` without its lines: the local model built, its LP relaxation's least-cost
-    solution rounded (:mod:`placer.ilp.rounding`), within :data:`LOCAL_SHARE` of what is left of
-    ``config`` (started by the caller); None when it gives no plan in that time. ``config.progress`` hears
-    it as the "first plan" with :func:`~placer.ilp.starts.capacity_bound`'s ceiling (the local model's pools, queues
-    and designs are the whole model's, so it holds for the whole problem; its LP bound would not)."""
-    share = dataclasses.replace(config, deadline=time.monotonic() + LOCAL_SHARE * config.left_s(), progress=None)
+    solution rounded (:mod:`placer.ilp.rounding`), within :data:`LOCAL_SHARE` (at least :data:`LOCAL_MIN_S`) of
+    what is left of ``config`` (started by the caller); None when it gives no plan in that time.
+    ``config.progress`` hears it as the "first plan" with :func:`~placer.ilp.starts.capacity_bound`'s ceiling
+    (the local model's pools, queues and designs are the whole model's, so it holds for the whole problem; its
+    LP bound would not)."""
+    left = config.left_s()
+    seconds = max(LOCAL_SHARE * left, min(LOCAL_FLOOR_SHARE * left, LOCAL_MIN_S))
+    share = dataclasses.replace(config, deadline=time.monotonic() + seconds, progress=None)
     local = dataclasses.replace(problem, links={}, line_capacity={})
     try:
         with building_within(share):
