@@ -9,8 +9,9 @@ out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the pl
      :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget);
      :func:`tail_notes` (requests whose prefill alone outlasts the TTFT SLA, and why).
 
-A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as two lengths with its
-mean and variance (:func:`class_items`), so E[S²] holds the within-class tail. The laws are
+A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as the lognormal law of
+lengths the simulator and the load generator draw, on a few points (:func:`class_items`), so E[S²]
+and the wait's whole law (:mod:`placer.mg1_wait`) hold the within-class tail. The laws are
 :mod:`placer.p_queues`' (:func:`~placer.p_queues.packed_wait_law`,
 :func:`~placer.p_queues.queue_layout`) and :mod:`placer.aggregated`'s; this module only reads the
 plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
@@ -29,7 +30,7 @@ from placer.p_queues import packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queueing import WaitModel, spread_points
+from placer.queueing import WaitModel, lognormal_points
 
 if TYPE_CHECKING:
     from placer.decode_state import DecodeState
@@ -115,11 +116,14 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
 
 def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
     """(req/s, prefill seconds alone, new tokens) of class ``c`` at ``rps`` on a P instance ``im``:
-    one item, or, where its prompts spread (``c.new_tokens_cv2`` > 0), two at lengths with the
-    class's mean and variance of new tokens (:func:`placer.queueing.spread_points`), each priced
-    by ``im.prefill_s`` at its own length — so the queue's E[S²] keeps the within-class tail."""
+    one item, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the points of the lognormal
+    law of new tokens with the class's mean and variance (:func:`placer.queueing.lognormal_points`:
+    the law :func:`placer.workload.synthetic.class_requests` draws), each priced by
+    ``im.prefill_s`` at its own length — so the queue's E[S²] and its wait's percentiles keep the
+    within-class tail (two points with the same mean and variance, :func:`~placer.queueing.spread_points`,
+    give the same mean wait but a P90 wait 30 % short at cv² 1 and ρ 0.6)."""
     return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor)
-            for prob, factor in spread_points(c.new_tokens_cv2)]
+            for prob, factor in lognormal_points(c.new_tokens_cv2)]
 
 
 def tail_notes(problem: Problem, plan: Plan, share_floor: float = 0.001) -> list[str]:

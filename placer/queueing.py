@@ -51,6 +51,28 @@ def spread_points(cv2: float) -> list[tuple[float, float]]:
     return [(1.0 - p_high, SPREAD_LOW), (p_high, high)]
 
 
+#: Points of :func:`lognormal_points` (Gauss–Hermite nodes).
+LOGNORMAL_NODES = 6
+
+
+def lognormal_points(cv2: float, nodes: int = LOGNORMAL_NODES) -> list[tuple[float, float]]:
+    """(probability, factor on the mean) of a lognormal law of mean 1 and variance ``cv2`` on
+    ``nodes`` points (Gauss–Hermite on the log, scaled so the mean is exactly 1): the shape prompt
+    lengths have (as :func:`placer.queue_laws.tail_notes` takes them), where :func:`spread_points`
+    keeps only the first two moments — enough for a queue's mean wait, not for its percentiles
+    (:mod:`placer.mg1_wait` prices the whole law). ``cv2`` 0: one point, the mean."""
+    if cv2 <= 0:
+        return [(1.0, 1.0)]
+    import numpy as np
+
+    x, w = np.polynomial.hermite_e.hermegauss(nodes)
+    prob = w / w.sum()
+    sigma = math.sqrt(math.log1p(cv2))
+    factor = np.exp(sigma * x - sigma * sigma / 2)
+    factor /= float((prob * factor).sum())
+    return [(float(p), float(f)) for p, f in zip(prob, factor)]
+
+
 @dataclass(frozen=True)
 class WaitModel:
     """M/G/1 waiting time at utilisation ``rho`` with service moments ``mean_s``, ``second_moment_s2``."""
