@@ -156,12 +156,13 @@ def _solve_local_first(problem: Problem, arch: Architecture, config: SolveConfig
 
 
 def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), measured: dict | None = None,
-             warm_start: Plan | None = None) -> Plan:
+             warm_start: Plan | None = None, warm_evaluated: Plan | None = None) -> Plan:
     """The PDD plan for ``scenario`` under ``config.objective`` (see placer.ilp.formulation).
 
     ``measured``: chip name -> measured efficiency fields (see placer.problem.resolve).
     ``warm_start``: a plan (e.g. the one deployed now); its BCR on this scenario seeds
-    the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short.
+    the Dinkelbach iterations (bcr objective), so a re-solve after a small drift is short;
+    ``warm_evaluated``: that plan already evaluated here (:func:`evaluate_plan`, ``other_scenario``).
 
     ``config.time_limit_s`` bounds the whole call (started here unless the caller started
     it): the warm start's evaluation, every Dinkelbach MILP and LP, and the marginal-value
@@ -182,7 +183,10 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
     problem = as_problem(scenario, measured)
     _needs_budget(problem, objective)
     warm_ratio = None
-    if warm_start is not None and objective == "bcr":
+    if warm_evaluated is not None and objective == "bcr":
+        m = warm_evaluated.metrics
+        warm_ratio = m.goodput_rps / m.cost_usd_per_h if m.cost_usd_per_h else None
+    elif warm_start is not None and objective == "bcr":
         try:
             warm = evaluate_plan(problem, warm_start.model_copy(update={"routes": [], "assignments": []}), config,
                                  other_scenario=True)

@@ -64,14 +64,16 @@ class DayResult:
     data: dict[str, Any]
 
 
-def _solve(scenario: Scenario, config: SolveConfig, warm: Plan | None = None, cache: dict | None = None) -> Plan | None:
+def _solve(scenario: Scenario, config: SolveConfig, warm: Plan | None = None, cache: dict | None = None,
+           warm_evaluated: Plan | None = None) -> Plan | None:
     """The plan for ``scenario`` (None when none is feasible); ``cache``: solves of equal scenarios shared
-    (the diurnal cosine is symmetric about the peak, so most windows' workloads come twice a day)."""
+    (the diurnal cosine is symmetric about the peak, so most windows' workloads come twice a day);
+    ``warm_evaluated``: ``warm`` already evaluated on ``scenario`` (not evaluated again)."""
     key = scenario.model_dump_json() if cache is not None else None
     if key is not None and key in cache:
         return cache[key]
     try:
-        plan = optimize(scenario, config, warm_start=warm)
+        plan = optimize(scenario, config, warm_start=warm, warm_evaluated=warm_evaluated)
     except InfeasiblePlanError:
         plan = None
     if key is not None:
@@ -138,18 +140,19 @@ class _Replanner:
     def step(self, now_s: float, scenario: Scenario) -> Plan | None:
         """The plan to apply at ``now_s``, or None (the rule keeps the current one)."""
         solve = self.config.solve
-        candidate = _solve(scenario, solve, warm=self.current)
+        # the current plan on the fitted workload: the rule's baseline and the solve's warm start (evaluated once)
+        stripped = self.current.model_copy(update={"routes": [], "assignments": []})
+        try:
+            current = evaluate_plan(scenario, stripped, solve, other_scenario=True)
+        except PlacerError:  # it cannot carry the workload (or, cut by an inventory change, serve at all)
+            current = None
+        warm = self.current if current is not None else None  # a plan that cannot serve here: solve cold
+        candidate = _solve(scenario, solve, warm=warm, warm_evaluated=current)
         if candidate is None:
             self.decisions.append({"at_s": now_s, "verdict": "SKIPPED", "reason": "no feasible plan"})
             return None
         changes = changed_pools(pools_of(self.current), pools_of(candidate))
-        baseline = candidate  # the same pools: the current plan re-evaluated is the candidate
-        if changes:
-            stripped = self.current.model_copy(update={"routes": [], "assignments": []})
-            try:
-                baseline = evaluate_plan(scenario, stripped, solve, other_scenario=True)
-            except PlacerError:  # it cannot carry the workload (or, cut by an inventory change, serve at all)
-                baseline = None
+        baseline = current if changes else candidate  # the same pools: the current plan re-evaluated is the candidate
         since = None if self.last_adopted_s is None else now_s - self.last_adopted_s
         got = adopt(self.rule, has_current=True, baseline=baseline, candidate=candidate, pool_changes=changes,
                     offered_rps=scenario.workload.arrival_rps, since_adoption_s=since)
