@@ -43,6 +43,7 @@ from placer.change_strategy import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK, choose_
 from placer.errors import InputError
 from placer.plan import Plan, PoolOut
 from placer.problem import Problem
+from placer.readers import load_mapping
 
 AUTO = "auto"
 STRATEGIES = (AUTO, MAKE_BEFORE_BREAK, BREAK_BEFORE_MAKE)
@@ -90,16 +91,7 @@ class Startup:
     def measured(cls, path: str | Path, strategy: str = AUTO) -> Startup:
         """The executor's own figures on this machine (``bench/bench_startup.py --write PATH``): its load
         rate, warm-up and drain, the same terms as the published defaults; the file kept as provenance."""
-        import json
-
-        try:
-            raw = json.loads(Path(path).read_text())
-        except OSError as e:
-            raise InputError(f"--startup-measured: cannot read {str(path)!r}: {e.strerror}") from None
-        except ValueError as e:
-            raise InputError(f"--startup-measured: {str(path)!r} is not JSON: {e}") from None
-        if not isinstance(raw, dict):
-            raise InputError(f"--startup-measured: {str(path)!r} holds no object of figures")
+        raw = load_mapping(path, "--startup-measured file", kind="json")
         got = {}
         for name in ("load_gbyte_per_s_per_chip", "warmup_s", "drain_s"):
             v = raw.get(name)

@@ -36,7 +36,7 @@ def test_measured_figures_are_the_same_terms_weights_over_rate_plus_warm_up(tmp_
 
 @pytest.mark.parametrize("text,field", [('{"load_gbyte_per_s_per_chip": 1, "warmup_s": "x", "drain_s": 1}', "warmup_s"),
                                         ('{"warmup_s": 1, "drain_s": 1}', "load_gbyte_per_s_per_chip"),
-                                        ("not json", "not JSON")])
+                                        ("not json", "not valid JSON")])
 def test_a_bad_measurements_file_is_an_input_error_naming_the_field(tmp_path, text, field):
     path = tmp_path / "bad.json"
     path.write_text(text)
