@@ -22,8 +22,10 @@ from tests.placer.hardening.generated import large_scenario
 LIMIT_S = 4.0
 #: What may run past the limit: reading the 780-line scenario (~0.5 s, the budget starts after
 #: it), the longest stretch between two checks (~50 ms of flows, stretched by other work on this
-#: 2-core machine) and turning the timeout into exit 4. Far below the ~12 s the loop overran by.
-MARGIN_S = 3.0
+#: 2-core machine), turning the timeout into exit 4 — or, since a plan found in time is returned
+#: (issue 47), evaluating that plan's figures after the solve (~2 s on this 40-datacenter mesh:
+#: its TTFT quantiles and tail notes). Far below the ~12 s the loop overran by.
+MARGIN_S = 5.0
 
 
 def _full_mesh(datacenters: int, classes: int) -> dict:
@@ -38,7 +40,11 @@ def test_preparing_a_full_mesh_ends_at_the_time_limit(tmp_path):
     path = tmp_path / "mesh.yaml"
     path.write_text(yaml.safe_dump(_full_mesh(datacenters=40, classes=20)))
     start = time.monotonic()
-    result = CliRunner().invoke(app, ["optimize", str(path), "--time-limit", str(LIMIT_S)])
+    result = CliRunner().invoke(app, ["optimize", str(path), "--time-limit", str(LIMIT_S), "--no-verify"])
     wall_s = time.monotonic() - start
-    assert result.exit_code == 4 and f"time limit of {LIMIT_S:g} s" in result.output, result.output
+    # issue 47: a plan found in time comes back with its gap said first (exit 0); none found is exit 4
+    lines = result.output.splitlines()
+    first = next((line for line in lines if line and not line.startswith("solving")), "")
+    assert (result.exit_code == 0 and first.startswith("best plan found within the time limit")) or (
+        result.exit_code == 4 and f"time limit of {LIMIT_S:g} s" in result.output), result.output
     assert wall_s <= LIMIT_S + MARGIN_S, f"took {wall_s:.1f} s with --time-limit {LIMIT_S:g}"
