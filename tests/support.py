@@ -32,3 +32,20 @@ def live_server(app) -> Iterator[str]:
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+class LinearGrid:
+    """A profile grid whose forward takes ``seconds`` per sequence or token, whatever the context."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+
+    def seconds_at(self, size, context):
+        return self.seconds * size
+
+
+class LinearTable:
+    """A serve profile for the served-forwards tests: 0.1 s a prefill unit, 0.02 s a decode step unit."""
+
+    prefill = LinearGrid(0.1)
+    decode = LinearGrid(0.02)

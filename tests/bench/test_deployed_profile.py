@@ -5,19 +5,7 @@ from __future__ import annotations
 import pytest
 
 from bench import served_forwards
-
-
-class _Grid:
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def seconds_at(self, size, context):
-        return self.seconds * size
-
-
-class _Table:
-    prefill = _Grid(0.1)
-    decode = _Grid(0.02)
+from tests.support import LinearTable
 
 
 def test_the_deployed_pace_is_every_forwards_wall_over_the_table_whatever_ran_beside_it():
@@ -28,10 +16,10 @@ def test_the_deployed_pace_is_every_forwards_wall_over_the_table_whatever_ran_be
         "decode": [[1, 500, 0.02, 0.022, 0.03 * k, "d0"] for k in range(30)]  # alone, before the prefills
         + [[1, 500, 0.02, 0.04, 10.0 + k, "d0"] for k in range(20)],  # each inside a prefill
     }
-    paces = served_forwards.deployed_paces(forwards, _Table())
+    paces = served_forwards.deployed_paces(forwards, LinearTable())
     assert paces["prefill"] == pytest.approx(1.0)
     assert paces["decode"] == pytest.approx((30 * 0.022 + 20 * 0.04) / (50 * 0.02), abs=1e-3)  # 1.46
-    assert "decode" not in served_forwards.deployed_paces({"decode": forwards["decode"][:10]}, _Table())  # too few
+    assert "decode" not in served_forwards.deployed_paces({"decode": forwards["decode"][:10]}, LinearTable())  # too few
 
 
 def test_the_scaled_profile_multiplies_each_kinds_seconds_and_says_by_what():

@@ -8,20 +8,7 @@ import pytest
 
 from bench import served_forwards
 from placer.sim.runtime import ExecutorRuntime
-
-
-class _Grid:
-    def __init__(self, seconds: float):
-        self.seconds = seconds
-
-    def seconds_at(self, size, context):
-        return self.seconds * size
-
-
-class _Table:
-    prefill = _Grid(0.1)
-    decode = _Grid(0.02)
-
+from tests.support import LinearTable
 
 RT = ExecutorRuntime.from_dict({"cores": 2, "slowdown": 1.0, "request_overhead_s": 0.0, "kv_export_bytes_per_s": 1e9,
                                 "kv_import_bytes_per_s": 1e9, "token_stream_s": 0.0, "decode_pace": 1.1,
@@ -36,7 +23,7 @@ def test_forwards_are_grouped_by_what_the_other_instances_ran_and_charged_as_the
                    [2, 500, 0.04, 0.05, 1.06, "d0"],  # 0.04 of its 0.05 s beside the prefill: more than half
                    [1, 500, 0.02, 0.024, 1.09, "d0"]],  # only 0.01 s beside it: alone
     }
-    rows = {(r["kind"], tuple(r["beside"])): r for r in served_forwards.compare(forwards, _Table(), RT, least=1)}
+    rows = {(r["kind"], tuple(r["beside"])): r for r in served_forwards.compare(forwards, LinearTable(), RT, least=1)}
     alone = rows["decode", ()]
     assert alone["forwards"] == 2 and alone["served_wall"] == pytest.approx((0.022 + 0.024) / 0.04, abs=1e-3)
     assert alone["simulated"] == pytest.approx(1.1)  # the decode pace alone
@@ -49,7 +36,7 @@ def test_forwards_are_grouped_by_what_the_other_instances_ran_and_charged_as_the
 
 
 def test_a_run_logged_without_start_times_has_no_groups():
-    assert served_forwards.compare({"decode": [[1, 500, 0.02, 0.022]]}, _Table(), RT) == []
+    assert served_forwards.compare({"decode": [[1, 500, 0.02, 0.022]]}, LinearTable(), RT) == []
 
 
 def test_a_calibration_serve_gives_the_paces_and_the_figures_beside_each_kind():
@@ -59,7 +46,7 @@ def test_a_calibration_serve_gives_the_paces_and_the_figures_beside_each_kind():
     # ten prefills each with a decoder stepping through it, at 1.5x; the decoder's steps beside them at 1.5x
     prefill += [[1, 100, 0.1, 0.15, 30.0 + 0.5 * k, "p0"] for k in range(10)]
     decode += [[1, 500, 0.02, 0.03, 30.0 + 0.5 * k + 0.03 * j, "d1"] for k in range(10) for j in range(4)]
-    cal = served_forwards.calibration({"prefill": prefill, "decode": decode}, _Table())
+    cal = served_forwards.calibration({"prefill": prefill, "decode": decode}, LinearTable())
     assert cal["decode_pace"] == pytest.approx(1.25) and cal["prefill_pace"] == pytest.approx(1.2)
     assert cal["interference"] == {"prefill": {"decode": pytest.approx(1.5 / 1.2, abs=1e-3)},
                                    "decode": {"prefill": pytest.approx(1.5 / 1.25, abs=1e-3)}}
@@ -71,15 +58,15 @@ def test_a_calibration_serve_gives_the_paces_and_the_figures_beside_each_kind():
                                     "prefill_pace": cal["prefill_pace"], "decode_pace": cal["decode_pace"],
                                     "interference": cal["interference"], "speedup": [1.0, 2.0]})
     # the simulator then charges each group what it was served at
-    for row in served_forwards.compare({"prefill": prefill, "decode": decode}, _Table(), rt, least=1):
+    for row in served_forwards.compare({"prefill": prefill, "decode": decode}, LinearTable(), rt, least=1):
         assert row["simulated"] == pytest.approx(row["served_wall"], abs=1e-3)
 
 
 def test_too_few_forwards_in_a_group_give_no_figure():
     decode = [[1, 500, 0.02, 0.025, 10.0 + 0.1 * k, "d0"] for k in range(9)]
-    assert served_forwards.calibration({"decode": decode}, _Table()) == {"forwards": {"decode alone": 9}}
-    assert served_forwards.calibration({"decode": decode}, _Table(), least=9)["decode_pace"] == pytest.approx(1.25)
-    assert served_forwards.calibration({"decode": [[1, 500, 0.02, 0.022]]}, _Table()) == {"forwards": {}}
+    assert served_forwards.calibration({"decode": decode}, LinearTable()) == {"forwards": {"decode alone": 9}}
+    assert served_forwards.calibration({"decode": decode}, LinearTable(), least=9)["decode_pace"] == pytest.approx(1.25)
+    assert served_forwards.calibration({"decode": [[1, 500, 0.02, 0.022]]}, LinearTable()) == {"forwards": {}}
 
 
 def test_the_calibration_replaces_the_probes_figures_where_it_has_them():
@@ -150,11 +137,11 @@ def test_the_host_drift_between_two_serves_is_their_thread_cpu_pace_not_their_wa
     steady = _lone_decodes(0.02, 0.022)
     waited = _lone_decodes(0.02, 0.05)  # the same CPU seconds, waiting for a core or the GIL: the host's speed held
     burst = _lone_decodes(0.045, 0.046)  # every step's CPU seconds 2.25x: the host itself slowed
-    assert served_forwards.host_drift(steady, waited, _Table()) == pytest.approx(1.0)
-    assert served_forwards.host_drift(steady, burst, _Table()) == pytest.approx(2.25)
-    assert served_forwards.host_drift(burst, steady, _Table()) == pytest.approx(2.25)
+    assert served_forwards.host_drift(steady, waited, LinearTable()) == pytest.approx(1.0)
+    assert served_forwards.host_drift(steady, burst, LinearTable()) == pytest.approx(2.25)
+    assert served_forwards.host_drift(burst, steady, LinearTable()) == pytest.approx(2.25)
     # too few lone forwards of a kind to say: no drift claimed
-    assert served_forwards.host_drift(steady, _lone_decodes(0.045, 0.046, n=19), _Table()) == 1.0
+    assert served_forwards.host_drift(steady, _lone_decodes(0.045, 0.046, n=19), LinearTable()) == 1.0
 
 
 def test_a_calibration_the_host_disturbed_is_served_again_with_its_serve(monkeypatch):
@@ -171,12 +158,12 @@ def test_a_calibration_the_host_disturbed_is_served_again_with_its_serve(monkeyp
         return {"forwards_served": next(served), "seed": seed, "call": len(calls)}
 
     monkeypatch.setattr(bench_serve, "serve", serve)
-    cal, res, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, _Table(), retries=2)
+    cal, res, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, LinearTable(), retries=2)
     assert drifts == [2.25, 1.7, 2.5] and calls == [8, 7] * 3  # the calibration's seed, then the trace's
     assert (cal["call"], res["call"]) == (3, 4)  # the pair that moved least
     served = iter([_lone_decodes(0.022, 0.023), _lone_decodes(0.02, 0.021)])
     calls.clear()
-    *_, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, _Table(), retries=2)
+    *_, drifts = bench_serve.calibrated_serve("pdd", [], [], None, None, 7, LinearTable(), retries=2)
     assert drifts == [1.1] and len(calls) == 2  # a steady host: served once
     served = iter([_lone_decodes(0.02, 0.021)])
     calls.clear()
@@ -196,9 +183,9 @@ def test_the_hosts_speed_over_a_serve_is_read_window_by_window_off_its_lone_forw
     forwards = {"decode": fast["decode"] + slow["decode"] + few["decode"] + beside["decode"] + late["decode"],
                 "prefill": beside["prefill"]}
     reference = {"decode": 1.1}  # the calibration's lone steps: CPU 1.1x the table (0.022 s)
-    timeline = served_forwards.pace_timeline(forwards, _Table(), reference, start=5.0)
+    timeline = served_forwards.pace_timeline(forwards, LinearTable(), reference, start=5.0)
     assert timeline == [(0.0, pytest.approx(1.0)), (20.0, pytest.approx(1.5)), (50.0, pytest.approx(1.0))]
     # as a request felt it, on the whole: 20 s at 1.0, 30 s at 1.5, 10 s at 1.0
     assert served_forwards.mean_pace(timeline, 60.0) == pytest.approx(math.exp(30 * math.log(1.5) / 60))
-    assert served_forwards.pace_timeline(_lone_decodes(0.02, 0.02, n=19), _Table(), reference) == []
-    assert served_forwards.pace_timeline(forwards, _Table(), {"prefill": 1.0}) == []  # no lone prefills to read
+    assert served_forwards.pace_timeline(_lone_decodes(0.02, 0.02, n=19), LinearTable(), reference) == []
+    assert served_forwards.pace_timeline(forwards, LinearTable(), {"prefill": 1.0}) == []  # no lone prefills to read
