@@ -5,7 +5,8 @@ in:  a :class:`~placer.problem.Problem` and its classes, a P instance's model
      (:class:`~placer.perfmodel.InstanceModel`), a queue's utilisation and kind (PDD's ``mix`` /
      ``light``, :mod:`placer.pdd`)
 out: :func:`light_classes`, :func:`prefill_points` (a class's prompts with their spread),
-     :func:`queue_wait_law` and :func:`packed_wait_law` (M/G/1 laws, :class:`placer.queueing.WaitModel`),
+     :func:`queue_wait_law`, :func:`set_wait_law` and :func:`packed_wait_law` (M/G/1 laws,
+     :class:`placer.queueing.WaitModel`),
      :func:`queue_layout`, :func:`mixture_quantile` over :class:`TtftLaw` flows
 
 The MILP, ``evaluate``, ``validate`` and the simulator read the P side's laws here, the flow's
@@ -64,6 +65,17 @@ def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) ->
 
     longest = max(residual_s(points[k]) for k in light_classes(problem, im))
     return WaitModel(rho, longest, longest * longest)
+
+
+def set_wait_law(problem: Problem, im: InstanceModel, rho: float, admitted: frozenset[int]) -> WaitModel:
+    """M/G/1 wait at utilisation ``rho`` in a "set" P queue: it takes only the classes ``admitted``
+    (indices), in proportion among themselves (the MILP's rows (C13) force it), so its service
+    moments are the subset's mix — shares renormalised over it, each class over its spread of
+    prompt lengths (:func:`prefill_points`), as :func:`queue_wait_law` does for the whole mix."""
+    total = sum(problem.classes[k].share for k in admitted)
+    times = [(problem.classes[k].share / total * prob, t)
+             for k in sorted(admitted) for prob, t in prefill_points(problem.classes[k], im)]
+    return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
 
 
 def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
