@@ -12,7 +12,10 @@ Sets
   admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
   longer; a "mix" queue takes every class in the scenario's proportions, a "light" one
   (at the cap u only) just the classes whose prefill is at most 25 % of the TTFT budget,
-  so short prefills can be kept from waiting behind long ones.
+  so short prefills can be kept from waiting behind long ones. Where the architecture
+  restricts a datacenter's P pools to a subset K_d of the classes (``Architecture.p_admits``:
+  PrfaaS's threshold, the long classes remote and the rest local) its queues are "set" queues
+  instead: K_d in proportion among themselves (C13), tiers from K_d's law, no light queue.
   The mix tiers of a pool are generated from the SLA and the pool's service-time law
   (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
   the fastest, e.g. a WAN move before the first token), and below 0.45·u the
@@ -52,7 +55,8 @@ Parameters (units in names; from :mod:`placer.perfmodel` and :mod:`placer.flows`
   first_token_law`): ttft₀ takes the line unloaded, its slowdown at u_L (mean
   b/C·u_L/(1−u_L)) is exponential, the wait M/G/1 at the queue's utilisation u_t: a
   "mix" queue carries the class mix in proportion (C13), so its moments are the mix's;
-  a light queue's E[S²]/E[S] is bounded by its light classes' largest (any light mix);
+  a light queue's E[S²]/E[S] is bounded by its light classes' largest (any light mix); a
+  "set" queue's moments are its subset's mix (:func:`placer.p_queues.set_wait_law`);
   both over each class's spread of prompt lengths (new_tokens_cv2, two points:
   :func:`placer.p_queues.prefill_points`), so a class's long prompts lengthen the wait;
   hold[f] = pre + transfer (seconds P keeps the request's KV staged).
@@ -110,7 +114,8 @@ Constraints (each cited in the code as (C0)…(C17))
 (C10) power      Σ_{q in dc} power_q · n_q ≤ power_kw[dc]
 (C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
 (C12) budget     Σ price_q n_q ≤ budget (max-goodput only)
-(C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t (P or A) and class k
+(C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t (P or A) and class k;
+                 a "set" queue t over K_t: = s_k / Σ_{j∈K_t} s_j · X_t for k ∈ K_t (others not admitted)
 (C14) A budget   Σ_{f: p(f)=a} n_k·t_a/C · x_f ≤ κ_a · u_t · c_{a,t}      ∀ A queues
 (C15) A slots    Σ_{f: p(f)=a} O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t}
 (C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
@@ -211,11 +216,15 @@ def _add_demand(m: LinearModel, problem: Problem, data: Prepared, cols: Columns,
 
 
 def _add_mix(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, p: Pool) -> None:
-    """(C13) mix queue: Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for the "mix" queue t = p and every class k."""
+    """(C13) mix queue: Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for the "mix" queue t = p and every class k;
+    a "set" queue (``p.admits``) its classes k ∈ K_t only, s_k renormalised over them."""
     total = m.var(f"X[{p.label}]")
-    for k, c in enumerate(problem.classes):
+    classes = sorted(p.admits) if p.admits else range(len(problem.classes))
+    whole = sum(problem.classes[k].share for k in classes) if p.admits else 1.0
+    for k in classes:
+        c = problem.classes[k]
         m.add(f"mix[{c.name},{p.label}]", "mix",
-              {**{cols.p_side(f): 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share}, "==", 0.0)
+              {**{cols.p_side(f): 1.0 for f in data.by_pool[p] if f.k == k}, total: -c.share / whole}, "==", 0.0)
 
 
 def _add_p_capacity(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, tier: dict, p: Pool) -> None:
@@ -426,7 +435,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
     _add_demand(m, problem, data, cols, g)
     for p in (q for q in data.pools if q.role == P):
         check_build_deadline()
-        if p.mix == MIX:
+        if p.mix == MIX or p.admits:
             _add_mix(m, problem, data, cols, p)
         _add_p_capacity(m, problem, data, cols, tier, p)
         if p not in implied_memory:
