@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign
 from placer.flows import Route, class_footprint_tokens, decode_design, eager_tokens, relay_stop_s
-from placer.kv_admission import kv_wait_law
+from placer.kv_admission import fixed_step_share, kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, Plan, PoolKey
@@ -189,10 +189,9 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
     st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
     # the waiting law's first moment: arrivals that find no KV room for their reservation
-    per_seq = st.step_at(st.batch + 1.0, ctx) - st.step_s  # the step's growth per sequence held
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items], max(st.step_s - per_seq * st.batch, 0.0) / st.step_s)
+        for rate, c, hold in st.kv_items], fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch))
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
                      f"its prompt + output), {st.kv_wait_s:.2f} s on average; the simulator queues them there")

@@ -33,7 +33,7 @@ from placer.pdd import (
     ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, P_D, P_RLD_MD,
     RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
 )
-from placer.kv_admission import KvHeadroom, footprint_tokens, kv_design_batch
+from placer.kv_admission import KvHeadroom, fixed_step_share, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
 from placer.queueing import WaitModel, spread_points, wan_transfer_s
@@ -176,12 +176,24 @@ def _kv_items(c: Class, arrivals: float, held: float) -> list[tuple[float, float
     return [(arrivals * prob, held * prob * out / mean_held, f) for prob, out, f in points]
 
 
+def decode_fixed_share(im: InstanceModel, batch: float, context_tokens: float) -> float:
+    """φ of a decode instance ``im`` at ``batch`` requests of ``context_tokens`` mean context: the share
+    of its step the batch does not pay for (:func:`placer.kv_admission.fixed_step_share`), which sets
+    how over-dispersed the requests it holds are (:func:`placer.kv_admission.kv_occupancy_variance`)."""
+    batch = max(batch, 1.0)
+    return fixed_step_share(im.step_s(batch, context_tokens), im.step_s(batch + 1.0, context_tokens), batch)
+
+
 def decode_kv_headroom(problem: Problem, im: InstanceModel) -> KvHeadroom:
     """The linear KV row of one decode instance ``im`` (:class:`~placer.kv_admission.KvHeadroom`),
     tangent where the scenario's mix fills it: each class (each point of its output spread) weighted by
-    its time in the batch."""
+    its time in the batch, the occupancy law's φ at the instance's design batch (:func:`decode_design`)
+    — the law the evaluation and the simulator live, so the row holds the same quantile."""
+    batch, _ = decode_design(problem, im)
+    phi = decode_fixed_share(im, batch, decode_context_tokens(problem.classes))
     return KvHeadroom.for_mix(im.kv_capacity_tokens, [item for c in problem.classes
-                                                      for item in _kv_items(c, c.share, c.share * c.output_tokens)])
+                                                      for item in _kv_items(c, c.share, c.share * c.output_tokens)],
+                              fixed_share=phi)
 
 
 def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[Class, float]]) -> tuple[int, float]:
@@ -189,9 +201,10 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
     requests held at once, or any weight proportional to it: λ_k·T_k) — the largest batch meeting
     the TPOT SLA at the served classes' context (and the engine's batch cap) and holding their
     reserved KV at the occupancy quantile (:func:`placer.kv_admission.kv_design_batch`: the batch
-    is a sum of random footprints, so it stops short of K / mean footprint). 0 when one step of
-    one request misses TPOT, or when the KV holds less than one request of them at the quantile
-    (a decoder still admits a request alone, but such a pool is not worth planning)."""
+    is a sum of random footprints, over-dispersed by the step's growth with the batch — φ at the
+    batch itself, :func:`decode_fixed_share` — so it stops short of K / mean footprint). 0 when one
+    step of one request misses TPOT, or when the KV holds less than one request of them at the
+    quantile (a decoder still admits a request alone, but such a pool is not worth planning)."""
     pairs = [(c, w) for c, w in load if w > 0]
     if not pairs:
         return 0, 0.0
@@ -201,11 +214,23 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
     if by_tpot < 1:
         return 0, im.step_s(1, ctx)
     # arrivals: held / time held, the time ∝ output at one step
-    by_kv = kv_design_batch(im.kv_capacity_tokens, [item for c, w in pairs
-                                                    for item in _kv_items(c, w / max(c.output_tokens, 1), w)])
-    if by_kv < 1:  # not one request of these classes at the quantile: no pool worth planning
+    items = [item for c, w in pairs for item in _kv_items(c, w / max(c.output_tokens, 1), w)]
+
+    def by_kv(batch: float) -> float:  # the KV's batch when the decoder runs at ``batch``
+        return kv_design_batch(im.kv_capacity_tokens, items, fixed_share=decode_fixed_share(im, batch, ctx))
+
+    top = min(float(by_tpot), kv_design_batch(im.kv_capacity_tokens, items))  # Poisson: the largest
+    if top < 1 or by_kv(1.0) < 1:  # not one request of these classes at the quantile: no pool worth planning
         return 0, im.step_s(1, ctx)
-    batch = min(by_tpot, int(by_kv))
+    if by_kv(top) >= top:
+        batch = float(top)
+    else:  # min(by_tpot, by_kv(B)) − B falls as B grows (φ falls): its one root
+        lo, hi = 1.0, top
+        while hi - lo > 0.25:
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if by_kv(mid) >= mid else (lo, mid)
+        batch = lo
+    batch = min(by_tpot, int(batch))
     return batch, im.step_s(batch, ctx)
 
 

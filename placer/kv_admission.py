@@ -10,7 +10,7 @@ out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the adm
      a decoder's KV carries for the classes it serves), :func:`kv_wait_probability` (the share
      of arrivals that wait for KV room at a given load) and :func:`kv_wait_law` (that share and
      how long those wait; the requests held are negative binomial where a step grows with the
-     batch: :func:`kv_occupancy_variance`).
+     batch: :func:`kv_occupancy_variance`, with the step's fixed share :func:`fixed_step_share`).
 
 The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
 request when its batch has a slot and its free KV holds the request's whole final context —
@@ -35,18 +35,26 @@ KV through this test) do, and what the planner's KV row counts:
 * A request holds ``footprint_tokens(I, O)`` from admission to departure: KV-token-seconds
   f_k · T_k, T_k its time on the decoder (O·step, or RLD's relay hold). Little's law: a pool's
   mean reserved KV is Σ_k λ_k · T_k · f_k per instance.
-* Occupancy is random: the requests on an instance are (far from its batch cap) an M/G/∞
-  population, Poisson in number, so the KV they hold is compound Poisson: mean
-  M = Σ L_k f_k, variance V = Σ L_k f_k² (L_k = λ_k T_k). An arrival finds no room (and waits)
-  when that sum exceeds K − f; the plan keeps M + z·√V ≤ K − f̄ (f̄: the footprint an arrival
-  brings, the mix's mean by arrivals), z the normal quantile of
+* Occupancy is random: were a step's length independent of the batch, the requests on an
+  instance would be (far from its batch cap) an M/G/∞ population, Poisson in number, their KV
+  compound Poisson: mean M = Σ L_k f_k, variance Σ L_k f_k² (L_k = λ_k T_k). A decode step grows
+  with the batch, step(n) = a + c·n, so when more are held each stays longer: the number held is
+  negative binomial, and the KV's variance is V = Σ L_k f_k² + M²·(1 − φ)/(φ·B) (B = Σ L_k,
+  φ = a / step(B) the step's fixed share: :func:`kv_occupancy_variance`, the one law the MILP's row,
+  the design batch and the evaluation's waiting law use). An arrival finds no room (and waits)
+  when the others' KV exceeds K − f; the plan keeps M + z·√V ≤ K − f̄ (f̄: the footprint an
+  arrival brings, the mix's mean by arrivals), z the normal quantile of
   :data:`KV_OCCUPANCY_QUANTILE`, so at most about 1 − q of arrivals wait (q = 0.95: z = 1.64).
 * Linear for the MILP (:class:`KvHeadroom`): √V ≤ V/(2s) + s/2 for any s > 0 (the tangent of the
-  square root at V = s², exact there, above it elsewhere), so
-  Σ L_k · f_k · (1 + z·f_k/(2s)) ≤ K − f̄ − z·s/2 implies the quantile row. s is set where the row
-  binds: the standard deviation of a full instance's KV under the scenario's mix,
-  s = √(K · E[f²]/E[f]); a pool serving other classes is still safe (the tangent is an upper
-  bound), only a little conservative.
+  square root at V = s², exact there, above it elsewhere), and the common-speed term
+  M²(1 − φ)/(φB) = M·m·(1 − φ)/φ with m = M/B the held requests' mean footprint, taken at the
+  scenario's mix (m_ref), so each held request adds f_k·(f_k + g) to V, g = m_ref·(1 − φ)/φ:
+  Σ L_k · f_k · (1 + z·(f_k + g)/(2s)) ≤ K − f̄ − z·s/2. s and φ are set where the row binds: the
+  standard deviation of the instance's KV at the mix's design batch (:func:`kv_design_batch`), φ
+  at the pool's design batch; there the row is the quantile itself. Elsewhere the tangent is an
+  upper bound, and the common term is exact for any pool whose held requests' mean footprint is
+  m_ref, above it for a pool of shorter ones (a little conservative), below it for a pool of
+  longer ones only (by the ratio of the means on that term).
 """
 
 from __future__ import annotations
@@ -98,35 +106,71 @@ def occupancy_quantile_z(quantile: float = KV_OCCUPANCY_QUANTILE) -> float:
     return NormalDist().inv_cdf(quantile)
 
 
+def fixed_step_share(step_s: float, next_step_s: float, batch: float) -> float:
+    """φ: the share of a decode step at ``batch`` (``step_s``) the batch does not pay for, the step less
+    what each held sequence adds (``next_step_s`` − ``step_s``, the step one more would take) times the
+    batch; 1 where the step does not grow with the batch (the M/G/∞ law)."""
+    if step_s <= 0:
+        return 1.0
+    per_seq = max(next_step_s - step_s, 0.0)
+    return min(max(step_s - per_seq * batch, 0.0) / step_s, 1.0)
+
+
+def _phi(fixed_share: float) -> float:
+    """φ as the laws take it (a step with no fixed part at all has no steady batch: held above 0)."""
+    return min(max(fixed_share, 0.02), 1.0)
+
+
+def _per_request(footprints: Iterable[tuple[float, float, float]], fixed_share: float) -> tuple[float, float, float, float]:
+    """(mean footprint m by time held, variance per held request v = :func:`kv_occupancy_variance` ÷ B,
+    the arrivals' mean footprint f̄, total time weight) of a mix ((arrival weight, time weight, f) per
+    class); zeros without one."""
+    items = [(a, w, f) for a, w, f in footprints if w > 0]
+    total = sum(w for _, w, _ in items)
+    arrivals = sum(a for a, _, _ in items)
+    if total <= 0:
+        return 0.0, 0.0, 0.0, 0.0
+    mean = sum(w * f for _, w, f in items) / total
+    per_held = kv_occupancy_variance([(a, w / total, f) for a, w, f in items], fixed_share)
+    arrival = sum(a * f for a, _, f in items) / arrivals if arrivals > 0 else 0.0
+    return mean, per_held, arrival, total
+
+
 @dataclass(frozen=True)
 class KvHeadroom:
     """The linear KV row of one decode instance of ``capacity_tokens`` (module docstring):
     Σ_k L_k · :meth:`weight` (f_k) ≤ :attr:`limit_tokens`, with L_k = λ_k·T_k requests of class k
-    held on average. ``s_tokens``: the tangent point (a full instance's KV standard deviation);
-    ``arrival_tokens``: the footprint an arrival brings (it is admitted only if the others leave
-    room for it: used ≤ K − f), the mix's mean by arrivals."""
+    held on average. ``s_tokens``: the tangent point (the KV's standard deviation where the row binds
+    at the reference mix); ``arrival_tokens``: the footprint an arrival brings (it is admitted only if
+    the others leave room for it: used ≤ K − f), the mix's mean by arrivals; ``common_tokens``: g, what
+    each held token adds to the variance through the batch's common speed (m_ref·(1 − φ)/φ; 0: the
+    Poisson law of a step that does not grow with the batch)."""
 
     capacity_tokens: float
     z: float
     s_tokens: float
     arrival_tokens: float = 0.0
+    common_tokens: float = 0.0
 
     @classmethod
     def for_mix(cls, capacity_tokens: float, footprints: Iterable[tuple[float, float, float]],
-                quantile: float = KV_OCCUPANCY_QUANTILE) -> KvHeadroom:
+                quantile: float = KV_OCCUPANCY_QUANTILE, fixed_share: float = 1.0) -> KvHeadroom:
         """The row for an instance of ``capacity_tokens`` tangent at the mix ``footprints``: (arrival
-        weight λ_k, time weight λ_k·T_k — either up to a common factor — footprint f_k) per class."""
+        weight λ_k, time weight λ_k·T_k — either up to a common factor — footprint f_k) per class; its
+        step's fixed share ``fixed_share`` (φ, :func:`fixed_step_share`, at the pool's design batch)."""
         items = [(a, w, f) for a, w, f in footprints if w > 0 and f > 0]
-        first = sum(w * f for _, w, f in items)
-        second = sum(w * f * f for _, w, f in items)
-        arrivals = sum(a for a, _, _ in items)
-        s = math.sqrt(max(capacity_tokens, 0.0) * second / first) if first > 0 else 1.0
-        arrival = sum(a * f for a, _, f in items) / arrivals if arrivals > 0 else 0.0
-        return cls(max(capacity_tokens, 0.0), occupancy_quantile_z(quantile), max(s, 1.0), arrival)
+        capacity = max(capacity_tokens, 0.0)
+        mean, per_held, arrival, _ = _per_request(items, fixed_share)
+        held = kv_design_batch(capacity, items, quantile, fixed_share)
+        if held <= 0 and mean > 0:
+            held = capacity / mean  # nothing fits at the quantile: tangent where the KV is full
+        s = math.sqrt(held * per_held) if per_held > 0 else 1.0
+        phi = _phi(fixed_share)
+        return cls(capacity, occupancy_quantile_z(quantile), max(s, 1.0), arrival, mean * (1.0 - phi) / phi)
 
     def weight(self, footprint: float) -> float:
-        """KV tokens one held request of footprint f counts for on the row: f·(1 + z·f/(2s))."""
-        return footprint * (1.0 + self.z * footprint / (2.0 * self.s_tokens))
+        """KV tokens one held request of footprint f counts for on the row: f·(1 + z·(f + g)/(2s))."""
+        return footprint * (1.0 + self.z * (footprint + self.common_tokens) / (2.0 * self.s_tokens))
 
     @property
     def limit_tokens(self) -> float:
@@ -139,26 +183,23 @@ class KvHeadroom:
 
 
 def kv_design_batch(capacity_tokens: float, footprints: Iterable[tuple[float, float, float]],
-                    quantile: float = KV_OCCUPANCY_QUANTILE) -> float:
+                    quantile: float = KV_OCCUPANCY_QUANTILE, fixed_share: float = 1.0) -> float:
     """The mean batch L an instance of ``capacity_tokens`` carries at the KV quantile for a mix of
     ``footprints`` ((arrival weight, time weight, footprint f) per class, as
-    :meth:`KvHeadroom.for_mix`): the largest L with L·E[f] + z·√(L·E[f²]) ≤ K − f_arrival (compound
-    Poisson occupancy, the arrival's own room; exact, no tangent). 0 without a mix."""
-    items = [(a, w, f) for a, w, f in footprints if w > 0]
-    total = sum(w for _, w, _ in items)
-    arrivals = sum(a for a, _, _ in items)
+    :meth:`KvHeadroom.for_mix`): the largest L with L·m + z·√(L·v) ≤ K − f_arrival, m the mean
+    footprint held and L·v the occupancy variance of :func:`kv_occupancy_variance` (negative
+    binomial for a step of fixed share ``fixed_share``; exact, no tangent). 0 without a mix."""
+    mean, per_held, arrival, total = _per_request(footprints, fixed_share)
     if total <= 0 or capacity_tokens <= 0:
         return 0.0
-    mean = sum(w * f for _, w, f in items) / total
-    second = sum(w * f * f for _, w, f in items) / total
     if mean <= 0:
         return math.inf
-    room = capacity_tokens - (sum(a * f for a, _, f in items) / arrivals if arrivals > 0 else 0.0)
+    room = capacity_tokens - arrival
     if room <= 0:
         return 0.0
     z = occupancy_quantile_z(quantile)
-    # x = √L: mean·x² + z·√second·x − room = 0
-    b = z * math.sqrt(second)
+    # x = √L: mean·x² + z·√v·x − room = 0
+    b = z * math.sqrt(per_held)
     root = (-b + math.sqrt(b * b + 4.0 * mean * room)) / (2.0 * mean)
     return root * root
 
@@ -189,7 +230,7 @@ def kv_occupancy_variance(load: Iterable[tuple[float, float, float]], fixed_shar
     if held <= 0:
         return 0.0
     mean = sum(h * f for h, f in items)
-    phi = min(max(fixed_share, 0.02), 1.0)
+    phi = _phi(fixed_share)
     return sum(h * f * f for h, f in items) + mean * mean * (1.0 - phi) / (phi * held)
 
 
@@ -211,7 +252,7 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
     mean = sum(h * f for _, h, f in rows)
     sd = math.sqrt(kv_occupancy_variance(rows, fixed_share))
     leave = sum(a * f for a, _, f in rows)
-    phi = min(max(fixed_share, 0.02), 1.0)
+    phi = _phi(fixed_share)
     normal = NormalDist()
     share = waited = 0.0
     for a, _, f in rows:
