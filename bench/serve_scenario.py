@@ -60,6 +60,7 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
     0.17 s where the executor copies it in ~12 ms."""
     from placer.plan import Plan
     from placer.specs import parse_scenario
+    from placer.workload.arrivals import interarrival_cv2
 
     raw = json.loads(profile.read_text())
     table = raw["tables"][0]
@@ -79,7 +80,10 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
             classes.append({"name": kind, "share": len(group) / len(trace),
                             "input_tokens": round(statistics.mean(len(r.prompt) for r in group)),
                             "output_tokens": round(statistics.mean(r.max_tokens for r in group)),
-                            "hit_rate": statistics.mean(r.hit_estimate for r in group)})
+                            "hit_rate": statistics.mean(r.hit_estimate for r in group),
+                            # the spread the class holds (a conversation's prompts grow turn by turn)
+                            "new_tokens_cv2": _cv2([(1.0 - r.hit_estimate) * len(r.prompt) for r in group]),
+                            "output_tokens_cv2": _cv2([r.max_tokens for r in group])})
     shares = sum(c["share"] for c in classes)
     classes[-1]["share"] += 1.0 - shares
     cpu = chip["name"]
@@ -89,7 +93,9 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
         "datacenters": [{"name": "dc-a", "inventory": {cpu: 4}}, {"name": "dc-b", "inventory": {cpu: 4}}],
         "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": line.gbit_per_s, "rtt_ms": line.rtt_ms,
                    "jitter_ms": line.jitter_ms}],
-        "workload": {"arrival_rps": len(trace) / max(span, 1e-3), "classes": classes},
+        # the arrivals' variability as served (turns follow their predecessor's answer: more regular than Poisson)
+        "workload": {"arrival_rps": len(trace) / max(span, 1e-3), "classes": classes,
+                     "arrival_cv2": interarrival_cv2(seen)},
         "sla": {"ttft_p90_s": 60.0, "tpot_s": 1.0},  # loose: we compare latencies, not SLA
         "options": {"tp_degrees": [1], "utilization_cap": 0.95, "link_utilization_cap": 0.95,
                     "catch_up_threshold_tokens": 64, **FILTER},
@@ -114,6 +120,12 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
                                     "handoff": {"mode": "adaptive", "catch_up_threshold_tokens": 64}}),
     }
     return scenario, plans
+
+
+def _cv2(values: list[float]) -> float:
+    """Variance / mean² of ``values`` (0 for one value or a zero mean)."""
+    mean = statistics.mean(values)
+    return statistics.pvariance(values) / (mean * mean) if len(values) > 1 and mean > 0 else 0.0
 
 
 def _table(profile: Path):

@@ -32,7 +32,8 @@ from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD_MD, RELAY_PIPELINES, RLD,
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queue_laws import InstanceWait, a_queue_laws, agg_prefill_shares, p_instance_laws, p_queue_laws
+from placer.queue_laws import (InstanceWait, a_queue_laws, agg_prefill_shares, first_token_by_length, p_instance_laws,
+                               p_queue_laws)
 from placer.token_cost import token_prices
 from placer.ttft_tail import SplitTail
 
@@ -111,7 +112,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     line_util, residual = _line_utilization(link_util, a.datacenter, dst), residuals.get((a.datacenter, dst))
     parts = []
     for part in waits[(*key, a.queue or "")]:
-        det, tail = route.first_token_law(part.law, line_util, part.line_shares.get(dst, 0.0), residual, packed=True)
+        det, tail = first_token_by_length(route, part.law, line_util, part.line_shares.get(dst, 0.0), residual)
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from placer.pdd import HEAVY_PREFILL_SHARE, MIX
 from placer.perfmodel import InstanceModel
-from placer.queueing import WaitModel, spread_points
+from placer.queueing import WaitModel, split_cv2, spread_points
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -110,7 +110,8 @@ def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[i
 _PACKING_ITERATIONS = 60
 
 
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel) -> WaitModel:
+def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel,
+                    arrival_cv2: float = 1.0) -> WaitModel:
     """M/G/1 wait at one P queue whose short prompts may share a forward.
 
     ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
@@ -128,7 +129,9 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
     * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
       recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
 
-    Without short prompts, or at low load, this is the plain M/G/1 law.
+    Without short prompts, or at low load, this is the plain M/G/1 law. ``arrival_cv2``: the
+    squared coefficient of variation of the instance's inter-arrival times (1: Poisson; else the
+    G/G/1 law of :class:`~placer.queueing.WaitModel`, :func:`instance_arrival_cv2`).
     """
     lam_total = sum(r for r, _, _ in items)
     frac = [r / lam_total for r, _, _ in items]
@@ -154,7 +157,7 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
         mean = sum(f * t for f, t in zip(frac, times))
         second = sum(f * t * t for f, t in zip(frac, times))
         rho = lam * mean
-        law = WaitModel(min(rho, 1.0), mean, second)
+        law = WaitModel(min(rho, 1.0), mean, second, arrival_cv2=arrival_cv2)
         if rho >= 1.0 or f_short == 0.0 or room == 0.0:
             break
         lq = lam * law.mean_wait_s
@@ -168,6 +171,15 @@ def packed_wait_law(items: list[tuple[float, float, float]], instances: float, i
     # the service points with these moments: the wait's whole law, not only its mean
     service = tuple(zip(frac, times))
     return dataclasses.replace(law, ride=ride, mate_cost_s=mate, service=service)
+
+
+def instance_arrival_cv2(problem: Problem, instance_rps: float) -> float:
+    """The inter-arrival cv² one P instance sees: the scenario's stream (``problem.arrival_cv2``,
+    ``arrival_rps``) split at random down to the instance's ``instance_rps``
+    (:func:`placer.queueing.split_cv2`: a small share of any stream is nearly Poisson)."""
+    if problem.arrival_cv2 == 1.0 or problem.arrival_rps <= 0:
+        return 1.0
+    return split_cv2(problem.arrival_cv2, instance_rps / problem.arrival_rps)
 
 
 # --- TTFT of a mixture of flows --------------------------------------------------------

@@ -89,6 +89,8 @@ class Problem:
     line_capacity: dict[tuple[str, str], float] = field(default_factory=dict)
     #: the serving engine the numbers assume (placer.specs.ENGINES, optionally ``name==version``)
     engine: str = "roofline"
+    #: squared coefficient of variation of the inter-arrival times (1: Poisson; placer.specs.WorkloadSpec)
+    arrival_cv2: float = 1.0
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
@@ -205,6 +207,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tables=tables,
         tables_ignored=tables_ignored,
         engine=scenario.engine,
+        arrival_cv2=scenario.workload.arrival_cv2,
     )
 
 

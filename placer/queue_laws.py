@@ -7,6 +7,7 @@ out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the pl
      `validate` checks), :func:`p_instance_laws` (the queues laid on the instances, one
      first-come-first-served queue each: the prediction `evaluate` makes),
      :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget);
+     :func:`first_token_by_length` (a flow's TTFT law length by length, where its class's prompts spread);
      :func:`tail_notes` (requests whose prefill alone outlasts the TTFT SLA, and why).
 
 A class whose prompts spread (``Class.new_tokens_cv2``) enters a P queue as the lognormal law of
@@ -20,20 +21,23 @@ plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placer.aggregated import AggDesign, agg_prefill_time_share, at_batch, served_wait_law
-from placer.p_queues import packed_wait_law, queue_layout
+from placer.p_queues import instance_arrival_cv2, packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queueing import WaitModel, lognormal_points
+from placer.queueing import WaitModel, lognormal_points, lognormal_quantile_points
+from placer.ttft_tail import LengthMixTail, TtftTail
 
 if TYPE_CHECKING:
     from placer.decode_state import DecodeState
+    from placer.flows import Route
 
 
 def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> dict[tuple, WaitModel]:
@@ -52,7 +56,13 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
         key = (*a.key, a.queue or "")
         load[key].extend(class_items(a.rps, classes[a.request_class], models[a.key]))
         share[key] = a.queue_instances if a.queue_instances is not None else counts[a.key]
-    return {key: packed_wait_law(items, share[key], models[key[:4]]) for key, items in load.items()}
+    return {key: packed_wait_law(items, share[key], models[key[:4]], _cv2(problem, items, share[key]))
+            for key, items in load.items()}
+
+
+def _cv2(problem: Problem, items: list[tuple[float, float, float]], instances: float) -> float:
+    """The inter-arrival cv² at one of ``instances`` instances that split ``items``' req/s evenly."""
+    return instance_arrival_cv2(problem, sum(r for r, _, _ in items) / instances) if instances > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -107,7 +117,7 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         for i, items in load.items():
             total = sum(r for r, _, _ in items)
             if tuple(items) not in laws:
-                laws[tuple(items)] = packed_wait_law(items, served, im)
+                laws[tuple(items)] = packed_wait_law(items, served, im, _cv2(problem, items, served))
             waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
         for q, parts in layout.items():
             out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
@@ -124,6 +134,26 @@ def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
     give the same mean wait but a P90 wait 30 % short at cv² 1 and ρ 0.6)."""
     return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor)
             for prob, factor in lognormal_points(c.new_tokens_cv2)]
+
+
+def first_token_by_length(route: Route, wait: WaitModel, utilization: float, line_share: float,
+                          line_residual_s: float | None) -> tuple[float, TtftTail | LengthMixTail]:
+    """(deterministic TTFT, random tail) of a flow (:meth:`placer.flows.Route.first_token_law`, packed), its
+    class's spread of prompt lengths kept: where ``route.cls.new_tokens_cv2`` > 0, each of the equally
+    likely lengths of its lognormal law (:func:`~placer.queueing.lognormal_quantile_points`) gets its own
+    prefill, KV move and tail at the same P-queue wait (:class:`~placer.ttft_tail.LengthMixTail`), as the
+    simulator draws them; the deterministic part stays the class's mean length's."""
+    det, tail = route.first_token_law(wait, utilization, line_share, line_residual_s, packed=True)
+    points = lognormal_quantile_points(route.cls.new_tokens_cv2)
+    if len(points) == 1:
+        return det, tail
+    parts = []
+    for prob, factor in points:
+        cls = dataclasses.replace(route.cls, input_tokens=route.cls.input_tokens * factor)
+        at = dataclasses.replace(route, cls=cls)
+        d, t = at.first_token_law(wait, utilization, line_share, line_residual_s, packed=True)
+        parts.append((prob, d - det, t))
+    return det, LengthMixTail(tuple(parts))
 
 
 def tail_notes(problem: Problem, plan: Plan, share_floor: float = 0.001) -> list[str]:

@@ -139,6 +139,11 @@ class RequestClass(_Spec):
 
 class WorkloadSpec(_Spec):
     arrival_rps: real(gt=0, le=MAX_RPS) = Field(description="Offered load, requests per second.")
+    arrival_cv2: real(gt=0, le=100) = Field(
+        1.0, description="Variability of the arrivals: the squared coefficient of variation of the times between "
+        "requests (1: Poisson; below 1 more regular than Poisson, as turns that each follow their predecessor's answer; "
+        "above 1 burstier). Measured from a trace by placer.workload.arrivals.interarrival_cv2; the P queues' waits "
+        "take it as a G/G/1 law (placer.queueing.gg1_wait_factor).")
     classes: list[RequestClass] | None = Field(None, description="Request classes (shares sum to 1).")
     trace: str | None = Field(None, description="JSON Lines trace, bucketed into classes when classes are absent.")
     prefix_cache_tokens: count(ge=1, le=10**13) | None = Field(

@@ -5,8 +5,9 @@ in:  a P queue's :class:`~placer.queueing.WaitModel`; a transfer's size in secon
      line's full rate, the line's utilisation and the mean residual size of its transfers
 out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed prompt's
      forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
-     that queue differently), :func:`ps_sojourn_var_s2` (the variance of a
-     processor-sharing sojourn), :func:`line_batchmates` (transfers that leave P together)
+     that queue differently), :class:`LengthMixTail` (a class whose prompts spread, length by length),
+     :func:`ps_sojourn_var_s2` (the variance of a processor-sharing sojourn), :func:`line_batchmates`
+     (transfers that leave P together)
 
 :mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
 imports nothing of placer but the performance model's wait law.
@@ -70,9 +71,9 @@ def _hypo_exceeds(wait: WaitModel, t: float, theta2: float) -> float:
     e2 = math.exp(-t / theta2)
     if rho <= 0.0:
         return e2
-    shape = wait.shape()
-    if shape is not None:  # the whole M/G/1 law, convolved with X numerically
-        return shape.prob_exceeds_plus_exp(t, theta2)
+    whole = wait.prob_exceeds_plus_exp(t, theta2)
+    if whole is not None:  # the whole M/G/1 (or time-scaled G/G/1) law, convolved with X numerically
+        return whole
     theta1 = wait.mean_wait_s / rho
     if abs(theta1 - theta2) <= 1e-9 * max(theta1, theta2):
         both = (1.0 + t / theta2) * e2
@@ -177,6 +178,38 @@ class SplitTail:
     def with_kv_wait(self, share: float, mean_s: float) -> SplitTail:
         """Every instance's tail with the streaming decoder's KV wait added."""
         return SplitTail(tuple((w, tail.with_kv_wait(share, mean_s)) for w, tail in self.parts))
+
+
+@dataclass(frozen=True)
+class LengthMixTail:
+    """The random part of a flow's TTFT when its class's prompts spread (``Class.new_tokens_cv2``): a
+    request of the class is one of the lengths of its lognormal law (:func:`placer.queueing.lognormal_points`,
+    the law the simulator and the load generator draw), and its own prefill, KV move and tail are
+    that length's. ``parts`` = ((probability, shift s, tail) ...): the shift is that length's
+    deterministic TTFT less the flow's (priced at the class's mean length). The queue's wait is the
+    same for every length (first come, first served: a request's own size does not change the wait it
+    meets); P(TTFT − det > t) = Σ p · P(shift + tail > t). Without it a class's P50 and P90 sit at its
+    mean length's TTFT, where its requests spread around it (on the serving bench a conversation's turns
+    grow turn by turn: the class's 10th percentile, not its mean, is the trace's TTFT P50)."""
+
+    parts: tuple[tuple[float, float, object], ...]
+
+    def prob_exceeds(self, t: float) -> float:
+        """P(shift + tail > t) over the lengths."""
+        return sum(p * tail.prob_exceeds(t - shift) for p, shift, tail in self.parts)
+
+    @property
+    def wan_excess_mean_s(self) -> float:
+        """The line excess's mean over the lengths."""
+        return sum(p * tail.wan_excess_mean_s for p, _, tail in self.parts)
+
+    def without_line(self) -> LengthMixTail:
+        """The same lengths and queues without the line's excess."""
+        return LengthMixTail(tuple((p, shift, tail.without_line()) for p, shift, tail in self.parts))
+
+    def with_kv_wait(self, share: float, mean_s: float) -> LengthMixTail:
+        """Every length's tail with the streaming decoder's KV wait added."""
+        return LengthMixTail(tuple((p, shift, tail.with_kv_wait(share, mean_s)) for p, shift, tail in self.parts))
 
 
 def forward_mates(wait: WaitModel) -> float:

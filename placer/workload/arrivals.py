@@ -1,7 +1,8 @@
 """Arrival processes: Poisson, and bursty (a two-state Markov-modulated Poisson process).
 
 in:  a mean rate (req/s), a seeded ``random.Random``
-out: an endless iterator of arrival times (s), increasing.
+out: an endless iterator of arrival times (s), increasing; :func:`interarrival_cv2` (the variability
+     of measured arrival times, for ``WorkloadSpec.arrival_cv2``).
 
 Bursty: the process alternates between a *burst* state (rate ``burst_factor`` × mean)
 and a quiet state, spending ``burst_time_fraction`` of the time in bursts of mean
@@ -11,7 +12,7 @@ length ``burst_mean_s``; the quiet rate is set so the long-run mean is the given
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from placer.errors import InputError
@@ -65,6 +66,21 @@ def bursty_arrivals(rate_rps: float, rng: random.Random, shape: Burstiness = Bur
         t = switch  # memoryless: restart the clock in the new state
         state = 1 - state
         switch = t + rng.expovariate(1.0 / stay[state])
+
+
+def interarrival_cv2(times_s: Iterable[float]) -> float:
+    """The squared coefficient of variation of the gaps between successive arrival times (variance / mean²
+    of the gaps, the times sorted): 1 for Poisson arrivals, below 1 for more regular ones (turns of a
+    conversation each sent a think time after their predecessor's answer), above 1 for bursts — what
+    ``WorkloadSpec.arrival_cv2`` takes from a trace. Needs at least three distinct times."""
+    ts = sorted(float(t) for t in times_s if t == t)  # NaN: a request that never came
+    gaps = [b - a for a, b in zip(ts, ts[1:])]
+    if len(gaps) < 2 or sum(gaps) <= 0:
+        raise InputError(f"arrival times: need at least three distinct times to measure their variability, "
+                         f"got {len(ts)}")
+    mean = sum(gaps) / len(gaps)
+    var = sum((g - mean) ** 2 for g in gaps) / (len(gaps) - 1)
+    return var / (mean * mean)
 
 
 def arrivals(kind: str, rate_rps: float, rng: random.Random, shape: Burstiness | None = None) -> Iterator[float]:
