@@ -5,23 +5,25 @@ out: :data:`RULES` (the one-line rule each baseline prints in ``compare``, its J
      ``baseline.rules`` and the report), :func:`architectures` (the
      :class:`~placer.ilp.formulation.Architecture` variants the MILP solves; the best is
      kept), :func:`not_applicable` (why a baseline has no meaning in a scenario, e.g. a
-     cross-datacenter one in one datacenter), and :func:`prfaas_reading` (the local
-     datacenter and the uncached-token threshold a ``prfaas`` plan implies).
+     cross-datacenter one in one datacenter), :func:`prfaas_thresholds` (the thresholds
+     ``prfaas`` tries) and :func:`prfaas_reading` (the local datacenter and the
+     uncached-token threshold of a ``prfaas`` plan).
 
 ``prfaas`` — Prefill-as-a-Service across datacenters (Qin et al., 2026): requests enter
 and decode in a *local* datacenter; only prompts with many uncached tokens are prefilled
 in a remote, compute-rich datacenter and their KV shipped back over the line; the rest
 are prefilled locally over RDMA; no RelayDecode. The scenario names no entry point, so
 "local" is where decode sits: each datacenter with a line into it is tried as the local
-one (decode only there, prefill there or in any datacenter with a line to it) and the
-best BCR is kept. The MILP chooses per class (and may split a class) between local and
-remote prefill; on classes ordered by uncached tokens (1 − h)·I, such a choice is a
-threshold — :func:`prfaas_reading` names it, or says the plan's choice is not one. It
-may not be: a P pool's "mix" queues carry the scenario's class mix in proportion (C13 of
-:mod:`placer.ilp.formulation`), so a remote pool that takes long prompts takes its share
-of short ones too unless they fit its "light" queue; a strict threshold (short prompts
-never remote) would need a P queue whose mix is the classes above it, with that subset's
-service moments — not in the model yet. The
+one (decode only there, prefill there or in any datacenter with a line to it). The
+threshold θ on uncached tokens (1 − h)·I is **enforced**: every class with at least θ
+uncached tokens is prefilled remotely, every other one locally, each class wholly on one
+side — the remote P pools admit only the classes above θ and the local ones only those
+below, each through "set" queues (C13 of :mod:`placer.ilp.formulation` over the subset,
+its wait law the subset's mix, :func:`placer.p_queues.set_wait_law`). θ is optimised by
+enumeration: with K classes only K + 1 rules differ (θ at each distinct uncached count,
+and above the longest: nothing remote), so every (local datacenter, θ) pair is one
+variant and the best BCR is kept — exact over thresholds, each variant a smaller MILP than
+the free split (each class on one side's pools), and no new integer rows in the model. The
 line carries what PDD's P-MD would (``options.drc``: the uncached tokens' KV, the local
 decoder keeping the prefix) so both sides pay the same bytes per request.
 
@@ -46,9 +48,10 @@ RULES = {
                    "(no decode-side cache, no RelayDecode)",
     "hetero-same-dc-pd": "Splitwise: P and D on any chip types of one datacenter, KV over RDMA "
                          "(each datacenter tried, the best kept)",
-    "prfaas": "PrfaaS: decode in one local datacenter; long uncached prompts prefilled in another "
-              "datacenter and their KV shipped back over the line, the rest prefilled locally (the MILP "
-              "picks local or remote per class: the threshold); no RelayDecode (each local datacenter tried)",
+    "prfaas": "PrfaaS: decode in one local datacenter; prompts with at least θ uncached tokens prefilled in "
+              "another datacenter and their KV shipped back over the line, the rest prefilled locally, each "
+              "class wholly on one side (θ optimised over the classes' uncached lengths); no RelayDecode "
+              "(each local datacenter tried)",
     "agg": "aggregated serving only (chunked prefill in decode batches), any chips in any "
            "datacenters; no KV moves",
 }
@@ -105,10 +108,33 @@ def architectures(problem: Problem, name: str) -> list[Architecture]:
         ]
     if name == "prfaas":
         into = _lines_into(problem)
-        return [Architecture(name, (P_MD,), drc=problem.options.drc,
-                             p_dcs=frozenset({dc.name, *into[dc.name]}), decode_dcs=frozenset({dc.name}))
-                for dc in problem.datacenters if dc.name in into]
+        return [_prfaas_architecture(problem, dc.name, into[dc.name], theta)
+                for dc in problem.datacenters if dc.name in into for theta in prfaas_thresholds(problem)]
     return [agg_architecture()]
+
+
+def _uncached(problem: Problem) -> list[int]:
+    """Each class's uncached tokens (1 − h)·I, rounded as plans report them."""
+    return [round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes]
+
+
+def prfaas_thresholds(problem: Problem) -> list[float]:
+    """The thresholds θ (uncached tokens) that give different ``prfaas`` rules: each distinct
+    uncached count of the classes (the classes at or above it remote), and ``inf`` (none remote)."""
+    return [*sorted(set(_uncached(problem))), float("inf")]
+
+
+def _prfaas_architecture(problem: Problem, local: str, remote: list[str], theta: float) -> Architecture:
+    """``prfaas`` with ``local`` decoding and prefilling the classes below ``theta`` uncached tokens, the
+    datacenters ``remote`` prefilling the others ("set" queues; a side holding every class keeps the
+    ordinary mix and light queues, a side holding none has no P pools)."""
+    everyone = frozenset(range(len(problem.classes)))
+    above = frozenset(k for k, u in enumerate(_uncached(problem)) if u >= theta)
+    below = everyone - above
+    sides = [(local, below)] * bool(below) + [(dc, above) for dc in remote] * bool(above)
+    return Architecture("prfaas", (P_MD,), drc=problem.options.drc, p_dcs=frozenset(dc for dc, _ in sides),
+                        decode_dcs=frozenset({local}),
+                        p_admits=tuple((dc, ks) for dc, ks in sides if ks != everyone))
 
 
 def agg_architecture() -> Architecture:

@@ -22,7 +22,7 @@ from placer.flows import (
     Route, decode_context_tokens, decode_design, decode_kv_headroom, instance, relay_room_factor,
     slowest_rdma_peer, ttft_det_s,
 )
-from placer.p_queues import light_classes, queue_wait_law
+from placer.p_queues import light_classes, queue_wait_law, set_wait_law
 from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD,
     streamer_site,
@@ -33,7 +33,7 @@ from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel
 from placer.problem import Problem
 from placer.ilp.sets import (  # noqa: F401 - re-exported: the MILP's sets live in placer.ilp.sets
-    Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture,
+    Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, set_queue_name,
 )
 
 
@@ -69,17 +69,23 @@ def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[floa
                for k in admitted) / total
 
 
+def _p_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str,
+                admits: frozenset[int] | None = None) -> WaitModel:
+    """A P queue's M/G/1 law: a "set" queue's (``admits``) over its classes, else the mix's or light's."""
+    return set_wait_law(problem, im, rho, admits) if admits else queue_wait_law(problem, im, rho, mix)
+
+
 def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
-                      admitted: list[int]) -> list[float]:
+                      admitted: list[int], admits: frozenset[int] | None = None) -> list[float]:
     """The utilisation tiers of one P queue, highest first: :data:`GEOMETRIC_TIERS` of the cap,
     and below the lowest of those, for each level L of :data:`LATENESS_LEVELS`, the
     utilisation ρ_L at which the queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
     queueing, ``fastest_s``) is L above its zero-load floor — found by bisection (lateness
     grows with ρ under the M/G/1 law); tiers within 8 % of a higher one merge into it. The
     MILP mixes tiers (C0), so a pool may run at any utilisation between two of them; every
-    flow is priced exactly at each tier (late[f])."""
+    flow is priced exactly at each tier (late[f]). ``admits``: a "set" queue's classes (its law)."""
     cap = problem.options.utilization_cap
-    law = queue_wait_law(problem, im, cap, mix)
+    law = _p_wait_law(problem, im, cap, mix, admits)
     floor = _lateness(problem, law, 0.0, fastest_s, admitted)
     top = _lateness(problem, law, cap, fastest_s, admitted)
     candidates = [cap * share for share in GEOMETRIC_TIERS]
@@ -107,20 +113,25 @@ def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
             for c in problem.classes]
 
 
-def _p_tiers(problem: Problem, im: InstanceModel) -> tuple[list[float], bool]:
+def _p_tiers(problem: Problem, im: InstanceModel, admits: frozenset[int] | None = None) -> tuple[list[float], bool]:
     """The P queues of one instance (chip, shape), the same in every datacenter: the "mix" queue's
     utilisation tiers, and whether a "light" one at the cap joins them — when some classes, but
     not all, are light (short services wait little even there; a light tier grid grew the model
-    without changing the plans)."""
+    without changing the plans). A "set" queue's (``admits``) tiers come from its classes, no light one."""
+    if admits:
+        return tier_utilizations(problem, im, MIX, _fastest_s(problem, im), sorted(admits), admits), False
     light = light_classes(problem, im)
     everyone = list(range(len(problem.classes)))
     tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
     return tiers, bool(light) and len(light) < len(problem.classes)
 
 
-def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple[list[float], bool]) -> list[Pool]:
-    """The P queues of one physical pool, from its instance's :func:`_p_tiers`."""
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple[list[float], bool],
+              admits: frozenset[int] | None = None) -> list[Pool]:
+    """The P queues of one physical pool, from its instance's :func:`_p_tiers` ("set" queues: ``admits``)."""
     tiers, light_queue = found
+    if admits:
+        return [Pool(P, dc, chip, tp, rho, set_queue_name(problem, admits), admits=admits) for rho in tiers]
     queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
     if light_queue:
         queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
@@ -140,7 +151,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
-    tiers: dict = {}  # (chip, tp) → _p_tiers: its P queues, the same in every datacenter
+    tiers: dict = {}  # (chip, tp, admits) → _p_tiers: its P queues, the same in every datacenter
     designs: dict = {}  # (chip, tp) → its decode design and KV headroom, the same in every datacenter
     for dc in problem.datacenters:
         check_build_deadline()
@@ -157,9 +168,10 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     continue
                 disaggregated = any(pipe != P_A for pipe in arch.pipelines)
                 if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                    if (chip, tp) not in tiers:
-                        tiers[chip, tp] = _p_tiers(problem, im)
-                    for pool in _p_queues(problem, dc.name, chip, tp, tiers[chip, tp]):
+                    admits = arch.admits(dc.name)
+                    if (chip, tp, admits) not in tiers:
+                        tiers[chip, tp, admits] = _p_tiers(problem, im, admits)
+                    for pool in _p_queues(problem, dc.name, chip, tp, tiers[chip, tp, admits], admits):
                         pools.append(pool)
                         instances[pool] = im
                 for role in decode_roles:
@@ -293,13 +305,15 @@ def _flows(problem: Problem, arch: Architecture, pools: list[Pool]) -> list[Flow
 
 def _admitted(problem: Problem, flows: list[Flow], pools: list[Pool], instances: dict,
               agg: dict) -> list[Flow]:
-    """The flows whose class the P or A queue admits (a light queue takes light classes only)."""
+    """The flows whose class the P or A queue admits (a light queue takes light classes only, a "set"
+    queue its own)."""
     everyone = set(range(len(problem.classes)))
     light: dict[tuple, set] = {}  # (chip, shape) -> its light classes, the same in every datacenter
     for p in pools:
         if p.role == P and p.mix == LIGHT and (p.chip, p.tp) not in light:
             light[p.chip, p.tp] = set(light_classes(problem, instances[p]))
-    admitted = {p: (light[p.chip, p.tp] if p.mix == LIGHT else everyone) for p in pools if p.role == P}
+    admitted = {p: (p.admits if p.admits else light[p.chip, p.tp] if p.mix == LIGHT else everyone)
+                for p in pools if p.role == P}
     admitted.update({a: (agg_light_classes(problem, agg[a]) if a.mix == LIGHT else everyone)
                      for a in pools if a.role == AGG})
     return [f for f in checked(flows) if f.k in admitted[f.p]]
@@ -311,7 +325,7 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
     copy priced at the slowest candidate decoder of the flow's first-token site (the flow may
     land on any of them)."""
     u_link = problem.options.link_utilization_cap
-    waits = {p: queue_wait_law(problem, instances[p], p.util, p.mix) for p in pools if p.role == P}
+    waits = {p: _p_wait_law(problem, instances[p], p.util, p.mix, p.admits) for p in pools if p.role == P}
     waits.update({a: agg_wait_law(problem, agg[a], a.util, a.mix) for a in pools if a.role == AGG})
     sites = _grouped([q for q in pools if q.role not in PREFILL_ROLES], lambda q: (q.role, q.dc))
     peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}

@@ -4,7 +4,8 @@ into queues), flows, decode designs, and the prepared data that holds them.
 in:  nothing but the base layer's names (roles, pipelines, pool keys) and the designs' types
 out: :class:`Architecture` (+ :func:`pdd_architecture`), :class:`Pool`, :class:`Flow`,
      :class:`DecodeDesign`, :class:`Prepared` — built by :func:`placer.ilp.data.prepare`, read by
-     :mod:`placer.ilp.formulation` and the columns; re-exported by :mod:`placer.ilp.data`.
+     :mod:`placer.ilp.formulation` and the columns; re-exported by :mod:`placer.ilp.data`;
+     :func:`set_queue_name` (the admitted classes of a "set" P queue, as plans name it).
 """
 
 from __future__ import annotations
@@ -46,6 +47,9 @@ class Pool(_HashedOnce):
     util: float = 0.0  # P and A pools: the planned utilisation tier (its queueing law); 0 for decode
     mix: str = ""  # P and A pools: "mix" (the scenario's class mix, in proportion) or "light" classes only
     chunk: int = 0  # A pools: prompt tokens per step (placer.aggregated)
+    #: P pools of a datacenter the architecture restricts (``Architecture.p_admits``): the classes its
+    #: "set" queue admits, in proportion among themselves (C13); ``mix`` then names them (:func:`set_queue_name`)
+    admits: frozenset[int] | None = None
 
     @property
     def key(self) -> PoolKey:
@@ -77,6 +81,14 @@ class Architecture:
     chips: frozenset[str] | None = None  # None: any chip
     same_dc: bool | None = None  # P-D: True same dc only, False cross-dc only, None both
     enforce_sla: bool = True  # False: drop (C11), to show what a baseline that cannot meet the SLA does
+    #: (datacenter, class indices): P pools there admit only those classes, in proportion among themselves
+    #: (a "set" queue per tier, no light queue: C13 over the subset); datacenters not named admit every
+    #: class (PrfaaS's threshold: the remote datacenters the long classes, the local one the rest)
+    p_admits: tuple[tuple[str, frozenset[int]], ...] = ()
+
+    def admits(self, dc: str) -> frozenset[int] | None:
+        """The classes P pools in ``dc`` admit (None: every class, the "mix" and "light" queues)."""
+        return next((classes for name, classes in self.p_admits if name == dc), None)
 
 
 def pdd_architecture(problem: Problem, aggregated: bool | None = None) -> Architecture:
@@ -88,6 +100,15 @@ def pdd_architecture(problem: Problem, aggregated: bool | None = None) -> Archit
     if problem.options.aggregated if aggregated is None else aggregated:
         pipes.append(P_A)
     return Architecture("pdd", tuple(pipes), drc=problem.options.drc)
+
+
+#: A "set" P queue's name starts so: ``set:`` and its classes joined by ``+``, e.g. 'u0.800/set:cold+odd'.
+SET_PREFIX = "set:"
+
+
+def set_queue_name(problem: Problem, admits: frozenset[int]) -> str:
+    """The ``mix`` of a "set" P queue admitting the classes ``admits``: 'set:' and their names."""
+    return SET_PREFIX + "+".join(problem.classes[k].name for k in sorted(admits))
 
 
 @dataclass(frozen=True)
