@@ -59,7 +59,7 @@ LP_METHOD = "ipm"
 
 def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30.0,
           hint: list[float] | None = None, mip_gap: float = 1e-4, abs_gap: float = 1e-6,
-          restarts: bool = True) -> SolveResult:
+          restarts: bool = True, sub_mips: bool = True) -> SolveResult:
     """Solve ``model`` with ``backend`` ("ortools" = HiGHS, which on these models is 5-20×
     faster than SCIP: MILPs through MathOpt, which takes ``hint`` as a warm start
     (:mod:`placer.ilp.highs`), LPs through pywraplp; "ortools-scip" keeps SCIP).
@@ -68,15 +68,16 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
     models the hand-over alone takes seconds); a limit used up by the hand-over returns
     NO_SOLUTION without searching. Every solver outcome maps to a :class:`Status`; this
     function raises only for an unknown backend or one missing from the build. ``restarts``:
-    whether HiGHS may restart a MILP's root search (:mod:`placer.ilp.highs`; other backends ignore it).
+    whether HiGHS may restart a MILP's root search, ``sub_mips``: whether it may run its sub-MIP heuristics
+    (:mod:`placer.ilp.highs`; other backends ignore both).
     A large model's solve is ended at the limit from outside (:mod:`placer.ilp.guard`)."""
     from placer.ilp import guard
 
-    return guard.within(_solve, model, backend, time_limit_s, hint, mip_gap, abs_gap, restarts)
+    return guard.within(_solve, model, backend, time_limit_s, hint, mip_gap, abs_gap, restarts, sub_mips)
 
 
 def _solve(model: LinearModel, backend: str, time_limit_s: float, hint: list[float] | None, mip_gap: float,
-           abs_gap: float, restarts: bool) -> SolveResult:
+           abs_gap: float, restarts: bool, sub_mips: bool = True) -> SolveResult:
     """:func:`solve` in this process."""
     if backend == "ortools-scip":
         return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
@@ -84,7 +85,7 @@ def _solve(model: LinearModel, backend: str, time_limit_s: float, hint: list[flo
         if any(v.integer for v in model.vars):
             from placer.ilp import highs  # it imports this module's SolveResult
 
-            return highs.solve_mip(model, time_limit_s, hint, mip_gap, abs_gap, restarts)
+            return highs.solve_mip(model, time_limit_s, hint, mip_gap, abs_gap, restarts, sub_mips)
         return _solve_ortools(model, "HIGHS", time_limit_s, hint, mip_gap, abs_gap)
     if backend == "pulp":
         return _solve_pulp(model, time_limit_s, mip_gap, abs_gap)

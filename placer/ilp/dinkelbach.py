@@ -40,8 +40,8 @@ from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: calle
 )
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
-    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, _cost, capacity_bound, _Dinkelbach, _feasible_start,
-    _goodput, _left_s,
+    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, capacity_bound,
+    _Dinkelbach, _feasible_start, _goodput, _left_s,
     _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
 )
 
@@ -158,16 +158,18 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             first = _rounded_start(form, config, cheapest, upper, start, share=1.0)
         if first is not None and (seed is None or seed.lam < first.lam):
             seed = first
+    # a plan from outside the MILPs (a caller's, the LP rounded) is where HiGHS's sub-MIPs still find better ones
+    searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
-                         began=start)
+                         began=start, sub_mips=not searched)
     except SolveTimeoutError:
         # the seed MILP ended without a plan (it left ROUND_SHARE of the time): the LP rounded, if it gives one
         first = _rounded_start(form, config, cheapest, upper, start, share=1.0) if seed is None and cheapest else None
         if first is None:
             raise
         state = _iterate(form, config, mip_gap, first.lam, False, least_cost, upper, start=first,
-                         restarts=restarts, began=start)
+                         restarts=restarts, began=start, sub_mips=True)
     out = _most_goodput_at_ratio(form, config, mip_gap, state, start)
     # "optimal" only when the certified gap is within the target (the issue saw "optimal" at 6.9 %)
     out.status = "optimal" if out.mip_gap <= TARGET_GAP + 1e-12 else "feasible"
@@ -214,7 +216,8 @@ def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
 
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
              least_cost: float, upper: float | None = None, start: _Dinkelbach | None = None,
-             rounds: int = MAX_ITERATIONS, restarts: bool = True, began: float | None = None) -> _Dinkelbach:
+             rounds: int = MAX_ITERATIONS, restarts: bool = True, began: float | None = None,
+             sub_mips: bool = False) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error. Every MILP at any λ proves
@@ -233,7 +236,10 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
 
     ``start``: a plan to start from (:func:`_restricted_seed`), in place of the seed MILP at λ;
     ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`); ``began``: the
-    solve's start, for the progress reports (none without it)."""
+    solve's start, for the progress reports (none without it); ``sub_mips``: HiGHS's sub-MIP heuristics
+    (:mod:`placer.ilp.highs`), off by default: the seed only needs a plan and the rounds from it mostly a
+    proof, which those heuristics slow (pdd-two-dc's rounds ~2× faster without, the same plans) — the
+    restricted rounds (:func:`_restricted_seed`), which must search, keep them."""
     model = form.model
     hint, status, last, res = None, "optimal", None, None
     done = 0
@@ -258,7 +264,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         # a seed MILP with no plan before it leaves ROUND_SHARE of the time for the LP's rounding
         limit = _left_s(config) * (1 - ROUND_SHARE) if last is None else _left_s(config)
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
-                    restarts=restarts)
+                    restarts=restarts, sub_mips=sub_mips)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
@@ -335,7 +341,7 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
         if began is not None:
             _report(config, "first plan", seed.lam, upper, began)
         return _iterate(form, config, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS,
-                        restarts=False)
+                        restarts=False, sub_mips=True)
     finally:
         for var in saved:
             model.vars[var.index] = var

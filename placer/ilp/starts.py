@@ -34,6 +34,8 @@ LP_LIMIT_S = 30.0  # most seconds one LP relaxation (ratio bound, diagnosis) may
 # 896 req/USD), so they round only when that MILP ends without a plan, with what is left.
 ROUND_FIRST_INTEGERS = 1000
 ROUND_SHARE = 0.25
+#: The backend names of starts made outside the MILPs: a caller's plan and the LP rounded.
+START_BACKEND, ROUNDING_BACKEND = "start", "rounding"
 
 
 def _goodput(form: Formulation, values: list[float]) -> float:
@@ -84,7 +86,7 @@ def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float]
     if good <= EPS or cost <= 0:
         return None
     gap = max(0.0, (upper - good / cost) / (good / cost)) if upper else math.inf
-    res = SolveResult(Status.FEASIBLE, values, good - (good / cost) * cost, math.nan, 0.0, "rounding")
+    res = SolveResult(Status.FEASIBLE, values, good - (good / cost) * cost, math.nan, 0.0, ROUNDING_BACKEND)
     _report(config, "first plan", good / cost, upper, began)
     return _Dinkelbach(good / cost, values, res, "feasible", gap, 0)
 
@@ -108,7 +110,7 @@ def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Din
     good, cost = _goodput(form, values), _cost(form, values)
     if good <= EPS or cost <= 0 or form.model.violations(values):
         return None
-    res = SolveResult(Status.FEASIBLE, values, math.nan, math.nan, 0.0, "start")
+    res = SolveResult(Status.FEASIBLE, values, math.nan, math.nan, 0.0, START_BACKEND)
     return _Dinkelbach(good / cost, values, res, "optimal", math.inf, 0)
 
 
