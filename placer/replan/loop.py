@@ -36,6 +36,7 @@ from placer.plan import Plan
 from placer.replan.adoption import AdoptionRule, adopt
 from placer.replan.backlog import carry
 from placer.replan.fleets import FleetState, Startup, changed_pools, pools_of, pools_plan, within_inventory
+from placer.replan.routing import Routings, pools_key
 from placer.replan.summary import FleetTally, day_json
 from placer.replan.timeline import Timeline, Window, fit_window, windows
 from placer.sim import SimConfig
@@ -56,6 +57,9 @@ class DayConfig:
     carry_queues: bool = True  # False: each window from empty queues, nothing carried (the old account)
     fit_served: bool = True  # the job fits the requests its simulated fleet served; False: the windows' classes
     seed: int = 0
+    #: route each (window workload, pools) once and hand the simulator the routed plan (:mod:`placer.replan.routing`);
+    #: False: every run routes its pools itself (the same figures, slower: the tests compare the two)
+    reuse_routings: bool = True
     solve: SolveConfig = field(default_factory=lambda: SolveConfig("bcr", "ortools", 30.0, marginals=False))
 
 
@@ -164,23 +168,31 @@ class _Replanner:
         return candidate
 
 
-def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, seed: int
-         ) -> tuple[dict, list[dict]] | None:
-    """One simulator run of ``pools`` and its request log (:func:`placer.sim.records.simulate_recorded`)."""
+def _run(problem, template: Plan, pools, window: Window, n: int, rate: float, seed: int,
+         routings: Routings | None = None) -> tuple[dict, list[dict]] | None:
+    """One simulator run of ``pools`` and its request log (:func:`placer.sim.records.simulate_recorded`);
+    ``routings``: the day's memo of the pools' routing on the window's workload (None: the run routes them)."""
+    plan = pools_plan(template, pools)
+    if routings is not None:
+        plan = routings.replayable(problem, window.scenario.model_dump_json(), template, pools)
+        if plan is None:  # routing raised what simulate would raise: no pools able to serve
+            return None
     try:
-        return simulate_recorded(problem, pools_plan(template, pools), SimConfig(requests=n, seed=seed, load_rps=rate))
+        return simulate_recorded(problem, plan, SimConfig(requests=n, seed=seed, load_rps=rate))
     except PlacerError:  # no pools able to serve (a break-before-make dip to nothing)
         return None
 
 
-def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfig, cache: dict) -> float:
+def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfig, cache: dict,
+                routings: Routings | None = None) -> float:
     """Requests/s the pools complete when saturated: a run at 4× the window's rate, its requests over the
     span in which they complete — the simulated span less one request's decode (mean output tokens × the
     run's TPOT P50: the first completions come that late, the fleet busy from then to the end). 0 where
     nothing serves. Run only where a stretch's queue grows or a backlog arrives."""
-    key = ("capacity", window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in pools.items())))
+    key = ("capacity", window.scenario.workload.model_dump_json(), pools_key(pools))
     if key not in cache:
-        got = _run(problem, template, pools, window, config.requests_per_window, 4 * window.rate_rps, config.seed)
+        got = _run(problem, template, pools, window, config.requests_per_window, 4 * window.rate_rps, config.seed,
+                   routings)
         res = got[0] if got else None
         if not res or not res.get("simulated_s"):
             cache[key] = 0.0
@@ -193,16 +205,15 @@ def capacity_of(problem, template: Plan, window: Window, pools, config: DayConfi
 
 
 def _simulate(window: Window, problem, template: Plan, segments, config: DayConfig, tally: FleetTally,
-              cache: dict, fleet: FleetState) -> None:
+              cache: dict, fleet: FleetState, routings: Routings | None = None) -> None:
     """Each stretch from empty queues, the backlog the fleet carries accounted (:mod:`placer.replan.backlog`)."""
     for seg in segments:
         offered = window.rate_rps * seg.length_s
         n = max(50, min(config.requests_per_window, round(offered)))
         # equal pools at an equal workload simulate once (same seed): the diurnal day repeats its rates
-        key = (window.scenario.workload.model_dump_json(), tuple(sorted((k, r.count) for k, r in seg.serving.items())),
-               n)
+        key = (window.scenario.workload.model_dump_json(), pools_key(seg.serving), n)
         if key not in cache:
-            got = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed)
+            got = _run(problem, template, seg.serving, window, n, window.rate_rps, config.seed, routings)
             if got is None:
                 cache[key] = (0.0, float("inf"), float("inf"), float("inf"), True, [])
             else:
@@ -214,7 +225,7 @@ def _simulate(window: Window, problem, template: Plan, segments, config: DayConf
         fleet.served_log.setdefault(window.index, []).append((offered, records))
         cap = None  # a steady queue with nothing carried in: the from-empty run is the stretch's truth
         if config.carry_queues and (grows or fleet.backlog > 0):
-            cap = capacity_of(problem, template, window, seg.serving, config, cache)
+            cap = capacity_of(problem, template, window, seg.serving, config, cache, routings)
         got = carry(fleet.backlog, window.rate_rps, cap, seg.length_s, problem.ttft_p90_s)
         fleet.backlog = got.backlog_out
         tally.add_segment(window.index, offered * (1 - got.late_share), frac, p50, p90, p99, grows)
@@ -249,6 +260,7 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
     rng = random.Random(config.seed)
     fit_s = config.window_s or config.replan_every_s
     sim_s, cache, last_oracle = 0.0, {}, None
+    routings = Routings() if config.reuse_routings else None
     for w in wins:
         problem = as_problem(w.scenario)
         for name in FLEETS:  # an inventory change takes away what no longer fits, from every fleet
@@ -270,7 +282,7 @@ def run_day(scenario: Scenario, timeline: Timeline, start: Plan, rule: AdoptionR
         for name in FLEETS:
             segments, usd = fleets[name].window(w.start_s, w.length_s, problem)
             tallies[name].add_window(w, usd, fleets[name])
-            _simulate(w, problem, start, segments, config, tallies[name], cache, fleets[name])
+            _simulate(w, problem, start, segments, config, tallies[name], cache, fleets[name], routings)
         sim_s += time.perf_counter() - t
     data = day_json(scenario, wins, fleets, tallies, replanner.decisions, config, startup, rule)
     data["inventory_changes"] = [{"datacenter": dc, "chip": chip, "chips": n, "hour": h}

@@ -87,7 +87,10 @@ class Timeline:
     def rate_factor(self, t_s: float) -> float:
         """The rate at ``t_s`` over the peak rate (1 at the peak hour, 1/peak_to_trough at the trough)."""
         trough = 1.0 / self.peak_to_trough
-        phase = 2 * math.pi * (t_s - self.peak_hour * HOUR_S) / self.day_s
+        # the distance from the peak, wrapped into [-day/2, day/2): times at equal distances on either side
+        # of the peak (or a day apart) get bit-equal phases, so windows mirrored about the peak get equal rates
+        half = self.day_s / 2
+        phase = 2 * math.pi * ((t_s - self.peak_hour * HOUR_S + half) % self.day_s - half) / self.day_s
         f = trough + (1.0 - trough) * (1 + math.cos(phase)) / 2
         if self.burst_hour is not None:
             if self.burst_hour * HOUR_S <= t_s < (self.burst_hour + self.burst_hours) * HOUR_S:
@@ -95,8 +98,11 @@ class Timeline:
         return f
 
     def mean_factor(self, start_s: float, length_s: float) -> float:
+        """The window's mean rate factor (midpoint rule). ``math.fsum`` is exactly rounded, so the mean does
+        not depend on the order of its points: two windows mirrored about the peak have the same rate to the
+        bit, hence the same workload — the day's loop solves and simulates it once (its caches' keys)."""
         step = length_s / RATE_POINTS
-        return sum(self.rate_factor(start_s + (i + 0.5) * step) for i in range(RATE_POINTS)) / RATE_POINTS
+        return math.fsum(self.rate_factor(start_s + (i + 0.5) * step) for i in range(RATE_POINTS)) / RATE_POINTS
 
 
 @dataclass(frozen=True)

@@ -149,8 +149,8 @@ class DecodeInstance:
         self.advance(t)
         req.dec_tokens = tokens
         req.dec_pause = pause_s
-        if not self.waiting and admits(self.mem_used, self.mem_cap, footprint_tokens(req.n_in, req.n_out), self.B,
-                                       self.cap):
+        req.kv_foot = footprint_tokens(req.n_in, req.n_out)  # once: the admission scans read it per event
+        if not self.waiting and admits(self.mem_used, self.mem_cap, req.kv_foot, self.B, self.cap):
             self._admit(req, t)
             self._schedule(t)
             return
@@ -176,7 +176,7 @@ class DecodeInstance:
             self.host.change(t, +1, "decode")
         if self.B > self.batch_max:
             self.batch_max = self.B
-        self.mem_used += footprint_tokens(req.n_in, req.n_out)
+        self.mem_used += req.kv_foot
         self.step = self._step_s()
         if req.t_first is None:  # the decoder that streams t0 does so on import (flows.ttft_det_s)
             req.t_first = self.pause_until if self.pause_until > t else t
@@ -201,7 +201,7 @@ class DecodeInstance:
         self.B -= 1
         if self.B == 0 and self.host is not None:
             self.host.change(t, -1, "decode")
-        self.mem_used -= footprint_tokens(req.n_in, req.n_out)
+        self.mem_used -= req.kv_foot
         if self.B:
             self.sum_ctx -= req.ctx
             self.step = self._step_s()
@@ -221,14 +221,14 @@ class DecodeInstance:
         head as soon as it fits, others past it when they leave by the head's shadow step or fit
         beside it then. A held request leaves at the step counter ``vjoin + dec_tokens`` (its heap key)."""
         w = self.waiting
-        while w and admits(self.mem_used, self.mem_cap, footprint_tokens(w[0].n_in, w[0].n_out), self.B, self.cap):
+        while w and admits(self.mem_used, self.mem_cap, w[0].kv_foot, self.B, self.cap):
             self._admit(w.popleft(), t)
         if len(w) < 2:
             return
         line = list(w)
         order = admit_order(self.mem_cap, self.mem_used, self.B, self.cap,
-                            [(end, footprint_tokens(r.n_in, r.n_out)) for end, _, r in self.heap if r.dec is self],
-                            [(footprint_tokens(r.n_in, r.n_out), r.dec_tokens) for r in line], self.v)
+                            [(end, r.kv_foot) for end, _, r in self.heap if r.dec is self],
+                            [(r.kv_foot, r.dec_tokens) for r in line], self.v)
         if not order:
             return
         taken = set(order)

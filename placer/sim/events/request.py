@@ -20,4 +20,5 @@ class Req:
 
     __slots__ = ("rid", "t_arr", "n_in", "n_out", "hit", "new", "left", "pos", "path", "p", "rld", "md",
                  "xfer", "t_first", "stage", "rld_tokens", "dec", "vjoin", "dec_tokens", "dec_pause", "ctx",
-                 "flow", "kv_md", "ids", "md_pause", "drc_hit", "pulls", "staged", "exported")
+                 "flow", "kv_md", "ids", "md_pause", "drc_hit", "pulls", "staged", "exported",
+                 "kv_foot")  # kv_foot: the KV tokens a decoder reserves for it (set where it joins one)

@@ -76,3 +76,12 @@ def test_bad_replanning_options_are_named(tmp_path, args, words):
     plan.write_text("{}")
     result = CliRunner().invoke(app, ["simulate", str(FLAGSHIP), str(plan), *args])
     assert result.exit_code == 2 and words in result.output
+
+
+def test_windows_mirrored_about_the_peak_have_the_same_workload_to_the_bit(flagship):
+    """The day's loop solves and simulates a workload once (its caches key on the workload): the hours
+    either side of the peak (and the trough's, a day apart) must come out equal, not an ulp apart."""
+    day = windows(flagship, Timeline())  # peak at 14 h: window 13 - k mirrors window 14 + k, mod 24
+    for k in range(12):
+        assert day[13 - k].rate_rps == day[(14 + k) % 24].rate_rps, k
+    assert len({w.scenario.model_dump_json() for w in day}) == 12
