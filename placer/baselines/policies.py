@@ -143,12 +143,14 @@ def agg_architecture() -> Architecture:
 
 
 def prfaas_reading(problem: Problem, plan: Plan) -> dict:
-    """The local datacenter and the threshold a ``prfaas`` plan implies:
+    """The local datacenter and the threshold of a ``prfaas`` plan:
     ``{"local", "threshold_uncached_tokens", "threshold"}`` — the smallest uncached-token
     count (1 − h)·I of a class sent (even in part) to remote prefill, and the rule in
-    words; ``threshold_uncached_tokens`` None when nothing goes remote or when the plan's
+    words. A plan :func:`architectures` posed obeys its θ (each class wholly on one side),
+    so this is the enforced θ; read from the routes, any plan can be read (an older one, or
+    a PDD plan): ``threshold_uncached_tokens`` None when nothing goes remote or when the
     per-class choice is not a threshold (a class kept local has more uncached tokens than
-    one sent remote; then ``threshold`` says which)."""
+    one sent remote, or every class is split in proportion; then ``threshold`` says which)."""
     local = sorted({p.datacenter for p in plan.pools if p.count > 0 and p.role not in ("P",)})
     where = local[0] if len(local) == 1 else (", ".join(local) or "none")
     remote: dict[str, float] = {}
