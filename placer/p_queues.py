@@ -192,6 +192,10 @@ class TtftLaw(Protocol):
     wait: WaitModel
 
 
+#: Relative precision of :func:`mixture_quantile` (a microsecond on a second).
+QUANTILE_REL_TOL = 1e-6
+
+
 def _mixture_cdf(flows: Sequence[TtftLaw], total_rps: float, t: float) -> float:
     return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total_rps
 
@@ -203,8 +207,10 @@ def mixture_quantile(flows: Sequence[TtftLaw], q: float) -> float:
         return 0.0
     lo, hi = 0.0, max(f.det_s for f in flows) + 1.0
     while _mixture_cdf(flows, total, hi) < q and hi < 1e7:
-        hi *= 2
-    for _ in range(80):
+        lo, hi = hi, hi * 2
+    for _ in range(80):  # to QUANTILE_REL_TOL of the answer (each halving evaluates every flow's law)
+        if hi - lo <= QUANTILE_REL_TOL * hi:
+            break
         mid = (lo + hi) / 2
         if _mixture_cdf(flows, total, mid) < q:
             lo = mid

@@ -32,7 +32,7 @@ from placer.p_queues import instance_arrival_cv2, packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queueing import WaitModel, lognormal_points, lognormal_quantile_points
+from placer.queueing import WaitModel, lognormal_bands, lognormal_points
 from placer.ttft_tail import LengthMixTail, TtftTail
 
 if TYPE_CHECKING:
@@ -139,21 +139,35 @@ def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
 def first_token_by_length(route: Route, wait: WaitModel, utilization: float, line_share: float,
                           line_residual_s: float | None) -> tuple[float, TtftTail | LengthMixTail]:
     """(deterministic TTFT, random tail) of a flow (:meth:`placer.flows.Route.first_token_law`, packed), its
-    class's spread of prompt lengths kept: where ``route.cls.new_tokens_cv2`` > 0, each of the equally
-    likely lengths of its lognormal law (:func:`~placer.queueing.lognormal_quantile_points`) gets its own
-    prefill, KV move and tail at the same P-queue wait (:class:`~placer.ttft_tail.LengthMixTail`), as the
-    simulator draws them; the deterministic part stays the class's mean length's."""
+    class's spread of prompt lengths kept: where ``route.cls.new_tokens_cv2`` > 0, its lognormal law of
+    lengths is cut into the bands of :data:`LENGTH_BANDS` (probability); a band's requests take the
+    prefill, KV move and tail of its mean length, shifted down to its shortest's deterministic TTFT, the
+    rest of the band's spread an independent excess (its mean and variance, the TTFT taken linear in the
+    length across the band) — :class:`~placer.ttft_tail.LengthMixTail`, at the same P-queue wait. The
+    deterministic part stays the class's mean length's."""
     det, tail = route.first_token_law(wait, utilization, line_share, line_residual_s, packed=True)
-    points = lognormal_quantile_points(route.cls.new_tokens_cv2)
-    if len(points) == 1:
+    cv2 = route.cls.new_tokens_cv2
+    if cv2 <= 0:
         return det, tail
-    parts = []
-    for prob, factor in points:
+
+    def law(factor: float):
         cls = dataclasses.replace(route.cls, input_tokens=route.cls.input_tokens * factor)
-        at = dataclasses.replace(route, cls=cls)
-        d, t = at.first_token_law(wait, utilization, line_share, line_residual_s, packed=True)
-        parts.append((prob, d - det, t))
+        return dataclasses.replace(route, cls=cls).first_token_law(wait, utilization, line_share, line_residual_s,
+                                                                    packed=True)
+
+    parts = []
+    for prob, low, mean, var in lognormal_bands(cv2, LENGTH_BANDS):
+        d_low, _ = law(low)
+        d_mean, t_mean = law(mean)
+        slope = (d_mean - d_low) / (mean - low) if mean > low else 0.0
+        parts.append((prob, d_low - det, dataclasses.replace(t_mean, spread_mean_s=d_mean - d_low,
+                                                             spread_var_s2=slope * slope * var)))
     return det, LengthMixTail(tuple(parts))
+
+
+#: Edges (cumulative probability) of the bands :func:`first_token_by_length` cuts a class's lengths into:
+#: finer toward the tail, where the 90th and 99th percentiles read.
+LENGTH_BANDS = (0.0, 0.2, 0.4, 0.6, 0.75, 0.85, 0.92, 0.96, 0.985, 1.0)
 
 
 def tail_notes(problem: Problem, plan: Plan, share_floor: float = 0.001) -> list[str]:

@@ -6,7 +6,7 @@ out: :func:`wan_transfer_s` (mean seconds of one transfer under processor sharin
      :class:`WaitModel` (mean wait, P(W > t) — the whole M/G/1 law where the service points are
      given, :mod:`placer.mg1_wait` — quantiles) and :func:`spread_points` (a class
      whose lengths vary, as two lengths with its mean and variance: what E[S²] needs),
-     :func:`lognormal_points` / :func:`lognormal_quantile_points` (a spread class's lengths for its
+     :func:`lognormal_points` / :func:`lognormal_bands` (a spread class's lengths for its
      moments / for its percentiles), :func:`gg1_wait_factor` and :func:`split_cv2` (arrivals that are not
      Poisson: the G/G/1 wait, ``WaitModel.arrival_cv2``). The tails built on these live in
      :mod:`placer.ttft_tail`, the P-queue layouts in :mod:`placer.flows`.
@@ -100,24 +100,30 @@ def gg1_wait_factor(rho: float, arrival_cv2: float, service_cv2: float) -> float
     return base * math.exp(-(1.0 - rho) * (ca2 - 1.0) / (ca2 + 4.0 * cs2))
 
 
-#: Points of :func:`lognormal_quantile_points`: an odd multiple of 5, so the staircase of its law has its
-#: 50th and 90th percentiles on a point's middle ((k + ½)/N = 0.5 and 0.9), never on a step.
-QUANTILE_NODES = 25
-
-
-def lognormal_quantile_points(cv2: float, nodes: int = QUANTILE_NODES) -> list[tuple[float, float]]:
-    """(probability, factor on the mean) of a lognormal law of mean 1 and variance ``cv2`` as ``nodes``
-    equally likely lengths, each the law's quantile at the middle of its band ((k + ½)/nodes): for a
-    length's own share of a percentile (its TTFT), where :func:`lognormal_points` (Gauss–Hermite) holds
-    the moments but puts half its mass at each side of the median, so a median falls on a step. ``cv2``
-    0: one point, the mean."""
-    if cv2 <= 0:
-        return [(1.0, 1.0)]
+def lognormal_bands(cv2: float, edges: tuple[float, ...]) -> list[tuple[float, float, float, float]]:
+    """A lognormal law of mean 1 and variance ``cv2`` cut at the cumulative probabilities ``edges``
+    (0 … 1): per band (probability, its lowest factor, its mean factor, the factor's variance within it),
+    in closed form (for f = e^{σZ − σ²/2}, E[f; a < Z < b] = Φ(b − σ) − Φ(a − σ) and
+    E[f²; a < Z < b] = e^{σ²}(Φ(b − 2σ) − Φ(a − 2σ))). The lowest band starts at the law's
+    0.1st percentile, not at 0. A class's own share of a TTFT percentile, where :func:`lognormal_points`
+    (Gauss–Hermite) holds the moments but puts half its mass at each side of the median."""
     from statistics import NormalDist
 
     sigma = math.sqrt(math.log1p(cv2))
-    z = NormalDist().inv_cdf
-    return [(1.0 / nodes, math.exp(sigma * z((k + 0.5) / nodes) - sigma * sigma / 2)) for k in range(nodes)]
+    norm = NormalDist()
+
+    def below(z: float, shift: float = 0.0) -> float:  # Φ(z − shift), z = ±inf allowed
+        return 1.0 if z == math.inf else norm.cdf(z - shift)
+
+    out = []
+    for lo, hi in zip(edges, edges[1:]):
+        a = norm.inv_cdf(max(lo, 1e-3))
+        b = norm.inv_cdf(hi) if hi < 1.0 else math.inf
+        mass = max(below(b) - below(a), 1e-300)
+        first = (below(b, sigma) - below(a, sigma)) / mass
+        second = math.exp(sigma * sigma) * (below(b, 2 * sigma) - below(a, 2 * sigma)) / mass
+        out.append((hi - lo, math.exp(sigma * a - sigma * sigma / 2), first, max(second - first * first, 0.0)))
+    return out
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,9 @@ class TtftTail:
     pack_mean_s: float = 0.0
     """Mean seconds the prompt's packed forward runs past its own prefill (:func:`pack_extension`)."""
     pack_var_s2: float = 0.0
+    spread_mean_s: float = 0.0
+    """Mean seconds a request's own length adds beyond its band's shortest (:class:`LengthMixTail`'s bands)."""
+    spread_var_s2: float = 0.0
     kv_wait_share: float = 0.0
     """Share of the flow's requests the decoder that streams t0 makes wait for KV room
     (:func:`placer.kv_admission.kv_wait_law`): the first token waits with them."""
@@ -119,6 +122,7 @@ class TtftTail:
     def without_line(self) -> TtftTail:
         """The same queue (and pack, and KV wait) without the line's excess."""
         return TtftTail(self.wait, pack_mean_s=self.pack_mean_s, pack_var_s2=self.pack_var_s2,
+                        spread_mean_s=self.spread_mean_s, spread_var_s2=self.spread_var_s2,
                         kv_wait_share=self.kv_wait_share, kv_wait_mean_s=self.kv_wait_mean_s)
 
     def with_kv_wait(self, share: float, mean_s: float) -> TtftTail:
@@ -132,8 +136,8 @@ class TtftTail:
         line_var = 0.0
         if line > 0.0:
             line_var = line * line if self.wan_excess_var_s2 is None else max(self.wan_excess_var_s2, 0.0)
-        mean = line + max(self.pack_mean_s, 0.0)
-        var = line_var + max(self.pack_var_s2, 0.0)
+        mean = line + max(self.pack_mean_s, 0.0) + max(self.spread_mean_s, 0.0)
+        var = line_var + max(self.pack_var_s2, 0.0) + max(self.spread_var_s2, 0.0)
         p, kv = min(max(self.kv_wait_share, 0.0), 1.0), max(self.kv_wait_mean_s, 0.0)
         if p > 0.0 and kv > 0.0:
             mean += p * kv
@@ -183,14 +187,16 @@ class SplitTail:
 @dataclass(frozen=True)
 class LengthMixTail:
     """The random part of a flow's TTFT when its class's prompts spread (``Class.new_tokens_cv2``): a
-    request of the class is one of the lengths of its lognormal law (:func:`placer.queueing.lognormal_points`,
-    the law the simulator and the load generator draw), and its own prefill, KV move and tail are
-    that length's. ``parts`` = ((probability, shift s, tail) ...): the shift is that length's
-    deterministic TTFT less the flow's (priced at the class's mean length). The queue's wait is the
-    same for every length (first come, first served: a request's own size does not change the wait it
-    meets); P(TTFT − det > t) = Σ p · P(shift + tail > t). Without it a class's P50 and P90 sit at its
-    mean length's TTFT, where its requests spread around it (on the serving bench a conversation's turns
-    grow turn by turn: the class's 10th percentile, not its mean, is the trace's TTFT P50)."""
+    request of the class has a length of its lognormal law (the law the simulator and the load generator
+    draw), and its own prefill, KV move and tail are that length's. The law is cut into bands of
+    probability (:func:`placer.queue_laws.first_token_by_length`); ``parts`` = ((probability, shift s,
+    tail) ...) per band: the shift is the band's shortest length's deterministic TTFT less the flow's
+    (priced at the class's mean length), and the tail carries the rest of the band's spread as an
+    independent excess (``TtftTail.spread_mean_s``/``spread_var_s2``). The queue's wait is the same for
+    every length (first come, first served: a request's own size does not change the wait it meets);
+    P(TTFT − det > t) = Σ p · P(shift + tail > t). Without it a class's P50 and P90 sit at its mean
+    length's TTFT, where its requests spread around it (on the serving bench a conversation's turns grow
+    turn by turn: the class's 10th percentile, not its mean, is the trace's TTFT P50)."""
 
     parts: tuple[tuple[float, float, object], ...]
 
