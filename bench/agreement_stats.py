@@ -7,6 +7,8 @@ in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario a
      directory simulates the same plans again, so a before/after comparison on a loaded host pairs
      its runs instead of mixing in the solver's time-limit noise (the plan's promise is evaluated
      afresh by :func:`placer.sim.verify.agreement` on each run)
+     (``--pools``: :mod:`agreement_pools`, each decode pool's batch, planned and simulated; ``--steady``:
+     the runs warm up past the decode pools' fill)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
      seconds), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
@@ -26,7 +28,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from random_scenarios import load_fraction, random_scenario  # a sibling under bench/ (the script's folder)
+from agreement_pools import pool_rows, print_pools, simulate_pools, steady_config  # siblings under bench/
+from random_scenarios import load_fraction, random_scenario
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.plan import Plan, parse_plan
@@ -118,29 +121,40 @@ def solve_case(seed: int, index: int, time_limit_s: float, plans_dir: Path | Non
     return data, plan, why
 
 
-def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None) -> dict:
-    """One scenario: its agreement dict (plus name and seconds), or {"skipped": reason}."""
+def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
+            pools: bool = False, steady: bool = False) -> dict:
+    """One scenario: its agreement dict (plus name and seconds; with ``pools`` the problem, plan and each decode
+    pool's simulated figures, :func:`agreement_pools.simulate_pools`), or {"skipped": reason}. ``steady``: warm up
+    past the decode pools' fill (:func:`agreement_pools.steady_config`)."""
     start = time.perf_counter()
     data, plan, why = solve_case(seed, index, time_limit_s, plans_dir)
     if plan is None:
         return {"name": data["name"], "skipped": why}
     problem = resolve(parse_scenario(data))
-    sim = simulate(problem, plan, sim_config(data, requests, seed))
+    config, rps = sim_config(data, requests, seed), data["workload"]["arrival_rps"]
+    if steady:
+        config = steady_config(config, problem, plan, rps)
+    if pools:
+        sim, per_pool = simulate_pools(problem, plan, config, rps)
+    else:
+        sim, per_pool = simulate(problem, plan, config), None
     a = agreement(problem, plan, sim)
-    a.update(name=data["name"], seconds=time.perf_counter() - start, rps=data["workload"]["arrival_rps"],
-             load=load_fraction(seed, index))
+    a.update(name=data["name"], seconds=time.perf_counter() - start, rps=rps, load=load_fraction(seed, index))
+    if per_pool is not None:
+        a.update(problem=problem, plan=plan, pools=per_pool, requests=config.requests)
     return a
 
 
 def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
-               only: list[int] | None = None) -> list[dict]:
+               only: list[int] | None = None, pools: bool = False, steady: bool = False) -> list[dict]:
     """Solve (or read back from ``plans_dir``) and simulate scenarios 0..n−1 of ``seed`` (or those of
-    ``only``); print each and the error distributions."""
+    ``only``); print each and the error distributions (with ``pools``, each decode pool's batch, planned and
+    simulated, and their distribution; ``steady``: the runs warm up past the decoders' fill)."""
     t0 = time.perf_counter()
     results = []
     indices = list(only) if only else list(range(n))
     for i in indices:
-        r = run_one(seed, i, requests, time_limit_s, plans_dir)
+        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady)
         results.append(r)
         if "skipped" in r:
             print(f"-- {r['name']}: skipped ({r['skipped']})", flush=True)
@@ -149,6 +163,8 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
         print(f"== {r['name']:22s} {r['rps']:8.2f} req/s ({r['load']:.0%}) P90 ILP {r['ilp_ttft_p90_s']:7.3f} sim {r['sim_ttft_p90_s']:7.3f} "
               f"({r['ttft_p90_error']:+7.1%})  goodput ILP {r['ilp_goodput_rps']:7.2f} sim "
               f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s", flush=True)
+        if pools:
+            print_pools(r["problem"], r["plan"], r["pools"])
     solved = [r for r in results if "skipped" not in r]
     n = len(indices)
     print(f"\n{len(solved)} of {n} solved, {n - len(solved)} skipped; seed {seed}, {requests} simulated requests "
@@ -164,4 +180,7 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
     for name, rows in sorted(groups.items()):
         print(f"{name + ' TTFT P90':26s} {summary([x['ttft_p90_error'] for x in rows])}")
         print(f"{name + ' goodput':26s} {summary([x['goodput_error'] for x in rows])}")
+    if pools:
+        rows = [row for r in solved for row in pool_rows(r["problem"], r["plan"], r["pools"])]
+        print(f"{'decode pool batch':26s} {summary([sim / plan - 1 for _, plan, sim in rows if plan > 0])}")
     return results

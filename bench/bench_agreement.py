@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
         [--requests 30000] [--seed 7] [--breakdown]
     .venv/bin/python bench/bench_agreement.py --random 40 [--seed 7] [--time-limit 20]
-        [--plans-dir DIR] [--only 28,29,30]
+        [--plans-dir DIR] [--only 28,29,30] [--pools] [--steady]
 
 For each case (default: the four cases of ``bench/agreement_cases.py``, which
 ``tests/placer/sim/test_relay_agreement.py`` checks too, then
@@ -29,7 +29,11 @@ the share within 10 % and the count beyond 25 % (``bench/agreement_stats.py``). 
 ``--plans-dir DIR`` each scenario is solved once: its loaded scenario and plan (or why it was
 skipped) are kept in ``DIR/<name>.json`` and read back by later runs with the same seed and time
 limit, so before/after runs are paired (the same plans, each promise evaluated afresh); ``--only``
-runs a subset of the N draws (their indices).
+runs a subset of the N draws (their indices). ``--pools`` prints, under each scenario, every busy decode
+pool's design batch (at the mix and at the classes it serves), the plan's settled batch and KV-wait share beside
+the simulated batch, KV fill and share of arrivals that waited (``bench/agreement_pools.py``), and their
+distribution; ``--steady`` warms each run up past the decode pools' fill (twice the longest mean stay), so the
+measured window sees the KV the plan promises (a 30,000-request run of a long-output scenario ends before it).
 """
 
 from __future__ import annotations
@@ -156,6 +160,10 @@ def main() -> None:
     parser.add_argument("--plans-dir", type=Path, default=None, metavar="DIR",
                         help="--random: keep each scenario's plan here and reuse it on later runs (paired runs)")
     parser.add_argument("--only", default="", metavar="I,J,...", help="--random: only these draws' indices")
+    parser.add_argument("--pools", action="store_true",
+                        help="--random: each decode pool's design batch, planned and simulated (issue 42, part 1)")
+    parser.add_argument("--steady", action="store_true",
+                        help="--random: warm each run up past the decode pools' fill (twice the longest mean stay)")
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=7)
@@ -165,7 +173,7 @@ def main() -> None:
         from agreement_stats import run_random
 
         only = [int(x) for x in args.only.split(",") if x.strip()]
-        run_random(args.random, args.seed, args.requests, args.time_limit, args.plans_dir, only)
+        run_random(args.random, args.seed, args.requests, args.time_limit, args.plans_dir, only, args.pools, args.steady)
         return
     for name in args.cases.split(","):
         print_case(name, args.requests, args.seed, args.breakdown)

@@ -1,0 +1,133 @@
+"""``bench_agreement.py --pools [--steady]``: every decode pool's design batch against what the simulator lives
+(issue 42, part 1).
+
+in:  a problem, its plan, a :class:`~placer.sim.SimConfig`
+out: :func:`steady_config` (the config with a warm-up past the decode pools' fill: the longest mean stay a
+     plan's decoders hold a request, twice — a decoder starts empty and holds a class's requests for
+     output × step, so a run shorter than that measures an emptier KV than the plan promises), and
+     :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
+     its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
+     KV room), printed by :func:`print_pools` beside the plan's figures: its design batch at the scenario's
+     mix (the MILP's rows), at the classes the pool serves (:func:`placer.sim.engine.served_design_batch`),
+     the evaluation's settled batch and KV-wait share (:mod:`placer.decode_state`).
+
+The sampler wraps the simulator's decode instances for the run (read only), as ``--breakdown`` wraps its line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from contextlib import contextmanager
+
+from placer.evaluate import analyze
+from placer.flows import decode_context_tokens, decode_fixed_share
+from placer.pdd import PREFILL_ROLES
+from placer.sim import SimConfig, simulate
+from placer.sim import decode as sim_decode
+
+#: Warm-up in mean stays of the longest-held class (the first fills the decoders, the second lets the
+#: longest outputs of a spread class arrive at their share).
+STAYS = 2.0
+
+
+def longest_stay_s(problem, plan, analysis) -> float:
+    """Seconds the plan's decoders hold their longest-held class on average: output × the step its pool
+    settles at (:class:`placer.decode_state.DecodeState`), over the plan's decode assignments."""
+    classes = {c.name: c for c in problem.classes}
+    stay = 0.0
+    for a in plan.assignments:
+        st = analysis.decode.get(a.key)
+        if a.role in PREFILL_ROLES or a.rps <= 0 or st is None or a.request_class not in classes:
+            continue
+        stay = max(stay, classes[a.request_class].output_tokens * st.step_s)
+    return stay
+
+
+def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
+    """``config`` lengthened by :data:`STAYS` × :func:`longest_stay_s` of arrivals, all of them warm-up: its
+    measured requests start once the decoders hold what the plan promises."""
+    warm = STAYS * longest_stay_s(problem, plan, analyze(problem, plan)) * rps
+    if warm <= config.warmup_fraction * config.requests:
+        return config
+    total = int(config.requests * (1.0 - config.warmup_fraction) + warm)
+    return dataclasses.replace(config, requests=total, warmup_fraction=min(warm / total, 0.9))
+
+
+@contextmanager
+def pool_sampler(stats: dict, window: tuple[float, float]):
+    """Per decode pool (by id) in ``stats``: [instance-seconds, Σ batch·dt, Σ batch²·dt, Σ KV·dt, arrivals,
+    arrivals that waited, the pool] over simulated times ``window``."""
+    advance, join = sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join
+    t0, t1 = window
+
+    def row(inst) -> list:
+        if id(inst.pool) not in stats:
+            stats[id(inst.pool)] = [0.0, 0.0, 0.0, 0.0, 0, 0, inst.pool]
+        return stats[id(inst.pool)]
+
+    def sampled_advance(inst, t):
+        dt = min(t, t1) - max(inst.t_last, t0)
+        if dt > 0:
+            r = row(inst)
+            r[0] += dt
+            r[1] += inst.B * dt
+            r[2] += inst.B * inst.B * dt
+            r[3] += inst.mem_used / inst.mem_cap * dt
+        return advance(inst, t)
+
+    def sampled_join(inst, req, t, tokens, pause_s=0.0):
+        out = join(inst, req, t, tokens, pause_s)
+        if t0 <= t <= t1:
+            r = row(inst)
+            r[4] += 1
+            r[5] += any(w is req for w in inst.waiting)
+        return out
+
+    sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = sampled_advance, sampled_join
+    try:
+        yield
+    finally:
+        sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = advance, join
+
+
+def simulate_pools(problem, plan, config: SimConfig, rps: float):
+    """(the simulation, per decode pool key (role, dc, chip, tp): the sampled figures) over the measured
+    window: from the warm-up's last arrival to the last arrival (the drain after it is left out)."""
+    end = config.requests / rps if rps > 0 else 0.0
+    stats: dict = {}
+    with pool_sampler(stats, (config.warmup_fraction * end, end)):
+        sim = simulate(problem, plan, config)
+    out = {}
+    for secs, b, b2, kv, joins, waited, pool in stats.values():
+        if secs <= 0:
+            continue
+        mean = b / secs
+        out[pool.key] = {"batch": mean, "batch_var_over_mean": (b2 / secs - mean * mean) / mean if mean > 0 else 0.0,
+                         "kv_fill": kv / secs, "waited": waited / joins if joins else 0.0,
+                         "design_served": pool.design_batch}
+    return sim, out
+
+
+def print_pools(problem, plan, pools: dict) -> None:
+    """One line per busy decode pool: the plan's design batches and evaluation beside the simulated window."""
+    analysis = analyze(problem, plan)
+    designs = {p.key: p.design_batch for p in plan.pools}
+    ctx = decode_context_tokens(problem.classes)
+    for key, st in analysis.decode.items():
+        if key.role in PREFILL_ROLES or not st.busy or key not in pools:
+            continue
+        s = pools[key]
+        phi = decode_fixed_share(st.im, st.batch, ctx)
+        print(f"     {key.role} {key.datacenter} {key.chip} tp{key.tp} x{st.count}: design {designs.get(key)} "
+              f"(its classes {s['design_served']}) | plan batch {st.batch:6.1f}, var/mean {1 / max(phi, 0.02):4.2f}, "
+              f"KV wait {st.kv_wait:5.1%} | sim batch {s['batch']:6.1f} ({s['batch'] / st.batch - 1:+5.1%}), "
+              f"var/mean {s['batch_var_over_mean']:4.2f}, KV {s['kv_fill']:4.0%} full, waited {s['waited']:5.1%}")
+
+
+def pool_rows(problem, plan, pools: dict) -> list[tuple[str, float, float]]:
+    """(label, plan batch, simulated batch) of every busy decode pool (for the summary)."""
+    rows = []
+    for key, st in analyze(problem, plan).decode.items():
+        if key.role not in PREFILL_ROLES and st.busy and key in pools:
+            rows.append((f"{key.role} {key.datacenter} {key.chip}", st.batch, pools[key]["batch"]))
+    return rows

@@ -1,0 +1,39 @@
+"""A decode pool's slot row by the classes it serves (issue 42, rnd-7-5): the MILP's (C6) charged every decode token
+the step at the scenario's mean context, so a pool given the long-context classes was planned at the mix's batch and
+stepped past the TPOT (rnd-7-5: two Gaudi3 pools at 7,300 tokens/s each, their context 5,700 against the mix's 4,100;
+the evaluation found them overloaded, the simulator's queues grew once a run outlived the decoders' fill).
+:func:`placer.flows.class_slot_weight` counts a held request by what it adds to the step."""
+
+from __future__ import annotations
+
+import pytest
+
+from placer.flows import class_slot_weight, decode_context_tokens, decode_design, instance
+from placer.problem import resolve
+from placer.specs import parse_scenario
+from tests.placer.conftest import micro_dict
+
+MIXED = micro_dict(workload={"arrival_rps": 6.0, "classes": [
+    {"name": "chat", "share": 0.7, "input_tokens": 1000, "output_tokens": 800, "hit_rate": 0.2},
+    {"name": "agent", "share": 0.3, "input_tokens": 50000, "output_tokens": 60, "hit_rate": 0.9}]},
+    sla={"ttft_p90_s": 4.0, "tpot_s": 0.03})
+
+
+def test_a_pool_of_long_context_classes_holds_fewer_requests_within_the_tpot():
+    problem = resolve(parse_scenario(MIXED))
+    im = instance(problem, "H100-SXM", 2)
+    batch, step = decode_design(problem, im)
+    x = decode_context_tokens(problem.classes)
+    chat, agent = problem.classes
+    weights = {c.name: class_slot_weight(im, batch, x, c) for c in problem.classes}
+    # the mix is what the design is made at: one mix request counts 1 (time-weighted, share × output)
+    held = {c.name: c.share * c.output_tokens for c in problem.classes}
+    assert sum(held[n] * w for n, w in weights.items()) / sum(held.values()) == pytest.approx(1.0, abs=0.02)
+    assert weights["agent"] > 3.0 > 1.0 > weights["chat"]
+    u = problem.options.utilization_cap
+    long_ctx = agent.input_tokens + agent.output_tokens / 2
+    # the mix's row lets a pool of agents hold u·B: its step misses the TPOT
+    assert im.step_s(u * batch, long_ctx) > 1.5 * problem.tpot_s
+    # by the weights it holds u·B / w: the step the mix has at u·B, within the TPOT
+    assert im.step_s(u * batch / weights["agent"], long_ctx) == pytest.approx(im.step_s(u * batch, x), rel=0.05)
+    assert im.step_s(u * batch / weights["agent"], long_ctx) <= problem.tpot_s
