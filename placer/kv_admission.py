@@ -107,9 +107,8 @@ def occupancy_quantile_z(quantile: float = KV_OCCUPANCY_QUANTILE) -> float:
 
 
 def fixed_step_share(step_s: float, next_step_s: float, batch: float) -> float:
-    """φ: the share of a decode step at ``batch`` (``step_s``) the batch does not pay for, the step less
-    what each held sequence adds (``next_step_s`` − ``step_s``, the step one more would take) times the
-    batch; 1 where the step does not grow with the batch (the M/G/∞ law)."""
+    """φ: the share of a step at ``batch`` (``step_s``) the batch does not pay for, the step less what each
+    sequence adds (``next_step_s``: the step with one more) times the batch; 1: a flat step (M/G/∞)."""
     if step_s <= 0:
         return 1.0
     per_seq = max(next_step_s - step_s, 0.0)
@@ -117,7 +116,7 @@ def fixed_step_share(step_s: float, next_step_s: float, batch: float) -> float:
 
 
 def _phi(fixed_share: float) -> float:
-    """φ as the laws take it (a step with no fixed part at all has no steady batch: held above 0)."""
+    """φ as the laws take it (a step with no fixed part has no steady batch: held above 0)."""
     return min(max(fixed_share, 0.02), 1.0)
 
 
