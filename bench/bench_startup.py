@@ -23,7 +23,10 @@ Drain: ``--inflight`` requests of ``--tokens`` output tokens run on an instance;
 8 tokens the router drains it (no new requests, `Router.drain`) and the time until it holds nothing
 is measured. Predicted: the most output tokens any of them has left × the pace they decoded at just
 before the drain (seconds per token over the streams, as the simulator's drain is output tokens ×
-TPOT). `--write` stores the simulator's figures with their provenance (`placer simulate
+TPOT). Where the time went: the streams' last tokens (they end within a few ms of each other: the batch
+holds all of them to the end — no request decodes alone, so the step stays the measured one) and the
+stalls, gaps between tokens after the drain of over ``STALL_PACES`` paces (a shared host's busy spells),
+printed with the prediction plus them. `--write` stores the simulator's figures with their provenance (`placer simulate
 --replan-every ... --startup-measured FILE`). The machine may be shared: medians over `--reps`.
 """
 
@@ -55,6 +58,7 @@ PLAN = Plan.model_validate({
     "routes": [{"request_class": "c", "pipeline": "A", "src": "dc-a", "dst": "dc-a", "rps": 1.0}]})
 PROMPT = [256, *b"the quick brown fox jumps over the lazy dog"]
 POLL_S = 0.005
+STALL_PACES = 3.0  # a gap between two tokens of a stream over this many paces is a stall (not decoding)
 
 
 def _median(xs: list[float]) -> float:
@@ -143,7 +147,16 @@ def drain_once(router, name: str, inflight: int, tokens: int) -> dict[str, float
     measured = time.monotonic() - now
     for s in streams:
         s.result(60)
-    return {"tokens_left": left, "pace_s_per_token": _median(paces), "predicted_s": predicted, "measured_s": measured}
+    pace = _median(paces)
+    # what the drain's time went to: the streams' last tokens (within a few ms: the batch holds all of them to
+    # the end, nothing decodes alone) and stalls — gaps between a stream's tokens after the drain call of over
+    # STALL_PACES × the pace (a shared host's busy spells), the time beyond the pace they add
+    lasts = [s.token_times[-1] for s in streams]
+    slowest = max(streams, key=lambda s: s.token_times[-1]).token_times
+    gaps = [b - a for a, b in zip(slowest, slowest[1:]) if a >= now]
+    stalls = sum(g - pace for g in gaps if g > STALL_PACES * pace)
+    return {"tokens_left": left, "pace_s_per_token": pace, "predicted_s": predicted, "measured_s": measured,
+            "finish_spread_s": max(lasts) - min(lasts), "stall_s": stalls, "predicted_plus_stalls_s": predicted + stalls}
 
 
 def deployment(model_file: Path):
@@ -224,7 +237,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{med_big['warmup_forward_s'] * 1e3:.0f} ms), error {_err(predicted_big, med_big['startup_s'])}")
     print(f"drain with {args.inflight} in flight, {drain['tokens_left']:.0f} tokens left at "
           f"{drain['pace_s_per_token'] * 1e3:.1f} ms/token: predicted {drain['predicted_s']:.2f} s, measured "
-          f"{drain['measured_s']:.2f} s, error {_err(drain['predicted_s'], drain['measured_s'])}")
+          f"{drain['measured_s']:.2f} s, error {_err(drain['predicted_s'], drain['measured_s'])}; the streams "
+          f"finished within {drain['finish_spread_s'] * 1e3:.0f} ms of each other (the batch held {args.inflight} to "
+          f"the end), stalls (gaps over {STALL_PACES:g} paces) {drain['stall_s'] * 1e3:.0f} ms; predicted + stalls "
+          f"{drain['predicted_plus_stalls_s']:.2f} s, error {_err(drain['predicted_plus_stalls_s'], drain['measured_s'])}")
     out = {
         "source": "bench/bench_startup.py", "measured_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "host": platform.node(), "cpus": os.cpu_count(), "reps": args.reps,
