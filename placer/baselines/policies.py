@@ -107,10 +107,19 @@ def architectures(problem: Problem, name: str) -> list[Architecture]:
             for dc in problem.datacenters
         ]
     if name == "prfaas":
-        into = _lines_into(problem)
-        return [_prfaas_architecture(problem, dc.name, into[dc.name], theta)
-                for dc in problem.datacenters if dc.name in into for theta in prfaas_thresholds(problem)]
+        return [arch for _, variants in prfaas_groups(problem) for arch in variants]
     return [agg_architecture()]
+
+
+def prfaas_groups(problem: Problem) -> list[tuple[Architecture, list[Architecture]]]:
+    """``prfaas``'s variants grouped by local datacenter: (the free split there — any class prefilled
+    on any P pool of the local or remote datacenters, in the mix's proportions — whose capacity ceiling
+    bounds every threshold's of the group, the threshold variants, one per θ of :func:`prfaas_thresholds`)."""
+    into = _lines_into(problem)
+    return [(Architecture("prfaas", (P_MD,), drc=problem.options.drc, p_dcs=frozenset({dc.name, *into[dc.name]}),
+                          decode_dcs=frozenset({dc.name})),
+             [_prfaas_architecture(problem, dc.name, into[dc.name], theta) for theta in prfaas_thresholds(problem)])
+            for dc in problem.datacenters if dc.name in into]
 
 
 def _uncached(problem: Problem) -> list[int]:

@@ -40,7 +40,9 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from placer.baselines.policies import BASELINES, RULES, architectures, canonical, not_applicable, prfaas_reading
+from placer.baselines.policies import (
+    BASELINES, RULES, architectures, canonical, not_applicable, prfaas_groups, prfaas_reading,
+)
 from placer.baselines.threshold import best_variant
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.flows import Route
@@ -110,7 +112,7 @@ def _with_min_served(problem: Problem, fraction: float) -> Problem:
 
 def _best_variant(problem: Problem, name: str, config: SolveConfig, sla: bool) -> Plan:
     if name == "prfaas":  # a local datacenter × K + 1 thresholds: searched, not each evaluated
-        return best_variant(problem, architectures(problem, name), config, sla)
+        return best_variant(problem, prfaas_groups(problem), config, sla)
     best, reasons = None, []
     objective = config.objective
     archs = [dataclasses.replace(a, enforce_sla=sla) for a in architectures(problem, name)]

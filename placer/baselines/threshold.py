@@ -1,23 +1,28 @@
 """The best of many variants of one baseline, solved as a search over them: ``prfaas``'s thresholds.
 
-in:  a Problem, the baseline's :class:`~placer.ilp.formulation.Architecture` variants (``prfaas``: one
-     per local datacenter and threshold θ, :func:`placer.baselines.policies.architectures`), a SolveConfig
+in:  a Problem, the baseline's :class:`~placer.ilp.formulation.Architecture` variants in groups, each
+     with a relaxed architecture whose plans include every variant's of the group (``prfaas``: per local
+     datacenter, the free split and the K + 1 thresholds θ, :func:`placer.baselines.policies.prfaas_groups`),
+     a SolveConfig
 out: :func:`best_variant` — the plan of the variant with the best MILP objective (a BCR solve: the best
      ratio goodput / cost), or InfeasiblePlanError naming the first variant's reason when none has a plan
 
-``prfaas`` poses K + 1 thresholds per local datacenter, each its own MILP. Solving every one and
-evaluating every plan (as :func:`placer.baselines.solve._best_variant` does for the few variants of
-the other baselines) made a 7-datacenter, 10-class scenario 3× slower; so here:
+``prfaas`` poses K + 1 thresholds per local datacenter, each its own MILP. Building and solving every
+one and evaluating every plan (as :func:`placer.baselines.solve._best_variant` does for the few
+variants of the other baselines) made eight-dc's prfaas 4× slower; so here, for a BCR solve:
 
-* every variant is built, and its ceiling on goodput / cost from the capacity rows alone
-  (:func:`placer.ilp.starts.capacity_bound`: the cheapest prefill and decode of each class among the
-  pools the variant admits it to, valid whatever the SLA, mix or load) orders the search, best first;
-* a variant whose ceiling is no better than the best ratio already solved is not solved (exact: the
-  ceiling bounds every plan of it); each solved one may take a quarter of the time left
-  (:data:`SHARE_OF_LEFT`), and a variant out of time is skipped (all out of time, none solved:
-  SolveTimeoutError, as one solve would raise);
+* a ceiling on goodput / cost from the capacity rows alone (:func:`placer.ilp.starts.capacity_bound`:
+  the cheapest prefill and decode of each class among the pools the model admits it to, valid whatever
+  the SLA, mix or load) bounds every plan of a model; a group's relaxed model admits each class to a
+  superset of any variant's pools, so its ceiling bounds the whole group;
+* groups, then the variants within a group, are searched best ceiling first, and a group or variant
+  whose ceiling is no better than the best ratio already solved is neither built nor solved (exact);
+* each solved variant may take a quarter of the time left (:data:`SHARE_OF_LEFT`), and one out of time
+  is skipped (all out of time, none solved: SolveTimeoutError, as one solve would raise);
 * variants are compared by the MILP's own objective (ratio, goodput, cost or served load), and only
   the winner is extracted and evaluated.
+
+Other objectives search every variant, unpruned.
 """
 
 from __future__ import annotations
@@ -54,40 +59,70 @@ def _score(form: Formulation, outcome: Outcome, objective: str) -> float:
     return sum(c * values[i] for i, c in form.goodput.items())
 
 
-def best_variant(problem: Problem, archs: list[Architecture], config: SolveConfig, sla: bool) -> Plan:
-    """The plan of the best of ``archs`` (each with ``enforce_sla`` = ``sla``), searched as the module
-    docstring says."""
-    config = config.started()
-    objective = config.objective
-    forms = []
-    for arch in archs:
-        with building_within(config):
-            forms.append(build(problem, dataclasses.replace(arch, enforce_sla=sla), objective))
-    ceiling = {id(f): (capacity_bound(f) if objective == "bcr" else None) for f in forms}
-    order = sorted(forms, key=lambda f: -(ceiling[id(f)] or math.inf))
-    best: tuple[float, Formulation, Outcome] | None = None
-    reasons: list[str] = []
-    timeout: SolveTimeoutError | None = None
-    for i, form in enumerate(order):
-        top = ceiling[id(form)]
-        if best is not None and top is not None and top <= best[0] * (1 + PRUNE_TOLERANCE):
-            break  # sorted by ceiling: no variant left can beat the best
-        left = (config.deadline - time.monotonic()) if config.deadline is not None else config.time_limit_s
+class _Search:
+    """The best solved variant so far, and the reasons and timeouts of the others."""
+
+    def __init__(self, problem: Problem, config: SolveConfig, sla: bool, variants: int) -> None:
+        self.problem, self.config, self.sla, self.left_to_solve = problem, config.started(), sla, variants
+        self.best: tuple[float, Formulation, Outcome] | None = None
+        self.reasons: list[str] = []
+        self.timeout: SolveTimeoutError | None = None
+
+    def build(self, arch: Architecture) -> Formulation:
+        with building_within(self.config):
+            return build(self.problem, dataclasses.replace(arch, enforce_sla=self.sla), self.config.objective)
+
+    def ceiling(self, form: Formulation) -> float:
+        bound = capacity_bound(form) if self.config.objective == "bcr" else None
+        return math.inf if bound is None else bound
+
+    def beaten(self, ceiling: float) -> bool:
+        """Whether nothing under ``ceiling`` can beat the best plan so far."""
+        return self.best is not None and ceiling <= self.best[0] * (1 + PRUNE_TOLERANCE)
+
+    def solve(self, form: Formulation) -> None:
+        config = self.config
+        left = config.deadline - time.monotonic() if config.deadline is not None else config.time_limit_s
+        share = max(1, min(self.left_to_solve, SHARE_OF_LEFT))
+        self.left_to_solve -= 1
         if left <= 0:
-            break
+            self.timeout = self.timeout or SolveTimeoutError(config.time_limit_s)
+            return
         try:
-            outcome = solve_objective(form, config.but(time_limit_s=left / min(len(order) - i, SHARE_OF_LEFT)))
+            outcome = solve_objective(form, config.but(time_limit_s=left / share))
         except InfeasiblePlanError as err:
-            reasons.append(err.reason)
-            continue
+            self.reasons.append(err.reason)
+            return
         except SolveTimeoutError as err:
-            timeout = timeout or err
-            continue
-        score = _score(form, outcome, objective)
-        if best is None or score > best[0]:
-            best = (score, form, outcome)
-    if best is None:
-        if timeout is not None:  # not proven infeasible: out of time, as a single solve would say
-            raise timeout
-        raise InfeasiblePlanError(reasons[0] if reasons else "no variant")
-    return extract(best[1], best[2], objective)
+            self.timeout = self.timeout or err
+            return
+        score = _score(form, outcome, config.objective)
+        if self.best is None or score > self.best[0]:
+            self.best = (score, form, outcome)
+
+
+def best_variant(problem: Problem, groups: list[tuple[Architecture, list[Architecture]]], config: SolveConfig,
+                 sla: bool) -> Plan:
+    """The plan of the best variant of ``groups`` (each with ``enforce_sla`` = ``sla``), searched as the
+    module docstring says."""
+    search = _Search(problem, config, sla, sum(len(variants) for _, variants in groups))
+    if config.objective == "bcr" and len(groups) > 1:
+        tops = [search.ceiling(search.build(relaxed)) for relaxed, _ in groups]
+        groups = [g for _, g in sorted(zip(tops, groups), key=lambda pair: -pair[0])]
+        tops = sorted(tops, reverse=True)
+    else:
+        tops = [math.inf] * len(groups)
+    for top, (_, variants) in zip(tops, groups):
+        if search.beaten(top):
+            break
+        forms = [search.build(arch) for arch in variants]
+        for ceiling, form in sorted(((search.ceiling(f), f) for f in forms), key=lambda pair: -pair[0]):
+            if search.beaten(ceiling):
+                break
+            search.solve(form)
+    if search.best is None:
+        if search.timeout is not None:  # not proven infeasible: out of time, as a single solve would say
+            raise search.timeout
+        raise InfeasiblePlanError(search.reasons[0] if search.reasons else "no variant")
+    _, form, outcome = search.best
+    return extract(form, outcome, config.objective)
