@@ -12,7 +12,8 @@
   static, peak, replanned (the job's rule in the loop, PLAN.json its first plan), oracle
   (tables via :mod:`placer.cli.replan_view`, or the day's JSON with ``--json``)
 * ``workload fit TRACE`` (the ``workload`` group, ``workload_app``) → :func:`placer.workload.fit.fit_classes`
-  (the ``workload:`` section of a scenario, YAML); ``--window`` fits each window of the trace
+  (the ``workload:`` section of a scenario, YAML, with the trace's ``arrival_rps`` and ``arrival_cv2``:
+  :func:`placer.workload.fit.trace_arrival_cv2`); ``--window`` fits each window of the trace
   (:func:`placer.replan.timeline.trace_windows`)
 
 Mounted lazily by :mod:`placer.cli.app`: this module is imported only when one of
@@ -46,7 +47,7 @@ from placer.sim.engine import simulate as run_simulation
 from placer.sim.runtime import ExecutorRuntime
 from placer.sim.sweep import VARY, parse_values, run_sweep, varied_label, write_outputs
 from placer.specs import load_scenario
-from placer.workload.fit import fit_classes, trace_arrival_rps
+from placer.workload.fit import fit_classes, trace_arrival_cv2, trace_arrival_rps
 from placer.workload.trace import read_trace, with_hit_rates
 
 workload_app = typer.Typer(help="Workload traces: fit request classes.", no_args_is_help=True)
@@ -298,9 +299,16 @@ def workload_fit(
             rate = trace_arrival_rps(trace)
         except InputError:
             rate = None
+        try:
+            cv2, measure = trace_arrival_cv2(trace)
+        except InputError:
+            cv2 = measure = None
     except PlacerError as e:
         _fail(e)
+    if cv2 is not None:
+        err.print(f"arrival_cv2 {cv2:.3g} from the trace's {measure}", highlight=False, markup=False, soft_wrap=True)
     body = {"workload": {**({"arrival_rps": round(rate, 6)} if rate else {}),
+                         **({"arrival_cv2": round(cv2, 4)} if cv2 is not None and cv2 > 0 else {}),
                          **({"prefix_cache_tokens": cache_tokens} if cache_tokens else {}),
                          "classes": [c.model_dump() for c in classes]}}
     text = f"# classes fitted from {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)

@@ -5,7 +5,11 @@ out: an iterator of work items ``(arrival_s, class_index, input, output, hit, ha
      (class_index −1: the engine classifies by hit) and the offered rate.
 
 * ``classes`` — i.i.d. draws of the classes the plan serves, in the plan's proportions,
-  Poisson or bursty, at ``load_rps`` or the plan's carried load.
+  at ``load_rps`` or the plan's carried load; Poisson, or — where the scenario's
+  ``workload.arrival_cv2`` is not 1 — a renewal process with gamma gaps of that cv² (the
+  arrivals the planner's G/G/1 law prices), or bursty (``SimConfig.arrivals``; it sets its
+  own variability, so a scenario with ``arrival_cv2`` ≠ 1 rejects it: :func:`work_items`).
+  Agentic sessions and traces keep their own times (``arrival_cv2`` unused).
 * ``agentic`` — multi-turn sessions over the same classes; hits come from the caches.
 * ``trace`` — a JSONL trace at its own timestamps (÷ ``trace_time_scale``). A trace whose
   timestamps are binned (:func:`trace_bin_s`: every distinct timestamp a whole number of bins
@@ -23,13 +27,12 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator
 
-#: A trace is taken as binned when it has at least this many gaps between distinct timestamps ...
-BIN_MIN_GAPS = 20
-#: ... every one within this share of a bin (and at least 1.5 ms: timestamps are whole ms) of a whole
-#: number of bins ...
-BIN_TOLERANCE = 0.002
-#: ... and at least this many requests per distinct timestamp on average (ties are the rule).
-BIN_MIN_TIES = 2.0
+from placer.errors import InputError
+from placer.workload.arrivals import BIN_MIN_GAPS, BIN_MIN_TIES, BIN_TOLERANCE, bin_width_s
+
+__all__ = ["BIN_MIN_GAPS", "BIN_MIN_TIES", "BIN_PROBE", "BIN_TOLERANCE", "spread_in_bins", "sub_seed", "trace_bin_s",
+           "work_items"]
+
 #: Distinct timestamps read to find the bin (the rest of the trace is not read twice).
 BIN_PROBE = 10_000
 
@@ -77,16 +80,7 @@ def trace_bin_s(path: str, limit: int) -> float:
             if len(stamps) >= BIN_PROBE:
                 break
             stamps.append(rec.timestamp_s)
-    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
-    if len(gaps) < BIN_MIN_GAPS or requests < BIN_MIN_TIES * len(stamps):
-        return 0.0
-    width = sorted(gaps)[len(gaps) // 2]
-    tolerance = max(BIN_TOLERANCE * width, 0.0015)
-    if width <= 2 * tolerance:
-        return 0.0
-    if any(abs(g - round(g / width) * width) > tolerance for g in gaps):
-        return 0.0
-    return width
+    return bin_width_s(stamps, requests)
 
 
 def spread_in_bins(items: Iterable[tuple], bin_s: float, rng: random.Random) -> Iterator[tuple]:
@@ -113,10 +107,15 @@ def work_items(problem, router, cfg):
     total = sum(router.class_rps[k] for k in served)
     classes = [_Served(router.class_rps[k] / total, problem.classes[k], k) for k in served]
     rate = cfg.load_rps or router.total_rps
+    cv2 = getattr(problem, "arrival_cv2", 1.0)
+    if cfg.workload == "classes" and cfg.arrivals == "bursty" and cv2 != 1.0:
+        raise InputError(f"arrivals 'bursty' and the scenario's workload.arrival_cv2 = {cv2} both set the arrivals' "
+                         "variability; replay with Poisson-based arrivals (the scenario's renewal process) or "
+                         "set arrival_cv2 to 1 to replay bursts")
     warm = []
     if cfg.workload == "agentic":
         warm = _sessions(classes, rate, cfg).shared_prefixes()
-    return _items(classes, rate, cfg), rate, warm
+    return _items(classes, rate, cfg, cv2), rate, warm
 
 
 def _sessions(classes, rate, cfg):
@@ -127,13 +126,14 @@ def _sessions(classes, rate, cfg):
                            class_persistence=cfg.class_persistence)
 
 
-def _items(classes, rate, cfg):
+def _items(classes, rate, cfg, arrival_cv2=1.0):
     if cfg.workload == "classes":
         from placer.workload.synthetic import class_requests
 
         index = [c.index for c in classes]
         rng = random.Random(sub_seed(cfg.seed, 0))
-        for t, k, n_in, n_out, hit, ids in class_requests(classes, rate, rng, cfg.arrivals, cfg.burstiness):
+        for t, k, n_in, n_out, hit, ids in class_requests(classes, rate, rng, cfg.arrivals, cfg.burstiness,
+                                                                arrival_cv2):
             yield (t, index[k], n_in, n_out, hit, ids)
     elif cfg.workload == "agentic":
         for t, _k, n_in, n_out, hit, ids in _sessions(classes, rate, cfg):

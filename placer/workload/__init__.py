@@ -7,11 +7,12 @@ and the simulator's sources :func:`class_requests`, :class:`AgenticSessions`,
 """
 
 from placer.workload.arrivals import Burstiness
-from placer.workload.fit import classes_from_trace, fit_classes, trace_arrival_rps
+from placer.workload.fit import classes_from_trace, fit_classes, trace_arrival_cv2, trace_arrival_rps
 from placer.workload.synthetic import AgenticSessions, class_requests, trace_requests
 from placer.workload.trace import BLOCK_TOKENS, TraceRecord, read_trace, with_hit_rates
 
 __all__ = [
     "AgenticSessions", "BLOCK_TOKENS", "Burstiness", "TraceRecord", "class_requests", "classes_from_trace",
-    "fit_classes", "read_trace", "trace_arrival_rps", "trace_requests", "with_hit_rates",
+    "fit_classes", "read_trace", "trace_arrival_cv2", "trace_arrival_rps",
+    "trace_requests", "with_hit_rates",
 ]

@@ -1,8 +1,14 @@
-"""Arrival processes: Poisson, and bursty (a two-state Markov-modulated Poisson process).
+"""Arrival processes: Poisson, renewal (gamma gaps of a given cv²), and bursty (a two-state
+Markov-modulated Poisson process); the variability of measured arrivals.
 
-in:  a mean rate (req/s), a seeded ``random.Random``
-out: an endless iterator of arrival times (s), increasing; :func:`interarrival_cv2` (the variability
-     of measured arrival times, for ``WorkloadSpec.arrival_cv2``).
+in:  a mean rate (req/s), a seeded ``random.Random`` (and a gap cv²); or measured arrival times
+out: an endless iterator of arrival times (s), increasing; :func:`interarrival_cv2` (gaps) and
+     :func:`count_dispersion` (counts per bin) — a trace's variability, for ``WorkloadSpec.arrival_cv2``
+     — and :func:`bin_width_s` (whether measured times sit on a grid of bins).
+
+Renewal: i.i.d. gamma gaps of mean 1/rate and variance cv²/rate² (shape 1/cv²): below 1 more
+regular than Poisson, above 1 burstier (many short gaps, a few long ones); cv² 1 is Poisson, drawn
+as before (``expovariate``), so a seed's stream is unchanged.
 
 Bursty: the process alternates between a *burst* state (rate ``burst_factor`` × mean)
 and a quiet state, spending ``burst_time_fraction`` of the time in bursts of mean
@@ -11,6 +17,7 @@ length ``burst_mean_s``; the quiet rate is set so the long-run mean is the given
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -43,6 +50,25 @@ def poisson_arrivals(rate_rps: float, rng: random.Random, start_s: float = 0.0) 
     expo = rng.expovariate
     while True:
         t += expo(rate_rps)
+        yield t
+
+
+def renewal_arrivals(rate_rps: float, rng: random.Random, cv2: float, start_s: float = 0.0) -> Iterator[float]:
+    """Renewal arrivals of mean rate ``rate_rps`` whose gaps have squared coefficient of variation ``cv2``
+    (gamma, shape 1/cv²); ``cv2`` 1: :func:`poisson_arrivals`, the same draws."""
+    if not cv2 > 0 or math.isinf(cv2):
+        raise InputError(f"arrival_cv2 must be > 0 and finite, got {cv2}")
+    if cv2 == 1.0:
+        return poisson_arrivals(rate_rps, rng, start_s)
+    if rate_rps <= 0:
+        raise InputError(f"arrival rate must be > 0 req/s, got {rate_rps}")
+    return _gamma_arrivals(1.0 / cv2, cv2 / rate_rps, rng, start_s)
+
+
+def _gamma_arrivals(shape: float, scale: float, rng: random.Random, t: float) -> Iterator[float]:
+    gamma = rng.gammavariate
+    while True:
+        t += gamma(shape, scale)
         yield t
 
 
@@ -83,9 +109,66 @@ def interarrival_cv2(times_s: Iterable[float]) -> float:
     return var / (mean * mean)
 
 
-def arrivals(kind: str, rate_rps: float, rng: random.Random, shape: Burstiness | None = None) -> Iterator[float]:
+def count_dispersion(times_s: Iterable[float], bin_s: float) -> float:
+    """Variance / mean of the arrivals counted in each ``bin_s`` bin from the first time's bin to the last's
+    (empty bins counted): the variability of a trace that records counts per bin, not times (its gaps are
+    the grid's). For a renewal process it tends to the gaps' cv² as a bin holds many arrivals (1: Poisson,
+    at any width; off by O(1/arrivals per bin) otherwise)."""
+    if not bin_s > 0:
+        raise InputError(f"bin width must be > 0 s, got {bin_s}")
+    ts = [float(t) for t in times_s if t == t]
+    if not ts:
+        raise InputError("arrival times: none to count")
+    first = min(ts)
+    counts: dict[int, int] = {}
+    for t in ts:
+        k = int((t - first) / bin_s + 1e-9)
+        counts[k] = counts.get(k, 0) + 1
+    bins = max(counts) + 1
+    if bins < 3:
+        raise InputError(f"arrival times: need at least three bins of {bin_s} s to measure their variability, "
+                         f"got {bins}")
+    mean = len(ts) / bins
+    var = (sum((c - mean) ** 2 for c in counts.values()) + (bins - len(counts)) * mean * mean) / (bins - 1)
+    return var / mean
+
+
+#: Measured times are taken as binned when they have at least this many gaps between distinct times ...
+BIN_MIN_GAPS = 20
+#: ... every one within this share of a bin (and at least 1.5 ms: timestamps are whole ms) of a whole
+#: number of bins ...
+BIN_TOLERANCE = 0.002
+#: ... and at least this many requests per distinct time on average (ties are the rule).
+BIN_MIN_TIES = 2.0
+
+
+def bin_width_s(stamps: list[float], requests: int) -> float:
+    """The bin width (s) of ``requests`` arrivals whose distinct times, in order, are ``stamps``, when they
+    are binned — at least :data:`BIN_MIN_GAPS` gaps, every one a whole number of the median gap (the bin)
+    within :data:`BIN_TOLERANCE` of a bin, and :data:`BIN_MIN_TIES` requests or more per distinct time on
+    average (the public Mooncake traces count arrivals in 3-second bins) — else 0: times recorded at the
+    arrivals' own resolution have gaps of every size and few ties."""
+    gaps = [b - a for a, b in zip(stamps, stamps[1:]) if b > a]
+    if len(gaps) < BIN_MIN_GAPS or requests < BIN_MIN_TIES * len(stamps):
+        return 0.0
+    width = sorted(gaps)[len(gaps) // 2]
+    tolerance = max(BIN_TOLERANCE * width, 0.0015)
+    if width <= 2 * tolerance:
+        return 0.0
+    if any(abs(g - round(g / width) * width) > tolerance for g in gaps):
+        return 0.0
+    return width
+
+
+def arrivals(kind: str, rate_rps: float, rng: random.Random, shape: Burstiness | None = None,
+             cv2: float = 1.0) -> Iterator[float]:
+    """Arrival times of ``kind`` (poisson: a renewal process of gap cv² ``cv2``, Poisson at 1; bursty:
+    :func:`bursty_arrivals`, which sets its own variability, so ``cv2`` must stay 1)."""
     if kind == "poisson":
-        return poisson_arrivals(rate_rps, rng)
+        return renewal_arrivals(rate_rps, rng, cv2)
     if kind == "bursty":
+        if cv2 != 1.0:
+            raise InputError(f"arrivals: 'bursty' sets its own variability (burst_factor, burst_time_fraction, "
+                             f"burst_mean_s); it cannot also take workload.arrival_cv2 = {cv2} — choose one")
         return bursty_arrivals(rate_rps, rng, shape or Burstiness())
     raise InputError(f"arrivals: unknown kind {kind!r}; choose poisson or bursty")

@@ -4,7 +4,8 @@ in:  records (objects or dicts) with ``input_tokens``, ``output_tokens``, ``hit_
      trace records, or the service's request log (the replanning jobs call
      :func:`fit_classes` on it); or a trace path (:func:`classes_from_trace`)
 out: ``list[RequestClass]`` whose shares sum to 1, ready for a scenario's
-     ``workload.classes``.
+     ``workload.classes``; a trace's arrival rate and variability (:func:`trace_arrival_rps`,
+     :func:`trace_arrival_cv2`: gaps, or counts per bin where its timestamps are binned).
 
 Rules:
 
@@ -348,3 +349,22 @@ def trace_arrival_rps(path: str | Path, limit: int | None = None) -> float:
     if count < 2 or last <= first:
         raise InputError(f"trace {str(path)!r}: needs two or more requests at different timestamps for a rate")
     return (count - 1) / (last - first)
+
+
+def trace_arrival_cv2(path: str | Path, limit: int | None = None) -> tuple[float, str]:
+    """(arrival cv², how it was measured) of a trace, for ``workload.arrival_cv2``.
+
+    A trace whose timestamps sit on a grid of bins (:func:`~placer.workload.arrivals.bin_width_s`: the
+    Mooncake traces count arrivals in 3-second bins) records how many requests came in each bin, not
+    when — its gaps are the grid's — so its variability is the dispersion of the counts per bin
+    (:func:`~placer.workload.arrivals.count_dispersion`, ``"counts per {bin} s bin"``); any other trace's
+    is its gaps' cv² (:func:`~placer.workload.arrivals.interarrival_cv2`, ``"gaps"``)."""
+    from placer.workload.arrivals import bin_width_s, count_dispersion, interarrival_cv2
+    from placer.workload.trace import read_trace
+
+    times = [rec.timestamp_s for rec in read_trace(path, limit)]
+    stamps = sorted(set(times))
+    width = bin_width_s(stamps, len(times))
+    if width > 0:
+        return count_dispersion(times, width), f"counts per {width:g} s bin"
+    return interarrival_cv2(times), "gaps"

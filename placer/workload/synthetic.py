@@ -4,7 +4,8 @@ in:  request classes (shares, lengths, hit rates) + an arrival process, or a tra
 out: an iterator of *work items*, increasing in time, each a tuple
      ``(arrival_s, class_index, input_tokens, output_tokens, hit_rate, hash_ids)``:
 
-* :func:`class_requests` — i.i.d. requests drawn from the classes by share; the hit
+* :func:`class_requests` — i.i.d. requests drawn from the classes by share, arriving as a renewal
+  process (Poisson, or gamma gaps of the scenario's ``arrival_cv2``) or in bursts; the hit
   rate is the class's (``class_index`` ≥ 0, ``hash_ids`` None); lengths are the class's,
   or, for a class with a spread (``new_tokens_cv2``, ``output_tokens_cv2``), lognormal
   around them with that variance / mean².
@@ -47,16 +48,17 @@ def _cumulative(shares: Sequence[float]) -> list[float]:
 
 
 def class_requests(classes: Sequence, rate_rps: float, rng: random.Random, kind: str = "poisson",
-                   burstiness: Burstiness | None = None) -> Iterator[WorkItem]:
+                   burstiness: Burstiness | None = None, arrival_cv2: float = 1.0) -> Iterator[WorkItem]:
     """Endless i.i.d. requests from ``classes`` (objects with share/input_tokens/output_tokens/hit_rate,
     and optionally ``new_tokens_cv2`` / ``output_tokens_cv2``: lengths then lognormal with the class's
-    mean and that variance / mean²; a class without a spread draws nothing more from ``rng``)."""
+    mean and that variance / mean²; a class without a spread draws nothing more from ``rng``), arriving
+    as ``kind`` (poisson: a renewal process of gap cv² ``arrival_cv2``, :func:`~placer.workload.arrivals.arrivals`)."""
     cum = _cumulative([c.share for c in classes])
     table = [(k, c.input_tokens, c.output_tokens, c.hit_rate, _sigma(c, "new_tokens_cv2"),
               _sigma(c, "output_tokens_cv2")) for k, c in enumerate(classes)]
     pick = bisect.bisect_right
     rand = rng.random
-    for t in arrivals(kind, rate_rps, rng, burstiness):
+    for t in arrivals(kind, rate_rps, rng, burstiness, arrival_cv2):
         k, n_in, n_out, hit, s_in, s_out = table[pick(cum, rand())]
         if s_in > 0.0:
             n_in = _spread(n_in, s_in, rng)
