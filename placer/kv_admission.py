@@ -40,8 +40,9 @@ KV through this test) do, and what the planner's KV row counts:
   compound Poisson: mean M = Σ L_k f_k, variance Σ L_k f_k² (L_k = λ_k T_k). A decode step grows
   with the batch, step(n) = a + c·n, so when more are held each stays longer: the number held is
   negative binomial, and the KV's variance is V = Σ L_k f_k² + M²·(1 − φ)/(φ·B) (B = Σ L_k,
-  φ = a / step(B) the step's fixed share: :func:`kv_occupancy_variance`, the one law the MILP's row,
-  the design batch and the evaluation's waiting law use). An arrival finds no room (and waits)
+  φ = a / step(B) the step's fixed share: :func:`kv_occupancy_variance`, the one law the MILP's KV row
+  and the evaluation's waiting law use; the slot row's design batch keeps φ = 1, as
+  :func:`placer.flows.decode_design_for` says why). An arrival finds no room (and waits)
   when the others' KV exceeds K − f; the plan keeps M + z·√V ≤ K − f̄ (f̄: the footprint an
   arrival brings, the mix's mean by arrivals), z the normal quantile of
   :data:`KV_OCCUPANCY_QUANTILE`, so at most about 1 − q of arrivals wait (q = 0.95: z = 1.64).
@@ -49,9 +50,8 @@ KV through this test) do, and what the planner's KV row counts:
   square root at V = s², exact there, above it elsewhere), and the common-speed term
   M²(1 − φ)/(φB) = M·m·(1 − φ)/φ with m = M/B the held requests' mean footprint, taken at the
   scenario's mix (m_ref), so each held request adds f_k·(f_k + g) to V, g = m_ref·(1 − φ)/φ:
-  Σ L_k · f_k · (1 + z·(f_k + g)/(2s)) ≤ K − f̄ − z·s/2. s and φ are set where the row binds: the
-  standard deviation of the instance's KV at the mix's design batch (:func:`kv_design_batch`), φ
-  at the pool's design batch; there the row is the quantile itself. Elsewhere the tangent is an
+  Σ L_k · f_k · (1 + z·(f_k + g)/(2s)) ≤ K − f̄ − z·s/2, s (the KV's standard deviation) and φ
+  where the row binds at the mix (:func:`kv_design_batch`): there it is the quantile. Elsewhere the tangent is an
   upper bound, and the common term is exact for any pool whose held requests' mean footprint is
   m_ref, above it for a pool of shorter ones (a little conservative), below it for a pool of
   longer ones only (by the ratio of the means on that term).
@@ -156,7 +156,7 @@ class KvHeadroom:
                 quantile: float = KV_OCCUPANCY_QUANTILE, fixed_share: float = 1.0) -> KvHeadroom:
         """The row for an instance of ``capacity_tokens`` tangent at the mix ``footprints``: (arrival
         weight λ_k, time weight λ_k·T_k — either up to a common factor — footprint f_k) per class; its
-        step's fixed share ``fixed_share`` (φ, :func:`fixed_step_share`, at the pool's design batch)."""
+        step's fixed share ``fixed_share`` (φ, :func:`fixed_step_share`, where the row binds)."""
         items = [(a, w, f) for a, w, f in footprints if w > 0 and f > 0]
         capacity = max(capacity_tokens, 0.0)
         mean, per_held, arrival, _ = _per_request(items, fixed_share)

@@ -38,18 +38,17 @@ def _evaluation_quantile(problem, im, held: float) -> tuple[float, float]:
 
 def test_the_milp_kv_row_binds_where_the_evaluation_puts_the_occupancy_quantile():
     """Where the MILP's row lets a pool of the scenario's mix fill up to, the evaluation's law puts the KV
-    at the quantile: the row, the design batch and the evaluation agree. With the Poisson variance the row
-    let the H100 hold ~10 % more requests, whose quantile the evaluation put past the KV."""
+    at the quantile: the row and the evaluation agree. With the Poisson variance the row let the H100 hold
+    ~20 % more requests, whose quantile the evaluation put 16 % past the KV."""
     problem = resolve(parse_scenario(KV_BOUND))
     im = instance(problem, "H100-SXM", 1)
-    batch, _ = decode_design(problem, im)
     row = decode_kv_headroom(problem, im)
     weights = {c.name: c.share * c.output_tokens for c in problem.classes}
     per_held = sum(weights[c.name] * class_kv_weight(row, c) for c in problem.classes) / sum(weights.values())
     held = row.limit_tokens / per_held  # the mean batch at which the row binds
-    assert held == pytest.approx(batch, abs=1.0)  # the KV sets this design batch
     quantile, room = _evaluation_quantile(problem, im, held)
     assert quantile == pytest.approx(room, rel=0.01)
+    assert held < decode_design(problem, im)[0]  # the KV binds, not the TPOT
     assert decode_fixed_share(im, held, decode_context_tokens(problem.classes)) < 0.8  # the law is not Poisson here
 
 
