@@ -52,30 +52,55 @@ def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) ->
     class's own E[S²]/E[S] (its prefill where its prompts do not spread), so a deterministic
     service of that length bounds its wait. Service moments are over each class's spread of
     prompt lengths (:func:`prefill_points`), so a class's long prompts lengthen the wait.
+
+    Arrivals that are not Poisson (``problem.arrival_cv2`` ≠ 1) make it a G/G/1 law at the
+    inter-arrival cv² one instance of the queue sees at ``rho`` (:func:`_at_one_instance`): the
+    mix's at ρ / E[S] req/s; a light queue's, where arrivals are burstier than Poisson, at the most
+    req/s an instance can take at ρ (its shortest light class alone: the largest share, the
+    burstiest split), and Poisson where they are more regular (an upper bound on the wait).
     """
     points = [prefill_points(c, im) for c in problem.classes]
     if mix == MIX:
         times = [(c.share * prob, t) for c, pts in zip(problem.classes, points) for prob, t in pts]
-        return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
+        return _at_one_instance(problem, WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times)))
 
     def residual_s(pts: list[tuple[float, float]]) -> float:  # E[S²]/E[S] of one class
         if len(pts) == 1:
             return pts[0][1]
         return sum(q * t * t for q, t in pts) / sum(q * t for q, t in pts)
 
-    longest = max(residual_s(points[k]) for k in light_classes(problem, im))
-    return WaitModel(rho, longest, longest * longest)
+    light = light_classes(problem, im)
+    longest = max(residual_s(points[k]) for k in light)
+    law = WaitModel(rho, longest, longest * longest)
+    if problem.arrival_cv2 <= 1.0:  # a stream more regular than Poisson waits less (G/G/1 factor ≤ 1)
+        return law
+    shortest = min(sum(q * t for q, t in points[k]) for k in light)
+    return _at_one_instance(problem, law, rho / shortest if shortest > 0 else 0.0)
+
+
+def _at_one_instance(problem: Problem, law: WaitModel, instance_rps: float | None = None) -> WaitModel:
+    """``law`` under the scenario's arrivals (``problem.arrival_cv2``) as ONE instance of the queue sees
+    them at its utilisation: ``instance_rps`` (default ρ / E[S], the req/s that keep it at ρ), its share
+    of the stream split at random (:func:`instance_arrival_cv2`, as ``evaluate`` splits a queue's
+    req/s over its instances). The MILP prices each utilisation tier at its own law, so a tier's
+    share is known before the solve where the queue's total is not."""
+    if problem.arrival_cv2 == 1.0:
+        return law
+    if instance_rps is None:
+        instance_rps = law.rho / law.mean_s if law.mean_s > 0 else 0.0
+    return dataclasses.replace(law, arrival_cv2=instance_arrival_cv2(problem, instance_rps))
 
 
 def set_wait_law(problem: Problem, im: InstanceModel, rho: float, admitted: frozenset[int]) -> WaitModel:
     """M/G/1 wait at utilisation ``rho`` in a "set" P queue: it takes only the classes ``admitted``
     (indices), in proportion among themselves (the MILP's rows (C13) force it), so its service
     moments are the subset's mix — shares renormalised over it, each class over its spread of
-    prompt lengths (:func:`prefill_points`), as :func:`queue_wait_law` does for the whole mix."""
+    prompt lengths (:func:`prefill_points`), as :func:`queue_wait_law` does for the whole mix (and its
+    arrivals as one instance sees them at ``rho``)."""
     total = sum(problem.classes[k].share for k in admitted)
     times = [(problem.classes[k].share / total * prob, t)
              for k in sorted(admitted) for prob, t in prefill_points(problem.classes[k], im)]
-    return WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times))
+    return _at_one_instance(problem, WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times)))
 
 
 def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
