@@ -237,9 +237,10 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     ``start``: a plan to start from (:func:`_restricted_seed`), in place of the seed MILP at λ;
     ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`); ``began``: the
     solve's start, for the progress reports (none without it); ``sub_mips``: HiGHS's sub-MIP heuristics
-    (:mod:`placer.ilp.highs`), off by default: the seed only needs a plan and the rounds from it mostly a
-    proof, which those heuristics slow (pdd-two-dc's rounds ~2× faster without, the same plans) — the
-    restricted rounds (:func:`_restricted_seed`), which must search, keep them."""
+    (:mod:`placer.ilp.highs`) in the rounds from a plan, off by default: those rounds mostly prove the plan,
+    which the heuristics slow (pdd-two-dc's proving round ~2× faster without, the same plan) — the
+    restricted rounds (:func:`_restricted_seed`), which must search, keep them, and so does a round with
+    no plan at all (the seed MILP on the whole model: on a large model they find its first plan)."""
     model = form.model
     hint, status, last, res = None, "optimal", None, None
     done = 0
@@ -264,7 +265,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         # a seed MILP with no plan before it leaves ROUND_SHARE of the time for the LP's rounding
         limit = _left_s(config) * (1 - ROUND_SHARE) if last is None else _left_s(config)
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
-                    restarts=restarts, sub_mips=sub_mips)
+                    restarts=restarts, sub_mips=sub_mips or hint is None)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break

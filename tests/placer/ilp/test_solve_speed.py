@@ -84,6 +84,15 @@ def test_rounds_that_prove_run_without_sub_mips_and_rounds_that_search_with_them
     assert seen and all(sub for _, sub in seen)
 
 
+def test_a_seed_milp_without_a_plan_keeps_its_sub_mips(two_dc, monkeypatch):
+    """With no plan in hand (no restricted seed: the whole model's seed MILP) the round must find one: on a large
+    model HiGHS's sub-MIPs are what finds it, so they stay on there; the round after it, from its plan, runs without."""
+    seen = _recording(monkeypatch)
+    monkeypatch.setattr(dinkelbach, "RESTRICT_MIN_SHARE", 2.0)  # never restrict
+    solve_objective(build(two_dc, pdd_architecture(two_dc)), SolveConfig(marginals=False))
+    assert [sub for _, sub in seen][:2] == [True, False]
+
+
 @pytest.mark.slow
 def test_pdd_two_dc_keeps_its_optimum_without_sub_mips(two_dc, monkeypatch):
     """The flagship's ratio with HiGHS's sub-MIP heuristics forced on in every round (as before) and as now."""
