@@ -127,8 +127,8 @@ def interarrival_cv2(times_s: Iterable[float]) -> float:
 
 
 def count_dispersion(times_s: Iterable[float], bin_s: float) -> float:
-    """Variance / mean of the arrivals counted in each ``bin_s`` bin from the first time's bin to the last's
-    (empty bins counted): the variability of a trace that records counts per bin, not times (its gaps are
+    """Variance / mean of the arrivals counted in each ``bin_s`` bin from the first time's bin up to the last's
+    (empty bins counted, the last one not): the variability of a trace that records counts per bin, not times (its gaps are
     the grid's). For a renewal process it tends to the gaps' cv² as a bin holds many arrivals (1: Poisson,
     at any width; off by O(1/arrivals per bin) otherwise)."""
     if not bin_s > 0:
@@ -141,11 +141,12 @@ def count_dispersion(times_s: Iterable[float], bin_s: float) -> float:
     for t in ts:
         k = int((t - first) / bin_s + 1e-9)
         counts[k] = counts.get(k, 0) + 1
-    bins = max(counts) + 1
+    bins = max(counts)  # the last bin left out: the times may stop inside it
+    counts.pop(bins)
     if bins < 3:
-        raise InputError(f"arrival times: need at least three bins of {bin_s} s to measure their variability, "
-                         f"got {bins}")
-    mean = len(ts) / bins
+        raise InputError(f"arrival times: need at least three whole bins of {bin_s} s to measure their "
+                         f"variability, got {bins}")
+    mean = sum(counts.values()) / bins
     var = (sum((c - mean) ** 2 for c in counts.values()) + (bins - len(counts)) * mean * mean) / (bins - 1)
     return var / mean
 
