@@ -126,3 +126,29 @@ def test_a_set_queue_waits_as_its_own_classes_mix():
     assert (alone.mean_s, alone.second_moment_s2) == pytest.approx((prefill, prefill ** 2), rel=1e-12)
     assert alone.mean_wait_s > whole.mean_wait_s  # the long class alone waits behind long prefills only
 
+
+
+@pytest.mark.parametrize("gbit", [100, 5])
+def test_the_search_prunes_only_variants_that_cannot_win(gbit):
+    """Every variant's ceiling (read off its group's relaxed model) is at least its MILP optimum, and a
+    variant skipped as unable to carry the whole load has no plan at it — on a wide and a thin line."""
+    from placer.baselines.policies import prfaas_groups
+    from placer.baselines.threshold import _carries, _ceiling
+    from placer.ilp.dinkelbach import solve_objective
+    from placer.ilp.formulation import build
+    data = copy.deepcopy(THREE)
+    data["links"][0]["gbit_per_s"] = gbit
+    problem = resolve(parse_scenario(data))
+    skipped = 0
+    for relaxed, variants in prfaas_groups(problem):
+        form = build(problem, relaxed)
+        for arch in variants:
+            why = _carries(form, arch, problem.arrival_rps)
+            try:
+                outcome = solve_objective(build(problem, arch), CONFIG)
+            except InfeasiblePlanError:
+                skipped += bool(why)
+                continue
+            assert why is None, why  # it has a plan at the whole load: it must not be skipped
+            assert outcome.ratio <= _ceiling(form, arch) * (1 + 1e-9)
+    assert skipped >= (1 if gbit == 5 else 0)
