@@ -36,7 +36,9 @@ class SimConfig:
     """A trace whose timestamps are binned (counts per bin, e.g. the Mooncake traces' 3 s): each request at
     a seeded uniform time within its bin (placer.sim.sources.trace_bin_s); False: at the bin's instant."""
     arrivals: str = "poisson"
-    """poisson or bursty (classes and agentic workloads)."""
+    """poisson or bursty (classes and agentic workloads). Poisson draws of the classes follow the scenario's
+    ``workload.arrival_cv2`` (a renewal process; 1: Poisson); bursty sets its own variability and is refused
+    where that cv² is not 1 (placer.sim.sources.work_items)."""
     burstiness: Burstiness | None = None
     mean_turns: float = 20.0
     think_s: float = 10.0
