@@ -47,7 +47,7 @@ from placer.sim.engine import simulate as run_simulation
 from placer.sim.runtime import ExecutorRuntime
 from placer.sim.sweep import VARY, parse_values, run_sweep, varied_label, write_outputs
 from placer.specs import load_scenario
-from placer.workload.fit import fit_classes, trace_arrival_cv2, trace_arrival_rps
+from placer.workload.fit import fit_classes, trace_arrival_cv2, trace_arrival_rps, window_arrival_cv2
 from placer.workload.trace import read_trace, with_hit_rates
 
 workload_app = typer.Typer(help="Workload traces: fit request classes.", no_args_is_help=True)
@@ -367,12 +367,15 @@ def _fit_windows(trace: Path, window: str, out_path: Path | None) -> None:
     from placer.replan.timeline import parse_duration, trace_windows
 
     try:
-        rows = trace_windows(trace, parse_duration(window, "--window"))
+        width_s = parse_duration(window, "--window")
+        rows = trace_windows(trace, width_s)
+        cv2 = window_arrival_cv2(trace, width_s)
     except PlacerError as e:
         _fail(e)
     body = {"windows": [{"start_s": start, "arrival_rps": round(rate, 6),
+                         **({"arrival_cv2": round(cv2[k], 4)} if k in cv2 else {}),
                          **({"classes": [c.model_dump() for c in classes]} if classes else
-                            {"note": "too few requests to fit"})} for start, rate, classes in rows]}
+                            {"note": "too few requests to fit"})} for k, (start, rate, classes) in enumerate(rows)]}
     text = f"# classes fitted per {window} window of {trace.name}\n" + yaml.safe_dump(body, sort_keys=False)
     _emit(text, out_path)
 

@@ -5,7 +5,8 @@ in:  records (objects or dicts) with ``input_tokens``, ``output_tokens``, ``hit_
      :func:`fit_classes` on it); or a trace path (:func:`classes_from_trace`)
 out: ``list[RequestClass]`` whose shares sum to 1, ready for a scenario's
      ``workload.classes``; a trace's arrival rate and variability (:func:`trace_arrival_rps`,
-     :func:`trace_arrival_cv2`: gaps, or counts per bin where its timestamps are binned).
+     :func:`trace_arrival_cv2`: gaps, or counts per bin where its timestamps are binned; per window:
+     :func:`window_arrival_cv2`).
 
 Rules:
 
@@ -359,12 +360,38 @@ def trace_arrival_cv2(path: str | Path, limit: int | None = None) -> tuple[float
     when — its gaps are the grid's — so its variability is the dispersion of the counts per bin
     (:func:`~placer.workload.arrivals.count_dispersion`, ``"counts per {bin} s bin"``); any other trace's
     is its gaps' cv² (:func:`~placer.workload.arrivals.interarrival_cv2`, ``"gaps"``)."""
-    from placer.workload.arrivals import bin_width_s, count_dispersion, interarrival_cv2
+    from placer.workload.arrivals import bin_width_s
     from placer.workload.trace import read_trace
 
     times = [rec.timestamp_s for rec in read_trace(path, limit)]
-    stamps = sorted(set(times))
-    width = bin_width_s(stamps, len(times))
-    if width > 0:
-        return count_dispersion(times, width), f"counts per {width:g} s bin"
-    return interarrival_cv2(times), "gaps"
+    return arrival_cv2_of(times, bin_width_s(sorted(set(times)), len(times)))
+
+
+def arrival_cv2_of(times_s: list[float], bin_s: float) -> tuple[float, str]:
+    """(arrival cv², how it was measured) of arrival times: the dispersion of their counts per ``bin_s``
+    bin where the times are binned (``bin_s`` > 0), else their gaps' cv² (:func:`trace_arrival_cv2`)."""
+    from placer.workload.arrivals import count_dispersion, interarrival_cv2
+
+    if bin_s > 0:
+        return count_dispersion(times_s, bin_s), f"counts per {bin_s:g} s bin"
+    return interarrival_cv2(times_s), "gaps"
+
+
+def window_arrival_cv2(path: str | Path, window_s: float) -> dict[int, float]:
+    """Each ``window_s`` window's arrival cv² (window index from the first request → cv², :func:`arrival_cv2_of`:
+    counts per bin where the whole trace is binned, else gaps), for the windows with enough arrivals."""
+    from placer.workload.arrivals import bin_width_s
+    from placer.workload.trace import read_trace
+
+    times = [rec.timestamp_s for rec in read_trace(path)]
+    bin_s = bin_width_s(sorted(set(times)), len(times))
+    groups: dict[int, list[float]] = {}
+    for t in times:
+        groups.setdefault(int((t - times[0]) // window_s), []).append(t)
+    out = {}
+    for k, group in groups.items():
+        try:
+            out[k] = arrival_cv2_of(group, bin_s)[0]
+        except InputError:
+            continue
+    return out

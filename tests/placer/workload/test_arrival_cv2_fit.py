@@ -53,3 +53,15 @@ def test_workload_fit_writes_the_arrival_cv2_into_the_scenario_section(tmp_path)
     assert result.exit_code == 0, result.output
     body = yaml.safe_load(result.stdout[result.stdout.index("# classes"):])
     assert body["workload"]["arrival_cv2"] == pytest.approx(0.5, rel=0.1)
+
+
+def test_workload_fit_per_window_measures_each_windows_arrival_cv2(tmp_path):
+    # a regular first half hour, a bursty second one: each window says its own
+    regular = _renewal(2.0, 0.5, 3_600, seed=5)
+    bursty = [1800.0 + t for t in _renewal(2.0, 3.0, 3_600, seed=6)]
+    trace = _trace(tmp_path / "t.jsonl", [t for t in regular if t < 1800] + [t for t in bursty if t < 3600])
+    result = CliRunner().invoke(app, ["workload", "fit", str(trace), "--window", "30m"])
+    assert result.exit_code == 0, result.output
+    windows = yaml.safe_load(result.stdout[result.stdout.index("# classes"):])["windows"]
+    assert windows[0]["arrival_cv2"] == pytest.approx(0.5, rel=0.15)
+    assert windows[1]["arrival_cv2"] == pytest.approx(3.0, rel=0.25)
