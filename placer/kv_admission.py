@@ -9,8 +9,8 @@ out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the adm
      fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
      a decoder's KV carries for the classes it serves), :func:`kv_wait_probability` (the share
      of arrivals that wait for KV room at a given load) and :func:`kv_wait_law` (that share and
-     how long those wait; the requests held are negative binomial where a step grows with the
-     batch: :func:`kv_occupancy_variance`, with the step's fixed share :func:`fixed_step_share`).
+     how long those wait; negative binomial where a step grows with the batch:
+     :func:`kv_occupancy_variance`, the step's fixed share :func:`fixed_step_share`).
 
 The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
 request when its batch has a slot and its free KV holds the request's whole final context —
@@ -40,9 +40,9 @@ KV through this test) do, and what the planner's KV row counts:
   compound Poisson: mean M = Σ L_k f_k, variance Σ L_k f_k² (L_k = λ_k T_k). A decode step grows
   with the batch, step(n) = a + c·n, so when more are held each stays longer: the number held is
   negative binomial, and the KV's variance is V = Σ L_k f_k² + M²·(1 − φ)/(φ·B) (B = Σ L_k,
-  φ = a / step(B) the step's fixed share: :func:`kv_occupancy_variance`, the one law the MILP's KV row
-  and the evaluation's waiting law use; the slot row's design batch keeps φ = 1, as
-  :func:`placer.flows.decode_design_for` says why). An arrival finds no room (and waits)
+  φ = a / step(B) the step's fixed share: :func:`kv_occupancy_variance`, the evaluation's waiting law
+  and, with ``over_dispersed``, :func:`placer.flows.decode_kv_headroom`'s row; the design batch keeps
+  φ = 1, as :func:`placer.flows.decode_design_for` says why). An arrival finds no room (and waits)
   when the others' KV exceeds K − f; the plan keeps M + z·√V ≤ K − f̄ (f̄: the footprint an
   arrival brings, the mix's mean by arrivals), z the normal quantile of
   :data:`KV_OCCUPANCY_QUANTILE`, so at most about 1 − q of arrivals wait (q = 0.95: z = 1.64).
@@ -50,8 +50,9 @@ KV through this test) do, and what the planner's KV row counts:
   square root at V = s², exact there, above it elsewhere), and the common-speed term
   M²(1 − φ)/(φB) = M·m·(1 − φ)/φ with m = M/B the held requests' mean footprint, taken at the
   scenario's mix (m_ref), so each held request adds f_k·(f_k + g) to V, g = m_ref·(1 − φ)/φ:
-  Σ L_k · f_k · (1 + z·(f_k + g)/(2s)) ≤ K − f̄ − z·s/2, s (the KV's standard deviation) and φ
-  where the row binds at the mix (:func:`kv_design_batch`): there it is the quantile. Elsewhere the tangent is an
+  Σ L_k · f_k · (1 + z·(f_k + g)/(2s)) ≤ K − f̄ − z·s/2, s the KV's standard deviation of a full
+  instance, or where the row binds at the mix (:func:`kv_design_batch`, φ there too): there it is
+  the quantile. Elsewhere the tangent is an
   upper bound, and the common term is exact for any pool whose held requests' mean footprint is
   m_ref, above it for a pool of shorter ones (a little conservative), below it for a pool of
   longer ones only (by the ratio of the means on that term).
@@ -76,8 +77,7 @@ KV_BLOCK_TOKENS = 16
 #: 0.99 the headroom (z·s/2, a fifth of an H100's KV for 16K-token prompts) made the relay test
 #: cases infeasible that the simulator serves without KV queues; 0.95 keeps them.
 KV_OCCUPANCY_QUANTILE = 0.95
-#: Slack on step counts compared as floats (the simulator's step counter).
-_STEP_EPS = 1e-7
+_STEP_EPS = 1e-7  # slack on step counts compared as floats (the simulator's step counter)
 
 
 def footprint_tokens(prompt_tokens: float, output_tokens: float, block_tokens: int = KV_BLOCK_TOKENS) -> int:
@@ -115,8 +115,7 @@ def fixed_step_share(step_s: float, next_step_s: float, batch: float) -> float:
     return min(max(step_s - per_seq * batch, 0.0) / step_s, 1.0)
 
 
-def _phi(fixed_share: float) -> float:
-    """φ as the laws take it (a step with no fixed part has no steady batch: held above 0)."""
+def _phi(fixed_share: float) -> float:  # a step with no fixed part has no steady batch: held above 0
     return min(max(fixed_share, 0.02), 1.0)
 
 
@@ -153,16 +152,17 @@ class KvHeadroom:
 
     @classmethod
     def for_mix(cls, capacity_tokens: float, footprints: Iterable[tuple[float, float, float]],
-                quantile: float = KV_OCCUPANCY_QUANTILE, fixed_share: float = 1.0) -> KvHeadroom:
-        """The row for an instance of ``capacity_tokens`` tangent at the mix ``footprints``: (arrival
-        weight λ_k, time weight λ_k·T_k — either up to a common factor — footprint f_k) per class; its
-        step's fixed share ``fixed_share`` (φ, :func:`fixed_step_share`, where the row binds)."""
+                quantile: float = KV_OCCUPANCY_QUANTILE, fixed_share: float = 1.0,
+                where_binds: bool = False) -> KvHeadroom:
+        """The row for an instance of ``capacity_tokens`` tangent at the mix ``footprints`` ((arrival weight
+        λ_k, time weight λ_k·T_k, each up to a factor, footprint f_k) per class), φ = ``fixed_share``, at a
+        full instance, or (``where_binds``) where the row binds at the mix: there it is the quantile."""
         items = [(a, w, f) for a, w, f in footprints if w > 0 and f > 0]
         capacity = max(capacity_tokens, 0.0)
         mean, per_held, arrival, _ = _per_request(items, fixed_share)
-        held = kv_design_batch(capacity, items, quantile, fixed_share)
+        held = kv_design_batch(capacity, items, quantile, fixed_share) if where_binds else 0.0
         if held <= 0 and mean > 0:
-            held = capacity / mean  # nothing fits at the quantile: tangent where the KV is full
+            held = capacity / mean  # where the KV is full
         s = math.sqrt(held * per_held) if per_held > 0 else 1.0
         phi = _phi(fixed_share)
         return cls(capacity, occupancy_quantile_z(quantile), max(s, 1.0), arrival, mean * (1.0 - phi) / phi)

@@ -42,7 +42,7 @@ def test_the_milp_kv_row_binds_where_the_evaluation_puts_the_occupancy_quantile(
     ~20 % more requests, whose quantile the evaluation put 16 % past the KV."""
     problem = resolve(parse_scenario(KV_BOUND))
     im = instance(problem, "H100-SXM", 1)
-    row = decode_kv_headroom(problem, im)
+    row = decode_kv_headroom(problem, im, over_dispersed=True)
     weights = {c.name: c.share * c.output_tokens for c in problem.classes}
     per_held = sum(weights[c.name] * class_kv_weight(row, c) for c in problem.classes) / sum(weights.values())
     held = row.limit_tokens / per_held  # the mean batch at which the row binds
@@ -59,7 +59,7 @@ def test_the_design_batch_falls_with_the_steps_growth_and_the_row_stays_the_tang
     capacity, mix = 400_000, [(0.8, 0.8 * 400, 2_400), (0.2, 0.2 * 800, 33_600)]
     poisson, nb = kv_design_batch(capacity, mix), kv_design_batch(capacity, mix, fixed_share=0.3)
     assert nb < 0.95 * poisson
-    row = KvHeadroom.for_mix(capacity, mix, fixed_share=0.3)
+    row = KvHeadroom.for_mix(capacity, mix, fixed_share=0.3, where_binds=True)
     held = sum(w for _, w, _ in mix)
     linear = row.limit_tokens / (sum(w * row.weight(f) for _, w, f in mix) / held)
     assert linear == pytest.approx(nb, rel=1e-6)  # exact where it binds
