@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from placer.packed_queue import packed_law
 from placer.pdd import HEAVY_PREFILL_SHARE, MIX
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel, split_cv2, spread_points
@@ -131,71 +132,27 @@ def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[i
     return out
 
 
-#: Damped fixed-point iterations of :func:`packed_wait_law`.
-_PACKING_ITERATIONS = 60
+def packed_wait_law(items: list[tuple], instances: float, im: InstanceModel, arrival_cv2: float = 1.0) -> WaitModel:
+    """The wait at one P queue whose short prompts may share a forward, length by length.
 
+    ``items``: (req/s, prefill seconds alone, new tokens[, prompt tokens]) per class (or length point)
+    routed to the queue, served by ``instances`` instances (arrivals split evenly). A P instance packs
+    queued prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most ``chunk``
+    tokens (as GPU serving engines' schedulers and the simulator do — the executor's engine scheduler
+    too, but its P role prefills ONE order per loop turn, ``executor/roles/p.py``, which the simulator
+    replays with ``SimConfig.runtime``): a prompt that finds the last queued forward with room for its
+    own tokens *rides* it, skipping that forward's time and adding only its marginal cost.
 
-def packed_wait_law(items: list[tuple[float, float, float]], instances: float, im: InstanceModel,
-                    arrival_cv2: float = 1.0) -> WaitModel:
-    """M/G/1 wait at one P queue whose short prompts may share a forward.
-
-    ``items``: (req/s, prefill seconds alone, new tokens) per class routed to the queue,
-    served by ``instances`` instances (arrivals split evenly). A P instance packs queued
-    prompts of fewer than ``chunk`` new tokens, FCFS, into one forward of at most
-    ``chunk`` tokens (as GPU serving engines' schedulers and the simulator do — the
-    executor's engine scheduler too, but its P role prefills ONE order per loop turn,
-    ``executor/roles/p.py``, which the simulator replays with ``SimConfig.runtime``), so a prompt that
-    *rides along* skips the fixed cost of a forward, S₀ = one weight read + collectives
-    + overhead. Approximation (checked against the simulator, tests/placer/sim):
-
-    * a short prompt rides along when it finds a short forward still queued with room:
-      P(ride) ≈ P(Lq ≥ 1) · f_short · (1 − n̄_short / chunk), with P(Lq ≥ 1) ≈ ρ·m/(1 + m),
-      m = E[Lq]/ρ (the queue seen by a busy server taken geometric);
-    * a ride saves min(S₀, 0.9·S_k) of class k's service; the moments and ρ are
-      recomputed and the fixed point (ρ → E[Lq] → P(ride) → ρ) is iterated, damped.
-
-    Without short prompts, or at low load, this is the plain M/G/1 law. ``arrival_cv2``: the
-    squared coefficient of variation of the instance's inter-arrival times (1: Poisson; else the
-    G/G/1 law of :class:`~placer.queueing.WaitModel`, :func:`instance_arrival_cv2`).
+    Returns :class:`~placer.packed_queue.PackedWait`: the queue's work as an M/G/1 law (each arrival's
+    jump — its prefill alone, or its marginal when it rides — a service point: the queue's utilisation
+    and the planning rule's check), and :meth:`~placer.packed_queue.PackedWait.for_tokens`, the wait a
+    prompt of a given length meets (:mod:`placer.packed_queue`: a tiny prompt rides most queued
+    forwards, a long one only behind short ones) with its forward-mates' time. Without short prompts,
+    or at low load, this is the plain M/G/1 law; overloaded (or without instances), ρ = 1.
+    ``arrival_cv2``: the squared coefficient of variation of the instance's inter-arrival times (1:
+    Poisson; else the G/G/1 time scale of :class:`~placer.queueing.WaitModel`, :func:`instance_arrival_cv2`).
     """
-    lam_total = sum(r for r, _, _ in items)
-    frac = [r / lam_total for r, _, _ in items]
-    if instances <= 0:  # load on a queue without instances: overloaded
-        return WaitModel(1.0, sum(f * t for f, (_, t, _) in zip(frac, items)),
-                         sum(f * t * t for f, (_, t, _) in zip(frac, items)))
-    lam = lam_total / instances
-    chunk = im.prefill_chunk_tokens
-    short = [n < chunk for _, _, n in items]
-    f_short = sum(f for f, sh in zip(frac, short) if sh)
-    room = 0.0
-    if f_short > 0:
-        n_short = sum(f * n for f, (_, _, n), sh in zip(frac, items, short) if sh) / f_short
-        room = max(0.0, 1.0 - n_short / chunk)
-    s0 = im.forward_s(0.0, im.weight_bytes, 1.0)
-    mate = 0.0  # what a short prompt adds to a forward it rides in
-    if f_short > 0:
-        mate = sum(f * (t - min(s0, 0.9 * t)) for f, (_, t, _), sh in zip(frac, items, short) if sh) / f_short
-    ride = 0.0
-    law = None
-    for _ in range(_PACKING_ITERATIONS):
-        times = [t - (ride * min(s0, 0.9 * t) if sh else 0.0) for (_, t, _), sh in zip(items, short)]
-        mean = sum(f * t for f, t in zip(frac, times))
-        second = sum(f * t * t for f, t in zip(frac, times))
-        rho = lam * mean
-        law = WaitModel(min(rho, 1.0), mean, second, arrival_cv2=arrival_cv2)
-        if rho >= 1.0 or f_short == 0.0 or room == 0.0:
-            break
-        lq = lam * law.mean_wait_s
-        m = lq / rho if rho > 0 else 0.0
-        target = rho * m / (1.0 + m) * f_short * room
-        if abs(target - ride) < 1e-7:
-            break
-        ride = 0.5 * (ride + target)
-    if law.rho >= 1.0:
-        return law
-    # the service points with these moments: the wait's whole law, not only its mean
-    service = tuple(zip(frac, times))
-    return dataclasses.replace(law, ride=ride, mate_cost_s=mate, service=service)
+    return packed_law(items, instances, im, arrival_cv2)
 
 
 def instance_arrival_cv2(problem: Problem, instance_rps: float) -> float:

@@ -48,7 +48,7 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
     forwards when they queue behind each other (see :func:`placer.p_queues.packed_wait_law`).
     """
     classes = {c.name: c for c in problem.classes}
-    load: dict[tuple, list[tuple[float, float, float]]] = defaultdict(list)
+    load: dict[tuple, list[tuple[float, float, float, float]]] = defaultdict(list)
     share: dict[tuple, float] = {}
     for a in plan.assignments:
         if a.role != P or a.rps <= 0 or a.key not in models:
@@ -60,9 +60,9 @@ def p_queue_laws(problem: Problem, plan: Plan, counts: dict, models: dict) -> di
             for key, items in load.items()}
 
 
-def _cv2(problem: Problem, items: list[tuple[float, float, float]], instances: float) -> float:
+def _cv2(problem: Problem, items: list[tuple], instances: float) -> float:
     """The inter-arrival cv² at one of ``instances`` instances that split ``items``' req/s evenly."""
-    return instance_arrival_cv2(problem, sum(r for r, _, _ in items) / instances) if instances > 0 else 1.0
+    return instance_arrival_cv2(problem, sum(it[0] for it in items) / instances) if instances > 0 else 1.0
 
 
 @dataclass(frozen=True)
@@ -105,7 +105,7 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
         else:
             layout = queue_layout(queues, count)
             served = 1.0
-        load: dict[int, list] = defaultdict(list)  # instance → (req/s, prefill s, new tokens)
+        load: dict[int, list] = defaultdict(list)  # instance → (req/s, prefill s, new tokens, prompt tokens)
         crossing: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
         for a in rows:
             c = classes[a.request_class]
@@ -115,7 +115,7 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
                     crossing[i][a.dst] += a.rps * w
         waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
         for i, items in load.items():
-            total = sum(r for r, _, _ in items)
+            total = sum(it[0] for it in items)
             if tuple(items) not in laws:
                 laws[tuple(items)] = packed_wait_law(items, served, im, _cv2(problem, items, served))
             waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
@@ -124,16 +124,16 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
     return out
 
 
-def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float]]:
-    """(req/s, prefill seconds alone, new tokens) of class ``c`` at ``rps`` on a P instance ``im``:
+def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float, float]]:
+    """(req/s, prefill seconds alone, new tokens, prompt tokens) of class ``c`` at ``rps`` on a P instance ``im``:
     one item, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the points of the lognormal
     law of new tokens with the class's mean and variance (:func:`placer.queueing.lognormal_points`:
     the law :func:`placer.workload.synthetic.class_requests` draws), each priced by
     ``im.prefill_s`` at its own length — so the queue's E[S²] and its wait's percentiles keep the
     within-class tail (two points with the same mean and variance, :func:`~placer.queueing.spread_points`,
     give the same mean wait but a P90 wait 30 % short at cv² 1 and ρ 0.6)."""
-    return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor)
-            for prob, factor in lognormal_points(c.new_tokens_cv2)]
+    return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor,
+             c.input_tokens * factor) for prob, factor in lognormal_points(c.new_tokens_cv2)]
 
 
 def first_token_by_length(route: Route, wait: WaitModel, utilization: float, line_share: float,
@@ -143,17 +143,19 @@ def first_token_by_length(route: Route, wait: WaitModel, utilization: float, lin
     lengths is cut into the bands of :data:`LENGTH_BANDS` (probability); a band's requests take the
     prefill, KV move and tail of its mean length, shifted down to its shortest's deterministic TTFT, the
     rest of the band's spread an independent excess (its mean and variance, the TTFT taken linear in the
-    length across the band) — :class:`~placer.ttft_tail.LengthMixTail`, at the same P-queue wait. The
+    length across the band) — :class:`~placer.ttft_tail.LengthMixTail`, each at its length's own P-queue wait
+    (:func:`_own_wait`: a packed queue's short prompts ride queued forwards, its long ones seldom). The
     deterministic part stays the class's mean length's."""
-    det, tail = route.first_token_law(wait, utilization, line_share, line_residual_s, packed=True)
+    det, tail = route.first_token_law(_own_wait(wait, new_tokens(route.cls)), utilization, line_share,
+                                      line_residual_s, packed=True)
     cv2 = route.cls.new_tokens_cv2
     if cv2 <= 0:
         return det, tail
 
     def law(factor: float):
         cls = dataclasses.replace(route.cls, input_tokens=route.cls.input_tokens * factor)
-        return dataclasses.replace(route, cls=cls).first_token_law(wait, utilization, line_share, line_residual_s,
-                                                                    packed=True)
+        return dataclasses.replace(route, cls=cls).first_token_law(_own_wait(wait, new_tokens(cls)), utilization,
+                                                                    line_share, line_residual_s, packed=True)
 
     parts = []
     for prob, low, mean, var in lognormal_bands(cv2, LENGTH_BANDS):
@@ -163,6 +165,14 @@ def first_token_by_length(route: Route, wait: WaitModel, utilization: float, lin
         parts.append((prob, d_low - det, dataclasses.replace(t_mean, spread_mean_s=d_mean - d_low,
                                                              spread_var_s2=slope * slope * var)))
     return det, LengthMixTail(tuple(parts))
+
+
+def _own_wait(wait: WaitModel, tokens: float) -> WaitModel:
+    """The wait a prompt of ``tokens`` new tokens meets at its queue: a packed queue's own law for that
+    length (:meth:`placer.packed_queue.PackedWait.for_tokens`: a short prompt rides queued forwards, a
+    long one seldom), else the queue's."""
+    for_tokens = getattr(wait, "for_tokens", None)
+    return for_tokens(tokens) if for_tokens is not None else wait
 
 
 #: Edges (cumulative probability) of the bands :func:`first_token_by_length` cuts a class's lengths into:

@@ -192,8 +192,9 @@ class LengthMixTail:
     probability (:func:`placer.queue_laws.first_token_by_length`); ``parts`` = ((probability, shift s,
     tail) ...) per band: the shift is the band's shortest length's deterministic TTFT less the flow's
     (priced at the class's mean length), and the tail carries the rest of the band's spread as an
-    independent excess (``TtftTail.spread_mean_s``/``spread_var_s2``). The queue's wait is the same for
-    every length (first come, first served: a request's own size does not change the wait it meets);
+    independent excess (``TtftTail.spread_mean_s``/``spread_var_s2``). First come, first served, a
+    request's own size does not change the wait it meets — but where short prompts pack, the room it needs
+    does (:meth:`placer.packed_queue.PackedWait.for_tokens`: each band meets its own length's wait);
     P(TTFT − det > t) = Σ p · P(shift + tail > t). Without it a class's P50 and P90 sit at its mean
     length's TTFT, where its requests spread around it (on the serving bench a conversation's turns grow
     turn by turn: the class's 10th percentile, not its mean, is the trace's TTFT P50)."""
@@ -239,7 +240,10 @@ def pack_extension(wait: WaitModel) -> tuple[float, float]:
     ``wait.mate_cost_s`` on average: its prefill alone less the weight read the forward
     shares). The wait law prices each prompt alone; this is the rest. It is 0 with probability
     (1 − r)² (no mates) — taken exponential otherwise, so with p = 1 − (1 − r)² its squared
-    coefficient of variation is 2/p − 1 (the two-moment form :class:`TtftTail` fits)."""
+    coefficient of variation is 2/p − 1 (the two-moment form :class:`TtftTail` fits). A length's own law
+    at a packed queue (:class:`placer.packed_queue.ClassWait`) already runs to its forward's end: none."""
+    if getattr(wait, "mates_in_wait", False):  # one length's law at a packed queue holds its mates
+        return 0.0, 0.0
     mean = forward_mates(wait) * max(wait.mate_cost_s, 0.0)
     if mean <= 0.0:
         return 0.0, 0.0

