@@ -140,7 +140,7 @@ MIXES = [
     # three classes: tiny, mid-size uncached, chunked half-cached
     ("three", [(0.5, 16384, 0.995), (0.3, 4000, 0.0), (0.2, 30000, 0.5)], 0.7, 0.10),
     # rnd-7-30's mix: a tiny prompt rides most queued forwards, long ones included (the law of the mean
-    # saving put its P90 33 % high); the per-class law is +17 % on it (+20 % at 0.85): the joiners after it
+    # saving put its P90 33 % high); the per-class law is +15 % on it (+17 % at 0.85): the joiners after it
     # taken to grow with its whole wait
     ("rnd-7-30", RND_7_30, 0.67, 0.20),
 ]
