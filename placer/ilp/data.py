@@ -113,28 +113,53 @@ def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
             for c in problem.classes]
 
 
-def _p_tiers(problem: Problem, im: InstanceModel, admits: frozenset[int] | None = None) -> tuple[list[float], bool]:
+def heavy_classes(problem: Problem, im: InstanceModel) -> frozenset[int]:
+    """The classes a "heavy" P queue on ``im`` admits: those not light there
+    (:func:`placer.p_queues.light_classes`) — empty where none or all are light."""
+    light = set(light_classes(problem, im))
+    heavy = frozenset(k for k in range(len(problem.classes)) if k not in light)
+    return heavy if light and heavy else frozenset()
+
+
+def _p_tiers(problem: Problem, im: InstanceModel,
+             admits: frozenset[int] | None = None) -> tuple[list[float], bool, frozenset[int]]:
     """The P queues of one instance (chip, shape), the same in every datacenter: the "mix" queue's
-    utilisation tiers, and whether a "light" one at the cap joins them — when some classes, but
+    utilisation tiers; whether a "light" one at the cap joins them — when some classes, but
     not all, are light (short services wait little even there; a light tier grid grew the model
-    without changing the plans). A "set" queue's (``admits``) tiers come from its classes, no light one."""
+    without changing the plans); and then the pool's heavy classes (:func:`heavy_classes`), for
+    its "heavy" queue and the light classes' "set" queue beside it. A "set" queue's (``admits``)
+    tiers come from its classes, no light or heavy one."""
     if admits:
-        return tier_utilizations(problem, im, MIX, _fastest_s(problem, im), sorted(admits), admits), False
-    light = light_classes(problem, im)
-    everyone = list(range(len(problem.classes)))
-    tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
-    return tiers, bool(light) and len(light) < len(problem.classes)
+        return tier_utilizations(problem, im, MIX, _fastest_s(problem, im), sorted(admits), admits), False, frozenset()
+    tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), list(range(len(problem.classes))))
+    heavy = heavy_classes(problem, im)
+    return tiers, bool(heavy), heavy
 
 
-def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple[list[float], bool],
+def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
               admits: frozenset[int] | None = None) -> list[Pool]:
-    """The P queues of one physical pool, from its instance's :func:`_p_tiers` ("set" queues: ``admits``)."""
-    tiers, light_queue = found
+    """The P queues of one physical pool, from its instance's :func:`_p_tiers` ("set" queues: ``admits``).
+
+    Where the pool has light and heavy classes, besides the "mix" tiers and the "light" queue: the
+    pool's two class sets as "set" queues at the cap, each its classes in proportion among themselves
+    and priced at their exact moments (:func:`placer.p_queues.set_wait_law`) — the "heavy" queue (the
+    classes not light) and the light classes' — so one pool may prefill only the long prompts while
+    another takes the rest (PrfaaS's split; the "light" queue's law, any light mix, is a bound too
+    loose for it). Both own whole instances (``Pool.whole``): an instance a set queue shared with
+    another queue would be one FCFS line (:func:`placer.p_queues.queue_layout`), short prompts behind
+    long ones, which neither law sees; their names ('u<cap>/set:…') sort after every other queue of
+    the pool, so the layout gives them whole instances. At the cap only: their own tier grids grew the
+    model by a fifth without changing the flagship's plan, and whole instances below the cap would
+    sit between the mix tiers in the layout."""
+    tiers, light_queue, heavy = found
     if admits:
         return [Pool(P, dc, chip, tp, rho, set_queue_name(problem, admits), admits=admits) for rho in tiers]
     queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
     if light_queue:
-        queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
+        cap = problem.options.utilization_cap
+        light = frozenset(range(len(problem.classes))) - heavy
+        queues.append(Pool(P, dc, chip, tp, cap, LIGHT))
+        queues += [Pool(P, dc, chip, tp, cap, set_queue_name(problem, s), admits=s, whole=True) for s in (heavy, light)]
     return queues
 
 
