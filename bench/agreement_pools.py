@@ -32,14 +32,15 @@ STAYS = 2.0
 
 def longest_stay_s(problem, plan, analysis) -> float:
     """Seconds the plan's decoders hold their longest-held class on average: output × the step its pool
-    settles at (:class:`placer.decode_state.DecodeState`), over the plan's decode assignments."""
+    settles at (:class:`placer.decode_state.DecodeState`; at most the TPOT SLA: an overloaded pool has no
+    steady state to wait for), over the plan's decode assignments."""
     classes = {c.name: c for c in problem.classes}
     stay = 0.0
     for a in plan.assignments:
         st = analysis.decode.get(a.key)
         if a.role in PREFILL_ROLES or a.rps <= 0 or st is None or a.request_class not in classes:
             continue
-        stay = max(stay, classes[a.request_class].output_tokens * st.step_s)
+        stay = max(stay, classes[a.request_class].output_tokens * min(st.step_s, problem.tpot_s))
     return stay
 
 
