@@ -48,7 +48,7 @@ from placer.queueing import WaitModel
 #: Damped fixed-point iterations of :func:`packed_queue` (stops earlier once settled).
 ITERATIONS = 200
 #: Convergence of the fixed point (seconds and probabilities).
-TOLERANCE = 1e-9
+TOLERANCE = 1e-7
 
 
 @dataclass(frozen=True)
@@ -79,22 +79,12 @@ class PackedWait(WaitModel):
     by_tokens: tuple[tuple[float, ClassWait], ...] = ()
 
     def for_tokens(self, new_tokens: float) -> WaitModel:
-        """The wait a prompt of ``new_tokens`` meets: the nearest item's below and above, interpolated
-        in tokens (the ride chance falls with the room a prompt needs); the queue's law without items."""
+        """The law a prompt of ``new_tokens`` meets: the nearest item's by tokens (its room decides whether
+        it rides; the items are the classes' length points), the queue's law without items."""
         table = self.by_tokens
         if not table:
             return self
-        if new_tokens <= table[0][0]:
-            return table[0][1]
-        if new_tokens >= table[-1][0]:
-            return table[-1][1]
-        for (n0, lo), (n1, hi) in zip(table, table[1:]):
-            if n0 <= new_tokens <= n1:
-                w = (new_tokens - n0) / (n1 - n0) if n1 > n0 else 0.0
-                mixed = {name: getattr(lo, name) + w * (getattr(hi, name) - getattr(lo, name))
-                         for name in ("ride", "wait_scale")}
-                return dataclasses.replace(lo, **mixed)
-        return table[-1][1]
+        return min(table, key=lambda row: abs(row[0] - new_tokens))[1]
 
 
 @dataclass(frozen=True)
@@ -200,8 +190,8 @@ def packed_queue(items: list[tuple], instances: float, im) -> PackedState | None
     r = np.zeros(len(items))
     W = np.zeros(len(items))
     ev, q, rho = 0.0, 0.0, rho_raw
-    mates_r = np.zeros(len(items))
-    mates_m = np.zeros(len(items))
+    room = np.zeros((len(items), len(items)))
+    qh = np.zeros(len(items))
     for _ in range(ITERATIONS):
         rbar = float(f @ r)
         a = rbar / (1.0 - rbar)  # riders per forward (geometric)
@@ -244,17 +234,17 @@ def packed_queue(items: list[tuple], instances: float, im) -> PackedState | None
         new_r = q * tot
         dlast = np.where(tot > 0, (room * dlast_h) @ qh / np.where(tot > 0, tot, 1.0), 0.0)
         new_w = np.maximum(ev - new_r * dlast, 0.0)
-        # the prompts that fit beside it and ride after it (continuation: the share of arrivals doing so)
-        # — beside it and what is ahead of it: as a rider, the head of the forward it joined (heads by
-        # their room for it), as a head, nothing
-        fit = _fit_after(n, C, fits, room * qh[None, :], new_r)
-        mates_r = np.minimum(fit @ (f * new_r), 0.95)
-        mates_m = np.where(mates_r > 0, (fit @ (f * new_r * m)) / np.where(mates_r > 0, mates_r, 1.0), 0.0)
         diff = float(np.max(np.abs(new_r - r))) + float(np.max(np.abs(new_w - W)))
         r = 0.5 * (r + new_r)
         W = 0.5 * (W + new_w)
         if diff < TOLERANCE:
             break
+    # the prompts that fit beside it and ride after it (continuation: the share of arrivals doing so)
+    # — beside it and what is ahead of it: as a rider, the head of the forward it joined (heads by
+    # their room for it), as a head, nothing
+    fit = _fit_after(n, C, fits, room * qh[None, :], r)
+    mates_r = np.minimum(fit @ (f * r), 0.95)
+    mates_m = np.where(mates_r > 0, (fit @ (f * r * m)) / np.where(mates_r > 0, mates_r, 1.0), 0.0)
     # its P side past its own prefill: the work V it finds, less its saving when it rides (a rider skips
     # the forward it joins in the queue but finishes with it), plus the prompts that ride after it
     side = np.maximum(ev + mates_r / (1.0 - mates_r) * mates_m - r * (S - m), 0.0)
