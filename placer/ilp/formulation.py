@@ -24,7 +24,7 @@ Sets
   PrfaaS's threshold, the long classes remote and the rest local) its queues are "set" queues
   instead: K_d in proportion among themselves (C13), tiers from K_d's law, no light queue.
   The mix tiers of a pool are generated from the SLA and the pool's service-time law
-  (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
+  (:func:`placer.ilp.p_tiers.tier_utilizations`): u·{1, .7, .45} (for flows slower than
   the fastest, e.g. a WAN move before the first token), and below 0.45·u the
   utilisations where the pool's late share (each class at its fastest TTFT without
   queueing, M/G/1 tail) rises 2, 6 and 15 points above its zero-load floor; tiers
