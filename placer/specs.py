@@ -142,8 +142,9 @@ class WorkloadSpec(_Spec):
     arrival_cv2: real(gt=0, le=100) = Field(
         1.0, description="Variability of the arrivals: the squared coefficient of variation of the times between "
         "requests (1: Poisson; below 1 more regular than Poisson, as turns that each follow their predecessor's answer; "
-        "above 1 burstier). Measured from a trace by placer.workload.arrivals.interarrival_cv2; the P queues' waits "
-        "take it as a G/G/1 law (placer.queueing.gg1_wait_factor).")
+        "above 1 burstier). Measured from a trace by `placer workload fit` (the gaps, or the counts per bin of a binned "
+        "trace); the simulator draws the class workload's arrivals as a renewal process with it; the MILP's, evaluate's "
+        "and validate's P queues take it as a G/G/1 law (placer.queueing.gg1_wait_factor).")
     classes: list[RequestClass] | None = Field(None, description="Request classes (shares sum to 1).")
     trace: str | None = Field(None, description="JSON Lines trace, bucketed into classes when classes are absent.")
     prefix_cache_tokens: count(ge=1, le=10**13) | None = Field(
