@@ -50,9 +50,6 @@ class Pool(_HashedOnce):
     #: P pools of a datacenter the architecture restricts (``Architecture.p_admits``): the classes its
     #: "set" queue admits, in proportion among themselves (C13); ``mix`` then names them (:func:`set_queue_name`)
     admits: frozenset[int] | None = None
-    #: a P queue that owns whole instances (its c_{p,t} integer): a "heavy" queue — on an instance it
-    #: shared with the light or mix queues, one FCFS line, short prompts would wait behind its long ones
-    whole: bool = False
 
     @property
     def key(self) -> PoolKey:
