@@ -35,7 +35,8 @@ def test_a_looser_sla_never_lowers_the_optimum_and_agg_overtakes_pd(short, tmp_p
     pdd, agg = _by(rows, "pdd"), _by(rows, "agg")
     assert [r["status"] for r in rows] == ["ok"] * 6
     bcr = [pdd[v]["bcr_requests_per_usd"] for v in (0.01, 0.02, 0.05)]
-    assert bcr == sorted(bcr)
+    # never lower, up to the LP's floating-point noise (1e-9: equal optima print 1999.99999999831 and …72)
+    assert all(looser >= tighter * (1 - 1e-9) for tighter, looser in zip(bcr, bcr[1:])), bcr
     assert agg[0.01]["bcr_requests_per_usd"] < pdd[0.01]["bcr_requests_per_usd"]
     assert agg[0.02]["bcr_requests_per_usd"] > pdd[0.02]["bcr_requests_per_usd"]
     assert all(r["usd_per_million_output_tokens"] > 0 for r in rows)

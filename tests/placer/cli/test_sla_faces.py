@@ -12,7 +12,12 @@ from placer.cli import app
 from tests.placer.conftest import micro_dict
 
 ROOT = Path(__file__).resolve().parents[3]
-MISSES = ROOT / "tests" / "data" / "scenarios" / "aiconfigurator-readme-sla-miss.yaml"
+README_PROBLEM = ROOT / "tests" / "data" / "scenarios" / "aiconfigurator-readme-sla-miss.yaml"
+#: AIConfigurator's README problem with its TTFT SLA at 0.28 s. At the README's own 0.3 s the plan
+#: now meets it (planned P90 0.300 s, issue 42's length-by-length TTFT and packed P-queue law); a
+#: few per cent tighter, the MILP's chord over its utilisation tiers still promises a P90 the
+#: exact law puts above the SLA (0.283 s against 0.28): the miss this face must say first.
+MISS_SLA_S = 0.28
 VERIFIED_KEYS = {"ttft_p90_s", "ttft_p99_s", "sla_attainment", "goodput_rps", "requests"}
 
 
@@ -26,24 +31,33 @@ def micro(tmp_path: Path) -> Path:
     return path
 
 
-def test_a_plan_that_misses_the_sla_says_so_first_and_exits_3():
-    r = invoke("optimize", MISSES, "--no-marginals", "--no-verify")
+def misses(tmp_path: Path) -> Path:
+    data = yaml.safe_load(README_PROBLEM.read_text())
+    data["sla"]["ttft_p90_s"] = MISS_SLA_S
+    path = tmp_path / "sla-miss.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_a_plan_that_misses_the_sla_says_so_first_and_exits_3(tmp_path):
+    r = invoke("optimize", misses(tmp_path), "--no-marginals", "--no-verify")
     assert r.exit_code == 3, r.output
     first = r.stdout.splitlines()[0]
-    assert first.startswith("SLA MISSED") and "TTFT P90" in first and "0.3 s" in first
+    assert first.startswith("SLA MISSED") and "TTFT P90" in first and "0.28 s" in first
     assert "binding: sla[ttft_p90]" in r.stderr and "--best-effort" in r.stderr
     assert "Traceback" not in r.output
 
 
-def test_the_json_says_which_classes_miss_and_best_effort_exits_0():
-    strict = invoke("optimize", MISSES, "--no-marginals", "--no-verify", "--json")
+def test_the_json_says_which_classes_miss_and_best_effort_exits_0(tmp_path):
+    scenario = misses(tmp_path)
+    strict = invoke("optimize", scenario, "--no-marginals", "--no-verify", "--json")
     assert strict.exit_code == 3
     plan = json.loads(strict.stdout)  # stdout stays the plan JSON; the warning line goes to stderr
     assert plan["metrics"]["sla_met"] is False
-    assert plan["metrics"]["ttft_p90_s"] > 0.3
+    assert plan["metrics"]["ttft_p90_s"] > MISS_SLA_S
     assert {m["request_class"] for m in plan["metrics"]["sla_misses"]} == {"*", "isl4000-osl500"}
     assert strict.stderr.startswith("SLA MISSED")
-    relaxed = invoke("optimize", MISSES, "--no-marginals", "--no-verify", "--json", "--best-effort")
+    relaxed = invoke("optimize", scenario, "--no-marginals", "--no-verify", "--json", "--best-effort")
     assert relaxed.exit_code == 0, relaxed.output
     assert json.loads(relaxed.stdout)["metrics"]["sla_met"] is False
 
