@@ -395,5 +395,13 @@ def _hint(name: str, plan: Plan, pdd: Plan) -> str:
         return head + (": the plan must carry the whole load; set options.min_served_fraction below 1 "
                        "(docs/scenario.md) to leave load that does not pay unserved")
     so = pdd.solver
+    if so.status == "optimal" and m.bcr_requests_per_usd > mine * (1 + so.mip_gap + HINT_MARGIN):
+        return head + (f" beyond the PDD solve's proven {100 * so.mip_gap:.1f} % gap: its plan lies outside PDD's rules"
+                       + (PRFAAS_OUTSIDE if name.startswith("prfaas") else ""))
     return head + (f": the PDD solve ended {so.status} at a {100 * so.mip_gap:.1f} % gap after {so.seconds:.1f} s; "
                    "raise --time-limit")
+
+
+#: Why a ``prfaas`` plan can lie outside PDD's (issue 45): its set queues against PDD's mix and light ones.
+PRFAAS_OUTSIDE = (" (prfaas prefills in one datacenter only the classes on one side of its threshold; a PDD P queue "
+                  "takes every class in proportion, or only the light ones, so PDD cannot pose that split)")

@@ -3,7 +3,7 @@ serving ahead with no word that ``options.aggregated`` exists."""
 
 from __future__ import annotations
 
-from placer.plan import Metrics, Plan, PoolOut
+from placer.plan import Metrics, Plan, PoolOut, SolverInfo
 from placer.report.tables import headline, hints
 
 
@@ -38,3 +38,14 @@ def test_a_baseline_ahead_at_a_smaller_load_or_with_more_chips_says_so():
                    "(8 H100-SXM in a (inventory 4)): buying them would raise the BCR"]
     [alone] = hints({"pdd": _plan(1000), "baselines": {"same-dc-pd": smaller}})
     assert "at a smaller load (3.00 of 4 req/s)" in alone and "options.min_served_fraction" in alone
+
+
+def test_a_baseline_ahead_of_a_proven_optimum_is_outside_pdds_rules_not_a_time_limit():
+    """PDD solved to optimality and a baseline still leads beyond the gap (issue 45: prfaas's enforced
+    threshold on the flagship): more solver time cannot help, and the hint must not ask for it."""
+    pdd = _plan(1000).model_copy(update={"solver": SolverInfo(backend="ortools-highs", status="optimal", mip_gap=0.004)})
+    [hint] = hints({"pdd": pdd, "baselines": {"prfaas": _plan(1380)}})
+    assert hint.startswith("prfaas beats this plan by 38 % BCR beyond the PDD solve's proven 0.4 % gap")
+    assert "outside PDD's rules" in hint and "threshold" in hint and "--time-limit" not in hint
+    [within] = hints({"pdd": pdd, "baselines": {"prfaas": _plan(1008)}})  # inside gap + margin: the solve's gap
+    assert "--time-limit" in within
