@@ -49,3 +49,15 @@ class LinearTable:
 
     prefill = LinearGrid(0.1)
     decode = LinearGrid(0.02)
+
+
+def knapsack():
+    """max 3a + 2.5b + c, a, b integer ≤ 4, c ≥ 0: 2a + b + c ≤ 7.5, a + 2b ≤ 6 (only optimum: 12.5 at 2, 2, 1.5)."""
+    from placer.ilp.model import LinearModel
+
+    m = LinearModel()
+    a, b, c = m.var("a", 0, 4, integer=True), m.var("b", 0, 4, integer=True), m.var("c")
+    m.add("r1", "r", {a: 2.0, b: 1.0, c: 1.0}, "<=", 7.5)
+    m.add("r2", "r", {a: 1.0, b: 2.0}, "<=", 6.0)
+    m.objective, m.maximize = {a: 3.0, b: 2.5, c: 1.0}, True
+    return m

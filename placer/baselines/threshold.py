@@ -40,9 +40,10 @@ from placer.errors import InfeasiblePlanError, SolveTimeoutError
 from placer.ilp.config import building_within
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.ilp.formulation import Architecture, Formulation, build
+from placer.ilp.starts import capacity_bound
 from placer.optimize import SolveConfig, extract
 from placer.flows import Route
-from placer.pdd import AGG, P, P_MD
+from placer.pdd import P, P_MD
 from placer.plan import Plan
 from placer.problem import Problem
 
@@ -67,30 +68,14 @@ def _score(form: Formulation, outcome: Outcome, objective: str) -> float:
 
 def _ceiling(relaxed: Formulation, arch: Architecture) -> float:
     """A ceiling on the goodput / cost of every plan of ``arch``, from its group's ``relaxed`` model:
-    a plan serving G req/s pays at least G · Σ_k s_k (the cheapest price·pre[k,p]/u_p over the P pools
-    ``arch`` admits class k to, u_p the pool's highest tier (C3, C0) + the cheapest price·O_k·t_q/(u·B_q)
-    over the decode pools (C6)); goodput ≤ G. 0 when some class has no P pool (no plan serves it);
-    inf when not derived (aggregated pools, or no decode pool)."""
-    if any(q.role == AGG for q in relaxed.pools):
-        return math.inf
-    problem, cap = relaxed.problem, relaxed.problem.options.utilization_cap
-    price = {key: relaxed.cost[var] for key, var in relaxed.n.items()}
-    top: dict = {}
-    for q in relaxed.pools:
-        if q.role == P:
-            top[q.key] = max(top.get(q.key, 0.0), q.util)
-    decode = {q: d for q, d in relaxed.decode.items() if d.batch > 0}
-    if not decode:
-        return math.inf
-    per_request = 0.0
-    for k, c in enumerate(problem.classes):
-        prefill = [price[q.key] * relaxed.prefill_s[(k, q)] / top[q.key] for q in relaxed.pools
-                   if q.role == P and (k, q) in relaxed.prefill_s and top[q.key] > 0 and _admits(arch, q.dc, k)]
-        if not prefill:
-            return 0.0
-        per_request += c.share * (min(prefill) + min(price[q.key] * c.output_tokens * d.step_s / (cap * d.batch)
-                                                     for q, d in decode.items()))
-    return 1.0 / per_request if per_request > 0 else math.inf
+    :func:`placer.ilp.starts.capacity_bound` over the P pools ``arch`` admits each class to. 0 when
+    some class has no P pool (no plan serves it); inf when not derived (aggregated pools, or no decode pool)."""
+    admitted = [[q for q in relaxed.pools if q.role == P and (k, q) in relaxed.prefill_s and _admits(arch, q.dc, k)]
+                for k in range(len(relaxed.problem.classes))]
+    if not all(admitted):
+        return 0.0
+    bound = capacity_bound(relaxed, admits=lambda k, q: _admits(arch, q.dc, k))
+    return math.inf if bound is None else bound
 
 
 def _admits(arch: Architecture, dc: str, k: int) -> bool:

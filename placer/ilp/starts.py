@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from placer.errors import SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
@@ -147,9 +149,11 @@ def _min_cost(form: Formulation) -> float:
     return p + d
 
 
-def capacity_bound(form: Formulation) -> float | None:
+def capacity_bound(form: Formulation, admits: Callable[[int, Any], bool] | None = None) -> float | None:
     """A ceiling on goodput/cost (per USD/h) from the capacity rows alone, in milliseconds where the LP
     relaxation of a large model takes minutes; None for models with aggregated pools (not derived for them).
+    ``admits(k, q)``: whether class k may be prefilled on P queue q (default every admitted pair; a
+    baseline's variant read off a larger relaxed model narrows it, :mod:`placer.baselines.threshold`).
 
     Every served request of class k is prefilled on some P queue p — (C3) and (C0) give n_p ≥ Σ pre[k,p]·x / u,
     u the pool's highest tier — and decodes its O_k tokens on some decode pool q — (C6): n_q ≥ Σ z·O_k·t_q /
@@ -170,7 +174,7 @@ def capacity_bound(form: Formulation) -> float | None:
     per_request = 0.0
     for k, c in enumerate(problem.classes):
         prefill = [price[q.key] * form.prefill_s[(k, q)] / top[q.key] for q in form.pools
-                   if q.role == P and (k, q) in form.prefill_s and top[q.key] > 0]
+                   if q.role == P and (k, q) in form.prefill_s and top[q.key] > 0 and (admits is None or admits(k, q))]
         decode = [price[q.key] * c.output_tokens * d.step_s / (cap * d.batch) for q, d in form.decode.items()
                   if d.batch > 0]
         if not prefill or not decode:

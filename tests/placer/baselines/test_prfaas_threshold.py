@@ -39,7 +39,7 @@ def _uncached(problem) -> dict[str, int]:
     return {c.name: round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes}
 
 
-def _obeys_one_threshold(problem, plan, sla: bool = True) -> None:
+def check_one_threshold(problem, plan, sla: bool = True) -> None:
     """Every class wholly local or wholly remote, the remote ones exactly those at or above the plan's
     θ, decode in one local datacenter, each set queue's classes in proportion, and validate() clean
     (``sla`` False: but for its SLA line — validate prices P queues by the packed law the MILP does not
@@ -78,7 +78,7 @@ def _obeys_one_threshold(problem, plan, sla: bool = True) -> None:
 ], ids=["micro", "prfaas-wins", "three", "small-pdd", "rnd-7-0", "rnd-7-2", "rnd-7-7", "rnd-7-8"])
 def test_prfaas_routes_obey_one_threshold_on_every_scenario(data):
     problem = resolve(parse_scenario(data))
-    _obeys_one_threshold(problem, solve_baseline(problem, "prfaas", CONFIG), sla=not data["name"].startswith("rnd"))
+    check_one_threshold(problem, solve_baseline(problem, "prfaas", CONFIG), sla=not data["name"].startswith("rnd"))
 
 
 def test_the_optimised_threshold_equals_a_brute_force_over_every_split_of_the_classes():
@@ -112,7 +112,7 @@ def test_the_optimised_threshold_equals_a_brute_force_over_every_split_of_the_cl
     assert plan.model_extra["baseline"]["threshold_uncached_tokens"] == min(uncached[k] for k in sent)
     assert sent == {k for k, c in enumerate(problem.classes) if c.name == "long-cold"}  # only the long, cold ones
     assert best[False][0] > bcr  # the free split's optimum is not PrfaaS's
-    _obeys_one_threshold(problem, plan)
+    check_one_threshold(problem, plan)
 
 
 def test_a_set_queue_waits_as_its_own_classes_mix():

@@ -11,12 +11,12 @@ from placer.ilp.backends import Status, solve
 from placer.ilp import dinkelbach
 from placer.ilp.dinkelbach import TARGET_GAP, solve_objective
 from placer.ilp.formulation import build, pdd_architecture
-from placer.ilp.model import LinearModel
 from placer.optimize import SolveConfig, optimize
 from placer.problem import resolve
 from placer.specs import parse_scenario
 from placer.validate import validate
 from tests.placer.conftest import micro_dict
+from tests.support import knapsack
 
 
 def _problem(**changes):
@@ -117,32 +117,22 @@ def test_ortools_and_pulp_reach_the_same_optimum(micro_problem):
     assert a.metrics.bcr_requests_per_usd == pytest.approx(c.metrics.bcr_requests_per_usd, rel=5e-3)
 
 
-def _knapsack():
-    """max 3a + 2.5b + c, a, b integer ≤ 4, c ≥ 0: 2a + b + c ≤ 7.5, a + 2b ≤ 6 (only optimum: 12.5 at 2, 2, 1.5)."""
-    m = LinearModel()
-    a, b, c = m.var("a", 0, 4, integer=True), m.var("b", 0, 4, integer=True), m.var("c")
-    m.add("r1", "r", {a: 2.0, b: 1.0, c: 1.0}, "<=", 7.5)
-    m.add("r2", "r", {a: 1.0, b: 2.0}, "<=", 6.0)
-    m.objective, m.maximize = {a: 3.0, b: 2.5, c: 1.0}, True
-    return m
-
-
 @pytest.mark.parametrize("hint", [None, [2.0, 2.0, 1.5], [0.0, 0.0, 0.0], [9.0, 9.0, 9.0]],
                          ids=["cold", "optimal hint", "poor hint", "infeasible hint"])
 def test_highs_milp_takes_a_hint_and_reaches_the_optimum_whatever_it_is(hint):
     """HiGHS MILPs go through MathOpt so that a Dinkelbach round starts from the last plan (pywraplp's
     HiGHS crashes on a hint); a poor or infeasible hint must not change the optimum."""
-    res = solve(_knapsack(), "ortools", 10, hint=hint)
+    res = solve(knapsack(), "ortools", 10, hint=hint)
     assert res.status is Status.OPTIMAL and res.backend == "ortools-highs"
     assert res.objective == pytest.approx(12.5) and res.values == pytest.approx([2.0, 2.0, 1.5])
     assert res.bound >= res.objective - 1e-9
 
 
 def test_highs_milp_statuses_infeasible_and_out_of_time():
-    m = _knapsack()
+    m = knapsack()
     m.add("impossible", "r", {0: 1.0}, ">=", 5.0)  # a ≤ 4
     assert solve(m, "ortools", 10).status is Status.INFEASIBLE
-    assert solve(_knapsack(), "ortools", 0.0).status is Status.NO_SOLUTION  # no time even to hand it over
+    assert solve(knapsack(), "ortools", 0.0).status is Status.NO_SOLUTION  # no time even to hand it over
 
 
 def test_min_cost_and_max_goodput_objectives():

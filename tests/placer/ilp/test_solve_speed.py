@@ -9,24 +9,14 @@ from placer.ilp.backends import Status, solve
 from placer.ilp.config import SolveConfig
 from placer.ilp.dinkelbach import solve_objective
 from placer.ilp.formulation import build, pdd_architecture
-from placer.ilp.model import LinearModel
 from placer.optimize import as_problem
 from placer.specs import load_scenario
-
-
-def _knapsack():
-    """max 3a + 2.5b + c, a, b integer ≤ 4, c ≥ 0: 2a + b + c ≤ 7.5, a + 2b ≤ 6 (only optimum: 12.5 at 2, 2, 1.5)."""
-    m = LinearModel()
-    a, b, c = m.var("a", 0, 4, integer=True), m.var("b", 0, 4, integer=True), m.var("c")
-    m.add("r1", "r", {a: 2.0, b: 1.0, c: 1.0}, "<=", 7.5)
-    m.add("r2", "r", {a: 1.0, b: 2.0}, "<=", 6.0)
-    m.objective, m.maximize = {a: 3.0, b: 2.5, c: 1.0}, True
-    return m
+from tests.support import knapsack
 
 
 @pytest.mark.parametrize("hint", [None, [2.0, 2.0, 1.5]], ids=["cold", "from the optimum"])
 def test_a_milp_without_sub_mip_heuristics_reaches_the_same_optimum(hint):
-    res = solve(_knapsack(), "ortools", 10, hint=hint, sub_mips=False)
+    res = solve(knapsack(), "ortools", 10, hint=hint, sub_mips=False)
     assert res.status is Status.OPTIMAL
     assert res.objective == pytest.approx(12.5) and res.values == pytest.approx([2.0, 2.0, 1.5])
 
