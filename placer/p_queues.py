@@ -62,8 +62,7 @@ def queue_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str) ->
     """
     points = [prefill_points(c, im) for c in problem.classes]
     if mix == MIX:
-        times = [(c.share * prob, t) for c, pts in zip(problem.classes, points) for prob, t in pts]
-        return _at_one_instance(problem, WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times)))
+        return _mix_law(problem, rho, [(c.share, pts) for c, pts in zip(problem.classes, points)])
 
     def residual_s(pts: list[tuple[float, float]]) -> float:  # E[S²]/E[S] of one class
         if len(pts) == 1:
@@ -99,8 +98,14 @@ def set_wait_law(problem: Problem, im: InstanceModel, rho: float, admitted: froz
     prompt lengths (:func:`prefill_points`), as :func:`queue_wait_law` does for the whole mix (and its
     arrivals as one instance sees them at ``rho``)."""
     total = sum(problem.classes[k].share for k in admitted)
-    times = [(problem.classes[k].share / total * prob, t)
-             for k in sorted(admitted) for prob, t in prefill_points(problem.classes[k], im)]
+    return _mix_law(problem, rho, [(problem.classes[k].share / total, prefill_points(problem.classes[k], im))
+                                   for k in sorted(admitted)])
+
+
+def _mix_law(problem: Problem, rho: float, weighted: list[tuple[float, list[tuple[float, float]]]]) -> WaitModel:
+    """The M/G/1 law at ``rho`` of a queue taking classes in proportion — (share, its prefill points)
+    each — with its arrivals as one instance sees them (:func:`_at_one_instance`)."""
+    times = [(share * prob, t) for share, pts in weighted for prob, t in pts]
     return _at_one_instance(problem, WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times)))
 
 
