@@ -11,7 +11,8 @@ out: :class:`Route`, one flow (problem, class, pipeline, src → dst, DRC, its P
      relayed request through the handoff (:func:`relay_stop_s`) and its KV room for relayed
      requests (:func:`relay_room_factor`), the decode context and design — per the classes a
      pool serves, by the KV admission rule of :mod:`placer.kv_admission`
-     (:func:`decode_design_for`, :func:`decode_kv_headroom`, :func:`class_slot_weight`),
+     (:func:`decode_design_for`, :func:`decode_kv_headroom`; a class's weight on the step is
+     :mod:`placer.decode_slots`'),
      what TTFT is (:func:`ttft_det_s`); re-exported from :mod:`placer.ttft_tail`: the TTFT tail
      (:class:`TtftTail`, :func:`ps_sojourn_var_s2`, :func:`line_batchmates`). The P queues' laws
      (light classes, waiting times, the layout of a pool's queues, the TTFT mixture quantile) are
@@ -242,24 +243,6 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
         return 0, im.step_s(1, ctx)
     batch = min(by_tpot, int(by_kv))
     return batch, im.step_s(batch, ctx)
-
-
-def class_slot_weight(im: InstanceModel, batch: float, context_tokens: float, c: Class) -> float:
-    """What one held request of ``c`` counts for on a decode instance's slot row (C6), in requests of the
-    mix the design is made at (``batch`` B at ``context_tokens`` x̄, :func:`decode_design`): the step grows
-    by what each sequence adds, its own context's attention included (step(B, x) = a + B·(e + g·x) for
-    requests of context x; a batch of several contexts steps as at their mean, as the simulator's), so a
-    request of mean context x_k = I_k + O_k/2 costs (e + g·x_k) / (e + g·x̄) of a mix request:
-    1 + [step(B, x_k) − step(B, x̄)]/B ÷ [step(B, x̄) − step(1, x̄)]/(B − 1). Averaged over the mix it
-    is 1, so a pool of the scenario's mix holds B; one of longer contexts holds fewer, and its step at
-    the mean batch the row lets it carry is the mix's (within TPOT)."""
-    if batch <= 1:
-        return 1.0
-    per_seq = (im.step_s(batch, context_tokens) - im.step_s(1.0, context_tokens)) / (batch - 1.0)
-    if per_seq <= 0:
-        return 1.0
-    own = c.input_tokens + c.output_tokens / 2
-    return max(1.0 + (im.step_s(batch, own) - im.step_s(batch, context_tokens)) / batch / per_seq, 0.05)
 
 
 def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from placer.flows import class_slot_weight, decode_context_tokens, decode_design, instance
+from placer.decode_slots import class_slot_weight
+from placer.flows import decode_context_tokens, decode_design, instance
 from placer.problem import resolve
 from placer.specs import parse_scenario
 from tests.placer.conftest import micro_dict

@@ -1,0 +1,98 @@
+"""A decode instance's step row: the TPOT as the classes a pool serves live it.
+
+in:  an :class:`~placer.perfmodel.InstanceModel`, the TPOT SLA, the scenario's mix context
+     (:func:`placer.flows.decode_context_tokens`)
+out: :func:`context_slot_weight` / :func:`class_slot_weight` (what one held request counts for on the
+     step, in requests of the mix), :func:`tpot_batch` (the batch whose step at a context meets the TPOT,
+     whatever the engine's batch cap and the KV), :class:`StepRow` (both at one instance and the mix:
+     the (C6) step row's batch and weights, and whether the count row implies it)
+
+A decode step is a + B·(e + g·x̄) for B sequences of mean context x̄ (a batch of several contexts steps
+as at their mean: the simulator's and the evaluation's rule, :mod:`placer.sim.decode`,
+:mod:`placer.decode_state`), so a pool meets the TPOT while Σ_k L_k·(e + g·x_k) stays within what the
+mix's TPOT batch B_t pays, L_k the requests of class k it holds. (C6) keeps two faces of it: the count row
+(at most u·B_q requests: the design batch, which the engine's batch cap and the KV may set below B_t) and
+the step row (Σ_k L_k·w_k ≤ u·B_t, w_k = (e + g·x_k)/(e + g·x̄)). At the mix both say the same; a pool
+given the long-context classes holds fewer requests, one given the short ones no more than B_q.
+`validate` checks both; the evaluation settles each pool's batch at its own classes' context.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from placer.perfmodel import InstanceModel
+
+if TYPE_CHECKING:
+    from placer.problem import Class
+
+#: A weight is never below this (a request always costs its share of the step's per-sequence work).
+MIN_WEIGHT = 0.05
+_BATCH_LIMIT = 1 << 20  # a step that never reaches the TPOT: the search stops here
+
+
+def context_slot_weight(im: InstanceModel, batch: float, context_tokens: float, own_context_tokens: float) -> float:
+    """What one held request of mean context ``own_context_tokens`` counts for on the step of ``im`` at
+    ``batch`` B of the mix's ``context_tokens`` x̄, in requests of that mix: the step grows by what each
+    sequence adds, its own context's attention included (step(B, x) = a + B·(e + g·x)), so it costs
+    (e + g·x_k)/(e + g·x̄) = 1 + [step(B, x_k) − step(B, x̄)]/B ÷ [step(B, x̄) − step(1, x̄)]/(B − 1)."""
+    if batch <= 1:
+        return 1.0
+    per_seq = (im.step_s(batch, context_tokens) - im.step_s(1.0, context_tokens)) / (batch - 1.0)
+    if per_seq <= 0:
+        return 1.0
+    extra = (im.step_s(batch, own_context_tokens) - im.step_s(batch, context_tokens)) / batch
+    return max(1.0 + extra / per_seq, MIN_WEIGHT)
+
+
+def class_slot_weight(im: InstanceModel, batch: float, context_tokens: float, c: Class) -> float:
+    """:func:`context_slot_weight` of a request of ``c`` decoding its whole output (mean context
+    x_k = I_k + O_k/2). Averaged over the mix (share × output) it is 1, so a pool of the scenario's mix
+    holds B; one of longer contexts holds fewer, and its step at the mean batch the row lets it carry is
+    the mix's (within TPOT)."""
+    return context_slot_weight(im, batch, context_tokens, c.input_tokens + c.output_tokens / 2)
+
+
+def tpot_batch(im: InstanceModel, context_tokens: float, tpot_s: float) -> int:
+    """The largest batch whose step at ``context_tokens`` meets ``tpot_s`` (per accepted token), the
+    engine's batch cap and the KV left out (the count row and (C7) hold those); 0 when one request misses."""
+    def meets(b: int) -> bool:
+        return im.step_s(b, context_tokens) / im.mtp_accept <= tpot_s
+
+    if not meets(1):
+        return 0
+    lo, hi = 1, 2
+    while meets(hi):
+        if hi >= _BATCH_LIMIT:
+            return hi
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # meets(lo), not meets(hi)
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if meets(mid) else (lo, mid)
+    return lo
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """The step row of one decode instance ``im`` at the mix's ``context_tokens``: ``batch`` B_t
+    (:func:`tpot_batch`) and each request's weight at it."""
+
+    im: InstanceModel
+    batch: int
+    context_tokens: float
+
+    @classmethod
+    def at_mix(cls, im: InstanceModel, context_tokens: float, tpot_s: float) -> StepRow:
+        return cls(im, tpot_batch(im, context_tokens, tpot_s), context_tokens)
+
+    def weight(self, c: Class, tokens: float | None = None) -> float:
+        """One held request of ``c`` on this row; ``tokens``: the tokens it decodes here (RLD's eager
+        tokens of a relayed request, held at context I_k + tokens/2), default its whole output."""
+        own = c.input_tokens + (c.output_tokens if tokens is None else tokens) / 2
+        return context_slot_weight(self.im, self.batch, self.context_tokens, own)
+
+    def implied(self, weights: list[float], design_batch: float) -> bool:
+        """Whether the count row (at most ``design_batch`` requests) implies this one for requests of
+        these ``weights``: none weighs more than B_t / B_q."""
+        return all(w * design_batch <= self.batch * (1 + 1e-9) for w in weights)
