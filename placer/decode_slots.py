@@ -75,24 +75,42 @@ def tpot_batch(im: InstanceModel, context_tokens: float, tpot_s: float) -> int:
 
 @dataclass(frozen=True)
 class StepRow:
-    """The step row of one decode instance ``im`` at the mix's ``context_tokens``: ``batch`` B_t
-    (:func:`tpot_batch`) and each request's weight at it."""
+    """The step row of one decode instance ``im`` at the mix's ``context_tokens``: its step a + Σ_k L_k·c_k
+    (``fixed_s`` a; c_k = ``per_seq_s`` × w_k, w_k by :func:`context_slot_weight` at ``batch`` B_t, the mix's
+    TPOT batch) held at most ``limit_s``. A request stays its tokens × the step, so the step is its own
+    fixed point, s = a / (1 − Σ_k λ_k·O_k·c_k) (+ the relay holds', which do not stretch with it), and
+    s ≤ limit_s is linear in the rates: Σ_k λ_k·held_k·c_k / (limit_s − a) ≤ 1 per instance, held_k the
+    seconds a request is held at that step (:meth:`share`)."""
 
     im: InstanceModel
     batch: int
     context_tokens: float
+    fixed_s: float
+    per_seq_s: float
+    limit_s: float
 
     @classmethod
-    def at_mix(cls, im: InstanceModel, context_tokens: float, tpot_s: float) -> StepRow:
-        return cls(im, tpot_batch(im, context_tokens, tpot_s), context_tokens)
+    def at_mix(cls, im: InstanceModel, context_tokens: float, tpot_s: float, utilization: float,
+               design_step_s: float) -> StepRow:
+        """The row of ``im`` at the mix's context: its step held within the TPOT with the count row's margin,
+        a + ``utilization``·(TPOT − a) (the step of u·B_t mix requests), and within the design's step
+        ``design_step_s`` (the time held the count row and the KV row (C7) charge a request: with the step
+        no longer than that, neither undercounts the requests a pool of long-context classes holds)."""
+        batch = max(tpot_batch(im, context_tokens, tpot_s), 1)
+        ref = max(batch, 2)
+        per_seq = max((im.step_s(ref, context_tokens) - im.step_s(1.0, context_tokens)) / (ref - 1.0), 0.0)
+        fixed = im.step_s(ref, context_tokens) - ref * per_seq
+        limit = min(fixed + utilization * (tpot_s * im.mtp_accept - fixed), design_step_s)
+        return cls(im, batch, context_tokens, fixed, per_seq, limit)
 
     def weight(self, c: Class, tokens: float | None = None) -> float:
-        """One held request of ``c`` on this row; ``tokens``: the tokens it decodes here (RLD's eager
-        tokens of a relayed request, held at context I_k + tokens/2), default its whole output."""
+        """One held request of ``c`` on this row, in mix requests; ``tokens``: the tokens it decodes here
+        (RLD's eager tokens of a relayed request, held at context I_k + tokens/2), default its output."""
         own = c.input_tokens + (c.output_tokens if tokens is None else tokens) / 2
         return context_slot_weight(self.im, self.batch, self.context_tokens, own)
 
-    def implied(self, weights: list[float], design_batch: float) -> bool:
-        """Whether the count row (at most ``design_batch`` requests) implies this one for requests of
-        these ``weights``: none weighs more than B_t / B_q."""
-        return all(w * design_batch <= self.batch * (1 + 1e-9) for w in weights)
+    def share(self, c: Class, held_s: float, tokens: float | None = None) -> float:
+        """The share of one instance that one req/s of ``c`` held ``held_s`` seconds takes on the row:
+        held_s·c_k / (limit_s − a) (``tokens``: as :meth:`weight`); a request decoding here is held its
+        tokens × ``limit_s``, a relayed one its line's hold."""
+        return held_s * self.per_seq_s * self.weight(c, tokens) / max(self.limit_s - self.fixed_s, 1e-12)

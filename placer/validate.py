@@ -16,12 +16,11 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from placer.aggregated import (
-    AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law,
-)
+from placer.aggregated import AggDesign, agg_design, agg_first_token_law, plan_designs, served_wait_law
+from placer.decode_slots import StepRow
 from placer.flows import (
-    Route, class_kv_weight, decode_design, decode_kv_headroom, eager_tokens, instance, relay_room_factor,
-    slowest_rdma_peer,
+    Route, class_kv_weight, decode_context_tokens, decode_design, decode_kv_headroom, eager_tokens, instance,
+    relay_room_factor, slowest_rdma_peer,
 )
 from placer.pdd import (
     AGG, PREFILL_ROLES, D, MD, P, P_D, P_MD, P_RLD, P_RLD_MD, RLD, SLA_QUANTILE, queue_chunk_tokens, streamer_site,
@@ -72,11 +71,6 @@ def _fits(s: _Checked) -> list[str]:
 
 def _pool(key: PoolKey) -> str:
     return f"pool {key.role} {key.datacenter} {key.chip} tp{key.tp}"
-
-
-def _inventory_power_cost(s: _Checked) -> list[str]:
-    """Chips and power per datacenter within their limits; the metrics' cost = Σ count·price."""
-    return _inventory_power(s) + _cost(s)
 
 
 def _inventory_power(s: _Checked) -> list[str]:
@@ -181,10 +175,12 @@ def _prefill(s: _Checked) -> list[str]:
 
 
 def _decode(s: _Checked) -> list[str]:
-    """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context)."""
+    """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context and holding
+    its KV), and the step its own classes make within TPOT (the step row, :mod:`placer.decode_slots`)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
     issues = []
-    slots, dmem, limits = defaultdict(float), defaultdict(float), {}
+    slots, steps, dmem, limits = defaultdict(float), defaultdict(float), defaultdict(float), {}
+    ctx, rows = decode_context_tokens(problem.classes), {}
     for a in s.plan.assignments:
         key = a.key
         if a.role in PREFILL_ROLES:
@@ -203,10 +199,17 @@ def _decode(s: _Checked) -> list[str]:
         else:
             tokens = c.output_tokens
         slots[key] += a.rps * tokens * step / batch
+        row = rows.get(key) or rows.setdefault(key, StepRow.at_mix(im, ctx, problem.tpot_s, opts.utilization_cap, step))
+        relayed = a.role == RLD and a.pipeline == P_RLD_MD  # held for its line, else decoding here
+        steps[key] += a.rps * (row.share(c, tokens * step, tokens) if relayed else row.share(c, tokens * row.limit_s))
         dmem[key] += a.rps * tokens * step * weight * kv
         limits[key] = headroom.limit_tokens * kv
     for key in slots:
         issues += _slots_and_memory(s, key, f"decode {_pool(key)}", slots[key], dmem[key], limits[key])
+        if _over(steps[key], s.counts[key]):
+            issues.append(f"decode {_pool(key)}: its classes' contexts need {steps[key]:.3f} instances to step within "
+                          f"{rows[key].limit_s:.4f} s (TPOT {problem.tpot_s} s at utilisation {opts.utilization_cap}), "
+                          f"has {s.counts[key]}")
     return issues
 
 
@@ -356,7 +359,7 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     s = _Checked(problem, plan, {c.name: c for c in problem.classes}, counts,
                  {key: instance(problem, key.chip, key.tp) for key in counts})
     issues += _fits(s)
-    issues += _inventory_power_cost(s)
+    issues += _inventory_power(s) + _cost(s)
     route_issues, served = _routes(s)
     issues += route_issues
     issues += _unknown_pools(s)

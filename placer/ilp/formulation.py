@@ -97,11 +97,13 @@ Constraints (each cited in the code as (C0)…(C17))
 (C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
                   (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
 (C6) decode slots Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q         ∀ decode pools q
-     and its step row Σ z · tokens · t_q · w_k ≤ κ_q · u · B_t · n_q: B_t the batch whose step at the
-     mix's context meets the TPOT (batch cap and KV aside), w_k = (e + g·x_k)/(e + g·x̄) what a request
-     of context x_k = I_k + tokens/2 adds to the step against a mix request's (:mod:`placer.decode_slots`;
-     the step a + B·(e + g·x̄) is the batch's mean context's, as the evaluation and the simulator step),
-     so a pool given long-context classes holds fewer requests; left out where no w_k > B_t/B_q
+     and its step row Σ z · held · c_k ≤ κ_q · (s_max − a) · n_q: the step a + Σ_k L_k·c_k (c_k what a
+     request of context x_k = I_k + tokens/2 adds to it; a batch steps at its mean context, as the
+     evaluation and the simulator step) held at s_max = min(a + u·(TPOT − a), t_q), a request held
+     tokens × s_max (RLD's relayed ones their line's hold): the step's own fixed point
+     s = a/(1 − Σ λ_k·O_k·c_k) made linear (:mod:`placer.decode_slots`), so a pool given long-context
+     classes holds fewer requests, and none steps slower than the t_q the count and KV rows charge;
+     left out where the count row implies it (at the mix it always does)
 (C7) decode memory Σ z · tokens · t_q · w_k · kv · r_f ≤ κ_q · (K_q − z·s_q/2) · kv · n_q (Little's law
      on the reserved KV; the requests on an instance are Poisson in number (M/G/∞), their KV compound
      Poisson with mean M = Σ L_k f_k and variance V = Σ L_k f_k²: the row is M + z·√V ≤ K with √V
@@ -287,7 +289,7 @@ class _DecodeLoad:
     z: dict[tuple, int]
     slots: dict[Pool, dict[int, float]]  # busy seconds per request, per z var
     rows: dict[Pool, StepRow]  # each pool's step row (C6): the mix's TPOT batch B_t and the weights w_k
-    steps: dict[Pool, dict[int, float]]  # busy seconds × w_k, per z var
+    steps: dict[Pool, dict[int, float]]  # the share of an instance one req/s takes on the step row, per z var
     memory: dict[Pool, dict[int, float]]  # busy seconds × resident KV (GB), per z var
 
 
@@ -308,7 +310,7 @@ def _split_direct(m: LinearModel, problem: Problem, data: Prepared, cols: Column
                 coeffs[var] = -1.0
                 busy = c.output_tokens * data.decode[q].step_s
                 load.slots[q][var] = busy
-                load.steps[q][var] = busy * load.rows[q].weight(c)
+                load.steps[q][var] = load.rows[q].share(c, c.output_tokens * load.rows[q].limit_s)
                 load.memory[q][var] = busy * data.decode[q].kv_weight(c) * kv / GB
             m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
 
@@ -337,7 +339,9 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns
                     tokens = eager_tokens(relay_s, c.output_tokens, data.decode[q].step_s)
                     busy = tokens * data.decode[q].step_s
                     load.slots[q][var] = busy
-                    load.steps[q][var] = busy * load.rows[q].weight(c, tokens if pipe == P_RLD_MD else None)
+                    row = load.rows[q]  # a relayed request is held for its line, a filtered one decodes here
+                    load.steps[q][var] = (row.share(c, busy, tokens) if pipe == P_RLD_MD
+                                          else row.share(c, c.output_tokens * row.limit_s))
                     load.memory[q][var] = room * busy * data.decode[q].kv_weight(c) * kv / GB
                 m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
 
@@ -345,13 +349,13 @@ def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns
 def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
                       design: DecodeDesign) -> None:
     """(C6) decode slots: Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q, and the step row
-    Σ z · tokens · t_q · w_k ≤ κ_q · u · B_t · n_q where the count row does not imply it (a class
-    weighs more than B_t / B_q: :meth:`placer.decode_slots.StepRow.implied`)."""
-    kappa_u = problem.options.utilization_cap * problem.pool_capacity.get(q.key, 1.0)
-    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -kappa_u * design.batch}, "<=", 0.0)
-    row, weights = load.rows[q], [w / b for w, b in zip(load.steps[q].values(), load.slots[q].values()) if b > 0]
-    if not row.implied(weights, design.batch):
-        m.add(f"decode_steps[{q.label}]", "decode_slots", {**load.steps[q], n[q.key]: -kappa_u * row.batch}, "<=", 0.0)
+    Σ z · held · c_k / (s_max − a) ≤ κ_q · n_q (:class:`placer.decode_slots.StepRow`) where the count row
+    does not imply it (:func:`placer.ilp.columns.implied`: some class weighs more on it)."""
+    kappa = problem.pool_capacity.get(q.key, 1.0)
+    slots = problem.options.utilization_cap * design.batch * kappa
+    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -slots}, "<=", 0.0)
+    if not implied(load.steps[q], kappa, load.slots[q], slots):
+        m.add(f"decode_steps[{q.label}]", "decode_slots", {**load.steps[q], n[q.key]: -kappa}, "<=", 0.0)
 
 
 def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
@@ -463,7 +467,8 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
     rows: dict[tuple, StepRow] = {}  # (chip, tp) → its step row, the same in every datacenter and role
     for q, design in data.decode.items():
         if (q.chip, q.tp) not in rows:
-            rows[q.chip, q.tp] = StepRow.at_mix(design.im, design.context_tokens, problem.tpot_s)
+            rows[q.chip, q.tp] = StepRow.at_mix(design.im, design.context_tokens, problem.tpot_s,
+                                                problem.options.utilization_cap, design.step_s)
     load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: rows[q.chip, q.tp] for q in data.decode},
                        {q: {} for q in data.decode}, {q: {} for q in data.decode})
     for k in range(len(problem.classes)):

@@ -38,3 +38,36 @@ def test_a_pool_of_long_context_classes_holds_fewer_requests_within_the_tpot():
     # by the weights it holds u·B / w: the step the mix has at u·B, within the TPOT
     assert im.step_s(u * batch / weights["agent"], long_ctx) == pytest.approx(im.step_s(u * batch, x), rel=0.05)
     assert im.step_s(u * batch / weights["agent"], long_ctx) <= problem.tpot_s
+
+
+def _most_held(form, q, var) -> float:
+    """Requests of the z column ``var`` one instance of pool ``q`` may hold under its (C6) rows: the fewest
+    req/s any row lets one instance take (its limit over the column's coefficient) × the seconds each
+    request is held (the count row's coefficient)."""
+    n = form.n[q.key]
+    rows = [r for r in form.model.rows if r.family == "decode_slots" and var in r.coeffs and n in r.coeffs]
+    busy = next(r.coeffs[var] for r in rows if r.name.startswith("decode_slots["))
+    return min(-r.coeffs[n] / r.coeffs[var] for r in rows) * busy
+
+
+def test_the_milp_lets_a_pool_of_long_context_requests_hold_only_what_steps_within_the_tpot():
+    """(C6)'s step row: a decode pool given only the long-context class (agents, 50k-token prompts) may hold
+    the requests whose step meets the TPOT, not the mix's u·B (which steps at 1.5× the TPOT); one given only
+    the short class stays at u·B (the count row: the design batch is also the engine's and the KV's)."""
+    from placer.ilp.formulation import build, pdd_architecture
+
+    problem = resolve(parse_scenario(MIXED))
+    form = build(problem, pdd_architecture(problem))
+    u, checked = problem.options.utilization_cap, 0
+    for (k, pipe, _, q), var in form.z.items():
+        if pipe is not None or q.chip != "H100-SXM":  # one agent alone steps past the TPOT on an L40S
+            continue
+        c, design = problem.classes[k], form.decode[q]
+        held = _most_held(form, q, var)
+        if c.name == "agent":
+            assert design.im.step_s(held, c.input_tokens + c.output_tokens / 2) <= problem.tpot_s
+            assert held < 0.5 * u * design.batch
+        else:
+            assert held == pytest.approx(u * design.batch, rel=1e-6)
+        checked += 1
+    assert checked >= 2
