@@ -68,7 +68,7 @@ COMMANDS: dict[str, Spec] = {
                    "Draw a plan: a self-contained HTML report with its diagram, metrics and charts."),
     "export": Spec("placer.cli.export:export",
                    "Write what an operator runs for a plan on SGLang, vLLM, Dynamo or Kubernetes."),
-    "workload": Spec("placer.cli.sim:workload_app", "Workload traces: fit request classes."),
+    "workload": Spec("placer.cli.workload:workload_app", "Workload traces: fit request classes."),
     "jobs": Spec("placer.service.cli:jobs",
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
     "plans": Spec("placer.service.cli:plans",
