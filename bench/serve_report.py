@@ -96,8 +96,9 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
                 own.append(f"{label} {min(serves):.3f}-{max(serves):.3f} (±{50 * spread:.0f} %, simulated "
                            f"{'inside' if inside else 'outside'})")
             flag = " *" if label in GATED and not abs(err) <= 0.15 else ""
+            p_flag = " *" if label in GATED and not abs(p_err) <= 0.15 and not math.isnan(p_got) else ""
             print(f"  {name:<12} {label:<9} {meas:>9.3f} {got:>10.3f} {100 * err:>+6.0f}%{flag:<2} {b_txt}   "
-                  f"{p_txt}   {s_txt}")
+                  f"{p_txt}{p_flag:<2} {s_txt}")
         if sim and sim.get("busy"):
             busy = sim["busy"]
             most = max(busy.values())

@@ -5,7 +5,7 @@ in:  a :class:`~placer.problem.Problem`, a :class:`~placer.plan.Plan` with ``ass
      lines' planned utilisation
 out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, contexts and relay holds
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s`,
-     :func:`_settle_batch` (the batch by Little's law and its step, the KV wait law),
+     :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, its step, the KV wait law),
      :func:`_meets_tpot`, :func:`_site_kv_waits`; :func:`_relay_hold_s`, :func:`_line_utilization`
 
 :mod:`placer.evaluate` runs these in order and re-exports them; the flow physics is
@@ -165,29 +165,54 @@ def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], d
     return total
 
 
+def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0) -> tuple[list[float], bool]:
+    """The stationary law of the number of requests in a decoder's batch: ``probs[n]``, n = 0 … (at most
+    ``cap``), and whether the decoder cannot keep up even at its cap. Every request in the batch gets one token
+    per step and the step of n requests takes ``step_at(n)``: a processor-sharing queue whose rate depends on
+    its number (a symmetric queue, insensitive to the output lengths' law), so with λ_tok tokens/s to decode,
+    P(n) / P(n − 1) = λ_tok · step(n) / n. A step linear in n (c·n) gives the geometric law of M/G/1-PS
+    (mean ρ / (1 − ρ), ρ = λ_tok·c), a step that does not grow with n the Poisson law of M/G/∞ (mean λ_tok·a);
+    any measured table its own law. ``held``: requests held whatever the step (RLD's relay holds), in the
+    batch on average beside these. Overloaded where λ_tok · step(cap) / cap ≥ 1 (the full batch makes fewer
+    tokens than arrive)."""
+    cap = max(int(cap), 1)
+    probs, term, total = [1.0], 1.0, 1.0
+    for n in range(1, cap + 1):
+        ratio = tokens_per_s * step_at(n + held) / n
+        term *= ratio
+        probs.append(term)
+        total += term
+        if ratio < 0.9 and term < 1e-12 * total:
+            break
+    overloaded = tokens_per_s * step_at(cap + held) / cap >= 1.0
+    return [x / total for x in probs], overloaded
+
+
 def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
-    """The decode batch by Little's law, B = tokens/s per instance × step(B + 1) + the relay holds
-    (request-seconds per second RLD holds relayed requests), and its step time. Each request's own steps run
-    with it in the batch, beside B others on average (Palm, below), so a request stays output × step(B + 1):
-    with a step that grows by c per sequence, B = ρ / (1 - ρ) at ρ = tokens/s × c — the number in an
-    M/G/1 processor-sharing queue — where step(B) gave B = ρ·B, no batch at all below saturation (clamped to
-    1: the bench's cross-dc decoder, ρ = 0.31, saw 0.31 + 1 where the same law gives 1.44)."""
+    """The decode batch and the step a request sees, from the batch's stationary law (:func:`batch_law`): B, the
+    mean number of requests decoding (+ the relay holds: request-seconds per second RLD holds relayed
+    requests), and by Little's law a token's mean time, B / tokens/s (``seen_step_s``: the step a request
+    sees, itself in the batch). A step linear in the batch gives B = ρ / (1 − ρ) and c / (1 − ρ), the M/G/1
+    processor-sharing figures. The mean of the steps, not the step at the mean batch: B = tokens/s ×
+    step(B + 1) read the table once, at B + 1, and on the bench's CPU table (step(1) 7.1 ms, step(2) 17.4 ms,
+    step(4) 20 ms) a decoder at 57.6 tokens/s came out at 17.4 ms a token where a decoder stepping through
+    that table makes one every 11.7 ms (this law: 11.9; tests/placer/test_decode_batch_law.py). ``step_s`` stays
+    the step at the batch (at least 1) for the TPOT SLA and the KV laws."""
     ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
         st.context_weighted / st.tokens_per_s)
-    batch = 1.0
-    for _ in range(200):
-        nxt = st.tokens_per_s * st.step_at(batch + 1.0, ctx) + st.held
-        if nxt > st.im.batch_cap:
-            st.overloaded, batch = True, float(st.im.batch_cap)
-            break
-        if abs(nxt - batch) < 1e-6:
-            break
-        batch = nxt
+    cap = int(st.im.batch_cap)
+    probs, st.overloaded = batch_law(st.tokens_per_s, lambda n: st.step_at(n, ctx), cap, st.held)
+    if st.overloaded:
+        batch = float(cap)
+    else:
+        batch = sum(n * p for n, p in enumerate(probs)) + st.held
     st.batch = max(batch, 1.0)
     st.step_s = st.step_at(st.batch, ctx)
-    # what one request sees: itself and the others, whose count in an M/G/∞ system (a batch far from
-    # its cap) is Poisson with mean B whatever the request's own presence (Palm), so B + 1 on average
-    st.seen_step_s = st.step_at(min(batch + 1.0, float(st.im.batch_cap)), ctx)
+    # what one token takes on average (Little: the requests decoding ÷ their tokens/s); RLD's relays alone
+    # (no tokens to the end): the step with one more beside the ones it holds
+    decoding = batch - st.held
+    st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
+        st.step_at(min(batch + 1.0, float(cap)), ctx)
     # the waiting law's first moment: arrivals that find no KV room for their reservation
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+import random
 from types import SimpleNamespace
 
 import pytest
@@ -58,3 +60,71 @@ def test_md_decodes_what_rld_did_not_make():
     assert md.tokens_per_s == pytest.approx(0.1 * 220 + 0.5 * 16)
     # the tokens MD decodes run over contexts from 400 + 100 to 400 + 320
     assert md.context_weighted == pytest.approx(0.1 * 220 * (400 + 210) + 0.5 * 16 * (500 + 8))
+
+
+def _cpu_table_step(batch: float) -> float:
+    """The bench's CPU decode step at ~1,000 tokens of context (serve18's profile): 7.1 ms alone, 17.4 ms for two,
+    20 ms for four, 41 ms for eight — not linear in the batch; log-interpolated between its points as the table is."""
+    points = [(1, 7.1e-3), (2, 17.4e-3), (4, 20e-3), (8, 41e-3), (16, 68e-3)]
+    if batch <= 1:
+        return points[0][1] * batch
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if batch <= x1:
+            f = math.log(batch / x0) / math.log(x1 / x0)
+            return math.exp(math.log(y0) + f * math.log(y1 / y0))
+    return points[-1][1] * batch / points[-1][0]
+
+
+def _stepping_decoder(step, arrivals_per_s: float, output_tokens: int, requests: int = 20000) -> float:
+    """Seconds per token of a decoder that steps: Poisson arrivals join at the next step's start, each step of n
+    requests lasts step(n) and gives each one token; (the requests present, integrated over time) ÷ tokens made."""
+    rng = random.Random(7)
+    t, arrivals = 0.0, []
+    for _ in range(requests):
+        t += rng.expovariate(arrivals_per_s)
+        arrivals.append(t)
+    i, now, left, area = 0, 0.0, [], 0.0
+    while i < len(arrivals) or left:
+        if not left and arrivals[i] > now:
+            now = arrivals[i]
+        while i < len(arrivals) and arrivals[i] <= now:
+            left.append(output_tokens)
+            i += 1
+        s = step(len(left))
+        area += len(left) * s
+        now += s
+        left = [n - 1 for n in left if n > 1]
+    return area / (requests * output_tokens)
+
+
+class _Table(_Linear):
+    def __init__(self, step) -> None:
+        self.step = step
+
+    def step_s(self, batch: float, context_tokens: float) -> float:
+        return self.step(batch)
+
+
+@pytest.mark.parametrize("tokens_per_s", [40.0, 57.6, 80.0])
+def test_a_token_takes_the_mean_of_the_steps_its_batch_goes_through_not_the_step_at_the_mean_batch(tokens_per_s):
+    """On a table whose step is not linear in the batch (the bench's CPU: two sequences cost 2.4x one), the
+    planner's time per token is what a decoder stepping through that table makes: within 3 %. Reading the table
+    once, at the mean batch + 1, gave 11.6 / 17.4 / 18.1 ms where the decoder makes 10.2 / 11.7 / 13.8 (serve18:
+    the planner's TPOT +36 / +53 / +120 % off the executor's)."""
+    st = DecodeState(count=1, im=_Table(_cpu_table_step), tokens_per_s=tokens_per_s,
+                     context_weighted=1000 * tokens_per_s)
+    _settle_batch(SimpleNamespace(tpot_s=1.0), None, st, [])
+    made = _stepping_decoder(_cpu_table_step, tokens_per_s / 16, 16)
+    assert st.seen_step_s == pytest.approx(made, rel=0.03)
+
+
+def test_the_batch_law_is_poisson_where_the_step_does_not_grow_and_overloaded_past_the_caps_rate():
+    """A step that costs the same at any batch holds requests as M/G/∞ does (Poisson, mean tokens/s × step); a
+    decoder whose full batch makes fewer tokens than arrive is overloaded."""
+    from placer.decode_state import batch_law
+
+    probs, overloaded = batch_law(300.0, lambda n: 0.01, 256)
+    assert not overloaded
+    assert sum(n * p for n, p in enumerate(probs)) == pytest.approx(3.0, rel=1e-6)
+    assert probs[0] == pytest.approx(math.exp(-3.0), rel=1e-6)
+    assert batch_law(300.0, lambda n: 0.01 * n, 256)[1]  # one token per 10 ms a sequence: 100 tokens/s at most
