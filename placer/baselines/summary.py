@@ -1,5 +1,5 @@
 """What each side serves within the scenario's inventory, as data: the figures of the headline's
-first line (:func:`placer.report.tables.inventory_line`) for the compare JSON.
+first line (:func:`placer.report.headline.inventory_line`) for the compare JSON.
 
 in:  a :func:`placer.baselines.compare` result
 out: :func:`within_inventory` — ``{"pdd": {...}, "pdd_best": {...} | None, "baselines": {name: {...}}}``

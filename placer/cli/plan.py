@@ -47,7 +47,7 @@ from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.perturb import check_fraction
 from placer.profiles.records import measured_from_all
-from placer.report.tables import headline
+from placer.report.headline import headline
 from placer.report.why import explain
 from placer.robust import optimize_robust
 from placer.sim.config import SimConfig

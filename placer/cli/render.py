@@ -14,6 +14,7 @@ from rich.text import Text
 from placer.cli.fold import Fold, plain
 from placer.plan import Plan
 from placer.report import tables
+from placer.report.headline import headline
 from placer.report.diagram import ROLE_ORDER
 from placer.report.why import Why
 from placer.shapes import shape_of
@@ -129,7 +130,7 @@ def compare_view(result: dict) -> Group:
     headers = ("plan", "served/\noffered", "BCR\nreq/USD", "cost\nUSD/h", "SLA\ngoodput", "TTFT P90\ns (plan)",
                "WAN busiest\nGbit/s used/cap", "PDD/it\nBCR", "PDD/it\nP90")
     table = Fold(f"PDD against the PD baselines ({pdd.scenario}); rates in req/s", headers, rows, right=headers[1:6] + headers[7:])
-    head, *hints = tables.headline(result).split("\nhint: ")
+    head, *hints = headline(result).split("\nhint: ")
     return Group(plain(head), table, *[plain(f"hint: {h}") for h in hints], *rules, *notes,
                  *_break_even_lines(result.get("break_even")))
 

@@ -33,6 +33,7 @@ from placer.pdd import RLD
 from placer.plan import Plan
 from placer.plancheck import check_plan, single_model_plan
 from placer.report import charts, figures, panels, tables
+from placer.report.headline import headline
 from placer.report.diagram import plan_diagram
 
 SIM_BASELINES = ("cross-dc-pd", "same-dc-pd", "prfaas")
@@ -245,5 +246,5 @@ def render_html(plan: Plan, figs: list[Figure], notes: list[str], comparison: di
         pools=tables.pool_rows(plan, why.pools if why else None), routes=tables.route_rows(plan),
         links=tables.link_rows(plan), binding=tables.binding_rows(plan), why=why,
         baselines=tables.baseline_rows(comparison, simulated) if comparison else None,
-        headline=tables.headline(comparison) if comparison else None,
+        headline=headline(comparison) if comparison else None,
     )

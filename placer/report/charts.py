@@ -17,7 +17,8 @@ from placer.errors import InputError
 from placer.plan import Plan
 from placer.report.figures import new_figure
 from placer.report.simdata import SimRun, cdf_points, rld_share_series
-from placer.report.tables import PDD_BEST, compared, headline
+from placer.report.headline import headline
+from placer.report.tables import PDD_BEST, compared
 
 PDD_COLOR = "#3b6fb6"
 BASELINE_COLORS = {"same-dc-pd": "#7f8c8d", "cross-dc-pd": "#c0392b", "hetero-same-dc-pd": "#b7950b",
@@ -44,7 +45,7 @@ def baseline_bars(comparison: dict):
     """Three panels (BCR, cost, goodput): PDD (and, dotted, PDD at its best BCR within the inventory
     when a baseline is shown at partial load) and each baseline (and its equal-load scaled
     twin, hatched); a baseline without a plan is marked "no plan" at zero. The title is
-    :func:`placer.report.tables.headline`: the percentage with the load it holds at."""
+    :func:`placer.report.headline.headline`: the percentage with the load it holds at."""
     entries = compared(comparison)
     best = comparison.get("pdd_best_within_inventory")
     if isinstance(best, Plan) and best.metrics.served_rps < 0.999 * best.metrics.offered_rps:

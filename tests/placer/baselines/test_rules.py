@@ -10,7 +10,8 @@ from placer.errors import InfeasiblePlanError
 from placer.optimize import SolveConfig
 from placer.plan import Metrics, Plan, PoolOut, Route
 from placer.problem import resolve
-from placer.report.tables import baseline_rows, headline
+from placer.report.headline import headline
+from placer.report.tables import baseline_rows
 from placer.specs import parse_scenario
 from tests.placer.conftest import micro_dict
 

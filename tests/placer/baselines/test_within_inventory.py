@@ -13,7 +13,8 @@ from placer.baselines import solve as baseline_solve
 from placer.optimize import SolveConfig
 from placer.plan import Metrics, Plan, PoolOut
 from placer.problem import resolve
-from placer.report.tables import PDD_BEST, baseline_rows, headline
+from placer.report.headline import headline
+from placer.report.tables import PDD_BEST, baseline_rows
 from placer.service.jobs.work import compare_deadline
 from placer.specs import parse_scenario
 from tests.placer.conftest import micro_dict

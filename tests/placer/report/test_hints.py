@@ -4,7 +4,7 @@ serving ahead with no word that ``options.aggregated`` exists."""
 from __future__ import annotations
 
 from placer.plan import Metrics, Plan, PoolOut, SolverInfo
-from placer.report.tables import headline, hints
+from placer.report.headline import headline, hints
 
 
 def _plan(bcr: float, served_rps: float = 4.0, role: str = "P", baseline: dict | None = None) -> Plan:

@@ -10,7 +10,8 @@ import re
 import pytest
 
 from placer.plan import Metrics, Plan, PoolOut
-from placer.report import charts, panels, tables
+from placer.report import charts, panels
+from placer.report.headline import headline
 from tests.placer.service.dashboard.support import browser_missing, chromium
 
 
@@ -59,7 +60,7 @@ def test_bar_tick_labels_do_not_overlap_and_the_title_is_one_headline():
         assert gap_px >= line_px, (gap_px, line_px)
     # the title is the headline's first line alone (no hints), wrapped to the figure's width
     title = fig._suptitle.get_text()
-    first = tables.headline(COMPARISON).splitlines()[0]
+    first = headline(COMPARISON).splitlines()[0]
     assert "hint:" not in title and " ".join(title.splitlines()) == f"PDD beside the PD baselines (s) {first}"
 
 

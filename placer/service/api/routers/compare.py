@@ -10,7 +10,7 @@ from fastapi import APIRouter
 from placer.baselines import within_inventory
 from placer.optimize import SolveConfig
 from placer.plan import Plan
-from placer.report.tables import headline
+from placer.report.headline import headline
 from placer.service.api.deps import ServiceDep
 from placer.service.api.errors import DEADLINE
 from placer.service.api.routers.plans import scenario_spec
@@ -43,7 +43,7 @@ async def compare(body: CompareRequest, service: ServiceDep):
     stays the plan at the whole load; ``within_inventory`` has what each side serves within the
     inventory and PDD's BCR change against each baseline both ways (:func:`placer.baselines.within_inventory`);
     ``headline``: what each side serves within the inventory, then the equal-load comparison and what it
-    assumed (:func:`placer.report.tables.headline`, as the CLI prints it). In a child process killed at
+    assumed (:func:`placer.report.headline.headline`, as the CLI prints it). In a child process killed at
     (2 + 6 × baselines) × the time limit + ``Settings.job_margin_s`` (504;
     :func:`placer.service.jobs.work.compare_deadline`)."""
     service.check_capacity()
