@@ -76,7 +76,10 @@ The planner's CPU chip moves a KV inside a datacenter at the executor's own copy
 cost the setup's instances in its calibration serve (`served_forwards.deployed_paces`: every forward's wall
 seconds ÷ the table's, whatever ran beside it — the host's pace, the process's other threads and the
 instances slowing each other on two shared cores, in the shares that deployment ran them; measured before
-the serve, on another trace): the ILP has no neighbours in its laws, so its profile carries them. The
+the serve, on another trace): the ILP has no neighbours in its laws, so its profile carries them — each
+instance's its own (`deployed_paces_by_instance`, each role its own chip in the scenario: pdd's RLD decodes
+beside MD's steps far more often than MD beside RLD's). The planner's TPOT is its mean over tokens
+(`placer.decode_state`: the batch's stationary law on the table), cells outside 15 % starred as the simulator's. The
 ladder's first rung is the planner on the profile measured alone (issue 48: 6.9 ms cross-dc TPOT where the
 executor's steps ran 1.4x the table and a token saw 2.8 sequences: −58 %).
 

@@ -20,8 +20,12 @@ from pathlib import Path
 from bench import planner_check, serve_handoff, served_forwards
 from bench.serve_report import GATED, METRICS, pct
 from bench.serve_scenario import _table, local_kv_gbit, probe_paces, scenario_and_plans, served_paces
-from bench.serve_trace import TraceRequest, trace_file
+from bench.serve_trace import TraceRequest, setups, trace_file
 from executor.transport.shaping import LinkShape
+
+
+#: the planner's pool role of each bench instance (the PD setups' D is the planner's MD: P-MD routes)
+INSTANCE_ROLE = {spec.name: {"D": "MD"}.get(spec.role, spec.role) for specs, _ in setups().values() for spec in specs}
 
 
 def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape, profile: Path, runtime: dict,
@@ -39,7 +43,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     nic = local_kv_gbit(runtime)
     out: dict = {"planner": {}, "planner_bare": {}, "deployed": {}, "simulator": {}, "probes": {}, "as_served": {},
                  "notes": [], "paces": {}, "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {},
-                 "ladder": {}}
+                 "ladder": {}, "deployed_by_role": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
         for name, res in results.items():
             paces = probe_paces(res.get("probe_forwards", {}), table)
@@ -71,9 +75,20 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                 deployed = served_forwards.deployed_paces(cal_forwards, sim_table)
             if deployed:
                 path = Path(tmp) / f"{name}-deployed.json"
-                path.write_text(json.dumps(served_forwards.scaled_profile(
-                    json.loads(sim_profile.read_text()), deployed, f"{name}'s calibration serve (wall ÷ table)")))
-                plan_scenario, dep_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic)
+                source = f"{name}'s calibration serve (wall ÷ table)"
+                base_profile = json.loads(sim_profile.read_text())
+                path.write_text(json.dumps(served_forwards.scaled_profile(base_profile, deployed, source)))
+                # each role's instance as it got the chip (its own forwards), its own chip in the scenario
+                roles = {}
+                for inst, paces in served_forwards.deployed_paces_by_instance(cal_forwards, sim_table).items():
+                    role = INSTANCE_ROLE.get(inst)
+                    if role is not None:
+                        roles[role] = Path(tmp) / f"{name}-{inst}.json"
+                        roles[role].write_text(json.dumps(served_forwards.scaled_profile(
+                            base_profile, {**deployed, **paces}, f"{source}, {inst}'s forwards",
+                            chip=f"{base_profile['tables'][0]['chip']}-{inst}")))
+                        out["deployed_by_role"].setdefault(name, {})[role] = paces
+                plan_scenario, dep_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic, roles)
                 plan_plan = dep_plans[name]
                 out["deployed"][name] = deployed
             for key, (sc, pl) in (("planner", (plan_scenario, plan_plan)), ("planner_bare", (scenario, plan))):

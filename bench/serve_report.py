@@ -132,7 +132,11 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         deployed = pred.get("deployed", {})
         on = (" on the profile as each setup's instances got the chip in its calibration serve (wall ÷ table: "
               + ", ".join(f"{n} " + "/".join(f"{d.get(k, math.nan):.2f}" for k in ("prefill", "decode"))
-                          for n, d in deployed.items()) + " prefill/decode)") if deployed else ""
+                          for n, d in deployed.items()) + " prefill/decode"
+              + "".join(f"; {n}'s decode by instance: " + ", ".join(f"{role} {p['decode']:.2f}" for role, p in roles.items()
+                                                                    if "decode" in p)
+                        for n, roles in pred.get("deployed_by_role", {}).items()
+                        if sum("decode" in p for p in roles.values()) > 1) + ")") if deployed else ""
         print(f"  planner (ILP, placer.optimize.evaluate_plan{on}): {sum(e <= 0.15 for e in planned)} of "
               f"{len(planned)} within 15 % on {', '.join(GATED)}, worst error {100 * max(planned):.0f} %")
         bare = [abs(p["ttft"][i] / r[m]["measured"] - 1) if m.startswith("TTFT") else abs(p["tpot"][0] / r[m]["measured"] - 1)

@@ -52,25 +52,31 @@ NIC_GBIT = 2.0  # the CPU chip's NIC where the runtime's copy rates are not know
 
 
 def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: LinkShape, profile: Path,
-                       nic_gbit: float = NIC_GBIT):
+                       nic_gbit: float = NIC_GBIT, role_profiles: dict[str, Path] | None = None):
     """The bench setting as a placer scenario (its chip and model from the CPU profile, the
     profile's measured table as the performance model) and the three plans. ``nic_gbit``: the chip's NIC,
     which prices a KV's move inside a datacenter (P → D in same-dc-pd, P → RLD in pdd): the executor's
     own copy rate (:func:`local_kv_gbit`) — at 2 Gbit/s a 1,300-token prompt's 43 MB took the planner
-    0.17 s where the executor copies it in ~12 ms."""
+    0.17 s where the executor copies it in ~12 ms. ``role_profiles``: a profile per pool role (P, RLD, MD),
+    each its own chip (its table's chip name), where the instances of a deployment got the chip apart
+    (``served_forwards.deployed_paces_by_instance``); a role without one takes ``profile``."""
     from placer.plan import Plan
     from placer.specs import parse_scenario
     from placer.workload.arrivals import interarrival_cv2
 
-    raw = json.loads(profile.read_text())
-    table = raw["tables"][0]
-    model = table["model_shape"]["scenario_model"]
-    roof = raw["rooflines"]
-    # the CPU as a chip: the profiler's (generous) rooflines as its peaks — used outside the
-    # table's grid only, and to refuse a table faster than the hardware
-    flops = max(roof["flop_per_s"].values())
-    chip = {"name": table["chip"], "bf16_tflops": flops / 1e12, "mem_gb": 8.0,
-            "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": nic_gbit}
+    paths = {role: (role_profiles or {}).get(role, profile) for role in ("P", "RLD", "MD")}
+    chips: dict[Path, dict] = {}
+    for path in dict.fromkeys(paths.values()):
+        raw = json.loads(path.read_text())
+        table = raw["tables"][0]
+        model = table["model_shape"]["scenario_model"]
+        roof = raw["rooflines"]
+        # the CPU as a chip: the profiler's (generous) rooflines as its peaks — used outside the
+        # table's grid only, and to refuse a table faster than the hardware
+        flops = max(roof["flop_per_s"].values())
+        chips[path] = {"name": table["chip"], "bf16_tflops": flops / 1e12, "mem_gb": 8.0,
+                       "mem_bw_tbps": roof["mem_bw_bytes_per_s"] / 1e12, "price_usd_per_h": 1.0, "nic_gbit": nic_gbit}
+    role_chip = {role: chips[path]["name"] for role, path in paths.items()}
     seen = [a for a in arrivals if not math.isnan(a)]
     span = max(seen) - min(seen)
     classes = []
@@ -86,11 +92,11 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
                             "output_tokens_cv2": _cv2([r.max_tokens for r in group])})
     shares = sum(c["share"] for c in classes)
     classes[-1]["share"] += 1.0 - shares
-    cpu = chip["name"]
+    inventory = {c["name"]: 4 for c in chips.values()}
     scenario = parse_scenario({
-        "name": "bench-serve", "model": model, "kv_dtype": "bf16", "weight_dtype": "bf16", "chips": [chip],
-        "profiles": [str(profile)],
-        "datacenters": [{"name": "dc-a", "inventory": {cpu: 4}}, {"name": "dc-b", "inventory": {cpu: 4}}],
+        "name": "bench-serve", "model": model, "kv_dtype": "bf16", "weight_dtype": "bf16", "chips": list(chips.values()),
+        "profiles": [str(path) for path in chips],
+        "datacenters": [{"name": "dc-a", "inventory": inventory}, {"name": "dc-b", "inventory": dict(inventory)}],
         "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": line.gbit_per_s, "rtt_ms": line.rtt_ms,
                    "jitter_ms": line.jitter_ms}],
         # the arrivals' variability as served (turns follow their predecessor's answer: more regular than Poisson)
@@ -100,7 +106,7 @@ def scenario_and_plans(trace: list[TraceRequest], arrivals: list[float], line: L
         "options": {"tp_degrees": [1], "utilization_cap": 0.95, "link_utilization_cap": 0.95,
                     "catch_up_threshold_tokens": 64, **FILTER},
     })
-    pool = lambda role, dc: {"role": role, "datacenter": dc, "chip": cpu, "tp": 1, "count": 1}
+    pool = lambda role, dc: {"role": role, "datacenter": dc, "chip": role_chip[role], "tp": 1, "count": 1}
     route = lambda cls, pipe, dst: {"request_class": cls, "pipeline": pipe, "src": "dc-a", "dst": dst,
                                     "rps": scenario.workload.arrival_rps * next(c["share"] for c in classes
                                                                                 if c["name"] == cls)}

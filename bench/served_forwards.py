@@ -11,7 +11,8 @@ out: per (kind, the kinds of forward the other instances were running): how many
      as the paces and interference the simulation of the measured trace takes; (:func:`table_shape`,
      :func:`reshaped_profile`) the profile's prefill table reshaped to its lone forwards;
      (:func:`host_drift`) how far the host's own pace moved between two serves; (:func:`deployed_paces`,
-     :func:`scaled_profile`) the chip as a deployment's instances got it, for the planner; and
+     :func:`deployed_paces_by_instance`, :func:`scaled_profile`) the chip as a deployment's instances got it,
+     for the planner; and
      (:func:`pace_timeline`, :func:`mean_pace`) how it moved within one, 10 s by 10 s.
 
 A neighbour is another instance whose forwards cover more than half of the forward's wall time
@@ -241,11 +242,29 @@ def deployed_paces(forwards: dict[str, list[list]], table, least: int = 20) -> d
     return {kind: round(g[1] / g[2], 3) for kind, g in sums.items() if g[0] >= least and g[2] > 0}
 
 
-def scaled_profile(profile: dict, paces: dict[str, float], source: str) -> dict:
+def deployed_paces_by_instance(forwards: dict[str, list[list]], table, least: int = 20) -> dict[str, dict[str, float]]:
+    """:func:`deployed_paces` of each instance's own forwards (the rows' sixth field): the chip as that instance
+    got it. In the pdd serves RLD's decode steps ran beside MD's far more often than MD's beside RLD's (RLD is
+    idle but for its few relays), and one pace over both charged MD RLD's neighbour: serve18's calibration
+    RLD 1.96, MD 1.52, both 1.62."""
+    names = sorted({r[5] for rows in forwards.values() for r in rows if len(r) >= 6})
+    out = {}
+    for name in names:
+        own = {kind: [r for r in rows if len(r) >= 6 and r[5] == name] for kind, rows in forwards.items()}
+        paces = deployed_paces(own, table, least)
+        if paces:
+            out[name] = paces
+    return out
+
+
+def scaled_profile(profile: dict, paces: dict[str, float], source: str, chip: str | None = None) -> dict:
     """A profile (``ChipProfile`` JSON) whose first table's prefill and decode seconds are × ``paces`` (per
-    kind; a kind without one is unchanged), its ``engine`` naming ``source``."""
+    kind; a kind without one is unchanged), its ``engine`` naming ``source``; ``chip``: its chip renamed (one
+    profile per instance's role, each its own chip in the planner's scenario)."""
     out = json.loads(json.dumps(profile))
     table = out["tables"][0]
+    if chip is not None:
+        out["chip"] = table["chip"] = chip
     for kind, pace in paces.items():
         table[kind]["seconds"] = [[x * pace for x in row] for row in table[kind]["seconds"]]
     table["engine"] = f"{table.get('engine', '')}; × {source}"

@@ -29,3 +29,29 @@ def test_the_scaled_profile_multiplies_each_kinds_seconds_and_says_by_what():
     assert out["tables"][0]["prefill"]["seconds"] == [[1.0, 2.0]]
     assert out["tables"][0]["engine"] == "torch; × pdd's calibration serve"
     assert profile["tables"][0]["decode"]["seconds"] == [[0.5]]  # the measured profile untouched
+
+
+def test_each_instance_gets_the_chip_as_its_own_forwards_went():
+    """pdd's RLD decodes beside MD's steps far more often than MD beside RLD's: one pace over both instances
+    charged MD its neighbour (serve18: RLD 1.96, MD 1.52, both 1.62). Each instance's own forwards give its own."""
+    forwards = {
+        "prefill": [[1, 100, 0.1, 0.1, 100.0 + k, "p0"] for k in range(20)],
+        "decode": [[1, 500, 0.02, 0.04, 0.05 * k, "rld0"] for k in range(20)]  # beside MD's steps: 2x
+        + [[1, 500, 0.02, 0.024, 0.05 * k, "md0"] for k in range(60)],  # mostly alone: 1.2x
+    }
+    by_instance = served_forwards.deployed_paces_by_instance(forwards, LinearTable())
+    assert by_instance["rld0"] == {"decode": pytest.approx(2.0)}
+    assert by_instance["md0"] == {"decode": pytest.approx(1.2)}
+    assert by_instance["p0"] == {"prefill": pytest.approx(1.0)}
+    pooled = served_forwards.deployed_paces(forwards, LinearTable())["decode"]
+    assert pooled == pytest.approx((20 * 0.04 + 60 * 0.024) / (80 * 0.02), abs=1e-3)  # 1.4: MD charged 17 % more
+
+
+def test_a_role_profile_is_its_own_chip():
+    profile = {"chip": "cpu", "tables": [{"chip": "cpu", "engine": "torch", "prefill": {"seconds": [[1.0]]},
+                                          "decode": {"seconds": [[0.5]]}}]}
+    out = served_forwards.scaled_profile(profile, {"decode": 1.5}, "pdd's calibration serve, md0's forwards",
+                                         chip="cpu-md0")
+    assert out["chip"] == out["tables"][0]["chip"] == "cpu-md0"
+    assert out["tables"][0]["decode"]["seconds"] == [[0.75]]
+    assert profile["chip"] == "cpu"
