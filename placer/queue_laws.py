@@ -22,6 +22,7 @@ plan's assignments into them. Keys are (role, dc, chip, tp, queue): a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -220,19 +221,37 @@ def tail_notes(problem: Problem, plan: Plan, share_floor: float = 0.001) -> list
 
 
 def _sla_length_factor(im, c: Class, sla_s: float) -> float:
-    """The factor f on class ``c``'s prompt whose prefill alone on ``im`` takes ``sla_s`` (inf if none)."""
-    if im.prefill_s(c.input_tokens, c.hit_rate) >= sla_s:
+    """The factor f on class ``c``'s prompt whose prefill alone on ``im`` takes ``sla_s`` (inf if none).
+
+    A pure function of (the instance, the class's input tokens and hit rate, the SLA): each answer is
+    kept (:func:`_sla_length_factor_of`), as a bisection costs ~50 prefill evaluations at lengths no
+    other caller asks for — 0.1-0.3 s of pdd-two-dc's solve when it ran per P assignment."""
+    try:
+        hash(im)
+    except TypeError:  # an instance model holding unhashable data (a measured table): computed each time
+        return _length_factor(im, c.input_tokens, c.hit_rate, sla_s)
+    return _sla_length_factor_of(im, c.input_tokens, c.hit_rate, sla_s)
+
+
+def _length_factor(im, input_tokens: float, hit_rate: float, sla_s: float) -> float:
+    """:func:`_sla_length_factor` by bisection on the prompt's length factor (40 halvings)."""
+    if im.prefill_s(input_tokens, hit_rate) >= sla_s:
         lo, hi = 0.0, 1.0
     else:
         lo, hi = 1.0, 2.0
-        while im.prefill_s(c.input_tokens * hi, c.hit_rate) < sla_s:
+        while im.prefill_s(input_tokens * hi, hit_rate) < sla_s:
             lo, hi = hi, hi * 2
             if hi > 1e4:
                 return math.inf
     for _ in range(40):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if im.prefill_s(c.input_tokens * mid, c.hit_rate) < sla_s else (lo, mid)
+        lo, hi = (mid, hi) if im.prefill_s(input_tokens * mid, hit_rate) < sla_s else (lo, mid)
     return hi
+
+
+#: :func:`_length_factor` kept per (instance model, input tokens, hit rate, SLA): equal instance models
+#: (frozen dataclasses, equal field by field) prefill alike, so the key is the answer's whole input.
+_sla_length_factor_of = functools.lru_cache(maxsize=4096)(_length_factor)
 
 
 def _lognormal_exceeds(factor: float, cv2: float) -> float:
