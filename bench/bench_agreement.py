@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from placer.evaluate import analyze
-from placer.flows import Route
+from placer.flows import Route, instance
 from placer.p_queues import mixture_quantile
 from placer.pdd import P_D, P_MD
 from placer.optimize import SolveConfig, optimize
@@ -73,7 +73,7 @@ def problem_of(name: str):
 @contextmanager
 def timed_transfers(times: dict):
     """Record, per measured request over a line, (src, dst, pipeline code, input tokens, hit, arrival,
-    KV leaves P, KV lands, unloaded transfer s, rtt) in ``times`` while a simulation runs."""
+    KV leaves P, KV lands, unloaded transfer s, rtt, first token) in ``times`` while a simulation runs."""
     line_add, landed, finish = sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish
     start: dict = {}
 
@@ -88,7 +88,8 @@ def timed_transfers(times: dict):
     def _finish(sim, req, t):
         if req.rid >= sim.warm_n and req.rid in start:
             src, dst, left, unloaded, rtt, lands = start[req.rid]
-            times[req.rid] = (src, dst, req.path.pipe, req.n_in, req.hit, req.t_arr, left, lands, unloaded, rtt)
+            times[req.rid] = (src, dst, req.path.pipe, req.n_in, req.hit, req.t_arr, left, lands, unloaded, rtt,
+                              req.t_first)
         return finish(sim, req, t)
 
     sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish = add, kv_landed, _finish
@@ -103,9 +104,19 @@ def _p90(values: list[float]) -> float:
     return ordered[int(0.9 * (len(ordered) - 1))] if ordered else float("nan")
 
 
+def _quantile(law, p: float) -> float:
+    """The ``p`` quantile of a wait law (bisection on its ``prob_exceeds``)."""
+    lo, hi = 0.0, 600.0
+    for _ in range(50):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if law.prob_exceeds(mid) > 1 - p else (lo, mid)
+    return lo
+
+
 def print_breakdown(problem, plan, times: dict) -> None:
     """Per class of each route whose first token waits for a line (P-MD, P-D): simulated P side and
-    line excess beside the plan's law."""
+    line excess beside the plan's law, then the P queue's wait (P side less the prompt's prefill alone)
+    and the decoder's admission wait (KV landed → first token), simulated beside the law's."""
     flows = [f for f in analyze(problem, plan).flows if f.p_pool[1] != f.dst and f.pipeline in (P_MD, P_D)]
     for c in problem.classes:
         for pipe, src, dst in sorted({(f.pipeline, f.p_pool[1], f.dst) for f in flows if f.request_class == c.name}):
@@ -127,6 +138,13 @@ def print_breakdown(problem, plan, times: dict) -> None:
                   f"{sum(excess) / max(len(excess), 1):.3f} P90 {_p90(excess):.3f} | law: det {f.det_s:.3f}, "
                   f"excess mean {f.wait.wan_excess_mean_s:.3f} sd {sd:.3f}, TTFT P90 {ttft_law:.3f} "
                   f"({no_line:.3f} without the line)")
+            pre = instance(problem, f.p_pool[2], f.p_pool[3]).prefill_s(c.input_tokens, c.hit_rate)
+            waits = [r[6] - r[5] - pre for r in rows]
+            admit = [r[10] - r[7] for r in rows if r[10] is not None]
+            print(f"     {'':14s} P wait sim mean {sum(waits) / max(len(waits), 1):.3f} P90 {_p90(waits):.3f} | law mean "
+                  f"{one.wait.mean_wait_s:.3f} P90 {_quantile(one.wait, 0.9):.3f} (rho {one.wait.rho:.3f}) | admission "
+                  f"wait sim mean {sum(admit) / max(len(admit), 1):.3f} P90 {_p90(admit):.3f}, law share "
+                  f"{one.kv_wait_share:.3f} mean {one.kv_wait_mean_s:.3f}")
 
 
 def print_case(name: str, requests: int, seed: int, breakdown: bool = False) -> None:
