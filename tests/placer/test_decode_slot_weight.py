@@ -71,3 +71,30 @@ def test_the_milp_lets_a_pool_of_long_context_requests_hold_only_what_steps_with
             assert held == pytest.approx(u * design.batch, rel=1e-6)
         checked += 1
     assert checked >= 2
+
+
+def test_validate_flags_a_decode_pool_whose_long_context_requests_step_past_the_tpot():
+    """`validate` checks the step row too: a pool holding only agents within the count row (its design batch
+    at the mix) but at a step past the TPOT is named; the same req/s of the short class passes."""
+    from placer.flows import decode_design
+    from placer.optimize import SolveConfig, optimize
+    from placer.validate import validate
+
+    problem = resolve(parse_scenario(MIXED))
+    plan = optimize(problem, SolveConfig(marginals=False))
+    pool = next(p for p in plan.pools if p.role == "MD" and p.count > 0)
+    im = instance(problem, pool.chip, pool.tp)
+    batch, step = decode_design(problem, im)
+    chat, agent = problem.classes
+    u = problem.options.utilization_cap
+
+    def with_decode(c) -> list[str]:
+        rps = 0.95 * u * batch * pool.count / (c.output_tokens * step)  # 95 % of the count row
+        rows = [a for a in plan.assignments if a.role == "P"]
+        rows.append(rows[0].model_copy(update={"request_class": c.name, "role": "MD", "pipeline": None, "queue": None,
+                                               "queue_instances": None, "datacenter": pool.datacenter,
+                                               "chip": pool.chip, "tp": pool.tp, "rps": rps}))
+        return validate(problem, plan.model_copy(update={"assignments": rows}))
+
+    assert any("to step within" in issue for issue in with_decode(agent))
+    assert not any("to step within" in issue or "batch slots" in issue for issue in with_decode(chat))
