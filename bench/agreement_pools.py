@@ -1,4 +1,4 @@
-"""``bench_agreement.py --pools [--steady]``: every decode pool's design batch against what the simulator lives
+"""``bench_agreement.py --pools [--no-steady]``: every decode pool's design batch against what the simulator lives
 (issue 42, part 1).
 
 in:  a problem, its plan, a :class:`~placer.sim.SimConfig`

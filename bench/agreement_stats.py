@@ -7,8 +7,8 @@ in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario a
      directory simulates the same plans again, so a before/after comparison on a loaded host pairs
      its runs instead of mixing in the solver's time-limit noise (the plan's promise is evaluated
      afresh by :func:`placer.sim.verify.agreement` on each run)
-     (``--pools``: :mod:`agreement_pools`, each decode pool's batch, planned and simulated; ``--steady``:
-     the runs warm up past the decode pools' fill)
+     (``--pools``: :mod:`agreement_pools`, each decode pool's batch, planned and simulated; ``steady``, the
+     default: the runs warm up past the decode pools' fill)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
      seconds), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
