@@ -4,17 +4,17 @@ in:  an :class:`~placer.perfmodel.InstanceModel`, the TPOT SLA, the scenario's m
      (:func:`placer.flows.decode_context_tokens`)
 out: :func:`context_slot_weight` / :func:`class_slot_weight` (what one held request counts for on the
      step, in requests of the mix), :func:`tpot_batch` (the batch whose step at a context meets the TPOT,
-     whatever the engine's batch cap and the KV), :class:`StepRow` (both at one instance and the mix:
-     the (C6) step row's batch and weights, and whether the count row implies it)
+     whatever the engine's batch cap and the KV), :class:`StepRow` (one instance's step row: its fixed
+     part, per-sequence cost and the step it is held to; the share of an instance a class's req/s takes)
 
 A decode step is a + B·(e + g·x̄) for B sequences of mean context x̄ (a batch of several contexts steps
 as at their mean: the simulator's and the evaluation's rule, :mod:`placer.sim.decode`,
-:mod:`placer.decode_state`), so a pool meets the TPOT while Σ_k L_k·(e + g·x_k) stays within what the
-mix's TPOT batch B_t pays, L_k the requests of class k it holds. (C6) keeps two faces of it: the count row
-(at most u·B_q requests: the design batch, which the engine's batch cap and the KV may set below B_t) and
-the step row (Σ_k L_k·w_k ≤ u·B_t, w_k = (e + g·x_k)/(e + g·x̄)). At the mix both say the same; a pool
-given the long-context classes holds fewer requests, one given the short ones no more than B_q.
-`validate` checks both; the evaluation settles each pool's batch at its own classes' context.
+:mod:`placer.decode_state`), so a request of context x_k adds c_k = e + g·x_k, and a pool holding L_k
+requests of class k steps at s = a + Σ_k L_k·c_k. A request stays its tokens × s (Little), so
+s = a/(1 − Σ_k λ_k·O_k·c_k): the step row s ≤ s_max is linear in the rates. (C6) keeps it beside the
+count row (at most u·B_q requests, the design batch, which the engine's batch cap and the KV may set below
+the TPOT's); at the mix the count row implies it, a pool given the long-context classes holds fewer
+requests. `validate` checks both; the evaluation settles each pool's batch at its own classes' context.
 """
 
 from __future__ import annotations
