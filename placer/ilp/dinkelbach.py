@@ -19,9 +19,10 @@ ratio, the one with the most goodput (no arbitrarily small plans).
 A plan first (issue 47): on large models (ROUND_FIRST_INTEGERS) the LP's least-cost solution is
 rounded to a plan (:mod:`placer.ilp.rounding`) before any MILP; it starts the iterations from below
 (and hints the restricted seed), so a time limit returns at least it, with the LP ratio bound as its
-certified gap, where the first MILP used to end without a plan (exit 4). Smaller models round only
-when the restricted seed MILP ends without a plan. ``Outcome.status`` is "optimal" only when the
-certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
+certified gap, where the first MILP used to end without a plan (exit 4). Smaller models the restricted
+seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's starting plan
+(:data:`ROUND_HINT`); the others round only when the restricted seed MILP ends without a plan.
+``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
 The starts (the LP bound, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`.
 """
@@ -67,6 +68,14 @@ RESTRICT_MIN_SHARE = 0.5
 # which the rounds on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
+# The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
+# (:mod:`placer.ilp.rounding`) when it gives a plan: HiGHS's root heuristics find no plan of
+# pdd-two-dc's seed model, so its branch and bound searched for one (0.45-0.49 s CPU); from the
+# rounded plan the seed takes 0.06 s and the rounding 0.21 s, the same plan. Solve CPU (LP, seed
+# and proof, medians of 3, 2 shared cores): pdd-two-dc 0.85 -> 0.44 s; random catalog scenarios
+# (seed 7) rnd-7-19 10.1 -> 6.0 s, rnd-7-2 0.88 -> 0.99 s (a better seed: gap 0.89 -> 0.26 %),
+# rnd-7-9 4.7 -> 5.6 s (the rounding finds no plan in 1 s), the others within 0.05 s; same ratios.
+ROUND_HINT = True
 
 @dataclass
 class Outcome:
@@ -147,6 +156,11 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         upper, least_cost = _bound_beside(form, config, upper, least_cost)
     _report(config, "lp bound", seed.lam if seed else None, upper, start)
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
+    # a small model the restricted seed leaves whole: its seed MILP starts from the LP rounded (see ROUND_HINT)
+    rounded = None
+    if ROUND_HINT and seed is None and cheapest and not large and not _restricts(form, cheapest):
+        rounded = _rounded_start(form, config, cheapest, upper, start)
+    seed_hint = rounded.hint if rounded else None
     if seed is None and cheapest:
         try:
             seed = _restricted_seed(form, config, mip_gap, lam, least_cost, cheapest,
@@ -162,10 +176,11 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
-                         began=start, sub_mips=not searched)
+                         began=start, sub_mips=not searched, seed_hint=seed_hint)
     except SolveTimeoutError:
         # the seed MILP ended without a plan (it left ROUND_SHARE of the time): the LP rounded, if it gives one
-        first = _rounded_start(form, config, cheapest, upper, start, share=1.0) if seed is None and cheapest else None
+        first = rounded or (_rounded_start(form, config, cheapest, upper, start, share=1.0)
+                            if seed is None and cheapest else None)
         if first is None:
             raise
         state = _iterate(form, config, mip_gap, first.lam, False, least_cost, upper, start=first,
@@ -217,7 +232,7 @@ def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
              least_cost: float, upper: float | None = None, start: _Dinkelbach | None = None,
              rounds: int = MAX_ITERATIONS, restarts: bool = True, began: float | None = None,
-             sub_mips: bool = False) -> _Dinkelbach:
+             sub_mips: bool = False, seed_hint: list[float] | None = None) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error. Every MILP at any λ proves
@@ -236,13 +251,15 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
 
     ``start``: a plan to start from (:func:`_restricted_seed`), in place of the seed MILP at λ;
     ``rounds``: the most MILPs to run; ``restarts``: HiGHS's (:mod:`placer.ilp.highs`); ``began``: the
-    solve's start, for the progress reports (none without it); ``sub_mips``: HiGHS's sub-MIP heuristics
+    solve's start, for the progress reports (none without it); ``seed_hint``: a plan (values) the seed MILP
+    starts from where ``start`` is None (the LP rounded, :data:`ROUND_HINT`); ``sub_mips``: HiGHS's sub-MIP heuristics
     (:mod:`placer.ilp.highs`) in the rounds from a plan, off by default: those rounds mostly prove the plan,
     which the heuristics slow (pdd-two-dc's proving round ~2× faster without, the same plan) — the
-    restricted rounds (:func:`_restricted_seed`), which must search, keep them, and so does a round with
-    no plan at all (the seed MILP on the whole model: on a large model they find its first plan)."""
+    restricted rounds (:func:`_restricted_seed`), which must search, keep them, and so does the seed round, with no MILP's
+    plan before it (the seed MILP on the whole model: on a large model they find its first plan; from the LP
+    rounded, ``seed_hint``, it still searches)."""
     model = form.model
-    hint, status, last, res = None, "optimal", None, None
+    hint, status, last, res = seed_hint, "optimal", None, None
     done = 0
     if start is not None:
         lam, hint, last, res, from_above, done = start.lam, start.hint, start.res, start.res, False, start.iterations
@@ -265,7 +282,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         # a seed MILP with no plan before it leaves ROUND_SHARE of the time for the LP's rounding
         limit = _left_s(config) * (1 - ROUND_SHARE) if last is None else _left_s(config)
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
-                    restarts=restarts, sub_mips=sub_mips or hint is None)
+                    restarts=restarts, sub_mips=sub_mips or last is None)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
