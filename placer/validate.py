@@ -178,29 +178,23 @@ def _decode(s: _Checked) -> list[str]:
     """Decode slots and memory at the design batch (the largest meeting TPOT at the mix's context and holding
     its KV), and the step its own classes make within TPOT (the step row, :mod:`placer.decode_slots`)."""
     problem, opts, kv = s.problem, s.problem.options, s.problem.kv_bytes_per_token
-    issues = []
-    slots, steps, dmem, limits = defaultdict(float), defaultdict(float), defaultdict(float), {}
+    issues, slots, steps, dmem, limits = [], defaultdict(float), defaultdict(float), defaultdict(float), {}
     ctx, rows = decode_context_tokens(problem.classes), {}
-    for a in s.plan.assignments:
-        key = a.key
-        if a.role in PREFILL_ROLES:
-            continue
-        c, im = s.classes[a.request_class], s.models[key]
+    for a in (a for a in s.plan.assignments if a.role not in PREFILL_ROLES):
+        key, c, im = a.key, s.classes[a.request_class], s.models[a.key]
         batch, step = decode_design(problem, im)
         if batch < 1:
             issues.append(f"decode pool {a.role} {a.datacenter} {a.chip} tp{a.tp} cannot meet TPOT {problem.tpot_s} s")
             continue
         headroom = decode_kv_headroom(problem, im)
         weight = class_kv_weight(headroom, c)  # the reserved KV with its occupancy headroom
-        if a.role == RLD and a.pipeline == P_RLD_MD:
+        tokens, relayed = c.output_tokens, a.role == RLD and a.pipeline == P_RLD_MD  # relayed: held for its line
+        if relayed:
             wan = Route(problem, c, a.pipeline, a.datacenter, a.dst, opts.drc).wan_s(opts.link_utilization_cap)
             tokens = eager_tokens(wan, c.output_tokens, step)
             weight *= relay_room_factor(opts.link_utilization_cap)
-        else:
-            tokens = c.output_tokens
         slots[key] += a.rps * tokens * step / batch
         row = rows.get(key) or rows.setdefault(key, StepRow.at_mix(im, ctx, problem.tpot_s, opts.utilization_cap, step))
-        relayed = a.role == RLD and a.pipeline == P_RLD_MD  # held for its line, else decoding here
         steps[key] += a.rps * (row.share(c, tokens * step, tokens) if relayed else row.share(c, tokens * row.limit_s))
         dmem[key] += a.rps * tokens * step * weight * kv
         limits[key] = headroom.limit_tokens * kv
@@ -247,11 +241,6 @@ def _line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
             kv_bytes = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, drc).wan_bytes()
             gbit[(r.src, r.dst)] += r.rps * kv_bytes * 8 / 1e9
     return gbit
-
-
-def _links(s: _Checked) -> list[str]:
-    """Each line's Gbit/s within the planned cap."""
-    return _lines_within(s.problem, _line_gbit(s.problem, s.plan))
 
 
 def _lines_within(problem: Problem, gbit: dict[tuple[str, str], float]) -> list[str]:
@@ -365,8 +354,10 @@ def validate(problem: Problem, plan: Plan) -> list[str]:
     issues += _unknown_pools(s)
     if issues:
         return issues
-    for family in (_prefill, _decode, _aggregated, _roles_present, _links, _queue_shares):
+    for family in (_prefill, _decode, _aggregated, _roles_present):
         issues += family(s)
+    issues += _lines_within(problem, _line_gbit(problem, plan))  # each line's Gbit/s within the planned cap
+    issues += _queue_shares(s)
     issues += _sla(s, served)
     return issues
 
