@@ -6,49 +6,37 @@ out: :class:`Prepared` — candidate pools (P and A pools split into queues), de
      count bounds, flows and every flow's parameters (prefill and TTFT seconds, lateness
      under its queue's waiting law, KV hold time, eager tokens, WAN bytes), from
      :mod:`placer.flows` and :mod:`placer.perfmodel` — the sets and parameters of the
-     formulation written in :mod:`placer.ilp.formulation`'s docstring.
+     formulation written in :mod:`placer.ilp.formulation`'s docstring (a pool's P queues:
+     :mod:`placer.ilp.p_tiers`).
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
-from dataclasses import replace
 
 from placer.aggregated import (
     AggDesign, agg_design, agg_first_token_law, agg_light_classes, agg_wait_law, chunk_choices,
 )
 from placer.flows import (
     Route, decode_context_tokens, decode_design, decode_kv_headroom, instance, relay_room_factor,
-    slowest_rdma_peer, ttft_det_s,
+    slowest_rdma_peer,
 )
-from placer.p_queues import light_classes, queue_wait_law, set_wait_law
+from placer.p_queues import light_classes
 from placer.pdd import (
     AGG, D, LIGHT, MD, MIX, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RELAY_PIPELINES, RLD,
     streamer_site,
 )
 from placer.ilp.config import check_build_deadline, checked
+from placer.ilp.p_tiers import (  # noqa: F401 - re-exported: the P queues of a pool
+    GEOMETRIC_TIERS, chip_p_queues, heavy_classes, limit_split, p_queues, p_tiers, p_wait_law, tier_utilizations,
+)
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
-from placer.queueing import WaitModel
 from placer.problem import Problem
 from placer.ilp.sets import (  # noqa: F401 - re-exported: the MILP's sets live in placer.ilp.sets
     Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, set_queue_name,
 )
-
-
-#: P queues are planned at the utilisations where their share of late requests (above the
-#: share that is late even at zero load) reaches these levels, plus the cap: a tier where
-#: lateness changes little is not worth a variable, and a pool whose prefill is close to
-#: the TTFT SLA gets tiers down to whatever light load its tail needs (see
-#: :func:`tier_utilizations`).
-LATENESS_LEVELS = (0.02, 0.06, 0.15)
-#: ... and at these fractions of the cap: flows slower than a class's fastest (a WAN
-#: transfer before the first token) have less slack, so the grid placed by the fastest
-#: flows alone would be too coarse for them.
-GEOMETRIC_TIERS = (1.0, 0.7, 0.45)
-#: Tiers closer than this (relative) collapse into one.
-_TIER_MERGE = 0.08
 
 
 # --- data: candidate pools -------------------------------------------------------------
@@ -58,84 +46,6 @@ def _decode_roles(arch: Architecture) -> list[str]:
         return [D]
     return [r for r, pipes in ((RLD, RELAY_PIPELINES), (MD, (P_MD, P_RLD_MD)))
             if any(p in arch.pipelines for p in pipes)]
-
-
-def _lateness(problem: Problem, law: WaitModel, rho: float, fastest_s: list[float], admitted: list[int]) -> float:
-    """Share of the queue's admitted traffic late at utilisation ``rho`` (service moments of
-    ``law``), each class on its fastest pipeline."""
-    at = replace(law, rho=rho)
-    total = sum(problem.classes[k].share for k in admitted)
-    return sum(problem.classes[k].share * at.prob_exceeds(problem.ttft_p90_s - fastest_s[k])
-               for k in admitted) / total
-
-
-def _p_wait_law(problem: Problem, im: InstanceModel, rho: float, mix: str,
-                admits: frozenset[int] | None = None) -> WaitModel:
-    """A P queue's M/G/1 law: a "set" queue's (``admits``) over its classes, else the mix's or light's."""
-    return set_wait_law(problem, im, rho, admits) if admits else queue_wait_law(problem, im, rho, mix)
-
-
-def tier_utilizations(problem: Problem, im: InstanceModel, mix: str, fastest_s: list[float],
-                      admitted: list[int], admits: frozenset[int] | None = None) -> list[float]:
-    """The utilisation tiers of one P queue, highest first: :data:`GEOMETRIC_TIERS` of the cap,
-    and below the lowest of those, for each level L of :data:`LATENESS_LEVELS`, the
-    utilisation ρ_L at which the queue's lateness (its admitted classes in proportion, each at its fastest TTFT without
-    queueing, ``fastest_s``) is L above its zero-load floor — found by bisection (lateness
-    grows with ρ under the M/G/1 law); tiers within 8 % of a higher one merge into it. The
-    MILP mixes tiers (C0), so a pool may run at any utilisation between two of them; every
-    flow is priced exactly at each tier (late[f]). ``admits``: a "set" queue's classes (its law)."""
-    cap = problem.options.utilization_cap
-    law = _p_wait_law(problem, im, cap, mix, admits)
-    floor = _lateness(problem, law, 0.0, fastest_s, admitted)
-    top = _lateness(problem, law, cap, fastest_s, admitted)
-    candidates = [cap * share for share in GEOMETRIC_TIERS]
-    for level in LATENESS_LEVELS:
-        target = floor + level
-        if target >= top:
-            continue
-        lo, hi = 0.0, cap
-        for _ in range(30):
-            mid = (lo + hi) / 2
-            lo, hi = (mid, hi) if _lateness(problem, law, mid, fastest_s, admitted) < target else (lo, mid)
-        if 1e-4 < lo < cap * GEOMETRIC_TIERS[-1]:  # above it, the fixed tiers' chords serve
-            candidates.append(lo)
-    tiers = [cap]
-    for rho in sorted(candidates, reverse=True):
-        if rho < tiers[-1] * (1 - _TIER_MERGE):
-            tiers.append(round(rho, 4))
-    return tiers
-
-
-def _fastest_s(problem: Problem, im: InstanceModel) -> list[float]:
-    """Each class's fastest TTFT without queueing from a P instance ``im``: prefill + the whole
-    prompt's KV by RDMA (to RLD, or a local MD) — the grid's reference; WAN flows are slower."""
-    return [ttft_det_s(im.prefill_s(c.input_tokens, c.hit_rate), im.rdma_s(c.input_tokens * problem.kv_bytes_per_token))
-            for c in problem.classes]
-
-
-def _p_tiers(problem: Problem, im: InstanceModel, admits: frozenset[int] | None = None) -> tuple[list[float], bool]:
-    """The P queues of one instance (chip, shape), the same in every datacenter: the "mix" queue's
-    utilisation tiers, and whether a "light" one at the cap joins them — when some classes, but
-    not all, are light (short services wait little even there; a light tier grid grew the model
-    without changing the plans). A "set" queue's (``admits``) tiers come from its classes, no light one."""
-    if admits:
-        return tier_utilizations(problem, im, MIX, _fastest_s(problem, im), sorted(admits), admits), False
-    light = light_classes(problem, im)
-    everyone = list(range(len(problem.classes)))
-    tiers = tier_utilizations(problem, im, MIX, _fastest_s(problem, im), everyone)
-    return tiers, bool(light) and len(light) < len(problem.classes)
-
-
-def _p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple[list[float], bool],
-              admits: frozenset[int] | None = None) -> list[Pool]:
-    """The P queues of one physical pool, from its instance's :func:`_p_tiers` ("set" queues: ``admits``)."""
-    tiers, light_queue = found
-    if admits:
-        return [Pool(P, dc, chip, tp, rho, set_queue_name(problem, admits), admits=admits) for rho in tiers]
-    queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
-    if light_queue:
-        queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
-    return queues
 
 
 def _decodes_in(arch: Architecture, role: str, dc: str) -> bool:
@@ -151,29 +61,28 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
-    tiers: dict = {}  # (chip, tp, admits) → _p_tiers: its P queues, the same in every datacenter
+    tiers: dict = {}  # (chip, tp, admits) → (p_tiers, whether it splits): its P queues, the same in every dc
     designs: dict = {}  # (chip, tp) → its decode design and KV headroom, the same in every datacenter
     for dc in problem.datacenters:
         check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
+            shapes = {}  # tp -> its instance, where it supports the model and one full context fits
             for tp in candidate_shapes(problem, count):
                 im = instance(problem, chip, tp)
                 if im.unsupported:
                     notes.append(im.unsupported)
-                    continue
-                if not im.fits(max_input):
+                elif not im.fits(max_input):
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
-                    continue
-                disaggregated = any(pipe != P_A for pipe in arch.pipelines)
-                if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                    admits = arch.admits(dc.name)
-                    if (chip, tp, admits) not in tiers:
-                        tiers[chip, tp, admits] = _p_tiers(problem, im, admits)
-                    for pool in _p_queues(problem, dc.name, chip, tp, tiers[chip, tp, admits], admits):
-                        pools.append(pool)
-                        instances[pool] = im
+                else:
+                    shapes[tp] = im
+            disaggregated = any(pipe != P_A for pipe in arch.pipelines)
+            if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
+                for pool, im in chip_p_queues(problem, dc.name, chip, shapes, arch.admits(dc.name), tiers):
+                    pools.append(pool)
+                    instances[pool] = im
+            for tp, im in shapes.items():
                 for role in decode_roles:
                     if not _decodes_in(arch, role, dc.name):
                         continue
@@ -199,7 +108,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                         pools.append(pool)
                         instances[pool] = im
                         agg[pool] = design
-    pools = drop_dominated(problem, pools, instances, decode, notes)
+    pools = drop_dominated(problem, limit_split(problem, pools, notes, tiers), instances, decode, notes)
     return pools, instances, decode, agg, sorted(set(notes))
 
 
@@ -325,7 +234,7 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
     copy priced at the slowest candidate decoder of the flow's first-token site (the flow may
     land on any of them)."""
     u_link = problem.options.link_utilization_cap
-    waits = {p: _p_wait_law(problem, instances[p], p.util, p.mix, p.admits) for p in pools if p.role == P}
+    waits = {p: p_wait_law(problem, instances[p], p.util, p.mix, p.admits) for p in pools if p.role == P}
     waits.update({a: agg_wait_law(problem, agg[a], a.util, a.mix) for a in pools if a.role == AGG})
     sites = _grouped([q for q in pools if q.role not in PREFILL_ROLES], lambda q: (q.role, q.dc))
     peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}

@@ -9,15 +9,25 @@ Sets
   baseline); a candidate exists when the dc has ≥ tp chips of that kind, the
   weights plus one full context fit in tp chips, and (decode roles) a batch of one
   meets the TPOT SLA. Each P pool is split into queues t = (utilisation tier u_t,
-  admitted classes ∈ {mix, light}): a busier queue is cheaper per request but waits
+  admitted classes ∈ {mix, light, set}): a busier queue is cheaper per request but waits
   longer; a "mix" queue takes every class in the scenario's proportions, a "light" one
   (at the cap u only) just the classes whose prefill is at most 25 % of the TTFT budget,
-  so short prefills can be kept from waiting behind long ones. Where the architecture
-  restricts a datacenter's P pools to a subset K_d of the classes (``Architecture.p_admits``:
+  in any mix, so short prefills can be kept from waiting behind long ones. Where a pool has
+  light and heavy classes and its heavy ones can be on time at the cap, two "set" queues at
+  the cap take the light queue's place: the "heavy" one (the classes not light, K_H) and the
+  light classes' (K_L = K \ K_H), each in proportion among themselves (C13) and priced at its
+  exact moments — so one pool may prefill only the long prompts and another the rest
+  (PrfaaS's split, which the light queue's bound, any light mix, prices too high) — and each
+  on whole instances (c_{p,t} ∈ ℤ: an instance a set queue shared would be one FCFS line,
+  :func:`placer.p_queues.queue_layout`, which their laws do not see; their labels put the kind
+  first, so the layout lays them from the first instance). Only where at most
+  ``p_tiers.SPLIT_MAX_POOLS`` pools would take it (two integer columns each: on eight-dc's 54
+  the proof ran 4-7x longer for 0.6-2 % BCR; a plan note says when it is left out). Where
+  the architecture restricts a datacenter's P pools to a subset K_d of the classes (``Architecture.p_admits``:
   PrfaaS's threshold, the long classes remote and the rest local) its queues are "set" queues
   instead: K_d in proportion among themselves (C13), tiers from K_d's law, no light queue.
   The mix tiers of a pool are generated from the SLA and the pool's service-time law
-  (:func:`placer.ilp.data.tier_utilizations`): u·{1, .7, .45} (for flows slower than
+  (:func:`placer.ilp.p_tiers.tier_utilizations`): u·{1, .7, .45} (for flows slower than
   the fastest, e.g. a WAN move before the first token), and below 0.45·u the
   utilisations where the pool's late share (each class at its fastest TTFT without
   queueing, M/G/1 tail) rises 2, 6 and 15 points above its zero-load floor; tiers
@@ -80,7 +90,8 @@ Variables
 * n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋, what carries the whole load
   alone): instances of physical pool q = (role, dc, chip, tp).
 * c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P or A pool's instances split over its
-  queues (continuous: instances may serve queues part-time).
+  queues (continuous: instances may serve queues part-time; integer for the heavy and
+  light-set queues, which own whole instances, ``Pool.whole``).
 * x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed). A relayed
   (P-RLD-MD) flow whose lateness and P rows do not depend on its line is carried by two
   columns instead (:mod:`placer.ilp.columns`, exact): r[k,p] on the P side, y[k,s→d] on the
@@ -122,7 +133,8 @@ Constraints (each cited in the code as (C0)…(C17))
 (C11) SLA        Σ_f late[f] · x_f ≤ (1 − 0.90) · G  (P90 TTFT: at most 10 % late)
 (C12) budget     Σ price_q n_q ≤ budget (max-goodput only)
 (C13) mix queue  Σ_{f∈F_k, p(f)=t} x_f = s_k · X_t for every "mix" queue t (P or A) and class k;
-                 a "set" queue t over K_t: = s_k / Σ_{j∈K_t} s_j · X_t for k ∈ K_t (others not admitted)
+                 a "set" queue t over K_t: = s_k / Σ_{j∈K_t} s_j · X_t for k ∈ K_t (others not admitted):
+                 prfaas's restricted datacenters, and a PDD pool's heavy (K_H) and light-set (K_L) queues
 (C14) A budget   Σ_{f: p(f)=a} n_k·t_a/C · x_f ≤ κ_a · u_t · c_{a,t}      ∀ A queues
 (C15) A slots    Σ_{f: p(f)=a} O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t}
 (C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
@@ -204,7 +216,7 @@ def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[
     tier: dict[Pool, int] = {}
     for q in data.pools:
         if q.role in PREFILL_ROLES:
-            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
+            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub, integer=q.whole)
     queues: dict[tuple, list[Pool]] = {}  # physical pool -> its queues, grouped once (100 sites: 4.7 s as a scan)
     for q in tier:
         queues.setdefault(q.key, []).append(q)

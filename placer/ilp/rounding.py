@@ -175,6 +175,26 @@ def _route(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
            time_limit_s: float) -> list[float] | None:
     """The routing LP on the fixed counts (the most SLA goodput); its solution, or None when the counts
     carry no plan (or the LP found none in time)."""
+    others = [v.index for v in model.vars if v.integer and v.index not in fixed]
+    if not others:
+        return _route_lp(model, fixed, goodput, time_limit_s)
+    values = _route_lp(model.relaxed(), fixed, goodput, time_limit_s)  # those columns fractional first
+    if values is None:
+        return None
+    # other integer columns (whole-instance P queues, ``Pool.whole``): the LP's values rounded down,
+    # else up, else off, and the routing LP again on them
+    deadline = time.monotonic() + time_limit_s
+    for pick in (math.floor, math.ceil, lambda x: 0):
+        again = _route_lp(model, {**fixed, **{i: int(min(pick(values[i] + COUNT_EPS), model.vars[i].ub))
+                                              for i in others}}, goodput, deadline - time.monotonic())
+        if again is not None or time.monotonic() >= deadline:
+            return again
+    return None
+
+
+def _route_lp(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
+              time_limit_s: float) -> list[float] | None:
+    """:func:`_route`'s LP: the most SLA goodput on the fixed columns; None unless it keeps ``model``."""
     lp = model.relaxed()
     for var, count in fixed.items():
         lp.fix(var, float(count))

@@ -50,6 +50,9 @@ class Pool(_HashedOnce):
     #: P pools of a datacenter the architecture restricts (``Architecture.p_admits``): the classes its
     #: "set" queue admits, in proportion among themselves (C13); ``mix`` then names them (:func:`set_queue_name`)
     admits: frozenset[int] | None = None
+    #: a P queue that owns whole instances (its c_{p,t} integer): PDD's heavy and light-set queues — on an
+    #: instance one shared with another queue, one FCFS line, short prompts would wait behind long ones
+    whole: bool = False
 
     @property
     def key(self) -> PoolKey:
@@ -61,6 +64,8 @@ class Pool(_HashedOnce):
         """The P or A queue this tier is: utilisation and admitted classes (A: and chunk), e.g. 'u0.56/light'."""
         if self.role == AGG:
             return queue_label(self.util, self.mix, self.chunk)
+        if self.whole:  # kind first ('set:cold+odd/u0.800'): it sorts before every 'u…' queue of the pool,
+            return f"{self.mix}/u{self.util:.3f}"  # so the layout (in name order) gives it whole instances
         return f"u{self.util:.3f}/{self.mix}" if self.role == P else ""
 
     @property

@@ -146,14 +146,14 @@ def test_min_cost_and_max_goodput_objectives():
 
 
 def _brute_force_ratio(problem):
-    """Best goodput/cost over every integer assignment of instance counts (LP per assignment)."""
+    """Best goodput/cost over every integer assignment of instance counts and whole-instance queues (LP per assignment)."""
     form = build(problem, pdd_architecture(problem))
     ints = [v for v in form.model.vars if v.integer]
     inventory = [r for r in form.model.rows if r.family == "inventory"]
     best = 0.0
     for counts in itertools.product(*[range(int(v.ub) + 1) for v in ints]):
         chosen = {v.index: c for v, c in zip(ints, counts)}
-        cost = sum(form.cost[i] * c for i, c in chosen.items())
+        cost = sum(form.cost.get(i, 0.0) * c for i, c in chosen.items())  # a whole-instance queue (c_{p,t} ∈ ℤ) costs nothing itself
         if cost <= 0 or any(sum(c * chosen[i] for i, c in r.coeffs.items()) > r.rhs for r in inventory):
             continue
         m = copy.deepcopy(form.model).relaxed()
@@ -195,8 +195,9 @@ def test_restricted_seed_is_a_plan_of_the_whole_model_and_keeps_the_optimum(monk
     more chips than it needs the seed is taken, the plan breaks no row of the whole model, and the
     ratio agrees with a solve that seeds on the whole model within the gaps both report."""
     data = micro_dict()
-    data["datacenters"] = [{"name": "dc-a", "inventory": {"H100-SXM": 4, "A100-80G-SXM": 4, "H200-SXM": 4}},
-                           {"name": "dc-b", "inventory": {"L40S": 4, "H20": 4, "A100-80G-SXM": 4}}]
+    # eight sites: the LP's cheapest plan uses four (three without the heavy/light split), so the seed leaves half out
+    data["datacenters"] = [{"name": "dc-a", "inventory": {"H100-SXM": 4, "A100-80G-SXM": 4, "H200-SXM": 4, "H800-SXM": 4}},
+                           {"name": "dc-b", "inventory": {"L40S": 4, "H20": 4, "A100-80G-SXM": 4, "L20": 4}}]
     problem = resolve(parse_scenario(data))
     seeds = []
     real = dinkelbach._restricted_seed
