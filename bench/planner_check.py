@@ -3,7 +3,8 @@
 in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace as served (a placer
      JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
      (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
-out: :func:`ladder` — TTFT P50/P90 and TPOT P50 on five rungs, each one step from the one before:
+out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (over tokens: the planner's
+     statistic, ``bench/serve_tpot.py``) on five rungs, each one step from the one before:
 
 0. ``planner, bare profile``: the ILP on the profile as measured alone (a forward with nothing beside it);
    the step to rung 1 is what the deployment's sharing of the chip costs (given only with a calibration serve);
@@ -31,17 +32,20 @@ import tempfile
 from pathlib import Path
 
 RUNGS = ("planner, bare profile", "planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
-FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"))
+FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"),
+           ("TPOT mean", "tpot_mean_s"))
 POISSON_REQUESTS = 4000
 
 
-def _figures(sim: dict) -> dict[str, float]:
-    return {label: sim[key] for label, key in FIGURES}
+def _figures(sim: dict, tpot_mean: float) -> dict[str, float]:
+    return {label: sim[key] for label, key in FIGURES if key in sim} | {"TPOT mean": tpot_mean}
 
 
 def _planned(planner: dict) -> dict[str, float]:
-    return {"TTFT P50": planner["ttft"][0], "TTFT P90": planner["ttft"][1],
-            "TPOT P50": planner.get("tpot", (math.nan,))[0]}
+    """The planner's figures: its TPOT is a mean over tokens (the TPOT mean row; none over requests)."""
+    tpot = planner.get("tpot", ())
+    return {"TTFT P50": planner["ttft"][0], "TTFT P90": planner["ttft"][1], "TPOT P50": math.nan,
+            "TPOT mean": tpot[2] if len(tpot) > 2 else math.nan}
 
 
 def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simulated: dict | None,
@@ -49,22 +53,24 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
     """The rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …} on
     ``scenario``'s profile, ``bare`` the same on the bare profile (rung 0, optional), ``simulated`` the bench's
     simulator column ({"ttft": …, "tpot": (p50, p90)}, rung 4)."""
-    from placer.sim import SimConfig, simulate
+    from bench.serve_tpot import simulate_with_token_mean
+    from placer.sim import SimConfig
 
     rungs: dict[str, dict[str, float]] = {}
     if bare:
         rungs["planner, bare profile"] = _planned(bare)
     if planner:
         rungs["planner"] = _planned(planner)
-    poisson = simulate(scenario, plan, SimConfig(requests=POISSON_REQUESTS, seed=seed, workload="classes",
-                                                 arrivals="poisson", runtime=None))
-    rungs["sim: classes, poisson"] = _figures(poisson)
-    sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(trace_path),
-                                             warmup_fraction=0.0, runtime=None))
-    rungs["sim: trace, no runtime"] = _figures(sim)
+    poisson = simulate_with_token_mean(scenario, plan, SimConfig(
+        requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=None))
+    rungs["sim: classes, poisson"] = _figures(*poisson)
+    sim = simulate_with_token_mean(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace",
+                                                             trace=str(trace_path), warmup_fraction=0.0, runtime=None))
+    rungs["sim: trace, no runtime"] = _figures(*sim)
     if simulated:
+        tpot = simulated["tpot"]
         rungs["sim: trace, runtime"] = {"TTFT P50": simulated["ttft"][0], "TTFT P90": simulated["ttft"][1],
-                                        "TPOT P50": simulated["tpot"][0]}
+                                        "TPOT P50": tpot[0], "TPOT mean": tpot[2] if len(tpot) > 2 else math.nan}
     return rungs
 
 

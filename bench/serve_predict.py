@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from bench import planner_check, serve_handoff, served_forwards
+from bench import planner_check, serve_handoff, served_forwards, serve_tpot
 from bench.serve_report import GATED, METRICS, pct
 from bench.serve_scenario import _table, local_kv_gbit, probe_paces, scenario_and_plans, served_paces
 from bench.serve_trace import TraceRequest, setups, trace_file
@@ -94,9 +94,10 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
             for key, (sc, pl) in (("planner", (plan_scenario, plan_plan)), ("planner_bare", (scenario, plan))):
                 try:
                     m = evaluate_plan(sc, pl, SolveConfig(time_limit_s=20)).metrics
-                    # the planner's one TPOT (the step a request sees) beside both TPOT percentiles
+                    # the planner's one TPOT is a mean over tokens (Little on the batch law): the TPOT mean row
+                    # only, not the percentiles over requests (issue 48: like with like)
                     out[key][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
-                                      "tpot": (m.tpot_s, m.tpot_s), "rld_token_share": m.rld_token_share}
+                                      "tpot": (math.nan, math.nan, m.tpot_s), "rld_token_share": m.rld_token_share}
                 except Exception as exc:  # the planner's figure is advisory here: report it
                     out["notes"].append(f"{key.replace('_', ' ')}, {name}: {type(exc).__name__}: {exc}")
             if "decode_pace" in cal or "prefill_pace" in cal:
@@ -185,15 +186,16 @@ def chained(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
 
 
 def _simulate(scenario, plan, trace: list[TraceRequest], arrivals: list[float], rt, seed: int) -> dict:
-    from placer.sim import SimConfig, simulate
+    from placer.sim import SimConfig
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
         with serve_handoff.sim_handoffs([]) as plans:
-            sim = simulate(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
-                                                     warmup_fraction=0.0, runtime=rt))
+            sim, tpot_mean = serve_tpot.simulate_with_token_mean(
+                scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                          warmup_fraction=0.0, runtime=rt))
     return {"ttft": (sim["ttft_p50_s"], sim["ttft_p90_s"], sim["ttft_p99_s"]),
-            "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"]),
+            "tpot": (sim["tpot_p50_s"], sim["tpot_p90_s"], tpot_mean),
             "handoff": serve_handoff.sim_summary(sim, plans),
             "busy": {p["role"]: p.get("busy_fraction", p.get("utilization")) for p in sim["pools"]}}

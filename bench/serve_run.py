@@ -124,6 +124,8 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
     records = [s.record if s is not None else None for s in streams]
     ttft = [r.ttft_s for r in records if r is not None and r.ttft_s is not None]
     tpot = [r.tpot_s for r in records if r is not None and r.tpot_s is not None]
+    # each TPOT's gaps (output − 1): the TPOT mean over tokens weighs a request by them (bench/serve_tpot.py)
+    tpot_gaps = [r.output_tokens - 1 for r in records if r is not None and r.tpot_s is not None]
     by_kind: dict[str, list[float]] = {}
     for req, r in zip(trace, records):
         if r is not None and r.ttft_s is not None:
@@ -137,7 +139,7 @@ def serve(name: str, trace: list[TraceRequest], line: LinkShape, ec: EngineConfi
                     phases.setdefault(req.kind, {}).setdefault(key, []).append(float(v))
     return {
         "setup": name, "requests": len(trace), "errors": errors, "wall_s": wall_s, "arrivals": arrivals,
-        "ttft_s": ttft, "tpot_s": tpot, "ttft_by_kind": by_kind, "phases": phases,
+        "ttft_s": ttft, "tpot_s": tpot, "tpot_gaps": tpot_gaps, "ttft_by_kind": by_kind, "phases": phases,
         "outputs": [s.tokens if s is not None else None for s in streams],
         "pipelines": {p: sum(1 for r in records if r is not None and r.pipeline == p)
                       for p in sorted({r.pipeline for r in records if r is not None})},
