@@ -175,27 +175,18 @@ def _route(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
            time_limit_s: float) -> list[float] | None:
     """The routing LP on the fixed counts (the most SLA goodput); its solution, or None when the counts
     carry no plan (or the LP found none in time)."""
-    others = [v.index for v in model.vars if v.integer and v.index not in fixed]
-    if not others:
-        return _route_lp(model, fixed, goodput, time_limit_s)
-    values = _route_lp(model.relaxed(), fixed, goodput, time_limit_s)  # those columns fractional first
-    if values is None:
-        return None
-    # other integer columns (whole-instance P queues, ``Pool.whole``): the LP's values rounded down,
-    # else up, else off, and the routing LP again on them
-    deadline = time.monotonic() + time_limit_s
-    for pick in (math.floor, math.ceil, lambda x: 0):
-        again = _route_lp(model, {**fixed, **{i: int(min(pick(values[i] + COUNT_EPS), model.vars[i].ub))
-                                              for i in others}}, goodput, deadline - time.monotonic())
-        if again is not None or time.monotonic() >= deadline:
-            return again
-    return None
+    # other integer columns (whole-instance P queues, ``Pool.whole``) stay integer: with the counts fixed,
+    # a MILP over those few columns (rounding them all down, up or off at once left the flagship no plan)
+    return _route_lp(model, fixed, goodput, time_limit_s,
+                     keep_integers=any(v.integer and v.index not in fixed for v in model.vars))
 
 
 def _route_lp(model: LinearModel, fixed: dict[int, int], goodput: dict[int, float],
-              time_limit_s: float) -> list[float] | None:
-    """:func:`_route`'s LP: the most SLA goodput on the fixed columns; None unless it keeps ``model``."""
-    lp = model.relaxed()
+              time_limit_s: float, keep_integers: bool = False) -> list[float] | None:
+    """:func:`_route`'s LP (``keep_integers``: MILP): the most SLA goodput on the fixed columns; None
+    unless it keeps ``model``."""
+    lp = model.relaxed() if not keep_integers else LinearModel(
+        vars=list(model.vars), rows=list(model.rows), maximize=model.maximize, _by_name=dict(model._by_name))
     for var, count in fixed.items():
         lp.fix(var, float(count))
     lp.maximize, lp.objective = True, dict(goodput)
