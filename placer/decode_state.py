@@ -5,7 +5,8 @@ in:  a :class:`~placer.problem.Problem`, a :class:`~placer.plan.Plan` with ``ass
      lines' planned utilisation
 out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, contexts and relay holds
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s`,
-     :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, its step, the KV wait law),
+     :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
+     step averaged over the batch's contexts; its step, the KV wait law),
      :func:`_meets_tpot`, :func:`_site_kv_waits`; :func:`_relay_hold_s`, :func:`_line_utilization`
 
 :mod:`placer.evaluate` runs these in order and re-exports them; the flow physics is
@@ -37,6 +38,7 @@ class DecodeState:
     im: InstanceModel
     tokens_per_s: float = 0.0  # per instance
     context_weighted: float = 0.0
+    context_sq_weighted: float = 0.0  # Σ tokens/s × E[context²] over the tokens: the contexts' spread
     held: float = 0.0  # RLD: relayed requests held at once per instance (req/s × hold s), any step
     held_context: float = 0.0  # their prompt tokens, weighted as ``held``
     batch: float = 0.0
@@ -110,7 +112,14 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
         st.kv_items.append((a.rps / st.count, c, None))
         st.tokens_per_s += rate
         st.context_weighted += rate * (c.input_tokens + c.output_tokens / 2)
+        st.context_sq_weighted += rate * _context_sq(c.input_tokens, c.output_tokens)
     return relays
+
+
+def _context_sq(start: float, tokens: float) -> float:
+    """E[context²] over the tokens a request decodes from ``start`` on: its context runs from start to
+    start + tokens (uniform), so the midpoint² + tokens² / 12."""
+    return (start + tokens / 2) ** 2 + tokens ** 2 / 12
 
 
 def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
@@ -148,6 +157,9 @@ def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
         st.tokens_per_s -= rate * made
         st.context_weighted += rate * ((c.output_tokens - made) * (c.input_tokens + (made + c.output_tokens) / 2)
                                        - c.output_tokens * (c.input_tokens + c.output_tokens / 2))
+        st.context_sq_weighted += rate * ((c.output_tokens - made) * _context_sq(c.input_tokens + made,
+                                                                                 c.output_tokens - made)
+                                          - c.output_tokens * _context_sq(c.input_tokens, c.output_tokens))
 
 
 def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
@@ -188,6 +200,28 @@ def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0) -> tupl
     return [x / total for x in probs], overloaded
 
 
+def _context_spread(st: DecodeState, mean: float) -> float:
+    """The standard deviation of one decoding sequence's context over the tokens the pool decodes (the classes'
+    contexts and each request's growth; RLD's relay holds not counted: their context is not tracked apart)."""
+    if st.tokens_per_s <= 0:
+        return 0.0
+    own = st.context_weighted / st.tokens_per_s
+    var = st.context_sq_weighted / st.tokens_per_s - own * own
+    return math.sqrt(max(var, 0.0)) if mean > 0 else 0.0
+
+
+def composed_step(step_at, n: float, mean: float, spread: float) -> float:
+    """A step of ``n`` sequences averaged over which sequences they are: a batch's mean context has the
+    sequences' spread ÷ √n about the pool's mean, and a step is not linear in its context (the bench's CPU table
+    at batch 2: 7.7 ms at 300 tokens, 19.5 at 800, 36.0 at 2,000), so the step at the mean context is not the
+    mean step. Two points, mean ± spread / √n (exact to the second order; a batch of one mixing pdd's MD
+    contexts 523 and 1,804 is those two points). ``spread`` 0: the step at the mean."""
+    if spread <= 0:
+        return step_at(n, mean)
+    d = min(spread / math.sqrt(max(n, 1.0)), mean - 1.0)
+    return (step_at(n, mean - d) + step_at(n, mean + d)) / 2
+
+
 def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[str]) -> None:
     """The decode batch and the step a request sees, from the batch's stationary law (:func:`batch_law`): B, the
     mean number of requests decoding (+ the relay holds: request-seconds per second RLD holds relayed
@@ -201,7 +235,9 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
         st.context_weighted / st.tokens_per_s)
     cap = int(st.im.batch_cap)
-    probs, st.overloaded = batch_law(st.tokens_per_s, lambda n: st.step_at(n, ctx), cap, st.held)
+    spread = _context_spread(st, ctx)
+    probs, st.overloaded = batch_law(st.tokens_per_s, lambda n: composed_step(st.step_at, n, ctx, spread), cap,
+                                     st.held)
     if st.overloaded:
         batch = float(cap)
     else:
@@ -212,7 +248,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # (no tokens to the end): the step with one more beside the ones it holds
     decoding = batch - st.held
     st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
-        st.step_at(min(batch + 1.0, float(cap)), ctx)
+        composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
     # the waiting law's first moment: arrivals that find no KV room for their reservation
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
