@@ -85,11 +85,11 @@ def _relay_hold_s(problem: Problem, plan: Plan, a: Assignment, c: Class, link_ut
 
 
 def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                 link_util: dict, notes: list[str]) -> list[tuple[float, float, int, PoolKey]]:
+                 link_util: dict, notes: list[str]) -> list[tuple[float, float, int, PoolKey, str]]:
     """Add every decode assignment's load to its pool: tokens/s and context of the requests that
     decode to the end there; for P-RLD-MD on RLD the request-seconds it holds them (its relay holds
     last the WAN transfer and the handoff whatever RLD's step). Returns the relay holds, (req/s,
-    hold seconds, output tokens, pool), whose tokens :func:`_rld_tokens_per_s` counts at the step
+    hold seconds, output tokens, pool, class), whose tokens :func:`_rld_tokens_per_s` counts at the step
     RLD settles at."""
     relays = []
     for a in plan.assignments:
@@ -102,7 +102,7 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
         if a.role == RLD and a.pipeline != P_RLD:
             hold = _relay_hold_s(problem, plan, a, c, link_util, st.im)
             if math.isfinite(hold):
-                relays.append((a.rps, hold, c.output_tokens, a.key))
+                relays.append((a.rps, hold, c.output_tokens, a.key, c.name))
                 st.kv_items.append((a.rps / st.count, c, hold))
                 held = a.rps * hold / st.count
                 st.held += held
@@ -123,23 +123,23 @@ def _context_sq(start: float, tokens: float) -> float:
 
 
 def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-               relays: list[tuple[float, float, int, PoolKey]]) -> None:
+               relays: list[tuple[float, float, int, PoolKey, str]]) -> None:
     """MD decodes what RLD did not: a P-RLD-MD request's output less the tokens RLD streamed before the
     handoff (:func:`placer.flows.eager_tokens` at RLD's settled step; RLD's pools settle first), which MD's
     one extend-decode pass takes in, so MD's tokens/s and its batch carry output − eager, over contexts from
     input + eager on (the simulator's MD joins the request with what is left). Before this, MD was charged
     the whole output: the bench's pdd MD 60 tokens/s where it decoded 48 (RLD made 20 %)."""
     eager: dict[str, list[float]] = {}  # class → [req/s, req/s × eager tokens] over its relays
-    rld_class = {(a.key, a.request_class) for a in plan.assignments
-                 if a.role == RLD and a.pipeline == P_RLD_MD and a.rps > 0}
-    for rps, hold, output, key in relays:
+    # each relay's own class (two classes of one output length have their own holds: before, a relay was matched
+    # to every class of its output length, so pdd's bench classes new and new-long — 320 tokens each — both got
+    # their mean eager tokens, 59, where RLD made 23 and 95: MD was charged the long prompts' tokens at 1,179
+    # tokens of context where the simulator's MD decoded at 1,059)
+    for rps, hold, output, key, name in relays:
         st = decode[key]
         step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
-        for k, name in rld_class:
-            if k == key and classes[name].output_tokens == output:
-                e = eager.setdefault(name, [0.0, 0.0])
-                e[0] += rps
-                e[1] += rps * eager_tokens(hold, output, step)
+        e = eager.setdefault(name, [0.0, 0.0])
+        e[0] += rps
+        e[1] += rps * eager_tokens(hold, output, step)
     # MD's rows carry no pipeline (a class's direct and relayed requests in one row): the relayed share of
     # each class's MD rows is its RLD relays' req/s over them
     md_rps: dict[str, float] = defaultdict(float)
@@ -163,14 +163,14 @@ def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
 
 
 def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                      relays: list[tuple[float, float, int, PoolKey]]) -> float:
+                      relays: list[tuple[float, float, int, PoolKey, str]]) -> float:
     """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
     of the batch RLD settles at (Little's law, :func:`_settle_batch`) while RLD holds it (at least
     t0, at most its output: :func:`placer.flows.eager_tokens`) — the step the request sees, the batch
     with it in (:func:`_settle_batch`)."""
     total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
                 if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
-    for rps, hold, output, key in relays:
+    for rps, hold, output, key, _name in relays:
         st = decode[key]
         step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
         total += rps * eager_tokens(hold, output, step)

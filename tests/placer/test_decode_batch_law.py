@@ -56,10 +56,39 @@ def test_md_decodes_what_rld_did_not_make():
         SimpleNamespace(role=MD, pipeline=None, request_class="new", rps=0.1, key=md_key),
         SimpleNamespace(role=MD, pipeline=None, request_class="turn", rps=0.5, key=md_key)])
     # RLD holds each relayed request 1 s (the KV's crawl and the handoff): 100 tokens at its 10-ms step
-    _hand_over(None, plan, {"new": new, "turn": turn}, {rld_key: rld, md_key: md}, [(0.1, 1.0, 320, rld_key)])
+    _hand_over(None, plan, {"new": new, "turn": turn}, {rld_key: rld, md_key: md}, [(0.1, 1.0, 320, rld_key, "new")])
     assert md.tokens_per_s == pytest.approx(0.1 * 220 + 0.5 * 16)
     # the tokens MD decodes run over contexts from 400 + 100 to 400 + 320
     assert md.context_weighted == pytest.approx(0.1 * 220 * (400 + 210) + 0.5 * 16 * (500 + 8))
+
+
+def test_two_relayed_classes_of_one_output_length_keep_their_own_eager_tokens():
+    """pdd's bench classes new (short prompt: MD has the KV soon, RLD made 23 tokens) and new-long (the KV crawls:
+    RLD made 95) both answer 320 tokens. Each class's MD rows lose its own relays' eager tokens — before, a relay
+    was matched to every class of its output length, both classes got the mean (59), and MD was charged the long
+    prompts' tokens at a longer context than it decodes them (serve18: 1,179 tokens where the simulator's MD
+    decoded at 1,059, a token 22.4 ms against the simulator's 19.0-20.2)."""
+    from placer.evaluate import _hand_over
+    from placer.pdd import MD, P_RLD_MD, RLD
+
+    from placer.plan import PoolKey
+
+    rld_key, md_key = PoolKey(RLD, "dc-a", "cpu", 1), PoolKey(MD, "dc-b", "cpu", 1)
+    short, long = SimpleNamespace(input_tokens=400, output_tokens=320), SimpleNamespace(input_tokens=1600, output_tokens=320)
+    rld = DecodeState(count=1, im=_Linear(0.005), seen_step_s=0.01)
+    md = DecodeState(count=1, im=_Linear(0.005), tokens_per_s=0.1 * 320 * 2,
+                     context_weighted=0.1 * 320 * (400 + 160) + 0.1 * 320 * (1600 + 160))
+    plan = SimpleNamespace(assignments=[
+        SimpleNamespace(role=RLD, pipeline=P_RLD_MD, request_class="new", rps=0.1, key=rld_key),
+        SimpleNamespace(role=RLD, pipeline=P_RLD_MD, request_class="new-long", rps=0.1, key=rld_key),
+        SimpleNamespace(role=MD, pipeline=None, request_class="new", rps=0.1, key=md_key),
+        SimpleNamespace(role=MD, pipeline=None, request_class="new-long", rps=0.1, key=md_key)])
+    # RLD holds a short one 0.2 s (20 tokens at its 10-ms step), a long one 1 s (100 tokens)
+    _hand_over(None, plan, {"new": short, "new-long": long}, {rld_key: rld, md_key: md},
+               [(0.1, 0.2, 320, rld_key, "new"), (0.1, 1.0, 320, rld_key, "new-long")])
+    assert md.tokens_per_s == pytest.approx(0.1 * 300 + 0.1 * 220)
+    # the short prompt's 300 tokens from 420 to 720, the long one's 220 from 1,700 to 1,920
+    assert md.context_weighted == pytest.approx(0.1 * 300 * (400 + 170) + 0.1 * 220 * (1600 + 210))
 
 
 def _cpu_table_step(batch: float) -> float:
