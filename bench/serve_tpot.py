@@ -10,7 +10,7 @@ out: :func:`token_mean` (Σ TPOT × gaps ÷ Σ gaps: the mean time between two t
 Why (issue 48): the planner's TPOT (``Metrics.tpot_s``, ``placer.decode_state``'s batch law by Little) is a
 mean over tokens, while the bench's TPOT P50/P90 are percentiles over requests — and most of the bench's
 requests are 16-token turns that decode alone, while the 320-token answers that carry most tokens share
-their steps. On the bench's saved runs the measured mean over tokens is 0.9-2.3x the median over requests
+their steps. On the bench's saved runs the measured mean over tokens is 1.0-2.3x the median over requests
 (serve18 same-dc-pd 24.8 ms against 14.4), so the planner's cell was read against another statistic.
 """
 
