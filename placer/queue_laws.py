@@ -33,7 +33,7 @@ from placer.p_queues import instance_arrival_cv2, packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
-from placer.queueing import WaitModel, lognormal_bands, lognormal_points
+from placer.queueing import WaitModel, lognormal_bands, lognormal_points, spread_prompt
 from placer.ttft_tail import LengthMixTail, TtftTail
 
 if TYPE_CHECKING:
@@ -130,11 +130,14 @@ def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float, flo
     one item, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the points of the lognormal
     law of new tokens with the class's mean and variance (:func:`placer.queueing.lognormal_points`:
     the law :func:`placer.workload.synthetic.class_requests` draws), each priced by
-    ``im.prefill_s`` at its own length — so the queue's E[S²] and its wait's percentiles keep the
+    ``im.prefill_s`` at its own length behind the class's cached prefix (:func:`~placer.queueing.spread_prompt`) — so the queue's E[S²] and its wait's percentiles keep the
     within-class tail (two points with the same mean and variance, :func:`~placer.queueing.spread_points`,
     give the same mean wait but a P90 wait 30 % short at cv² 1 and ρ 0.6)."""
-    return [(rps * prob, im.prefill_s(c.input_tokens * factor, c.hit_rate), new_tokens(c) * factor,
-             c.input_tokens * factor) for prob, factor in lognormal_points(c.new_tokens_cv2)]
+    out = []
+    for prob, factor in lognormal_points(c.new_tokens_cv2):
+        n_in, hit = spread_prompt(c.input_tokens, c.hit_rate, factor)
+        out.append((rps * prob, im.prefill_s(n_in, hit), new_tokens(c) * factor, n_in))
+    return out
 
 
 def first_token_by_length(route: Route, wait: WaitModel, utilization: float, line_share: float,
@@ -154,7 +157,8 @@ def first_token_by_length(route: Route, wait: WaitModel, utilization: float, lin
         return det, tail
 
     def law(factor: float):
-        cls = dataclasses.replace(route.cls, input_tokens=route.cls.input_tokens * factor)
+        n_in, hit = spread_prompt(route.cls.input_tokens, route.cls.hit_rate, factor)
+        cls = dataclasses.replace(route.cls, input_tokens=n_in, hit_rate=hit)
         return dataclasses.replace(route, cls=cls).first_token_law(_own_wait(wait, new_tokens(cls)), utilization,
                                                                     line_share, line_residual_s, packed=True)
 

@@ -8,7 +8,7 @@ out: an iterator of *work items*, increasing in time, each a tuple
   process (Poisson, or gamma gaps of the scenario's ``arrival_cv2``) or in bursts; the hit
   rate is the class's (``class_index`` ≥ 0, ``hash_ids`` None); lengths are the class's,
   or, for a class with a spread (``new_tokens_cv2``, ``output_tokens_cv2``), lognormal
-  around them with that variance / mean².
+  around them with that variance / mean² (new tokens behind the class's cached prefix).
 * :class:`AgenticSessions` — multi-turn agentic sessions: each turn re-sends a prefix
   of the session's history (a shared agent context plus the session's earlier turns
   and outputs) and appends new tokens; the prefix length follows the hit rate of a
@@ -32,6 +32,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from placer.fields import MAX_TOKENS
+from placer.queueing import spread_prompt
 from placer.workload.arrivals import Burstiness, arrivals
 from placer.workload.trace import BLOCK_TOKENS, read_trace
 
@@ -51,7 +52,7 @@ def class_requests(classes: Sequence, rate_rps: float, rng: random.Random, kind:
                    burstiness: Burstiness | None = None, arrival_cv2: float = 1.0) -> Iterator[WorkItem]:
     """Endless i.i.d. requests from ``classes`` (objects with share/input_tokens/output_tokens/hit_rate,
     and optionally ``new_tokens_cv2`` / ``output_tokens_cv2``: lengths then lognormal with the class's
-    mean and that variance / mean²; a class without a spread draws nothing more from ``rng``), arriving
+    mean and that variance / mean² — a prompt's new tokens behind the class's cached prefix (:func:`_spread_new`); a class without a spread draws nothing more from ``rng``), arriving
     as ``kind`` (poisson: a renewal process of gap cv² ``arrival_cv2``, :func:`~placer.workload.arrivals.arrivals`)."""
     cum = _cumulative([c.share for c in classes])
     table = [(k, c.input_tokens, c.output_tokens, c.hit_rate, _sigma(c, "new_tokens_cv2"),
@@ -61,7 +62,7 @@ def class_requests(classes: Sequence, rate_rps: float, rng: random.Random, kind:
     for t in arrivals(kind, rate_rps, rng, burstiness, arrival_cv2):
         k, n_in, n_out, hit, s_in, s_out = table[pick(cum, rand())]
         if s_in > 0.0:
-            n_in = _spread(n_in, s_in, rng)
+            n_in, hit = _spread_new(n_in, hit, s_in, rng)
         if s_out > 0.0:
             n_out = _spread(n_out, s_out, rng)
         yield (t, k, n_in, n_out, hit, None)
@@ -71,6 +72,16 @@ def _sigma(c: object, field: str) -> float:
     """σ of the lognormal with mean 1 and variance ``c.<field>`` (0 where the class has none)."""
     cv2 = getattr(c, field, 0.0) or 0.0
     return math.sqrt(math.log1p(cv2)) if cv2 > 0 else 0.0
+
+
+def _spread_new(n_in: int, hit: float, sigma: float, rng: random.Random) -> tuple[int, float]:
+    """(input tokens, hit rate) of a prompt whose new tokens are drawn lognormal around its class's (mean
+    kept, log-σ ``sigma``) behind the class's cached prefix (:func:`placer.queueing.spread_prompt`, the rule
+    the P-queue laws price), within [1, MAX_TOKENS]; a class without hits draws its whole prompt so."""
+    factor = math.exp(sigma * rng.gauss(0.0, 1.0) - sigma * sigma / 2)
+    drawn, _ = spread_prompt(n_in, hit, factor)
+    out = min(MAX_TOKENS, max(1, round(drawn)))
+    return out, (min(1.0, n_in * hit / out) if hit > 0.0 else hit)
 
 
 def _spread(mean: int, sigma: float, rng: random.Random) -> int:

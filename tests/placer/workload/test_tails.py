@@ -105,8 +105,9 @@ def test_class_requests_draw_a_class_spread_and_keep_its_mean():
     flat = RequestClass(name="a", share=1.0, input_tokens=8000, output_tokens=400, hit_rate=0.5)
     wide = flat.model_copy(update={"new_tokens_cv2": 2.0, "output_tokens_cv2": 0.5})
     draws = [r for r, _ in zip(class_requests([wide], 10.0, random.Random(3)), range(20000))]
-    ins = [r[2] for r in draws]
-    mean = sum(ins) / len(ins)
-    var = sum((x - mean) ** 2 for x in ins) / len(ins)
-    assert mean == pytest.approx(8000, rel=0.05) and var / mean ** 2 == pytest.approx(2.0, rel=0.25)
+    new = [r[2] * (1.0 - r[4]) for r in draws]  # the spread is of new tokens, behind the class's cached prefix
+    mean = sum(new) / len(new)
+    var = sum((x - mean) ** 2 for x in new) / len(new)
+    assert mean == pytest.approx(4000, rel=0.05) and var / mean ** 2 == pytest.approx(2.0, rel=0.25)
+    assert {round(r[2] * r[4]) for r in draws} == {4000}
     assert {r[2] for r, _ in zip(class_requests([flat], 10.0, random.Random(3)), range(100))} == {8000}
