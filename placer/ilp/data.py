@@ -29,7 +29,7 @@ from placer.pdd import (
 )
 from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.p_tiers import (  # noqa: F401 - re-exported: the P queues of a pool
-    GEOMETRIC_TIERS, chip_p_queues, heavy_classes, limit_split, p_queues, p_tiers, p_wait_law, tier_utilizations,
+    GEOMETRIC_TIERS, chip_p_queues, heavy_classes, p_queues, p_tiers, p_wait_law, split_allowed, tier_utilizations,
 )
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
@@ -63,6 +63,8 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
     tiers: dict = {}  # (chip, tp, admits) → (p_tiers, whether it splits): its P queues, the same in every dc
     designs: dict = {}  # (chip, tp) → its decode design and KV headroom, the same in every datacenter
+    disaggregated = any(pipe != P_A for pipe in arch.pipelines)
+    split = disaggregated and split_allowed(problem, tiers, notes)  # the heavy/light P split (p_tiers)
     for dc in problem.datacenters:
         check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
@@ -77,9 +79,8 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                 else:
                     shapes[tp] = im
-            disaggregated = any(pipe != P_A for pipe in arch.pipelines)
             if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                for pool, im in chip_p_queues(problem, dc.name, chip, shapes, arch.admits(dc.name), tiers):
+                for pool, im in chip_p_queues(problem, dc.name, chip, shapes, arch.admits(dc.name), tiers, split):
                     pools.append(pool)
                     instances[pool] = im
             for tp, im in shapes.items():
@@ -108,7 +109,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                         pools.append(pool)
                         instances[pool] = im
                         agg[pool] = design
-    pools = drop_dominated(problem, limit_split(problem, pools, notes, tiers), instances, decode, notes)
+    pools = drop_dominated(problem, pools, instances, decode, notes)
     return pools, instances, decode, agg, sorted(set(notes))
 
 

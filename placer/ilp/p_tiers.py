@@ -4,7 +4,7 @@ in:  a :class:`~placer.problem.Problem` and one P instance (:class:`~placer.perf
 out: :func:`p_tiers` (a pool's "mix" tiers, whether a "light" queue joins them, its heavy classes),
      :func:`p_queues` (its queues as :class:`~placer.ilp.sets.Pool` candidates: "mix" tiers, and a
      "light" queue or the "heavy" and light-set "set" queues on whole instances), :func:`chip_p_queues`
-     (a chip's shapes in a datacenter), :func:`limit_split` (the split left out on large models),
+     (a chip's shapes in a datacenter), :func:`split_allowed` (the split left out on large models),
      :func:`tier_utilizations`, :func:`heavy_classes`, :func:`heavy_on_time` — read by
      :mod:`placer.ilp.data` (which re-exports them).
 """
@@ -126,7 +126,7 @@ def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
     """The P queues of one physical pool, from its instance's :func:`p_tiers` ("set" queues: ``admits``).
 
     Where the pool has light and heavy classes: the "mix" tiers, and either a "light" queue at the cap
-    or, where ``split`` (:func:`heavy_on_time`, :func:`limit_split`), two "set" queues at the cap in its
+    or, where ``split`` (:func:`heavy_on_time`, :func:`split_allowed`), two "set" queues at the cap in its
     place, each its classes in proportion among themselves and priced at their exact moments
     (:func:`placer.p_queues.set_wait_law`): the "heavy" queue (the classes not light) and the light
     classes' — so one pool may prefill only the long prompts while another takes the rest (PrfaaS's
@@ -156,17 +156,17 @@ def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
 
 
 def chip_p_queues(problem: Problem, dc: str, chip: str, shapes: dict, admits: frozenset[int] | None,
-                  tiers: dict) -> list[tuple[Pool, InstanceModel]]:
+                  tiers: dict, split: bool = True) -> list[tuple[Pool, InstanceModel]]:
     """The P queues of one chip's candidate shapes in a datacenter (``shapes``: tp → instance), each
-    with its instance (:func:`p_queues`; the heavy/light split where :func:`heavy_on_time`).
+    with its instance (:func:`p_queues`; the heavy/light split where ``split`` and :func:`heavy_on_time`).
     ``tiers``: (chip, tp, admits) → :func:`p_tiers`, filled here (the same in every datacenter)."""
     out = []
     for tp, im in shapes.items():
         if (chip, tp, admits) not in tiers:
             found = p_tiers(problem, im, admits)
             tiers[chip, tp, admits] = found, found[1] and heavy_on_time(problem, im, found[2])
-        found, split = tiers[chip, tp, admits]
-        out += [(pool, im) for pool in p_queues(problem, dc, chip, tp, found, admits, split)]
+        found, splits = tiers[chip, tp, admits]
+        out += [(pool, im) for pool in p_queues(problem, dc, chip, tp, found, admits, split and splits)]
     return out
 
 
@@ -195,14 +195,12 @@ def split_pools(problem: Problem, tiers: dict) -> int:
     return count
 
 
-def limit_split(problem: Problem, pools: list[Pool], notes: list[str], tiers: dict) -> list[Pool]:
-    """``pools`` without the split's whole-instance queues where more than :data:`SPLIT_MAX_POOLS`
-    of the scenario's P pools would take it (:func:`split_pools`; and a note that says so)."""
-    if not any(q.whole for q in pools):
-        return pools
+def split_allowed(problem: Problem, tiers: dict, notes: list[str]) -> bool:
+    """Whether the model may have the heavy/light split: at most :data:`SPLIT_MAX_POOLS` of the scenario's
+    P pools would take it (:func:`split_pools`); else a note says why it is left out."""
     count = split_pools(problem, tiers)
     if count <= SPLIT_MAX_POOLS:
-        return pools
+        return True
     notes.append(f"no heavy/light P split: {count} P pools would take it (> {SPLIT_MAX_POOLS}: its "
                  "whole-instance queues would slow the proof several-fold); mix and light queues only")
-    return [q for q in pools if not q.whole]
+    return False
