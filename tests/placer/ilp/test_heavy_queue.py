@@ -81,10 +81,13 @@ def test_whole_queues_keep_whole_instances_whatever_else_the_plan_lists():
 
 
 def test_the_split_is_left_out_where_too_many_pools_would_take_it():
-    queues, _, notes = _p_queues(as_problem(load_scenario(EXAMPLES / "eight-dc.yaml")))
+    problem = as_problem(load_scenario(EXAMPLES / "eight-dc.yaml"))
+    queues, instances, notes = _p_queues(problem)
     assert not any(q.whole for qs in queues.values() for q in qs)
     assert any(f"(> {SPLIT_MAX_POOLS}" in note for note in notes)
-    assert any(q.mix == LIGHT for qs in queues.values() for q in qs)  # the light queues stay
+    for key, qs in queues.items():  # every pool with light and heavy classes keeps its light queue
+        if heavy_classes(problem, instances[qs[0]]):
+            assert any(q.mix == LIGHT for q in qs), key
 
 
 def test_pdd_reaches_prfaas_split_on_the_flagship(flagship, plan):
