@@ -238,18 +238,23 @@ def _sla_length_factor(im, c: Class, sla_s: float) -> float:
 
 
 def _length_factor(im, input_tokens: float, hit_rate: float, sla_s: float) -> float:
-    """:func:`_sla_length_factor` by bisection on the prompt's length factor (40 halvings)."""
-    if im.prefill_s(input_tokens, hit_rate) >= sla_s:
+    """:func:`_sla_length_factor` by bisection on the factor on the prompt's new tokens, its cached prefix
+    kept (:func:`~placer.queueing.spread_prompt`; 40 halvings)."""
+
+    def alone_s(factor: float) -> float:
+        return im.prefill_s(*spread_prompt(input_tokens, hit_rate, factor))
+
+    if alone_s(1.0) >= sla_s:
         lo, hi = 0.0, 1.0
     else:
         lo, hi = 1.0, 2.0
-        while im.prefill_s(input_tokens * hi, hit_rate) < sla_s:
+        while alone_s(hi) < sla_s:
             lo, hi = hi, hi * 2
             if hi > 1e4:
                 return math.inf
     for _ in range(40):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if im.prefill_s(input_tokens * mid, hit_rate) < sla_s else (lo, mid)
+        lo, hi = (mid, hi) if alone_s(mid) < sla_s else (lo, mid)
     return hi
 
 

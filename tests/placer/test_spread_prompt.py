@@ -53,3 +53,22 @@ def test_a_spread_class_draws_new_tokens_behind_its_cached_prefix():
     drawn = np.mean([im.prefill_s(n_in, hit) ** 2 for _, _, n_in, _, hit, _ in rows])
     law = sum(r * s * s for r, s, *_ in class_items(1.0, cls, im))
     assert abs(law / drawn - 1.0) < 0.10
+
+
+def test_tail_notes_length_is_new_tokens_behind_the_cached_prefix():
+    """The length a tail note names for a long-context high-hit class is the new-token count whose prefill
+    alone, behind the class's 64K cached prefix, takes the SLA (scaling the whole prompt at its hit put it
+    at under a third of that: the context grew with the factor)."""
+    from placer.queue_laws import _sla_length_factor
+
+    problem = resolve(parse_scenario(micro_dict()))
+    im = instance(problem, "H100-SXM", 1)
+    cls = Class("agentic", 1.0, 65536, 256, 0.98, False, 4.0)
+    sla_s = 2.0
+    cached = 65536 * 0.98
+    lo, hi = 1.0, 1e7  # new tokens whose prefill behind the prefix takes the SLA, by bisection
+    for _ in range(80):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if im.prefill_s(cached + mid, cached / (cached + mid)) < sla_s else (lo, mid)
+    named = _sla_length_factor(im, cls, sla_s) * cls.new_tokens
+    assert abs(named / hi - 1.0) < 0.01
