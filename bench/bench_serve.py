@@ -19,6 +19,20 @@ finishes each one (the PDD report: 64K-token contexts, ~1K outputs, 100-token ha
 the output tokens; here RLD holds 10-60 % of a relayed answer: 1,000-token answers would take 15-30 s
 of decoding each on this CPU). The anomalous requests are filtered to RLD and finish there. The
 planner's classes split the short and the long conversations (`request_class`).
+The load is steady, as the planner plans for (issue 48, `serve_trace.lone_arrivals`): the first full trace opened
+its twelve conversations every 2 s, so 81 % of its output tokens (the openings' answers) came in the first 26 %
+of an ~84 s run, and the planner's TPOT — a steady load's, Poisson at the mean rate — read −39…−45 % against
+the simulator on those arrivals while within 10 % of it on its own inputs. Now ten conversations open over the
+whole ~100 s run (`span_s` = 10 × `stagger_s` = 10 s), their gaps the exponential law's ten quantiles (Poisson's
+spread in every draw, a long gap after each short one so that each quarter of the run gets 20-30 % of the
+tokens), the six anomalous requests the same way; a conversation thinks 6 s between turns and keeps the turns
+(at most 6) planned to arrive within the run, so no tail of turns outlasts the openings: 49-58 requests, each
+serve ~100 s, the full bench ~17 min on a quiet host (serve18's 14.4 min with 84-s serves). `bench_serve.py --dry
+--profile X.profile.json --runtime X.runtime.json [--served X.served.json]` simulates a trace as if served
+(each turn `think_s` after its simulated answer, `bench/serve_dry.py`) and prints the planner beside the
+simulator on Poisson and on the trace's arrivals: on serve18's profile, seeds 0 and 1, the planner's TPOT mean
+is −15…+3 % off the simulator on the trace's arrivals (the old trace −30…−39 %), TTFT P50/P90 within 10 %;
+the decoders 26-36 % busy. `--quick` keeps the first shape (openings every 1.5 s, `arrivals="bunched"`).
 The same trace (same prompts, same arrival times) is served by:
 
 - same-dc-pd: P and D in dc-a (the KV never crosses the WAN) — the lower bound;
@@ -41,7 +55,7 @@ speedup of 1-3 concurrent engine threads, each phase's pace (lone forwards at a 
 points ÷ the profile's) and what a neighbour thread's prefills or decode steps, or a busy line at
 the served rate, cost each kind of forward (``interference``), measured just before and after serving it
 (`measure_runtime.probe_host`). `--quick` is a smaller run of the same
-comparison (27 requests); the full run has 102 (its P90's bootstrap interval is printed).
+comparison (27 requests); the full run has 49-58 (its P90's bootstrap interval is printed).
 
 Calibration: the probes' neighbours are bare forwards, while a serving process also runs the router,
 the transport's loops and the I/O thread beside them; served forwards went 10-40 % slower than the
@@ -106,8 +120,8 @@ beside what the simulator charges that kind with those neighbours.
 
 Each setup first serves a fresh prompt as long as the trace's longest and one request of the
 shared system prompt to the end (`warm_up`): in steady state the engines are warm and the prompt
-is cached, and the simulator starts so. The trace is spaced (a conversation every 2 s, 10 s of
-thinking between turns) so that the decoders work well under half of the time: closer to
+is cached, and the simulator starts so. The trace is spaced (a conversation every 10 s on average, 6 s of
+thinking between turns: the decoders 26-36 % busy in the dry run) so that the decoders work well under half of the time: closer to
 saturation, a queue's length moves by e / (1 - busy) for a cost error e, and at the 85-90 % the
 first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the spread of a shared host's
 memory bandwidth within minutes — moved TPOT by 30-50 %. The bench
@@ -123,7 +137,7 @@ Modules (this file is the entry: its CLI and ``run``): ``bench/serve_trace.py`` 
 setups), ``bench/serve_run.py`` (serving a setup, the calibration pair), ``bench/serve_scenario.py`` (the
 profile, the scenario and the plans the planner and the simulator take), ``bench/serve_predict.py`` (the
 simulator's and the planner's predictions), ``bench/serve_report.py`` (the report), ``bench/serve_handoff.py``
-(the handoffs), ``bench/serve_tpot.py`` (TPOT over tokens), ``bench/planner_check.py`` (the planner's ladder), ``bench/served_forwards.py`` (the served
+(the handoffs), ``bench/serve_tpot.py`` (TPOT over tokens), ``bench/planner_check.py`` (the planner's ladder), ``bench/serve_dry.py`` (``--dry``), ``bench/served_forwards.py`` (the served
 forwards against the table).
 """
 
@@ -186,12 +200,18 @@ def main(argv: list[str] | None = None) -> int:
                          "host's own pace moved more than 1.5x between them (a burst of other work on the machine)")
     ap.add_argument("--served", type=Path, help="predict for the runs saved in this file (--json X saves them "
                     "as X.served.json) instead of serving again; needs --profile and --runtime")
-    ap.add_argument("--turns", type=int, help="turns per conversation (default: the trace's, 8; --quick 5): "
-                    "fewer to fit a time box (each turn adds about 10.5 s to each of the six serves)")
+    ap.add_argument("--dry", action="store_true",
+                    help="serve nothing: simulate the trace as if served (each turn after its simulated answer) and "
+                         "print the planner beside the simulator on Poisson and on the trace's arrivals "
+                         "(bench/serve_dry.py); needs --profile and --runtime, takes --served's calibration serves")
+    ap.add_argument("--turns", type=int, help="turns per conversation at most (default: the trace's, 6; --quick 5): "
+                    "fewer for fewer requests (the full trace's serves last its span, ~100 s, whatever the turns)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     if args.turns is not None and args.turns < 1:
         ap.error(f"--turns must be at least 1, got {args.turns}")
+    if args.dry and (args.profile is None or args.runtime is None):
+        ap.error("--dry needs --profile and --runtime (a saved run's X.profile.json and X.runtime.json)")
     if args.repeats < 1:
         ap.error(f"--repeats must be at least 1, got {args.repeats}")
     if args.host_retries < 0:
@@ -215,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
     # by up to 40 %, 2026-12-03 runs j and k: the table's error differs from one region of the grid to another)
     cal_trace = make_trace(shape, args.seed + 1)
     line = LinkShape(args.gbit_per_s, args.rtt_ms, args.jitter_ms, args.loss)
+    if args.dry:
+        from bench.serve_dry import run_dry
+
+        return run_dry(trace, line, args.profile, args.runtime, args.seed, args.served, not args.no_shape, args.json)
     ec = engine_config(trace)
     t0 = time.monotonic()
     runtime: dict = {}

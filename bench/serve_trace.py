@@ -2,7 +2,8 @@
 
 in:  a :class:`TraceConfig` (``QUICK`` or ``FULL``) and a seed
 out: ``MODEL`` (the bench model: 32 KiB of KV per token, tiny compute), :func:`make_trace` (conversations and
-     anomalous requests), :func:`setups` (same-dc-pd, cross-dc-pd, pdd: instances and routing),
+     anomalous requests; when they open: :func:`lone_arrivals`, steady over the run for ``FULL``; the turns a
+     conversation keeps: :func:`turns_kept`), :func:`setups` (same-dc-pd, cross-dc-pd, pdd: instances and routing),
      :func:`engine_config`, :func:`request_class` (the planner's class of a request), :func:`trace_file` (the
      trace as served, as placer's JSONL trace). The trace's arithmetic is in ``bench/bench_serve.py``'s docstring.
 """
@@ -33,12 +34,12 @@ BLOCK = 16
 @dataclass(frozen=True)
 class TraceConfig:
     conversations: int
-    turns: int
+    turns: int  # at most: a conversation that opens late keeps the turns that fit in the run (``turns_kept``)
     anomalous: int
     shared_tokens: int = 256  # system prompt + tool definitions, common to every conversation
     # a new conversation's own context: even conversations draw from the first range, odd from the second —
     # a short one whose KV crosses while RLD has made fewer tokens than catch_up_threshold_tokens (one-shot
-    # handoff) and a long one over it (catch-up); the arithmetic in the module's docstring
+    # handoff) and a long one over it (catch-up); the arithmetic in bench_serve's docstring
     first_user_tokens: tuple[int, int] = (80, 160)
     long_first_user_tokens: tuple[int, int] = (1300, 1500)
     turn_tokens: tuple[int, int] = (24, 56)  # what each later turn appends (reply + tool output)
@@ -46,13 +47,85 @@ class TraceConfig:
     turn_output_tokens: int = 16
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
-    stagger_s: float = 2.0  # between conversation starts
+    stagger_s: float = 2.0  # between conversation openings: they open at a constant rate over the whole run
     think_s: float = 10.0  # between turns of one conversation
+    # a decoded token's seconds as the trace plans its turns (the bench's CPU steps with a neighbour: 11-15 ms);
+    # the serve's own answers set when each turn really comes
+    step_s: float = 0.015
+    arrivals: str = "poisson"  # how the openings and the anomalous requests come: ``lone_arrivals``
+
+    @property
+    def span_s(self) -> float:
+        """The run the trace plans: one stagger per conversation, the last opening one stagger before its end."""
+        return self.conversations * self.stagger_s
 
 
 QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, turn_output_tokens=8, stagger_s=1.5,
-                    think_s=5.0)  # 27 requests
-FULL = TraceConfig(conversations=12, turns=8, anomalous=6)  # 102 requests: see p90_spread
+                    think_s=5.0, arrivals="bunched")  # 27 requests, its openings in the first 6 s of ~30
+# ten openings, one every 10 s on average (Poisson's gaps), 6 s of thinking, up to 6 turns each: ~50-58 requests over
+# ~100 s, the decoders 25-37 % busy (bench_serve's docstring)
+FULL = TraceConfig(conversations=10, turns=6, anomalous=6, stagger_s=10.0, think_s=6.0)
+
+
+ARRIVALS = ("poisson", "even", "bunched")
+
+
+def lone_arrivals(cfg: TraceConfig, seed: int) -> tuple[list[float], list[float]]:
+    """When each conversation opens and each anomalous request comes (s from the run's start), by ``arrivals``:
+
+    - ``poisson`` (``FULL``): a Poisson process at a constant rate over the run, conditioned on the counts —
+      each opening and each anomalous request uniform in [0.2 s, :attr:`TraceConfig.span_s`), sorted: the steady
+      load the planner plans for (its laws take Poisson arrivals at the mean rate);
+    - ``even``: an opening every ``stagger_s`` from 0.2 s, the anomalous requests midway between two openings,
+      spread evenly (more regular than Poisson: answers that rarely overlap, so the planner's TPOT reads high);
+    - ``bunched`` (``QUICK``, the first shape): an opening every ``stagger_s``, the anomalous requests spread over
+      the openings plus one conversation's turns (the openings' long answers crowd the run's first part).
+    """
+    if cfg.arrivals not in ARRIVALS:
+        raise ValueError(f"TraceConfig.arrivals must be one of {', '.join(ARRIVALS)}, got {cfg.arrivals!r}")
+    if cfg.arrivals == "poisson":
+        rng = random.Random(seed + 7919)  # apart from the prompts' draws: the same prompts under any arrivals
+        return _exponential_gaps(cfg.conversations, cfg.span_s, rng), _exponential_gaps(cfg.anomalous, cfg.span_s, rng)
+    openings = [0.2 + c * cfg.stagger_s for c in range(cfg.conversations)]
+    if cfg.arrivals == "even":
+        slots = [math.floor(cfg.conversations * (a + 0.5) / cfg.anomalous) for a in range(cfg.anomalous)]
+        return openings, [openings[k] + cfg.stagger_s / 2 for k in slots]
+    span = cfg.conversations * cfg.stagger_s + cfg.turns * cfg.think_s
+    return openings, [span * (a + 0.5) / (cfg.anomalous + 0.5) for a in range(cfg.anomalous)]
+
+
+def _exponential_gaps(n: int, span_s: float, rng: random.Random) -> list[float]:
+    """``n`` arrival times from 0.2 s whose gaps are the exponential law's ``n`` quantiles (at (i + ½) / n), scaled to
+    fill [0.2 s, ``span_s``) with the last gap past the last arrival: Poisson's spread of gaps in every draw, not a
+    draw's luck (ten openings drawn at random put 10-41 % of the tokens in one quarter of the run, shuffled quantiles
+    10-46 %). Their order: the longer and the shorter half alternate, each half in a seeded order."""
+    gaps = [-math.log(1 - (i + 0.5) / n) for i in range(n)]
+    short, long = gaps[:n // 2], gaps[n // 2:]
+    rng.shuffle(short)
+    rng.shuffle(long)
+    # a long gap after each short one: the rate stays the same from the run's first quarter to its last
+    gaps = [g for pair in zip(long, short) for g in pair] + long[len(short):]
+    scale = (span_s - 0.2) / sum(gaps)
+    times, t = [], 0.2
+    for g in gaps:
+        times.append(t)
+        t += g * scale
+    return times
+
+
+def turns_kept(cfg: TraceConfig, opening: float) -> int:
+    """The turns of a conversation opening at ``opening`` s (the first included): at most ``turns``, and unless
+    ``bunched`` only those planned to arrive within the run (:attr:`TraceConfig.span_s`) with answers at
+    ``step_s`` a token — so the openings, most of the output tokens, keep their rate to the run's end, and no
+    tail of later turns outlasts them."""
+    if cfg.arrivals == "bunched":
+        return cfg.turns
+    t = opening + cfg.new_output_tokens * cfg.step_s
+    kept = 1
+    while kept < cfg.turns and t + cfg.think_s <= cfg.span_s:
+        t += cfg.think_s + cfg.turn_output_tokens * cfg.step_s
+        kept += 1
+    return kept
 
 
 @dataclass(frozen=True)
@@ -67,7 +140,8 @@ class TraceRequest:
 
 
 def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
-    """Conversations (turn k+1 comes `think_s` after turn k's answer ended) and lone anomalous requests."""
+    """Conversations opening as ``arrivals`` says (:func:`lone_arrivals`; turn k+1 comes ``think_s`` after turn k's
+    answer ended, as many turns as fit in the run: :func:`turns_kept`) and lone anomalous requests."""
     rng = random.Random(seed)
 
     def tokens(n: int) -> list[int]:
@@ -79,22 +153,20 @@ def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
         return (prefix - prefix % BLOCK) / n
 
     shared = [256, *tokens(cfg.shared_tokens)]
+    openings, anomalous = lone_arrivals(cfg, seed)
     out: list[TraceRequest] = []
     for c in range(cfg.conversations):
-        start = 0.2 + c * cfg.stagger_s
         context = shared + tokens(rng.randint(*(cfg.long_first_user_tokens if c % 2 else cfg.first_user_tokens)))
-        out.append(TraceRequest(start, tuple(context), cfg.new_output_tokens, "new", cached(len(shared), len(context)),
-                                c, 0))
-        for k in range(1, cfg.turns):
+        out.append(TraceRequest(openings[c], tuple(context), cfg.new_output_tokens, "new",
+                                cached(len(shared), len(context)), c, 0))
+        for k in range(1, turns_kept(cfg, openings[c])):
             before = len(context)
             context = context + tokens(rng.randint(*cfg.turn_tokens))
             out.append(TraceRequest(cfg.think_s, tuple(context), cfg.turn_output_tokens, "turn",
                                     cached(before, len(context)), c, k))
-    span = cfg.conversations * cfg.stagger_s + cfg.turns * cfg.think_s
     for a in range(cfg.anomalous):
         prompt = shared + tokens(cfg.anomalous_tokens)
-        t = span * (a + 0.5) / (cfg.anomalous + 0.5)
-        out.append(TraceRequest(t, tuple(prompt), cfg.anomalous_output_tokens, "anomalous",
+        out.append(TraceRequest(anomalous[a], tuple(prompt), cfg.anomalous_output_tokens, "anomalous",
                                 cached(len(shared), len(prompt))))
     return out
 
@@ -146,7 +218,7 @@ def request_class(r: TraceRequest) -> str:
 
 def trace_file(path: Path, trace: list[TraceRequest], arrivals: list[float]) -> int:
     """The trace as served (same prompts, the arrival times it had) as placer's JSONL trace."""
-    rows = sorted((a, r) for a, r in zip(arrivals, trace) if not math.isnan(a))
+    rows = sorted(((a, r) for a, r in zip(arrivals, trace) if not math.isnan(a)), key=lambda row: row[0])
     path.write_text("".join(json.dumps({"timestamp": a * 1000, "input_length": len(r.prompt),
                                         "output_length": r.max_tokens, "hit_rate": r.hit_estimate}) + "\n"
                             for a, r in rows))
