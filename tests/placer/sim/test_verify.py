@@ -6,6 +6,7 @@ import yaml
 from typer.testing import CliRunner
 
 from placer.cli import app
+from placer.ilp.dinkelbach import TARGET_GAP
 from placer.problem import resolve
 from placer.sim import SimConfig
 from placer.sim.verify import blame, verify_plan
@@ -33,9 +34,11 @@ def test_bursty_traffic_misses_the_sla_until_verify_cuts_what_made_it_late(seed)
     assert outcome.holds and last["sim_ttft_p90_s"] <= problem.ttft_p90_s and not outcome.reason
     assert first["cuts"] == "none" and last["cuts"] != "none"  # the cut names pools / lines, not a global cap
     assert any(line.startswith("verify: late requests from") for line in lines)
-    # cuts only take plans away, so the planned optimum cannot rise (the simulated SLA goodput may: the
-    # first plan's late requests did not count)
-    assert last["ilp_bcr_requests_per_usd"] <= first["ilp_bcr_requests_per_usd"] * (1 + 1e-6)
+    # cuts only take plans away, so the planned optimum cannot rise beyond the gap each plan is proven
+    # within (TARGET_GAP: ROOMY's first plan 3000.4, after the cuts 3020.5, +0.7 %, once its P pools could
+    # split heavy and light classes; the simulated SLA goodput may rise: the first plan's late requests
+    # did not count)
+    assert last["ilp_bcr_requests_per_usd"] <= first["ilp_bcr_requests_per_usd"] * (1 + TARGET_GAP)
     assert sum(line.startswith("verify round") for line in lines) == len(outcome.rounds)
     note = outcome.plan.notes[-1]
     assert "meets the SLA" in note and f"{len(outcome.rounds)} round(s)" in note
