@@ -21,18 +21,21 @@ of decoding each on this CPU). The anomalous requests are filtered to RLD and fi
 planner's classes split the short and the long conversations (`request_class`).
 The load is steady, as the planner plans for (issue 48, `serve_trace.lone_arrivals`): the first full trace opened
 its twelve conversations every 2 s, so 81 % of its output tokens (the openings' answers) came in the first 26 %
-of an ~84 s run, and the planner's TPOT — a steady load's, Poisson at the mean rate — read −39…−45 % against
-the simulator on those arrivals while within 10 % of it on its own inputs. Now ten conversations open over the
-whole ~100 s run (`span_s` = 10 × `stagger_s` = 10 s), their gaps the exponential law's ten quantiles (Poisson's
-spread in every draw, a long gap after each short one so that each quarter of the run gets 20-30 % of the
-tokens), the six anomalous requests the same way; a conversation thinks 6 s between turns and keeps the turns
-(at most 6) planned to arrive within the run, so no tail of turns outlasts the openings: 49-58 requests, each
-serve ~100 s, the full bench ~17 min on a quiet host (serve18's 14.4 min with 84-s serves). `bench_serve.py --dry
+of an ~84 s run, and the planner's TPOT mean — a steady load's, Poisson at the mean rate — read −31…−40 %
+against the simulator on those arrivals (serve18) while within 10 % of it on its own inputs. Now ten
+conversations open over the whole ~100 s run (`span_s` = 10 × `stagger_s` = 10 s), their gaps the exponential
+law's ten quantiles (Poisson's spread in every draw; a long gap after each short one: no clump of openings,
+though the longest gap, 30 s, leaves one quarter of the run 5-10 % of the tokens in some seeds), the six
+anomalous requests the same way; a conversation thinks 6 s between turns and keeps the turns (at most 6)
+planned to arrive within the run, so no tail of turns outlasts the openings: 49-58 requests, each serve
+~100 s, the full bench ~17 min on a quiet host (serve18: 14.4 min with 84-s serves). `bench_serve.py --dry
 --profile X.profile.json --runtime X.runtime.json [--served X.served.json]` simulates a trace as if served
 (each turn `think_s` after its simulated answer, `bench/serve_dry.py`) and prints the planner beside the
-simulator on Poisson and on the trace's arrivals: on serve18's profile, seeds 0 and 1, the planner's TPOT mean
-is −15…+3 % off the simulator on the trace's arrivals (the old trace −30…−39 %), TTFT P50/P90 within 10 %;
-the decoders 26-36 % busy. `--quick` keeps the first shape (openings every 1.5 s, `arrivals="bunched"`).
+simulator on Poisson and on the trace's arrivals: on serve18's profile and calibration serves, seeds 0-5, the
+planner's TPOT mean is −17…+20 % off the simulator on the trace's arrivals (10 of 18 within 10 %, 15 within
+15 %; the old trace −30/−39/−31 % for same-dc-pd, cross-dc-pd, pdd), TTFT P50 −17…+8 %, P90 −5…+16 %; the
+decoders 27-38 % busy, 5 one-shot and 5 catch-up handoffs in every seed. `--quick` keeps the first shape
+(an opening every 1.5 s, `arrivals="bunched"`).
 The same trace (same prompts, same arrival times) is served by:
 
 - same-dc-pd: P and D in dc-a (the KV never crosses the WAN) — the lower bound;
@@ -121,7 +124,7 @@ beside what the simulator charges that kind with those neighbours.
 Each setup first serves a fresh prompt as long as the trace's longest and one request of the
 shared system prompt to the end (`warm_up`): in steady state the engines are warm and the prompt
 is cached, and the simulator starts so. The trace is spaced (a conversation every 10 s on average, 6 s of
-thinking between turns: the decoders 26-36 % busy in the dry run) so that the decoders work well under half of the time: closer to
+thinking between turns: the decoders 27-38 % busy in the dry run) so that the decoders work well under half of the time: closer to
 saturation, a queue's length moves by e / (1 - busy) for a cost error e, and at the 85-90 % the
 first spacing (1.2 s, 2 s) gave, a 10 % error in a step's cost — the spread of a shared host's
 memory bandwidth within minutes — moved TPOT by 30-50 %. The bench

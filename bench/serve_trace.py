@@ -85,7 +85,11 @@ def lone_arrivals(cfg: TraceConfig, seed: int) -> tuple[list[float], list[float]
         raise ValueError(f"TraceConfig.arrivals must be one of {', '.join(ARRIVALS)}, got {cfg.arrivals!r}")
     if cfg.arrivals == "poisson":
         rng = random.Random(seed + 7919)  # apart from the prompts' draws: the same prompts under any arrivals
-        return _exponential_gaps(cfg.conversations, cfg.span_s, rng), _exponential_gaps(cfg.anomalous, cfg.span_s, rng)
+        openings = _exponential_gaps(cfg.conversations, cfg.span_s, rng)
+        # the anomalous requests' draw half their mean gap later (around the run's end): not with the first opening
+        shift, run = cfg.span_s / (2 * max(cfg.anomalous, 1)), cfg.span_s - 0.2
+        anomalous = _exponential_gaps(cfg.anomalous, cfg.span_s, rng)
+        return openings, sorted(0.2 + (t - 0.2 + shift) % run for t in anomalous)
     openings = [0.2 + c * cfg.stagger_s for c in range(cfg.conversations)]
     if cfg.arrivals == "even":
         slots = [math.floor(cfg.conversations * (a + 0.5) / cfg.anomalous) for a in range(cfg.anomalous)]
