@@ -69,12 +69,11 @@ RESTRICT_MIN_SHARE = 0.5
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
 # The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
-# (:mod:`placer.ilp.rounding`) when it gives a plan: HiGHS's root heuristics find no plan of
-# pdd-two-dc's seed model, so its branch and bound searched for one (0.45-0.49 s CPU); from the
-# rounded plan the seed takes 0.06 s and the rounding 0.21 s, the same plan. Solve CPU (LP, seed
-# and proof, medians of 3, 2 shared cores): pdd-two-dc 0.85 -> 0.44 s; random catalog scenarios
-# (seed 7) rnd-7-19 10.1 -> 6.0 s, rnd-7-2 0.88 -> 0.99 s (a better seed: gap 0.89 -> 0.26 %),
-# rnd-7-9 4.7 -> 5.6 s (the rounding finds no plan in 1 s), the others within 0.05 s; same ratios.
+# (:mod:`placer.ilp.rounding`) when it gives a plan. Solve CPU (LP, rounding, seed and proofs; medians of
+# 5 on 2 shared cores; 0e354d9 with and without this): rnd-7-19 (random catalog scenarios, seed 7)
+# 10.5 -> 8.4 s, rnd-7-17 0.85 -> 0.73 s, rnd-7-7 0.54 -> 0.61 s, pdd-two-dc 0.33-0.36 s either way
+# (before the heavy/light P split, f3a564d, HiGHS's root found no plan of its seed model and branched
+# for one: 0.85 -> 0.44 s); the same ratios.
 ROUND_HINT = True
 
 @dataclass
