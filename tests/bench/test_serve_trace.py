@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +76,55 @@ def test_a_dry_run_needs_the_saved_profile_and_runtime(capsys):
         bench_serve.main(["--dry"])
     assert exc.value.code == 2
     assert "--dry needs --profile and --runtime" in capsys.readouterr().err
+
+
+DATA = Path(__file__).parent / "data"  # serve18's CPU profile of the bench model and its runtime figures
+
+
+def test_a_dry_runs_turns_come_their_think_time_after_their_simulated_answers():
+    """``--dry``: each later turn arrives ``think_s`` after the simulator finished the turn before it (as the
+    executor's replay submits it), so a conversation's 320-token opening pushes its next turn past the think time."""
+    import json
+
+    from placer.sim.runtime import ExecutorRuntime
+
+    from bench.serve_dry import closed_loop_arrivals
+    from bench.serve_scenario import local_kv_gbit
+    from executor.transport.shaping import LinkShape
+
+    trace = make_trace(QUICK, 0)
+    runtime = json.loads((DATA / "serve18.runtime.json").read_text())
+    arrivals = closed_loop_arrivals(trace, "same-dc-pd", LinkShape(0.2, 30.0, 5.0, 0.0),
+                                    DATA / "serve18.profile.json", local_kv_gbit(runtime),
+                                    ExecutorRuntime.from_dict(runtime), seed=0)
+    at = {(r.conv, r.turn): a for r, a in zip(trace, arrivals) if r.conv >= 0}
+    opening_gaps = [at[(c, 1)] - at[(c, 0)] - QUICK.think_s for c in range(QUICK.conversations)]
+    turn_gaps = [at[(c, k)] - at[(c, k - 1)] - QUICK.think_s for c in range(QUICK.conversations)
+                 for k in range(2, QUICK.turns)]
+    assert min(turn_gaps) > 0  # an 8-token answer takes time
+    assert max(turn_gaps) < min(opening_gaps)  # a 320-token one far more
+
+
+@pytest.mark.slow
+def test_the_full_trace_simulated_as_served_hands_off_both_ways_and_the_planner_reads_its_tpot():
+    """The full trace, simulated as if served (serve18's profile and runtime, no calibration serve): both handoff
+    modes, the decoders under half busy, and the planner's TPOT mean within 20 % of the simulator on the trace's
+    own arrivals (the first shape's: −30…−39 %)."""
+    import contextlib
+    import io
+    import json
+
+    from bench.serve_dry import dry
+    from executor.transport.shaping import LinkShape
+
+    runtime = json.loads((DATA / "serve18.runtime.json").read_text())
+    with contextlib.redirect_stdout(io.StringIO()):
+        out = dry(make_trace(FULL, 0), LinkShape(0.2, 30.0, 5.0, 0.0), DATA / "serve18.profile.json", runtime, 0)
+    pred = out["pred"]
+    handoffs = pred["simulator"]["pdd"]["handoff"]["handoffs"]
+    assert handoffs["one-shot"] > 0 and handoffs["catch-up"] > 0
+    for name, sim in pred["simulator"].items():
+        assert max(b for b in sim["busy"].values() if b is not None) < 0.5
+        planned = pred["planner_bare"][name]["tpot"][2]
+        traced = pred["ladder"][name]["sim: trace, no runtime"]["TPOT mean"]
+        assert abs(planned / traced - 1) < 0.2, name
