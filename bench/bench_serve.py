@@ -28,8 +28,9 @@ law's ten quantiles (Poisson's spread in every draw; a long gap after each short
 though the longest gap, 30 s, leaves one quarter of the run 5-10 % of the tokens in some seeds), the six
 anomalous requests the same way; a conversation thinks 6 s between turns and keeps the turns (at most 6)
 planned to arrive within the run, so no tail of turns outlasts the openings: 49-58 requests, each serve
-~100 s (as long as the first trace's at its default 8 turns; serve18's, at `--turns 6`, 84-88 s): the full bench
-~19 min at the defaults on a quiet host, ~16 min with serve18's `--profile-rounds 1 --host-retries 0` (14.4 min). `bench_serve.py --dry
+~100 s (as long as the first trace's at its default 8 turns; serve18's, at `--turns 6`, 84-88 s): the full
+bench ~19 min at the defaults on a quiet host, ~16 min with serve18's `--profile-rounds 1 --host-retries 0`
+(14.4 min). `bench_serve.py --dry
 --profile X.profile.json --runtime X.runtime.json [--served X.served.json]` simulates a trace as if served
 (each turn `think_s` after its simulated answer, `bench/serve_dry.py`) and prints the planner beside the
 simulator on Poisson and on the trace's arrivals: on serve18's profile and calibration serves, seeds 0-5, the
