@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from placer.packed_queue import packed_law
 from placer.pdd import HEAVY_PREFILL_SHARE, MIX
 from placer.perfmodel import InstanceModel
-from placer.queueing import WaitModel, split_cv2, spread_points
+from placer.queueing import WaitModel, split_cv2, spread_points, spread_prompt
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -37,10 +37,11 @@ def prefill_points(c: Class, im: InstanceModel) -> list[tuple[float, float]]:
     """(probability, prefill seconds alone on ``im``) of class ``c``'s prompts: one point at its
     mean length, or, where its prompts spread (``c.new_tokens_cv2`` > 0), the two lengths of
     :func:`placer.queueing.spread_points` (the class's mean and variance of new tokens), each
-    priced at its own length — as :func:`placer.queue_laws.class_items` does for evaluate."""
+    priced at its own length behind the class's cached prefix (:func:`placer.queueing.spread_prompt`)
+    — as :func:`placer.queue_laws.class_items` does for evaluate."""
     if c.new_tokens_cv2 <= 0:
         return [(1.0, im.prefill_s(c.input_tokens, c.hit_rate))]
-    return [(prob, im.prefill_s(c.input_tokens * factor, c.hit_rate))
+    return [(prob, im.prefill_s(*spread_prompt(c.input_tokens, c.hit_rate, factor)))
             for prob, factor in spread_points(c.new_tokens_cv2)]
 
 
