@@ -131,7 +131,8 @@ class RequestClass(_Spec):
     hit_rate: Fraction = Field(description="Fraction of the prompt found in the prefix cache.")
     new_tokens_cv2: real(ge=0, le=1e4) = Field(
         0.0, description="Spread of the class's uncached prompt tokens: variance / mean² (0: every request alike). "
-        "`workload fit` and `trace:` keep it; the P queue's wait prices it (E[S²] beyond the mean's square).")
+        "`workload fit` and `trace:` keep it; the P queue's wait prices it (E[S²] beyond the mean's square); drawn "
+        "behind the class's cached prefix (the new tokens spread, the prefix stays).")
     output_tokens_cv2: real(ge=0, le=1e4) = Field(
         0.0, description="Spread of the class's output tokens: variance / mean² (0: every request alike).")
 
