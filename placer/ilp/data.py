@@ -70,20 +70,18 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
         for chip, count in sorted(dc.inventory.items()):
             if arch.chips is not None and chip not in arch.chips:
                 continue
-            shapes = {}  # tp -> its instance, where it supports the model and one full context fits
-            for tp in candidate_shapes(problem, count):
-                im = instance(problem, chip, tp)
+            for tp in candidate_shapes(problem, count):  # each shape's P queues, then its decode pools:
+                im = instance(problem, chip, tp)  # the columns' order, which the solver's path follows
                 if im.unsupported:
                     notes.append(im.unsupported)
-                elif not im.fits(max_input):
+                    continue
+                if not im.fits(max_input):
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
-                else:
-                    shapes[tp] = im
-            if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                for pool, im in chip_p_queues(problem, dc.name, chip, shapes, arch.admits(dc.name), tiers, split):
-                    pools.append(pool)
-                    instances[pool] = im
-            for tp, im in shapes.items():
+                    continue
+                if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
+                    for pool, _ in chip_p_queues(problem, dc.name, chip, {tp: im}, arch.admits(dc.name), tiers, split):
+                        pools.append(pool)
+                        instances[pool] = im
                 for role in decode_roles:
                     if not _decodes_in(arch, role, dc.name):
                         continue
