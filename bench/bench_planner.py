@@ -8,7 +8,8 @@ Prints, in one run:
 * per example, the median seconds of ``optimize`` without marginal values (targets: pdd-two-dc
   <= 1 s, eight-dc <= 10 s, sixteen-dc <= 60 s, to <= 1 % gap on 2 cores) and its split:
   model build (data + rows), MILP/LP solves (count; LP relaxations and MILPs apart: the LP
-  ratio bound, then each Dinkelbach MILP), Dinkelbach iterations, the rest (extraction,
+  ratio bound, the LP rounded's LPs and routing MILPs
+  (:mod:`placer.ilp.rounding`), then each Dinkelbach MILP), Dinkelbach iterations, the rest (extraction,
   metrics, validation); then, separately, the marginal-value re-solves of the binding rows
   (``optimize``'s default) with their count;
 * with ``--lp``, per example the LP relaxation against the plan: least cost against the plan's
@@ -32,6 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import placer.ilp.dinkelbach as dinkelbach
+import placer.ilp.rounding as rounding
 import placer.ilp.starts as starts
 import placer.optimize as optimize_mod
 from placer.baselines import BASELINES, solve_baseline
@@ -61,7 +63,7 @@ class Split:
 @contextmanager
 def _timed(split: Split):
     """Wrap model build, solver calls and marginal re-solves with timers for the duration."""
-    saved = (optimize_mod.build, dinkelbach.solve, optimize_mod.binding_with_marginals, starts.solve)
+    saved = (optimize_mod.build, dinkelbach.solve, optimize_mod.binding_with_marginals, starts.solve, rounding.solve)
     inside_marginals = [False]
 
     def wrap(fn, phase):
@@ -87,11 +89,13 @@ def _timed(split: Split):
     optimize_mod.build = wrap(saved[0], "build")
     dinkelbach.solve = wrap(saved[1], "solves")
     starts.solve = wrap(saved[3], "solves")  # the LP ratio bound (placer.ilp.starts, split from dinkelbach)
+    rounding.solve = wrap(saved[4], "solves")  # the LP rounded: its LPs and small routing MILPs
     optimize_mod.binding_with_marginals = marginals
     try:
         yield split
     finally:
-        optimize_mod.build, dinkelbach.solve, optimize_mod.binding_with_marginals, starts.solve = saved
+        (optimize_mod.build, dinkelbach.solve, optimize_mod.binding_with_marginals, starts.solve,
+         rounding.solve) = saved
 
 
 def time_solve(name: str, repeats: int, solver: str, marginals: bool):
