@@ -71,9 +71,8 @@ MAX_ITERATIONS = 30
 # The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
 # (:mod:`placer.ilp.rounding`) when it gives a plan. Solve CPU (LP, rounding, seed and proofs; medians of
 # 5 on 2 shared cores; 0e354d9 with and without this): rnd-7-19 (random catalog scenarios, seed 7)
-# 10.5 -> 8.4 s, rnd-7-17 0.85 -> 0.73 s, rnd-7-7 0.54 -> 0.61 s, pdd-two-dc 0.33-0.36 s either way
-# (before the heavy/light P split, f3a564d, HiGHS's root found no plan of its seed model and branched
-# for one: 0.85 -> 0.44 s); the same ratios.
+# 10.5 -> 8.4 s, rnd-7-17 0.85 -> 0.73 s, rnd-7-7 0.54 -> 0.61 s; pdd-two-dc 0.50 -> 0.33 s on 9fd1b9a
+# (HiGHS's root finds no plan of its seed model and branches for one); the same ratios.
 ROUND_HINT = True
 
 @dataclass
