@@ -7,8 +7,7 @@ out: :class:`Outcome` (values, status, gap, seconds, iterations) or a typed erro
 Dinkelbach for max goodput(x)/cost(n): start with λ = an upper bound from the LP
 relaxation (the first MILP then yields a good feasible plan, whose ratio is the first λ
 from below; with many pools that MILP and one round run on the pools of the LP's cheapest
-sites, :func:`_restricted_seed`), a caller's warm-start ratio, or a caller's plan
-(``feasible_start``); solve
+sites, :func:`_restricted_seed`), a caller's warm-start ratio, or a caller's plan (``feasible_start``); solve
 F(λ) = max goodput − λ·cost (a MILP, warm-started with the previous solution);
 λ ← goodput/cost of the new solution; stop when F(λ) ≤ ε·λ·cost, or as soon as the
 MILPs' proven bounds put the best ratio within TARGET_GAP (1 %) of the last plan's. λ increases
@@ -42,30 +41,28 @@ from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: calle
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
     EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, capacity_bound,
-    _Dinkelbach, _feasible_start, _goodput, _left_s,
-    _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
+    _Dinkelbach, _feasible_start, _goodput, _left_s, _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
 )
 
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
 REL_GAP = 5e-3  # precision each MILP proves F(λ) to, relative to the goodput at stake (no cost bound known)
-# The ratio's proven precision at which the iterations stop (the issue asks ≤ 1 %): a round
-# whose plan and bound already prove the ratio within it ends the search, even when F(λ) is
-# not yet within REL_GAP — the next round would only re-prove it (on sixteen-dc a whole
-# proving MILP, ~50 s, that found nothing better).
+# The ratio's proven precision at which the iterations stop (the issue asks ≤ 1 %): a round whose plan and
+# bound already prove the ratio within it ends the search, even when F(λ) is not yet within REL_GAP — the
+# next round would only re-prove it (on sixteen-dc a whole proving MILP, ~50 s, that found nothing better).
 TARGET_GAP = 0.01
-# Relative gap of the first MILP, whose plan only seeds λ (exactness comes from the rounds after
-# it): 0.3 lets HiGHS stop at its first good plan instead of proving it — on the examples the
-# same seed plan, 20-50 % less time in that MILP (0.02 before).
+# Relative gap of the first MILP, whose plan only seeds λ (exactness comes from the rounds after it): 0.3 lets
+# HiGHS stop at its first good plan instead of proving it — on the examples the same seed plan, 20-50 % less
+# time in that MILP (0.02 before).
 SEED_GAP = 0.3
-# Share of TARGET_GAP a proving MILP may leave open on F(λ) (the rest is margin for the plan it
-# finds being better than the last: the ceiling is then measured from a higher λ).
+# Share of TARGET_GAP a proving MILP may leave open on F(λ) (the rest is margin for the plan it finds being
+# better than the last: the ceiling is then measured from a higher λ).
 PROOF_SHARE = 0.9
-# The restricted seed (:func:`_restricted_seed`) is tried when it leaves out at least this share
-# of the pools' count variables; else the seed MILP runs on the whole model.
+# The restricted seed (:func:`_restricted_seed`) is tried when it leaves out at least this share of the pools'
+# count variables; else the seed MILP runs on the whole model.
 RESTRICT_MIN_SHARE = 0.5
-# Dinkelbach rounds on the restricted model after its seed: one step lands near the final ratio
-# (0.05-0.2 % below on sixteen-dc, 0.4 % on eight-dc); a second would only prove the restricted optimum,
-# which the rounds on the whole model prove again (~1 s on eight-dc).
+# Dinkelbach rounds on the restricted model after its seed: one step lands near the final ratio (0.05-0.2 %
+# below on sixteen-dc, 0.4 % on eight-dc); a second would only prove the restricted optimum, which the rounds
+# on the whole model prove again (~1 s on eight-dc).
 RESTRICTED_ROUNDS = 1
 MAX_ITERATIONS = 30
 # The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
@@ -334,11 +331,23 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
     chip whose tp16 MD the LP used). On sixteen-dc the seed MILP on the whole model took ~40 s;
     restricted, the seed and its round take 3-5 s and end 0.05-0.2 % below the final plan's ratio
     (eight-dc: 0.4 %), so the rounds on the whole model mostly prove it. Its MILP gets 1 − ROUND_SHARE
-    of what is left, so that where it ends without a plan the LP's rounding still has time to give one."""
+    of what is left, so that where it ends without a plan the LP's rounding still has time to give one.
+    Where it proves those sites hold no plan whole, it runs on the LP's chips in every datacenter (the LP
+    ties across one chip's datacenters: sixteen-dc names eu-west's MI300X, not us-west-2's, since C6's
+    step row; infeasible in 0.7 s, then the seed on the whole model took 21-38 s, widened ~5 s)."""
     sites = {(key[1], key[2]) for key, var in form.n.items() if cheapest[var] > 1e-6}
+    seed, none = _seed_on(form, config, mip_gap, lam, least_cost, sites, hint, upper, began)
+    wider = {(key[1], key[2]) for key in form.n if key[2] in {chip for _, chip in sites}}
+    return _seed_on(form, config, mip_gap, lam, least_cost, wider, hint, upper, began)[0] \
+        if none and wider != sites else seed
+
+
+def _seed_on(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, least_cost: float, sites: set,
+             hint: list[float] | None, upper: float | None, began: float | None) -> tuple[_Dinkelbach | None, bool]:
+    """:func:`_restricted_seed` on these ``sites``, and whether its MILP proved they hold no plan."""
     outside = [var for key, var in form.n.items() if (key[1], key[2]) not in sites]
     if len(outside) < RESTRICT_MIN_SHARE * len(form.n):
-        return None
+        return None, False
     model = form.model
     saved = [model.vars[var] for var in outside]
     for var in outside:
@@ -347,19 +356,17 @@ def _restricted_seed(form: Formulation, config: SolveConfig, mip_gap: float, lam
         model.maximize, model.objective = True, dict(form.goodput)
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
-        if hint is not None and any(hint[var] > 0 for var in outside):
-            hint = None  # a start outside the restricted pools is no start for this model
+        hint = None if hint is None or any(hint[var] > 0 for var in outside) else hint  # none from outside them
         first = solve(model, config.backend, _left_s(config) * (1 - ROUND_SHARE), hint=hint, mip_gap=SEED_GAP,
                       abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps), restarts=False)
-        good, cost = (_goodput(form, first.values), _cost(form, first.values)) if first.status.has_solution \
-            else (0.0, 0.0)
-        if good <= EPS or cost <= 0:
-            return None  # no plan on these pools (or none in time): the seed runs on the whole model
+        good, cost = (_goodput(form, first.values), _cost(form, first.values)) if first.status.has_solution else (0, 0)
+        if good <= EPS or cost <= 0:  # no plan on these pools (or none in time): the seed runs on the whole model
+            return None, first.status is Status.INFEASIBLE
         seed = _Dinkelbach(good / cost, first.values, first, "optimal", math.inf, 1)
         if began is not None:
             _report(config, "first plan", seed.lam, upper, began)
         return _iterate(form, config, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS,
-                        restarts=False, sub_mips=True)
+                        restarts=False, sub_mips=True), False
     finally:
         for var in saved:
             model.vars[var.index] = var

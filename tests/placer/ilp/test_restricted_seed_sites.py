@@ -1,0 +1,35 @@
+"""The restricted seed (issue 42/47): where the LP's sites hold no plan whole, the same chips elsewhere are tried."""
+
+from placer.ilp import dinkelbach
+from placer.ilp.config import SolveConfig
+from placer.ilp.formulation import build, pdd_architecture
+from placer.problem import resolve
+from placer.specs import parse_scenario
+from tests.placer.conftest import micro_dict
+
+
+def test_the_seed_widens_to_the_same_chip_in_other_datacenters_when_the_lps_sites_hold_no_plan():
+    """H800 P instances cost the same in both datacenters, so the LP may name either; dc-a holds one chip.
+    A least-cost LP naming dc-a's H800 (sixteen-dc after C6's step row: eu-west's MI300X, not us-west-2's)
+    left the seed MILP infeasible and the solve ran its seed on the whole model (2.7x slower): the seed
+    must find a plan on the same chips in the other datacenter, and it must be a plan of the whole model."""
+    data = micro_dict()
+    data["datacenters"] = [
+        {"name": "dc-a", "inventory": {"H800-SXM": 1, "L40S": 4, "A100-80G-SXM": 4, "H200-SXM": 4}},
+        {"name": "dc-b", "inventory": {"H800-SXM": 4, "L20": 4, "H20": 4, "H100-SXM": 4}}]
+    problem = resolve(parse_scenario(data))
+    form = build(problem, pdd_architecture(problem))
+    config = SolveConfig(time_limit_s=30).started()
+    lam, _, least_cost, cheapest = dinkelbach._first_ratio(form, None, config)
+    named = list(cheapest)  # the LP's plan with its H800 P on dc-a alone
+    for key, var in form.n.items():
+        if key.chip == "H800-SXM":
+            named[var] = 1.0 if key.datacenter == "dc-a" else 0.0
+    sites = {(key.datacenter, key.chip) for key, var in form.n.items() if named[var] > 1e-6}
+    assert ("dc-b", "H800-SXM") not in sites
+    seed = dinkelbach._restricted_seed(form, config, 1e-3, lam, least_cost, named)
+    assert seed is not None, "no seed on the LP's sites nor on the same chips elsewhere"
+    assert form.model.violations(seed.res.values) == []
+    used = {(key.datacenter, key.chip) for key, var in form.n.items() if seed.res.values[var] > 0.5}
+    assert used <= sites | {("dc-b", "H800-SXM")}
+    assert [v.ub for v in form.model.vars] == [v.ub for v in build(problem, pdd_architecture(problem)).model.vars]
