@@ -244,10 +244,14 @@ def test_a_first_block_every_request_shares_does_not_send_them_all_to_one_md(sma
                          "hash_ids": [0, *range(100 * i + 1, 100 * i + 8)]}) for i in range(300)]
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(lines) + "\n")
-    sim = Recording(small_problem, small_plan, SimConfig(requests=300, workload="trace", trace=str(trace)))
+    # every MD pool at two instances at least: the trace's class may decode on a pool the plan gave one
+    # (small-pdd's cold class on dc-a's single MD since the heavy/light P split); the rule picks among a pool's
+    # instances
+    plan = small_plan.model_copy(update={"pools": [p.model_copy(update={"count": max(p.count, 2)}) if p.role == "MD"
+                                                   else p for p in small_plan.pools]})
+    sim = Recording(small_problem, plan, SimConfig(requests=300, workload="trace", trace=str(trace)))
     sim.run()
-    mds = sum(p.count for p in small_plan.pools if p.role == "MD")
-    assert mds >= 2 and sum(picked.values()) >= 250
+    assert sum(picked.values()) >= 250
     # unbounded (the longest hit always wins), the first MD took 263 of 300; bounded, 170
     assert max(picked.values()) <= 0.75 * sum(picked.values())
 
