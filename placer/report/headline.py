@@ -206,6 +206,9 @@ def _hint(name: str, plan: Plan, pdd: Plan) -> str:
                    "raise --time-limit")
 
 
-#: Why a ``prfaas`` plan can lie outside PDD's (issue 45): its set queues against PDD's mix and light ones.
-PRFAAS_OUTSIDE = (" (prfaas prefills in one datacenter only the classes on one side of its threshold; a PDD P queue "
-                  "takes every class in proportion, or only the light ones, so PDD cannot pose that split)")
+#: Why a ``prfaas`` plan can lie outside PDD's (issue 45): its threshold is optimised over the classes'
+#: uncached lengths, PDD's heavy/light split sits at each chip's light line (and is built only where few
+#: pools would take it: placer.ilp.p_tiers).
+PRFAAS_OUTSIDE = (" (prfaas prefills in one datacenter only the classes on one side of a threshold it optimises; a "
+                  "PDD P pool takes every class in proportion, only the light ones, or splits them at the chip's "
+                  "light line, so PDD poses prfaas's split only where the two lines coincide)")
