@@ -105,16 +105,13 @@ Constraints (each cited in the code as (C0)…(C17))
                  min_served_fraction, 1 by default); G = arrival (min-cost)
 (C3) P capacity  Σ_{f: p(f)=p} pre[k,p] · x_f ≤ κ_p · u_t · c_{p,t}  ∀ P pools p, tiers t
 (C4) P memory    Σ_{f: p(f)=p} hold[f] · I_k · kv · x_f ≤ κ_p · K_p · c_{p,t} (Little's law)
-(C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d
-                  (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f)
+(C5) decode split Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f ∀k,d (RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD} x_f)
 (C6) decode slots Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q         ∀ decode pools q
      and its step row Σ z · held · c_k ≤ κ_q · (s_max − a) · n_q: the step a + Σ_k L_k·c_k (c_k what a
-     request of context x_k = I_k + tokens/2 adds to it; a batch steps at its mean context, as the
-     evaluation and the simulator step) held at s_max = min(a + u·(TPOT − a), t_q), a request held
-     tokens × s_max (RLD's relayed ones their line's hold): the step's own fixed point
-     s = a/(1 − Σ λ_k·O_k·c_k) made linear (:mod:`placer.decode_slots`), so a pool given long-context
-     classes holds fewer requests, and none steps slower than the t_q the count and KV rows charge;
-     left out where the count row implies it (at the mix it always does)
+     request of context x_k = I_k + tokens/2 adds; a batch steps at its mean context) held at
+     s_max = min(a + u·(TPOT − a), t_q), a request held tokens × s_max (RLD's relayed ones their line's
+     hold): the step's fixed point s = a/(1 − Σ λ_k·O_k·c_k) made linear (:mod:`placer.decode_slots`);
+     left out where the count row implies it (at the mix it always does). (C5)-(C7): placer.ilp.decode_rows
 (C7) decode memory Σ z · tokens · t_q · w_k · kv · r_f ≤ κ_q · (K_q − z·s_q/2) · kv · n_q (Little's law
      on the reserved KV; the requests on an instance are Poisson in number (M/G/∞), their KV compound
      Poisson with mean M = Σ L_k f_k and variance V = Σ L_k f_k²: the row is M + z·√V ≤ K with √V
@@ -163,20 +160,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from placer.decode_slots import StepRow
-from placer.flows import eager_tokens, instance, relay_room_factor
-from placer.pdd import AGG, D, MD, MIX, P, P_D, P_MD, P_RLD, P_RLD_MD, PREFILL_ROLES, RLD, SLA_QUANTILE
+from placer.flows import instance
+from placer.pdd import AGG, MIX, P, P_D, P_RLD_MD, PREFILL_ROLES, SLA_QUANTILE
 from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
+from placer.ilp.decode_rows import GB, add_decode
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
 from placer.problem import Datacenter, Problem
 
 __all__ = ["Architecture", "Formulation", "build", "pdd_architecture", "prepare"]
-
-GB = 1e9  # memory rows are written in GB to keep coefficients well scaled
-
 
 @dataclass
 class Formulation:
@@ -294,94 +288,6 @@ def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, cols: Column
           {**{cols.x[f]: _p_memory_gb_s(problem, data, f) for f in data.by_pool[p]}, tier[p]: -capacity}, "<=", 0.0)
 
 
-@dataclass
-class _DecodeLoad:
-    """What (C5) hands to (C6) and (C7): the z variables and each decode pool's coefficients."""
-
-    z: dict[tuple, int]
-    slots: dict[Pool, dict[int, float]]  # busy seconds per request, per z var
-    rows: dict[Pool, StepRow]  # each pool's step row (C6): the mix's TPOT batch B_t and the weights w_k
-    steps: dict[Pool, dict[int, float]]  # the share of an instance one req/s takes on the step row, per z var
-    memory: dict[Pool, dict[int, float]]  # busy seconds × resident KV (GB), per z var
-
-
-def _split_direct(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, load: _DecodeLoad, k: int) -> None:
-    """(C5) decode split on MD and D: Σ_{q MD in d} z[k,q] = Σ_{f→d, MD pipelines} x_f for every d."""
-    c, kv = problem.classes[k], problem.kv_bytes_per_token
-    for d in problem.dc_names:
-        check_build_deadline()
-        for role, pipes in ((MD, (P_MD, P_RLD_MD)), (D, (P_D,))):
-            feeding = [f for pipe in pipes for f in data.by_route[(k, pipe, d)]]
-            targets = [q for q in data.decode if q.role == role and q.dc == d]
-            if not feeding or not targets:
-                continue
-            coeffs = {**{cols.x[f]: 1.0 for f in feeding if f in cols.x},
-                      **{y: 1.0 for (j, _, to), y in cols.relay_out.items() if j == k and to == d and role == MD}}
-            for q in targets:
-                var = load.z[(k, None, d, q)] = m.var(f"z[{c.name},{q.label}]")
-                coeffs[var] = -1.0
-                busy = c.output_tokens * data.decode[q].step_s
-                load.slots[q][var] = busy
-                load.steps[q][var] = load.rows[q].share(c, c.output_tokens * load.rows[q].limit_s)
-                load.memory[q][var] = busy * data.decode[q].kv_weight(c) * kv / GB
-            m.add(f"split[{c.name},{role},{d}]", "split", coeffs, "==", 0.0)
-
-
-def _split_relay(m: LinearModel, problem: Problem, data: Prepared, cols: Columns, load: _DecodeLoad, k: int) -> None:
-    """(C5) decode split on RLD: Σ_{q RLD in dc(p)} z[k,pipe,d,q] = Σ_{f: RLD pipelines} x_f, keyed by
-    the P datacenter, pipeline and destination (eager tokens depend on the line)."""
-    c, kv = problem.classes[k], problem.kv_bytes_per_token
-    for src in problem.dc_names:
-        check_build_deadline()
-        targets = [q for q in data.decode if q.role == RLD and q.dc == src]
-        for pipe in (P_RLD_MD, P_RLD):
-            for d in problem.dc_names:
-                feeding = [f for f in data.by_route[(k, pipe, d)] if f.src == src]
-                if not feeding or not targets:
-                    continue
-                relay_s = data.eager[feeding[0]]
-                # (C7) RLD's KV room for the bunching of the line's transfers, not just their mean
-                room = relay_room_factor(problem.options.link_utilization_cap) if pipe == P_RLD_MD else 1.0
-                coeffs = {cols.x[f]: 1.0 for f in feeding if f in cols.x}
-                if pipe == P_RLD_MD and (k, src, d) in cols.relay_out:
-                    coeffs[cols.relay_out[(k, src, d)]] = 1.0
-                for q in targets:
-                    var = load.z[(k, pipe, d, q)] = m.var(f"z[{c.name},{pipe},{d},{q.label}]")
-                    coeffs[var] = -1.0
-                    tokens = eager_tokens(relay_s, c.output_tokens, data.decode[q].step_s)
-                    busy = tokens * data.decode[q].step_s
-                    load.slots[q][var] = busy
-                    row = load.rows[q]  # a relayed request is held for its line, a filtered one decodes here
-                    load.steps[q][var] = (row.share(c, busy, tokens) if pipe == P_RLD_MD
-                                          else row.share(c, c.output_tokens * row.limit_s))
-                    load.memory[q][var] = room * busy * data.decode[q].kv_weight(c) * kv / GB
-                m.add(f"split[{c.name},{pipe},{src}->{d}]", "split", coeffs, "==", 0.0)
-
-
-def _add_decode_slots(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
-                      design: DecodeDesign) -> None:
-    """(C6) decode slots: Σ z · tokens · t_q ≤ κ_q · u · B_q · n_q, and the step row
-    Σ z · held · c_k / (s_max − a) ≤ κ_q · n_q (:class:`placer.decode_slots.StepRow`) where the count row
-    does not imply it (:func:`placer.ilp.columns.implied`: some class weighs more on it)."""
-    kappa = problem.pool_capacity.get(q.key, 1.0)
-    slots = problem.options.utilization_cap * design.batch * kappa
-    m.add(f"decode_slots[{q.label}]", "decode_slots", {**load.slots[q], n[q.key]: -slots}, "<=", 0.0)
-    if not implied(load.steps[q], kappa, load.slots[q], slots):
-        m.add(f"decode_steps[{q.label}]", "decode_slots", {**load.steps[q], n[q.key]: -kappa}, "<=", 0.0)
-
-
-def _add_decode_memory(m: LinearModel, problem: Problem, load: _DecodeLoad, n: dict, q: Pool,
-                       design: DecodeDesign) -> None:
-    """(C7) decode memory: Σ z · tokens · t_q · w_k · kv ≤ κ_q · (K_q − z·s_q/2) · kv · n_q (Little's law on the
-    reserved KV, with the occupancy headroom), in GB; left out where (C6) implies it (no request's weight
-    over the limit / (u·B_q): the design batch fits)."""
-    capacity = design.kv_limit_tokens * problem.kv_bytes_per_token / GB * problem.pool_capacity.get(q.key, 1.0)
-    slots = problem.options.utilization_cap * design.batch * problem.pool_capacity.get(q.key, 1.0)
-    if implied(load.memory[q], capacity, load.slots[q], slots):
-        return
-    m.add(f"decode_memory[{q.label}]", "decode_memory", {**load.memory[q], n[q.key]: -capacity}, "<=", 0.0)
-
-
 def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, cols: Columns) -> None:
     """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)."""
     for (s, d), link in sorted(problem.links.items()):
@@ -476,20 +382,7 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
         if a.mix == MIX:
             _add_mix(m, problem, data, cols, a)
         _add_agg(m, problem, data, cols.x, tier, a)
-    rows: dict[tuple, StepRow] = {}  # (chip, tp) → its step row, the same in every datacenter and role
-    for q, design in data.decode.items():
-        if (q.chip, q.tp) not in rows:
-            rows[q.chip, q.tp] = StepRow.at_mix(design.im, design.context_tokens, problem.tpot_s,
-                                                problem.options.utilization_cap, design.step_s)
-    load = _DecodeLoad({}, {q: {} for q in data.decode}, {q: rows[q.chip, q.tp] for q in data.decode},
-                       {q: {} for q in data.decode}, {q: {} for q in data.decode})
-    for k in range(len(problem.classes)):
-        _split_direct(m, problem, data, cols, load, k)
-        _split_relay(m, problem, data, cols, load, k)
-    for q, design in data.decode.items():
-        check_build_deadline()
-        _add_decode_slots(m, problem, load, n, q, design)
-        _add_decode_memory(m, problem, load, n, q, design)
+    load = add_decode(m, problem, data, cols, n)
     _add_links(m, problem, arch, data, cols)
     for dc in problem.datacenters:
         _add_inventory(m, dc, n)
