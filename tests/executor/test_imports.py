@@ -19,7 +19,7 @@ POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.p
 PLACER_BASE = {"placer", "placer.pdd", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
                "placer.perfmodel", "placer.problem", "placer.records", "placer.settings", "placer.profiles",
                "placer.fields", "placer.readers", "placer.plancheck", "placer.fleetplan", "placer.shapes",
-               "placer.prefix", "placer.kv_admission", "placer.change_strategy"}
+               "placer.prefix", "placer.kv_admission", "placer.change_strategy", "placer.scenario_options"}
 #: the performance model is a package, one module per layer: its modules come with it
 PLACER_BASE |= {m.name for m in pkgutil.iter_modules(placer.perfmodel.__path__, "placer.perfmodel.")}
 
