@@ -33,7 +33,7 @@ from executor.config import ServingConfig
 from executor.devices import Runtime, place_on_devices, resolve_runtime
 from executor.elastic import ApplyReport, apply_specs
 from executor.engine.config import EngineConfig, ModelConfig
-from executor.placement import InstanceSpec, front_datacenter, node_resources, placement
+from executor.placement import InstanceSpec, datacenters, dc_resource, front_datacenter, node_resources, placement
 from executor.registry import InstanceInfo
 from executor.request_log import BatchingRequestLog, open_sink
 from executor.router import Router
@@ -118,14 +118,20 @@ def _build_engine(model_config: dict, engine_config: EngineConfig, seed: int, mo
 
 
 def start_local_ray(specs: list[InstanceSpec], num_cpus: int | None = None,
-                    object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES) -> None:
-    """A local Ray whose one node carries every datacenter's and chip's custom resources."""
+                    object_store_bytes: int = DEFAULT_OBJECT_STORE_BYTES, datacenters: list[str] = ()) -> None:
+    """A local Ray whose one node carries every datacenter's and chip's custom resources. ``datacenters``:
+    the plan's datacenters, its links' ends included; each may host as many instances as the plan has in
+    all (the chips stay the plan's), so a later plan may move instances to a datacenter the first plan left
+    empty — a replanning job's change applies on the emulated cluster as on a real one with room there."""
     import ray
 
     resources: dict[str, float] = {}
     for res in node_resources(specs).values():
         for k, v in res.items():
             resources[k] = resources.get(k, 0.0) + v
+    slots = sum(v for k, v in resources.items() if k.startswith("dc:"))
+    for dc in datacenters:
+        resources[dc_resource(dc)] = max(resources.get(dc_resource(dc), 0.0), slots)
     for attempt in range(1, START_ATTEMPTS + 1):
         try:
             ray.init(num_cpus=num_cpus, resources=resources, include_dashboard=False,
@@ -359,7 +365,7 @@ def serve(plan: Plan, config: ServingConfig, engine_config: EngineConfig, *, add
     from placer.service.http import serve as serve_http  # header deadline, connection caps
 
     if address is None:
-        start_local_ray(placement(plan, max_per_pool))
+        start_local_ray(placement(plan, max_per_pool), datacenters=datacenters(plan))
     else:
         ray.init(address=address, log_to_driver=False)
     dep = None
