@@ -2,7 +2,7 @@
 
 in:  an :class:`~placer.perfmodel.InstanceModel`, the TPOT SLA, the scenario's mix context
      (:func:`placer.flows.decode_context_tokens`)
-out: :func:`context_slot_weight` / :func:`class_slot_weight` (what one held request counts for on the
+out: :func:`context_slot_weight` (what one held request counts for on the
      step, in requests of the mix), :func:`tpot_batch` (the batch whose step at a context meets the TPOT,
      whatever the engine's batch cap and the KV), :class:`StepRow` (one instance's step row: its fixed
      part, per-sequence cost and the step it is held to; the share of an instance a class's req/s takes)
@@ -44,14 +44,6 @@ def context_slot_weight(im: InstanceModel, batch: float, context_tokens: float, 
         return 1.0
     extra = (im.step_s(batch, own_context_tokens) - im.step_s(batch, context_tokens)) / batch
     return max(1.0 + extra / per_seq, MIN_WEIGHT)
-
-
-def class_slot_weight(im: InstanceModel, batch: float, context_tokens: float, c: Class) -> float:
-    """:func:`context_slot_weight` of a request of ``c`` decoding its whole output (mean context
-    x_k = I_k + O_k/2). Averaged over the mix (share × output) it is 1, so a pool of the scenario's mix
-    holds B; one of longer contexts holds fewer, and its step at the mean batch the row lets it carry is
-    the mix's (within TPOT)."""
-    return context_slot_weight(im, batch, context_tokens, c.input_tokens + c.output_tokens / 2)
 
 
 def tpot_batch(im: InstanceModel, context_tokens: float, tpot_s: float) -> int:

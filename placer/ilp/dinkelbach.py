@@ -35,12 +35,10 @@ from dataclasses import dataclass
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
-from placer.ilp.diagnose import (  # noqa: F401 - diagnose and _max_carry: callers import them from here
-    RESOLVED_DEMANDS, SOLVER_FEASIBILITY_TOL, _max_carry, check_resolution, diagnose,
-)
+from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
-    EPS, LP_LIMIT_S, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, capacity_bound,
+    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, capacity_bound,
     _Dinkelbach, _feasible_start, _goodput, _left_s, _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
 )
 

@@ -2,13 +2,14 @@
 the step at the scenario's mean context, so a pool given the long-context classes was planned at the mix's batch and
 stepped past the TPOT (rnd-7-5: two Gaudi3 pools at 7,300 tokens/s each, their context 5,700 against the mix's 4,100;
 the evaluation found them overloaded, the simulator's queues grew once a run outlived the decoders' fill).
-:func:`placer.flows.class_slot_weight` counts a held request by what it adds to the step."""
+:func:`placer.decode_slots.context_slot_weight` counts a held request by what it adds to the step (a class decoding
+its whole output: mean context I + O/2)."""
 
 from __future__ import annotations
 
 import pytest
 
-from placer.decode_slots import class_slot_weight
+from placer.decode_slots import context_slot_weight
 from placer.flows import decode_context_tokens, decode_design, instance
 from placer.problem import resolve
 from placer.specs import parse_scenario
@@ -26,7 +27,7 @@ def test_a_pool_of_long_context_classes_holds_fewer_requests_within_the_tpot():
     batch, step = decode_design(problem, im)
     x = decode_context_tokens(problem.classes)
     chat, agent = problem.classes
-    weights = {c.name: class_slot_weight(im, batch, x, c) for c in problem.classes}
+    weights = {c.name: context_slot_weight(im, batch, x, c.input_tokens + c.output_tokens / 2) for c in problem.classes}
     # the mix is what the design is made at: one mix request counts 1 (time-weighted, share × output)
     held = {c.name: c.share * c.output_tokens for c in problem.classes}
     assert sum(held[n] * w for n, w in weights.items()) / sum(held.values()) == pytest.approx(1.0, abs=0.02)
