@@ -40,7 +40,8 @@ import typer
 from pydantic import ValidationError
 
 from executor.config import ServingConfig
-from executor.deploy import follow_apply, post_plan, serve
+from executor.deploy import serve
+from executor.plan_client import follow_apply, post_plan
 from executor.describe import describe
 from executor.devices import Runtime, place_on_devices, resolve_runtime, visible_gpus
 from executor.engine.config import EngineConfig

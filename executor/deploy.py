@@ -7,8 +7,8 @@ worker, pinned with the custom resources `dc:<datacenter>` = 1 and `chip:<chip>`
 tp, claiming `num_gpus` when it runs on CUDA: `executor.devices`), one `LinkActor`
 per datacenter pair (the shaped WAN line), and the router in this (the driver's)
 process, with every instance registered. `describe` (`executor.describe`) renders the placement for `--dry-run`; `serve` runs a deployment behind the HTTP endpoint until
-interrupted (`placer deploy`); `post_plan` sends a new plan to a running one's server
-(`placer deploy --apply`).
+interrupted (`placer deploy`); a new plan for a running one's server goes through
+`executor.plan_client` (`placer deploy --apply`).
 
 Startup: actors start and report their addresses; the driver builds the directory
 (instances, router, links) and pushes it to every actor; then the router registers
@@ -17,8 +17,7 @@ each instance. A real cluster's nodes are started with the matching resources, e
 
 Importing this module needs neither ray nor torch nor the HTTP stack: ray comes in
 inside the functions that start or talk to actors, torch only inside the actors,
-uvicorn/FastAPI inside `serve` and httpx inside `post_plan` (the `placer` command
-line imports this module).
+uvicorn/FastAPI inside `serve` (the `placer` command line imports this module).
 """
 
 from __future__ import annotations
@@ -41,7 +40,6 @@ from executor.transport.base import PeerInfo
 from executor.transport.link import LinkEmulator
 from executor.transport.shaping import LinkShape
 from executor.transport.tcp import Directory, TcpEndpoint
-from placer.errors import InputError, PlacerError
 
 if TYPE_CHECKING:
     from placer.plan import Plan
@@ -384,59 +382,3 @@ def serve(plan: Plan, config: ServingConfig, engine_config: EngineConfig, *, add
         if dep is not None:
             dep.close()
         ray.shutdown()
-
-
-def bearer(token: str | None) -> dict[str, str]:
-    """The control plane's Authorization header (none without a token)."""
-    return {"Authorization": f"Bearer {token}"} if token else {}
-
-
-def post_plan(plan: Plan, url: str, grace_s: float, timeout_s: float = 600.0, *,
-              token: str | None = None) -> dict[str, Any]:
-    """Start applying `plan` on the server of a running deployment (`POST /plan`, 202); the
-    change's first status. Follow it with `follow_apply`. `token`: the control plane's bearer
-    token, sent in the Authorization header only.
-
-    Raises `PlacerError` when the server cannot be reached or refuses (401/403: token; 409:
-    another change runs), `InputError` when it refuses the plan as invalid (HTTP 422).
-    """
-    import httpx
-
-    try:
-        r = httpx.post(f"{url.rstrip('/')}/plan", json=plan.model_dump(mode="json"),
-                       params={"grace_s": grace_s, "timeout_s": timeout_s, "ready_timeout_s": timeout_s}, timeout=30,
-                       headers=bearer(token))
-    except httpx.HTTPError as exc:
-        raise PlacerError(f"cannot reach the deployment at {url}: {exc}") from None
-    if r.status_code not in (200, 202):
-        error = InputError if r.status_code == 422 else PlacerError
-        raise error(f"the deployment refused the plan ({r.status_code}): {r.text[:500]}")
-    return r.json()
-
-
-def follow_apply(url: str, timeout_s: float, on_event: Callable[[dict[str, Any]], None] = lambda ev: None,
-                 poll_s: float = 0.5, *, token: str | None = None) -> dict[str, Any]:
-    """Poll `GET /plan/status` until the change ends, handing each new event to `on_event`; the
-    final status (`state` succeeded or failed). PlacerError when it is still applying at `timeout_s`
-    or the server stops answering."""
-    import time
-
-    import httpx
-
-    seen, end = 0, time.monotonic() + timeout_s
-    while True:
-        try:
-            r = httpx.get(f"{url.rstrip('/')}/plan/status", timeout=30, headers=bearer(token))
-            r.raise_for_status()
-        except httpx.HTTPError as exc:
-            raise PlacerError(f"lost the deployment at {url} while it applied the plan: {exc}") from None
-        status = r.json()
-        for ev in status["events"][seen:]:
-            on_event(ev)
-        seen = len(status["events"])
-        if status["state"] != "applying":
-            return status
-        if time.monotonic() > end:
-            raise PlacerError(f"the deployment at {url} is still applying the plan after {timeout_s:g} s; "
-                              f"see {url.rstrip('/')}/plan/status")
-        time.sleep(poll_s)
