@@ -34,6 +34,7 @@ from placer.pdd import (
     ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, P_D, P_RLD_MD,
     RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
 )
+from placer.executor_costs import first_token_added_s
 from placer.kv_admission import KvHeadroom, fixed_step_share, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
@@ -291,6 +292,9 @@ class Route:
     drc: bool
     im: InstanceModel | None = None
     peer: InstanceModel | None = None
+    #: (mean batch, step s) of the decoder that streams t0, where settled (`evaluate`): the executor's first
+    #: token follows its Tokens messages back (:meth:`executor_s`); None: its own message alone (the MILP)
+    decoder: tuple[float, float] | None = None
 
     def wan_bytes(self) -> float:
         """KV bytes of one request that cross the WAN: with the decode-side radix cache only the
@@ -316,6 +320,25 @@ class Route:
         if self.src != self.dst:
             return self.wan_s(utilization)
         return self.im.rdma_s(self.wan_bytes(), self.peer)
+
+    def executor_s(self, prefill_s: float) -> float:
+        """Expected seconds the executor's measured runtime (``problem.runtime``; 0 without one) adds to the
+        first token over this route's idealised KV move (:func:`placer.executor_costs.first_token_added_s`:
+        the path overhead, the export and import of what the first decoder imports; across the line the pull's
+        round trip, the frames' in-order release, the socket path and the first token's way back). Inside a
+        datacenter that export and import are the move: the route's RDMA copy is taken off."""
+        rt = getattr(self.problem, "runtime", None)
+        if rt is None:
+            return 0.0
+        relayed = FIRST_TOKEN_STREAMER[self.pipeline] == RLD
+        kv = self.cls.input_tokens * self.problem.kv_bytes_per_token if relayed else self.wan_bytes()
+        if relayed or self.src == self.dst:
+            return first_token_added_s(rt, prefill_s, kv) - self.first_kv_s(0.0)
+        link = self.problem.links.get((self.src, self.dst))
+        if link is None:
+            return 0.0
+        return first_token_added_s(rt, prefill_s, kv, (link.rtt_s, link.jitter_ms / 1000, link.bytes_per_s),
+                                   self.decoder)
 
     def staged_kv_s(self, utilization: float) -> float:
         """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
@@ -357,7 +380,8 @@ class Route:
         short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
         pack_mean, pack_var = pack_extension(wait) if packed and short else (0.0, 0.0)
         if FIRST_TOKEN_STREAMER[self.pipeline] == RLD or self.src == self.dst or not math.isfinite(loaded):
-            return ttft_det_s(pre, loaded), TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
+            det = ttft_det_s(pre, loaded) + self.executor_s(pre)
+            return det, TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
         unloaded = self.first_kv_s(0.0)
         rtt = self.problem.links[(self.src, self.dst)].rtt_s
         mates = line_batchmates(wait, line_share) if short else 0.0
@@ -366,4 +390,4 @@ class Route:
         if line_residual_s is not None:
             var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
         excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
-        return ttft_det_s(pre, unloaded), TtftTail(wait, excess, var, pack_mean, pack_var)
+        return ttft_det_s(pre, unloaded) + self.executor_s(pre), TtftTail(wait, excess, var, pack_mean, pack_var)

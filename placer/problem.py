@@ -21,6 +21,7 @@ from placer.pdd import FilterRule
 from placer.specs import ChipSpec, Scenario
 
 if TYPE_CHECKING:
+    from placer.executor_runtime import ExecutorRuntime
     from placer.profiles.tables import MeasuredTable
 
 
@@ -91,6 +92,9 @@ class Problem:
     engine: str = "roofline"
     #: squared coefficient of variation of the inter-arrival times (1: Poisson; placer.specs.WorkloadSpec)
     arrival_cv2: float = 1.0
+    #: the executor's measured runtime the plan's TTFT includes (``placer evaluate/optimize --runtime``:
+    #: placer.executor_costs); None: the planner's idealised deployment
+    runtime: ExecutorRuntime | None = None
 
     @cached_property
     def kv_bytes_per_token(self) -> float:

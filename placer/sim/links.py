@@ -26,6 +26,7 @@ from __future__ import annotations
 from heapq import heappop, heappush
 from math import nextafter
 
+from placer.executor_costs import frame_offsets_s, reach_s, tokens_offsets_s
 from placer.pdd import P_RLD_MD
 from placer.sim.router import PIPE_CODE
 
@@ -102,8 +103,8 @@ class WanLink:
         return d
 
     def _reach_s(self) -> float:
-        """How much earlier than a frame another may leave and still land after it (5 sigma)."""
-        return self.rtt_s / 2 + 5 * self.jitter_s
+        """How much earlier than a frame another may leave and still land after it (placer.executor_costs)."""
+        return reach_s(self.rtt_s, self.jitter_s)
 
     def _kv_release(self, req, t: float, flows: int, frame: float) -> float:
         """The emulator's in-order release of ``req``'s KV (``frame``: the transport's frame on the line; 0:
@@ -116,14 +117,11 @@ class WanLink:
         conn = (req.p, req.md)
         mine = 1 + len(self._connection(req))
         gap = frame * flows / (mine * self.rate)
-        frames = -(-req.xfer // frame) if mine == 1 else INF  # others of the connection: its frames go on
-        reach = self._reach_s()
-        k = 1
-        while k < frames and k * gap < reach:
-            late = self.one_way_s() - k * gap
+        # the planner prices the same frames' expected release (placer.executor_costs.first_token_added_s)
+        for ago in frame_offsets_s(req.xfer if mine == 1 else INF, frame, gap, self._reach_s()):
+            late = self.one_way_s() - ago  # others of the connection (mine > 1): its frames go on
             if late > d:
                 d = late
-            k += 1
         last = self.released.get(conn, -INF) - t
         if last > d:
             d = last
@@ -139,14 +137,10 @@ class WanLink:
         dec = req.md
         if self.jitter_s <= 0 or dec is None or not dec.B or dec.step <= 0:
             return d
-        ago = rt.import_s(req.xfer)
-        reach = self._reach_s()
-        while ago < reach:
-            for _ in range(dec.B):
-                late = self.one_way_s() - ago
-                if late > d:
-                    d = late
-            ago += dec.step
+        for ago in tokens_offsets_s(rt.import_s(req.xfer), dec.step, dec.B, self._reach_s()):
+            late = self.one_way_s() - ago
+            if late > d:
+                d = late
         return d
 
     def advance(self, t: float) -> None:
