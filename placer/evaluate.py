@@ -107,8 +107,10 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     key = a.key
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
-    peer = slowest_rdma_peer(s.im for k, s in decode.items() if (k.role, k.datacenter) == site and s.busy)
-    route = Route(problem, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc, im, peer)
+    streamers = [s for k, s in decode.items() if (k.role, k.datacenter) == site and s.busy]
+    peer = slowest_rdma_peer(s.im for s in streamers)
+    route = Route(problem, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc, im, peer,
+                  _decoder_load(streamers) if problem.runtime is not None else None)
     line_util, residual = _line_utilization(link_util, a.datacenter, dst), residuals.get((a.datacenter, dst))
     parts = []
     for part in waits[(*key, a.queue or "")]:
@@ -126,6 +128,24 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     if a.pipeline == P_RLD_MD:
         ok = ok and _meets_tpot(problem, decode, MD, dst)
     return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
+
+
+def _decoder_load(states: list[DecodeState]) -> tuple[float, float] | None:
+    """(mean batch, step s) of the decoders that stream a flow's first token, over their instances: the
+    Tokens messages the executor's first token follows back (:meth:`placer.flows.Route.executor_s`)."""
+    count = sum(s.count for s in states)
+    if not count:
+        return None
+    return (sum(s.batch * s.count for s in states) / count, sum(s.step_s * s.count for s in states) / count)
+
+
+def runtime_note(problem: Problem) -> str | None:
+    """The plan's note on where its TTFT's executor costs come from (None without a runtime)."""
+    rt = problem.runtime
+    if rt is None:
+        return None
+    return ("TTFT includes the executor's measured per-request costs (path overhead, KV export/import, the line's "
+            f"socket path and in-order release; placer.executor_costs) from {rt.source or 'the given runtime'}")
 
 
 def _ttft_quantiles(flows: list[FlowLaw]) -> dict[str, float]:
@@ -164,7 +184,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     classes = {c.name: c for c in problem.classes}
     counts = {p.key: p.count for p in plan.pools if p.count > 0}
     models = {key: instance(problem, key.chip, key.tp) for key in counts}
-    notes: list[str] = []
+    notes: list[str] = [note] if (note := runtime_note(problem)) else []
     link_gbit, link_util = _link_use(problem, plan, classes)
     # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
     waits = p_queue_laws(problem, plan, counts, models)
