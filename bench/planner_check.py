@@ -4,7 +4,7 @@ in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace
      JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
      (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
 out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (over tokens: the planner's
-     statistic, ``bench/serve_tpot.py``) on five rungs, each one step from the one before:
+     statistic, ``bench/serve_tpot.py``) on six rungs, each one step from the one before:
 
 0. ``planner, bare profile``: the ILP on the profile as measured alone (a forward with nothing beside it);
    the step to rung 1 is what the deployment's sharing of the chip costs (given only with a calibration serve);
@@ -12,6 +12,9 @@ out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (ov
    output and hit rate each), Poisson arrivals, the planner's deployment (no executor overheads), on the
    profile as the deployment's instances got the chip (``served_forwards.deployed_paces``: the table × each
    kind's wall ÷ table in the calibration serve, measured before the serve; the bare profile without one);
+1b. ``planner + runtime``: the same, given the executor's runtime the simulator column takes
+   (``Problem.runtime``: its per-request costs on the first token's path, :mod:`placer.executor_costs`) —
+   the bench's gated planner column; the step from rung 1 is what the plan's promise gains by them;
 2. ``sim: classes, poisson``: the simulator on exactly the planner's inputs (``SimConfig(workload="classes",
    arrivals="poisson", runtime=None)``, many requests): where it differs from rung 1, a planner law is off
    for its own inputs — the ILP is wrong;
@@ -31,7 +34,7 @@ import math
 import tempfile
 from pathlib import Path
 
-RUNGS = ("planner, bare profile", "planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
+RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
 FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"),
            ("TPOT mean", "tpot_mean_s"))
 POISSON_REQUESTS = 4000
@@ -49,10 +52,11 @@ def _planned(planner: dict) -> dict[str, float]:
 
 
 def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simulated: dict | None,
-           seed: int, bare: dict | None = None) -> dict:
+           seed: int, bare: dict | None = None, with_runtime: dict | None = None) -> dict:
     """The rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …} on
-    ``scenario``'s profile, ``bare`` the same on the bare profile (rung 0, optional), ``simulated`` the bench's
-    simulator column ({"ttft": …, "tpot": (p50, p90)}, rung 4)."""
+    ``scenario``'s profile, ``bare`` the same on the bare profile (rung 0, optional), ``with_runtime`` the same
+    given the executor's runtime (rung 1b, optional), ``simulated`` the bench's simulator column ({"ttft": …,
+    "tpot": (p50, p90)}, rung 4)."""
     from bench.serve_tpot import simulate_with_token_mean
     from placer.sim import SimConfig
 
@@ -61,6 +65,8 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
         rungs["planner, bare profile"] = _planned(bare)
     if planner:
         rungs["planner"] = _planned(planner)
+    if with_runtime:
+        rungs["planner + runtime"] = _planned(with_runtime)
     poisson = simulate_with_token_mean(scenario, plan, SimConfig(
         requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=None))
     rungs["sim: classes, poisson"] = _figures(*poisson)
@@ -75,14 +81,14 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
 
 
 def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int,
-               bare: dict | None = None) -> dict:
+               bare: dict | None = None, with_runtime: dict | None = None) -> dict:
     """:func:`ladder` with the trace written as ``bench_serve.trace_file`` does."""
     from bench.serve_trace import trace_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
-        return ladder(scenario, plan, path, n, planner, simulated, seed, bare)
+        return ladder(scenario, plan, path, n, planner, simulated, seed, bare, with_runtime)
 
 
 def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]) -> None:
@@ -91,8 +97,9 @@ def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]
         return
     print("\nplanner vs simulator, one input at a time (error = rung / measured - 1; rungs: the ILP on the profile "
           "measured alone; the ILP on the profile as the deployment got the chip (the calibration serve's wall ÷ "
-          "table); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; on the trace as "
-          "served; with the executor's runtime = the simulated column):")
+          "table); the same given the executor's runtime (its per-request costs on the first token's path: the "
+          "gated planner column); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; on "
+          "the trace as served; with the executor's runtime = the simulated column):")
     rungs_shown = [r for r in RUNGS if any(r in rungs for rungs in ladders.values())]
     print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in rungs_shown))
     for name, rungs in ladders.items():

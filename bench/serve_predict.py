@@ -35,13 +35,12 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     serving and the calibration serve before it; and, to tell the table's error from the
     simulator's, once more at the pace the served forwards really went (``served_paces``).
     ``shape``: the calibration also reshapes the prefill table (``served_forwards.table_shape``)."""
-    from placer.optimize import SolveConfig, evaluate_plan
     from placer.sim.runtime import ExecutorRuntime, interference_rows
 
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
     nic = local_kv_gbit(runtime)
-    out: dict = {"planner": {}, "planner_bare": {}, "deployed": {}, "simulator": {}, "probes": {}, "as_served": {},
+    out: dict = {"planner": {}, "planner_no_runtime": {}, "planner_bare": {}, "deployed": {}, "simulator": {}, "probes": {}, "as_served": {},
                  "notes": [], "paces": {}, "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {},
                  "ladder": {}, "deployed_by_role": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles
@@ -91,23 +90,29 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                 plan_scenario, dep_plans = scenario_and_plans(trace, res["arrivals"], line, path, nic, roles)
                 plan_plan = dep_plans[name]
                 out["deployed"][name] = deployed
-            for key, (sc, pl) in (("planner", (plan_scenario, plan_plan)), ("planner_bare", (scenario, plan))):
+            if "decode_pace" in cal or "prefill_pace" in cal:
+                out["calibration"][name] = cal
+                rt = served_forwards.calibrated(rt, cal)
+                out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
+            # the planner given the runtime the simulator column takes (its per-request costs on the first token's
+            # path: placer.executor_costs), and without it (the ladder's "planner" rung: the step is visible)
+            for key, (sc, pl, with_rt) in (("planner", (plan_scenario, plan_plan, rt)),
+                                           ("planner_no_runtime", (plan_scenario, plan_plan, None)),
+                                           ("planner_bare", (scenario, plan, None))):
                 try:
-                    m = evaluate_plan(sc, pl, SolveConfig(time_limit_s=20)).metrics
+                    m = _planned(sc, pl, with_rt)
                     # the planner's one TPOT is a mean over tokens (Little on the batch law): the TPOT mean row
                     # only, not the percentiles over requests (issue 48: like with like)
                     out[key][name] = {"ttft": (m.ttft_p50_s, m.ttft_p90_s, m.ttft_p99_s),
                                       "tpot": (math.nan, math.nan, m.tpot_s), "rld_token_share": m.rld_token_share}
                 except Exception as exc:  # the planner's figure is advisory here: report it
                     out["notes"].append(f"{key.replace('_', ' ')}, {name}: {type(exc).__name__}: {exc}")
-            if "decode_pace" in cal or "prefill_pace" in cal:
-                out["calibration"][name] = cal
-                rt = served_forwards.calibrated(rt, cal)
-                out["probes"][name] = _simulate(scenario, plan, trace, res["arrivals"], probe_rt, seed)
             out["simulator"][name] = _simulate(sim_scenario, sim_plan, trace, res["arrivals"], rt, seed)
             out["ladder"][name] = planner_check.ladder_for(trace, res["arrivals"], plan_scenario, plan_plan,
-                                                           out["planner"].get(name), out["simulator"][name], seed,
-                                                           bare=out["planner_bare"].get(name) if deployed else None)
+                                                           out["planner_no_runtime"].get(name),
+                                                           out["simulator"][name], seed,
+                                                           bare=out["planner_bare"].get(name) if deployed else None,
+                                                           with_runtime=out["planner"].get(name))
             out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
             served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
             if served:
@@ -122,6 +127,17 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                 out["as_served"][name] = _simulate(scenario, plan, trace, res["arrivals"],
                                                    replace(probe_rt, **served, interference=()), seed)
     return out
+
+
+def _planned(scenario, plan, runtime):
+    """``evaluate_plan``'s metrics of ``plan``, its TTFT with the executor's per-request costs of ``runtime``
+    (an ``ExecutorRuntime``; None: the planner's idealised deployment)."""
+    from dataclasses import replace as with_field
+
+    from placer.optimize import SolveConfig, as_problem, evaluate_plan
+
+    problem = with_field(as_problem(scenario), runtime=runtime)
+    return evaluate_plan(problem, plan, SolveConfig(time_limit_s=20)).metrics
 
 
 PREFILL_PACE_WINDOW_S, PREFILL_PACE_LEAST = 20.0, 8  # the bench's serves prefill ~1 prompt a second

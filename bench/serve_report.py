@@ -145,8 +145,16 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
                                                                     if "decode" in p)
                         for n, roles in pred.get("deployed_by_role", {}).items()
                         if sum("decode" in p for p in roles.values()) > 1) + ")") if deployed else ""
-        print(f"  planner (ILP, placer.optimize.evaluate_plan{on}): {sum(e <= 0.15 for e in planned)} of "
+        given = " given the executor's runtime (its per-request costs on the first token's path)" \
+            if pred.get("planner_no_runtime") else ""
+        print(f"  planner (ILP, placer.optimize.evaluate_plan{on}{given}): {sum(e <= 0.15 for e in planned)} of "
               f"{len(planned)} within 15 % on {', '.join(PLANNER_GATED)}, worst error {100 * max(planned):.0f} %")
+        without = [abs(_at(p, kind, i) / r[m]["measured"] - 1)
+                   for n, r in rows.items() if (p := pred.get("planner_no_runtime", {}).get(n))
+                   for m, kind, i, _q in METRICS if m in PLANNER_GATED and r[m]["measured"] > 0]
+        if without:
+            print(f"  planner without the runtime: {sum(e <= 0.15 for e in without)} of {len(without)} within 15 %, "
+                  f"worst error {100 * max(without):.0f} %")
         bare = [abs(_at(p, kind, i) / r[m]["measured"] - 1)
                 for n, r in rows.items() if (p := pred.get("planner_bare", {}).get(n)) and deployed
                 for m, kind, i, _q in METRICS if m in PLANNER_GATED and r[m]["measured"] > 0]
