@@ -29,8 +29,9 @@ from placer.pdd import (
 )
 from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.p_tiers import (  # noqa: F401 - re-exported: the P queues of a pool
-    GEOMETRIC_TIERS, chip_p_queues, heavy_classes, p_queues, p_tiers, p_wait_law, split_allowed, tier_utilizations,
+    GEOMETRIC_TIERS, chip_p_queues, heavy_classes, p_queues, p_tiers, p_wait_law, split_mode, tier_utilizations,
 )
+from placer.ilp.p_cuts import SPLIT_NONE
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem
@@ -61,10 +62,10 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
     ctx = decode_context_tokens(problem.classes)
     decode_roles = _decode_roles(arch)
     pools, instances, decode, agg, notes = [], {}, {}, {}, shape_notes(problem)
-    tiers: dict = {}  # (chip, tp, admits) → (p_tiers, whether it splits): its P queues, the same in every dc
+    tiers: dict = {}  # (chip, tp, admits) → p_tiers, (chip, tp, mode) → its set queues: the same in every dc
     designs: dict = {}  # (chip, tp) → its decode design and KV headroom, the same in every datacenter
     disaggregated = any(pipe != P_A for pipe in arch.pipelines)
-    split = disaggregated and split_allowed(problem, tiers, notes)  # the heavy/light P split (p_tiers)
+    mode = split_mode(problem, tiers, notes) if disaggregated else SPLIT_NONE  # the P split (p_tiers, p_cuts)
     for dc in problem.datacenters:
         check_build_deadline()
         for chip, count in sorted(dc.inventory.items()):
@@ -79,7 +80,7 @@ def candidate_pools(problem: Problem, arch: Architecture) -> tuple[list[Pool], d
                     notes.append(f"{chip} tp{tp}: weights + one {max_input}-token context do not fit")
                     continue
                 if disaggregated and (arch.p_dcs is None or dc.name in arch.p_dcs):
-                    for pool, _ in chip_p_queues(problem, dc.name, chip, {tp: im}, arch.admits(dc.name), tiers, split):
+                    for pool, _ in chip_p_queues(problem, dc.name, chip, {tp: im}, arch.admits(dc.name), tiers, mode):
                         pools.append(pool)
                         instances[pool] = im
                 for role in decode_roles:

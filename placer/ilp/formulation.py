@@ -166,6 +166,7 @@ from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
 from placer.ilp.decode_rows import GB, add_decode
+from placer.ilp.p_cuts import add_whole_sets
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
 from placer.problem import Datacenter, Problem
@@ -210,7 +211,8 @@ def _add_counts(m: LinearModel, data: Prepared) -> tuple[dict[tuple, int], dict[
     tier: dict[Pool, int] = {}
     for q in data.pools:
         if q.role in PREFILL_ROLES:
-            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub, integer=q.whole)
+            tier[q] = m.var(f"tier[{q.label}]", 0, m.vars[n[q.key]].ub)
+    add_whole_sets(m, tier, n)  # a "set" queue's tiers together on whole instances (placer.ilp.p_cuts)
     queues: dict[tuple, list[Pool]] = {}  # physical pool -> its queues, grouped once (100 sites: 4.7 s as a scan)
     for q in tier:
         queues.setdefault(q.key, []).append(q)

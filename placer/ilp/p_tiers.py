@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.flows import instance, ttft_det_s
+from placer.ilp.p_cuts import SPLIT_LIGHT, SPLIT_NONE, set_queues, threshold_sets, uncached_tokens
 from placer.ilp.sets import Pool, set_queue_name
 from placer.ilp.shape_pools import candidate_shapes
 from placer.p_queues import light_classes, queue_wait_law, set_wait_law
@@ -121,86 +122,132 @@ def heavy_on_time(problem: Problem, im: InstanceModel, heavy: frozenset[int]) ->
     return _lateness(problem, set_wait_law(problem, im, cap, heavy), cap, _fastest_s(problem, im), sorted(heavy)) < 1.0
 
 
+def _pool_sets(problem: Problem, im: InstanceModel, found: tuple, mode: int) -> tuple[dict, bool]:
+    """A pool's whole-instance "set" queues in split ``mode`` (:func:`placer.ilp.p_cuts.set_queues`: set →
+    tiers), and whether the heavy/light split at the light line takes the light queue's place there."""
+    _, light_queue, heavy = found
+    taken = bool(light_queue and mode >= SPLIT_LIGHT and heavy_on_time(problem, im, heavy))
+    light_split = (heavy, frozenset(range(len(problem.classes))) - heavy) if taken else ()
+    fastest = _fastest_s(problem, im)
+    sets = set_queues(
+        problem, mode - SPLIT_LIGHT, light_split,
+        tiers_of=lambda s: tier_utilizations(problem, im, MIX, fastest, sorted(s), s)[:len(GEOMETRIC_TIERS)])
+    return sets, taken
+
+
 def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
-             admits: frozenset[int] | None = None, split: bool = True) -> list[Pool]:
+             admits: frozenset[int] | None = None, sets: tuple[dict, bool] = ({}, False)) -> list[Pool]:
     """The P queues of one physical pool, from its instance's :func:`p_tiers` ("set" queues: ``admits``).
 
-    Where the pool has light and heavy classes: the "mix" tiers, and either a "light" queue at the cap
-    or, where ``split`` (:func:`heavy_on_time`, :func:`split_allowed`), two "set" queues at the cap in its
-    place, each its classes in proportion among themselves and priced at their exact moments
-    (:func:`placer.p_queues.set_wait_law`): the "heavy" queue (the classes not light) and the light
-    classes' — so one pool may prefill only the long prompts while another takes the rest (PrfaaS's
-    split; the "light" queue's law, any light mix, is a bound too loose for it). Both own whole
-    instances (``Pool.whole``: c_{p,t} integer): an instance a set queue shared with another queue
-    would be one FCFS line (:func:`placer.p_queues.queue_layout`), short prompts behind long ones,
-    which neither law sees; their labels put the kind first ('set:…/u<cap>', :attr:`Pool.queue`), so
-    they sort before every other queue of the pool and the layout lays them from the first instance,
-    whole, whatever the other queues (or idle shares a plan does not list) take. The light-set queue
-    replaces the light queue there: a light queue shares an instance with a mix tier, its light
-    prompts behind the mix's long ones, which its law does not see either — beside the split it made
-    relay cases' plans miss (5g-low-hit: planned 1.26 s, simulated 1.11 s against a 1 s SLA). At
-    the cap only: their own tier grids grew the model by a fifth without changing the flagship's plan."""
-    tiers, light_queue, heavy = found
+    The "mix" tiers; a "light" queue at the cap where the pool has light and heavy classes, unless the
+    heavy/light split takes its place; and the pool's whole-instance "set" queues (``sets``, from
+    :func:`_pool_sets`: set → tiers, and whether the heavy/light split is taken), each its classes in
+    proportion among themselves and priced at their exact moments (:func:`placer.p_queues.set_wait_law`).
+    The heavy/light split: where the pool has light and heavy classes and its heavy ones can be on time
+    at the cap (:func:`heavy_on_time`), the "heavy" queue (the classes not light) and the light classes'
+    at the cap replace the light queue — a light queue shares an instance with a mix tier, its light
+    prompts behind the mix's long ones, which its law does not see (beside the split it made relay
+    cases' plans miss: 5g-low-hit planned 1.26 s, simulated 1.11 s against a 1 s SLA). The threshold
+    cuts (:mod:`placer.ilp.p_cuts`): each cut's below-θ and at/above-θ sets at their own tiers, so one
+    pool may prefill only the long prompts while another takes the rest (PrfaaS's split). Set queues own
+    whole instances (``Pool.whole``: a set's tiers together an integer count, :func:`whole_sets`): an
+    instance a set queue shared with another queue would be one FCFS line
+    (:func:`placer.p_queues.queue_layout`), short prompts behind long ones, which neither law sees; their
+    labels put the kind first ('set:…/u<tier>', :attr:`Pool.queue`), so they sort before every other
+    queue of the pool, a set's tiers side by side, and the layout lays them from the first instance,
+    whole, whatever the other queues (or idle shares a plan does not list) take."""
+    tiers, light_queue, _ = found
     if admits:
         return [Pool(P, dc, chip, tp, rho, set_queue_name(problem, admits), admits=admits) for rho in tiers]
     queues = [Pool(P, dc, chip, tp, rho, MIX) for rho in tiers]
-    if light_queue:
-        cap = problem.options.utilization_cap
-        if not split:
-            queues.append(Pool(P, dc, chip, tp, cap, LIGHT))
-        else:
-            light = frozenset(range(len(problem.classes))) - heavy
-            queues += [Pool(P, dc, chip, tp, cap, set_queue_name(problem, s), admits=s, whole=True)
-                       for s in (heavy, light)]
+    by_set, taken = sets
+    if light_queue and not taken:
+        queues.append(Pool(P, dc, chip, tp, problem.options.utilization_cap, LIGHT))
+    queues += [Pool(P, dc, chip, tp, rho, set_queue_name(problem, s), admits=s, whole=True)
+               for s, rhos in by_set.items() for rho in rhos]
     return queues
 
 
 def chip_p_queues(problem: Problem, dc: str, chip: str, shapes: dict, admits: frozenset[int] | None,
-                  tiers: dict, split: bool = True) -> list[tuple[Pool, InstanceModel]]:
+                  tiers: dict, mode: int = SPLIT_LIGHT) -> list[tuple[Pool, InstanceModel]]:
     """The P queues of one chip's candidate shapes in a datacenter (``shapes``: tp → instance), each
-    with its instance (:func:`p_queues`; the heavy/light split where ``split`` and :func:`heavy_on_time`).
-    ``tiers``: (chip, tp, admits) → :func:`p_tiers`, filled here (the same in every datacenter)."""
+    with its instance (:func:`p_queues`; the set queues of split ``mode``, :func:`_pool_sets`).
+    ``tiers``: (chip, tp, admits) → :func:`p_tiers` and (chip, tp, mode) → its set queues, filled here
+    (the same in every datacenter)."""
     out = []
     for tp, im in shapes.items():
         if (chip, tp, admits) not in tiers:
-            found = p_tiers(problem, im, admits)
-            tiers[chip, tp, admits] = found, found[1] and heavy_on_time(problem, im, found[2])
-        found, splits = tiers[chip, tp, admits]
-        out += [(pool, im) for pool in p_queues(problem, dc, chip, tp, found, admits, split and splits)]
+            tiers[chip, tp, admits] = p_tiers(problem, im, admits)
+        found = tiers[chip, tp, admits]
+        sets: tuple[dict, bool] = ({}, False)
+        if admits is None and mode > SPLIT_NONE:
+            if (chip, tp, mode) not in tiers:
+                tiers[chip, tp, mode] = _pool_sets(problem, im, found, mode)
+            sets = tiers[chip, tp, mode]
+        out += [(pool, im) for pool in p_queues(problem, dc, chip, tp, found, admits, sets)]
     return out
 
 
-#: The heavy/light split (two whole-instance queues, two integer columns per pool) is generated where at
+#: The heavy/light split alone (two whole-instance queues, two integer columns per pool) is generated where at
 #: most this many P pools would take it: on eight-dc's 54 (sixteen-dc's 115) it made the proof 4-7x
 #: slower for 0.6-2 % BCR; the flagship has 5, a relay case 2-4. Beyond it a plan note says so.
 SPLIT_MAX_POOLS = 16
+#: The threshold cuts (:mod:`placer.ilp.p_cuts`), the highest first, are generated while the scenario's P
+#: pools would hold at most this many set-queue columns (each cut's two sets at their tiers); a note says
+#: which cuts are left out. Measured: see :func:`split_mode`.
+SET_COLUMNS_MAX = 200
 
 
-def split_pools(problem: Problem, tiers: dict) -> int:
-    """How many of the scenario's P pools would take the split: every datacenter, chip and shape
-    (PDD's candidates whatever the architecture, so a baseline never gets the split where PDD does
-    not). ``tiers``: as :func:`chip_p_queues` fills it (filled here too)."""
+def _p_candidates(problem: Problem, tiers: dict) -> list[tuple[str, int, InstanceModel]]:
+    """Every (chip, shape, instance) PDD may prefill on, once per datacenter that holds it (PDD's
+    candidates whatever the architecture, so a baseline never gets the split where PDD does not);
+    ``tiers`` gets each one's :func:`p_tiers`."""
     longest = max(c.input_tokens + c.output_tokens for c in problem.classes)
-    count = 0
+    out = []
     for dc in problem.datacenters:
         for chip, chips in dc.inventory.items():
             for tp in candidate_shapes(problem, chips):
+                im = instance(problem, chip, tp)
+                if im.unsupported or not im.fits(longest):
+                    continue
                 if (chip, tp, None) not in tiers:
-                    im = instance(problem, chip, tp)
-                    if im.unsupported or not im.fits(longest):
-                        continue
-                    found = p_tiers(problem, im)
-                    tiers[chip, tp, None] = found, found[1] and heavy_on_time(problem, im, found[2])
-                count += tiers[chip, tp, None][1]
+                    tiers[chip, tp, None] = p_tiers(problem, im)
+                out.append((chip, tp, im))
+    return out
+
+
+def _set_columns(problem: Problem, tiers: dict, pools: list, mode: int) -> int:
+    """The set-queue columns the scenario's P pools would hold in split ``mode``."""
+    count = 0
+    for chip, tp, im in pools:
+        if (chip, tp, mode) not in tiers:
+            tiers[chip, tp, mode] = _pool_sets(problem, im, tiers[chip, tp, None], mode)
+        count += sum(len(rhos) for rhos in tiers[chip, tp, mode][0].values())
     return count
 
 
-def split_allowed(problem: Problem, tiers: dict, notes: list[str]) -> bool:
-    """Whether the model may have the heavy/light split: at most :data:`SPLIT_MAX_POOLS` of the scenario's
-    P pools would take it (:func:`split_pools`); else a note says why it is left out."""
-    count = split_pools(problem, tiers)
-    if count <= SPLIT_MAX_POOLS:
-        return True
-    notes.append(f"no heavy/light P split: {count} P pools would take it (> {SPLIT_MAX_POOLS}: its "
-                 "whole-instance queues would slow the proof several-fold); mix and light queues only")
-    return False
+def split_mode(problem: Problem, tiers: dict, notes: list[str]) -> int:
+    """How far the model's P split goes (:mod:`placer.ilp.p_cuts`): the heavy/light split where at most
+    :data:`SPLIT_MAX_POOLS` pools would take it (else none, and no cuts), and the most of the highest
+    threshold cuts whose set queues keep the scenario's P pools within :data:`SET_COLUMNS_MAX` columns
+    (SPLIT_LIGHT + their count). A note says what is left out. ``tiers``: as :func:`chip_p_queues`
+    fills it (filled here too)."""
+    pools = _p_candidates(problem, tiers)
+    count = sum(bool(tiers[chip, tp, None][1]) and heavy_on_time(problem, im, tiers[chip, tp, None][2])
+                for chip, tp, im in pools)
+    if count > SPLIT_MAX_POOLS:
+        notes.append(f"no heavy/light P split: {count} P pools would take it (> {SPLIT_MAX_POOLS}: its "
+                     "whole-instance queues would slow the proof several-fold); mix and light queues only")
+        return SPLIT_NONE
+    cuts = len(threshold_sets(problem)) // 2
+    best = 0
+    for c in range(1, cuts + 1):
+        if _set_columns(problem, tiers, pools, SPLIT_LIGHT + c) > SET_COLUMNS_MAX:
+            break
+        best = c
+    if best < cuts:
+        lowest = sorted(set(uncached_tokens(problem)))[1:][::-1][best - 1] if best else None
+        notes.append(f"threshold-split P queues: {best} of {cuts} cuts" + (
+            f" (θ ≥ {lowest:,} uncached tokens)" if best else "") + f"; more would exceed {SET_COLUMNS_MAX} "
+            "set-queue columns")
+    return SPLIT_LIGHT + best

@@ -1,0 +1,85 @@
+"""PDD's threshold-split P queues: a pool's "set" queues at each cut of the classes' uncached lengths.
+
+in:  a :class:`~placer.problem.Problem`, one P instance (:class:`~placer.perfmodel.InstanceModel`), its
+     heavy/light split (:func:`placer.ilp.p_tiers.p_tiers`) and the build's split mode
+out: :func:`uncached_tokens`, :func:`threshold_sets` (the below-θ and at/above-θ sets of every cut),
+     :func:`set_queues` (a pool's whole-instance "set" queues: admitted classes → utilisation tiers),
+     :data:`SPLIT_NONE` / :data:`SPLIT_LIGHT` / :data:`SPLIT_CUTS_CAP` / :data:`SPLIT_CUTS` (how far the
+     split goes) — read by :mod:`placer.ilp.p_tiers`.
+
+Why (issue 45): a prefill policy that sends every prompt of at least θ uncached tokens to one pool and the
+rest to another (PrfaaS's rule; any threshold rule) runs each side's queue over the classes it admits, so
+each side's M/G/1 law is its subset's. A pool's "mix" queue prices the whole class mix and its heavy/light
+split sits at the chip's light line, not at an optimised θ: such a plan was not a PDD plan (the Mooncake
+trace: prfaas 136.2 BCR, PDD 111.8). With K classes only the distinct uncached counts give different rules,
+so each pool gets, for each cut θ but the lowest (which admits everyone: the mix), a below-θ and an
+at/above-θ "set" queue — each its classes in proportion among themselves (C13), at its own law's tiers
+(:func:`placer.ilp.p_tiers.tier_utilizations` over the set, as a PrfaaS side's queues are tiered), the
+set's tiers together on whole instances (one integer column per set: a set sharing an instance with
+another queue would be one FCFS line its law does not see). Any threshold plan — each side's P queues
+over its side's classes, P remote and decode local being PDD's cross-datacenter P-MD — is then a plan of
+PDD's model. A set none of whose tiers can serve its classes on time (its lateness ≥ 1 at its lowest
+tier, each class at its fastest TTFT) would only carry late requests, which the mix carries as well: left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from placer.problem import Problem
+
+#: How far the P split goes in one build (``placer.ilp.p_tiers.split_mode`` picks it by model size): none;
+#: the heavy/light split at each chip's light line only; SPLIT_LIGHT + c: and the c highest threshold cuts.
+SPLIT_NONE, SPLIT_LIGHT = 0, 1
+
+
+def uncached_tokens(problem: Problem) -> list[int]:
+    """Each class's uncached tokens (1 − h)·I, rounded as plans report them."""
+    return [round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes]
+
+
+def threshold_sets(problem: Problem, cuts: int | None = None) -> list[frozenset[int]]:
+    """The admitted sets of the threshold cuts, the highest θ first: for each distinct uncached count θ but
+    the lowest, the classes at or above θ and those below (θ at the lowest, or above the longest, admits
+    every class: the mix queue's own); ``cuts``: the highest that many cuts only (None: every one)."""
+    uncached = uncached_tokens(problem)
+    everyone = frozenset(range(len(problem.classes)))
+    out: list[frozenset[int]] = []
+    for theta in sorted(set(uncached))[1:][::-1][:cuts]:
+        above = frozenset(k for k, u in enumerate(uncached) if u >= theta)
+        out += [above, everyone - above]
+    return out
+
+
+def set_queues(problem: Problem, cuts: int, light_split: tuple[frozenset[int], ...],
+               tiers_of) -> dict[frozenset[int], tuple[float, ...]]:
+    """A pool's whole-instance "set" queues: admitted classes → their utilisation tiers, highest first.
+
+    ``light_split``: the heavy/light split's two sets (at the cap) where the pool takes it, else ();
+    ``cuts``: the threshold sets of that many of the highest cuts join them (:func:`threshold_sets`) at
+    their tiers (``tiers_of(set)``, the cap first)."""
+    cap = problem.options.utilization_cap
+    out = {s: (cap,) for s in light_split}
+    for s in threshold_sets(problem, cuts) if cuts > 0 else ():
+        tiers = tuple(tiers_of(s))
+        if len(tiers) > len(out.get(s, ())):
+            out[s] = tiers
+    return out
+
+
+def add_whole_sets(m, tier: dict, n: dict) -> None:
+    """Whole instances for every "set" queue (``Pool.whole``) of the model ``m``
+    (:class:`~placer.ilp.model.LinearModel`): a set's tiers on one physical pool (``tier``: queue → its
+    c_{p,t} column; ``n``: pool key → n_p) sum to an integer count — its one tier's column made integer,
+    or a new integer column ``whole[…]`` equal to their sum (row family "whole")."""
+    groups: dict[tuple, list] = {}
+    for q, var in tier.items():
+        if q.whole:
+            groups.setdefault((q.key, q.mix), []).append((q, var))
+    for key, members in groups.items():
+        first, columns = members[0][0], [var for _, var in members]
+        if len(columns) == 1:
+            m.vars[columns[0]] = dataclasses.replace(m.vars[columns[0]], integer=True)
+            continue
+        count = m.var(f"whole[{first.label}]", 0, m.vars[n[key[0]]].ub, integer=True)  # named by its first tier
+        m.add(f"whole[{first.label}]", "whole", {**{var: 1.0 for var in columns}, count: -1.0}, "==", 0.0)
