@@ -33,7 +33,7 @@ from rich.text import Text
 from placer.baselines import compare as compare_baselines, within_inventory
 from placer.breakeven import compare_with_break_even
 from placer.cli.fleetcompare import run as fleet_compare
-from placer.cli.options import EngineOpt, with_engine
+from placer.cli.options import EngineOpt, RuntimeOpt, with_engine, with_runtime
 from placer.cli.output import choices, err, fail, latest_from_database, out, working
 from placer.cli.render import (
     binding_table, compare_view, links_table, metrics_table, perturb_view, plan_view, pools_table, routes_table,
@@ -111,6 +111,7 @@ def optimize(
         "--robust", help="Plan so that the SLA holds with every chip this fraction slower (compute and memory "
         "rates x (1 - X)); the plan's metrics are at nominal speed and 'robust' says what it costs in BCR "
         "against the nominal plan.", show_default=False)] = None,
+    runtime: RuntimeOpt = None,
 ) -> None:
     """Solve for the plan that maximises BCR (or the chosen objective)."""
     try:
@@ -124,7 +125,8 @@ def optimize(
         if loaded.is_fleet and (verify or robust is not None):
             raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
                              "derated yet; plan without it")
-        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
+        problem = with_runtime(as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured),
+                               runtime)
         with working("solving") as say:
             config = dataclasses.replace(config, progress=lambda p: say(p.line()))
             plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
@@ -210,6 +212,7 @@ def evaluate(
         "fixed-seed draws): its P90 TTFT, attainment and BCR in each case (plan JSON 'verification').")] = 0.0,
     perturb_requests: Annotated[int, typer.Option("--perturb-requests", help="Requests per --perturb simulation.")
                                 ] = CHECK_REQUESTS,
+    runtime: RuntimeOpt = None,
 ) -> None:
     """Metrics of a given plan without re-optimising its pools."""
     try:
@@ -218,7 +221,8 @@ def evaluate(
         if loaded.is_fleet and perturb > 0:
             raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")
         measured = measured_for(loaded, profiles)
-        problem = as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured)
+        problem = with_runtime(as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured),
+                               runtime)
         with working("evaluating"):
             plan = evaluate_plan(problem, load_plan(plan_file),
                                  SolveConfig(backend=solver.value, time_limit_s=time_limit))
