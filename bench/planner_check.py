@@ -34,7 +34,8 @@ import math
 import tempfile
 from pathlib import Path
 
-RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
+RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: trace, no runtime",
+         "sim: trace, runtime")
 FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"),
            ("TPOT mean", "tpot_mean_s"))
 POISSON_REQUESTS = 4000

@@ -40,7 +40,8 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
     base = ExecutorRuntime.from_dict(runtime)
     table = _table(profile)
     nic = local_kv_gbit(runtime)
-    out: dict = {"planner": {}, "planner_no_runtime": {}, "planner_bare": {}, "deployed": {}, "simulator": {}, "probes": {}, "as_served": {},
+    out: dict = {"planner": {}, "planner_no_runtime": {}, "planner_bare": {}, "deployed": {}, "simulator": {},
+                 "probes": {}, "as_served": {},
                  "notes": [], "paces": {}, "served_paces": {}, "forwards": {}, "calibration": {}, "host_pace": {},
                  "ladder": {}, "deployed_by_role": {}}
     with tempfile.TemporaryDirectory() as tmp:  # the reshaped profiles

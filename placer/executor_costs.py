@@ -7,7 +7,8 @@ out: :func:`first_token_added_s` — the expected seconds the executor adds to t
      planner's idealised move (:meth:`placer.flows.Route.executor_s` puts them in the deterministic TTFT, so the
      MILP, `evaluate` and `validate` all price them); the pieces it sums, which the simulator's line draws over
      (:class:`placer.sim.links.WanLink`): :func:`frame_offsets_s`, :func:`tokens_offsets_s` (which messages a
-     late one lands behind), :func:`expected_latest_s` (their expected in-order release), :func:`pull_wait_s`
+     late one lands behind), :func:`expected_latest_s` (their expected in-order release); :func:`pull_wait_s`,
+     :func:`step_wait_s`
 
 The terms, each the simulator's charge on the executor's runtime (``SimConfig.runtime``) at an idle host:
 
@@ -20,12 +21,15 @@ The terms, each the simulator's charge on the executor's runtime (``SimConfig.ru
   normal jitter later, released in order (a frame waits for the slowest of the frames before it within
   reach: :func:`expected_latest_s` over :func:`frame_offsets_s`), and the first token's message back to the
   router waits, in order, behind the decoder's Tokens messages of its last steps (:func:`tokens_offsets_s`);
-  the KV and that message each pay the socket path's latency (``wan_message_s``).
+  the KV and that message each pay the socket path's latency (``wan_message_s``);
+* a decoder handles a message (the order, the KV) between two of its steps: it waits for the step in
+  progress (:func:`step_wait_s`, where the decoder's batch is settled: `evaluate`).
 
-The CPU terms are slowed by the host's one-thread ``slowdown``. Dynamic terms stay out, the plan cannot know
-them per request: the wait for a decoder's step in progress, the cores shared with busy engine threads
-(``Host``'s speedup and interference, ``wan_latency_beside_s``), a KV queued behind a busy connection's
-buffered bytes (``wan_hol_bytes``) and a message's turn among the transfers on the line.
+The CPU terms are slowed by the host's one-thread ``slowdown``. Dynamic terms stay out: the host's, the cores
+shared with busy engine threads (``Host``'s speedup and interference, ``wan_latency_beside_s``), which the plan
+cannot know per request; and the line's load, a KV queued behind a busy connection's buffered bytes
+(``wan_hol_bytes``) and a message's turn among the transfers on the line (the line's slowdown is the TTFT
+tail's, :mod:`placer.ttft_tail`).
 """
 
 from __future__ import annotations
@@ -107,17 +111,28 @@ def _latest(h: float, sigma: float, offsets: tuple[tuple[float, int], ...]) -> f
     return total * step / 3
 
 
-def pull_wait_s(prefill_s: float, rtt_s: float, jitter_s: float, message_s: float) -> float:
+def pull_wait_s(prefill_s: float, pull_s: float, jitter_s: float) -> float:
     """Expected seconds a KV waits at P, its prefill done, for the decoder's pull across the line: the order
-    and the pull each cross one way with jitter and the socket path (``message_s``), X ~ N(rtt + 2·message,
-    2σ²) after the prefill began; E[(X − prefill)⁺] (a prefill that waited in P's queue waits less: the
-    unqueued request's wait, the deterministic part's)."""
-    mean = rtt_s + 2 * message_s - prefill_s
+    and the pull each cross one way with a normal jitter, X ~ N(``pull_s``, 2σ²) after the prefill began
+    (``pull_s``: the round trip, both messages' socket path and the decoder's wait for its step in progress);
+    E[(X − prefill)⁺] (a prefill that waited in P's queue waits less: the unqueued request's wait, the
+    deterministic part's)."""
+    mean = pull_s - prefill_s
     sd = math.sqrt(2) * jitter_s
     if sd <= 0:
         return max(mean, 0.0)
     z = mean / sd
     return mean * 0.5 * (1 + math.erf(z / math.sqrt(2))) + sd * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+
+
+def step_wait_s(decoder: tuple[float, float] | None) -> float:
+    """Expected seconds a message waits at a decoder for the step in progress (the executor's worker handles
+    its inbox between two steps: ``roles/common.py: run_once``): with a mean batch b held (requests in the
+    batch are independent, M/G/∞: stepping with probability 1 − e^(−b)), half a step when it steps."""
+    if decoder is None or decoder[0] <= 0 or decoder[1] <= 0:
+        return 0.0
+    batch, step = decoder
+    return (1.0 - math.exp(-batch)) * step / 2
 
 
 def first_token_added_s(rt: ExecutorRuntime, prefill_s: float, kv_bytes: float,
@@ -128,14 +143,19 @@ def first_token_added_s(rt: ExecutorRuntime, prefill_s: float, kv_bytes: float,
     counted here are that move). ``kv_bytes``: what the first-token decoder imports; ``line``: (RTT s,
     one-way jitter σ s, bytes/s) where it is across a line, None inside a datacenter; ``decoder``: (mean batch,
     step s) of that decoder, whose Tokens messages the first token follows back to the router (None: its own
-    message alone, the MILP's view before the batch is settled). At an unloaded line (one transfer on it)."""
+    message alone and no step to wait for: the MILP's view before the batch is settled). At an unloaded line
+    (one transfer on it)."""
+    # the KV waits at the decoder for its step in progress, then is imported (events/decode.py, relay.py)
+    step = step_wait_s(decoder)
     cpu = rt.slowdown * (rt.path_overhead_s() + rt.export_s(kv_bytes) + rt.import_s(kv_bytes))
     if line is None:
-        return cpu
+        return cpu + step
     rtt, jitter, rate = line
     one_way, message = rtt / 2, rt.wan_message_s(0.0)
     reach = reach_s(rtt, jitter)
-    added = cpu + pull_wait_s(prefill_s, rtt, jitter, message) + 2 * message + kv_bytes * rt.wan_latency_s_per_byte
+    # the order waits for the decoder's step too before it pulls (events/kv.py: _ev_order_at)
+    added = cpu + step + pull_wait_s(prefill_s, rtt + 2 * message + step, jitter) + 2 * message
+    added += kv_bytes * rt.wan_latency_s_per_byte
     if rt.wan_frame_bytes > 0:  # the KV's frames released in order (WanLink._kv_release)
         frames = frame_offsets_s(kv_bytes, rt.wan_frame_bytes, rt.wan_frame_bytes / rate, reach)
         added += expected_latest_s(one_way, jitter, frames) - one_way

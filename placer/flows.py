@@ -333,7 +333,7 @@ class Route:
         relayed = FIRST_TOKEN_STREAMER[self.pipeline] == RLD
         kv = self.cls.input_tokens * self.problem.kv_bytes_per_token if relayed else self.wan_bytes()
         if relayed or self.src == self.dst:
-            return first_token_added_s(rt, prefill_s, kv) - self.first_kv_s(0.0)
+            return first_token_added_s(rt, prefill_s, kv, None, self.decoder) - self.first_kv_s(0.0)
         link = self.problem.links.get((self.src, self.dst))
         if link is None:
             return 0.0

@@ -1,15 +1,17 @@
-"""The executor's per-request costs as the planner prices them (placer.executor_costs) against the simulator's charge."""
+"""The executor's per-request costs as the planner prices them (placer.executor_costs) vs the simulator's charge."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 import statistics
 from types import SimpleNamespace
 
 import pytest
 
-from placer.executor_costs import expected_latest_s, first_token_added_s, frame_offsets_s, reach_s
+from placer.executor_costs import (expected_latest_s, first_token_added_s, frame_offsets_s, reach_s, step_wait_s,
+                                   tokens_excess_s)
 from placer.executor_runtime import ExecutorRuntime
 from placer.flows import Route, instance
 from placer.plan import Plan
@@ -56,10 +58,15 @@ def test_the_first_token_behind_a_busy_decoder_s_tokens_is_the_simulator_s_draws
     link, dec = _line(rt, batch=3, step_s=0.012)
     n_bytes = 1.6e6
     drawn = [link._t0_back(SimpleNamespace(md=dec, xfer=n_bytes), rt) - RTT_S / 2 for _ in range(20_000)]
+    priced = tokens_excess_s(RTT_S / 2, JITTER_S, rt.import_s(n_bytes), (3, 0.012), reach_s(RTT_S, JITTER_S))
+    assert priced == pytest.approx(statistics.fmean(drawn), abs=0.1e-3)
+    assert priced > 4e-3  # the max of 4 messages' jitter, less the import's lead
+    # the route's price holds it, and the KV's wait for that decoder's step in progress (a 1 s prefill outlasts
+    # the pull: the order's wait for a step does not show)
     added = first_token_added_s(rt, 1.0, n_bytes, (RTT_S, JITTER_S, LINE_BYTES_PER_S), (3, 0.012))
     alone = first_token_added_s(rt, 1.0, n_bytes, (RTT_S, JITTER_S, LINE_BYTES_PER_S), None)
-    assert added - alone == pytest.approx(statistics.fmean(drawn), abs=0.1e-3)
-    assert added - alone > 4e-3  # the max of 4 messages' jitter, less the import's lead
+    assert added - alone == pytest.approx(priced + step_wait_s((3, 0.012)), abs=1e-5)
+    assert step_wait_s((3, 0.012)) == pytest.approx((1 - math.exp(-3)) * 0.006)
 
 
 def _cross_dc(jitter_ms: float):
