@@ -206,9 +206,9 @@ def _hint(name: str, plan: Plan, pdd: Plan) -> str:
                    "raise --time-limit")
 
 
-#: Why a ``prfaas`` plan can lie outside PDD's (issue 45): its threshold is optimised over the classes'
-#: uncached lengths, PDD's heavy/light split sits at each chip's light line (and is built only where few
-#: pools would take it: placer.ilp.p_tiers).
+#: Why a ``prfaas`` plan can lie outside PDD's (issue 45): PDD's P pools split at the highest cuts of the
+#: classes' uncached lengths only within the model-size limit, at u·{1, .7, .45} (placer.ilp.p_cuts, p_tiers).
 PRFAAS_OUTSIDE = (" (prfaas prefills in one datacenter only the classes on one side of a threshold it optimises; a "
-                  "PDD P pool takes every class in proportion, only the light ones, or splits them at the chip's "
-                  "light line, so PDD poses prfaas's split only where the two lines coincide)")
+                  "PDD P pool splits its classes at the highest such thresholds only as far as the model-size limit "
+                  "allows (a plan note names the cuts left out), its set queues at 1, 0.7 and 0.45 of the cap, so a "
+                  "prfaas plan at a lower threshold or another utilisation tier can lie outside PDD's)")
