@@ -7,8 +7,9 @@ in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario a
      directory simulates the same plans again, so a before/after comparison on a loaded host pairs
      its runs instead of mixing in the solver's time-limit noise (the plan's promise is evaluated
      afresh by :func:`placer.sim.verify.agreement` on each run)
-     (``--pools``: :mod:`agreement_pools`, each decode pool's batch, planned and simulated; ``steady``, the
-     default: the runs warm up past the decode pools' fill)
+     (``--pools``: :mod:`agreement_pools`, each decode pool's batch, planned and simulated; ``--queues``:
+     :mod:`agreement_queues`, each P queue's law beside its instances and each class's TTFT P90 with and
+     without the decoders' KV wait; ``steady``, the default: the runs warm up past the decode pools' fill)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
      seconds), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
@@ -29,6 +30,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from agreement_pools import pool_rows, print_pools, simulate_pools, steady_config  # siblings under bench/
+from agreement_queues import print_queues, simulate_queues
 from random_scenarios import load_fraction, random_scenario
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
@@ -122,7 +124,7 @@ def solve_case(seed: int, index: int, time_limit_s: float, plans_dir: Path | Non
 
 
 def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
-            pools: bool = False, steady: bool = False) -> dict:
+            pools: bool = False, steady: bool = False, queues: bool = False) -> dict:
     """One scenario: its agreement dict (plus name and seconds; with ``pools`` the problem, plan and each decode
     pool's simulated figures, :func:`agreement_pools.simulate_pools`), or {"skipped": reason}. ``steady``: warm up
     past the decode pools' fill (:func:`agreement_pools.steady_config`)."""
@@ -134,19 +136,26 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
     config, rps = sim_config(data, requests, seed), data["workload"]["arrival_rps"]
     if steady:
         config = steady_config(config, problem, plan, rps)
+    queued = None
     if pools:
         sim, per_pool = simulate_pools(problem, plan, config, rps)
+    elif queues:
+        sim, *queued = simulate_queues(problem, plan, config)
+        per_pool = None
     else:
         sim, per_pool = simulate(problem, plan, config), None
     a = agreement(problem, plan, sim)
     a.update(name=data["name"], seconds=time.perf_counter() - start, rps=rps, load=load_fraction(seed, index))
     if per_pool is not None:
         a.update(problem=problem, plan=plan, pools=per_pool, requests=config.requests)
+    if queued is not None:
+        a.update(problem=problem, plan=plan, queued=queued)
     return a
 
 
 def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
-               only: list[int] | None = None, pools: bool = False, steady: bool = False) -> list[dict]:
+               only: list[int] | None = None, pools: bool = False, steady: bool = False,
+               queues: bool = False) -> list[dict]:
     """Solve (or read back from ``plans_dir``) and simulate scenarios 0..n−1 of ``seed`` (or those of
     ``only``); print each and the error distributions (with ``pools``, each decode pool's batch, planned and
     simulated, and their distribution; ``steady``: the runs warm up past the decoders' fill)."""
@@ -154,7 +163,7 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
     results = []
     indices = list(only) if only else list(range(n))
     for i in indices:
-        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady)
+        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady, queues)
         results.append(r)
         if "skipped" in r:
             print(f"-- {r['name']}: skipped ({r['skipped']})", flush=True)
@@ -165,6 +174,8 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
               f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s", flush=True)
         if pools:
             print_pools(r["problem"], r["plan"], r["pools"])
+        if "queued" in r:
+            print_queues(r["problem"], r["plan"], *r["queued"])
     solved = [r for r in results if "skipped" not in r]
     n = len(indices)
     print(f"\n{len(solved)} of {n} solved, {n - len(solved)} skipped; seed {seed}, {requests} simulated requests "

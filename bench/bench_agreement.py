@@ -1,9 +1,9 @@
 """ILP vs simulator, per pipeline: the relay-heavy test cases and the bundled examples (issue 14, part 3).
 
     .venv/bin/python bench/bench_agreement.py [--cases 5g-low-hit,pdd-two-dc,...]
-        [--requests 30000] [--seed 7] [--breakdown]
+        [--requests 30000] [--seed 7] [--breakdown] [--queues]
     .venv/bin/python bench/bench_agreement.py --random 40 [--seed 7] [--time-limit 20]
-        [--plans-dir DIR] [--only 28,29,30] [--pools] [--no-steady]
+        [--plans-dir DIR] [--only 28,29,30] [--pools] [--queues] [--no-steady]
 
 For each case (default: the four cases of ``bench/agreement_cases.py``, which
 ``tests/placer/sim/test_relay_agreement.py`` checks too, then
@@ -13,11 +13,16 @@ For each case (default: the four cases of ``bench/agreement_cases.py``, which
 beside simulator, then every route (pipeline, source → destination) with its req/s, simulated
 requests and the relative errors of its P90 TTFT and goodput (simulated / ILP − 1).
 
-``--breakdown`` adds, for every route over a line, each class's simulated TTFT split into its
-P side (queue wait + prefill, arrival → KV leaves P) and the line's excess over the unloaded
-transfer, beside the plan's law for the same class: its deterministic part, the excess's mean
-and standard deviation (:meth:`placer.flows.Route.first_token_law`) and its P90 with and without that
-excess. It times requests by wrapping the simulator's line and engine for the run (read only).
+``--breakdown`` adds, for every route over a line, each class's simulated TTFT from each of its P pools
+split into its P side (queue wait + prefill, arrival → KV leaves P) and the line's excess over the unloaded
+transfer, beside the plan's law for the class's flows from that pool: its deterministic part, the excess's
+mean and standard deviation (:meth:`placer.flows.Route.first_token_law`) and its P90 with and without that
+excess, then the P wait (the P side less the prompt's prefill alone on that pool) beside the pool's queue law.
+Each pool apart: a set queue whose classes lie on two pools at different utilisations (the flagship's heavy
+queue on a tp16 and a tp32 pool) is two laws. It times requests by wrapping the simulator's line and engine
+for the run (read only). ``--queues`` (``bench/agreement_queues.py``) prints every P instance's P side past
+prefill per class beside its queue's law, then each class's TTFT P90 planned, planned without the decoders'
+KV wait and simulated — which side of a TTFT error is the P queues' (rnd-7-33's −28 %: the decoders').
 
 ``--random N`` instead draws N scenarios (``bench/random_scenarios.py``, seeded by ``--seed``:
 mixed catalog fleets, relay-paying two-dc settings, the bundled Mooncake trace), solves each
@@ -45,7 +50,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from placer.evaluate import analyze
@@ -60,8 +65,9 @@ from placer.sim import links as sim_links
 from placer.sim.router import PIPE_CODE
 from placer.sim.verify import agreement
 from placer.specs import load_scenario, parse_scenario
-from placer.ttft_tail import SplitTail
-from agreement_cases import CASES, small_pdd_dict  # noqa: I001 - a sibling under bench/ (the script's folder)
+from placer.ttft_tail import LengthMixTail, SplitTail
+from agreement_cases import CASES, small_pdd_dict  # noqa: I001 - siblings under bench/ (the script's folder)
+from agreement_queues import print_queues, simulate_queues
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = [*CASES, "pdd-two-dc", "eight-dc"]
@@ -77,7 +83,8 @@ def problem_of(name: str):
 @contextmanager
 def timed_transfers(times: dict):
     """Record, per measured request over a line, (src, dst, pipeline code, input tokens, hit, arrival,
-    KV leaves P, KV lands, unloaded transfer s, rtt, first token) in ``times`` while a simulation runs."""
+    KV leaves P, KV lands, unloaded transfer s, rtt, first token, its P pool's key) in ``times`` while a
+    simulation runs."""
     line_add, landed, finish = sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish
     start: dict = {}
 
@@ -93,7 +100,7 @@ def timed_transfers(times: dict):
         if req.rid >= sim.warm_n and req.rid in start:
             src, dst, left, unloaded, rtt, lands = start[req.rid]
             times[req.rid] = (src, dst, req.path.pipe, req.n_in, req.hit, req.t_arr, left, lands, unloaded, rtt,
-                              req.t_first)
+                              req.t_first, req.p.pool.key)
         return finish(sim, req, t)
 
     sim_links.WanLink.add, sim_engine.Simulation.kv_landed, sim_engine.Simulation._finish = add, kv_landed, _finish
@@ -108,59 +115,93 @@ def _p90(values: list[float]) -> float:
     return ordered[int(0.9 * (len(ordered) - 1))] if ordered else float("nan")
 
 
-def _quantile(law, p: float) -> float:
-    """The ``p`` quantile of a wait law (bisection on its ``prob_exceeds``)."""
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def _tails(tail, weight: float = 1.0) -> list[tuple[float, object]]:
+    """(weight, :class:`~placer.ttft_tail.TtftTail`) of a flow's tail: a split over instances or lengths
+    opened down to its single tails."""
+    if isinstance(tail, SplitTail):
+        return [x for w, t in tail.parts for x in _tails(t, weight * w)]
+    if isinstance(tail, LengthMixTail):
+        return [x for p, _, t in tail.parts for x in _tails(t, weight * p)]
+    return [(weight, tail)]
+
+
+def _quantile(parts: list[tuple[float, object]], p: float) -> float:
+    """The ``p`` quantile of a mixture of wait laws ((weight, law), weights summing to 1; bisection)."""
     lo, hi = 0.0, 600.0
     for _ in range(50):
         mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if law.prob_exceeds(mid) > 1 - p else (lo, mid)
+        lo, hi = (mid, hi) if sum(w * law.prob_exceeds(mid) for w, law in parts) > 1 - p else (lo, mid)
     return lo
 
 
-def print_breakdown(problem, plan, times: dict) -> None:
-    """Per class of each route whose first token waits for a line (P-MD, P-D): simulated P side and
-    line excess beside the plan's law, then the P queue's wait (P side less the prompt's prefill alone)
-    and the decoder's admission wait (KV landed → first token), simulated beside the law's."""
+def breakdown_rows(problem, plan, times: dict) -> list[dict]:
+    """Per class, route over a line (P-MD, P-D) and P pool: the simulated P side, line excess, P wait (the P
+    side less the prompt's prefill alone on that pool) and decoder admission wait beside the plan's law for
+    the class's flows from that pool — each pool apart, as each queues at its own utilisation."""
     flows = [f for f in analyze(problem, plan).flows if f.p_pool[1] != f.dst and f.pipeline in (P_MD, P_D)]
+    out = []
     for c in problem.classes:
-        for pipe, src, dst in sorted({(f.pipeline, f.p_pool[1], f.dst) for f in flows if f.request_class == c.name}):
-            route = (pipe, src, dst)
-            mine = [f for f in flows if f.request_class == c.name and (f.pipeline, f.p_pool[1], f.dst) == route]
+        mine_c = [f for f in flows if f.request_class == c.name]
+        for pipe, src, dst, pool in sorted({(f.pipeline, f.p_pool[1], f.dst, f.p_pool) for f in mine_c}, key=str):
+            mine = [f for f in mine_c if (f.pipeline, f.p_pool[1], f.dst, f.p_pool) == (pipe, src, dst, pool)]
             rows = [r for r in times.values() if (r[0], r[1], r[2], r[3]) == (src, dst, PIPE_CODE[pipe], c.input_tokens)
-                    and abs(r[4] - c.hit_rate) < 1e-9]
-            p_side = [r[6] - r[5] for r in rows]
-            excess = [r[7] - r[6] - r[8] - r[9] for r in rows]
-            ttft_law = mixture_quantile(mine, 0.90)
-            no_line = mixture_quantile([dataclasses.replace(f, wait=f.wait.without_line()) for f in mine], 0.90)
-            f = mine[0]
-            one = f.wait.parts[0][1] if isinstance(f.wait, SplitTail) else f.wait  # instances differ only in wait
-            sd = one.wan_excess_var_s2 ** 0.5 if one.wan_excess_var_s2 is not None else one.wan_excess_mean_s
+                    and abs(r[4] - c.hit_rate) < 1e-9 and r[11] == pool]
+            im = instance(problem, pool.chip, pool.tp)
+            total = sum(f.rps for f in mine)
+            tails = [(f.rps / total * w, t) for f in mine for w, t in _tails(f.wait)]
+            waits = [(w, t.wait) for w, t in tails]
             kv_bytes = Route(problem, c, pipe, src, dst, problem.options.drc).wan_bytes()
-            size_s = kv_bytes / problem.links[(src, dst)].bytes_per_s
-            print(f"     {c.name:14s} {pipe} {src}->{dst} {len(rows):5d} req  unloaded {size_s:.3f} s | sim: P side "
-                  f"mean {sum(p_side) / max(len(p_side), 1):.3f} P90 {_p90(p_side):.3f}, line excess mean "
-                  f"{sum(excess) / max(len(excess), 1):.3f} P90 {_p90(excess):.3f} | law: det {f.det_s:.3f}, "
-                  f"excess mean {f.wait.wan_excess_mean_s:.3f} sd {sd:.3f}, TTFT P90 {ttft_law:.3f} "
-                  f"({no_line:.3f} without the line)")
-            pre = instance(problem, f.p_pool[2], f.p_pool[3]).prefill_s(c.input_tokens, c.hit_rate)
-            waits = [r[6] - r[5] - pre for r in rows]
-            admit = [r[10] - r[7] for r in rows if r[10] is not None]
-            print(f"     {'':14s} P wait sim mean {sum(waits) / max(len(waits), 1):.3f} P90 {_p90(waits):.3f} | law mean "
-                  f"{one.wait.mean_wait_s:.3f} P90 {_quantile(one.wait, 0.9):.3f} (rho {one.wait.rho:.3f}) | admission "
-                  f"wait sim mean {sum(admit) / max(len(admit), 1):.3f} P90 {_p90(admit):.3f}, law share "
-                  f"{one.kv_wait_share:.3f} mean {one.kv_wait_mean_s:.3f}")
+            out.append(dict(
+                cls=c.name, pipeline=pipe, src=src, dst=dst, pool=pool, n=len(rows),
+                unloaded_s=kv_bytes / problem.links[(src, dst)].bytes_per_s,
+                sim_side=[r[6] - r[5] for r in rows], sim_excess=[r[7] - r[6] - r[8] - r[9] for r in rows],
+                sim_wait=[r[6] - r[5] - im.prefill_s(r[3], r[4]) for r in rows],
+                sim_admit=[r[10] - r[7] for r in rows if r[10] is not None],
+                det_s=sum(f.rps * f.det_s for f in mine) / total,
+                excess_mean_s=sum(w * t.wan_excess_mean_s for w, t in tails),
+                excess_sd_s=sum(w * (t.wan_excess_var_s2 ** 0.5 if t.wan_excess_var_s2 is not None
+                                     else t.wan_excess_mean_s) for w, t in tails),
+                ttft_p90_s=mixture_quantile(mine, 0.90),
+                no_line_p90_s=mixture_quantile([dataclasses.replace(f, wait=f.wait.without_line()) for f in mine],
+                                               0.90),
+                wait_mean_s=sum(w * law.mean_wait_s for w, law in waits), wait_p90_s=_quantile(waits, 0.9),
+                rho=sum(w * law.rho for w, law in waits),
+                kv_share=sum(w * t.kv_wait_share for w, t in tails),
+                kv_mean_s=sum(w * t.kv_wait_mean_s for w, t in tails)))
+    return out
 
 
-def print_case(name: str, requests: int, seed: int, breakdown: bool = False) -> None:
+def print_breakdown(problem, plan, times: dict) -> None:
+    """:func:`breakdown_rows`, two lines each: the P side and line excess, then the P queue's wait and the
+    decoder's admission wait (KV landed → first token), simulated beside the law's."""
+    for r in breakdown_rows(problem, plan, times):
+        side, excess = r["sim_side"], r["sim_excess"]
+        print(f"     {r['cls']:14s} {r['pipeline']} {r['src']}->{r['dst']} P {r['pool'].chip} tp{r['pool'].tp} "
+              f"{r['n']:5d} req  unloaded {r['unloaded_s']:.3f} s | sim: P side mean {_mean(side):.3f} P90 "
+              f"{_p90(side):.3f}, line excess mean {_mean(excess):.3f} P90 {_p90(excess):.3f} | law: det "
+              f"{r['det_s']:.3f}, excess mean {r['excess_mean_s']:.3f} sd {r['excess_sd_s']:.3f}, TTFT P90 "
+              f"{r['ttft_p90_s']:.3f} ({r['no_line_p90_s']:.3f} without the line)")
+        wait, admit = r["sim_wait"], r["sim_admit"]
+        print(f"     {'':14s} P wait sim mean {_mean(wait):.3f} P90 {_p90(wait):.3f} | law mean {r['wait_mean_s']:.3f} "
+              f"P90 {r['wait_p90_s']:.3f} (rho {r['rho']:.3f}) | admission wait sim mean {_mean(admit):.3f} P90 "
+              f"{_p90(admit):.3f}, law share {r['kv_share']:.3f} mean {r['kv_mean_s']:.3f}")
+
+
+def print_case(name: str, requests: int, seed: int, breakdown: bool = False, queues: bool = False) -> None:
     start = time.perf_counter()
     problem = problem_of(name)
     plan = optimize(problem, SolveConfig(marginals=False, time_limit_s=120))
     times: dict = {}
-    if breakdown:
-        with timed_transfers(times):
-            sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
-    else:
-        sim = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
+    config = SimConfig(requests=requests, seed=seed)
+    with timed_transfers(times) if breakdown else nullcontext():
+        if queues:
+            sim, run, sides, ttfts = simulate_queues(problem, plan, config)
+        else:
+            sim = simulate(problem, plan, config)
     a = agreement(problem, plan, sim)
     print(f"== {name}: mix P90 ILP {a['ilp_ttft_p90_s']:.3f} s sim {a['sim_ttft_p90_s']:.3f} s "
           f"({a['ttft_p90_error']:+.1%}); goodput ILP {a['ilp_goodput_rps']:.2f} sim {a['sim_goodput_rps']:.2f} "
@@ -172,6 +213,8 @@ def print_case(name: str, requests: int, seed: int, breakdown: bool = False) -> 
               f"goodput ({r['goodput_error']:+.1%})")
     if breakdown:
         print_breakdown(problem, plan, times)
+    if queues:
+        print_queues(problem, plan, run, sides, ttfts)
 
 
 def main() -> None:
@@ -190,16 +233,21 @@ def main() -> None:
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--requests", type=int, default=30_000)
     parser.add_argument("--seed", type=int, default=7)
-    parser.add_argument("--breakdown", action="store_true", help="per class of each line route: P side vs line excess")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="per class of each line route and P pool: P side vs line excess")
+    parser.add_argument("--queues", action="store_true",
+                        help="per P instance and class: the P side past prefill, simulated vs the queue's law; "
+                             "per class: TTFT P90 with and without the decoders' KV wait")
     args = parser.parse_args()
     if args.random:
         from agreement_stats import run_random
 
         only = [int(x) for x in args.only.split(",") if x.strip()]
-        run_random(args.random, args.seed, args.requests, args.time_limit, args.plans_dir, only, args.pools, args.steady)
+        run_random(args.random, args.seed, args.requests, args.time_limit, args.plans_dir, only, args.pools,
+                   args.steady, args.queues)
         return
     for name in args.cases.split(","):
-        print_case(name, args.requests, args.seed, args.breakdown)
+        print_case(name, args.requests, args.seed, args.breakdown, args.queues)
 
 
 if __name__ == "__main__":
