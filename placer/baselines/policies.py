@@ -34,6 +34,7 @@ decoder keeping the prefix) so both sides pay the same bytes per request.
 from __future__ import annotations
 
 from placer.ilp.formulation import Architecture
+from placer.ilp.p_cuts import uncached_tokens
 from placer.pdd import P_A, P_D, P_MD
 from placer.plan import Plan
 from placer.problem import Problem
@@ -122,15 +123,10 @@ def prfaas_groups(problem: Problem) -> list[tuple[Architecture, list[Architectur
             for dc in problem.datacenters if dc.name in into]
 
 
-def _uncached(problem: Problem) -> list[int]:
-    """Each class's uncached tokens (1 − h)·I, rounded as plans report them."""
-    return [round((1 - c.hit_rate) * c.input_tokens) for c in problem.classes]
-
-
 def prfaas_thresholds(problem: Problem) -> list[float]:
     """The thresholds θ (uncached tokens) that give different ``prfaas`` rules: each distinct
     uncached count of the classes (the classes at or above it remote), and ``inf`` (none remote)."""
-    return [*sorted(set(_uncached(problem))), float("inf")]
+    return [*sorted(set(uncached_tokens(problem))), float("inf")]
 
 
 def _prfaas_architecture(problem: Problem, local: str, remote: list[str], theta: float) -> Architecture:
@@ -138,7 +134,7 @@ def _prfaas_architecture(problem: Problem, local: str, remote: list[str], theta:
     datacenters ``remote`` prefilling the others ("set" queues; a side holding every class keeps the
     ordinary mix and light queues, a side holding none has no P pools)."""
     everyone = frozenset(range(len(problem.classes)))
-    above = frozenset(k for k, u in enumerate(_uncached(problem)) if u >= theta)
+    above = frozenset(k for k, u in enumerate(uncached_tokens(problem)) if u >= theta)
     below = everyone - above
     sides = [(local, below)] * bool(below) + [(dc, above) for dc in remote] * bool(above)
     return Architecture("prfaas", (P_MD,), drc=problem.options.drc, p_dcs=frozenset(dc for dc, _ in sides),

@@ -31,7 +31,7 @@ from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.p_tiers import (  # noqa: F401 - re-exported: the P queues of a pool
     GEOMETRIC_TIERS, chip_p_queues, heavy_classes, p_queues, p_tiers, p_wait_law, split_mode, tier_utilizations,
 )
-from placer.ilp.p_cuts import SPLIT_NONE
+from placer.ilp.p_cuts import SPLIT_NONE, add_whole_sets  # noqa: F401 - re-exported for the formulation
 from placer.ilp.shape_pools import candidate_shapes, drop_dominated, shape_notes
 from placer.perfmodel import InstanceModel
 from placer.problem import Problem

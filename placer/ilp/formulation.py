@@ -12,17 +12,16 @@ Sets
   admitted classes ∈ {mix, light, set}): a busier queue is cheaper per request but waits
   longer; a "mix" queue takes every class in the scenario's proportions, a "light" one
   (at the cap u only) just the classes whose prefill is at most 25 % of the TTFT budget,
-  in any mix, so short prefills can be kept from waiting behind long ones. Where a pool has
-  light and heavy classes and its heavy ones can be on time at the cap, two "set" queues at
-  the cap take the light queue's place: the "heavy" one (the classes not light, K_H) and the
-  light classes' (K_L = K \ K_H), each in proportion among themselves (C13) and priced at its
-  exact moments — so one pool may prefill only the long prompts and another the rest
-  (PrfaaS's split, which the light queue's bound, any light mix, prices too high) — and each
-  on whole instances (c_{p,t} ∈ ℤ: an instance a set queue shared would be one FCFS line,
-  :func:`placer.p_queues.queue_layout`, which their laws do not see; their labels put the kind
-  first, so the layout lays them from the first instance). Only where at most
-  ``p_tiers.SPLIT_MAX_POOLS`` pools would take it (two integer columns each: on eight-dc's 54
-  the proof ran 4-7x longer for 0.6-2 % BCR; a plan note says when it is left out). Where
+  in any mix, so short prefills can be kept from waiting behind long ones. "Set" queues take a subset of the
+  classes, in proportion among themselves (C13), priced at its exact moments, on whole instances (a set's tiers
+  on a pool sum to an integer, ``p_cuts.add_whole_sets``: an instance a set queue shared would be one FCFS line,
+  :func:`placer.p_queues.queue_layout`, which their laws do not see; their labels put the kind first, so the
+  layout lays them first): where a pool's heavy classes (K_H, not light) can be on time at the cap, K_H's and
+  K \ K_H's at the cap take the light queue's place; and at each of the highest threshold cuts θ of the classes'
+  uncached lengths, the classes below θ and those at or above it, at u·{1, .7, .45} (:mod:`placer.ilp.p_cuts`:
+  a threshold plan, PrfaaS's, is then a plan). The heavy/light split only where at most
+  ``p_tiers.SPLIT_MAX_POOLS`` pools would take it (on eight-dc's 54 the proof ran 4-7x longer), the cuts only
+  within ``p_tiers.SET_COLUMNS_MAX`` set-queue columns (a plan note says what is left out). Where
   the architecture restricts a datacenter's P pools to a subset K_d of the classes (``Architecture.p_admits``:
   PrfaaS's threshold, the long classes remote and the rest local) its queues are "set" queues
   instead: K_d in proportion among themselves (C13), tiers from K_d's law, no light queue.
@@ -90,8 +89,8 @@ Variables
 * n_q ∈ ℤ, 0 ≤ n_q ≤ min(max_instances, ⌊inventory/tp⌋, what carries the whole load
   alone): instances of physical pool q = (role, dc, chip, tp).
 * c_{p,t} ≥ 0 with Σ_t c_{p,t} = n_p (C0): a P or A pool's instances split over its
-  queues (continuous: instances may serve queues part-time; integer for the heavy and
-  light-set queues, which own whole instances, ``Pool.whole``).
+  queues (continuous: instances may serve queues part-time; a "set" queue's tiers sum to an
+  integer, ``Pool.whole``).
 * x_f ≥ 0 (req/s): class-k traffic on flow f. G ≥ 0: served req/s (mix fixed). A relayed
   (P-RLD-MD) flow whose lateness and P rows do not depend on its line is carried by two
   columns instead (:mod:`placer.ilp.columns`, exact): r[k,p] on the P side, y[k,s→d] on the
@@ -164,9 +163,8 @@ from placer.flows import instance
 from placer.pdd import AGG, MIX, P, P_D, P_RLD_MD, PREFILL_ROLES, SLA_QUANTILE
 from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.config import check_build_deadline, checked
-from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, pdd_architecture, prepare
+from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, add_whole_sets, pdd_architecture, prepare
 from placer.ilp.decode_rows import GB, add_decode
-from placer.ilp.p_cuts import add_whole_sets
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
 from placer.problem import Datacenter, Problem

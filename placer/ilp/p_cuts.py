@@ -51,19 +51,24 @@ def threshold_sets(problem: Problem, cuts: int | None = None) -> list[frozenset[
     return out
 
 
+def tail_cuts(problem: Problem, hopeless: set[int]) -> int:
+    """How many of the highest cuts are tail cuts: their classes at or above θ all in ``hopeless`` (late on
+    every P instance for their prefill alone, :func:`placer.ilp.p_tiers.split_mode`)."""
+    sets = threshold_sets(problem)
+    return next((i for i, above in enumerate(sets[::2]) if not above <= hopeless), len(sets) // 2)
+
+
 def set_queues(problem: Problem, cuts: int, light_split: tuple[frozenset[int], ...],
-               tiers_of) -> dict[frozenset[int], tuple[float, ...]]:
+               tiers: tuple[float, ...]) -> dict[frozenset[int], tuple[float, ...]]:
     """A pool's whole-instance "set" queues: admitted classes → their utilisation tiers, highest first.
 
     ``light_split``: the heavy/light split's two sets (at the cap) where the pool takes it, else ();
     ``cuts``: the threshold sets of that many of the highest cuts join them (:func:`threshold_sets`) at
-    their tiers (``tiers_of(set)``, the cap first)."""
+    ``tiers`` (the cap first)."""
     cap = problem.options.utilization_cap
     out = {s: (cap,) for s in light_split}
     for s in threshold_sets(problem, cuts) if cuts > 0 else ():
-        tiers = tuple(tiers_of(s))
-        if len(tiers) > len(out.get(s, ())):
-            out[s] = tiers
+        out[s] = tiers
     return out
 
 

@@ -2,9 +2,10 @@
 
 in:  a :class:`~placer.problem.Problem` and one P instance (:class:`~placer.perfmodel.InstanceModel`)
 out: :func:`p_tiers` (a pool's "mix" tiers, whether a "light" queue joins them, its heavy classes),
-     :func:`p_queues` (its queues as :class:`~placer.ilp.sets.Pool` candidates: "mix" tiers, and a
-     "light" queue or the "heavy" and light-set "set" queues on whole instances), :func:`chip_p_queues`
-     (a chip's shapes in a datacenter), :func:`split_allowed` (the split left out on large models),
+     :func:`p_queues` (its queues as :class:`~placer.ilp.sets.Pool` candidates: "mix" tiers, a "light"
+     queue or the "heavy" and light-set "set" queues, and the threshold cuts' "set" queues
+     (:mod:`placer.ilp.p_cuts`), set queues on whole instances), :func:`chip_p_queues` (a chip's shapes in
+     a datacenter), :func:`split_mode` (how far the split goes within the model-size limits),
      :func:`tier_utilizations`, :func:`heavy_classes`, :func:`heavy_on_time` — read by
      :mod:`placer.ilp.data` (which re-exports them).
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.flows import instance, ttft_det_s
-from placer.ilp.p_cuts import SPLIT_LIGHT, SPLIT_NONE, set_queues, threshold_sets, uncached_tokens
+from placer.ilp.p_cuts import SPLIT_LIGHT, SPLIT_NONE, set_queues, tail_cuts
 from placer.ilp.sets import Pool, set_queue_name
 from placer.ilp.shape_pools import candidate_shapes
 from placer.p_queues import light_classes, queue_wait_law, set_wait_law
@@ -128,11 +129,9 @@ def _pool_sets(problem: Problem, im: InstanceModel, found: tuple, mode: int) -> 
     _, light_queue, heavy = found
     taken = bool(light_queue and mode >= SPLIT_LIGHT and heavy_on_time(problem, im, heavy))
     light_split = (heavy, frozenset(range(len(problem.classes))) - heavy) if taken else ()
-    fastest = _fastest_s(problem, im)
-    sets = set_queues(
-        problem, mode - SPLIT_LIGHT, light_split,
-        tiers_of=lambda s: tier_utilizations(problem, im, MIX, fastest, sorted(s), s)[:len(GEOMETRIC_TIERS)])
-    return sets, taken
+    cap = problem.options.utilization_cap  # a set's tiers: the fixed ones of every tier grid (tier_utilizations)
+    tiers = tuple(round(cap * g, 4) for g in GEOMETRIC_TIERS)
+    return set_queues(problem, mode - SPLIT_LIGHT, light_split, tiers), taken
 
 
 def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
@@ -195,7 +194,7 @@ SPLIT_MAX_POOLS = 16
 #: The threshold cuts (:mod:`placer.ilp.p_cuts`), the highest first, are generated while the scenario's P
 #: pools would hold at most this many set-queue columns (each cut's two sets at their tiers); a note says
 #: which cuts are left out. Measured: see :func:`split_mode`.
-SET_COLUMNS_MAX = 200
+SET_COLUMNS_MAX = 130
 
 
 def _p_candidates(problem: Problem, tiers: dict) -> list[tuple[str, int, InstanceModel]]:
@@ -228,10 +227,11 @@ def _set_columns(problem: Problem, tiers: dict, pools: list, mode: int) -> int:
 
 def split_mode(problem: Problem, tiers: dict, notes: list[str]) -> int:
     """How far the model's P split goes (:mod:`placer.ilp.p_cuts`): the heavy/light split where at most
-    :data:`SPLIT_MAX_POOLS` pools would take it (else none, and no cuts), and the most of the highest
-    threshold cuts whose set queues keep the scenario's P pools within :data:`SET_COLUMNS_MAX` columns
-    (SPLIT_LIGHT + their count). A note says what is left out. ``tiers``: as :func:`chip_p_queues`
-    fills it (filled here too)."""
+    :data:`SPLIT_MAX_POOLS` pools would take it (else none, and no cuts), and the tail cuts
+    (:func:`placer.ilp.p_cuts.tail_cuts`: the classes above θ late on every P instance for their prefill
+    alone), the highest first, as many as keep the scenario's P pools within :data:`SET_COLUMNS_MAX`
+    set-queue columns (SPLIT_LIGHT + their count; a note says what the limit leaves out). ``tiers``: as
+    :func:`chip_p_queues` fills it (filled here too)."""
     pools = _p_candidates(problem, tiers)
     count = sum(bool(tiers[chip, tp, None][1]) and heavy_on_time(problem, im, tiers[chip, tp, None][2])
                 for chip, tp, im in pools)
@@ -239,15 +239,15 @@ def split_mode(problem: Problem, tiers: dict, notes: list[str]) -> int:
         notes.append(f"no heavy/light P split: {count} P pools would take it (> {SPLIT_MAX_POOLS}: its "
                      "whole-instance queues would slow the proof several-fold); mix and light queues only")
         return SPLIT_NONE
-    cuts = len(threshold_sets(problem)) // 2
+    hopeless = {k for k, c in enumerate(problem.classes)
+                if all(im.prefill_s(c.input_tokens, c.hit_rate) > problem.ttft_p90_s for _, _, im in pools)}
+    cuts = tail_cuts(problem, hopeless)
     best = 0
     for c in range(1, cuts + 1):
         if _set_columns(problem, tiers, pools, SPLIT_LIGHT + c) > SET_COLUMNS_MAX:
             break
         best = c
     if best < cuts:
-        lowest = sorted(set(uncached_tokens(problem)))[1:][::-1][best - 1] if best else None
-        notes.append(f"threshold-split P queues: {best} of {cuts} cuts" + (
-            f" (θ ≥ {lowest:,} uncached tokens)" if best else "") + f"; more would exceed {SET_COLUMNS_MAX} "
-            "set-queue columns")
+        notes.append(f"threshold-split P queues: {best} of the {cuts} tail cuts; more would exceed "
+                     f"{SET_COLUMNS_MAX} set-queue columns")
     return SPLIT_LIGHT + best

@@ -57,6 +57,16 @@ def test_each_cut_gives_a_below_and_an_at_or_above_set():
     assert sets[0] == {max(range(len(uncached)), key=uncached.__getitem__)}
 
 
+def test_only_tail_cuts_are_built_the_flagship_keeps_its_model():
+    # the flagship's longest prompts (55.7K uncached tokens) prefill within the SLA on the 910B: no tail cut,
+    # its set queues are the heavy/light split's alone (two per pool, at the cap)
+    problem = as_problem(load_scenario(EXAMPLES / "pdd-two-dc.yaml"))
+    pools = candidate_pools(problem, pdd_architecture(problem))[0]
+    for key in {q.key for q in pools if q.role == "P"}:
+        sets = [q for q in pools if q.key == key and q.admits]
+        assert len(sets) in (0, 2) and all(q.util == problem.options.utilization_cap for q in sets), key
+
+
 def test_the_tail_cut_is_a_whole_instance_set_queue_on_every_p_pool(tail):
     pools = candidate_pools(tail, pdd_architecture(tail))[0]
     long = frozenset({3})
