@@ -17,9 +17,9 @@ Sets
   on a pool sum to an integer, ``p_cuts.add_whole_sets``: an instance a set queue shared would be one FCFS line,
   :func:`placer.p_queues.queue_layout`, which their laws do not see; their labels put the kind first, so the
   layout lays them first): where a pool's heavy classes (K_H, not light) can be on time at the cap, K_H's and
-  K \ K_H's at the cap take the light queue's place; and at each of the highest threshold cuts θ of the classes'
-  uncached lengths, the classes below θ and those at or above it, at u·{1, .7, .45} (:mod:`placer.ilp.p_cuts`:
-  a threshold plan, PrfaaS's, is then a plan). The heavy/light split only where at most
+  K \ K_H's at the cap take the light queue's place; and at each tail cut θ of the classes' uncached lengths
+  (those above it late everywhere), the classes below θ and those at or above it, at u·{1, .7, .45}
+  (:mod:`placer.ilp.p_cuts`: a threshold plan there, PrfaaS's, is then a plan). The heavy/light split only where at most
   ``p_tiers.SPLIT_MAX_POOLS`` pools would take it (on eight-dc's 54 the proof ran 4-7x longer), the cuts only
   within ``p_tiers.SET_COLUMNS_MAX`` set-queue columns (a plan note says what is left out). Where
   the architecture restricts a datacenter's P pools to a subset K_d of the classes (``Architecture.p_admits``:

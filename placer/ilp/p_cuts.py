@@ -1,25 +1,36 @@
-"""PDD's threshold-split P queues: a pool's "set" queues at each cut of the classes' uncached lengths.
+"""PDD's threshold-split P queues: a pool's "set" queues at the tail cuts of the classes' uncached lengths.
 
-in:  a :class:`~placer.problem.Problem`, one P instance (:class:`~placer.perfmodel.InstanceModel`), its
-     heavy/light split (:func:`placer.ilp.p_tiers.p_tiers`) and the build's split mode
-out: :func:`uncached_tokens`, :func:`threshold_sets` (the below-θ and at/above-θ sets of every cut),
-     :func:`set_queues` (a pool's whole-instance "set" queues: admitted classes → utilisation tiers),
-     :data:`SPLIT_NONE` / :data:`SPLIT_LIGHT` / :data:`SPLIT_CUTS_CAP` / :data:`SPLIT_CUTS` (how far the
-     split goes) — read by :mod:`placer.ilp.p_tiers`.
+in:  a :class:`~placer.problem.Problem`, the classes late on every P instance for their prefill alone, a
+     pool's heavy/light split sets and its set tiers (:mod:`placer.ilp.p_tiers` passes them), a model's
+     tier columns (:func:`add_whole_sets`)
+out: :func:`uncached_tokens`, :func:`threshold_sets` (the at/above-θ and below-θ sets of every cut, the
+     highest first), :func:`tail_cuts` (how many of them are built), :func:`set_queues` (a pool's
+     whole-instance "set" queues: admitted classes → utilisation tiers), :func:`add_whole_sets`, and
+     :data:`SPLIT_NONE` / :data:`SPLIT_LIGHT` (+ c: and c cuts; how far the split goes) — read by
+     :mod:`placer.ilp.p_tiers` and :mod:`placer.ilp.formulation`.
 
 Why (issue 45): a prefill policy that sends every prompt of at least θ uncached tokens to one pool and the
 rest to another (PrfaaS's rule; any threshold rule) runs each side's queue over the classes it admits, so
 each side's M/G/1 law is its subset's. A pool's "mix" queue prices the whole class mix and its heavy/light
 split sits at the chip's light line, not at an optimised θ: such a plan was not a PDD plan (the Mooncake
-trace: prfaas 136.2 BCR, PDD 111.8). With K classes only the distinct uncached counts give different rules,
-so each pool gets, for each cut θ but the lowest (which admits everyone: the mix), a below-θ and an
-at/above-θ "set" queue — each its classes in proportion among themselves (C13), at its own law's tiers
-(:func:`placer.ilp.p_tiers.tier_utilizations` over the set, as a PrfaaS side's queues are tiered), the
-set's tiers together on whole instances (one integer column per set: a set sharing an instance with
-another queue would be one FCFS line its law does not see). Any threshold plan — each side's P queues
-over its side's classes, P remote and decode local being PDD's cross-datacenter P-MD — is then a plan of
-PDD's model. A set none of whose tiers can serve its classes on time (its lateness ≥ 1 at its lowest
-tier, each class at its fastest TTFT) would only carry late requests, which the mix carries as well: left out.
+trace: prfaas 136.2 BCR, PDD 111.8). With K classes only the distinct uncached counts give different rules
+(K + 1 cuts, the lowest and the one above the longest admitting everyone: the mix). For a cut θ each pool
+gets an at/above-θ and a below-θ "set" queue, each its classes in proportion among themselves (C13), at
+u·{1, .7, .45} (the fixed tiers of every grid, :func:`placer.ilp.p_tiers.tier_utilizations`), the set's
+tiers together on whole instances (one integer column per set, :func:`add_whole_sets`: a set sharing an
+instance with another queue would be one FCFS line its law does not see). A threshold plan at a built cut —
+each side's P queues over its side's classes at those tiers, P remote and decode local being PDD's
+cross-datacenter P-MD — is then a plan of PDD's model.
+
+Which cuts are built: the tail cuts (:func:`tail_cuts`), the highest ones whose classes at or above θ are all
+late on every P instance for their prefill alone (> the TTFT SLA). Their requests count against the late
+budget wherever they go, so a threshold split moves their long prefills off the pools that serve the rest
+on time onto the cheapest capacity (the Mooncake trace: its two longest classes, 98K and 85K uncached
+tokens, 2.3-2.8 s on the 910B, onto one GPU-B — prfaas's own θ, 84,578; PDD 111.8 -> 147.8). Cuts below
+the tail are NOT built: every cut adds two integer columns per P pool, and on the flagship (whose longest
+prompts prefill within the SLA, and whose light line is already prfaas's θ) its two highest cuts made the
+solve 2.2x slower for a BCR within the gap. A prfaas plan at such a θ can lie outside PDD's (compare's hint
+says so); the tail cuts too stay within ``p_tiers.SET_COLUMNS_MAX`` set-queue columns (a plan note says so).
 """
 
 from __future__ import annotations

@@ -146,8 +146,8 @@ def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
     at the cap (:func:`heavy_on_time`), the "heavy" queue (the classes not light) and the light classes'
     at the cap replace the light queue — a light queue shares an instance with a mix tier, its light
     prompts behind the mix's long ones, which its law does not see (beside the split it made relay
-    cases' plans miss: 5g-low-hit planned 1.26 s, simulated 1.11 s against a 1 s SLA). The threshold
-    cuts (:mod:`placer.ilp.p_cuts`): each cut's below-θ and at/above-θ sets at their own tiers, so one
+    cases' plans miss: 5g-low-hit planned 1.26 s, simulated 1.11 s against a 1 s SLA). The tail
+    cuts (:mod:`placer.ilp.p_cuts`): each cut's below-θ and at/above-θ sets at u·{1, .7, .45}, so one
     pool may prefill only the long prompts while another takes the rest (PrfaaS's split). Set queues own
     whole instances (``Pool.whole``: a set's tiers together an integer count, :func:`whole_sets`): an
     instance a set queue shared with another queue would be one FCFS line
@@ -191,9 +191,10 @@ def chip_p_queues(problem: Problem, dc: str, chip: str, shapes: dict, admits: fr
 #: most this many P pools would take it: on eight-dc's 54 (sixteen-dc's 115) it made the proof 4-7x
 #: slower for 0.6-2 % BCR; the flagship has 5, a relay case 2-4. Beyond it a plan note says so.
 SPLIT_MAX_POOLS = 16
-#: The threshold cuts (:mod:`placer.ilp.p_cuts`), the highest first, are generated while the scenario's P
-#: pools would hold at most this many set-queue columns (each cut's two sets at their tiers); a note says
-#: which cuts are left out. Measured: see :func:`split_mode`.
+#: The tail cuts (:mod:`placer.ilp.p_cuts`), the highest first, are generated while the scenario's P pools
+#: (every candidate shape, dominated ones too) would hold at most this many set-queue columns (each cut's two
+#: sets at 3 tiers); a plan note says how many are left out. Measured on the Mooncake trace (8 P shapes, 48
+#: columns a cut; PDD alone 5.9 s): 2 cuts (112 columns) 7.7 s, BCR 147.8; 3 cuts 12.6 s, the same BCR.
 SET_COLUMNS_MAX = 130
 
 
