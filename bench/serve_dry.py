@@ -7,7 +7,8 @@ in:  the trace (``serve_trace.make_trace``), the line, a CPU profile and runtime
 out: :func:`closed_loop_arrivals` (the arrivals a setup would see: each later turn ``think_s`` after the simulated
      answer before it, as ``serve_run.replay`` submits it), :func:`load_by_quarter` (the output tokens' share that
      arrives in each quarter of the run), :func:`dry` (per setup ``serve_predict.predict`` on those arrivals, printed
-     by :func:`print_dry`: TTFT P50/P90 and the TPOT mean over tokens of the planner, the simulator on Poisson
+     by :func:`print_dry`: TTFT P50/P90 and the TPOT mean over tokens of the planner (without and with the
+     executor's runtime: its per-request costs on the first token's path), the simulator on Poisson
      arrivals at the trace's mean rate, the simulator on the trace's own arrivals — without and with the
      executor's runtime —, the decoders' busy fractions and the simulated handoffs)
 
@@ -31,7 +32,7 @@ from executor.transport.shaping import LinkShape
 #: what a dry run takes from a saved run's serves of a setup (its serve's own forwards stay behind)
 FROM_SERVED = ("slowdown", "speedup", "interference", "probe_forwards")
 FIGURES = (("TTFT P50", "ttft", 0), ("TTFT P90", "ttft", 1), ("TPOT mean", "tpot", 2))
-RUNGS = ("planner", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
+RUNGS = ("planner", "planner + runtime", "sim: classes, poisson", "sim: trace, no runtime", "sim: trace, runtime")
 
 
 def first_guess(trace: list[TraceRequest], step_s: float = 0.012) -> list[float]:
@@ -153,11 +154,12 @@ def print_dry(trace: list[TraceRequest], out: dict) -> dict:
                   f"{h['handoffs'].get('catch-up', 0)}, line first {h.get('line_first', 0)}; RLD's share of the "
                   f"output tokens {100 * h['rld_token_share']:.1f} %")
         rungs = _rungs(pred, name)
-        print(f"  {'metric':<10}" + "".join(f"{r:>24}" for r in RUNGS) + f"{'planner vs trace sims':>26}")
+        print(f"  {'metric':<10}" + "".join(f"{r:>24}" for r in RUNGS) + f"{'planner vs trace sims':>26}")  # each: without / with the runtime
         for label, _kind, _i in FIGURES:
-            plan = rungs["planner"].get(label, math.nan)
             cells = "".join(f"{rungs[r].get(label, math.nan):>24.4f}" for r in RUNGS)
-            errs = [plan / rungs[r].get(label, math.nan) - 1 for r in ("sim: trace, no runtime", "sim: trace, runtime")]
+            # like with like: the planner without the runtime against the trace without it, and with it against it
+            errs = [rungs[p].get(label, math.nan) / rungs[s].get(label, math.nan) - 1
+                    for p, s in (("planner", "sim: trace, no runtime"), ("planner + runtime", "sim: trace, runtime"))]
             errors.setdefault(name, {})[label] = errs
             print(f"  {label:<10}{cells}{' / '.join(f'{100 * e:+.0f}%' for e in errs):>26}")
     for note in pred.get("notes", []):
