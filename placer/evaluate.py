@@ -27,6 +27,7 @@ from placer.decode_state import (  # noqa: F401 - re-exported: evaluate's decode
     _relay_hold_s, _rld_tokens_per_s, _settle_batch, _site_kv_waits,
 )
 from placer.flows import Route, TtftTail, instance, slowest_rdma_peer
+from placer.line_law import line_stream_utilizations
 from placer.p_queues import mixture_quantile
 from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
@@ -99,10 +100,12 @@ def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) ->
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, list[InstanceWait]],
-              residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str], tuple[float, float]]) -> FlowLaw:
+              residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str], tuple[float, float]],
+              stream_util: dict[tuple, float] | None = None) -> FlowLaw:
     """The TTFT law of one P assignment (:meth:`placer.flows.Route.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
-    sends it to (:func:`p_instance_laws`), the line's slowdown and that decoder's wait for KV room
+    sends it to (:func:`p_instance_laws`), the line's slowdown (on a line regulated streams feed, each
+    instance's own: :func:`placer.line_law.line_stream_utilizations`) and that decoder's wait for KV room
     (:func:`placer.kv_admission.kv_wait_law`, over its site's pools by the requests each takes)."""
     key = a.key
     dst = a.dst or a.datacenter
@@ -113,8 +116,9 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
                   _decoder_load(streamers) if problem.runtime is not None else None)
     line_util, residual = _line_utilization(link_util, a.datacenter, dst), residuals.get((a.datacenter, dst))
     parts = []
-    for part in waits[(*key, a.queue or "")]:
-        det, tail = first_token_by_length(route, part.law, line_util, part.line_shares.get(dst, 0.0), residual)
+    for i, part in enumerate(waits[(*key, a.queue or "")]):
+        util = (stream_util or {}).get((*key, a.queue or "", i, dst, c.name), line_util)
+        det, tail = first_token_by_length(route, part.law, util, part.line_shares.get(dst, 0.0), residual)
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))
@@ -211,6 +215,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     served_waits = p_instance_laws(problem, plan, counts, models)
     kv_sites = _site_kv_waits(decode)
+    stream_util = line_stream_utilizations(problem, plan, classes, served_waits)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
             continue
@@ -218,7 +223,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
             notes.append(_ignored(a))
             continue
         flows.append(_flow_law(problem, a, classes[a.request_class], models[a.key], decode, link_util,
-                               served_waits, residuals, kv_sites))
+                               served_waits, residuals, kv_sites, stream_util))
 
     cost = sum(models[k].price_usd_per_h * cnt for k, cnt in counts.items())
     prices = token_prices(problem, plan, models, agg_prefill_shares(counts, agg_laws))

@@ -8,7 +8,8 @@ out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed 
      that queue differently), :class:`LengthMixTail` (a class whose prompts spread, length by length),
      :func:`ps_sojourn_var_s2` (the variance of a processor-sharing sojourn), :func:`line_batchmates`
      (transfers that leave P together), :func:`line_excess_factors` (the line's mean excess per
-     second of size when the streams that feed it are regulated, :class:`LineStream`)
+     second of size when the streams that feed it are regulated, :class:`LineStream`; wired per P instance
+     by :mod:`placer.line_law`)
 
 :mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
 imports nothing of placer but the performance model's wait law.
@@ -299,8 +300,9 @@ def line_excess_factors(streams: tuple[LineStream, ...] | list[LineStream]) -> t
     it carries 30 % at ρ 0.7 and 0.5); the Poisson law's factor was up to 3x too high. c_a² alone does
     not fix a stream's regularity: the flagship's heavy P queue's departures (c_a² 0.46, but few gaps
     shorter than a transfer) slow the line as a gamma stream of c_a² ≈ 0.3 does (issue 42).
-    Not yet wired into :meth:`placer.flows.Route.first_token_law`: the P queues' departure c² it needs
-    (QNA's ρ²c_s² + (1 − ρ²)c_a²) is 0.85 for that heavy queue where the simulator's is 0.46.
+    :func:`placer.line_law.line_stream_utilizations` feeds it each P instance's departures (c² from its
+    own queue's law, :func:`placer.line_law.departure_cv2`) for the evaluation's TTFT law; the MILP keeps
+    the Poisson factor, which bounds these from above.
     """
     rho = sum(s.rate_per_s * s.mean_s for s in streams)
     if rho <= 0.0:

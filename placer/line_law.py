@@ -1,0 +1,88 @@
+"""The WAN line's slowdown when what feeds it is regulated: each P instance's KV transfers leave at the
+ends of its prefills, not as Poisson arrivals (issue 42).
+
+in:  a problem, a plan, its classes and the waits its P queues' requests meet
+     (:func:`placer.queue_laws.p_instance_laws`: per queue, its instances' laws and line shares)
+out: :func:`departure_cv2` (the squared coefficient of variation of a P instance's departure gaps),
+     :func:`line_stream_utilizations` (per P instance, line and class, the utilisation of the
+     processor-sharing line on Poisson arrivals that slows that instance's transfers as the plan's line
+     does: what :meth:`placer.flows.Route.first_token_law` takes as ``utilization``)
+
+A P instance that prefills long prompts one at a time sends their KV at the end of each prefill: its
+transfers come more evenly than Poisson arrivals, fewer of them overlap on the line, and each is slowed
+less than the M/G/1-PS ρ/(1 − ρ) (:func:`placer.ttft_tail.line_excess_factors`, checked on the
+simulator's line: tests/placer/test_line_tail.py).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from placer.flows import Route
+from placer.pdd import P, P_MD
+from placer.plan import Plan
+from placer.problem import Class, Problem
+from placer.queueing import WaitModel, split_cv2
+from placer.ttft_tail import LineStream, line_excess_factors
+
+
+def departure_cv2(wait: WaitModel) -> float:
+    """c² of the gaps between one P instance's departures (its prefills' ends).
+
+    After a departure the next one comes a service time S later if a request waits, else after an idle
+    spell (exponential, Poisson arrivals) plus S; the instance is left empty with probability 1 − ρ
+    (M/G/1), so a gap is S + B·X, B ~ Bernoulli(1 − ρ), X ~ Exp(λ): c² = ρ²c_s² + 1 − ρ², exact for the
+    M/G/1 marginal gap; Whitt's QNA (*The Queueing Network Analyzer*, Bell System Tech. J. 62, 1983) takes
+    ρ²c_s² + (1 − ρ²)c_a² for renewal arrivals of c_a². A queue that packs short prompts into one forward
+    (``wait.ride`` > 0) sends them in batches, burstier than Poisson: taken as Poisson, its batches counted
+    by :func:`placer.ttft_tail.line_batchmates`."""
+    if wait.ride > 0.0 or wait.mean_s <= 0.0:
+        return 1.0
+    rho = min(max(wait.rho, 0.0), 1.0)
+    if rho >= 1.0:
+        return 1.0
+    cs2 = max(wait.second_moment_s2 / (wait.mean_s * wait.mean_s) - 1.0, 0.0)
+    return rho * rho * cs2 + (1.0 - rho * rho) * max(wait.arrival_cv2, 0.0)
+
+
+def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Class],
+                             waits: dict[tuple, list]) -> dict[tuple, float]:
+    """(role, dc, chip, tp, queue, instance index, dst, class) → the utilisation at which an M/G/1-PS line
+    on Poisson arrivals slows that P instance's transfers of that class to dst as the plan's line does.
+
+    Every P instance that sends KV over a line is one stream onto it (:class:`~placer.ttft_tail.LineStream`):
+    the req/s it sends there, their transfers' size moments at the line's full rate and the c² of its
+    departures (:func:`departure_cv2`) thinned to that line (a random share p of a renewal stream:
+    p·c² + 1 − p, :func:`placer.queueing.split_cv2`). :func:`~placer.ttft_tail.line_excess_factors` gives each
+    stream's mean excess per second of size x; the Poisson line that gives it runs at x/(1 + x), so the
+    excess's mean is this line's and its spread that of a line that busy: lighter than the loaded line's
+    geometric count where fewer transfers overlap. ``waits``: :func:`placer.queue_laws.p_instance_laws`' (an
+    instance two queues share is a stream of each: a little more Poisson than it is). Only lines that some
+    regulated stream feeds are listed: on the others the M/G/1-PS law at the line's utilisation stands."""
+    streams: dict[tuple[str, str], dict[tuple, list]] = defaultdict(dict)
+    for a in plan.assignments:
+        dst = a.dst or a.datacenter
+        link = problem.links.get((a.datacenter, dst))
+        qkey = (*a.key, a.queue or "")
+        if a.role != P or a.rps <= 0 or dst == a.datacenter or link is None or link.bytes_per_s <= 0 or qkey not in waits:
+            continue
+        route = Route(problem, classes[a.request_class], a.pipeline or P_MD, a.datacenter, dst, problem.options.drc)
+        size_s = route.wan_bytes() / link.bytes_per_s
+        for i, part in enumerate(waits[qkey]):
+            acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, 1.0, []])
+            rate = a.rps * part.weight
+            acc[0] += rate
+            acc[1] += rate * size_s
+            acc[2] += rate * size_s * size_s
+            acc[3] = split_cv2(departure_cv2(part.law), part.line_shares.get(dst, 0.0))
+            acc[4].append(a.request_class)
+    out: dict[tuple, float] = {}
+    for (_, dst), by_instance in streams.items():
+        keys = [k for k, acc in by_instance.items() if acc[0] > 0.0]
+        line = [LineStream(acc[0], acc[1] / acc[0], acc[2] / acc[0], acc[3]) for acc in (by_instance[k] for k in keys)]
+        if sum(s.rate_per_s * s.mean_s for s in line) >= 1.0 or not any(s.arrival_cv2 < 1.0 for s in line):
+            continue
+        for k, x in zip(keys, line_excess_factors(line)):
+            for name in by_instance[k][4]:
+                out[(*k, dst, name)] = x / (1.0 + x)
+    return out
