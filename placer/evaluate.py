@@ -136,11 +136,14 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
 
 def _decoder_load(states: list[DecodeState]) -> tuple[float, float] | None:
     """(mean batch, step s) of the decoders that stream a flow's first token, over their instances: the
-    Tokens messages the executor's first token follows back (:meth:`placer.flows.Route.executor_s`)."""
+    Tokens messages the executor's first token follows back and the step it waits for
+    (:meth:`placer.flows.Route.executor_s`). The settled batch is at least 1 (the step a request sees); below
+    that the mean held is Little's, tokens/s × the step (its relayed requests with it)."""
     count = sum(s.count for s in states)
     if not count:
         return None
-    return (sum(s.batch * s.count for s in states) / count, sum(s.step_s * s.count for s in states) / count)
+    held = [s.batch if s.batch > 1 else min(1.0, s.tokens_per_s * s.step_s + s.held) for s in states]
+    return (sum(b * s.count for b, s in zip(held, states)) / count, sum(s.step_s * s.count for s in states) / count)
 
 
 def runtime_note(problem: Problem) -> str | None:
