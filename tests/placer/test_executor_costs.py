@@ -12,8 +12,10 @@ import pytest
 
 from placer.executor_costs import (expected_latest_s, first_token_added_s, frame_offsets_s, reach_s, step_wait_s,
                                    tokens_excess_s)
+from placer.evaluate import analyze
 from placer.executor_runtime import ExecutorRuntime
 from placer.flows import Route, instance
+from placer.optimize import evaluate_plan
 from placer.plan import Plan
 from placer.problem import resolve
 from placer.sim import SimConfig
@@ -69,20 +71,20 @@ def test_the_first_token_behind_a_busy_decoder_s_tokens_is_the_simulator_s_draws
     assert step_wait_s((3, 0.012)) == pytest.approx((1 - math.exp(-3)) * 0.006)
 
 
-def _cross_dc(jitter_ms: float):
-    """One class over a jittery line, light load and 2-token answers: the decoder stays idle, so the executor's
-    costs are its rule's terms alone (no step to wait for, no Tokens message ahead)."""
+def _cross_dc(jitter_ms: float, output_tokens: int = 2, rps: float = 0.5):
+    """One class over a jittery line; by default light load and 2-token answers: the decoder stays idle, so the
+    executor's costs are its rule's terms alone (no step to wait for, no Tokens message ahead)."""
     scenario = parse_scenario({
         "name": "line", "model": "llama-3.1-8b", "kv_dtype": "bf16",
         "datacenters": [{"name": "dc-a", "inventory": {"H100-SXM": 2}}, {"name": "dc-b", "inventory": {"H100-SXM": 2}}],
         "links": [{"src": "dc-a", "dst": "dc-b", "gbit_per_s": 2.0, "rtt_ms": 30, "jitter_ms": jitter_ms}],
-        "workload": {"arrival_rps": 0.5, "classes": [
-            {"name": "c", "share": 1.0, "input_tokens": 160, "output_tokens": 2, "hit_rate": 0.0}]},
+        "workload": {"arrival_rps": rps, "classes": [
+            {"name": "c", "share": 1.0, "input_tokens": 160, "output_tokens": output_tokens, "hit_rate": 0.0}]},
         "sla": {"ttft_p90_s": 5.0, "tpot_s": 0.5}, "options": {"tp_degrees": [1], "drc": False}})
     plan = Plan.model_validate({"scenario": "line", "pools": [
         {"role": "P", "datacenter": "dc-a", "chip": "H100-SXM", "tp": 1, "count": 1},
         {"role": "MD", "datacenter": "dc-b", "chip": "H100-SXM", "tp": 1, "count": 1}],
-        "routes": [{"request_class": "c", "pipeline": "P-MD", "src": "dc-a", "dst": "dc-b", "rps": 0.5}]})
+        "routes": [{"request_class": "c", "pipeline": "P-MD", "src": "dc-a", "dst": "dc-b", "rps": rps}]})
     return scenario, plan
 
 
@@ -112,6 +114,19 @@ def test_the_planner_s_executor_terms_are_what_the_simulator_adds_over_a_jittery
     simulated = _mean_ttft(scenario, plan, rt) - _mean_ttft(scenario, plan, None)
     assert priced == pytest.approx(0.055, abs=0.003)  # a third of the ~150 ms first token: worth pricing
     assert priced == pytest.approx(simulated, abs=1e-3)
+
+
+@pytest.mark.parametrize("output_tokens,rps", [(64, 1.0), (256, 2.0)])  # the decoder stepping 34 % and 97 % of the time
+def test_evaluate_prices_a_busy_decoder_s_step_and_tokens_as_the_simulator_charges_them(output_tokens, rps):
+    # a busy decoder handles the order and the KV between two steps, and the first token's message follows its
+    # Tokens messages back: evaluate settles the batch, the route prices both; the simulator agrees within 1 ms
+    scenario, plan = _cross_dc(5.0, output_tokens, rps)
+    rt = ExecutorRuntime.from_dict(RUNTIME)
+    bare = resolve(scenario)
+    given = dataclasses.replace(bare, runtime=rt)
+    det = [analyze(p, evaluate_plan(p, plan)).flows[0].det_s for p in (bare, given)]
+    simulated = _mean_ttft(scenario, plan, rt) - _mean_ttft(scenario, plan, None)
+    assert det[1] - det[0] == pytest.approx(simulated, abs=1e-3)
 
 
 def test_without_a_runtime_a_route_s_first_token_is_unchanged():
