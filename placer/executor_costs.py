@@ -8,7 +8,7 @@ out: :func:`first_token_added_s` — the expected seconds the executor adds to t
      MILP, `evaluate` and `validate` all price them); the pieces it sums, which the simulator's line draws over
      (:class:`placer.sim.links.WanLink`): :func:`frame_offsets_s`, :func:`tokens_offsets_s` (which messages a
      late one lands behind), :func:`expected_latest_s` (their expected in-order release); :func:`pull_wait_s`,
-     :func:`step_wait_s`
+     :func:`step_wait_s`, :func:`message_turn_s`
 
 The terms, each the simulator's charge on the executor's runtime (``SimConfig.runtime``) at an idle host:
 
@@ -25,11 +25,11 @@ The terms, each the simulator's charge on the executor's runtime (``SimConfig.ru
 * a decoder handles a message (the order, the KV) between two of its steps: it waits for the step in
   progress (:func:`step_wait_s`, where the decoder's batch is settled: `evaluate`).
 
-The CPU terms are slowed by the host's one-thread ``slowdown``. Dynamic terms stay out: the host's, the cores
-shared with busy engine threads (``Host``'s speedup and interference, ``wan_latency_beside_s``), which the plan
-cannot know per request; and the line's load, a KV queued behind a busy connection's buffered bytes
-(``wan_hol_bytes``) and a message's turn among the transfers on the line (the line's slowdown is the TTFT
-tail's, :mod:`placer.ttft_tail`).
+The order also waits its turn among the KV transfers on the line (:func:`message_turn_s`, at the line's
+utilization). The CPU terms are slowed by the host's one-thread ``slowdown``. Dynamic terms stay out: the
+host's, the cores shared with busy engine threads (``Host``'s speedup and interference,
+``wan_latency_beside_s``), which the plan cannot know per request; and a KV queued behind a busy connection's
+buffered bytes (``wan_hol_bytes``: the line's slowdown of a transfer is the TTFT tail's, :mod:`placer.ttft_tail`).
 """
 
 from __future__ import annotations
@@ -135,16 +135,26 @@ def step_wait_s(decoder: tuple[float, float] | None) -> float:
     return (1.0 - math.exp(-batch)) * step / 2
 
 
+def message_turn_s(frame_bytes: float, rate: float, utilization: float) -> float:
+    """Expected seconds a small message (the router's order) waits for its turn on a line the KV transfers
+    share: the relay serialises one frame at a time, round robin (``WanLink.message_s``: half the frame on the
+    line and one frame of each of the n transfers in flight); n in flight is geometric under processor sharing,
+    P(n ≥ k) = ρᵏ: E[(½ + n)·1{n > 0}] = ρ/2 + ρ/(1 − ρ) frames."""
+    rho = min(max(utilization, 0.0), 0.99)
+    return (rho / 2 + rho / (1 - rho)) * frame_bytes / rate if frame_bytes > 0 and rate > 0 else 0.0
+
+
 def first_token_added_s(rt: ExecutorRuntime, prefill_s: float, kv_bytes: float,
                         line: tuple[float, float, float] | None = None,
-                        decoder: tuple[float, float] | None = None) -> float:
+                        decoder: tuple[float, float] | None = None, line_utilization: float = 0.0) -> float:
     """Expected seconds the executor adds to a request's first token beyond the planner's idealised route,
     the move itself excepted inside a datacenter (the caller drops its RDMA copy: the export and import
     counted here are that move). ``kv_bytes``: what the first-token decoder imports; ``line``: (RTT s,
     one-way jitter σ s, bytes/s) where it is across a line, None inside a datacenter; ``decoder``: (mean batch,
     step s) of that decoder, whose Tokens messages the first token follows back to the router (None: its own
-    message alone and no step to wait for: the MILP's view before the batch is settled). At an unloaded line
-    (one transfer on it)."""
+    message alone and no step to wait for: the MILP's view before the batch is settled); ``line_utilization``:
+    the line's, where the order waits its turn among the transfers (:func:`message_turn_s`); the KV's own
+    frames as on an unloaded line (its slowdown by the others is the TTFT tail's)."""
     # the KV waits at the decoder for its step in progress, then is imported (events/decode.py, relay.py)
     step = step_wait_s(decoder)
     cpu = rt.slowdown * (rt.path_overhead_s() + rt.export_s(kv_bytes) + rt.import_s(kv_bytes))
@@ -154,7 +164,8 @@ def first_token_added_s(rt: ExecutorRuntime, prefill_s: float, kv_bytes: float,
     one_way, message = rtt / 2, rt.wan_message_s(0.0)
     reach = reach_s(rtt, jitter)
     # the order waits for the decoder's step too before it pulls (events/kv.py: _ev_order_at)
-    added = cpu + step + pull_wait_s(prefill_s, rtt + 2 * message + step, jitter) + 2 * message
+    turn = message_turn_s(rt.wan_frame_bytes, rate, line_utilization)
+    added = cpu + step + pull_wait_s(prefill_s, rtt + 2 * message + step + turn, jitter) + 2 * message
     added += kv_bytes * rt.wan_latency_s_per_byte
     if rt.wan_frame_bytes > 0:  # the KV's frames released in order (WanLink._kv_release)
         frames = frame_offsets_s(kv_bytes, rt.wan_frame_bytes, rt.wan_frame_bytes / rate, reach)

@@ -321,12 +321,13 @@ class Route:
             return self.wan_s(utilization)
         return self.im.rdma_s(self.wan_bytes(), self.peer)
 
-    def executor_s(self, prefill_s: float) -> float:
+    def executor_s(self, prefill_s: float, utilization: float = 0.0) -> float:
         """Expected seconds the executor's measured runtime (``problem.runtime``; 0 without one) adds to the
         first token over this route's idealised KV move (:func:`placer.executor_costs.first_token_added_s`:
         the path overhead, the export and import of what the first decoder imports; across the line the pull's
         round trip, the frames' in-order release, the socket path and the first token's way back). Inside a
-        datacenter that export and import are the move: the route's RDMA copy is taken off."""
+        datacenter that export and import are the move: the route's RDMA copy is taken off. ``utilization``: the
+        line's, where the router's order waits its turn among the transfers."""
         rt = getattr(self.problem, "runtime", None)
         if rt is None:
             return 0.0
@@ -338,7 +339,7 @@ class Route:
         if link is None:
             return 0.0
         return first_token_added_s(rt, prefill_s, kv, (link.rtt_s, link.jitter_ms / 1000, link.bytes_per_s),
-                                   self.decoder)
+                                   self.decoder, utilization)
 
     def staged_kv_s(self, utilization: float) -> float:
         """Seconds P keeps the request's KV staged after prefill: until every transfer it feeds is done
@@ -390,4 +391,5 @@ class Route:
         if line_residual_s is not None:
             var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
         excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
-        return ttft_det_s(pre, unloaded) + self.executor_s(pre), TtftTail(wait, excess, var, pack_mean, pack_var)
+        det = ttft_det_s(pre, unloaded) + self.executor_s(pre, utilization)
+        return det, TtftTail(wait, excess, var, pack_mean, pack_var)

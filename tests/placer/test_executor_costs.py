@@ -10,8 +10,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from placer.executor_costs import (expected_latest_s, first_token_added_s, frame_offsets_s, reach_s, step_wait_s,
-                                   tokens_excess_s)
+from placer.executor_costs import (expected_latest_s, first_token_added_s, frame_offsets_s, message_turn_s, reach_s,
+                                   step_wait_s, tokens_excess_s)
 from placer.evaluate import analyze
 from placer.executor_runtime import ExecutorRuntime
 from placer.flows import Route, instance
@@ -69,6 +69,21 @@ def test_the_first_token_behind_a_busy_decoder_s_tokens_is_the_simulator_s_draws
     alone = first_token_added_s(rt, 1.0, n_bytes, (RTT_S, JITTER_S, LINE_BYTES_PER_S), None)
     assert added - alone == pytest.approx(priced + step_wait_s((3, 0.012)), abs=1e-5)
     assert step_wait_s((3, 0.012)) == pytest.approx((1 - math.exp(-3)) * 0.006)
+
+
+@pytest.mark.parametrize("rho", [0.2, 0.6])
+def test_the_order_s_turn_on_a_shared_line_is_the_simulator_s_charge_at_the_line_s_load(rho):
+    # the relay sends one frame at a time round robin: a message joining n transfers waits (1/2 + n) frames
+    # (WanLink.message_s); n in flight is geometric on a processor-shared line at utilisation rho
+    rt = ExecutorRuntime.from_dict(RUNTIME)
+    link, _ = _line(rt)
+    link.jitter_s = 0.0
+    alone = link.message_s(queued=False)
+    charged = 0.0
+    for n in range(400):
+        link.n = n
+        charged += (1 - rho) * rho ** n * (link.message_s() - alone)
+    assert message_turn_s(rt.wan_frame_bytes, LINE_BYTES_PER_S, rho) == pytest.approx(charged, rel=1e-9)
 
 
 def _cross_dc(jitter_ms: float, output_tokens: int = 2, rps: float = 0.5):
