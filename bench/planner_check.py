@@ -4,7 +4,7 @@ in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace
      JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
      (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
 out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (over tokens: the planner's
-     statistic, ``bench/serve_tpot.py``) on six rungs, each one step from the one before:
+     statistic, ``bench/serve_tpot.py``) on seven rungs, each one step from the one before:
 
 0. ``planner, bare profile``: the ILP on the profile as measured alone (a forward with nothing beside it);
    the step to rung 1 is what the deployment's sharing of the chip costs (given only with a calibration serve);
@@ -18,6 +18,9 @@ out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (ov
 2. ``sim: classes, poisson``: the simulator on exactly the planner's inputs (``SimConfig(workload="classes",
    arrivals="poisson", runtime=None)``, many requests): where it differs from rung 1, a planner law is off
    for its own inputs — the ILP is wrong;
+2b. ``sim: classes, runtime``: the same with the executor's runtime the simulator column takes: against rung 1b,
+   where the planner's price of the executor's costs (:mod:`placer.executor_costs`) parts from the simulator's
+   charge on the planner's own inputs (the host's sharing of its cores, which the planner leaves out, included);
 3. ``sim: trace, no runtime``: the bench's trace (its prompts, outputs, hit rates and arrival times) on the
    planner's deployment: the step from rung 2 is what the classes-and-Poisson summary of the trace costs
    — an input the planner is given, not a law;
@@ -34,8 +37,8 @@ import math
 import tempfile
 from pathlib import Path
 
-RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: trace, no runtime",
-         "sim: trace, runtime")
+RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: classes, runtime",
+         "sim: trace, no runtime", "sim: trace, runtime")
 FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"),
            ("TPOT mean", "tpot_mean_s"))
 POISSON_REQUESTS = 4000
@@ -53,11 +56,11 @@ def _planned(planner: dict) -> dict[str, float]:
 
 
 def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simulated: dict | None,
-           seed: int, bare: dict | None = None, with_runtime: dict | None = None) -> dict:
+           seed: int, bare: dict | None = None, with_runtime: dict | None = None, runtime=None) -> dict:
     """The rungs' figures for one setup: ``planner`` its {"ttft": (p50, p90, p99), "tpot": …} on
     ``scenario``'s profile, ``bare`` the same on the bare profile (rung 0, optional), ``with_runtime`` the same
     given the executor's runtime (rung 1b, optional), ``simulated`` the bench's simulator column ({"ttft": …,
-    "tpot": (p50, p90)}, rung 4)."""
+    "tpot": (p50, p90)}, rung 4), ``runtime`` that column's ``ExecutorRuntime`` (rung 2b, optional)."""
     from bench.serve_tpot import simulate_with_token_mean
     from placer.sim import SimConfig
 
@@ -71,6 +74,9 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
     poisson = simulate_with_token_mean(scenario, plan, SimConfig(
         requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=None))
     rungs["sim: classes, poisson"] = _figures(*poisson)
+    if runtime is not None:
+        rungs["sim: classes, runtime"] = _figures(*simulate_with_token_mean(scenario, plan, SimConfig(
+            requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=runtime)))
     sim = simulate_with_token_mean(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace",
                                                              trace=str(trace_path), warmup_fraction=0.0, runtime=None))
     rungs["sim: trace, no runtime"] = _figures(*sim)
@@ -82,14 +88,14 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
 
 
 def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated: dict | None, seed: int,
-               bare: dict | None = None, with_runtime: dict | None = None) -> dict:
+               bare: dict | None = None, with_runtime: dict | None = None, runtime=None) -> dict:
     """:func:`ladder` with the trace written as ``bench_serve.trace_file`` does."""
     from bench.serve_trace import trace_file
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
-        return ladder(scenario, plan, path, n, planner, simulated, seed, bare, with_runtime)
+        return ladder(scenario, plan, path, n, planner, simulated, seed, bare, with_runtime, runtime)
 
 
 def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]) -> None:
@@ -99,8 +105,9 @@ def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]
     print("\nplanner vs simulator, one input at a time (error = rung / measured - 1; rungs: the ILP on the profile "
           "measured alone; the ILP on the profile as the deployment got the chip (the calibration serve's wall ÷ "
           "table); the same given the executor's runtime (its per-request costs on the first token's path: the "
-          "gated planner column); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; on "
-          "the trace as served; with the executor's runtime = the simulated column):")
+          "gated planner column); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; the "
+          "same with the executor's runtime; on the trace as served; with the executor's runtime = the simulated "
+          "column):")
     rungs_shown = [r for r in RUNGS if any(r in rungs for rungs in ladders.values())]
     print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in rungs_shown))
     for name, rungs in ladders.items():

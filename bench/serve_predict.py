@@ -113,7 +113,7 @@ def predict(trace: list[TraceRequest], results: dict[str, dict], line: LinkShape
                                                            out["planner_no_runtime"].get(name),
                                                            out["simulator"][name], seed,
                                                            bare=out["planner_bare"].get(name) if deployed else None,
-                                                           with_runtime=out["planner"].get(name))
+                                                           with_runtime=out["planner"].get(name), runtime=rt)
             out["forwards"][name] = served_forwards.compare(res.get("forwards_served", {}), sim_table, rt)
             served = served_paces(res.get("forwards_served", {}), table, rt.slowdown)
             if served:
