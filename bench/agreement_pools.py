@@ -4,7 +4,9 @@
 in:  a problem, its plan, a :class:`~placer.sim.SimConfig`
 out: :func:`steady_config` (the config with a warm-up past the decode pools' fill: the longest mean stay a
      plan's decoders hold a request, twice — a decoder starts empty and holds a class's requests for
-     output × step, so a run shorter than that measures an emptier KV than the plan promises), and
+     output × step, so a run shorter than that measures an emptier KV than the plan promises — and a
+     measured window of at least :data:`MEASURED_STAYS` such stays: a decoder's occupancy moves on that time
+     scale, so a shorter window sees one level of it, not its law), and
      :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
      its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
      KV room), printed by :func:`print_pools` beside the plan's figures: its design batch at the scenario's
@@ -28,6 +30,14 @@ from placer.sim import decode as sim_decode
 #: Warm-up in mean stays of the longest-held class (the first fills the decoders, the second lets the
 #: longest outputs of a spread class arrive at their share).
 STAYS = 2.0
+#: The measured window in mean stays of the longest-held class, at the least: the KV a decoder holds wanders on
+#: the time scale of a stay, and its arrivals wait for room only in the stretches it runs full. rnd-7-33's plan
+#: (156.6 s stays, 477 req/s): 30,000 requests measure 60 s, where its Gaudi3 decoders sat at one level each
+#: (81-97 % full, var/mean of the batch 0.2-0.5 within the window) and no arrival waited — P90 -48 % off the
+#: plan; over 3 stays (224,000 requests) 27 % wait for KV and P90 is +78 % (+82 % over 6).
+MEASURED_STAYS = 3.0
+#: Runs are not lengthened past this many requests (a scenario of 10-minute stays at 1,000 req/s would need 2M).
+MAX_REQUESTS = 1_000_000
 
 
 def longest_stay_s(problem, plan, analysis) -> float:
@@ -45,12 +55,19 @@ def longest_stay_s(problem, plan, analysis) -> float:
 
 
 def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
-    """``config`` lengthened by :data:`STAYS` × :func:`longest_stay_s` of arrivals, all of them warm-up: its
-    measured requests start once the decoders hold what the plan promises."""
-    warm = STAYS * longest_stay_s(problem, plan, analyze(problem, plan)) * rps
-    if warm <= config.warmup_fraction * config.requests:
+    """``config`` lengthened by :data:`STAYS` × :func:`longest_stay_s` of arrivals, all of them warm-up, and its
+    measured requests to at least :data:`MEASURED_STAYS` × that stay of arrivals: they start once the decoders
+    hold what the plan promises and last long enough to see their occupancy's law (at most
+    :data:`MAX_REQUESTS` in all; a trace replays its own length: only its warm-up grows)."""
+    stay = longest_stay_s(problem, plan, analyze(problem, plan))
+    warm = STAYS * stay * rps
+    measured = config.requests * (1.0 - config.warmup_fraction)
+    wanted = MEASURED_STAYS * stay * rps if config.workload != "trace" else 0.0
+    if warm <= config.warmup_fraction * config.requests and measured >= wanted:
         return config
-    total = int(config.requests * (1.0 - config.warmup_fraction) + warm)
+    warm = max(warm, config.warmup_fraction * config.requests)
+    measured = max(measured, wanted)
+    total = min(int(warm + measured), max(MAX_REQUESTS, config.requests))
     return dataclasses.replace(config, requests=total, warmup_fraction=min(warm / total, 0.9))
 
 

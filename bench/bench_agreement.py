@@ -42,7 +42,10 @@ the simulated batch, KV fill and share of arrivals that waited (``bench/agreemen
 distribution. Each random run is warmed up past the decode pools' fill (twice the longest mean stay), so the
 measured window sees the KV the plan promises: a 30,000-request run of a long-output scenario from empty ends
 before its decoders fill (rnd-7-33's plan: P90 −25.7 % from empty, +5.4 % warmed up; rnd-7-5's plan before C6's
-step row: goodput +268 % from empty, its pools past the TPOT); ``--no-steady`` measures from empty.
+step row: goodput +268 % from empty, its pools past the TPOT); and measured over at least three such stays
+(``agreement_pools.MEASURED_STAYS``): a decoder's KV wanders on that time scale, so a shorter window sees one
+level of it (rnd-7-33's re-solved plan: 60 s of 157 s stays, no arrival waited for KV, P90 −48 %; over three
+stays 27 % wait, +78 %); ``--no-steady`` measures from empty.
 """
 
 from __future__ import annotations
