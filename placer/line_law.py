@@ -53,7 +53,7 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
     Every P instance that sends KV over a line is one stream onto it (:class:`~placer.ttft_tail.LineStream`):
     the req/s it sends there, their transfers' size moments at the line's full rate and the c² of its
     departures (:func:`departure_cv2`) thinned to that line (a random share p of a renewal stream:
-    p·c² + 1 − p, :func:`placer.queueing.split_cv2`). :func:`~placer.ttft_tail.line_excess_factors` gives each
+    p·c² + 1 − p, :func:`placer.queueing.split_cv2`; p the stream's req/s over all the instance's). :func:`~placer.ttft_tail.line_excess_factors` gives each
     stream's mean excess per second of size x; the Poisson line that gives it runs at x/(1 + x), so the
     excess's mean is this line's and its spread that of a line that busy: lighter than the loaded line's
     geometric count where fewer transfers overlap. ``waits``: :func:`placer.queue_laws.p_instance_laws`' (an
@@ -69,20 +69,28 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
         route = Route(problem, classes[a.request_class], a.pipeline or P_MD, a.datacenter, dst, problem.options.drc)
         size_s = route.wan_bytes() / link.bytes_per_s
         for i, part in enumerate(waits[qkey]):
-            acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, 1.0, []])
+            acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, None, []])
             rate = a.rps * part.weight
             acc[0] += rate
             acc[1] += rate * size_s
             acc[2] += rate * size_s * size_s
-            acc[3] = split_cv2(departure_cv2(part.law), part.line_shares.get(dst, 0.0))
+            acc[3] = part.law
             acc[4].append(a.request_class)
     out: dict[tuple, float] = {}
     for (_, dst), by_instance in streams.items():
         keys = [k for k, acc in by_instance.items() if acc[0] > 0.0]
-        line = [LineStream(acc[0], acc[1] / acc[0], acc[2] / acc[0], acc[3]) for acc in (by_instance[k] for k in keys)]
+        line = [LineStream(acc[0], acc[1] / acc[0], acc[2] / acc[0], _thinned_cv2(acc[3], acc[0]))
+                for acc in (by_instance[k] for k in keys)]
         if sum(s.rate_per_s * s.mean_s for s in line) >= 1.0 or not any(s.arrival_cv2 < 1.0 for s in line):
             continue
         for k, x in zip(keys, line_excess_factors(line)):
             for name in by_instance[k][4]:
                 out[(*k, dst, name)] = x / (1.0 + x)
     return out
+
+
+def _thinned_cv2(law: WaitModel, rps: float) -> float:
+    """c² of the ``rps`` of an instance's departures (its law ``law``) that one stream carries: a random
+    share of them (:func:`placer.queueing.split_cv2`)."""
+    total = law.rho / law.mean_s if law.mean_s > 0.0 else 0.0
+    return split_cv2(departure_cv2(law), rps / total) if total > 0.0 else 1.0
