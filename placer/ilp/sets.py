@@ -50,8 +50,9 @@ class Pool(_HashedOnce):
     #: P pools of a datacenter the architecture restricts (``Architecture.p_admits``): the classes its
     #: "set" queue admits, in proportion among themselves (C13); ``mix`` then names them (:func:`set_queue_name`)
     admits: frozenset[int] | None = None
-    #: a P queue that owns whole instances (its c_{p,t} integer): PDD's heavy and light-set queues — on an
-    #: instance one shared with another queue, one FCFS line, short prompts would wait behind long ones
+    #: a "set" P queue on whole instances (its set's tiers on the pool sum to an integer count,
+    #: :func:`placer.ilp.p_cuts.add_whole_sets`): PDD's heavy/light split and tail cuts — on an instance
+    #: one shared with another queue, one FCFS line, short prompts would wait behind long ones
     whole: bool = False
 
     @property
