@@ -76,6 +76,15 @@ def test_the_tail_cut_is_a_whole_instance_set_queue_on_every_p_pool(tail):
         assert all(q.whole for q in pools if q.key == key and q.admits)
 
 
+def test_the_size_limit_leaves_tail_cuts_out_and_a_note_says_so(tail, monkeypatch):
+    import placer.ilp.p_tiers as p_tiers
+
+    monkeypatch.setattr(p_tiers, "SET_COLUMNS_MAX", 10)
+    pools, _, _, _, notes = candidate_pools(tail, pdd_architecture(tail))
+    assert not any(q.admits == frozenset({3}) for q in pools)
+    assert "threshold-split P queues: 0 of the 1 tail cuts; more would exceed 10 set-queue columns" in notes
+
+
 def test_pdd_plans_prfaas_threshold_split_and_beats_it_planned_and_simulated(tail, plans):
     pdd, prfaas = plans
     gap = max(pdd.solver.mip_gap or 0.0, 0.01)
