@@ -3,9 +3,6 @@ several of their longest stays — a window shorter than a stay sees the KV at o
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import pytest
 
 from placer.evaluate import analyze
@@ -15,14 +12,9 @@ from placer.sim import SimConfig
 from placer.specs import parse_scenario
 from tests.placer.sim.conftest import small_pdd_dict
 
-ROOT = Path(__file__).resolve().parents[2]
-
 
 @pytest.fixture(scope="module")
-def pools(request):
-    folder = str(ROOT / "bench")
-    sys.path.insert(0, folder)
-    request.addfinalizer(lambda: sys.path.remove(folder))
+def pools(bench_path):
     import agreement_pools
 
     return agreement_pools
