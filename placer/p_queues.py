@@ -7,7 +7,7 @@ in:  a :class:`~placer.problem.Problem` and its classes, a P instance's model
 out: :func:`light_classes`, :func:`prefill_points` (a class's prompts with their spread),
      :func:`queue_wait_law`, :func:`set_wait_law` and :func:`packed_wait_law` (M/G/1 laws,
      :class:`placer.queueing.WaitModel`),
-     :func:`queue_layout`, :func:`mixture_quantile` over :class:`TtftLaw` flows
+     :func:`queue_layout` (from :mod:`placer.pdd`), :func:`mixture_quantile` over :class:`TtftLaw` flows
 
 The MILP, ``evaluate``, ``validate`` and the simulator read the P side's laws here, the flow's
 own physics in :mod:`placer.flows`; this module imports neither them nor the flows.
@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from placer.packed_queue import packed_law
-from placer.pdd import HEAVY_PREFILL_SHARE, MIX
+from placer.pdd import HEAVY_PREFILL_SHARE, MIX, queue_layout  # queue_layout: re-exported (its rule is PDD's)
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel, split_cv2, spread_points, spread_prompt
 
@@ -108,34 +108,6 @@ def _mix_law(problem: Problem, rho: float, weighted: list[tuple[float, list[tupl
     each — with its arrivals as one instance sees them (:func:`_at_one_instance`)."""
     times = [(share * prob, t) for share, pts in weighted for prob, t in pts]
     return _at_one_instance(problem, WaitModel(rho, sum(s * t for s, t in times), sum(s * t * t for s, t in times)))
-
-
-def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
-    """Which of a P pool's ``count`` instances serve each of its queues, and with what weight.
-
-    ``queues``: queue name → the instances the plan gives it (``queue_instances``, possibly
-    fractional). Queues are laid end to end over the instances in name order (scaled down
-    when they ask for more than the pool has), so a queue owns whole instances and shares
-    at most the ones at its edges; its requests go to its instances in proportion to the
-    share it has of each (a queue of almost no instances: the nearest one serves it).
-    Returns queue → [(instance index, weight)], weights summing to 1. An instance two queues
-    share is ONE first-come-first-served queue on the hardware — the plan's split of it is
-    a bookkeeping device, not a queue discipline (the executor's P has one queue; the
-    simulator's router lays queues out by this same rule)."""
-    total = sum(queues.values())
-    scale = count / total if total > count + 1e-6 else 1.0
-    out: dict[str, list[tuple[int, float]]] = {}
-    pos = 0.0
-    for name in sorted(queues):
-        lo, hi = pos, pos + queues[name] * scale
-        pos = hi
-        parts = [(i, min(hi, i + 1) - max(lo, i)) for i in range(count)]
-        parts = [(i, w) for i, w in parts if w > 1e-9]
-        if not parts:
-            parts = [(min(int(lo), count - 1), 1.0)]
-        weight = sum(w for _, w in parts)
-        out[name] = [(i, w / weight) for i, w in parts]
-    return out
 
 
 def packed_wait_law(items: list[tuple], instances: float, im: InstanceModel, arrival_cv2: float = 1.0) -> WaitModel:

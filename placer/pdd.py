@@ -2,7 +2,9 @@
 
 in:  nothing of the project (the standard library only: tests/test_layers.py checks it)
 out: the role and pipeline names, who streams a flow's first token, the SLA quantile, the
-     anomalous-traffic filter rule with its default, the light/mix names of a P queue, the
+     anomalous-traffic filter rule with its default, the light/mix names of a P queue, how a pool's
+     queues lie on its instances (:func:`queue_layout`, the planner's, the simulator's and the executor's
+     rule) and the classes a "set" queue admits (:func:`set_queue_classes`), the
      token-ID handoff's modes with the adaptive rule, and the handoff protocol
      (:class:`CatchUpRule`, :class:`HandoffProtocol`) — the one state machine the
      executor's RLD runs and the simulator times.
@@ -95,6 +97,59 @@ def queue_chunk_tokens(queue: str | None) -> int | None:
         return None
     tail = queue.rsplit(_CHUNK_SEP, 1)[1]
     return int(tail) if tail.isdigit() else None
+
+
+def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[int, float]]]:
+    """Which of a P pool's ``count`` instances serve each of its queues, and with what weight.
+
+    ``queues``: queue name → the instances the plan gives it (``queue_instances``, possibly
+    fractional). Queues are laid end to end over the instances in name order (scaled down
+    when they ask for more than the pool has), so a queue owns whole instances and shares
+    at most the ones at its edges; its requests go to its instances in proportion to the
+    share it has of each (a queue of almost no instances: the nearest one serves it).
+    Returns queue → [(instance index, weight)], weights summing to 1. An instance two queues
+    share is ONE first-come-first-served queue on the hardware — the plan's split of it is
+    a bookkeeping device, not a queue discipline (the executor's P has one queue; the
+    simulator's router lays queues out by this same rule)."""
+    total = sum(queues.values())
+    scale = count / total if total > count + 1e-6 else 1.0
+    out: dict[str, list[tuple[int, float]]] = {}
+    pos = 0.0
+    for name in sorted(queues):
+        lo, hi = pos, pos + queues[name] * scale
+        pos = hi
+        parts = [(i, min(hi, i + 1) - max(lo, i)) for i in range(count)]
+        parts = [(i, w) for i, w in parts if w > 1e-9]
+        if not parts:
+            parts = [(min(int(lo), count - 1), 1.0)]
+        weight = sum(w for _, w in parts)
+        out[name] = [(i, w / weight) for i, w in parts]
+    return out
+
+
+#: A "set" P queue's kind (``placer.ilp.sets.set_queue_name``): its admitted classes joined by ``+``.
+SET_QUEUE_PREFIX = "set:"
+
+
+def set_queue_classes(queue: str | None, known: frozenset[str] | set[str] = frozenset()) -> frozenset[str] | None:
+    """The classes a "set" P queue admits, from its name ('set:a+b/u0.800' on whole instances, or
+    'u0.800/set:a+b'); None for any other queue (mix, light, A: every class may come). A class name may
+    hold '+': pieces are joined until they name a class of ``known`` (each piece a class when it is empty)."""
+    if queue and queue.startswith(SET_QUEUE_PREFIX) and "/u" in queue:
+        kind = queue[:queue.rindex("/u")]
+    elif queue and "/" in queue and queue.split("/", 1)[1].startswith(SET_QUEUE_PREFIX):
+        kind = queue.split("/", 1)[1]
+    else:
+        return None
+    out, piece = set(), ""
+    for part in kind[len(SET_QUEUE_PREFIX):].split("+"):
+        piece = f"{piece}+{part}" if piece else part
+        if not known or piece in known:
+            out.add(piece)
+            piece = ""
+    if piece:  # an unknown tail: kept as it reads
+        out.update(piece.split("+"))
+    return frozenset(out)
 
 
 # --- the token-ID handoff from RLD to MD ----------------------------------------------
