@@ -25,6 +25,7 @@ from placer.ilp.backends import solve
 from placer.ilp.config import OBJECTIVES, SolveConfig, building_within
 from placer.ilp import local_first
 from placer.ilp.dinkelbach import Outcome, solve_objective
+from placer.ilp.p_cuts import uncached_tokens
 from placer.flows import decode_context_tokens, instance, pool_shape
 from placer.pdd import ADAPTIVE, AGG, P_D, RLD, D, P
 from placer.ilp.formulation import Architecture, Formulation, build, pdd_architecture
@@ -55,7 +56,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
     batch = {q.key: d.batch for q, d in form.decode.items()}
     busy: dict[tuple, float] = defaultdict(float)  # P pool: prefill seconds per second
     routes: dict[tuple, float] = defaultdict(float)
-    assignments = []
+    assignments, uncached = [], uncached_tokens(prob)
     for f, rate in form.rates(v).items():
         # Solver tolerance leaves ~1e-6 req/s on pools rounded to zero instances: noise.
         if rate <= RPS_EPS or counts[f.p.key] == 0 or v[form.tier[f.p]] <= RPS_EPS:
@@ -66,7 +67,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
         assignments.append(Assignment(request_class=name, pipeline=f.pipeline, role=f.p.role, datacenter=f.p.dc,
                                       chip=f.p.chip, tp=f.p.tp, shape=kind_of(f.p.tp), dst=f.dst, rps=rate,
                                       queue=f.p.queue,
-                                      queue_instances=v[form.tier[f.p]]))
+                                      queue_instances=v[form.tier[f.p]], uncached_tokens=uncached[f.k]))
     for (k, pipe, d, q), i in form.z.items():
         if v[i] <= RPS_EPS or counts[q.key] == 0:
             continue

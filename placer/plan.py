@@ -164,6 +164,9 @@ class Assignment(_M):
     queue: str | None = Field(None, description=(
         "P and A: the queue (utilisation tier/admitted classes; A: /c<chunk tokens>) it joins."))
     queue_instances: float | None = Field(None, ge=0, description="P and A: instances that serve that queue.")
+    uncached_tokens: bounded_int(ge=0, le=MAX_TOKENS) | None = Field(None, description=(
+        "P and A: the class's uncached prompt tokens, (1 - hit rate) x input, rounded: the executor sends a "
+        "request to the 'set' queues that admit its nearest class by this length."))
     shape: ShapeKind | None = Field(None, description=(
         "The pool's instance shape (as pools[].shape); absent: the pool row's with the same role, "
         "datacenter, chip and tp when there is one such row."))
