@@ -26,7 +26,10 @@ against the simulator on those arrivals (serve18) while within 10 % of it on its
 conversations open over the whole ~100 s run (`span_s` = 10 × `stagger_s` = 10 s), their gaps the exponential
 law's ten quantiles (Poisson's spread in every draw; a long gap after each short one: no clump of openings,
 though the longest gap, 30 s, leaves one quarter of the run 5-10 % of the tokens in some seeds), the six
-anomalous requests the same way; a conversation thinks 6 s between turns and keeps the turns (at most 6)
+anomalous requests the same way; a conversation thinks 6 s between turns on average (drawn, exponential: fixed think
+times locked two conversations whose answers ended in one decode step, their turns came in pairs for the rest of the
+run, and serve18b's pdd TTFT P50 read +7-15 % off the trace's other draws; `serve_trace.think_times`, `--think fixed`
+re-predicts the runs served before) and keeps the turns (at most 6)
 planned to arrive within the run, so no tail of turns outlasts the openings: 49-58 requests, each serve
 ~100 s (as long as the first trace's at its default 8 turns; serve18's, at `--turns 6`, 84-88 s): the full
 bench ~19 min at the defaults on a quiet host, ~16 min with serve18's `--profile-rounds 1 --host-retries 0`
@@ -167,7 +170,7 @@ from bench.serve_run import calibrated_serve, replay, serve, warm_up  # noqa: E4
 from bench.serve_scenario import (  # noqa: E402,F401
     NIC_GBIT, _table, local_kv_gbit, measure_profile, scenario_and_plans)
 from bench.serve_trace import (  # noqa: E402,F401
-    BLOCK, FULL, MODEL, QUICK, TraceConfig, TraceRequest, engine_config, make_trace, request_class, setups,
+    BLOCK, FULL, MODEL, QUICK, THINKS, TraceConfig, TraceRequest, engine_config, make_trace, request_class, setups,
     trace_file)
 from executor.transport.shaping import LinkShape  # noqa: E402
 
@@ -213,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
                          "(bench/serve_dry.py); needs --profile and --runtime, takes --served's calibration serves")
     ap.add_argument("--turns", type=int, help="turns per conversation at most (default: the trace's, 6; --quick 5): "
                     "fewer for fewer requests (the full trace's serves last its span, ~100 s, whatever the turns)")
+    ap.add_argument("--think", choices=THINKS,
+                    help="a conversation's think times between turns (default: the trace's — the full trace draws "
+                         "them, exponential; --quick fixed): 'fixed' re-predicts a run served before the draw "
+                         "(serve18b and older, serve_trace.think_times)")
     ap.add_argument("--json", type=Path, help="also write the figures here")
     args = ap.parse_args(argv)
     if args.turns is not None and args.turns < 1:
@@ -236,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
     shape = QUICK if args.quick else FULL
     if args.turns is not None:
         shape = replace(shape, turns=args.turns)
+    if args.think is not None:
+        shape = replace(shape, think=args.think)
     trace = make_trace(shape, args.seed)
     # the calibration trace each setup serves just before the measured one: the same shape, another seed (with
     # fewer turns its contexts were shorter and its load lighter, and its decode pace missed the measured one's
@@ -261,6 +270,11 @@ def run(args: argparse.Namespace) -> int:
                 runtime = measure_runtime(rounds=args.rounds, gbit_per_s=args.gbit_per_s, rtt_ms=args.rtt_ms)
                 print(f"[runtime: measured in {runtime['measurements']['seconds']:.0f} s]", file=sys.stderr)
         results = json.loads(args.served.read_text()) if args.served else {}
+        for name, res in results.items():  # a run served on another trace (its think times before the draw)
+            if len(res.get("arrivals", trace)) != len(trace):
+                raise SystemExit(f"--served: {name} served {len(res['arrivals'])} requests, this trace has "
+                                 f"{len(trace)} (--think {shape.think}, --turns {shape.turns}, --seed {args.seed}): "
+                                 "a run served before the full trace drew its think times needs --think fixed")
         table = None if args.no_predict or args.no_calibration else _table(profile)
         for name in [] if args.served else setups():
             before = probe_host(gbit_per_s=line.gbit_per_s)

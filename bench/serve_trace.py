@@ -2,8 +2,9 @@
 
 in:  a :class:`TraceConfig` (``QUICK`` or ``FULL``) and a seed
 out: ``MODEL`` (the bench model: 32 KiB of KV per token, tiny compute), :func:`make_trace` (conversations and
-     anomalous requests; when they open: :func:`lone_arrivals`, steady over the run for ``FULL``; the turns a
-     conversation keeps: :func:`turns_kept`), :func:`setups` (same-dc-pd, cross-dc-pd, pdd: instances and routing),
+     anomalous requests; when they open: :func:`lone_arrivals`, steady over the run for ``FULL``; the think times
+     between a conversation's turns: :func:`think_times`, drawn for ``FULL``; the turns a conversation keeps:
+     :func:`turns_kept`), :func:`setups` (same-dc-pd, cross-dc-pd, pdd: instances and routing),
      :func:`engine_config`, :func:`request_class` (the planner's class of a request), :func:`trace_file` (the
      trace as served, as placer's JSONL trace). The trace's arithmetic is in ``bench/bench_serve.py``'s docstring.
 """
@@ -48,7 +49,10 @@ class TraceConfig:
     anomalous_tokens: int = 1300
     anomalous_output_tokens: int = 4
     stagger_s: float = 2.0  # between conversation openings: they open at a constant rate over the whole run
-    think_s: float = 10.0  # between turns of one conversation
+    think_s: float = 10.0  # between turns of one conversation: the mean where ``think`` draws them
+    # how a conversation's think times come (:func:`think_times`): "fixed" (each exactly think_s) or "exponential"
+    # (drawn, mean think_s, as placer's agentic workload draws them)
+    think: str = "fixed"
     # a decoded token's seconds as the trace plans its turns (the bench's CPU steps with a neighbour: 11-15 ms);
     # the serve's own answers set when each turn really comes
     step_s: float = 0.015
@@ -64,7 +68,7 @@ QUICK = TraceConfig(conversations=5, turns=5, anomalous=2, turn_output_tokens=8,
                     think_s=5.0, arrivals="bunched")  # 27 requests, its openings in the first 6 s of ~30
 # ten openings, one every 10 s on average (Poisson's gaps), 6 s of thinking, up to 6 turns each: ~50-58 requests over
 # ~100 s, the decoders 25-37 % busy (bench_serve's docstring)
-FULL = TraceConfig(conversations=10, turns=6, anomalous=6, stagger_s=10.0, think_s=6.0)
+FULL = TraceConfig(conversations=10, turns=6, anomalous=6, stagger_s=10.0, think_s=6.0, think="exponential")
 
 
 ARRIVALS = ("poisson", "even", "bunched")
@@ -117,17 +121,42 @@ def _exponential_gaps(n: int, span_s: float, rng: random.Random) -> list[float]:
     return times
 
 
-def turns_kept(cfg: TraceConfig, opening: float) -> int:
+THINKS = ("fixed", "exponential")
+
+
+def think_times(cfg: TraceConfig, seed: int) -> list[list[float]]:
+    """Per conversation, the think time before each of its later turns (``turns`` - 1 of them), by ``think``:
+
+    - ``fixed``: each ``think_s``. Two conversations whose answers end at the same decode step (they shared the
+      decoder's batch) then send all their later turns together, ending together again: locked in phase for the
+      rest of the run (serve18b's pdd: 13 of its 55 arrival gaps under 0.2 s, 5.7 for Poisson arrivals at its rate,
+      while the gaps' cv² read 0.90). A locked pair's second turn waits for the first's prefill and KV on the line:
+      the simulated TTFT P50 on the served arrivals is +7-15 % over the same trace's unlocked ones, a clump no
+      class or cv² holds;
+    - ``exponential`` (``FULL``): drawn, mean ``think_s`` — a user's (or agent's tool call's) time varies, so no two
+      conversations stay locked (placer's agentic workload, ``placer.workload.synthetic.AgenticSessions``, draws
+      them so). Drawn from their own generator, apart from the prompts' draws."""
+    if cfg.think not in THINKS:
+        raise ValueError(f"TraceConfig.think must be one of {', '.join(THINKS)}, got {cfg.think!r}")
+    if cfg.think == "fixed":
+        return [[cfg.think_s] * (cfg.turns - 1) for _ in range(cfg.conversations)]
+    rng = random.Random(seed + 15485863)
+    return [[rng.expovariate(1.0 / cfg.think_s) for _ in range(cfg.turns - 1)] for _ in range(cfg.conversations)]
+
+
+def turns_kept(cfg: TraceConfig, opening: float, thinks: list[float] | None = None) -> int:
     """The turns of a conversation opening at ``opening`` s (the first included): at most ``turns``, and unless
     ``bunched`` only those planned to arrive within the run (:attr:`TraceConfig.span_s`) with answers at
     ``step_s`` a token — so the openings, most of the output tokens, keep their rate to the run's end, and no
-    tail of later turns outlasts them."""
+    tail of later turns outlasts them. ``thinks``: the conversation's think times (:func:`think_times`;
+    ``think_s`` each without them)."""
     if cfg.arrivals == "bunched":
         return cfg.turns
+    thinks = thinks if thinks is not None else [cfg.think_s] * (cfg.turns - 1)
     t = opening + cfg.new_output_tokens * cfg.step_s
     kept = 1
-    while kept < cfg.turns and t + cfg.think_s <= cfg.span_s:
-        t += cfg.think_s + cfg.turn_output_tokens * cfg.step_s
+    while kept < cfg.turns and t + thinks[kept - 1] <= cfg.span_s:
+        t += thinks[kept - 1] + cfg.turn_output_tokens * cfg.step_s
         kept += 1
     return kept
 
@@ -144,8 +173,9 @@ class TraceRequest:
 
 
 def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
-    """Conversations opening as ``arrivals`` says (:func:`lone_arrivals`; turn k+1 comes ``think_s`` after turn k's
-    answer ended, as many turns as fit in the run: :func:`turns_kept`) and lone anomalous requests."""
+    """Conversations opening as ``arrivals`` says (:func:`lone_arrivals`; turn k+1 comes its think time
+    (:func:`think_times`) after turn k's answer ended, as many turns as fit in the run: :func:`turns_kept`) and lone
+    anomalous requests."""
     rng = random.Random(seed)
 
     def tokens(n: int) -> list[int]:
@@ -158,15 +188,16 @@ def make_trace(cfg: TraceConfig, seed: int) -> list[TraceRequest]:
 
     shared = [256, *tokens(cfg.shared_tokens)]
     openings, anomalous = lone_arrivals(cfg, seed)
+    thinks = think_times(cfg, seed)
     out: list[TraceRequest] = []
     for c in range(cfg.conversations):
         context = shared + tokens(rng.randint(*(cfg.long_first_user_tokens if c % 2 else cfg.first_user_tokens)))
         out.append(TraceRequest(openings[c], tuple(context), cfg.new_output_tokens, "new",
                                 cached(len(shared), len(context)), c, 0))
-        for k in range(1, turns_kept(cfg, openings[c])):
+        for k in range(1, turns_kept(cfg, openings[c], thinks[c])):
             before = len(context)
             context = context + tokens(rng.randint(*cfg.turn_tokens))
-            out.append(TraceRequest(cfg.think_s, tuple(context), cfg.turn_output_tokens, "turn",
+            out.append(TraceRequest(thinks[c][k - 1], tuple(context), cfg.turn_output_tokens, "turn",
                                     cached(before, len(context)), c, k))
     for a in range(cfg.anomalous):
         prompt = shared + tokens(cfg.anomalous_tokens)

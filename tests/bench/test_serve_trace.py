@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.serve_dry import first_guess, load_by_quarter
-from bench.serve_trace import FULL, QUICK, make_trace, turns_kept
+from bench.serve_trace import FULL, QUICK, make_trace, think_times, turns_kept
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -65,8 +65,49 @@ def test_the_first_guess_puts_each_turn_its_think_time_after_the_answer_before()
     arrivals = first_guess(trace, 0.01)
     first = next(i for i, r in enumerate(trace) if r.conv == 0 and r.turn == 0)
     second = next(i for i, r in enumerate(trace) if r.conv == 0 and r.turn == 1)
-    assert arrivals[second] == pytest.approx(arrivals[first] + FULL.new_output_tokens * 0.01 + FULL.think_s)
+    assert arrivals[second] == pytest.approx(arrivals[first] + FULL.new_output_tokens * 0.01 + trace[second].t_s)
     assert not any(math.isnan(a) for a in arrivals)
+
+
+def test_the_full_traces_think_times_are_drawn_so_no_two_conversations_lock_in_phase():
+    """Fixed think times lock two conversations whose answers end in the same decode step: every later turn of
+    theirs then comes together (serve18b's pdd: 13 arrival gaps under 0.2 s of 55, Poisson's 5.7, its TTFT P50
+    +7-15 % in the simulator over the same trace's unlocked arrivals). The full trace draws them (exponential, mean think_s): two
+    conversations' think times differ turn by turn, their mean stays think_s."""
+    draws = [t for seed in range(10) for conv in think_times(FULL, seed) for t in conv]
+    assert len(set(draws)) == len(draws)
+    mean = sum(draws) / len(draws)
+    assert mean == pytest.approx(FULL.think_s, rel=0.15)
+    assert sum((t - mean) ** 2 for t in draws) / len(draws) / mean ** 2 > 0.6  # exponential's cv² 1, not a jitter
+    for seed in range(3):  # the trace carries them: each later turn its own conversation's draw
+        trace = make_trace(FULL, seed)
+        thinks = think_times(FULL, seed)
+        assert [r.t_s for r in trace if r.kind == "turn"] == [thinks[r.conv][r.turn - 1] for r in trace
+                                                              if r.kind == "turn"]
+
+
+def test_think_fixed_keeps_the_trace_served_before_the_draw():
+    """``--think fixed`` re-predicts a run served before the draw: every later turn think_s after the answer, and
+    bench_serve refuses a saved run whose request count is not this trace's, naming --think fixed."""
+    from dataclasses import replace
+
+    trace = make_trace(replace(FULL, think="fixed"), 0)
+    assert len(trace) == 56 and {r.t_s for r in trace if r.kind == "turn"} == {FULL.think_s}
+    with pytest.raises(ValueError, match="TraceConfig.think must be one of fixed, exponential, got 'gamma'"):
+        make_trace(replace(FULL, think="gamma"), 0)
+
+
+def test_a_served_run_of_another_trace_is_refused_naming_think_fixed(tmp_path, capsys):
+    import json
+
+    from bench import bench_serve
+
+    served = tmp_path / "x.served.json"
+    served.write_text(json.dumps({"pdd": {"arrivals": [0.1] * 56}}))
+    with pytest.raises(SystemExit) as exc:
+        bench_serve.main(["--served", str(served), "--profile", str(served), "--runtime", str(served),
+                          "--no-predict"])
+    assert "needs --think fixed" in str(exc.value)
 
 
 def test_a_dry_run_needs_the_saved_profile_and_runtime(capsys):
