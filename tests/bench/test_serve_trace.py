@@ -72,8 +72,8 @@ def test_the_first_guess_puts_each_turn_its_think_time_after_the_answer_before()
 def test_the_full_traces_think_times_are_drawn_so_no_two_conversations_lock_in_phase():
     """Fixed think times lock two conversations whose answers end in the same decode step: every later turn of
     theirs then comes together (serve18b's pdd: 13 arrival gaps under 0.2 s of 55, Poisson's 5.7, its TTFT P50
-    +7-15 % in the simulator over the same trace's unlocked arrivals). The full trace draws them (exponential, mean think_s): two
-    conversations' think times differ turn by turn, their mean stays think_s."""
+    +7-15 % in the simulator over the same trace's unlocked arrivals). The full trace draws them (exponential,
+    mean think_s): two conversations' think times differ turn by turn, their mean stays think_s."""
     draws = [t for seed in range(10) for conv in think_times(FULL, seed) for t in conv]
     assert len(set(draws)) == len(draws)
     mean = sum(draws) / len(draws)
