@@ -106,7 +106,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
     sends it to (:func:`p_instance_laws`), the line's slowdown (on a line regulated streams feed, each
     instance's own: :func:`placer.line_law.line_stream_utilizations`) and that decoder's wait for KV room
-    (:func:`placer.kv_admission.kv_wait_law`, over its site's pools by the requests each takes)."""
+    (:func:`placer.kv_wait.kv_wait_law`, over its site's pools by the requests each takes)."""
     key = a.key
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)

@@ -117,7 +117,7 @@ class TtftTail:
     spread_var_s2: float = 0.0
     kv_wait_share: float = 0.0
     """Share of the flow's requests the decoder that streams t0 makes wait for KV room
-    (:func:`placer.kv_admission.kv_wait_law`): the first token waits with them."""
+    (:func:`placer.kv_wait.kv_wait_law`, the line included): the first token waits with them."""
     kv_wait_mean_s: float = 0.0
     """Mean seconds those wait (taken exponential: mean p·m, variance p·m²·(2 − p))."""
 
