@@ -14,7 +14,11 @@ picked as P is. Its assignment holds only that instance (under `p`, role A). Whe
 every A instance is full, a request the share sent to A spills to the
 disaggregated side (if it can run).
 
-Per attempt: P is the one whose prefix index predicts the longest hit among those within
+Per attempt: P is chosen among the instances of the request's "set" queue where the plan has
+such queues (`p_candidates`, `executor.set_queues`: whole instances per set, as the planner laid them
+and the simulator sends each class; none of them up: any P, `Assignment.set_fallback`, counted by the
+router as `set_fallbacks`; all of them full: `Overloaded`, the set's queue is what the plan sized), and
+among those it is the one whose prefix index predicts the longest hit among those within
 the load bound (`placer.prefix.pick_by_prefix`: consistent hashing with bounded loads, the
 simulator's rule for MD too), then the least loaded; the pipeline comes from the
 `RoutingPolicy` among those the live instances can run (a plan pipeline with no live
@@ -53,6 +57,7 @@ class Assignment:
     md: InstanceInfo | None
     est_hit_tokens: int
     degraded: bool = False  # the policy's pipelines had no live instance: another one serves it
+    set_fallback: bool = False  # no P of the request's set queue was up: another P prefills it
 
     @property
     def instances(self) -> dict[str, str]:
@@ -71,7 +76,8 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
     aggregated = _assign_aggregated(registry, routing, admission, prompt, max_new_tokens, exclude, draw)
     if aggregated is not None:
         return aggregated
-    p = pick(registry, admission, registry.by_role(pdd.P, exclude=exclude), prompt, role=pdd.P)
+    prefillers, set_fallback = p_candidates(registry, routing, prompt, exclude)
+    p = pick(registry, admission, prefillers, prompt, role=pdd.P)
     est_hit = registry.indexes[p.name].match(prompt)
     avail = available_pipelines(registry, p, exclude)
     if not avail:
@@ -89,7 +95,22 @@ def assign(registry: InstanceRegistry, routing: RoutingPolicy, admission: Admiss
     decoder_role = pdd.D if pipeline is Pipeline.P_D else pdd.MD
     md = (pick(registry, admission, registry.by_role(decoder_role, exclude=exclude), prompt, role=pdd.MD)
           if pipeline.uses_main else None)
-    return Assignment(pipeline, p, rld, md, est_hit, degraded)
+    return Assignment(pipeline, p, rld, md, est_hit, degraded, set_fallback)
+
+
+def p_candidates(registry: InstanceRegistry, routing: RoutingPolicy, prompt: Sequence[int],
+                 exclude: set[str]) -> tuple[list[InstanceInfo], bool]:
+    """The routable P instances that may prefill `prompt`: with the plan's set queues
+    (`RoutingPolicy.set_queues`), those that admit its class — the class nearest to its prompt less the
+    longest prefix hit predicted on a P — and whether none is up, so every P is offered (the fallback)."""
+    ps = registry.by_role(pdd.P, exclude=exclude)
+    sets = routing.set_queues
+    if sets is None or not ps:
+        return ps, False
+    hit = max(registry.indexes[i.name].match(prompt) for i in ps)
+    request_class = sets.request_class(len(prompt) - hit)
+    within = [i for i in ps if sets.serves(i.name, request_class)]
+    return (within, False) if within else (ps, True)
 
 
 def _assign_aggregated(registry: InstanceRegistry, routing: RoutingPolicy, admission: AdmissionPolicy,

@@ -10,6 +10,8 @@ datacenters. An A instance's spec carries its chunked-prefill size: the chunk it
 queues name in the plan (`assignments[].queue` ending in `/c<tokens>`; the largest when
 they differ, as `placer.aggregated.plan_designs` plans the pool), else
 :data:`DEFAULT_AGG_CHUNK_TOKENS`; `engine_config` applies it to the engine settings.
+`p_instance_classes`: the P instances the plan gives to "set" queues (whole instances) and the
+classes each admits — what the router's `executor.set_queues` dispatches by.
 A spec's `device` and `num_gpus` are set by `executor.devices`. Pure data:
 the same placement drives `--dry-run`, the in-process
 cluster and the Ray deployment. No torch, no ray here.
@@ -24,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from executor.transport.shaping import LinkShape
 from placer import pdd
-from placer.pdd import queue_chunk_tokens
+from placer.pdd import queue_chunk_tokens, queue_layout, set_queue_classes
 
 if TYPE_CHECKING:
     from placer.plan import Plan, PoolOut
@@ -102,12 +104,48 @@ def placement(plan: Plan, max_per_pool: int | None = None) -> list[InstanceSpec]
     for pool in plan.pools:
         count = pool.count if max_per_pool is None else min(pool.count, max_per_pool)
         chunk = pool_chunk_tokens(plan, pool) if pool.role == pdd.AGG else None
-        model = pool.model
-        prefix = f"{_slug(model)}." if model else ""
         for k in range(count):
-            name = f"{prefix}{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
-            out.append(InstanceSpec(name, pool.role, pool.datacenter, pool.chip, pool.tp,
-                                    chunked_prefill_tokens=chunk, model=model))
+            out.append(InstanceSpec(instance_name(pool, k), pool.role, pool.datacenter, pool.chip, pool.tp,
+                                    chunked_prefill_tokens=chunk, model=pool.model))
+    return out
+
+
+def instance_name(pool: PoolOut, k: int) -> str:
+    """The name of a pool's `k`-th instance (0-based; in a fleet plan prefixed by its model)."""
+    prefix = f"{_slug(pool.model)}." if pool.model else ""
+    return f"{prefix}{pool.role.lower()}-{_slug(pool.datacenter)}-{_slug(pool.chip)}-tp{pool.tp}-{k}"
+
+
+def p_instance_classes(plan: Plan) -> dict[str, frozenset[str]]:
+    """Each P instance that serves only "set" queues (`assignments[].queue` 'set:<class>+…/u<tier>',
+    `placer.pdd.set_queue_classes`): the classes those queues admit. A pool's queues lie on its instances
+    by `placer.pdd.queue_layout` (the planner's and the simulator's rule: in name order, a set's tiers
+    together on whole instances); an instance any other queue (mix, light) shares, or of a pool whose
+    rows name no queue, admits every class and is left out."""
+    rows: dict[tuple, list] = {}
+    for a in plan.assignments:
+        if a.role == pdd.P and a.queue is not None and a.queue_instances is not None:
+            rows.setdefault((a.model, *a.key), []).append(a)
+    known = {a.request_class for a in plan.assignments}
+    out: dict[str, frozenset[str]] = {}
+    for pool in plan.pools:
+        mine = rows.get((pool.model, pool.role, pool.datacenter, pool.chip, pool.tp), [])
+        if not mine or pool.count < 1:
+            continue
+        queues = {a.queue: a.queue_instances for a in mine}
+        routed: dict[str, set[str]] = {}
+        for a in mine:
+            routed.setdefault(a.queue, set()).add(a.request_class)
+        admits: dict[int, set[str]] = {}
+        shared: set[int] = set()  # instances a queue of every class (mix, light) touches
+        for queue, parts in queue_layout(queues, pool.count).items():
+            classes = set_queue_classes(queue, known)
+            for i, _ in parts:
+                if classes is None:
+                    shared.add(i)
+                else:
+                    admits.setdefault(i, set()).update(classes | routed[queue])
+        out.update({instance_name(pool, i): frozenset(c) for i, c in admits.items() if i not in shared})
     return out
 
 

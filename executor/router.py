@@ -199,6 +199,8 @@ class Router:
                    exclude=live.excluded, prefer_relay=prefer_relay, draw=agg_draw(next(self._draws)))
         if a.degraded:
             self.counters["fallbacks"] += 1
+        if a.set_fallback:  # no P of the request's set queue was up (executor.set_queues)
+            self.counters["set_fallbacks"] += 1
         self.attempts.pop(live.attempt_id, None)
         aid = live.begin_attempt(a)
         self.attempts[aid] = live.request_id

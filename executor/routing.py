@@ -21,6 +21,8 @@ Rules, in order (the pipeline names and the filter rule are PDD's, from
    straight P → MD;
 4. **low hit**: P → RLD → MD (RLD masks the transfer).
 A pipeline the plan does not use is never chosen (e.g. no RLD pool → P-MD only).
+Which P prefills it: where the plan has "set" P queues on whole instances, one that admits the
+request's class (`executor.set_queues.SetQueues`, `RoutingPolicy.set_queues`; `executor.dispatch`).
 
 `PrefixIndex` is the router's approximate copy of an instance's radix cache (a set
 of chained block hashes, LRU-bounded), like cache-aware routers keep: it predicts
@@ -38,7 +40,10 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from executor.set_queues import SetQueues
 from placer import pdd
+
+
 class Pipeline(str, enum.Enum):
     """PDD's pipelines (`placer.pdd`) as an enum, for type safety in the router."""
 
@@ -95,6 +100,8 @@ class RoutingPolicy:
     filter_rule: pdd.FilterRule = pdd.DEFAULT_FILTER  # PDD's anomalous-traffic filter (rule 2)
     agg_share: float = 1.0  # share of requests on pipeline A when it is allowed (no per-class shares)
     agg_classes: tuple[AggClass, ...] = ()  # per class (from the scenario): its share on A
+    #: the plan's "set" P queues on whole instances (`executor.set_queues`): None, every P takes anything
+    set_queues: SetQueues | None = None
 
     def __post_init__(self) -> None:
         if not self.allowed:
@@ -152,7 +159,8 @@ class RoutingPolicy:
                     allowed |= {Pipeline.P_RLD_MD, Pipeline.P_RLD}
             if pdd.AGG in roles:
                 allowed.add(Pipeline.P_A)
-        kw: dict[str, Any] = {"allowed": frozenset(allowed), **_agg_shares(plan, scenario)}
+        kw: dict[str, Any] = {"allowed": frozenset(allowed), **_agg_shares(plan, scenario),
+                              "set_queues": SetQueues.from_plan(plan, scenario)}
         if scenario is not None:
             o = scenario.options
             kw["filter_rule"] = pdd.FilterRule(o.filter_min_input_tokens, o.filter_max_hit_rate,
