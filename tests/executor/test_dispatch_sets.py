@@ -4,6 +4,8 @@ set has no instance up (counted)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from executor.admission import AdmissionPolicy
@@ -139,3 +141,23 @@ def test_a_served_plan_keeps_long_prompts_off_the_light_set(model_config, engine
         assert {p for n, p in on if n > 100} <= ({P1, P2} if down else {P0})
         assert {p for n, p in on if n < 100} <= {P1, P2}
         assert cluster.router.stats().get("set_fallbacks", 0) == (3 if down else 0)
+
+
+def test_the_flagship_plan_as_optimize_writes_it_keeps_its_heavy_and_light_sets_apart():
+    """`placer optimize` of the bundled flagship puts hit-0-90 and anomalous in a heavy set and the other
+    classes in a light one; from the plan alone (its rows' uncached_tokens) each class's prompts prefill
+    on its set's instances only."""
+    from placer.optimize import optimize
+    from placer.specs import load_scenario
+
+    scenario = load_scenario(Path(__file__).parents[2] / "examples" / "pdd-two-dc.yaml")
+    plan = optimize(scenario)
+    sets = p_instance_classes(plan)
+    heavy = {name for name, classes in sets.items() if "hit-0-90" in classes}
+    light = {name for name, classes in sets.items() if "hit-99-99.5" in classes}
+    assert heavy and light and not heavy & light
+    reg, routing = _registry(plan), RoutingPolicy.from_plan(plan)
+    for k, c in enumerate(scenario.workload.classes):  # prompts of the class's uncached length, no hit
+        prompt = [k, *(t % 250 for t in range(round((1 - c.hit_rate) * c.input_tokens) - 1))]
+        used = {a.p.name for a in _send(reg, routing, prompt, 4)}
+        assert used <= (heavy if c.name in ("hit-0-90", "anomalous") else light), c.name
