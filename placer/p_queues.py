@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from placer.packed_queue import packed_law
-from placer.pdd import HEAVY_PREFILL_SHARE, MIX, queue_layout  # queue_layout: re-exported (its rule is PDD's)
+from placer.pdd import HEAVY_PREFILL_SHARE, MIX
+from placer.pdd import queue_layout  # noqa: F401 - re-exported: the layout is PDD's rule (placer.pdd)
 from placer.perfmodel import InstanceModel
 from placer.queueing import WaitModel, split_cv2, spread_points, spread_prompt
 
