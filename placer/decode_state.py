@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign
 from placer.flows import Route, class_footprint_tokens, decode_design, eager_tokens, relay_stop_s
-from placer.kv_admission import fixed_step_share, kv_wait_law
+from placer.kv_admission import fixed_step_share
+from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, Plan, PoolKey
@@ -45,7 +46,7 @@ class DecodeState:
     step_s: float = 0.0
     seen_step_s: float = 0.0  # the step a request in the batch sees on average (at B + 1)
     kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
-    kv_wait: float = 0.0  # share of arrivals that wait for KV room (placer.kv_admission.kv_wait_law)
+    kv_wait: float = 0.0  # share of arrivals that wait for KV room, the line included (placer.kv_wait)
     kv_wait_s: float = 0.0  # ... and the mean seconds those wait
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
@@ -249,7 +250,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     decoding = batch - st.held
     st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
         composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
-    # the waiting law's first moment: arrivals that find no KV room for their reservation
+    # the waiting law: arrivals that find no KV room for their reservation or a line waiting for it
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
         for rate, c, hold in st.kv_items], fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch))

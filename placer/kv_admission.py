@@ -8,9 +8,9 @@ out: :func:`footprint_tokens` (what a request reserves), :func:`admits` (the adm
      :func:`occupancy_quantile_z` and :class:`KvHeadroom` (how much of a decoder's KV a plan may
      fill on average so that few arrivals find it full), :func:`kv_design_batch` (the mean batch
      a decoder's KV carries for the classes it serves), :func:`kv_wait_probability` (the share
-     of arrivals that wait for KV room at a given load) and :func:`kv_wait_law` (that share and
-     how long those wait; negative binomial where a step grows with the batch:
-     :func:`kv_occupancy_variance`, the step's fixed share :func:`fixed_step_share`).
+     of arrivals that find no KV room for their own reservation at a given load; negative binomial
+     where a step grows with the batch: :func:`kv_occupancy_variance`, the step's fixed share
+     :func:`fixed_step_share`). How long arrivals wait, the line in front included: :mod:`placer.kv_wait`.
 
 The rule (reserve-on-admit, SGLang's way with its new-token ratio at 1): a decoder admits a
 request when its batch has a slot and its free KV holds the request's whole final context —
@@ -23,8 +23,8 @@ a + n; the head's *shadow* is the step by which enough held requests have left f
 request that fits now may pass the head if it leaves by the shadow, or fits beside the head then.
 The head is never admitted later than strict FIFO would admit it (no starvation, no bound to
 tune), and a small request no longer waits behind a giant one for room it could have used and
-given back (head-of-line blocking, which the headroom law below does not price: there an arrival
-waits only when its own footprint does not fit). SGLang's decode prealloc queue and vLLM's
+given back (head-of-line blocking; the evaluation's waiting law, :mod:`placer.kv_wait`, prices the
+line an arrival joins, the headroom row below only the room its own footprint needs). SGLang's decode prealloc queue and vLLM's
 waiting queue both stop at the first request that does not fit (strict FIFO). vLLM instead
 allocates blocks as tokens come and preempts the newest request when they run out (recomputing
 or swapping it later); that fills memory better on average but makes the batch a request runs
@@ -203,14 +203,6 @@ def kv_design_batch(capacity_tokens: float, footprints: Iterable[tuple[float, fl
     return root * root
 
 
-def kv_wait_probability(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
-                        fixed_share: float = 1.0) -> float:
-    """Share of arrivals a decoder of ``capacity_tokens`` makes wait for KV room, for ``load``:
-    (arrivals per second, requests held at once L_k, footprint f_k) per class (:func:`kv_wait_law`'s
-    first figure)."""
-    return kv_wait_law(capacity_tokens, load, fixed_share)[0]
-
-
 def kv_occupancy_variance(load: Iterable[tuple[float, float, float]], fixed_share: float = 1.0) -> float:
     """Variance (tokens²) of the KV a decoder holds for ``load`` ((arrivals/s, held L_k, footprint f_k)).
 
@@ -233,42 +225,22 @@ def kv_occupancy_variance(load: Iterable[tuple[float, float, float]], fixed_shar
     return sum(h * f * f for h, f in items) + mean * mean * (1.0 - phi) / (phi * held)
 
 
-def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
-                fixed_share: float = 1.0) -> tuple[float, float]:
-    """(share of arrivals that wait for KV room, mean seconds those wait) at a decoder of
-    ``capacity_tokens`` for ``load``: (arrivals per second, requests held at once L_k, footprint f_k)
-    per class; ``fixed_share`` as :func:`kv_occupancy_variance`.
-
-    The others' KV X is normal with mean M = Σ L_k f_k and :func:`kv_occupancy_variance`; a class-k
-    arrival waits when X exceeds u_k = K − f_k (PASTA: arrivals see the time average), and then until
-    the held requests have given back the excess, E[(X − u_k)⁺] = σ·(pdf(z) − z·Q(z)), z = (u_k − M)/σ,
-    at the rate they leave when the decoder holds u_k: the tokens/s that leave on average, Σ λ_k f_k,
-    times (u_k/M) / (φ + (1 − φ)·u_k/M) (more held, each step slower)."""
+def kv_wait_probability(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
+                        fixed_share: float = 1.0) -> float:
+    """Share of arrivals that find no KV room for their own reservation at a decoder of ``capacity_tokens``
+    for ``load`` ((arrivals per second, requests held at once L_k, footprint f_k) per class), no line in
+    front: the others' KV is normal (mean Σ L_k f_k, :func:`kv_occupancy_variance`) and a class-k arrival
+    finds it above K − f_k (PASTA). The wait itself, the line included, is :func:`placer.kv_wait.kv_wait_law`'s."""
     rows = [(a, h, f) for a, h, f in load if a > 0 or h > 0]
     arrivals = sum(a for a, _, _ in rows)
     if arrivals <= 0 or capacity_tokens <= 0:
-        return 0.0, 0.0
+        return 0.0
     mean = sum(h * f for _, h, f in rows)
     sd = math.sqrt(kv_occupancy_variance(rows, fixed_share))
-    leave = sum(a * f for a, _, f in rows)
-    phi = _phi(fixed_share)
     normal = NormalDist()
-    share = waited = 0.0
-    for a, _, f in rows:
-        room = capacity_tokens - f
-        if sd <= 0:
-            share += a * (1.0 if mean > room else 0.0)
-            continue
-        z = (room - mean) / sd
-        q = 1.0 - normal.cdf(z)
-        share += a * q
-        if mean > 0 and room > 0 and leave > 0:
-            excess = sd * (normal.pdf(z) - z * q)
-            ratio = room / mean
-            waited += a * excess / (leave * ratio / (phi + (1.0 - phi) * ratio))
-    if share <= 0:
-        return 0.0, 0.0
-    return share / arrivals, waited / share
+    share = sum(a * (1.0 - normal.cdf((capacity_tokens - f - mean) / sd)) if sd > 0 else
+                a * (1.0 if mean > capacity_tokens - f else 0.0) for a, _, f in rows)
+    return share / arrivals
 
 
 def admit_order(capacity_tokens: float, reserved_tokens: float, running: int, batch_cap: int | float,

@@ -9,7 +9,8 @@ import random
 
 import pytest
 
-from placer.kv_admission import kv_occupancy_variance, kv_wait_law
+from placer.kv_admission import kv_occupancy_variance
+from placer.kv_wait import kv_wait_law
 from placer.queueing import WaitModel
 from placer.ttft_tail import TtftTail
 

@@ -1,0 +1,80 @@
+"""The decoders' KV-wait law prices the line an arrival joins (issue 42: rnd-7-33's re-solved plan, its decoders
+at 94 % of their KV, planned 13.5 % of arrivals waiting for KV where the simulator made 27 % wait, nearly all
+behind a line, and its TTFT P90 0.51 s where the simulator read 0.88 s). The law (:func:`placer.kv_wait.kv_wait_law`)
+against the simulator's decoder (:class:`placer.sim.decode.DecodeInstance`, admitting by the executor's
+``admit_order``) fed Poisson arrivals, at fills where a line forms."""
+
+from __future__ import annotations
+
+import heapq
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from placer.kv_admission import footprint_tokens, kv_wait_probability
+from placer.kv_wait import kv_wait_law
+from placer.sim.decode import DecodeInstance
+from placer.sim.metrics import TimeSeries
+from tests.placer.sim.test_engine import _Loop, _req
+
+CAPACITY = 256_000  # KV tokens of the decoder
+FIXED_S = 0.02  # the step's fixed part
+
+
+def _simulated(mix, fill: float, per_seq_s: float, requests: int, seed: int = 1):
+    """(share of arrivals that waited for KV, mean seconds those waited, the load the law takes, φ) at one
+    simulated decoder whose planned KV is ``fill`` of its capacity: ``mix`` (arrival share, prompt, output)
+    per class, a step of FIXED_S + ``per_seq_s`` × batch."""
+    feet = [footprint_tokens(i, o) for _, i, o in mix]
+    per = CAPACITY * fill / sum(s * o * f for (s, _, o), f in zip(mix, feet))  # λ × step
+    step = FIXED_S + per_seq_s * per * sum(s * o for s, _, o in mix)  # at the planned batch
+    rate = per / step
+    load = [(rate * s, rate * s * o * step, f) for (s, _, o), f in zip(mix, feet)]
+    im = SimpleNamespace(batch_cap=1 << 30, kv_capacity_tokens=CAPACITY, step_s=lambda b, ctx: FIXED_S + per_seq_s * b)
+    loop = _Loop()
+    dec = DecodeInstance(loop, im, "MD", None, TimeSeries(10, 10))
+    rng, t, arrived = random.Random(seed), 0.0, []
+    for rid in range(requests):
+        t += rng.expovariate(rate)
+        _, n_in, n_out = rng.choices(mix, weights=[s for s, _, _ in mix])[0]
+        req = _req(rid, n_in=n_in, n_out=n_out)
+        req.t_arr = t
+        arrived.append(req)
+        heapq.heappush(loop.heap, (t, -rid - 1, lambda tt, r: dec.join(r, tt, r.n_out), req))
+    loop.run()
+    waits = [r.t_first - r.t_arr for r in arrived[requests // 5:]]  # past a warm-up fifth
+    waited = [w for w in waits if w > 1e-9]
+    return len(waited) / len(waits), sum(waited) / len(waited), load, FIXED_S / step
+
+
+ONE_CLASS = [(1.0, 2048, 512)]
+LONG_AND_SHORT = [(0.7, 1024, 256), (0.3, 8192, 1024)]
+
+
+@pytest.mark.parametrize("mix,fill,per_seq_s", [
+    (ONE_CLASS, 0.95, 0.0),  # a flat step: the line is Erlang's (the old law: 0.34 waiting, 0.67 s; simulated 0.48, 1.0 s)
+    (ONE_CLASS, 0.90, 0.0004),  # a step that grows with the batch (φ ≈ 0.35): the line drains slower
+    (LONG_AND_SHORT, 0.95, 0.0),  # footprints 1.3K and 9.2K, EASY backfilling
+    (LONG_AND_SHORT, 0.90, 0.0004),
+], ids=["one-class-flat-95", "one-class-growing-90", "long-short-flat-95", "long-short-growing-90"])
+def test_the_kv_wait_law_prices_the_line_an_arrival_joins(mix, fill, per_seq_s):
+    share, wait_s, load, phi = _simulated(mix, fill, per_seq_s, requests=100_000)
+    assert share > 0.3  # a line forms: most waits are behind one
+    planned_share, planned_wait_s = kv_wait_law(CAPACITY, load, phi)
+    assert planned_share == pytest.approx(share, abs=0.08)
+    assert planned_wait_s == pytest.approx(wait_s, rel=0.35)
+    # finding no room for one's own footprint (no line) is a fraction of it
+    assert kv_wait_probability(CAPACITY, load, phi) < share - 0.1
+
+
+def test_at_the_milps_headroom_few_arrivals_wait():
+    """The MILP's row keeps the KV's mean z = 1.64 standard deviations (q = 0.95) below the room an arrival
+    needs; with the line priced about 6 % of arrivals wait there, and the share climbs steeply above it."""
+    f, held = 2560.0, 80.0  # one class, Poisson occupancy: sd = f·√held
+    sd = f * held ** 0.5
+    capacity = held * f + f + 1.645 * sd
+    share, _ = kv_wait_law(capacity, [(1.0, held, f)])
+    assert 0.04 < share < 0.08
+    fuller, _ = kv_wait_law(capacity, [(1.0, held * 1.05, f)])
+    assert fuller > 1.5 * share
