@@ -16,6 +16,8 @@ PROMETHEUS_COUNTERS = {  # router counter → (metric, help)
     "failed": ("placer_requests_failed_total", "Requests that ended with an error event."),
     "migrations": ("placer_migrations_total", "Requests moved mid-stream to another instance."),
     "fallbacks": ("placer_fallbacks_total", "Requests served by RLD in place of an MD pipeline."),
+    "set_fallbacks": ("placer_set_fallbacks_total",
+                      "Requests prefilled outside their P set queue: none of its instances was up."),
     "retries": ("placer_retries_total", "Attempts restarted before the first token reached the client."),
     "failures_after_first_token": ("placer_failures_after_first_token_total",
                                    "Requests failed (not retried) after tokens reached the client."),

@@ -14,6 +14,7 @@ from executor.config import ServingConfig
 from executor.dispatch import assign
 from executor.health import HealthMonitor
 from executor.placement import p_instance_classes, placement
+from executor.prometheus import prometheus_text
 from executor.registry import InstanceInfo, InstanceRegistry
 from executor.routing import RoutingPolicy
 from executor.set_queues import SetQueues
@@ -141,6 +142,7 @@ def test_a_served_plan_keeps_long_prompts_off_the_light_set(model_config, engine
         assert {p for n, p in on if n > 100} <= ({P1, P2} if down else {P0})
         assert {p for n, p in on if n < 100} <= {P1, P2}
         assert cluster.router.stats().get("set_fallbacks", 0) == (3 if down else 0)
+        assert f"placer_set_fallbacks_total {3 if down else 0}" in prometheus_text(cluster.router.stats()).splitlines()
 
 
 def test_the_flagship_plan_as_optimize_writes_it_keeps_its_heavy_and_light_sets_apart():
