@@ -62,7 +62,8 @@ def routing_lines(plan: Any, config: ServingConfig, indent: str = "",
                   specs: Sequence[InstanceSpec] = ()) -> list[str]:
     """Where the router sits, its pipelines, and only the rules those pipelines use: the P-MD
     threshold where P-MD and P-RLD-MD both serve, the filter where P-RLD does, A's share and
-    prefill chunk where A does, the handoff where a pipeline relays."""
+    prefill chunk where A does, the P instances of each set queue where the plan has them, the handoff
+    where a pipeline relays."""
     policy, handoff = config.routing, config.handoff
     allowed = policy.allowed
     parts = [f"router in {config.router_datacenter or front_datacenter(plan)}",
@@ -79,6 +80,12 @@ def routing_lines(plan: Any, config: ServingConfig, indent: str = "",
         chunk = f", prefill chunk {'/'.join(map(str, chunks))} tokens" if chunks else ""
         parts.append(f"A: {share}{chunk}")
     lines = [indent + "; ".join(parts)]
+    if policy.set_queues is not None:  # which P instances serve which set queue (executor.set_queues)
+        sets: dict[frozenset[str], list[str]] = {}
+        for name, classes in policy.set_queues.admits:
+            sets.setdefault(classes, []).append(name)
+        lines.append(indent + "P set queues: " + "; ".join(f"{'+'.join(sorted(c))} on {', '.join(names)}"
+                                                           for c, names in sets.items()))
     if any(p.uses_relay for p in allowed):
         lines.append(f"{indent}handoff {handoff.mode}, catch-up above {handoff.catch_up_threshold_tokens} pending tokens")
     return lines

@@ -163,3 +163,10 @@ def test_the_flagship_plan_as_optimize_writes_it_keeps_its_heavy_and_light_sets_
         prompt = [k, *(t % 250 for t in range(round((1 - c.hit_rate) * c.input_tokens) - 1))]
         used = {a.p.name for a in _send(reg, routing, prompt, 4)}
         assert used <= (heavy if c.name in ("hit-0-90", "anomalous") else light), c.name
+
+
+def test_the_dry_run_says_which_p_instances_serve_each_set():
+    from executor.describe import routing_lines
+
+    lines = routing_lines(SPLIT, ServingConfig.from_plan(SPLIT))
+    assert f"P set queues: long on {P0}; mid+short on {P1}, {P2}" in lines
