@@ -31,7 +31,7 @@ class SetQueues:
     """The plan's set-queue instances and its classes' uncached prompt tokens."""
 
     admits: tuple[tuple[str, frozenset[str]], ...]  # P instance -> the classes its set queues admit
-    classes: tuple[tuple[str, int], ...]  # class -> uncached prompt tokens (the classes the plan prefills)
+    classes: tuple[tuple[str, int], ...]  # class -> uncached prompt tokens (the classes the plan prefills on P)
 
     def __post_init__(self) -> None:
         if not self.classes:
@@ -61,7 +61,7 @@ class SetQueues:
         admits = p_instance_classes(plan)
         if not admits:
             return None
-        prefilled = {a.request_class for a in plan.assignments if a.role in pdd.PREFILL_ROLES and a.rps > 0}
+        prefilled = {a.request_class for a in plan.assignments if a.role == pdd.P and a.rps > 0}
         tokens = {c.name: round((1 - c.hit_rate) * c.input_tokens)
                   for c in (getattr(getattr(scenario, "workload", None), "classes", None) or [])}
         tokens.update({a.request_class: a.uncached_tokens for a in plan.assignments
