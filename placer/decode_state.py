@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign
+from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_footprint_tokens, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share
 from placer.kv_wait import kv_wait_law
@@ -50,6 +51,7 @@ class DecodeState:
     kv_wait_s: float = 0.0  # ... and the mean seconds those wait
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
+    stream_s: float = 0.0  # per sequence per step: the executor's Tokens message (executor_costs.stream_step_s)
 
     @property
     def busy(self) -> bool:
@@ -57,9 +59,11 @@ class DecodeState:
         return self.tokens_per_s > 0 or self.held > 0
 
     def step_at(self, batch: float, context_tokens: float) -> float:
-        """Seconds of one step at ``batch``: a decode step, or (A) a mixed step with a full chunk."""
+        """Seconds of one step at ``batch``: a decode step (with the executor's runtime, each sequence's Tokens
+        message after it: ``stream_s``, as the simulator's decoder charges it), or (A) a mixed step with a full
+        chunk."""
         if self.agg is None:
-            return self.im.step_s(batch, context_tokens)
+            return self.im.step_s(batch, context_tokens) + max(batch, 1.0) * self.stream_s
         return self.im.mixed_step_s(batch, context_tokens, self.agg.chunk_tokens, self.agg.chunk_start_tokens)
 
 
@@ -93,6 +97,9 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
     hold seconds, output tokens, pool, class), whose tokens :func:`_rld_tokens_per_s` counts at the step
     RLD settles at."""
     relays = []
+    stream = stream_step_s(problem.runtime)
+    for st in decode.values():  # the decoders' steps with the executor's runtime (flows.decode_design_for's)
+        st.stream_s = stream if st.agg is None else 0.0
     for a in plan.assignments:
         if a.role == P or a.rps <= 0:
             continue

@@ -8,7 +8,8 @@ out: :func:`first_token_added_s` — the expected seconds the executor adds to t
      MILP, `evaluate` and `validate` all price them); the pieces it sums, which the simulator's line draws over
      (:class:`placer.sim.links.WanLink`): :func:`frame_offsets_s`, :func:`tokens_offsets_s` (which messages a
      late one lands behind), :func:`expected_latest_s` (their expected in-order release); :func:`pull_wait_s`,
-     :func:`step_wait_s`, :func:`message_turn_s`
+     :func:`step_wait_s`, :func:`message_turn_s`; :func:`stream_step_s` — what a decode step carries per sequence
+     beyond its forward (its Tokens message: the decoders' step in the MILP's design and `evaluate`'s batch law)
 
 The terms, each the simulator's charge on the executor's runtime (``SimConfig.runtime``) at an idle host:
 
@@ -189,3 +190,10 @@ def tokens_excess_s(one_way_s: float, jitter_s: float, first_ago_s: float, decod
         return expected_latest_s(one_way_s, jitter_s, tokens_offsets_s(first_ago_s, step, b, reach)) - one_way_s
 
     return at(lo) + (batch - lo) * (at(lo + 1) - at(lo)) if batch > lo else at(lo)
+
+
+def stream_step_s(rt: ExecutorRuntime | None) -> float:
+    """Seconds a decode step takes per sequence in it beyond the forward: the executor's worker sends each
+    decoding request its Tokens message after every step (``token_stream_s`` CPU, × the host's one-thread
+    ``slowdown``: the simulator's ``DecodeInstance._step_s`` charge at an idle host); 0 without a runtime."""
+    return rt.token_stream_s * rt.slowdown if rt is not None else 0.0

@@ -34,7 +34,7 @@ from placer.pdd import (
     ADAPTIVE, CATCH_UP, DEFAULT_CATCH_UP, DEFAULT_CATCH_UP_THRESHOLD_TOKENS, FIRST_TOKEN_STREAMER, P_D, P_RLD_MD,
     RELAY_PIPELINES, RLD, CatchUpRule, handoff_mode,
 )
-from placer.executor_costs import first_token_added_s
+from placer.executor_costs import first_token_added_s, stream_step_s
 from placer.kv_admission import KvHeadroom, fixed_step_share, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
@@ -234,16 +234,22 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
         return 0, 0.0
     total = sum(w for _, w in pairs)
     ctx = sum(w * (c.input_tokens + c.output_tokens / 2) for c, w in pairs) / total
+    # with the executor's runtime a step also sends each sequence its Tokens message (the same charge as
+    # decode_state's batch law and the simulator's: placer.executor_costs.stream_step_s)
+    stream = stream_step_s(problem.runtime)
+    step = lambda b: im.step_s(b, ctx) + b * stream  # noqa: E731
     by_tpot = im.max_batch(ctx, problem.tpot_s, resident_tokens=1.0)  # memory: the quantile below
+    while by_tpot >= 1 and stream > 0 and step(by_tpot) / getattr(im, "mtp_accept", 1.0) > problem.tpot_s:
+        by_tpot -= 1
     if by_tpot < 1:
-        return 0, im.step_s(1, ctx)
+        return 0, step(1)
     # arrivals: held / time held, the time ∝ output at one step
     by_kv = kv_design_batch(im.kv_capacity_tokens, [item for c, w in pairs
                                                     for item in _kv_items(c, w / max(c.output_tokens, 1), w)])
     if by_kv < 1:  # not one request of these classes at the quantile: no pool worth planning
-        return 0, im.step_s(1, ctx)
+        return 0, step(1)
     batch = min(by_tpot, int(by_kv))
-    return batch, im.step_s(batch, ctx)
+    return batch, step(batch)
 
 
 def decode_design(problem: Problem, im: InstanceModel) -> tuple[int, float]:
