@@ -44,6 +44,20 @@ def p90_spread(values: list[float], rng: random.Random, draws: int = 400) -> flo
     return (boot[int(0.95 * draws) - 1] - boot[int(0.05 * draws)]) / 2 / p90
 
 
+CLUMP_S = 0.2  # arrivals this close to the one before: a pair the planner's classes and cv² do not hold
+
+
+def clumped_arrivals(arrivals: list[float], within_s: float = CLUMP_S) -> tuple[int, int, float]:
+    """(gaps under ``within_s``, gaps, Poisson's expected count of them at the run's rate): conversations locked
+    in phase send their turns in pairs (``serve_trace.think_times``), which two moments of the gaps miss."""
+    seen = sorted(a for a in arrivals if not math.isnan(a))
+    gaps = [b - a for a, b in zip(seen, seen[1:])]
+    if not gaps or seen[-1] <= seen[0]:
+        return 0, len(gaps), math.nan
+    rate = len(gaps) / (seen[-1] - seen[0])
+    return sum(g < within_s for g in gaps), len(gaps), len(gaps) * (1 - math.exp(-rate * within_s))
+
+
 # ---- report ------------------------------------------------------------------------------------------
 
 
@@ -127,6 +141,12 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         rows[name]["ttft_p90_spread"] = spread
         print(f"  {name:<12} (TTFT P90 of {len(res['ttft_s'])} requests: bootstrap 90 % interval "
               f"±{100 * spread:.0f} %)")
+        close, gaps, poisson = clumped_arrivals(res["arrivals"])
+        rows[name]["clumped_arrivals"] = [close, gaps, round(poisson, 1)]
+        paired = ": turns that came in pairs, a clump the planner's classes and cv² do not hold" \
+            if close > 1.5 * poisson else ""
+        print(f"  {name:<12} (arrivals within {1000 * CLUMP_S:.0f} ms of the one before: {close} of {gaps}, Poisson "
+              f"at the run's rate {poisson:.1f}{paired})")
     order = lambda source: sorted(rows, key=lambda n: rows[n]["TTFT P90"][source])
     same, tied = same_ordering(rows)
     worst = max((abs(r[m]["error"]) for r in rows.values() for m in GATED), default=math.nan)

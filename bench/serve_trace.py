@@ -129,7 +129,7 @@ def think_times(cfg: TraceConfig, seed: int) -> list[list[float]]:
 
     - ``fixed``: each ``think_s``. Two conversations whose answers end at the same decode step (they shared the
       decoder's batch) then send all their later turns together, ending together again: locked in phase for the
-      rest of the run (serve18b's pdd: 13 of its 55 arrival gaps under 0.2 s, 5.7 for Poisson arrivals at its rate,
+      rest of the run (serve18b's pdd: 12 of its 55 arrival gaps under 0.2 s, 5.9 for Poisson arrivals at its rate,
       while the gaps' cv² read 0.90). A locked pair's second turn waits for the first's prefill and KV on the line:
       the simulated TTFT P50 on the served arrivals is +7-15 % over the same trace's unlocked ones, a clump no
       class or cv² holds;

@@ -71,7 +71,7 @@ def test_the_first_guess_puts_each_turn_its_think_time_after_the_answer_before()
 
 def test_the_full_traces_think_times_are_drawn_so_no_two_conversations_lock_in_phase():
     """Fixed think times lock two conversations whose answers end in the same decode step: every later turn of
-    theirs then comes together (serve18b's pdd: 13 arrival gaps under 0.2 s of 55, Poisson's 5.7, its TTFT P50
+    theirs then comes together (serve18b's pdd: 12 arrival gaps under 0.2 s of 55, Poisson's 5.9, its TTFT P50
     +7-15 % in the simulator over the same trace's unlocked arrivals). The full trace draws them (exponential,
     mean think_s): two conversations' think times differ turn by turn, their mean stays think_s."""
     draws = [t for seed in range(10) for conv in think_times(FULL, seed) for t in conv]
@@ -169,3 +169,21 @@ def test_the_full_trace_simulated_as_served_hands_off_both_ways_and_the_planner_
         planned = pred["planner_bare"][name]["tpot"][2]
         traced = pred["ladder"][name]["sim: trace, no runtime"]["TPOT mean"]
         assert abs(planned / traced - 1) < 0.2, name
+
+
+def test_the_report_counts_arrivals_that_came_in_pairs_against_poissons_count():
+    """Turns locked in pairs show as gaps under 0.2 s far above what Poisson arrivals at the run's rate give."""
+    import random
+
+    from bench.serve_report import clumped_arrivals
+
+    rng = random.Random(1)
+    t, poisson = 0.0, []
+    for _ in range(2000):
+        t += rng.expovariate(0.5)
+        poisson.append(t)
+    close, gaps, expected = clumped_arrivals(poisson)
+    assert gaps == 1999 and close == pytest.approx(expected, rel=0.25)
+    paired = sorted([a for a in poisson[::2] for a in (a, a + 0.03)])  # every arrival with a twin 30 ms later
+    close, gaps, expected = clumped_arrivals(paired + [math.nan])
+    assert close >= gaps // 2 and close > 4 * expected
