@@ -4,7 +4,8 @@ in:  a setup's scenario and plan (``bench_serve.scenario_and_plans``), the trace
      JSONL trace, ``bench_serve.trace_file``), the executor runtime the simulator column uses
      (``placer.sim.runtime.ExecutorRuntime``) and the planner's own figures (``evaluate_plan``)
 out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (over tokens: the planner's
-     statistic, ``bench/serve_tpot.py``) on seven rungs, each one step from the one before:
+     statistic, ``bench/serve_tpot.py``) on seven rungs, each one step from the one before, and :func:`ladder_for`'s
+     eighth (4b, :func:`pairs_apart`):
 
 0. ``planner, bare profile``: the ILP on the profile as measured alone (a forward with nothing beside it);
    the step to rung 1 is what the deployment's sharing of the chip costs (given only with a calibration serve);
@@ -26,7 +27,11 @@ out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (ov
    — an input the planner is given, not a law;
 4. ``sim: trace, runtime``: the bench's simulator column (the executor's overheads and the host's paces):
    the step from rung 3 is what the executor costs beyond the profile's forwards (rungs 1-3 take the
-   deployed profile, so this is its overheads and the timing of who slows whom, not the mean slowdown).
+   deployed profile, so this is its overheads and the timing of who slows whom, not the mean slowdown);
+4b. ``sim: trace, pairs apart``: rung 2b's simulator on the trace as served, each arrival within 200 ms of the one
+   before (``serve_report.clumped_arrivals``: turns of conversations locked in phase) moved 1 s later: the step
+   from rung 4 is what the arrivals' pairs cost, which no class or cv² holds (serve18b's pdd TTFT P50: 0.177 s
+   over five seeds, 0.154 with its 12 pairs apart; the planner 0.152).
 
 :func:`print_ladder` prints the rungs beside the measured figure, with each rung's error.
 """
@@ -38,7 +43,8 @@ import tempfile
 from pathlib import Path
 
 RUNGS = ("planner, bare profile", "planner", "planner + runtime", "sim: classes, poisson", "sim: classes, runtime",
-         "sim: trace, no runtime", "sim: trace, runtime")
+         "sim: trace, no runtime", "sim: trace, runtime", "sim: trace, pairs apart")
+PAIRS_APART_S = 1.0  # how far rung 4b moves the second arrival of a pair
 FIGURES = (("TTFT P50", "ttft_p50_s"), ("TTFT P90", "ttft_p90_s"), ("TPOT P50", "tpot_p50_s"),
            ("TPOT mean", "tpot_mean_s"))
 POISSON_REQUESTS = 4000
@@ -77,9 +83,7 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
     if runtime is not None:
         rungs["sim: classes, runtime"] = _figures(*simulate_with_token_mean(scenario, plan, SimConfig(
             requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=runtime)))
-    sim = simulate_with_token_mean(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace",
-                                                             trace=str(trace_path), warmup_fraction=0.0, runtime=None))
-    rungs["sim: trace, no runtime"] = _figures(*sim)
+    rungs["sim: trace, no runtime"] = _figures(*_trace_sim(scenario, plan, trace_path, n, seed, None))
     if simulated:
         tpot = simulated["tpot"]
         rungs["sim: trace, runtime"] = {"TTFT P50": simulated["ttft"][0], "TTFT P90": simulated["ttft"][1],
@@ -95,7 +99,29 @@ def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "trace.jsonl"
         n = trace_file(path, trace, arrivals)
-        return ladder(scenario, plan, path, n, planner, simulated, seed, bare, with_runtime, runtime)
+        rungs = ladder(scenario, plan, path, n, planner, simulated, seed, bare, with_runtime, runtime)
+        apart = pairs_apart(arrivals)
+        if runtime is not None and apart != list(arrivals):
+            n = trace_file(path, trace, apart)
+            rungs["sim: trace, pairs apart"] = _figures(*_trace_sim(scenario, plan, path, n, seed, runtime))
+        return rungs
+
+
+def pairs_apart(arrivals: list[float], by_s: float = PAIRS_APART_S) -> list[float]:
+    """``arrivals`` with each one that came within ``serve_report.CLUMP_S`` of the one before moved ``by_s`` later."""
+    from bench.serve_report import CLUMP_S
+
+    order = sorted((i for i, a in enumerate(arrivals) if not math.isnan(a)), key=lambda i: arrivals[i])
+    second = {b for a, b in zip(order, order[1:]) if arrivals[b] - arrivals[a] < CLUMP_S}
+    return [a + by_s if i in second else a for i, a in enumerate(arrivals)]
+
+
+def _trace_sim(scenario, plan, path: Path, n: int, seed: int, runtime):
+    from bench.serve_tpot import simulate_with_token_mean
+    from placer.sim import SimConfig
+
+    return simulate_with_token_mean(scenario, plan, SimConfig(requests=n, seed=seed, workload="trace", trace=str(path),
+                                                              warmup_fraction=0.0, runtime=runtime))
 
 
 def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]) -> None:
@@ -107,7 +133,8 @@ def print_ladder(ladders: dict[str, dict], measured: dict[str, dict[str, float]]
           "table); the same given the executor's runtime (its per-request costs on the first token's path: the "
           "gated planner column); the simulator on the ILP's inputs — classes, Poisson, no executor overheads; the "
           "same with the executor's runtime; on the trace as served; with the executor's runtime = the simulated "
-          "column):")
+          "column; the same simulator as the classes' with the runtime, on the trace with each arrival within 200 ms "
+          "of the one before moved 1 s later — what the arrivals' pairs cost):")
     rungs_shown = [r for r in RUNGS if any(r in rungs for rungs in ladders.values())]
     print(f"  {'setup':<12} {'metric':<9} {'measured':>9} " + " ".join(f"{r:>24}" for r in rungs_shown))
     for name, rungs in ladders.items():

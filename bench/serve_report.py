@@ -141,12 +141,13 @@ def compare(results: dict[str, dict], pred: dict) -> dict:
         rows[name]["ttft_p90_spread"] = spread
         print(f"  {name:<12} (TTFT P90 of {len(res['ttft_s'])} requests: bootstrap 90 % interval "
               f"±{100 * spread:.0f} %)")
-        close, gaps, poisson = clumped_arrivals(res["arrivals"])
-        rows[name]["clumped_arrivals"] = [close, gaps, round(poisson, 1)]
-        paired = ": turns that came in pairs, a clump the planner's classes and cv² do not hold" \
-            if close > 1.5 * poisson else ""
-        print(f"  {name:<12} (arrivals within {1000 * CLUMP_S:.0f} ms of the one before: {close} of {gaps}, Poisson "
-              f"at the run's rate {poisson:.1f}{paired})")
+        close, gaps, poisson = clumped_arrivals(res.get("arrivals", []))
+        if gaps:
+            rows[name]["clumped_arrivals"] = [close, gaps, round(poisson, 1)]
+            paired = ": turns that came in pairs, a clump the planner's classes and cv² do not hold (the ladder's " \
+                "'pairs apart')" if close > 1.5 * poisson else ""
+            print(f"  {name:<12} (arrivals within {1000 * CLUMP_S:.0f} ms of the one before: {close} of {gaps}, "
+                  f"Poisson at the run's rate {poisson:.1f}{paired})")
     order = lambda source: sorted(rows, key=lambda n: rows[n]["TTFT P90"][source])
     same, tied = same_ordering(rows)
     worst = max((abs(r[m]["error"]) for r in rows.values() for m in GATED), default=math.nan)

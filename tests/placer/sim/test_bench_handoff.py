@@ -110,7 +110,14 @@ def test_the_planner_is_gated_and_its_ladder_printed(capsys):
 
 def test_the_planner_ladder_lists_every_rung():
     assert planner_check.RUNGS[:2] == ("planner, bare profile", "planner")
-    assert planner_check.RUNGS[-1] == "sim: trace, runtime"
+    assert planner_check.RUNGS[-2:] == ("sim: trace, runtime", "sim: trace, pairs apart")
+
+
+def test_the_ladder_s_pairs_apart_rung_moves_only_the_second_arrival_of_each_pair():
+    # turns of two conversations locked in phase come within 200 ms of each other; rung 4b moves the second 1 s
+    arrivals = [0.2, 5.0, 5.03, 9.0, math.nan, 12.0, 12.15, 12.5]
+    assert planner_check.pairs_apart(arrivals)[:4] == [0.2, 5.0, 6.03, 9.0]
+    assert planner_check.pairs_apart(arrivals)[5:] == [12.0, 13.15, 12.5]
 
 
 def test_the_planners_chip_moves_a_kv_inside_a_datacenter_at_the_executors_copy_rate():
