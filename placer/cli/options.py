@@ -1,5 +1,5 @@
 """Options the planning commands share: ``--engine`` (the serving engine a plan's numbers assume) and
-``--runtime`` (the executor's measured per-request costs a plan's TTFT includes).
+``--runtime`` (the executor's measured per-request costs a plan's TTFT includes, and its decode step's Tokens messages).
 
 in:  a command line's ``--engine`` / ``--runtime`` value, a :class:`~placer.specs.Scenario` or a
      :class:`~placer.problem.Problem`
@@ -45,7 +45,7 @@ def with_engine(scenario: Scenario, engine: str | None) -> Scenario:
 RuntimeOpt = Annotated[Path | None, typer.Option(
     "--runtime", help="Include in the plan's TTFT the executor's measured per-request costs on the first token's "
     "path (path overhead, KV export/import, the line's socket path and in-order release: placer.executor_costs), "
-    "from this runtime JSON (bench/measure_runtime.py's, as 'placer simulate --runtime' takes). Default: none, "
+    "and in each decode step (its TPOT) every sequence's Tokens message, from this runtime JSON (bench/measure_runtime.py's, as 'placer simulate --runtime' takes). Default: none, "
     "the planner's idealised deployment.", show_default=False)]
 
 
