@@ -45,8 +45,9 @@ def with_engine(scenario: Scenario, engine: str | None) -> Scenario:
 RuntimeOpt = Annotated[Path | None, typer.Option(
     "--runtime", help="Include in the plan's TTFT the executor's measured per-request costs on the first token's "
     "path (path overhead, KV export/import, the line's socket path and in-order release: placer.executor_costs), "
-    "and in each decode step (its TPOT) every sequence's Tokens message, from this runtime JSON (bench/measure_runtime.py's, as 'placer simulate --runtime' takes). Default: none, "
-    "the planner's idealised deployment.", show_default=False)]
+    "and in each decode step (its TPOT) every sequence's Tokens message, from this runtime JSON "
+    "(bench/measure_runtime.py's, as 'placer simulate --runtime' takes). Default: none, the planner's idealised "
+    "deployment.", show_default=False)]
 
 
 def with_runtime(problem, path: Path | None):
