@@ -27,7 +27,11 @@ f̄ − M/B), and the stationary density is continuous at K. With β = g / √V:
   tokens/s that leave a full decoder: Σ λ_k f_k × (K/M) / (φ + (1 − φ)·K/M) (more held, each step
   slower; φ the step's fixed share). A request's stay is nearly fixed (its output over the batch's
   steps), not exponential: a many-server queue with general stays waits (1 + c²)/2 of the exponential
-  one's (Lee and Longton), c² the stays' squared coefficient of variation over the arrivals.
+  one's (Lee and Longton), c² the stays' squared coefficient of variation over the arrivals — at most 1:
+  what the factor prices is how irregularly a full decoder gives room back, and the departures of many
+  requests held at once are a superposition, no more irregular than Poisson (Palm and Khintchine) however
+  the stays spread (rnd-7-33's Gaudi3 decoders, stays 3–157 s, c² 3.5: the waits simulated 3.4–3.9 s,
+  this 3.7 s; uncapped 8.2 s).
 
 Against the simulator's decoder (:class:`placer.sim.decode.DecodeInstance`, tests/placer/test_kv_line_law.py)
 at 80–97 % fill, one class or a long and a short one, a flat step or one that grows with the batch:
@@ -46,6 +50,8 @@ from placer.kv_admission import _phi, kv_occupancy_variance
 #: β below this is a decoder whose mean KV meets its capacity: no steady line (the law's wait is that of β here,
 #: long but finite, so that a plan that far over is priced as missing its SLA rather than dropped).
 _BETA_MIN = 0.05
+#: β above this: fewer than 1e-12 of arrivals wait (taken as none: a share that small underflows the tail's moments).
+_BETA_MAX = 7.0
 
 
 def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
@@ -67,6 +73,8 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
     sd = math.sqrt(var)
     gap = max(capacity_tokens - mean - (arrival_f - mean / held), _BETA_MIN * sd)
     beta = gap / sd
+    if beta > _BETA_MAX:
+        return 0.0, 0.0
     normal = NormalDist()
     share = 1.0 / (1.0 + beta * normal.cdf(beta) / normal.pdf(beta))
     leave = sum(a * f for a, _, f in rows)  # tokens/s given back on average
@@ -76,5 +84,5 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
     stays = [(a, h / a) for a, h, _ in rows if a > 0]
     stay = sum(a * t for a, t in stays) / arrivals
     scv = sum(a * (t - stay) ** 2 for a, t in stays) / arrivals / (stay * stay) if stay > 0 else 0.0
-    wait = (var / gap + arrival_f) / rate * (1.0 + scv) / 2.0
+    wait = (var / gap + arrival_f) / rate * (1.0 + min(scv, 1.0)) / 2.0
     return share, wait

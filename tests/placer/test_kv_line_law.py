@@ -67,14 +67,3 @@ def test_the_kv_wait_law_prices_the_line_an_arrival_joins(mix, fill, per_seq_s):
     # finding no room for one's own footprint (no line) is a fraction of it
     assert kv_wait_probability(CAPACITY, load, phi) < share - 0.1
 
-
-def test_at_the_milps_headroom_few_arrivals_wait():
-    """The MILP's row keeps the KV's mean z = 1.64 standard deviations (q = 0.95) below the room an arrival
-    needs; with the line priced about 6 % of arrivals wait there, and the share climbs steeply above it."""
-    f, held = 2560.0, 80.0  # one class, Poisson occupancy: sd = f·√held
-    sd = f * held ** 0.5
-    capacity = held * f + f + 1.645 * sd
-    share, _ = kv_wait_law(capacity, [(1.0, held, f)])
-    assert 0.04 < share < 0.08
-    fuller, _ = kv_wait_law(capacity, [(1.0, held * 1.05, f)])
-    assert fuller > 1.5 * share
