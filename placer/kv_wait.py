@@ -33,6 +33,13 @@ f̄ − M/B), and the stationary density is continuous at K. With β = g / √V:
   the stays spread (rnd-7-33's Gaudi3 decoders, stays 3–157 s, c² 3.5: the waits simulated 3.4–3.9 s,
   this 3.7 s; uncapped 8.2 s).
 
+The MILP's KV row (:class:`placer.kv_admission.KvHeadroom`, M + z·√V ≤ K − f̄ at q = 0.95) still means what it
+says with the line priced: at its bound β ≥ z + M/(B·√V) ≥ 1.64, where this law makes at most 6.2 % of arrivals
+wait (Q(1.64) = 5 % without the line), so the row needs no other quantile. A plan's decoders sit past that
+only where the evaluation's occupancy is wider or fuller than the row's (its settled step's φ, the stays at the
+settled batch: rnd-7-33's re-solved plan, β 1.13 and 1.43), and there the plan's promise carries this law's
+wait into TTFT, the SLA check (``metrics.sla_met``) included.
+
 Against the simulator's decoder (:class:`placer.sim.decode.DecodeInstance`, tests/placer/test_kv_line_law.py)
 at 80–97 % fill, one class or a long and a short one, a flat step or one that grows with the batch:
 the share within 0.08 and the mean wait within 30 % (the old law: shares 0.4–0.6 of the simulator's
