@@ -52,6 +52,15 @@ class DecodeState:
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
     stream_s: float = 0.0  # per sequence per step: the executor's Tokens message (executor_costs.stream_step_s)
+    relay_tokens_per_s: float = 0.0  # RLD: tokens its relayed requests get before the handoff (per instance)
+    first_tokens_per_s: float = 0.0  # req/s per instance whose first token (t0) this pool streams
+
+    @property
+    def gaps_per_s(self) -> float:
+        """Per instance, the gaps between two tokens of a request that fall in this pool's steps, each a step the
+        request sees (TPOT = last − first token over output − 1): its tokens less the first ones it streams (a
+        relayed request's t0 is RLD's; the handoff's pause is the gap before MD's first token, counted on MD)."""
+        return max(self.tokens_per_s + self.relay_tokens_per_s - self.first_tokens_per_s, 0.0)
 
     @property
     def busy(self) -> bool:
@@ -117,6 +126,7 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
                 st.held_context += held * c.input_tokens
                 continue
         rate = a.rps * c.output_tokens / st.count
+        st.first_tokens_per_s += a.rps / st.count  # a relayed share of an MD row gives its t0 back (_hand_over)
         st.kv_items.append((a.rps / st.count, c, None))
         st.tokens_per_s += rate
         st.context_weighted += rate * (c.input_tokens + c.output_tokens / 2)
@@ -163,6 +173,7 @@ def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
         made = min(tokens / rps, c.output_tokens - 1.0)  # MD predicts at least the token after the handoff
         rate = a.rps / st.count * min(1.0, rps / md_rps[a.request_class])
         st.tokens_per_s -= rate * made
+        st.first_tokens_per_s -= rate  # RLD streamed its t0
         st.context_weighted += rate * ((c.output_tokens - made) * (c.input_tokens + (made + c.output_tokens) / 2)
                                        - c.output_tokens * (c.input_tokens + c.output_tokens / 2))
         st.context_sq_weighted += rate * ((c.output_tokens - made) * _context_sq(c.input_tokens + made,
@@ -175,13 +186,17 @@ def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], d
     """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
     of the batch RLD settles at (Little's law, :func:`_settle_batch`) while RLD holds it (at least
     t0, at most its output: :func:`placer.flows.eager_tokens`) — the step the request sees, the batch
-    with it in (:func:`_settle_batch`)."""
+    with it in (:func:`_settle_batch`). Each RLD pool keeps its relays' share (``relay_tokens_per_s``, and their t0
+    in ``first_tokens_per_s``) for the TPOT mean."""
     total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
                 if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
     for rps, hold, output, key, _name in relays:
         st = decode[key]
         step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
-        total += rps * eager_tokens(hold, output, step)
+        made = rps * eager_tokens(hold, output, step)
+        total += made
+        st.relay_tokens_per_s += made / st.count
+        st.first_tokens_per_s += rps / st.count
     return total
 
 
