@@ -4,7 +4,8 @@
 in:  a :class:`~placer.problem.Problem`, a :class:`~placer.plan.Plan` with ``assignments``, the
      lines' planned utilisation
 out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, contexts and relay holds
-     per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s`,
+     per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s` (and each
+     relay's eager tokens at its own context's step, :func:`_relay_eager`),
      :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
      step averaged over the batch's contexts; its step, the KV wait law),
      :func:`_meets_tpot`, :func:`_site_kv_waits`; :func:`_relay_hold_s`, :func:`_line_utilization`
@@ -54,6 +55,10 @@ class DecodeState:
     stream_s: float = 0.0  # per sequence per step: the executor's Tokens message (executor_costs.stream_step_s)
     relay_tokens_per_s: float = 0.0  # RLD: tokens its relayed requests get before the handoff (per instance)
     first_tokens_per_s: float = 0.0  # req/s per instance whose first token (t0) this pool streams
+    relay_gaps_per_s: float = 0.0  # RLD: its relays' gaps (eager tokens less t0) per instance ...
+    relay_gap_s: float = 0.0  # ... and their seconds per second, each at its own context's step (own_step_s)
+    mean_in_batch: float = 0.0  # the batch law's mean number decoding, relay holds included (unclamped)
+    context_mean: float = 0.0  # the batch's mean context (tokens) the law stepped at
 
     @property
     def gaps_per_s(self) -> float:
@@ -61,6 +66,28 @@ class DecodeState:
         request sees (TPOT = last − first token over output − 1): its tokens less the first ones it streams (a
         relayed request's t0 is RLD's; the handoff's pause is the gap before MD's first token, counted on MD)."""
         return max(self.tokens_per_s + self.relay_tokens_per_s - self.first_tokens_per_s, 0.0)
+
+    @property
+    def gap_seconds_per_s(self) -> float:
+        """Per instance, the seconds of those gaps per second: the pool's seen step for its own tokens (Little),
+        RLD's relays at their own contexts' steps."""
+        own = max(self.gaps_per_s - self.relay_gaps_per_s, 0.0)
+        return own * (self.seen_step_s or self.step_s) + self.relay_gap_s
+
+    def own_step_s(self, context_tokens: float) -> float:
+        """The step a request of ``context_tokens`` sees here: the batch it is in (itself and the law's mean
+        others, :func:`_settle_batch`) steps at their mean context, so a short prompt beside long ones steps
+        faster than the pool's mean (a step grows with its context: the bench's CPU table 3.2 ms at 400 tokens,
+        11.8 at 1,800) — the pool's seen step scaled by the table's step at that mix over its step at the mean.
+        pdd's bench RLD (mean context 1,560): a 368-token relay 5 ms a token, not the pool's 12.5; the simulator's
+        RLD made 40 tokens in its 0.19 s where the pool's step gave 16."""
+        seen = self.seen_step_s or self.step_s
+        if self.context_mean <= 0 or self.agg is not None:
+            return seen
+        b = self.mean_in_batch + 1.0
+        base = self.step_at(b, self.context_mean)
+        mix = (context_tokens + (b - 1.0) * self.context_mean) / b
+        return seen * self.step_at(b, mix) / base if base > 0 else seen
 
     @property
     def busy(self) -> bool:
@@ -143,7 +170,8 @@ def _context_sq(start: float, tokens: float) -> float:
 def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
                relays: list[tuple[float, float, int, PoolKey, str]]) -> None:
     """MD decodes what RLD did not: a P-RLD-MD request's output less the tokens RLD streamed before the
-    handoff (:func:`placer.flows.eager_tokens` at RLD's settled step; RLD's pools settle first), which MD's
+    handoff (:func:`placer.flows.eager_tokens` at the step its own context sees on RLD, :func:`_relay_eager`;
+    RLD's pools settle first), which MD's
     one extend-decode pass takes in, so MD's tokens/s and its batch carry output − eager, over contexts from
     input + eager on (the simulator's MD joins the request with what is left). Before this, MD was charged
     the whole output: the bench's pdd MD 60 tokens/s where it decoded 48 (RLD made 20 %)."""
@@ -153,11 +181,9 @@ def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
     # their mean eager tokens, 59, where RLD made 23 and 95: MD was charged the long prompts' tokens at 1,179
     # tokens of context where the simulator's MD decoded at 1,059)
     for rps, hold, output, key, name in relays:
-        st = decode[key]
-        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
         e = eager.setdefault(name, [0.0, 0.0])
         e[0] += rps
-        e[1] += rps * eager_tokens(hold, output, step)
+        e[1] += rps * _relay_eager(problem, decode[key], classes[name], hold, output)[0]
     # MD's rows carry no pipeline (a class's direct and relayed requests in one row): the relayed share of
     # each class's MD rows is its RLD relays' req/s over them
     md_rps: dict[str, float] = defaultdict(float)
@@ -190,14 +216,26 @@ def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], d
     in ``first_tokens_per_s``) for the TPOT mean."""
     total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
                 if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
-    for rps, hold, output, key, _name in relays:
+    for rps, hold, output, key, name in relays:
         st = decode[key]
-        step = st.seen_step_s if st.seen_step_s > 0 else decode_design(problem, st.im)[1]
-        made = rps * eager_tokens(hold, output, step)
-        total += made
-        st.relay_tokens_per_s += made / st.count
+        tokens, step = _relay_eager(problem, st, classes[name], hold, output)
+        total += rps * tokens
+        st.relay_tokens_per_s += rps * tokens / st.count
         st.first_tokens_per_s += rps / st.count
+        st.relay_gaps_per_s += rps * (tokens - 1.0) / st.count
+        st.relay_gap_s += rps * (tokens - 1.0) * step / st.count
     return total
+
+
+def _relay_eager(problem: Problem, st: DecodeState, c: Class, hold: float, output: int) -> tuple[float, float]:
+    """(tokens RLD streams a relayed request of ``c`` while it holds it ``hold`` s, the step they take): one per
+    step its own batch takes (:meth:`DecodeState.own_step_s` at its context, prompt + half of them; the design
+    step before RLD has settled)."""
+    if st.seen_step_s <= 0:
+        step = decode_design(problem, st.im)[1]
+        return eager_tokens(hold, output, step), step
+    step = st.own_step_s(c.input_tokens + eager_tokens(hold, output, st.seen_step_s) / 2)
+    return eager_tokens(hold, output, step), step
 
 
 def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0) -> tuple[list[float], bool]:
@@ -266,6 +304,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     else:
         batch = sum(n * p for n, p in enumerate(probs)) + st.held
     st.batch = max(batch, 1.0)
+    st.mean_in_batch, st.context_mean = batch, ctx
     st.step_s = st.step_at(st.batch, ctx)
     # what one token takes on average (Little: the requests decoding ÷ their tokens/s); RLD's relays alone
     # (no tokens to the end): the step with one more beside the ones it holds

@@ -170,8 +170,8 @@ def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[P
     # − 1)), on every pool a request's tokens come from: RLD's relayed and filtered tokens too (pdd's bench: RLD
     # made 25 % of the gaps at 12.5 ms a step, MD the rest at 8.8; MD alone read 8.8 where the simulator's
     # requests saw 10.1)
-    steps = [(s.seen_step_s or s.step_s, s.gaps_per_s * s.count) for s in decode.values() if s.gaps_per_s > 0]
-    tpot = sum(t * w for t, w in steps) / sum(w for _, w in steps) if steps else 0.0
+    gaps = sum(s.gaps_per_s * s.count for s in decode.values())
+    tpot = sum(s.gap_seconds_per_s * s.count for s in decode.values() if s.gaps_per_s > 0) / gaps if gaps > 0 else 0.0
     return Metrics(
         bcr_requests_per_usd=goodput * 3600 / cost if cost > 0 else 0.0,
         cost_usd_per_h=cost,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from placer.optimize import evaluate_plan
@@ -63,3 +65,41 @@ def test_the_plan_s_tpot_counts_the_tokens_rld_streams_as_the_simulator_s_reques
     assert metrics.rld_token_share == pytest.approx(rld_share, abs=0.05)
     assert rld_share > 0.25  # RLD's pace weighs in the mean
     assert metrics.tpot_s == pytest.approx(tpot, rel=0.05)
+
+
+class _ContextStep:
+    """A decoder whose step grows with the batch's mean context (the bench's CPU table: 3.2 ms at 400 tokens, 11.8 at
+    1,800 alone)."""
+
+    batch_cap = 64
+    kv_capacity_tokens = 1e9
+
+    def step_s(self, batch: float, context_tokens: float) -> float:
+        return batch * (0.001 + 6e-6 * context_tokens)
+
+
+def test_a_short_relayed_prompt_beside_long_ones_streams_tokens_at_its_own_context_s_step():
+    # pdd's bench RLD: filtered 1,557-token prompts and long relays set its mean step (12.5 ms); a 368-token relay
+    # steps some 5 ms a token while its KV crawls 0.19 s — the simulator's RLD made 40 tokens, the pool's step 16
+    from types import SimpleNamespace
+
+    from placer.evaluate import DecodeState, _rld_tokens_per_s, _settle_batch
+    from placer.pdd import RLD
+    from placer.plan import PoolKey
+
+    key = PoolKey(RLD, "dc-a", "cpu", 1)
+    short, long = SimpleNamespace(input_tokens=368), SimpleNamespace(input_tokens=1683)
+    rld = DecodeState(count=1, im=_ContextStep(), held=0.05 * 0.19 + 0.05 * 1.9,
+                      held_context=0.05 * 0.19 * 368 + 0.05 * 1.9 * 1683)
+    rld.tokens_per_s, rld.context_weighted = 0.4, 0.4 * 1560  # filtered: 0.1 req/s of 4 tokens
+    _settle_batch(SimpleNamespace(tpot_s=1.0), key, rld, [])
+    plan = SimpleNamespace(assignments=[])
+    _rld_tokens_per_s(None, plan, {"new": short, "new-long": long}, {key: rld},
+                      [(0.05, 0.19, 320, key, "new"), (0.05, 1.9, 320, key, "new-long")])
+    pool_step = rld.seen_step_s
+    short_step = rld.own_step_s(368 + 20)
+    assert short_step < 0.5 * pool_step
+    # the short relay's tokens at its own step, the long one's near the pool's: each relay's gaps at its own pace
+    assert rld.relay_gaps_per_s == pytest.approx(0.05 * (math.ceil(0.19 / short_step) - 1)
+                                                 + 0.05 * (math.ceil(1.9 / rld.own_step_s(1683 + 80)) - 1), rel=0.05)
+    assert rld.relay_gaps_per_s > 0.05 * (math.ceil(0.19 / pool_step) - 1) + 0.05 * (math.ceil(1.9 / pool_step) - 1)
