@@ -21,14 +21,15 @@ out: :func:`ladder` — TTFT P50/P90, TPOT P50 (over requests) and TPOT mean (ov
    for its own inputs — the ILP is wrong;
 2b. ``sim: classes, runtime``: the same with the executor's runtime the simulator column takes: against rung 1b,
    where the planner's price of the executor's costs (:mod:`placer.executor_costs`) parts from the simulator's
-   charge on the planner's own inputs (the host's sharing of its cores, which the planner leaves out, included);
+   charge on the planner's own inputs (the host's sharing of its cores, which the planner leaves out, included; the
+   host's paces not again: the deployed profile holds them, :func:`at_table_pace`);
 3. ``sim: trace, no runtime``: the bench's trace (its prompts, outputs, hit rates and arrival times) on the
    planner's deployment: the step from rung 2 is what the classes-and-Poisson summary of the trace costs
    — an input the planner is given, not a law;
 4. ``sim: trace, runtime``: the bench's simulator column (the executor's overheads and the host's paces):
    the step from rung 3 is what the executor costs beyond the profile's forwards (rungs 1-3 take the
    deployed profile, so this is its overheads and the timing of who slows whom, not the mean slowdown);
-4b. ``sim: trace, pairs apart``: rung 2b's simulator on the trace as served, each arrival within 200 ms of the one
+4b. ``sim: trace, pairs apart``: rung 2b's simulator (the deployed profile at its pace) on the trace as served, each arrival within 200 ms of the one
    before (``serve_report.clumped_arrivals``: turns of conversations locked in phase) moved 1 s later: the step
    from rung 4 is what the arrivals' pairs cost, which no class or cv² holds (serve18b's pdd TTFT P50: 0.177 s
    over five seeds, 0.154 with its 12 pairs apart; the planner 0.152).
@@ -81,6 +82,7 @@ def ladder(scenario, plan, trace_path: Path, n: int, planner: dict | None, simul
         requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=None))
     rungs["sim: classes, poisson"] = _figures(*poisson)
     if runtime is not None:
+        runtime = at_table_pace(runtime)
         rungs["sim: classes, runtime"] = _figures(*simulate_with_token_mean(scenario, plan, SimConfig(
             requests=POISSON_REQUESTS, seed=seed, workload="classes", arrivals="poisson", runtime=runtime)))
     rungs["sim: trace, no runtime"] = _figures(*_trace_sim(scenario, plan, trace_path, n, seed, None))
@@ -103,8 +105,20 @@ def ladder_for(trace, arrivals, scenario, plan, planner: dict | None, simulated:
         apart = pairs_apart(arrivals)
         if runtime is not None and apart != list(arrivals):
             n = trace_file(path, trace, apart)
-            rungs["sim: trace, pairs apart"] = _figures(*_trace_sim(scenario, plan, path, n, seed, runtime))
+            rungs["sim: trace, pairs apart"] = _figures(*_trace_sim(scenario, plan, path, n, seed,
+                                                                    at_table_pace(runtime)))
         return rungs
+
+
+def at_table_pace(runtime):
+    """``runtime`` for a simulation on the deployed profile (rungs 2b and 4b): the table already runs at each kind's
+    wall ÷ table as the calibration serve went (``served_forwards.deployed_paces``, the neighbours' mean cost inside),
+    so the host's paces are 1 and its pairs' interference rows go — kept, they charged the host's speed twice (pdd's
+    decode: the table × 1.16, then × the calibration's pace and × 1.68 beside the other decoder: TPOT +32 % on
+    serve19 where rung 2 read -6 %). Its per-request costs, Tokens messages and cores stay."""
+    from dataclasses import replace
+
+    return replace(runtime, prefill_pace=1.0, decode_pace=1.0, interference=())
 
 
 def pairs_apart(arrivals: list[float], by_s: float = PAIRS_APART_S) -> list[float]:
