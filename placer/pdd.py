@@ -103,10 +103,12 @@ def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[i
     """Which of a P pool's ``count`` instances serve each of its queues, and with what weight.
 
     ``queues``: queue name → the instances the plan gives it (``queue_instances``, possibly
-    fractional). Queues are laid end to end over the instances in name order (scaled down
-    when they ask for more than the pool has), so a queue owns whole instances and shares
-    at most the ones at its edges; its requests go to its instances in proportion to the
-    share it has of each (a queue of almost no instances: the nearest one serves it).
+    fractional). Queues are laid end to end over the instances in name order, a "light" queue
+    after the others (scaled down when they ask for more than the pool has), so a queue owns whole
+    instances and shares at most the ones at its edges; its requests go to its instances in
+    proportion to the share it has of each (a queue of almost no instances: the nearest one serves
+    it). The planner gives "set" queues, and "mix" tiers beside a light queue, whole instances
+    (``placer.ilp.p_cuts.add_whole_sets``): laid first, they share none with the light queue.
     Returns queue → [(instance index, weight)], weights summing to 1. An instance two queues
     share is ONE first-come-first-served queue on the hardware — the plan's split of it is
     a bookkeeping device, not a queue discipline (the executor's P has one queue; the
@@ -115,7 +117,7 @@ def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[i
     scale = count / total if total > count + 1e-6 else 1.0
     out: dict[str, list[tuple[int, float]]] = {}
     pos = 0.0
-    for name in sorted(queues):
+    for name in sorted(queues, key=_layout_order):
         lo, hi = pos, pos + queues[name] * scale
         pos = hi
         parts = [(i, min(hi, i + 1) - max(lo, i)) for i in range(count)]
@@ -125,6 +127,13 @@ def queue_layout(queues: dict[str, float], count: int) -> dict[str, list[tuple[i
         weight = sum(w for _, w in parts)
         out[name] = [(i, w / weight) for i, w in parts]
     return out
+
+
+def _layout_order(name: str) -> tuple[bool, str]:
+    """A queue's place in :func:`queue_layout`: by name, a light queue ('u0.800/light', an A pool's
+    'u0.8/light/c512') after the others."""
+    parts = name.split("/")
+    return (len(parts) > 1 and parts[1] == LIGHT, name)
 
 
 #: A "set" P queue's kind (``placer.ilp.sets.set_queue_name``): its admitted classes joined by ``+``.
