@@ -144,9 +144,10 @@ def p_queues(problem: Problem, dc: str, chip: str, tp: int, found: tuple,
     proportion among themselves and priced at their exact moments (:func:`placer.p_queues.set_wait_law`).
     The heavy/light split: where the pool has light and heavy classes and its heavy ones can be on time
     at the cap (:func:`heavy_on_time`), the "heavy" queue (the classes not light) and the light classes'
-    at the cap replace the light queue — a light queue shares an instance with a mix tier, its light
-    prompts behind the mix's long ones, which its law does not see (beside the split it made relay
-    cases' plans miss: 5g-low-hit planned 1.26 s, simulated 1.11 s against a 1 s SLA). The tail
+    at the cap replace the light queue (a light queue beside the split made relay cases' plans miss:
+    5g-low-hit planned 1.26 s, simulated 1.11 s against a 1 s SLA); where a light queue stays beside mix
+    tiers, the mix tiers take whole instances and the layout lays the light queue after them, so no light
+    prompt waits behind a mix tier's long one on a shared instance (:func:`placer.ilp.p_cuts.add_whole_sets`). The tail
     cuts (:mod:`placer.ilp.p_cuts`): each cut's below-θ and at/above-θ sets at u·{1, .7, .45}, so one
     pool may prefill only the long prompts while another takes the rest (PrfaaS's split). Set queues own
     whole instances (``Pool.whole``: a set's tiers together an integer count, :func:`whole_sets`): an
