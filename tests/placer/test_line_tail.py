@@ -163,6 +163,22 @@ def _moments(mix: list[tuple[float, float]]) -> tuple[float, float]:
     return sum(s * p for s, p in mix), sum(s * s * p for s, p in mix)
 
 
+def _fed_line(arrivals: list[tuple[float, float, int]], rng: random.Random) -> _Engine:
+    """The simulator's line fed ``arrivals`` (time, transfer seconds at the full rate, stream), sorted;
+    the engine after the last landing (``landed`` by arrival index)."""
+    eng = _Engine()
+    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
+    for rid, (t, size_s, _) in enumerate(arrivals):
+        while eng.heap and eng.heap[0][0] <= t:
+            at, _, fn, arg = heapq.heappop(eng.heap)
+            fn(at, arg)
+        line.add(SimpleNamespace(rid=rid, flow=None), size_s * LINE_BYTES_PER_S, t)
+    while eng.heap:
+        at, _, fn, arg = heapq.heappop(eng.heap)
+        fn(at, arg)
+    return eng
+
+
 @functools.lru_cache(maxsize=None)
 def _regulated_line(rho: float, cv2: float, horizon_s: float = 30000.0, seed: int = 11) -> tuple[float, float]:
     """Mean excess per second of own size of the heavy (gamma-renewal gaps of squared coefficient of
@@ -176,16 +192,7 @@ def _regulated_line(rho: float, cv2: float, horizon_s: float = 30000.0, seed: in
             t += rng.gammavariate(1 / c2, c2 / rate)
             arrivals.append((t, rng.choices([s for s, _ in mix], [p for _, p in mix])[0], j))
     arrivals.sort()
-    eng = _Engine()
-    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
-    for rid, (t, size_s, _) in enumerate(arrivals):
-        while eng.heap and eng.heap[0][0] <= t:
-            at, _, fn, arg = heapq.heappop(eng.heap)
-            fn(at, arg)
-        line.add(SimpleNamespace(rid=rid, flow=None), size_s * LINE_BYTES_PER_S, t)
-    while eng.heap:
-        at, _, fn, arg = heapq.heappop(eng.heap)
-        fn(at, arg)
+    eng = _fed_line(arrivals, rng)
     excess: list[list[float]] = [[], []]
     for rid, (t, size_s, j) in enumerate(arrivals):
         if t > 0.05 * horizon_s:
@@ -262,16 +269,7 @@ def test_a_line_fed_by_p_instances_slows_them_less_than_poisson_arrivals_and_no_
         t += rng.expovariate(0.246 / light_mean)
         arrivals.append((t, rng.choices([s for s, _ in LIGHT_MIX], [p for _, p in LIGHT_MIX])[0], 2))
     arrivals.sort()
-    eng = _Engine()
-    line = WanLink(eng, "a", "b", LINE_BYTES_PER_S, 0.0, 0.0, _Series(), rng)
-    for rid, (t, size_s, _) in enumerate(arrivals):
-        while eng.heap and eng.heap[0][0] <= t:
-            at, _, fn, arg = heapq.heappop(eng.heap)
-            fn(at, arg)
-        line.add(SimpleNamespace(rid=rid, flow=None), size_s * LINE_BYTES_PER_S, t)
-    while eng.heap:
-        at, _, fn, arg = heapq.heappop(eng.heap)
-        fn(at, arg)
+    eng = _fed_line(arrivals, rng)
     excess, size = [0.0] * 3, [0.0] * 3
     for rid, (t, size_s, j) in enumerate(arrivals):
         if t > 0.05 * horizon_s:
