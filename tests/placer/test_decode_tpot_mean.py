@@ -10,8 +10,8 @@ from placer.optimize import evaluate_plan
 from placer.plan import Plan
 from placer.problem import resolve
 from placer.sim import SimConfig
-from placer.sim.engine import Simulation, simulate
 from placer.specs import parse_scenario
+from tests.placer.sim_tpot import simulated_tpot
 
 
 def _relaying(rps: float = 1.0):
@@ -38,19 +38,9 @@ def _relaying(rps: float = 1.0):
 
 
 def _simulated(scenario, plan) -> tuple[float, float]:
-    """The simulator's TPOT over tokens (Σ (last − first token) ÷ Σ (output − 1)) and RLD's token share."""
-    spans = [0.0, 0]
-
-    class Timed(Simulation):
-        def _finish(self, req, t):
-            if req.rid >= self.warm_n and req.n_out > 1:
-                spans[0] += t - req.t_first
-                spans[1] += req.n_out - 1
-            super()._finish(req, t)
-
-    result = simulate(scenario, plan, SimConfig(requests=3000, seed=3), simulation_class=Timed)
-    data = result.data if hasattr(result, "data") else result
-    return spans[0] / spans[1], data["rld_token_share"]
+    """The simulator's TPOT over tokens and RLD's token share."""
+    tpot, data = simulated_tpot(scenario, plan, SimConfig(requests=3000, seed=3))
+    return tpot, data["rld_token_share"]
 
 
 def test_the_plan_s_tpot_counts_the_tokens_rld_streams_as_the_simulator_s_requests_see_them():

@@ -22,6 +22,7 @@ from placer.sim import SimConfig
 from placer.sim.engine import Simulation, simulate
 from placer.sim.links import WanLink
 from placer.specs import parse_scenario
+from tests.placer.sim_tpot import simulated_tpot
 
 RUNTIME = {"cores": 8, "slowdown": 1.0, "request_overhead_s": 0.004, "ttft_overhead_s": 0.002,
            "kv_export_bytes_per_s": 4e9, "kv_import_bytes_per_s": 6e9, "kv_export_fixed_s": 0.0005,
@@ -153,18 +154,8 @@ def test_without_a_runtime_a_route_s_first_token_is_unchanged():
 
 
 def _mean_tpot(scenario, plan, runtime) -> float:
-    """The simulator's TPOT over tokens: Σ (last − first token) ÷ Σ (output − 1), the planner's statistic."""
-    spans = [0.0, 0]
-
-    class Timed(Simulation):
-        def _finish(self, req, t):
-            if req.rid >= self.warm_n and req.n_out > 1:
-                spans[0] += t - req.t_first
-                spans[1] += req.n_out - 1
-            super()._finish(req, t)
-
-    simulate(scenario, plan, SimConfig(requests=3000, seed=3, runtime=runtime), simulation_class=Timed)
-    return spans[0] / spans[1]
+    """The simulator's TPOT over tokens, the planner's statistic."""
+    return simulated_tpot(scenario, plan, SimConfig(requests=3000, seed=3, runtime=runtime))[0]
 
 
 def test_a_decode_step_carries_each_sequence_s_tokens_message_in_the_plan_s_tpot_as_the_simulator_s():
