@@ -17,8 +17,11 @@ from placer.service.jobs.child import (
 
 
 def _pid_then_sleep(path: str, seconds: float) -> None:
-    with open(path, "w") as f:
+    # written whole, then renamed: the test waits for the file to exist and may stop the job at once,
+    # so the file must never be seen open and still empty
+    with open(path + ".tmp", "w") as f:
         f.write(str(os.getpid()))
+    os.replace(path + ".tmp", path)
     time.sleep(seconds)
 
 
