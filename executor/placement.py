@@ -10,8 +10,9 @@ datacenters. An A instance's spec carries its chunked-prefill size: the chunk it
 queues name in the plan (`assignments[].queue` ending in `/c<tokens>`; the largest when
 they differ, as `placer.aggregated.plan_designs` plans the pool), else
 :data:`DEFAULT_AGG_CHUNK_TOKENS`; `engine_config` applies it to the engine settings.
-`p_instance_classes`: the P instances the plan gives to "set" queues (whole instances) and the
-classes each admits — what the router's `executor.set_queues` dispatches by.
+`p_instance_classes`: the P instances that may not take every class (a "set" queue's whole instances, a
+"light" queue's, a mix tier's beside it) and the classes each admits — what the router's
+`executor.set_queues` dispatches by.
 A spec's `device` and `num_gpus` are set by `executor.devices`. Pure data:
 the same placement drives `--dry-run`, the in-process
 cluster and the Ray deployment. No torch, no ray here.
@@ -117,16 +118,21 @@ def instance_name(pool: PoolOut, k: int) -> str:
 
 
 def p_instance_classes(plan: Plan) -> dict[str, frozenset[str]]:
-    """Each P instance that serves only "set" queues (`assignments[].queue` 'set:<class>+…/u<tier>',
-    `placer.pdd.set_queue_classes`): the classes those queues admit. A pool's queues lie on its instances
-    by `placer.pdd.queue_layout` (the planner's and the simulator's rule: in name order, a set's tiers
-    together on whole instances); an instance any other queue (mix, light) shares, or of a pool whose
-    rows name no queue, admits every class and is left out."""
+    """Each P instance that may not take every class: the classes the plan routes to the queues laid on it.
+
+    A pool's queues lie on its instances by `placer.pdd.queue_layout` (the planner's and the simulator's
+    rule: in name order, a set's tiers together on whole instances, a "light" queue last); an instance
+    admits the classes whose rows name a queue it carries, and a "set" queue's own classes
+    (`assignments[].queue` 'set:<class>+…/u<tier>', `placer.pdd.set_queue_classes`) — the simulator sends
+    each class's requests only to its queues' instances, so a long prompt never lands on a light
+    queue's instance. Left out (they admit every class): instances that admit every class the plan
+    prefills, and the instances of a pool whose rows name no queue."""
     rows: dict[tuple, list] = {}
     for a in plan.assignments:
         if a.role == pdd.P and a.queue is not None and a.queue_instances is not None:
             rows.setdefault((a.model, *a.key), []).append(a)
     known = {a.request_class for a in plan.assignments}
+    prefilled = frozenset(a.request_class for a in plan.assignments if a.role == pdd.P)
     out: dict[str, frozenset[str]] = {}
     for pool in plan.pools:
         mine = rows.get((pool.model, pool.role, pool.datacenter, pool.chip, pool.tp), [])
@@ -137,15 +143,11 @@ def p_instance_classes(plan: Plan) -> dict[str, frozenset[str]]:
         for a in mine:
             routed.setdefault(a.queue, set()).add(a.request_class)
         admits: dict[int, set[str]] = {}
-        shared: set[int] = set()  # instances a queue of every class (mix, light) touches
         for queue, parts in queue_layout(queues, pool.count).items():
-            classes = set_queue_classes(queue, known)
+            classes = set_queue_classes(queue, known) or frozenset()
             for i, _ in parts:
-                if classes is None:
-                    shared.add(i)
-                else:
-                    admits.setdefault(i, set()).update(classes | routed[queue])
-        out.update({instance_name(pool, i): frozenset(c) for i, c in admits.items() if i not in shared})
+                admits.setdefault(i, set()).update(classes | routed[queue])
+        out.update({instance_name(pool, i): frozenset(c) for i, c in admits.items() if not prefilled <= c})
     return out
 
 

@@ -1,16 +1,17 @@
-"""Which P instances may prefill a request: the plan's "set" queues on whole instances.
+"""Which P instances may prefill a request: the plan's P queues laid on its instances.
 
-In: a plan (`placer.plan.Plan`) and optionally its scenario. Out: `SetQueues` — the P instances the
-plan gives to "set" queues (PDD's heavy/light split and threshold cuts: 'set:<class>+…/u<tier>', each
-set's tiers on whole instances, `executor.placement.p_instance_classes`) with the classes each admits,
-and each class's uncached prompt tokens; None when the plan has no set queue (every P takes anything).
+In: a plan (`placer.plan.Plan`) and optionally its scenario. Out: `SetQueues` — the P instances that
+may not take every class (PDD's heavy/light split and threshold cuts: 'set:<class>+…/u<tier>' on whole
+instances, a "light" queue and the whole-instance mix tiers beside it;
+`executor.placement.p_instance_classes`) with the classes each admits, and each class's uncached prompt
+tokens; None when every P instance takes every class.
 
-The planner promises that a set's classes queue only on its own instances, so a short prompt never
+The planner promises that a queue's classes wait only on its own instances, so a short prompt never
 waits behind a long one; the simulator sends each class's requests to its queue's instances. The
 router does the same: a request's class is the plan's class nearest to its uncached tokens (its prompt
 less the longest prefix hit the router predicts on a P instance; nearest in log ratio, as lengths
 are compared), and its P is chosen among the instances that admit that class — or admit every class
-(a pool with mix or light queues) — by prefix hit and load (`executor.dispatch`). Classes' uncached
+(a pool whose rows name no queue, or whose queues take every class) — by prefix hit and load (`executor.dispatch`). Classes' uncached
 tokens come from the plan's rows (`assignments[].uncached_tokens`), else from the scenario's classes
 ((1 − hit rate) × input, rounded: the planner's `p_cuts.uncached_tokens`). No torch, no ray.
 """

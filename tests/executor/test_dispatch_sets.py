@@ -1,6 +1,6 @@
-"""The plan's "set" P queues in the executor: a request prefills on an instance of the set that admits
-its class (as the planner laid the sets out and the simulator sends each class), and on any P when its
-set has no instance up (counted)."""
+"""The plan's P queues in the executor: a request prefills on an instance of a queue its class is routed
+to ("set" queues on whole instances, a "light" queue and the mix tiers beside it — as the planner laid
+them out and the simulator sends each class), and on any P when none is up (counted)."""
 
 from __future__ import annotations
 
@@ -99,6 +99,18 @@ def test_instances_a_mix_queue_shares_take_every_class():
     reg, routing = _registry(plan), RoutingPolicy.from_plan(plan)
     assert {a.p.name for a in _send(reg, routing, SHORT, 6)} == {P1, P2}
     assert P0 in {a.p.name for a in _send(reg, routing, LONG, 6)}
+
+
+def test_a_light_queue_s_instances_take_only_the_classes_routed_to_it():
+    """PDD's heavy/light split without sets: a whole-instance mix tier (instance 0) for the long and mid
+    prompts, a light queue (instances 1-2) for mid and short. Before, only set queues restricted their
+    instances, so long prompts landed on the light instances as least load sent them."""
+    plan = _plan([_row("long", "u0.560/mix", 1.0, 1.0, 200), _row("mid", "u0.560/mix", 1.0, 0.2, 60),
+                  _row("mid", "u0.800/light", 2.0, 0.8, 60), _row("short", "u0.800/light", 2.0, 1.0, 19)])
+    assert p_instance_classes(plan) == {P0: {"long", "mid"}, P1: {"mid", "short"}, P2: {"mid", "short"}}
+    reg, routing = _registry(plan), RoutingPolicy.from_plan(plan)
+    assert {a.p.name for a in _send(reg, routing, LONG, 9)} == {P0}
+    assert {a.p.name for a in _send(reg, routing, SHORT, 9)} == {P1, P2}
 
 
 def test_without_uncached_tokens_in_the_plan_the_scenario_classifies():
