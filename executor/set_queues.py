@@ -12,8 +12,9 @@ router does the same: a request's class is the plan's class nearest to its uncac
 less the longest prefix hit the router predicts on a P instance; nearest in log ratio, as lengths
 are compared), and its P is chosen among the instances that admit that class — or admit every class
 (a pool whose rows name no queue, or whose queues take every class) — by prefix hit and load
-(`executor.dispatch`). Classes' uncached tokens come from the plan's rows (`assignments[].uncached_tokens`), else from the scenario's classes
-((1 − hit rate) × input, rounded: the planner's `p_cuts.uncached_tokens`). No torch, no ray.
+(`executor.dispatch`). Classes' uncached tokens come from the plan's rows (`assignments[].uncached_tokens`),
+else from the scenario's classes ((1 − hit rate) × input, rounded: the planner's `p_cuts.uncached_tokens`).
+No torch, no ray.
 """
 
 from __future__ import annotations
