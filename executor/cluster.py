@@ -31,6 +31,7 @@ from executor.roles.md import MainWorker
 from executor.roles.p import PrefillWorker
 from executor.roles.rld import RelayWorker
 from executor.router import Router
+from executor.set_queues import follow_plan
 from executor.transport.base import PeerInfo
 from executor.transport.fake import FakeNetwork
 from executor.transport.link import LinkEmulator
@@ -190,7 +191,10 @@ class LocalCluster:
                    max_per_pool: int | None = None) -> ApplyReport:
         """Diff the running instances against a plan (or a list of specs) and apply it (`executor.elastic`)."""
         specs = new if isinstance(new, list) else placement(new, max_per_pool)
-        return apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
+        report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s)
+        if not isinstance(new, list) and report.failed is None:
+            follow_plan(self, new)  # the router dispatches by the new plan's P queues
+        return report
 
     # ---- driving without threads (fake transport) ------------------------------------------
 

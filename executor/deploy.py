@@ -36,6 +36,7 @@ from executor.placement import InstanceSpec, datacenters, dc_resource, front_dat
 from executor.registry import InstanceInfo
 from executor.request_log import BatchingRequestLog, open_sink
 from executor.router import Router
+from executor.set_queues import follow_plan
 from executor.transport.base import PeerInfo
 from executor.transport.link import LinkEmulator
 from executor.transport.shaping import LinkShape
@@ -299,7 +300,7 @@ class RayDeployment:
         specs = new if isinstance(new, list) else placement(new, self.max_per_pool)
         report = apply_specs(self, specs, grace_s=grace_s, ready_timeout_s=ready_timeout_s, timeout_s=timeout_s)
         if not isinstance(new, list) and report.failed is None:
-            self.plan = new
+            follow_plan(self, new)
         return report
 
     def node_of(self) -> dict[str, str]:

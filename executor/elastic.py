@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from executor.health import PeerState
 from executor.placement import InstanceSpec, plan_models
+from executor.set_queues import follow_plan
 from placer.change_strategy import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK
 from placer.change_strategy import choose_strategy as choose_by_resources
 from placer.change_strategy import total
@@ -366,8 +367,8 @@ class ApplyOperation:
             report = apply_specs(deployment, specs, grace_s=grace_s, ready_timeout_s=min(ready_timeout_s, timeout_s),
                                  timeout_s=timeout_s, on_event=self._event)
             error = report.failed
-            if error is None and hasattr(deployment, "plan"):
-                deployment.plan = plan
+            if error is None:
+                follow_plan(deployment, plan)
             result = report.to_dict()
         except Exception as exc:  # noqa: BLE001 - a bug or a dead cluster: the status says so
             error, result, report = f"{type(exc).__name__}: {exc}", None, None

@@ -20,7 +20,7 @@ No torch, no ray.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import Any
 
@@ -70,3 +70,16 @@ class SetQueues:
                        if getattr(a, "uncached_tokens", None) is not None})
         known = tuple(sorted((name, tokens[name]) for name in prefilled if name in tokens))
         return cls(tuple(sorted(admits.items())), known) if known else None
+
+
+def follow_plan(deployment: Any, plan: Any) -> None:
+    """After a live change to `plan` succeeded (`executor.elastic`): the deployment records it as running
+    (where it keeps one) and its router dispatches by the new plan's P queues — its instances are the
+    new plan's, named by its pools. `plan` None (specs that came from no plan): every P takes anything."""
+    if hasattr(deployment, "plan"):
+        deployment.plan = plan
+    router = getattr(deployment, "router", None)
+    config = getattr(router, "config", None)
+    if config is not None and hasattr(config, "routing"):
+        sets = SetQueues.from_plan(plan) if plan is not None else None
+        router.config = replace(config, routing=replace(config.routing, set_queues=sets))

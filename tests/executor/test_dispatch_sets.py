@@ -182,3 +182,22 @@ def test_the_dry_run_says_which_p_instances_serve_each_set():
 
     lines = routing_lines(SPLIT, ServingConfig.from_plan(SPLIT))
     assert f"P set queues: long on {P0}; mid+short on {P1}, {P2}" in lines
+
+
+def test_a_live_change_to_a_plan_with_sets_points_the_router_at_them(model_config, engine_config):
+    """Started from a plan whose rows name no queue (every P takes anything), changed live to the split
+    plan on the same instances: the router dispatches by the new plan's sets. Before, it kept the routing
+    it started with, so long prompts still spread over the light instances."""
+    unnamed = _plan([{**_row(c, LIGHT, 2.0, 1.0, u), "queue": None, "queue_instances": None}
+                     for c, u in (("long", 200), ("mid", 60), ("short", 19))])
+    config = ServingConfig.from_plan(unnamed, heartbeat_s=None)
+    assert config.routing.set_queues is None
+    with LocalCluster(placement(unnamed), model_config, engine_config, config, transport="fake") as cluster:
+        report = cluster.apply_plan(SPLIT, grace_s=1, ready_timeout_s=10)
+        assert report.failed is None
+        assert dict(cluster.router.config.routing.set_queues.admits) == p_instance_classes(SPLIT)
+        streams = [cluster.router.submit(p, {"max_new_tokens": 2, "stop_at_eos": False})
+                   for p in (LONG, [7, *LONG[1:]], [9, *LONG[1:]], SHORT)]
+        assert all(len(s.result(timeout_s=60)) == 2 for s in streams)
+        on = [(r.input_tokens, r.extra["instances"]["P"]) for r in cluster.router.records]
+        assert {p for n, p in on if n > 100} == {P0} and {p for n, p in on if n < 100} <= {P1, P2}
