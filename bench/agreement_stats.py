@@ -32,6 +32,7 @@ from pathlib import Path
 from agreement_pools import pool_rows, print_pools, simulate_pools, steady_config  # siblings under bench/
 from agreement_queues import print_queues, simulate_queues
 from random_scenarios import load_fraction, random_scenario
+from trace_replays import REPLAYS, pooled_replay
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.plan import Plan, parse_plan
@@ -39,7 +40,10 @@ from placer.problem import resolve
 from placer.sim import SimConfig, simulate
 from placer.sim.verify import agreement
 from placer.specs import parse_scenario
+from placer.pdd import P_D
+from placer.workload.decode_hits import destination_shares, routed_decode_hits
 from placer.workload.fit import trace_arrival_rps
+from placer.workload.trace import read_trace
 
 MIN_ROUTE_REQUESTS = 200
 
@@ -83,6 +87,27 @@ def sim_config(data: dict, requests: int, seed: int) -> SimConfig:
     return SimConfig(requests=requests, seed=seed, workload="trace", trace=trace, trace_time_scale=scale)
 
 
+def line_loads(data: dict, problem, plan, seed: int) -> list[tuple[str, str, float, float, float]]:
+    """A trace scenario's lines: (src, dst, capacity, KV Gbit/s the plan counts, KV Gbit/s at the hit its
+    destination's decoders hold) of its crossing routes. The plan counts the uncached part of each prompt at the
+    class's hit (P's store; ``placer.flows.Route.wan_bytes``); the trace routed as the plan splits it
+    (:func:`placer.workload.decode_hits.routed_decode_hits`) says what the far decoders hold."""
+    classes = {c.name: c for c in problem.classes}
+    hits = routed_decode_hits(read_trace(data["workload"]["trace"]), problem.classes, destination_shares(plan), seed)
+    kv = problem.kv_bytes_per_token * 8 / 1e9
+    loads: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in plan.routes:
+        c, h = classes[r.request_class], hits.get((r.request_class, r.dst))
+        if r.src == r.dst or r.rps <= 0:
+            continue
+        drc = problem.options.drc and r.pipeline != P_D
+        mean_in = h.input_tokens / h.requests if h else c.input_tokens
+        loads[(r.src, r.dst)][0] += r.rps * (1.0 - c.hit_rate if drc else 1.0) * c.input_tokens * kv
+        loads[(r.src, r.dst)][1] += r.rps * ((1.0 - h.decode_hit) * mean_in if h and drc else
+                                             (1.0 - c.hit_rate if drc else 1.0) * c.input_tokens) * kv
+    return [(s, d, problem.links[(s, d)].gbit_per_s, *v) for (s, d), v in sorted(loads.items())]
+
+
 def _fingerprint(data: dict, time_limit_s: float) -> str:
     """What a cached plan was solved from: the drawn scenario (before its load is set; a trace by its file
     name, so another checkout's copy of the repository reads the same cache) and the time limit."""
@@ -124,10 +149,12 @@ def solve_case(seed: int, index: int, time_limit_s: float, plans_dir: Path | Non
 
 
 def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
-            pools: bool = False, steady: bool = False, queues: bool = False) -> dict:
+            pools: bool = False, steady: bool = False, queues: bool = False, trace_replays: int = REPLAYS) -> dict:
     """One scenario: its agreement dict (plus name and seconds; with ``pools`` the problem, plan and each decode
     pool's simulated figures, :func:`agreement_pools.simulate_pools`), or {"skipped": reason}. ``steady``: warm up
-    past the decode pools' fill (:func:`agreement_pools.steady_config`)."""
+    past the decode pools' fill (:func:`agreement_pools.steady_config`). A trace scenario is judged on
+    ``trace_replays`` replays pooled (:func:`trace_replays.pooled_replay`; its spread under ``"replays"``), except
+    with ``pools`` or ``queues`` (one replay)."""
     start = time.perf_counter()
     data, plan, why = solve_case(seed, index, time_limit_s, plans_dir)
     if plan is None:
@@ -136,15 +163,21 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
     config, rps = sim_config(data, requests, seed), data["workload"]["arrival_rps"]
     if steady:
         config = steady_config(config, problem, plan, rps)
-    queued = None
+    queued = spread = None
     if pools:
         sim, per_pool = simulate_pools(problem, plan, config, rps)
     elif queues:
         sim, *queued = simulate_queues(problem, plan, config)
         per_pool = None
+    elif config.workload == "trace" and trace_replays > 1:
+        (sim, spread), per_pool = pooled_replay(problem, plan, config, trace_replays), None
     else:
         sim, per_pool = simulate(problem, plan, config), None
     a = agreement(problem, plan, sim)
+    if spread is not None:
+        a["replays"] = spread
+    if data["workload"].get("trace"):
+        a["lines"] = line_loads(data, problem, plan, seed)
     a.update(name=data["name"], seconds=time.perf_counter() - start, rps=rps, load=load_fraction(seed, index))
     if per_pool is not None:
         a.update(problem=problem, plan=plan, pools=per_pool, requests=config.requests)
@@ -155,7 +188,7 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
 
 def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
                only: list[int] | None = None, pools: bool = False, steady: bool = False,
-               queues: bool = False) -> list[dict]:
+               queues: bool = False, trace_replays: int = REPLAYS) -> list[dict]:
     """Solve (or read back from ``plans_dir``) and simulate scenarios 0..n−1 of ``seed`` (or those of
     ``only``); print each and the error distributions (with ``pools``, each decode pool's batch, planned and
     simulated, and their distribution; ``steady``: the runs warm up past the decoders' fill)."""
@@ -163,7 +196,7 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
     results = []
     indices = list(only) if only else list(range(n))
     for i in indices:
-        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady, queues)
+        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady, queues, trace_replays)
         results.append(r)
         if "skipped" in r:
             print(f"-- {r['name']}: skipped ({r['skipped']})", flush=True)
@@ -172,6 +205,11 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
         print(f"== {r['name']:22s} {r['rps']:8.2f} req/s ({r['load']:.0%}) P90 ILP {r['ilp_ttft_p90_s']:7.3f} sim {r['sim_ttft_p90_s']:7.3f} "
               f"({r['ttft_p90_error']:+7.1%})  goodput ILP {r['ilp_goodput_rps']:7.2f} sim "
               f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s", flush=True)
+        if "replays" in r:
+            print(f"     trace: {r['replays'].line()}", flush=True)
+        for src, dst, cap, planned, held in r.get("lines", []):
+            print(f"     line {src}->{dst} ({cap:g} Gbit/s): KV {planned:.2f} Gbit/s at the classes' hit, "
+                  f"{held:.2f} at what the far decoders hold", flush=True)
         if pools:
             print_pools(r["problem"], r["plan"], r["pools"])
         if "queued" in r:

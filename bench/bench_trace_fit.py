@@ -1,7 +1,7 @@
 """A plan from a trace's fitted classes against replaying the trace itself (issue 42, part 2).
 
     PYTHONPATH=. .venv/bin/python bench/bench_trace_fit.py [--trace tests/data/mooncake_conversation_2000.jsonl]
-        [--speed 1.0] [--requests 20000] [--seed 7] [--time-limit 60] [--prefix-cache-tokens N]
+        [--speed 1.0] [--requests 20000] [--seed 7] [--time-limit 60] [--prefix-cache-tokens N] [--replays 8]
 
 One scenario (Llama-3.1-70B fp8 on two datacenters of H100, 25 Gbit/s between them, TTFT P90
 SLA 3 s) takes its workload from the trace at the trace's own rate × ``--speed``. Its classes
@@ -10,7 +10,8 @@ are fitted twice: as before issue 42 (hit buckets, each class its means: ``tail_
 until they keep 95 % of E[new²], each with its within-class spread). For each, the optimal
 plan's promise (:func:`placer.evaluate.analyze`), the simulator on requests drawn from the
 classes, and the simulator replaying the trace (``placer simulate --trace``, at the same
-speed) are printed: TTFT P90, SLA attainment and goodput. ``--prefix-cache-tokens``: the hits
+speed; ``--replays`` replays pooled, their spread printed: ``bench/trace_replays.py``) are printed: TTFT P90,
+SLA attainment and goodput. ``--prefix-cache-tokens``: the hits
 are counted under an LRU prefix cache of that size (``workload.prefix_cache_tokens``) on both
 sides — the fit's and the replay's P-side store (``SimConfig.prefix_cache_blocks``); default the
 unbounded cache, the trace's ideal.
@@ -29,6 +30,7 @@ from placer.sim import SimConfig, simulate
 from placer.specs import parse_scenario
 from placer.workload.fit import fit_classes, trace_arrival_rps
 from placer.workload.trace import read_trace, with_hit_rates
+from trace_replays import REPLAYS, pooled_replay  # a sibling under bench/
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "data" / "mooncake_conversation_2000.jsonl"
@@ -52,7 +54,7 @@ def fitted(trace: Path, tails: bool, cache_tokens: int | None = None) -> list[di
 
 
 def run(trace: Path, speed: float, requests: int, seed: int, time_limit_s: float, tails: bool,
-        cache_tokens: int | None = None) -> None:
+        cache_tokens: int | None = None, replays: int = REPLAYS) -> None:
     start = time.perf_counter()
     rps = trace_arrival_rps(trace) * speed
     problem = resolve(parse_scenario(scenario(fitted(trace, tails, cache_tokens), round(rps, 4))))
@@ -64,8 +66,9 @@ def run(trace: Path, speed: float, requests: int, seed: int, time_limit_s: float
         flat_p90 = analyze(resolve(parse_scenario(scenario(spread_off, round(rps, 4)))), plan).metrics.ttft_p90_s
     by_class = simulate(problem, plan, SimConfig(requests=requests, seed=seed))
     blocks = None if cache_tokens is None else cache_tokens // 512
-    replay = simulate(problem, plan, SimConfig(requests=requests, seed=seed, workload="trace", trace=str(trace),
-                                               trace_time_scale=speed, prefix_cache_blocks=blocks))
+    replay, spread = pooled_replay(problem, plan, SimConfig(requests=requests, seed=seed, workload="trace",
+                                                            trace=str(trace), trace_time_scale=speed,
+                                                            prefix_cache_blocks=blocks), replays)
     label = "tails kept (now)" if tails else "means only (before)"
     mean_hit = sum(c.share * c.hit_rate * c.input_tokens for c in problem.classes) / sum(
         c.share * c.input_tokens for c in problem.classes)
@@ -76,6 +79,7 @@ def run(trace: Path, speed: float, requests: int, seed: int, time_limit_s: float
             ("sim, classes", by_class["ttft_p90_s"], by_class["sla_attainment"], by_class["goodput_rps"]),
             ("sim, trace replay", replay["ttft_p90_s"], replay["sla_attainment"], replay["goodput_rps"])):
         print(f"   {name:18s} TTFT P90 {p90:8.3f} s  attainment {att:6.1%}  goodput {good:6.2f} req/s")
+    print(f"   (the trace replay: {spread.line()})")
     if flat_p90 is not None:
         print(f"   (the promise without the spread left inside the classes: TTFT P90 {flat_p90:.3f} s)")
 
@@ -88,9 +92,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--prefix-cache-tokens", type=int, default=None, help="LRU prefix cache (default: unbounded)")
+    parser.add_argument("--replays", type=int, default=REPLAYS,
+                        help="trace replays pooled (seeds --seed …; bench/trace_replays.py)")
     args = parser.parse_args()
     for tails in (False, True):
-        run(args.trace, args.speed, args.requests, args.seed, args.time_limit, tails, args.prefix_cache_tokens)
+        run(args.trace, args.speed, args.requests, args.seed, args.time_limit, tails, args.prefix_cache_tokens,
+            args.replays)
 
 
 if __name__ == "__main__":

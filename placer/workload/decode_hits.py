@@ -1,0 +1,105 @@
+"""What a plan's decoders hold of a trace's prompts: the decode-side prefix hit its routing realises (issue 42).
+
+in:  a trace's records (``hash_ids``), the classes a router sorts them into (their hit, input and output:
+     the centres of :func:`placer.workload.fit.class_distance`) and each class's shares over the
+     datacenters that decode it (:func:`destination_shares` of a plan)
+out: :func:`routed_decode_hits` — per (class, destination) the requests, their input tokens, the tokens P's
+     prefix store holds and the tokens the destination's decoders hold (:class:`DecodeHits`)
+
+The planner prices the KV a P-MD route sends over a line as the uncached part of the prompt,
+(1 − hit)·input (``placer.flows.Route.wan_bytes``): it takes the decoder at the far end to hold what P's
+prefix store holds. A conversation's turns climb the hit bands (each turn's prompt is the last one, its
+answer and a new message), so a plan that routes classes by hit sends one conversation's turns to
+different datacenters, and a decoder holds only the prompts of the turns decoded there. rnd-7-4-trace
+(issue 42): the classes hit-80-90 … hit-95-97 cross dc1→dc0 planned at P's hit 0.85–0.96, while dc0's
+decoder holds 0.28–0.40 of their prompts — their first turns, hit 0–10, decode in dc1 — so the line
+carries 968 GB where the plan counts 721.
+
+The replay: each request classed as the simulator's router classes it (the nearest class by its hit in
+one unbounded store, P's), its destination drawn by its class's shares (seeded: the router's split), and
+its decode-side hit the leading blocks of its prompt that the destination has seen — an unbounded store
+per destination, the union of its decoders' caches (an upper bound on any one instance's); then its
+prompt's blocks enter both stores.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+
+from placer.prefix import cached_tokens, leading_blocks
+from placer.workload.fit import class_distance
+from placer.workload.trace import BLOCK_TOKENS
+
+
+@dataclasses.dataclass
+class DecodeHits:
+    """Requests of one class sent to one destination: their count, input tokens, and the tokens of them P's
+    prefix store and the destination's decoders hold."""
+
+    requests: int = 0
+    input_tokens: int = 0
+    p_hit_tokens: int = 0
+    decode_hit_tokens: int = 0
+
+    @property
+    def p_hit(self) -> float:
+        return self.p_hit_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    @property
+    def decode_hit(self) -> float:
+        return self.decode_hit_tokens / self.input_tokens if self.input_tokens else 0.0
+
+
+def destination_shares(plan) -> dict[str, dict[str, float]]:
+    """Class name → {destination datacenter: its share of the class's req/s} of a plan's routes."""
+    rps: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for r in plan.routes:
+        if r.rps > 0:
+            rps[r.request_class][r.dst] += r.rps
+    return {k: {d: x / sum(v.values()) for d, x in v.items()} for k, v in rps.items()}
+
+
+def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, dict[str, float]],
+                       seed: int = 0) -> dict[tuple[str, str], DecodeHits]:
+    """(class name, destination) → :class:`DecodeHits` of the trace ``records`` routed as the module says.
+
+    ``classes``: objects with ``name``, ``hit_rate``, ``input_tokens``, ``output_tokens``; only those in
+    ``shares`` (the classes a plan serves) take requests. Records without ``hash_ids`` are skipped."""
+    served = [c for c in classes if shares.get(c.name)]
+    centers = [(c.hit_rate, math.log(max(c.input_tokens, 1)), math.log(max(c.output_tokens, 1))) for c in served]
+    rng = random.Random(seed)
+    p_store: set = set()
+    stores: dict[str, set] = defaultdict(set)
+    out: dict[tuple[str, str], DecodeHits] = defaultdict(DecodeHits)
+    for rec in records:
+        ids = rec.hash_ids
+        if ids is None or not served:
+            continue
+        n_in = rec.input_tokens
+        p_hit = cached_tokens(leading_blocks(ids, p_store), n_in, BLOCK_TOKENS)
+        seen = (p_hit / n_in, math.log(max(n_in, 1)), math.log(max(rec.output_tokens, 1)))
+        k = min(range(len(served)), key=lambda j: class_distance(centers[j], seen))
+        dst = _draw(shares[served[k].name], rng.random())
+        row = out[(served[k].name, dst)]
+        row.requests += 1
+        row.input_tokens += n_in
+        row.p_hit_tokens += p_hit
+        row.decode_hit_tokens += cached_tokens(leading_blocks(ids, stores[dst]), n_in, BLOCK_TOKENS)
+        p_store.update(ids)
+        stores[dst].update(ids)
+    return dict(out)
+
+
+def _draw(split: dict[str, float], u: float) -> str:
+    """The destination whose share interval (in name order) holds ``u`` ∈ [0, 1)."""
+    acc = 0.0
+    names = sorted(split)
+    for d in names:
+        acc += split[d]
+        if u < acc:
+            return d
+    return names[-1]
