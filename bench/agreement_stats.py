@@ -101,10 +101,12 @@ def line_loads(data: dict, problem, plan, seed: int) -> list[tuple[str, str, flo
         if r.src == r.dst or r.rps <= 0:
             continue
         drc = problem.options.drc and r.pipeline != P_D
-        mean_in = h.input_tokens / h.requests if h else c.input_tokens
         loads[(r.src, r.dst)][0] += r.rps * (1.0 - c.hit_rate if drc else 1.0) * c.input_tokens * kv
-        loads[(r.src, r.dst)][1] += r.rps * ((1.0 - h.decode_hit) * mean_in if h and drc else
-                                             (1.0 - c.hit_rate if drc else 1.0) * c.input_tokens) * kv
+        if h is not None and h.requests and drc:  # the requests sent there, at what the decoders held of them
+            loads[(r.src, r.dst)][1] += r.rps * (1.0 - h.decode_hit) * h.input_tokens / h.requests * kv
+        else:  # none drawn there: the class's prompts at the share the decoders there hold (no DRC: all of them)
+            held = (h.held if h is not None else c.hit_rate) if drc else 0.0
+            loads[(r.src, r.dst)][1] += r.rps * (1.0 - held) * c.input_tokens * kv
     return [(s, d, problem.links[(s, d)].gbit_per_s, *v) for (s, d), v in sorted(loads.items())]
 
 

@@ -4,7 +4,9 @@ in:  a trace's records (``hash_ids``), the classes a router sorts them into (the
      the centres of :func:`placer.workload.fit.class_distance`) and each class's shares over the
      datacenters that decode it (:func:`destination_shares` of a plan)
 out: :func:`routed_decode_hits` — per (class, destination) the requests, their input tokens, the tokens P's
-     prefix store holds and the tokens the destination's decoders hold (:class:`DecodeHits`)
+     prefix store holds and the tokens the destination's decoders hold (:class:`DecodeHits`); and, for every
+     destination the plan decodes at, the share of all the class's prompts its decoders hold where the class
+     is sent there or not (:attr:`DecodeHits.held`: what a plan that moved the class there would find)
 
 The planner prices the KV a P-MD route sends over a line as the uncached part of the prompt,
 (1 − hit)·input (``placer.flows.Route.wan_bytes``): it takes the decoder at the far end to hold what P's
@@ -38,12 +40,15 @@ from placer.workload.trace import BLOCK_TOKENS
 @dataclasses.dataclass
 class DecodeHits:
     """Requests of one class sent to one destination: their count, input tokens, and the tokens of them P's
-    prefix store and the destination's decoders hold."""
+    prefix store and the destination's decoders hold; and of all the class's requests (sent anywhere) the input
+    tokens and the tokens the destination's decoders hold when each arrives."""
 
     requests: int = 0
     input_tokens: int = 0
     p_hit_tokens: int = 0
     decode_hit_tokens: int = 0
+    class_input_tokens: int = 0
+    held_tokens: int = 0
 
     @property
     def p_hit(self) -> float:
@@ -52,6 +57,11 @@ class DecodeHits:
     @property
     def decode_hit(self) -> float:
         return self.decode_hit_tokens / self.input_tokens if self.input_tokens else 0.0
+
+    @property
+    def held(self) -> float:
+        """Token-weighted share of the class's prompts this destination's decoders hold, sent there or not."""
+        return self.held_tokens / self.class_input_tokens if self.class_input_tokens else 0.0
 
 
 def destination_shares(plan) -> dict[str, dict[str, float]]:
@@ -73,7 +83,7 @@ def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, d
     centers = [(c.hit_rate, math.log(max(c.input_tokens, 1)), math.log(max(c.output_tokens, 1))) for c in served]
     rng = random.Random(seed)
     p_store: set = set()
-    stores: dict[str, set] = defaultdict(set)
+    stores: dict[str, set] = {d: set() for split in shares.values() for d in split}
     out: dict[tuple[str, str], DecodeHits] = defaultdict(DecodeHits)
     for rec in records:
         ids = rec.hash_ids
@@ -83,12 +93,18 @@ def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, d
         p_hit = cached_tokens(leading_blocks(ids, p_store), n_in, BLOCK_TOKENS)
         seen = (p_hit / n_in, math.log(max(n_in, 1)), math.log(max(rec.output_tokens, 1)))
         k = min(range(len(served)), key=lambda j: class_distance(centers[j], seen))
-        dst = _draw(shares[served[k].name], rng.random())
-        row = out[(served[k].name, dst)]
-        row.requests += 1
-        row.input_tokens += n_in
-        row.p_hit_tokens += p_hit
-        row.decode_hit_tokens += cached_tokens(leading_blocks(ids, stores[dst]), n_in, BLOCK_TOKENS)
+        name = served[k].name
+        dst = _draw(shares[name], rng.random())
+        for d, store in stores.items():
+            row = out[(name, d)]
+            held = cached_tokens(leading_blocks(ids, store), n_in, BLOCK_TOKENS)
+            row.class_input_tokens += n_in
+            row.held_tokens += held
+            if d == dst:
+                row.requests += 1
+                row.input_tokens += n_in
+                row.p_hit_tokens += p_hit
+                row.decode_hit_tokens += held
         p_store.update(ids)
         stores[dst].update(ids)
     return dict(out)

@@ -36,6 +36,10 @@ def test_second_turns_sent_elsewhere_find_no_prefix():
     apart = routed_decode_hits(_conversations(50), CLASSES, {"cold": {"dc0": 1.0}, "warm": {"dc1": 1.0}})
     assert apart[("warm", "dc1")].p_hit == pytest.approx(0.5)
     assert apart[("warm", "dc1")].decode_hit == 0.0
+    # what a plan that moved them to dc0 would find there: the first turns' half, sent there or not
+    assert apart[("warm", "dc0")].requests == 0
+    assert apart[("warm", "dc0")].held == pytest.approx(0.5)
+    assert apart[("warm", "dc1")].held == 0.0
 
 
 def test_a_split_class_holds_its_share_of_the_first_turns():
