@@ -157,8 +157,37 @@ def class_rows(problem, plan, ttfts: dict) -> list[dict]:
     return out
 
 
+def route_rows(problem, plan, routes: list[dict]) -> list[dict]:
+    """Per route of :func:`placer.sim.verify.agreement` (``routes``): its TTFT P90 planned (``ilp_p90_s``),
+    planned without the decoders' KV wait (``ilp_no_kv_p90_s``), without it and the line's excess too
+    (``ilp_no_kv_line_p90_s``: the P queues and the deterministic parts alone) and simulated — which law a
+    route's error is in."""
+    flows = analyze(problem, plan).flows
+    out = []
+    for r in routes:
+        mine = [f for f in flows if (f.pipeline, f.p_pool[1], f.dst) == (r["pipeline"], r["src"], r["dst"])]
+        if not mine:
+            continue
+        bare = [dataclasses.replace(f, wait=f.wait.with_kv_wait(0.0, 0.0)) for f in mine]
+        queues = [dataclasses.replace(f, wait=f.wait.without_line()) for f in bare]
+        out.append(dict(r, ilp_no_kv_p90_s=mixture_quantile(bare, 0.9),
+                        ilp_no_kv_line_p90_s=mixture_quantile(queues, 0.9)))
+    return out
+
+
 def _err(sim: float, law: float) -> str:
     return f"{sim / law - 1:+7.1%}" if law > 0 else "    n/a"
+
+
+def print_routes(problem, plan, routes: list[dict]) -> None:
+    """Each route's TTFT P90 with the decoders' KV wait and the line's excess apart (:func:`route_rows`)."""
+    for r in route_rows(problem, plan, routes):
+        sim = r["sim_ttft_p90_s"]
+        print(f"     route {r['pipeline']} {r['src']}->{r['dst']:<8s} {r['sim_requests']:6d} req  P90 sim {sim:.3f} "
+              f"ILP "
+              f"{r['ilp_ttft_p90_s']:.3f} ({_err(sim, r['ilp_ttft_p90_s'])}), without the KV wait "
+              f"{r['ilp_no_kv_p90_s']:.3f} ({_err(sim, r['ilp_no_kv_p90_s'])}), without it and the line "
+              f"{r['ilp_no_kv_line_p90_s']:.3f} ({_err(sim, r['ilp_no_kv_line_p90_s'])})")
 
 
 def print_queues(problem, plan, sim, sides: dict, ttfts: dict) -> None:

@@ -22,7 +22,8 @@ Each pool apart: a set queue whose classes lie on two pools at different utilisa
 queue on a tp16 and a tp32 pool) is two laws. It times requests by wrapping the simulator's line and engine
 for the run (read only). ``--queues`` (``bench/agreement_queues.py``) prints every P instance's P side past
 prefill per class beside its queue's law, then each class's TTFT P90 planned, planned without the decoders'
-KV wait and simulated — which side of a TTFT error is the P queues' (rnd-7-33's −28 %: the decoders').
+KV wait and simulated (first each route's, also without the line's excess) — which side of a TTFT error is the
+P queues' (rnd-7-33's −28 %: the decoders').
 
 ``--random N`` instead draws N scenarios (``bench/random_scenarios.py``, seeded by ``--seed``:
 mixed catalog fleets, relay-paying two-dc settings, the bundled Mooncake trace), solves each
@@ -70,7 +71,7 @@ from placer.sim.verify import agreement
 from placer.specs import load_scenario, parse_scenario
 from placer.ttft_tail import LengthMixTail, SplitTail
 from agreement_cases import CASES, small_pdd_dict  # noqa: I001 - siblings under bench/ (the script's folder)
-from agreement_queues import print_queues, simulate_queues
+from agreement_queues import print_queues, print_routes, simulate_queues
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 DEFAULT = [*CASES, "pdd-two-dc", "eight-dc"]
@@ -217,6 +218,7 @@ def print_case(name: str, requests: int, seed: int, breakdown: bool = False, que
     if breakdown:
         print_breakdown(problem, plan, times)
     if queues:
+        print_routes(problem, plan, a["routes"])
         print_queues(problem, plan, run, sides, ttfts)
 
 

@@ -178,8 +178,8 @@ class SplitTail:
         return sum(w * tail.wan_excess_mean_s for w, tail in self.parts)
 
     def without_line(self) -> SplitTail:
-        """The same queues without the line's excess."""
-        return SplitTail(tuple((w, TtftTail(tail.wait)) for w, tail in self.parts))
+        """The same queues (and packs, and KV waits) without the line's excess."""
+        return SplitTail(tuple((w, tail.without_line()) for w, tail in self.parts))
 
     def with_kv_wait(self, share: float, mean_s: float) -> SplitTail:
         """Every instance's tail with the streaming decoder's KV wait added."""

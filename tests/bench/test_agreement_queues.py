@@ -71,3 +71,22 @@ def test_queues_view_reads_the_set_queues_law_and_the_decoders_kv_wait_apart(agr
     classes = class_rows(problem, plan, ttfts)
     assert classes[-1]["cls"] == "mix" and len(classes) == len(problem.classes) + 1
     assert all(r["ilp_no_kv_p90_s"] == pytest.approx(r["ilp_p90_s"]) for r in classes)
+
+
+def test_routes_view_takes_the_kv_wait_and_the_line_off_each_route(agreement, flagship):
+    """``--queues``' route rows: each route's planned P90 with the decoders' KV wait and the line's excess taken
+    off in turn (which law a route's error is in, issue 42). The flagship's routes over its line lose their
+    excess (their P90 drops), its same-datacenter routes none; no row grows when a part is taken off."""
+    from agreement_queues import route_rows
+
+    from placer.sim.verify import agreement as agree
+
+    problem, plan = flagship
+    routes = agree(problem, plan, simulate(problem, plan, SimConfig(requests=3_000, seed=7)))["routes"]
+    rows = route_rows(problem, plan, routes)
+    assert len(rows) == len(routes)
+    for r in rows:
+        assert r["ilp_no_kv_line_p90_s"] <= r["ilp_no_kv_p90_s"] * (1 + 1e-6) <= r["ilp_ttft_p90_s"] * (1 + 1e-5)
+        if r["src"] == r["dst"]:
+            assert r["ilp_no_kv_line_p90_s"] == pytest.approx(r["ilp_no_kv_p90_s"])
+    assert any(r["src"] != r["dst"] and r["ilp_no_kv_line_p90_s"] < 0.95 * r["ilp_no_kv_p90_s"] for r in rows)
