@@ -9,9 +9,10 @@ out: :func:`steady_config` (the config with a warm-up past the decode pools' fil
      scale, so a shorter window sees one level of it, not its law), and
      :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
      its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
-     KV room), printed by :func:`print_pools` beside the plan's figures: its design batch at the scenario's
+     KV room, the share of requests finished there whose own TPOT exceeds the SLA), printed by
+     :func:`print_pools` beside the plan's figures: its design batch at the scenario's
      mix (the MILP's rows), at the classes the pool serves (:func:`placer.sim.engine.served_design_batch`),
-     the evaluation's settled batch and KV-wait share (:mod:`placer.decode_state`).
+     the evaluation's settled batch, KV-wait share and share of requests over the TPOT SLA (:mod:`placer.decode_state`).
 
 The sampler wraps the simulator's decode instances for the run (read only), as ``--breakdown`` wraps its line.
 """
@@ -26,6 +27,7 @@ from placer.flows import decode_context_tokens, decode_fixed_share
 from placer.pdd import PREFILL_ROLES
 from placer.sim import SimConfig, simulate
 from placer.sim import decode as sim_decode
+from placer.sim.events import decode as sim_finish
 
 #: Warm-up in mean stays of the longest-held class (the first fills the decoders, the second lets the
 #: longest outputs of a spread class arrive at their share).
@@ -35,6 +37,8 @@ STAYS = 2.0
 #: (156.6 s stays, 477 req/s): 30,000 requests measure 60 s, where its Gaudi3 decoders sat at one level each
 #: (81-97 % full, var/mean of the batch 0.2-0.5 within the window) and no arrival waited — P90 -48 % off the
 #: plan; over 3 stays (224,000 requests) 27 % wait for KV and P90 is +78 % (+82 % over 6).
+#: Three stays still read one level of it: one of its Gaudi3 decoders alone over 150 stays made 17.2 % of arrivals wait
+#: (the plan's law 17.5 %), its windows of three stays 0-50 % (a spread of ~0.18: within 0.02 takes ~250 stays).
 MEASURED_STAYS = 3.0
 #: Runs are not lengthened past this many requests (a scenario of 10-minute stays at 1,000 req/s would need 2M).
 MAX_REQUESTS = 1_000_000
@@ -74,14 +78,23 @@ def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
 @contextmanager
 def pool_sampler(stats: dict, window: tuple[float, float]):
     """Per decode pool (by id) in ``stats``: [instance-seconds, Σ batch·dt, Σ batch²·dt, Σ KV·dt, arrivals,
-    arrivals that waited, the pool] over simulated times ``window``."""
+    arrivals that waited, the pool, requests finished there, those whose own TPOT exceeds the SLA] over
+    simulated times ``window``."""
     advance, join = sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join
+    done = sim_finish.DecodeEvents.decode_done
     t0, t1 = window
 
     def row(inst) -> list:
         if id(inst.pool) not in stats:
-            stats[id(inst.pool)] = [0.0, 0.0, 0.0, 0.0, 0, 0, inst.pool]
+            stats[id(inst.pool)] = [0.0, 0.0, 0.0, 0.0, 0, 0, inst.pool, 0, 0]
         return stats[id(inst.pool)]
+
+    def sampled_done(sim, req, t, inst):
+        if t0 <= t <= t1 and req.t_first is not None and req.n_out > 1:
+            r = row(inst)
+            r[7] += 1
+            r[8] += (t - req.t_first) / (req.n_out - 1) > sim.sla_tpot
+        return done(sim, req, t, inst)
 
     def sampled_advance(inst, t):
         dt = min(t, t1) - max(inst.t_last, t0)
@@ -102,10 +115,12 @@ def pool_sampler(stats: dict, window: tuple[float, float]):
         return out
 
     sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = sampled_advance, sampled_join
+    sim_finish.DecodeEvents.decode_done = sampled_done
     try:
         yield
     finally:
         sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = advance, join
+        sim_finish.DecodeEvents.decode_done = done
 
 
 def simulate_pools(problem, plan, config: SimConfig, rps: float):
@@ -116,12 +131,13 @@ def simulate_pools(problem, plan, config: SimConfig, rps: float):
     with pool_sampler(stats, (config.warmup_fraction * end, end)):
         sim = simulate(problem, plan, config)
     out = {}
-    for secs, b, b2, kv, joins, waited, pool in stats.values():
+    for secs, b, b2, kv, joins, waited, pool, finished, over in stats.values():
         if secs <= 0:
             continue
         mean = b / secs
         out[pool.key] = {"batch": mean, "batch_var_over_mean": (b2 / secs - mean * mean) / mean if mean > 0 else 0.0,
                          "kv_fill": kv / secs, "waited": waited / joins if joins else 0.0,
+                         "tpot_over": over / finished if finished else 0.0,
                          "design_served": pool.design_batch}
     return sim, out
 
@@ -139,7 +155,16 @@ def print_pools(problem, plan, pools: dict) -> None:
         print(f"     {key.role} {key.datacenter} {key.chip} tp{key.tp} x{st.count}: design {designs.get(key)} "
               f"(its classes {s['design_served']}) | plan batch {st.batch:6.1f}, var/mean {1 / max(phi, 0.02):4.2f}, "
               f"KV wait {st.kv_wait:5.1%} | sim batch {s['batch']:6.1f} ({s['batch'] / st.batch - 1:+5.1%}), "
-              f"var/mean {s['batch_var_over_mean']:4.2f}, KV {s['kv_fill']:4.0%} full, waited {s['waited']:5.1%}")
+              f"var/mean {s['batch_var_over_mean']:4.2f}, KV {s['kv_fill']:4.0%} full, waited {s['waited']:5.1%} | "
+              f"TPOT over the SLA plan {_tpot_late(problem, st):5.1%}, sim {s['tpot_over']:5.1%}")
+
+
+def _tpot_late(problem, st) -> float:
+    """The pool's share of requests whose own TPOT exceeds the SLA (:meth:`placer.decode_state.DecodeState.
+    tpot_late_share`), over its classes by their req/s (relay holds, which end before the request does, left out)."""
+    rows = [(rate, c) for rate, c, hold in st.kv_items if hold is None]
+    total = sum(r for r, _ in rows)
+    return sum(r * st.tpot_late_share(c.output_tokens, problem.tpot_s) for r, c in rows) / total if total else 0.0
 
 
 def pool_rows(problem, plan, pools: dict) -> list[tuple[str, float, float]]:

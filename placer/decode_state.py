@@ -7,7 +7,8 @@ out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, conte
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s` (and each
      relay's eager tokens at its own context's step, :func:`_relay_eager`),
      :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
-     step averaged over the batch's contexts; its step, the KV wait law),
+     step averaged over the batch's contexts; its step, the KV wait law), :func:`site_tpot_late` (the share of
+     requests whose own TPOT misses the SLA: :meth:`DecodeState.tpot_late_share`),
      :func:`_meets_tpot`, :func:`_site_kv_waits`; :func:`_relay_hold_s`, :func:`_line_utilization`
 
 :mod:`placer.evaluate` runs these in order and re-exports them; the flow physics is
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 from placer.aggregated import AggDesign
 from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_footprint_tokens, decode_design, eager_tokens, relay_stop_s
-from placer.kv_admission import fixed_step_share
+from placer.kv_admission import fixed_step_share, held_fixed_share
 from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
 from placer.perfmodel import InstanceModel
@@ -59,6 +60,9 @@ class DecodeState:
     relay_gap_s: float = 0.0  # ... and their seconds per second, each at its own context's step (own_step_s)
     mean_in_batch: float = 0.0  # the batch law's mean number decoding, relay holds included (unclamped)
     context_mean: float = 0.0  # the batch's mean context (tokens) the law stepped at
+    batch_probs: list = field(default_factory=list)  # the batch law (batch_law): P(n decoding), n = 0, 1, …
+    context_spread: float = 0.0  # one sequence's context spread the law composed its steps with
+    fixed_share: float = 1.0  # φ: the share of a step the batch does not pay for (kv_admission.fixed_step_share)
 
     @property
     def gaps_per_s(self) -> float:
@@ -88,6 +92,28 @@ class DecodeState:
         base = self.step_at(b, self.context_mean)
         mix = (context_tokens + (b - 1.0) * self.context_mean) / b
         return seen * self.step_at(b, mix) / base if base > 0 else seen
+
+    def tpot_late_share(self, output_tokens: float, tpot_s: float) -> float:
+        """The share of this pool's requests of ``output_tokens`` whose own TPOT — the mean of the steps of the
+        batches they decode in — exceeds ``tpot_s`` (a pool past it on average: :func:`_meets_tpot`). Each step a
+        request sees is its batch's with it, B + 1, B of the batch law (PASTA, a token's too). A short request sees
+        one level of the batch; a long one its mean over its stay: the batch forgets on the time scale of its
+        requests' stays, so the stay-average of B spreads by √g about the mean (g: :func:`_averaged_share`). Each
+        level n of the law moves to B̄ + (n − B̄)·√g: the law's own shape at g = 1, its mean for a stay of many
+        memories. The simulator's share over the TPOT SLA (issue 42's goodput errors): rnd-7-22 0.21 (0.20
+        simulated), rnd-7-20 0.10 (0.09), rnd-7-5 0.07 (0.10: its short requests see a fuller batch)."""
+        probs = self.batch_probs
+        if not probs or output_tokens < 2 or self.agg is not None or self.overloaded:
+            return 0.0
+        mean = sum(n * p for n, p in enumerate(probs))
+        shrink = math.sqrt(_averaged_share(self, (output_tokens - 1.0) * (self.seen_step_s or self.step_s)))
+        late = 0.0
+        for n in range(len(probs) - 1, -1, -1):  # the step grows with the batch: the late levels are the top ones
+            b = mean + (n - mean) * shrink + 1.0 + self.held
+            if composed_step(self.step_at, b, self.context_mean, self.context_spread) <= tpot_s:
+                break
+            late += probs[n]
+        return min(late, 1.0)
 
     @property
     def busy(self) -> bool:
@@ -305,6 +331,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
         batch = sum(n * p for n, p in enumerate(probs)) + st.held
     st.batch = max(batch, 1.0)
     st.mean_in_batch, st.context_mean = batch, ctx
+    st.batch_probs, st.context_spread = ([] if st.overloaded else probs), spread
     st.step_s = st.step_at(st.batch, ctx)
     # what one token takes on average (Little: the requests decoding ÷ their tokens/s); RLD's relays alone
     # (no tokens to the end): the step with one more beside the ones it holds
@@ -312,15 +339,40 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
         composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
     # the waiting law: arrivals that find no KV room for their reservation or a line waiting for it
+    phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
         (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items], fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch))
+        for rate, c, hold in st.kv_items], phi)
+    st.fixed_share = phi
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "
                      f"its prompt + output), {st.kv_wait_s:.2f} s on average; the simulator queues them there")
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
+
+
+def _averaged_share(st: DecodeState, window_s: float) -> float:
+    """g: the share of the batch's variance left in its mean over ``window_s``. Each class's count is M/G/∞ (its
+    share of the variance L_k / L), and forgets over its stay S_k (output × the seen step, or a relay's hold): a
+    triangle correlation, 1 − W/3S for W ≤ S, S/W − S²/3W² beyond. A step that grows with the batch slows every
+    held request when more are held, so a deviation relaxes at φ of that rate (the count's variance is the
+    Poisson one over φ, :func:`placer.kv_admission.kv_occupancy_variance`): each S_k taken over φ."""
+    stays = [(r, h if h is not None else c.output_tokens * (st.seen_step_s or st.step_s)) for r, c, h in st.kv_items]
+    held, share = sum(r * s for r, s in stays), 0.0
+    for r, s in stays:
+        u = window_s * held_fixed_share(st.fixed_share) / s if s > 0 else math.inf
+        share += r * s * (1.0 - u / 3.0 if u <= 1.0 else 1.0 / u - 1.0 / (3.0 * u * u))
+    return share / held if held > 0 and window_s > 0 else 1.0
+
+
+def site_tpot_late(decode: dict[PoolKey, DecodeState], site: tuple[str, str], c: Class, tpot_s: float) -> float:
+    """The share of a site's (role, datacenter) requests of class ``c`` whose own TPOT exceeds ``tpot_s``
+    (:meth:`DecodeState.tpot_late_share`), over its busy pools by the class's requests each takes."""
+    rows = [(st.count * sum(r for r, k, _ in st.kv_items if k.name == c.name), st) for key, st in decode.items()
+            if (key.role, key.datacenter) == site and st.busy]
+    total = sum(w for w, _ in rows)
+    return sum(w * st.tpot_late_share(c.output_tokens, tpot_s) for w, st in rows if w > 0) / total if total else 0.0
 
 
 def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
