@@ -115,7 +115,8 @@ def fixed_step_share(step_s: float, next_step_s: float, batch: float) -> float:
     return min(max(step_s - per_seq * batch, 0.0) / step_s, 1.0)
 
 
-def _phi(fixed_share: float) -> float:  # a step with no fixed part has no steady batch: held above 0
+def held_fixed_share(fixed_share: float) -> float:
+    """φ as the laws take it: in [0.02, 1] (a step with no fixed part has no steady batch: held above 0)."""
     return min(max(fixed_share, 0.02), 1.0)
 
 
@@ -164,7 +165,7 @@ class KvHeadroom:
         if held <= 0 and mean > 0:
             held = capacity / mean  # where the KV is full
         s = math.sqrt(held * per_held) if per_held > 0 else 1.0
-        phi = _phi(fixed_share)
+        phi = held_fixed_share(fixed_share)
         return cls(capacity, occupancy_quantile_z(quantile), max(s, 1.0), arrival, mean * (1.0 - phi) / phi)
 
     def weight(self, footprint: float) -> float:
@@ -221,7 +222,7 @@ def kv_occupancy_variance(load: Iterable[tuple[float, float, float]], fixed_shar
     if held <= 0:
         return 0.0
     mean = sum(h * f for h, f in items)
-    phi = _phi(fixed_share)
+    phi = held_fixed_share(fixed_share)
     return sum(h * f * f for h, f in items) + mean * mean * (1.0 - phi) / (phi * held)
 
 
