@@ -11,7 +11,9 @@ in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario a
      :mod:`agreement_queues`, each P queue's law beside its instances and each class's TTFT P90 with and
      without the decoders' KV wait; ``steady``, the default: the runs warm up past the decode pools' fill)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
-     seconds), the count skipped and why, then :func:`summary` rows — the distribution of the
+     seconds; a trace scenario's simulated figures pool replays until their P90's spread is under 3 %,
+     :mod:`trace_replays`, the spread printed under it, and each line's KV load as the plan counts it and at
+     what the far decoders hold, :func:`line_loads`), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
      per pipeline and per pool type (routes whose P pool is in the destination's datacenter,
      "same-dc", or across a line, "over-line"). Routes with under 200 simulated requests are
