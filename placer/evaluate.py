@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from placer.aggregated import agg_first_token_law, plan_designs
 from placer.decode_state import (  # noqa: F401 - re-exported: evaluate's decode half lives there
     KV_WAIT_NOTE_SHARE, DecodeState, _hand_over, _ignored, _label, _line_utilization, _load_decode, _meets_tpot,
-    _relay_hold_s, _rld_tokens_per_s, _settle_batch, _site_kv_waits,
+    _relay_hold_s, _rld_tokens_per_s, _settle_batch, _site_kv_waits, site_tpot_late,
 )
 from placer.flows import Route, TtftTail, instance, slowest_rdma_peer
 from placer.line_law import line_stream_utilizations
 from placer.p_queues import mixture_quantile
-from placer.pdd import AGG, D, MD, P, P_A, P_MD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
+from placer.pdd import AGG, D, MD, P, P_A, P_D, P_MD, P_RLD, P_RLD_MD, RELAY_PIPELINES, RLD, streamer_site
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, LinkUse, Metrics, Plan, PoolKey
 from placer.problem import Class, Problem
@@ -51,9 +51,15 @@ class FlowLaw:
     det_s: float
     wait: TtftTail | SplitTail
     meets_tpot: bool
+    tpot_late: float = 0.0  # share of its requests whose own TPOT exceeds the SLA (decode_state.site_tpot_late)
 
     def prob_late(self, budget_s: float) -> float:
         return 1.0 if not self.meets_tpot else self.wait.prob_exceeds(budget_s - self.det_s)
+
+    def prob_lost(self, budget_s: float) -> float:
+        """The share of its requests out of goodput: late first token, or a TPOT of its own over the SLA (the
+        simulator's and the executor's count; independent: one is the P side's, the other the decoder's batch)."""
+        return 1.0 - (1.0 - self.prob_late(budget_s)) * (1.0 - self.tpot_late)
 
 
 @dataclass
@@ -131,7 +137,9 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
         ok = _meets_tpot(problem, decode, MD if a.pipeline == P_MD else D, dst)
     if a.pipeline == P_RLD_MD:
         ok = ok and _meets_tpot(problem, decode, MD, dst)
-    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok)
+    last = (RLD, a.datacenter) if a.pipeline == P_RLD else (D if a.pipeline == P_D else MD, dst)
+    return FlowLaw(c.name, a.pipeline or P_MD, key, dst, a.rps, det, tail, ok,
+                   site_tpot_late(decode, last, c, problem.tpot_s))
 
 
 def _decoder_load(states: list[DecodeState]) -> tuple[float, float] | None:
@@ -163,7 +171,7 @@ def _ttft_quantiles(flows: list[FlowLaw]) -> dict[str, float]:
 def _metrics(problem: Problem, flows: list[FlowLaw], cost: float, decode: dict[PoolKey, DecodeState],
              link_gbit: dict, rld_tokens: float, total_tokens: float, prices) -> Metrics:
     served = sum(f.rps for f in flows)
-    late = sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
+    late = sum(f.rps * f.prob_lost(problem.ttft_p90_s) for f in flows)
     goodput = served - late
     # the TPOT a request sees: the step of its batch with it in (B + 1, Palm: _settle_batch), weighted as the
     # executor and the simulator weigh it — by the gaps between a request's tokens (Σ (last − first) ÷ Σ (output

@@ -77,7 +77,7 @@ def agreement(problem, plan, sim) -> dict:
     for (pipe, src, dst), flows in sorted(groups.items()):
         rps = sum(f.rps for f in flows)
         ilp_p90 = mixture_quantile(flows, 0.90)
-        ilp_good = rps - sum(f.rps * f.prob_late(problem.ttft_p90_s) for f in flows)
+        ilp_good = rps - sum(f.rps * f.prob_lost(problem.ttft_p90_s) for f in flows)
         sim_rows = sim.route(pipe, src, dst)
         sim_p90 = sim_rows[0]["ttft_p90_s"] if sim_rows else 0.0
         sim_good = sim_rows[0]["goodput_rps"] if sim_rows else 0.0
