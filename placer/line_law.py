@@ -39,7 +39,12 @@ def departure_cv2(wait: WaitModel) -> float:
     (``wait.ride`` > 0) sends them in batches: c² 1 here (each transfer apart), the line's stream is its
     forwards' (:func:`forward_cv2`, :func:`_stream`), its batches counted by
     :func:`placer.ttft_tail.line_batchmates`."""
-    if wait.ride > 0.0 or wait.mean_s <= 0.0:
+    return 1.0 if wait.ride > 0.0 else _qna_cv2(wait)
+
+
+def _qna_cv2(wait: WaitModel) -> float:
+    """QNA's ρ²c_s² + (1 − ρ²)c_a² of a queue's departures from its law (1 where it is empty or saturated)."""
+    if wait.mean_s <= 0.0:
         return 1.0
     rho = min(max(wait.rho, 0.0), 1.0)
     if rho >= 1.0:
@@ -102,13 +107,7 @@ def forward_cv2(wait: WaitModel) -> float:
     the queue's jumps' (each arrival's prefill alone or its marginal, ``wait.service``): a forward adds its
     riders' marginals to its head's prefill, so its time spreads less than those jumps — the law's c² is at
     or above the forwards' (the line's excess at or above theirs)."""
-    if wait.mean_s <= 0.0:
-        return 1.0
-    rho = min(max(wait.rho, 0.0), 1.0)
-    if rho >= 1.0:
-        return 1.0
-    cs2 = max(wait.second_moment_s2 / (wait.mean_s * wait.mean_s) - 1.0, 0.0)
-    return rho * rho * cs2 + (1.0 - rho * rho) * max(wait.arrival_cv2, 0.0)
+    return _qna_cv2(wait)
 
 
 def _stream(law: WaitModel, rps: float, mean_s: float, second_s2: float, share: float) -> LineStream:
