@@ -72,7 +72,8 @@ from executor.bodies import (  # noqa: F401 - re-exported: the server's bodies a
 from executor.chat import chat_api
 from executor.choices import (SERVING_ANSWERS, TextStream, cancel_all, collect, merged_events, placer_block,
                               submit_choices, usage)
-from executor.elastic import ApplyBusy, ApplyOperation, FleetChangeUnsupported, refuse_fleet_change
+from executor.apply_operation import ApplyBusy, ApplyOperation
+from executor.elastic import FleetChangeUnsupported, refuse_fleet_change
 from executor.engine.tokenizer import ByteTokenizer
 from executor.health import PeerState
 from executor.latency_metrics import RequestMetrics

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from executor.cluster import LocalCluster
-from executor.elastic import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK, ApplyOperation, apply_specs
+from executor.apply_operation import ApplyOperation
+from executor.elastic import BREAK_BEFORE_MAKE, MAKE_BEFORE_BREAK, apply_specs
 from executor.engine import SamplingParams
 from executor.placement import InstanceSpec
 
@@ -102,7 +103,7 @@ def test_a_new_instance_that_never_starts_puts_the_old_plan_back(cluster):
 
 
 def test_the_operation_runs_in_the_background_one_at_a_time(cluster):
-    from executor.elastic import ApplyBusy
+    from executor.apply_operation import ApplyBusy
 
     import threading
 

@@ -210,7 +210,7 @@ def test_placer_deploy_apply_changes_a_running_deployment(model_config, engine_c
 
 
 def test_the_jobs_apply_hook_moves_a_running_deployment_to_the_adopted_plan(model_config, engine_config):
-    from executor.elastic import apply_hook
+    from executor.apply_operation import apply_hook
 
     def plan(md_count: int) -> Plan:
         return Plan.model_validate({"scenario": "two-dc", "pools": [
