@@ -16,6 +16,7 @@ import math
 from placer.errors import InfeasiblePlanError
 from placer.pdd import P, SLA_QUANTILE
 from placer.ilp.backends import solve
+from placer.ilp.covers import COVER_FAMILY
 from placer.ilp.data import Flow
 from placer.ilp.formulation import Formulation
 
@@ -173,8 +174,8 @@ def _max_carry_values(form: Formulation, with_sla: bool = False,
                       lp_limit_s: float = 30.0) -> tuple[float, list[float] | None]:
     """:func:`_max_carry` and the LP's solution (None when it has none)."""
     m = form.model.relaxed()
-    if not with_sla:
-        m.rows = [r for r in m.rows if r.family != "sla"]
+    # (C18)'s right-hand side is the load G was bound to (placer.ilp.covers): not a row of a smaller load
+    m.rows = [r for r in m.rows if r.family != COVER_FAMILY and (with_sla or r.family != "sla")]
     m.set_bounds(form.g, 0.0, m.vars[form.g].ub)
     m.maximize, m.objective = True, {form.g: 1.0}
     res = solve(m, "ortools", lp_limit_s)

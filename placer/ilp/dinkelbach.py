@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import SolveConfig
+from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
@@ -167,6 +168,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             seed = first
     # a plan from outside the MILPs (a caller's, the LP rounded) is where HiGHS's sub-MIPs still find better ones
     searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
+    take_covers(form)  # (C18) for the rounds on the whole model (placer.ilp.covers)
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
                          began=start, sub_mips=not searched, seed_hint=seed_hint)

@@ -97,7 +97,7 @@ Variables
   line's side, joined by (C17).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
-Constraints (each cited in the code as (C0)…(C17))
+Constraints (each cited in the code as (C0)…(C18))
 -----------
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
@@ -135,6 +135,7 @@ Constraints (each cited in the code as (C0)…(C17))
 (C15) A slots    Σ_{f: p(f)=a} O_k·t_a · x_f ≤ κ_a · u · B_a · c_{a,t}
 (C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
 (C17) relay balance Σ_p r[k,p] = Σ_d y[k,s→d]  for each class k and datacenter s (p at s)
+(C18) decode cover  Σ_q R_q n_q ≥ D per decode shape and its integer roundings (implied by whole n_q; placer.ilp.covers)
 Rows implied by another are left out: (C4) where every flow's staged KV takes a smaller share of
 the instance's memory than its prefill of the instance's time (so (C3) binds first; 685 of 704
 queues on sixteen-dc), (C7) where the design batch of the pool's heaviest request still fits its
@@ -163,6 +164,7 @@ from placer.flows import instance
 from placer.pdd import AGG, MIX, P, P_D, P_RLD_MD, PREFILL_ROLES, SLA_QUANTILE
 from placer.ilp.columns import Columns, add_columns, implied, relay_lines
 from placer.ilp.config import check_build_deadline, checked
+from placer.ilp.covers import decode_covers
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, add_whole_sets, pdd_architecture, prepare
 from placer.ilp.decode_rows import GB, add_decode
 from placer.ilp.model import LinearModel
@@ -193,6 +195,7 @@ class Formulation:
     decode: dict[Pool, DecodeDesign] = field(default_factory=dict)  # design batch B_q of each decode pool
     prefill_s: dict[tuple[int, Pool], float] = field(default_factory=dict)  # pre[k,p]
     columns: Columns = field(default_factory=Columns)  # every flow's column(s) (placer.ilp.columns)
+    covers: list = field(default_factory=list)  # (C18) rows not yet in the model (placer.ilp.covers.take_covers)
 
     def rates(self, values: list[float]) -> dict[Flow, float]:
         """req/s on each flow of a solution (:meth:`placer.ilp.columns.Columns.rates`)."""
@@ -357,11 +360,13 @@ def _add_budget(m: LinearModel, problem: Problem, cost: dict[int, float]) -> Non
     m.add("budget", "budget", dict(cost), "<=", problem.options.budget_usd_per_h)
 
 
-def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_relays: bool = True) -> Formulation:
+def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_relays: bool = True,
+          covers: bool = True) -> Formulation:
     """Build the MILP for ``arch``: the data, then the variables and each family of rows in
     turn; the objective coefficients are set by the caller. ``split_relays``: relayed flows split
     at RLD where exact (:mod:`placer.ilp.columns`); False gives every flow its own column (the
-    same optimum, a larger model: for comparison)."""
+    same optimum, a larger model: for comparison); ``covers``: the decode cover rows (C18,
+    :mod:`placer.ilp.covers`; False: the same optimum, a weaker relaxation)."""
     data = prepare(problem, arch)
     m = LinearModel()
     n, tier = _add_counts(m, data)
@@ -390,10 +395,12 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
     if arch.enforce_sla:
         _add_sla(m, data, cols, g)
     _bound_load(m, problem, g, objective)
+    # (C18) kept aside: Dinkelbach's rounds on the whole model take them (placer.ilp.covers)
+    aside = decode_covers(m, data, load.z, n, g, [c.share for c in problem.classes]) if covers else []
 
     goodput = {cols.p_side(f): 1.0 - data.late[f] for f in checked(data.flows)}
     cost = {var: instance(problem, key.chip, key.tp).price_usd_per_h for key, var in n.items()}
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
     return Formulation(problem, arch, m, data.pools, n, tier, data.flows, cols.x, load.z, g, goodput, cost,
-                       data.instances, data.ttft, data.notes, data.decode, data.prefill, cols)
+                       data.instances, data.ttft, data.notes, data.decode, data.prefill, cols, aside)
