@@ -94,3 +94,4 @@ def test_what_the_pools_carry_at_most_is_the_same_with_the_covers_in_the_model()
     take_covers(covered)
     assert _max_carry(covered) == pytest.approx(_max_carry(plain), rel=1e-6)
     assert _max_carry(plain) < 100.0
+
