@@ -318,7 +318,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     step(B + 1) read the table once, at B + 1, and on the bench's CPU table (step(1) 7.1 ms, step(2) 17.4 ms,
     step(4) 20 ms) a decoder at 57.6 tokens/s came out at 17.4 ms a token where a decoder stepping through
     that table makes one every 11.7 ms (this law: 11.9; tests/placer/test_decode_batch_law.py). ``step_s`` stays
-    the step at the batch (at least 1) for the TPOT SLA and the KV laws."""
+    the step at the batch (at least 1) for the TPOT SLA and φ; the KV-wait law holds the batch law's requests."""
     ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
         st.context_weighted / st.tokens_per_s)
     cap = int(st.im.batch_cap)
@@ -338,10 +338,10 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     decoding = batch - st.held
     st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
         composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
-    # the waiting law: arrivals that find no KV room for their reservation or a line waiting for it
+    # the waiting law: no KV room or a line waiting; each class holds λ × output × the step a token sees (Little: Σ = B)
     phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
-        (rate, rate * (hold if hold is not None else c.output_tokens * st.step_s), class_footprint_tokens(c))
+        (rate, rate * (hold if hold is not None else c.output_tokens * st.seen_step_s), class_footprint_tokens(c))
         for rate, c, hold in st.kv_items], phi)
     st.fixed_share = phi
     if st.kv_wait > KV_WAIT_NOTE_SHARE:

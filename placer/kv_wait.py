@@ -51,6 +51,11 @@ law gives 18 % at the 95 % that run held (24 % waited there: within 0.07).
 Over 150 stays (rnd-7-33's dc1 Gaudi3 decoder alone fed its plan's classes, 850,000 requests) the simulator's
 decoder made 17.2 % wait 4.16 s on average at the plan's 94 % fill, this law 17.5 % and 4.01 s; its windows of three
 stays (the agreement bench's) read 0-50 % (tests/placer/test_kv_line_law.py, long stays beside short ones).
+rnd-7-17's dc-a H800 decoder (four classes, stays 11-42 s, φ 0.21: its KV forgets over stays ÷ φ, ~190 s) alone
+over 1,700 stays, two seeds: 78.2 / 76.8 % full, 22.0 / 22.2 % waited 6.63 / 7.09 s, the line ahead 354K / 378K
+tokens; this law at those fills 23.5 / 20.7 %, 6.54 / 6.16 s, the line 434K. Its bench row's single runs (2,865 s)
+read 68-85 % full and 1-44 % waiting by seed (twelve pooled: 78.2 %, 24.2 %, 6.70 s). The plan's fill is its batch
+law's requests (:mod:`placer.decode_state`: λ × output × the step a token sees): 77.0 %, 21.1 % waiting 6.29 s.
 """
 
 from __future__ import annotations
