@@ -9,10 +9,18 @@ out: :func:`steady_config` (the config with a warm-up past the decode pools' fil
      scale, so a shorter window sees one level of it, not its law), and
      :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
      its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
-     KV room, the share of requests finished there whose own TPOT exceeds the SLA), printed by
+     KV room and their mean wait, the share of requests finished there whose own TPOT exceeds the SLA), printed by
      :func:`print_pools` beside the plan's figures: its design batch at the scenario's
      mix (the MILP's rows), at the classes the pool serves (:func:`placer.sim.engine.served_design_batch`),
-     the evaluation's settled batch, KV-wait share and share of requests over the TPOT SLA (:mod:`placer.decode_state`).
+     the evaluation's settled batch, KV-wait share and mean wait, and share of requests over the TPOT SLA
+     (:mod:`placer.decode_state`).
+
+One run is one window of a decoder's KV, and where the step grows with the batch the KV forgets only over its
+stays ÷ φ (:func:`placer.kv_admission.kv_occupancy_variance`: a deviation relaxes at φ of the stays' rate), not
+over a stay: rnd-7-17's dc-a H800 decoder (41-s stays, φ 0.21: ~190 s) read 68-85 % full over seeds 7-12 of
+30,000 requests (2,865 s measured) and 1-44 % of its arrivals waiting, where the plan has 77 % and 21 % (alone
+over 3,400 stays: 77.5 %, 22.1 %); the row's P90 −19.2 … +31.8 % (12 seeds pooled: −1.8 %). A ``--pools`` line is
+one seed; the row pools seeds (``pooled_seeds``).
 
 The sampler wraps the simulator's decode instances for the run (read only), as ``--breakdown`` wraps its line.
 """
@@ -78,15 +86,17 @@ def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
 @contextmanager
 def pool_sampler(stats: dict, window: tuple[float, float]):
     """Per decode pool (by id) in ``stats``: [instance-seconds, Σ batch·dt, Σ batch²·dt, Σ KV·dt, arrivals,
-    arrivals that waited, the pool, requests finished there, those whose own TPOT exceeds the SLA] over
-    simulated times ``window``."""
+    arrivals that waited, the pool, requests finished there, those whose own TPOT exceeds the SLA, the seconds
+    each arrival that waited for KV room waited] over simulated times ``window``."""
     advance, join = sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join
+    admit = sim_decode.DecodeInstance._admit
+    lined: dict = {}  # id(request) → when it joined a decoder's line (in the window)
     done = sim_finish.DecodeEvents.decode_done
     t0, t1 = window
 
     def row(inst) -> list:
         if id(inst.pool) not in stats:
-            stats[id(inst.pool)] = [0.0, 0.0, 0.0, 0.0, 0, 0, inst.pool, 0, 0]
+            stats[id(inst.pool)] = [0.0, 0.0, 0.0, 0.0, 0, 0, inst.pool, 0, 0, []]
         return stats[id(inst.pool)]
 
     def sampled_done(sim, req, t, inst):
@@ -111,15 +121,25 @@ def pool_sampler(stats: dict, window: tuple[float, float]):
         if t0 <= t <= t1:
             r = row(inst)
             r[4] += 1
-            r[5] += any(w is req for w in inst.waiting)
+            if any(w is req for w in inst.waiting):
+                r[5] += 1
+                lined[id(req)] = t
         return out
 
+    def sampled_admit(inst, req, t):
+        joined = lined.pop(id(req), None)
+        if joined is not None:
+            row(inst)[9].append(t - joined)
+        return admit(inst, req, t)
+
     sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = sampled_advance, sampled_join
+    sim_decode.DecodeInstance._admit = sampled_admit
     sim_finish.DecodeEvents.decode_done = sampled_done
     try:
         yield
     finally:
         sim_decode.DecodeInstance.advance, sim_decode.DecodeInstance.join = advance, join
+        sim_decode.DecodeInstance._admit = admit
         sim_finish.DecodeEvents.decode_done = done
 
 
@@ -131,12 +151,13 @@ def simulate_pools(problem, plan, config: SimConfig, rps: float):
     with pool_sampler(stats, (config.warmup_fraction * end, end)):
         sim = simulate(problem, plan, config)
     out = {}
-    for secs, b, b2, kv, joins, waited, pool, finished, over in stats.values():
+    for secs, b, b2, kv, joins, waited, pool, finished, over, waits in stats.values():
         if secs <= 0:
             continue
         mean = b / secs
         out[pool.key] = {"batch": mean, "batch_var_over_mean": (b2 / secs - mean * mean) / mean if mean > 0 else 0.0,
                          "kv_fill": kv / secs, "waited": waited / joins if joins else 0.0,
+                         "waited_s": sum(waits) / len(waits) if waits else 0.0, "waits_s": waits,
                          "tpot_over": over / finished if finished else 0.0,
                          "design_served": pool.design_batch}
     return sim, out
@@ -154,8 +175,9 @@ def print_pools(problem, plan, pools: dict) -> None:
         phi = decode_fixed_share(st.im, st.batch, ctx)
         print(f"     {key.role} {key.datacenter} {key.chip} tp{key.tp} x{st.count}: design {designs.get(key)} "
               f"(its classes {s['design_served']}) | plan batch {st.batch:6.1f}, var/mean {1 / max(phi, 0.02):4.2f}, "
-              f"KV wait {st.kv_wait:5.1%} | sim batch {s['batch']:6.1f} ({s['batch'] / st.batch - 1:+5.1%}), "
-              f"var/mean {s['batch_var_over_mean']:4.2f}, KV {s['kv_fill']:4.0%} full, waited {s['waited']:5.1%} | "
+              f"KV wait {st.kv_wait:5.1%} {st.kv_wait_s:5.2f} s | sim batch {s['batch']:6.1f} "
+              f"({s['batch'] / st.batch - 1:+5.1%}), var/mean {s['batch_var_over_mean']:4.2f}, "
+              f"KV {s['kv_fill']:4.0%} full, waited {s['waited']:5.1%} {s['waited_s']:5.2f} s | "
               f"TPOT over the SLA plan {_tpot_late(problem, st):5.1%}, sim {s['tpot_over']:5.1%}")
 
 
