@@ -303,11 +303,11 @@ class Route:
     decoder: tuple[float, float] | None = None
 
     def wan_bytes(self) -> float:
-        """KV bytes of one request that cross the WAN: with the decode-side radix cache only the
-        uncached part, (1 − hit)·input; without it (or on P-D) the whole prompt."""
+        """KV bytes of one request that cross the WAN: with the decode-side radix cache only what the decoders
+        at ``dst`` lack, (1 − hit)·input (hit: :meth:`Problem.decode_hit`); without it (or on P-D) the whole prompt."""
         c = self.cls
-        tokens = (1.0 - c.hit_rate) * c.input_tokens if self.drc and self.pipeline != P_D else c.input_tokens
-        return tokens * self.problem.kv_bytes_per_token
+        hit = self.problem.decode_hit(c, self.dst) if self.drc and self.pipeline != P_D else 0.0
+        return (1.0 - hit) * c.input_tokens * self.problem.kv_bytes_per_token
 
     def wan_s(self, utilization: float) -> float:
         """Seconds of the request's KV transfer over the line src→dst at ``utilization`` (inf without one)."""

@@ -2,7 +2,8 @@
 
 in:  a Scenario (or resolved Problem), objective, solver backend, time limit
 out: a :class:`~placer.plan.Plan` whose metrics come from :mod:`placer.evaluate` at the
-     plan's actual utilisations and which has passed :func:`placer.validate.validate`.
+     plan's actual utilisations and which has passed :func:`placer.validate.validate`. A trace scenario's
+     routes are priced at what its own routing leaves the far decoders holding (:mod:`placer.decode_rounds`).
 
 A fleet scenario (``models:``, a :class:`~placer.problem.FleetProblem`) goes to
 :func:`~placer.optimize_fleet.optimize_fleet` / :func:`~placer.optimize_fleet.evaluate_fleet`
@@ -19,6 +20,7 @@ import math
 import time
 from collections import defaultdict
 
+from placer import decode_rounds
 from placer.errors import InfeasiblePlanError, InputError, PlacerError, SolveTimeoutError
 from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
@@ -195,10 +197,15 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
         except PlacerError:
             warm_ratio = None  # the old plan does not fit the new scenario: solve cold
     arch = pdd_architecture(problem)
-    if objective == "bcr" and warm_ratio is None and local_first.worth_it(problem):
-        plan, form, outcome = _solve_local_first(problem, arch, config)
+
+    def solve_at(prob: Problem, cfg: SolveConfig) -> tuple[Plan, Formulation, Outcome]:
+        return (_solve_local_first(prob, arch, cfg) if objective == "bcr" and warm_ratio is None
+                and local_first.worth_it(prob) else solve_architecture(prob, arch, cfg, warm_ratio))
+
+    if decode_rounds.wanted(problem):  # a trace: KV priced at what the plan's routing leaves the decoders
+        (plan, form, outcome), problem = decode_rounds.settle(problem, solve_at, config, with_metrics)
     else:
-        plan, form, outcome = solve_architecture(problem, arch, config, warm_ratio)
+        plan, form, outcome = solve_at(problem, config)
     issues = validate(problem, plan)
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})

@@ -6,7 +6,9 @@ out: :class:`Problem`, frozen dataclasses with every name resolved, the model's 
      and the measured latency tables that match the scenario's model and dtypes, by
      (chip, tp), each checked against the chip's datasheet peaks
      (:func:`placer.profiles.lookup.matching_tables`); tables measured for another
-     model or dtype are listed in ``tables_ignored`` and never used.
+     model or dtype are listed in ``tables_ignored`` and never used. A trace workload keeps
+     its trace's path (``trace``) and, once a plan has routed it, the decode-side hit per
+     (class, destination) (``decode_hits``, :mod:`placer.workload.decode_hits`).
 """
 
 from __future__ import annotations
@@ -95,6 +97,17 @@ class Problem:
     #: the executor's measured runtime the plan's TTFT includes (``placer evaluate/optimize --runtime``:
     #: placer.executor_costs); None: the planner's idealised deployment
     runtime: ExecutorRuntime | None = None
+    #: the JSONL trace the classes were fitted from (``workload.trace`` without ``classes``); None: drawn classes
+    trace: str | None = None
+    #: (class name, destination datacenter) → the share of the class's prompts that datacenter's decoders hold,
+    #: where it differs from P's hit: a trace routed by a plan (conversations' turns decoded elsewhere,
+    #: :func:`placer.workload.decode_hits.held_hits`); absent: the decoders hold what P's prefix store holds
+    decode_hits: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    def decode_hit(self, cls: Class, dst: str) -> float:
+        """The prefix hit of class ``cls`` at the decoders of ``dst``: P's hit, or less where
+        :attr:`decode_hits` says those decoders hold less of the class's prompts."""
+        return min(cls.hit_rate, self.decode_hits.get((cls.name, dst), cls.hit_rate))
 
     @cached_property
     def kv_bytes_per_token(self) -> float:
@@ -212,6 +225,7 @@ def resolve(scenario: Scenario, measured: dict[str, dict] | None = None) -> Prob
         tables_ignored=tables_ignored,
         engine=scenario.engine,
         arrival_cv2=scenario.workload.arrival_cv2,
+        trace=None if scenario.workload.classes else scenario.workload.trace,
     )
 
 

@@ -291,9 +291,10 @@ def prepare(problem: Problem, arch: Architecture) -> Prepared:
     ttft, late, hold, eager = _flow_laws(problem, arch, flows, pools, instances, prefill, agg)
     check_build_deadline()
     flows = _undominated(flows, late)
-    # a class's WAN bytes depend on DRC alone (the line does not matter): priced on a direct route
-    wbytes = {(k, drc): Route(problem, c, P_MD, "", "", drc).wan_bytes()
-              for k, c in enumerate(problem.classes) for drc in (True, False)}
+    # a class's WAN bytes depend on DRC and on what the destination's decoders hold (Problem.decode_hit),
+    # not on the line's source: priced on a direct route into each datacenter
+    wbytes = {(k, drc, d): Route(problem, c, P_MD, "", d, drc).wan_bytes()
+              for k, c in enumerate(problem.classes) for drc in (True, False) for d in problem.dc_names}
     return Prepared(
         pools, instances, decode, agg, notes, bounds, flows, prefill, ttft, late, hold, eager, wbytes,
         by_class=_grouped(flows, lambda f: f.k), by_pool=_grouped(flows, lambda f: f.p),

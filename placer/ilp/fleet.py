@@ -14,7 +14,7 @@ named ``m/<its single-model name>`` (e.g. ``chat/n[P,dc-a,H800,tp8]``).
 Rows kept per model (each model's own): C0–C7, C11 (its SLA on its own served load), C13–C16.
 Rows shared — one row summing every model's terms (the single-model row's name, unprefixed):
 
-(F8)  link       Σ_m Σ_{f ∈ F_m over s→d} x_f · wan_bytes_m[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)
+(F8)  link       Σ_m Σ_{f ∈ F_m over s→d} x_f · wan_bytes_m[k,d] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d) (C8's terms)
 (F9)  inventory  Σ_m Σ_{q_m of chip c in dc} tp · n_q ≤ inventory[dc][c]
 (F10) power      Σ_m Σ_{q_m in dc} power_q · n_q ≤ power_kw[dc]
 (F12) budget     Σ_m Σ price_q n_q ≤ budget (max-goodput only)

@@ -121,7 +121,9 @@ Constraints (each cited in the code as (C0)…(C18))
      room for their 99th percentile, not just their mean (else admission waits in bursts
      and the relay's first token with it — 5g-low-hit's relay route was +19.7 % in the
      simulator before this row)
-(C8) link        Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)
+(C8) link        Σ_{f over line s→d} x_f · wan_bytes[k,d] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)
+     wan_bytes[k,d] = (1−h_{k,d})·I_k·kv (DRC; I_k·kv without): h_{k,d} the hit d's decoders hold,
+     P's h_k unless a trace's routing says they hold less (Problem.decode_hit, placer.workload.decode_hits)
      κ_q, κ_L ∈ (0, 1]: a pool's or a line's capacity factor, 1 unless ``optimize --verify``
      cut it (Problem.pool_capacity / line_capacity, placer.cuts)
 (C9) inventory   Σ_{q of chip c in dc} tp_q · n_q ≤ inventory[dc][c]
@@ -292,15 +294,16 @@ def _add_p_memory(m: LinearModel, problem: Problem, data: Prepared, cols: Column
 
 
 def _add_links(m: LinearModel, problem: Problem, arch: Architecture, data: Prepared, cols: Columns) -> None:
-    """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d)."""
+    """(C8) link: Σ_{f over line s→d} x_f · wan_bytes[k,d] · 8/1e9 ≤ κ_L · u_L · Gbit/s(s→d) (wan_bytes at what
+    d's decoders hold: :meth:`placer.problem.Problem.decode_hit`)."""
     for (s, d), link in sorted(problem.links.items()):
         check_build_deadline()
         over = data.by_link[(s, d)]
         if not over:
             continue
-        coeffs = {cols.x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False)] * 8 / 1e9
+        coeffs = {cols.x[f]: data.wan_bytes[(f.k, arch.drc if f.pipeline != P_D else False, d)] * 8 / 1e9
                   for f in over if f in cols.x}
-        coeffs.update({y: data.wan_bytes[(k, arch.drc)] * 8 / 1e9 for (k, a, b), y in cols.relay_out.items()
+        coeffs.update({y: data.wan_bytes[(k, arch.drc, d)] * 8 / 1e9 for (k, a, b), y in cols.relay_out.items()
                        if (a, b) == (s, d)})
         limit = problem.options.link_utilization_cap * link.gbit_per_s * problem.line_capacity.get((s, d), 1.0)
         m.add(f"link[{s}->{d}]", "link", coeffs, "<=", limit)

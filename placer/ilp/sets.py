@@ -173,7 +173,7 @@ class Prepared:
     late: dict[Flow, float]  # late[f]
     hold: dict[Flow, float]  # hold[f]
     eager: dict[Flow, float]  # relayed flow: seconds RLD relays it (the WAN transfer; inf: P-RLD, to the end)
-    wan_bytes: dict[tuple[int, bool], float]  # (k, drc) -> KV bytes over the WAN
+    wan_bytes: dict[tuple[int, bool, str], float]  # (k, drc, destination) -> KV bytes over the WAN
     by_class: dict[int, list[Flow]]
     by_pool: dict[Pool, list[Flow]]
     by_route: dict[tuple[int, str, str], list[Flow]]  # (k, pipeline, dst)

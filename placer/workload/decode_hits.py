@@ -6,7 +6,10 @@ in:  a trace's records (``hash_ids``), the classes a router sorts them into (the
 out: :func:`routed_decode_hits` — per (class, destination) the requests, their input tokens, the tokens P's
      prefix store holds and the tokens the destination's decoders hold (:class:`DecodeHits`); and, for every
      destination the plan decodes at, the share of all the class's prompts its decoders hold where the class
-     is sent there or not (:attr:`DecodeHits.held`: what a plan that moved the class there would find)
+     is sent there or not (:attr:`DecodeHits.held`: what a plan that moved the class there would find);
+     :func:`held_hits` / :func:`with_held_hits` — those shares for a trace problem's own trace and a plan, as
+     :attr:`placer.problem.Problem.decode_hits` takes them (the planner prices a route's KV at them:
+     ``Problem.decode_hit``)
 
 The planner prices the KV a P-MD route sends over a line as the uncached part of the prompt,
 (1 − hit)·input (``placer.flows.Route.wan_bytes``): it takes the decoder at the far end to hold what P's
@@ -34,7 +37,7 @@ from collections.abc import Iterable, Sequence
 
 from placer.prefix import cached_tokens, leading_blocks
 from placer.workload.fit import class_distance
-from placer.workload.trace import BLOCK_TOKENS
+from placer.workload.trace import BLOCK_TOKENS, read_trace
 
 
 @dataclasses.dataclass
@@ -71,6 +74,24 @@ def destination_shares(plan) -> dict[str, dict[str, float]]:
         if r.rps > 0:
             rps[r.request_class][r.dst] += r.rps
     return {k: {d: x / sum(v.values()) for d, x in v.items()} for k, v in rps.items()}
+
+
+def held_hits(problem, plan, seed: int = 0) -> dict[tuple[str, str], float]:
+    """(class name, destination) → the token-weighted share of the class's prompts that destination's decoders
+    hold (:attr:`DecodeHits.held`) when ``problem``'s trace (:attr:`placer.problem.Problem.trace`) is routed as
+    ``plan`` splits each class, for every destination the plan decodes at; empty for a problem without a trace
+    or without the decode-side cache (its routes send whole prompts)."""
+    if problem.trace is None or not problem.options.drc:
+        return {}
+    hits = routed_decode_hits(read_trace(problem.trace), problem.classes, destination_shares(plan), seed)
+    return {key: h.held for key, h in sorted(hits.items())}
+
+
+def with_held_hits(problem, plan, seed: int = 0):
+    """``problem`` whose routes' KV is priced at what ``plan``'s routing leaves its decoders holding
+    (:func:`held_hits` as :attr:`~placer.problem.Problem.decode_hits`); ``problem`` itself without a trace."""
+    hits = held_hits(problem, plan, seed)
+    return dataclasses.replace(problem, decode_hits=hits) if hits else problem
 
 
 def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, dict[str, float]],

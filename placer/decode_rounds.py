@@ -1,0 +1,105 @@
+"""A trace scenario's plan priced at what its own routing leaves the far decoders holding (issue 42).
+
+in:  a :class:`~placer.problem.Problem` with a trace (:attr:`~placer.problem.Problem.trace`), a function that
+     solves a problem within a config (``optimize``'s own solve), the command's started config
+out: :func:`settle` — the last round's (plan, formulation, outcome) and the problem it was priced on, the plan's
+     metrics at the hits its own routing leaves, and a note: how many rounds, each line's planned Gbit/s
+     before (the first round, at P's hit and at what its routing left the decoders holding) and after
+
+The planner prices a crossing route's KV as what the destination's decoders lack
+(:meth:`placer.problem.Problem.decode_hit`). With drawn classes they hold what P's prefix store holds. On a
+trace a conversation's turns climb the hit bands, so a plan that routes classes by hit decodes one
+conversation's turns in different datacenters, and each decoder holds only the turns decoded there
+(:mod:`placer.workload.decode_hits`; rnd-7-4-trace: the classes hit-80-90 … hit-95-97 crossing dc1→dc0 at
+P's 0.85–0.96 while dc0's decoders held 0.28–0.40 of their prompts, the line at 21.0 Gbit/s of 17.9 where
+the plan counted 15.2). What the decoders hold depends on the routing the plan chooses, so the plan is
+solved, the trace routed as it splits each class, and the problem re-solved at the hits that routing leaves
+(:func:`placer.workload.decode_hits.held_hits`) until the lines' loads settle: the plan's lines at the hits
+its own routing leaves within :data:`SETTLED_SHARE` of each line's Gbit/s of what it was priced at, at
+most :data:`MAX_ROUNDS` solves. The rounds share the command's time limit: the first takes half of it,
+each later one half of what is left (the last all of it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Callable
+
+from placer.errors import SolveTimeoutError
+from placer.flows import Route
+from placer.ilp.config import SolveConfig
+from placer.plan import Plan
+from placer.problem import Problem
+from placer.workload.decode_hits import held_hits
+
+#: Solves at most: the plan at P's hit, then at most two re-solves at the hits the last plan's routing left.
+MAX_ROUNDS = 3
+#: The lines' loads have settled when none moved more than this share of its Gbit/s between what the plan
+#: was priced at and what its own routing leaves.
+SETTLED_SHARE = 0.02
+
+
+def wanted(problem: Problem) -> bool:
+    """Whether ``problem``'s plan is worth routing its trace for: a trace workload, the decode-side cache (without
+    it every route sends whole prompts) and a line to price, and no decode-side hits given already."""
+    return (problem.trace is not None and bool(problem.options.drc) and not problem.decode_hits
+            and any(link.gbit_per_s > 0 for link in problem.links.values()))
+
+
+def line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
+    """Gbit/s of KV each line carries under ``plan``'s routes, priced by ``problem`` (its decode-side hits)."""
+    classes = {c.name: c for c in problem.classes}
+    out: dict[tuple[str, str], float] = defaultdict(float)
+    for r in plan.routes:
+        if r.src != r.dst and r.rps > 0:
+            kv = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, problem.options.drc).wan_bytes()
+            out[(r.src, r.dst)] += r.rps * kv * 8 / 1e9
+    return dict(out)
+
+
+def _settled(problem: Problem, planned: dict, held: dict) -> bool:
+    return all(abs(held.get(key, 0.0) - planned.get(key, 0.0)) <= SETTLED_SHARE * problem.links[key].gbit_per_s
+               for key in set(planned) | set(held))
+
+
+def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], config: SolveConfig,
+           finish: Callable[[Problem, Plan], Plan]) -> tuple[tuple, Problem]:
+    """((plan, formulation, outcome), problem) of the last round (module docstring). ``solve(problem, config)``
+    → (plan, formulation, outcome); ``finish(problem, plan)`` → the plan with its metrics at ``problem`` (the
+    last plan's are taken again at the hits its own routing leaves). ``config``: started (its deadline holds)."""
+    config = config.started()
+    priced, first, rounds = problem, None, 0
+    while True:
+        rounds += 1
+        last = rounds == MAX_ROUNDS
+        left = config.left_s()
+        try:
+            solved = solve(priced, config if last else config.but(time_limit_s=max(left / 2, 0.001)))
+        except SolveTimeoutError:
+            if rounds == 1:
+                raise
+            rounds -= 1  # out of time before a plan: the last round's stands
+            break
+        plan = solved[0]
+        hits = held_hits(problem, plan)
+        routed = dataclasses.replace(problem, decode_hits=hits)
+        planned, held = line_gbit(priced, plan), line_gbit(routed, plan)
+        first = first or (planned, held)
+        if last or _settled(problem, planned, held) or config.left_s() <= 0:
+            break
+        priced = routed
+    plan = finish(routed, plan)
+    note = _note(problem, rounds, first, line_gbit(routed, plan))
+    plan = plan.model_copy(update={"notes": [*plan.notes, note]})
+    return (plan, *solved[1:]), routed
+
+
+def _note(problem: Problem, rounds: int, first: tuple[dict, dict], after: dict) -> str:
+    planned, held = first
+    lines = sorted(set(planned) | set(held) | set(after))
+    text = "; ".join(f"{s}->{d} {planned.get((s, d), 0.0):.1f} Gbit/s at P's hit, {held.get((s, d), 0.0):.1f} at "
+                     f"the far decoders' -> {after.get((s, d), 0.0):.1f} of {problem.links[(s, d)].gbit_per_s:g}"
+                     for s, d in lines)
+    return (f"decode-side hits (trace routed as the plan splits each class, placer.workload.decode_hits): "
+            f"{rounds} solve{'s' if rounds > 1 else ''}; lines {text or 'none crossed'}")
