@@ -2,9 +2,10 @@
 
 in:  a :class:`~placer.problem.Problem` with a trace (:attr:`~placer.problem.Problem.trace`), a function that
      solves a problem within a config (``optimize``'s own solve), the command's started config
-out: :func:`settle` — the last round's (plan, formulation, outcome) and the problem it was priced on, the plan's
-     metrics at the hits its own routing leaves, and a note: how many rounds, each line's planned Gbit/s
-     before (the first round, at P's hit and at what its routing left the decoders holding) and after
+out: :func:`settle` — the last round's (plan, formulation, outcome), the problem with the hits its routing leaves
+     (the plan's metrics taken there) and that round's config, and a note: how many solves, each line's
+     planned Gbit/s before (the first round, at P's hit and at what its routing left the decoders holding)
+     and after
 
 The planner prices a crossing route's KV as what the destination's decoders lack
 (:meth:`placer.problem.Problem.decode_hit`). With drawn classes they hold what P's prefix store holds. On a
@@ -16,8 +17,10 @@ the plan counted 15.2). What the decoders hold depends on the routing the plan c
 solved, the trace routed as it splits each class, and the problem re-solved at the hits that routing leaves
 (:func:`placer.workload.decode_hits.held_hits`) until the lines' loads settle: the plan's lines at the hits
 its own routing leaves within :data:`SETTLED_SHARE` of each line's Gbit/s of what it was priced at, at
-most :data:`MAX_ROUNDS` solves. The rounds share the command's time limit: the first takes half of it,
-each later one half of what is left (the last all of it).
+most :data:`MAX_ROUNDS` solves. The first solve is the plan the command made before (its budget as given);
+each re-solve has the time limit again, so a trace scenario's ``optimize`` takes at most
+:data:`MAX_ROUNDS` × ``--time-limit`` (rnd-7-4-trace: two solves; a solve that splits one budget in halves
+found no plan in its first half on rnd-7-9-trace at 20 s, and a plan 12 % from the optimum on rnd-7-4).
 """
 
 from __future__ import annotations
@@ -64,35 +67,30 @@ def _settled(problem: Problem, planned: dict, held: dict) -> bool:
 
 
 def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], config: SolveConfig,
-           finish: Callable[[Problem, Plan], Plan]) -> tuple[tuple, Problem]:
-    """((plan, formulation, outcome), problem) of the last round (module docstring). ``solve(problem, config)``
-    → (plan, formulation, outcome); ``finish(problem, plan)`` → the plan with its metrics at ``problem`` (the
-    last plan's are taken again at the hits its own routing leaves). ``config``: started (its deadline holds)."""
-    config = config.started()
-    priced, first, rounds = problem, None, 0
+           finish: Callable[[Problem, Plan], Plan]) -> tuple[tuple, Problem, SolveConfig]:
+    """((plan, formulation, outcome), problem, config) of the last round (module docstring).
+    ``solve(problem, config)`` → (plan, formulation, outcome); ``finish(problem, plan)`` → the plan with its
+    metrics at ``problem`` (the last plan's are taken again at the hits its own routing leaves)."""
+    priced, first, rounds, cfg = problem, None, 0, config.started()
     while True:
         rounds += 1
-        last = rounds == MAX_ROUNDS
-        left = config.left_s()
         try:
-            solved = solve(priced, config if last else config.but(time_limit_s=max(left / 2, 0.001)))
+            solved = solve(priced, cfg)
         except SolveTimeoutError:
             if rounds == 1:
                 raise
-            rounds -= 1  # out of time before a plan: the last round's stands
+            rounds -= 1  # no plan within a re-solve's budget: the last round's stands
             break
         plan = solved[0]
-        hits = held_hits(problem, plan)
-        routed = dataclasses.replace(problem, decode_hits=hits)
+        routed = dataclasses.replace(problem, decode_hits=held_hits(problem, plan))
         planned, held = line_gbit(priced, plan), line_gbit(routed, plan)
         first = first or (planned, held)
-        if last or _settled(problem, planned, held) or config.left_s() <= 0:
+        if rounds == MAX_ROUNDS or _settled(problem, planned, held):
             break
-        priced = routed
+        priced, cfg = routed, dataclasses.replace(config, deadline=None).started()
     plan = finish(routed, plan)
     note = _note(problem, rounds, first, line_gbit(routed, plan))
-    plan = plan.model_copy(update={"notes": [*plan.notes, note]})
-    return (plan, *solved[1:]), routed
+    return (plan.model_copy(update={"notes": [*plan.notes, note]}), *solved[1:]), routed, cfg
 
 
 def _note(problem: Problem, rounds: int, first: tuple[dict, dict], after: dict) -> str:

@@ -203,7 +203,7 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
                 and local_first.worth_it(prob) else solve_architecture(prob, arch, cfg, warm_ratio))
 
     if decode_rounds.wanted(problem):  # a trace: KV priced at what the plan's routing leaves the decoders
-        (plan, form, outcome), problem = decode_rounds.settle(problem, solve_at, config, with_metrics)
+        (plan, form, outcome), problem, config = decode_rounds.settle(problem, solve_at, config, with_metrics)
     else:
         plan, form, outcome = solve_at(problem, config)
     issues = validate(problem, plan)

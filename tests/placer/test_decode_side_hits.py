@@ -88,7 +88,7 @@ def test_the_rounds_resolve_until_the_line_loads_settle(trace_problem):
         return plans[len(seen) - 1], "form", "outcome"
 
     assert decode_rounds.wanted(trace_problem)
-    (plan, form, outcome), problem = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=10.0),
+    (plan, form, outcome), problem, _ = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=10.0),
                                                           lambda prob, p: p)
     assert len(seen) == 2 and (form, outcome) == ("form", "outcome")
     assert seen[0].decode_hit(warm, "dc-b") == pytest.approx(0.5)  # round 1: P's hit
