@@ -17,10 +17,12 @@ the plan counted 15.2). What the decoders hold depends on the routing the plan c
 solved, the trace routed as it splits each class, and the problem re-solved at the hits that routing leaves
 (:func:`placer.workload.decode_hits.held_hits`) until the lines' loads settle: the plan's lines at the hits
 its own routing leaves within :data:`SETTLED_SHARE` of each line's Gbit/s of what it was priced at, at
-most :data:`MAX_ROUNDS` solves. The first solve is the plan the command made before (its budget as given);
-each re-solve has the time limit again, so a trace scenario's ``optimize`` takes at most
-:data:`MAX_ROUNDS` × ``--time-limit`` (rnd-7-4-trace: two solves; a solve that splits one budget in halves
-found no plan in its first half on rnd-7-9-trace at 20 s, and a plan 12 % from the optimum on rnd-7-4).
+most :data:`MAX_ROUNDS` solves. The solves draw on the command's one deadline
+(``--time-limit`` bounds the whole command, docs/contracts.md): the first has the whole budget (a solve that
+split it in halves found no plan in its first half on rnd-7-9-trace at 20 s, and a plan 12 % from the optimum
+on rnd-7-4), a re-solve what is left of it, none with under :data:`MIN_RESOLVE_S` left — then the last plan
+stands, its metrics taken at the hits its own routing leaves (an overloaded line shows in its promise), and the
+note says the rounds stopped for time.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ MAX_ROUNDS = 3
 #: The lines' loads have settled when none moved more than this share of its Gbit/s between what the plan
 #: was priced at and what its own routing leaves.
 SETTLED_SHARE = 0.02
+#: A re-solve starts only with at least this many seconds of the command's budget left.
+MIN_RESOLVE_S = 2.0
 
 
 def wanted(problem: Problem) -> bool:
@@ -71,7 +75,7 @@ def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], con
     """((plan, formulation, outcome), problem, config) of the last round (module docstring).
     ``solve(problem, config)`` → (plan, formulation, outcome); ``finish(problem, plan)`` → the plan with its
     metrics at ``problem`` (the last plan's are taken again at the hits its own routing leaves)."""
-    priced, first, rounds, cfg = problem, None, 0, config.started()
+    priced, first, rounds, cfg, timed_out = problem, None, 0, config.started(), False
     while True:
         rounds += 1
         try:
@@ -79,7 +83,7 @@ def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], con
         except SolveTimeoutError:
             if rounds == 1:
                 raise
-            rounds -= 1  # no plan within a re-solve's budget: the last round's stands
+            rounds, timed_out = rounds - 1, True  # no plan in what was left: the last round's stands
             break
         plan = solved[0]
         routed = dataclasses.replace(problem, decode_hits=held_hits(problem, plan))
@@ -87,17 +91,22 @@ def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], con
         first = first or (planned, held)
         if rounds == MAX_ROUNDS or _settled(problem, planned, held):
             break
-        priced, cfg = routed, dataclasses.replace(config, deadline=None).started()
+        if cfg.left_s() < MIN_RESOLVE_S:
+            timed_out = True
+            break
+        priced = routed
     plan = finish(routed, plan)
-    note = _note(problem, rounds, first, line_gbit(routed, plan))
+    note = _note(problem, rounds, first, line_gbit(routed, plan), timed_out)
     return (plan.model_copy(update={"notes": [*plan.notes, note]}), *solved[1:]), routed, cfg
 
 
-def _note(problem: Problem, rounds: int, first: tuple[dict, dict], after: dict) -> str:
+def _note(problem: Problem, rounds: int, first: tuple[dict, dict], after: dict, timed_out: bool) -> str:
     planned, held = first
     lines = sorted(set(planned) | set(held) | set(after))
     text = "; ".join(f"{s}->{d} {planned.get((s, d), 0.0):.1f} Gbit/s at P's hit, {held.get((s, d), 0.0):.1f} at "
                      f"the far decoders' -> {after.get((s, d), 0.0):.1f} of {problem.links[(s, d)].gbit_per_s:g}"
                      for s, d in lines)
     return (f"decode-side hits (trace routed as the plan splits each class, placer.workload.decode_hits): "
-            f"{rounds} solve{'s' if rounds > 1 else ''}; lines {text or 'none crossed'}")
+            f"{rounds} solve{'s' if rounds > 1 else ''}"
+            f"{' (the time limit stopped the re-solves: the lines below are what this plan routes)' if timed_out else ''}"
+            f"; lines {text or 'none crossed'}")

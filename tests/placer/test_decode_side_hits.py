@@ -5,6 +5,7 @@ the other side): the planner routes the trace as the plan splits each class and 
 from __future__ import annotations
 
 import json
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -98,6 +99,26 @@ def test_the_rounds_resolve_until_the_line_loads_settle(trace_problem):
     assert "2 solves" in plan.notes[-1]
     assert f"dc-a->dc-b {gbit / 2:.1f} Gbit/s at P's hit, {gbit:.1f} at the far decoders' -> 0.0" in plan.notes[-1]
     assert problem.decode_hit(warm, "dc-a") == pytest.approx(0.5)
+
+
+def test_the_rounds_share_the_command_s_one_deadline(trace_problem):
+    """--time-limit bounds the whole command: a first solve that leaves under MIN_RESOLVE_S of it gets no
+    re-solve; its plan stands, priced at the hits its own routing leaves (the overloaded line shows in its
+    figures), and the note says the time limit stopped the rounds."""
+    cold, warm = _classes(trace_problem)
+    crossing = _plan([(cold.name, "dc-a", "dc-a", 2.0), (warm.name, "dc-a", "dc-b", 2.0)])
+    seen = []
+
+    def solve(problem, config):
+        seen.append(problem)
+        time.sleep(max(0.0, config.left_s() - decode_rounds.MIN_RESOLVE_S + 0.2))  # a solve that takes the budget
+        return crossing, "form", "outcome"
+
+    (plan, _, _), problem, config = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=2.5),
+                                                         lambda prob, p: p)
+    assert len(seen) == 1 and config.left_s() < decode_rounds.MIN_RESOLVE_S
+    assert "1 solve (the time limit stopped the re-solves" in plan.notes[-1]
+    assert problem.decode_hit(warm, "dc-b") == 0.0  # the plan's figures at what its routing leaves dc-b
 
 
 def test_drawn_classes_keep_p_hit(micro_problem):
