@@ -11,8 +11,9 @@ in:  N, a seed, simulated requests a scenario, the solver's seconds a scenario a
      :mod:`agreement_queues`, each P queue's law beside its instances and each class's TTFT P90 with and
      without the decoders' KV wait; ``steady``, the default: the runs warm up past the decode pools' fill)
 out: printed: one line a scenario (kind, pools' pipelines, ILP and simulated P90 and goodput,
-     seconds; a trace scenario's simulated figures pool replays until their P90's spread is under 3 %,
-     :mod:`trace_replays`, the spread printed under it, and each line's KV load as the plan counts it and at
+     seconds; its simulated figures pool runs of the bench's seed and the next ones until their P90's jackknife
+     error is under 3 %, :mod:`pooled_seeds`: the seeds used, and their spread under it where more than 2 were
+     needed; a trace scenario's lines: each one's KV load as the plan counts it and at
      what the far decoders hold, :func:`line_loads`), the count skipped and why, then :func:`summary` rows — the distribution of the
      relative error (simulated / ILP − 1) of TTFT P90 and goodput over the scenarios' mixes,
      per pipeline and per pool type (routes whose P pool is in the destination's datacenter,
@@ -32,9 +33,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from agreement_pools import pool_rows, print_pools, simulate_pools, steady_config  # siblings under bench/
-from agreement_queues import print_queues, simulate_queues
+from agreement_queues import print_queues, print_routes, simulate_queues
 from random_scenarios import load_fraction, random_scenario
-from trace_replays import REPLAYS, pooled_replay
+from pooled_seeds import pooled_runs
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.plan import Plan, parse_plan
@@ -152,13 +153,31 @@ def solve_case(seed: int, index: int, time_limit_s: float, plans_dir: Path | Non
     return data, plan, why
 
 
+def judge(problem, plan, config: SimConfig, rps: float, pools: bool = False, queues: bool = False,
+          pooled: bool = True) -> dict:
+    """A plan's agreement dict (:func:`placer.sim.verify.agreement`) with what the simulator measured under
+    ``config``: ``pooled``, runs of seeds ``config.seed``, ``+ 1`` … pooled until their P90 settles
+    (:func:`pooled_seeds.pooled_runs`; its :class:`~pooled_seeds.Spread` under ``"seeds"``); ``pools`` or
+    ``queues``: one run, each decode pool's figures (:func:`agreement_pools.simulate_pools`, under ``"pools"``)
+    or each P queue's (:func:`agreement_queues.simulate_queues`, under ``"queued"``), the problem and plan beside."""
+    extra: dict = {}
+    if pools:
+        sim, per_pool = simulate_pools(problem, plan, config, rps)
+        extra.update(problem=problem, plan=plan, pools=per_pool, requests=config.requests)
+    elif queues:
+        sim, *queued = simulate_queues(problem, plan, config)
+        extra.update(problem=problem, plan=plan, queued=queued)
+    elif pooled:
+        sim, extra["seeds"] = pooled_runs(problem, plan, config)
+    else:
+        sim = simulate(problem, plan, config)
+    return agreement(problem, plan, sim) | extra
+
+
 def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
-            pools: bool = False, steady: bool = False, queues: bool = False, trace_replays: int = REPLAYS) -> dict:
-    """One scenario: its agreement dict (plus name and seconds; with ``pools`` the problem, plan and each decode
-    pool's simulated figures, :func:`agreement_pools.simulate_pools`), or {"skipped": reason}. ``steady``: warm up
-    past the decode pools' fill (:func:`agreement_pools.steady_config`). A trace scenario is judged on
-    ``trace_replays`` replays pooled (:func:`trace_replays.pooled_replay`; its spread under ``"replays"``), except
-    with ``pools`` or ``queues`` (one replay)."""
+            pools: bool = False, steady: bool = False, queues: bool = False, pooled: bool = True) -> dict:
+    """One scenario: its :func:`judge` dict (plus name and seconds, and a trace's :func:`line_loads`), or
+    {"skipped": reason}. ``steady``: warm up past the decode pools' fill (:func:`agreement_pools.steady_config`)."""
     start = time.perf_counter()
     data, plan, why = solve_case(seed, index, time_limit_s, plans_dir)
     if plan is None:
@@ -167,32 +186,16 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
     config, rps = sim_config(data, requests, seed), data["workload"]["arrival_rps"]
     if steady:
         config = steady_config(config, problem, plan, rps)
-    queued = spread = None
-    if pools:
-        sim, per_pool = simulate_pools(problem, plan, config, rps)
-    elif queues:
-        sim, *queued = simulate_queues(problem, plan, config)
-        per_pool = None
-    elif config.workload == "trace" and trace_replays > 1:
-        (sim, spread), per_pool = pooled_replay(problem, plan, config, trace_replays), None
-    else:
-        sim, per_pool = simulate(problem, plan, config), None
-    a = agreement(problem, plan, sim)
-    if spread is not None:
-        a["replays"] = spread
+    a = judge(problem, plan, config, rps, pools, queues, pooled)
     if data["workload"].get("trace"):
         a["lines"] = line_loads(data, problem, plan, seed)
     a.update(name=data["name"], seconds=time.perf_counter() - start, rps=rps, load=load_fraction(seed, index))
-    if per_pool is not None:
-        a.update(problem=problem, plan=plan, pools=per_pool, requests=config.requests)
-    if queued is not None:
-        a.update(problem=problem, plan=plan, queued=queued)
     return a
 
 
 def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir: Path | None = None,
                only: list[int] | None = None, pools: bool = False, steady: bool = False,
-               queues: bool = False, trace_replays: int = REPLAYS) -> list[dict]:
+               queues: bool = False, pooled: bool = True) -> list[dict]:
     """Solve (or read back from ``plans_dir``) and simulate scenarios 0..n−1 of ``seed`` (or those of
     ``only``); print each and the error distributions (with ``pools``, each decode pool's batch, planned and
     simulated, and their distribution; ``steady``: the runs warm up past the decoders' fill)."""
@@ -200,7 +203,7 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
     results = []
     indices = list(only) if only else list(range(n))
     for i in indices:
-        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady, queues, trace_replays)
+        r = run_one(seed, i, requests, time_limit_s, plans_dir, pools, steady, queues, pooled)
         results.append(r)
         if "skipped" in r:
             print(f"-- {r['name']}: skipped ({r['skipped']})", flush=True)
@@ -208,15 +211,17 @@ def run_random(n: int, seed: int, requests: int, time_limit_s: float, plans_dir:
         pipes = ",".join(sorted({x["pipeline"] for x in r["routes"]}))
         print(f"== {r['name']:22s} {r['rps']:8.2f} req/s ({r['load']:.0%}) P90 ILP {r['ilp_ttft_p90_s']:7.3f} sim {r['sim_ttft_p90_s']:7.3f} "
               f"({r['ttft_p90_error']:+7.1%})  goodput ILP {r['ilp_goodput_rps']:7.2f} sim "
-              f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s", flush=True)
-        if "replays" in r:
-            print(f"     trace: {r['replays'].line()}", flush=True)
+              f"{r['sim_goodput_rps']:7.2f} ({r['goodput_error']:+7.1%})  [{pipes}] {r['seconds']:.0f} s"
+              + (f"  {r['seeds'].seeds()}" if "seeds" in r else ""), flush=True)
+        if "seeds" in r and len(r["seeds"].p90s) > 2:
+            print(f"     {r['seeds'].line()}", flush=True)
         for src, dst, cap, planned, held in r.get("lines", []):
             print(f"     line {src}->{dst} ({cap:g} Gbit/s): KV {planned:.2f} Gbit/s at the classes' hit, "
                   f"{held:.2f} at what the far decoders hold", flush=True)
         if pools:
             print_pools(r["problem"], r["plan"], r["pools"])
         if "queued" in r:
+            print_routes(r["problem"], r["plan"], r["routes"])
             print_queues(r["problem"], r["plan"], *r["queued"])
     solved = [r for r in results if "skipped" not in r]
     n = len(indices)

@@ -30,7 +30,7 @@ from placer.sim import SimConfig, simulate
 from placer.specs import parse_scenario
 from placer.workload.fit import fit_classes, trace_arrival_rps
 from placer.workload.trace import read_trace, with_hit_rates
-from trace_replays import REPLAYS, pooled_replay  # a sibling under bench/
+from pooled_seeds import TRACE_LEAST as REPLAYS, pooled_runs as pooled_replay  # a sibling under bench/
 
 REPO = Path(__file__).resolve().parents[1]
 TRACE = REPO / "tests" / "data" / "mooncake_conversation_2000.jsonl"
