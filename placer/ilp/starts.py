@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +141,38 @@ def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | Non
     if cost <= 0:  # no load is required: start from λ = 0 instead
         return 0.0, 0.0, None
     return form.model.vars[form.g].ub / cost, cost, cheapest.values
+
+
+def _lp_sites(form: Formulation, config: SolveConfig, lam: float) -> set[tuple[str, str]] | None:
+    """The sites (datacenter, chip) whose pools the LP relaxation of max goodput − λ·cost opens, the decode covers
+    (C18) in it; None when the LP gives no solution in time. Unlike the least-cost LP's, these weigh goodput: on
+    16 sites × 12 classes at λ = 265.2 req/USD they add dc-002's H800 (its tp32 P prefills the long classes on
+    time), whose plan the least-cost sites lack (:func:`placer.ilp.dinkelbach._resited`)."""
+    m = form.model.relaxed()
+    m.rows.extend(form.covers)
+    m.maximize, m.objective = True, dict(form.goodput)
+    for i, c in form.cost.items():
+        m.objective[i] = m.objective.get(i, 0.0) - lam * c
+    res = solve(m, "ortools", min(_lp_limit_s(config), _left_s(config)))
+    if not res.status.has_solution:
+        return None
+    return {(key[1], key[2]) for key, var in form.n.items() if res.values[var] > 1e-6}
+
+
+@contextmanager
+def _on_sites(form: Formulation, sites: set) -> Iterator[list[int]]:
+    """``form``'s model with every pool count outside ``sites`` (datacenter, chip) fixed at 0 (yields those
+    counts), as built again after it: the restricted rounds of :mod:`placer.ilp.dinkelbach`."""
+    outside = [var for key, var in form.n.items() if (key[1], key[2]) not in sites]
+    model = form.model
+    saved = [model.vars[var] for var in outside]
+    for var in outside:
+        model.set_bounds(var, 0.0, 0.0)
+    try:
+        yield outside
+    finally:
+        for var in saved:
+            model.vars[var.index] = var
 
 
 def _min_cost(form: Formulation) -> float:
