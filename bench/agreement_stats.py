@@ -36,6 +36,7 @@ from agreement_pools import pool_rows, print_pools, simulate_pools, steady_confi
 from agreement_queues import print_queues, print_routes, simulate_queues
 from random_scenarios import load_fraction, random_scenario
 from pooled_seeds import pooled_runs
+from placer import decode_rounds
 from placer.errors import InfeasiblePlanError, PlacerError
 from placer.optimize import SolveConfig, optimize
 from placer.plan import Plan, parse_plan
@@ -44,7 +45,7 @@ from placer.sim import SimConfig, simulate
 from placer.sim.verify import agreement
 from placer.specs import parse_scenario
 from placer.pdd import P_D
-from placer.workload.decode_hits import destination_shares, routed_decode_hits
+from placer.workload.decode_hits import destination_shares, routed_decode_hits, with_held_hits
 from placer.workload.fit import trace_arrival_rps
 from placer.workload.trace import read_trace
 
@@ -93,7 +94,8 @@ def sim_config(data: dict, requests: int, seed: int) -> SimConfig:
 def line_loads(data: dict, problem, plan, seed: int) -> list[tuple[str, str, float, float, float]]:
     """A trace scenario's lines: (src, dst, capacity, KV Gbit/s the plan counts, KV Gbit/s at the hit its
     destination's decoders hold) of its crossing routes. The plan counts the uncached part of each prompt at the
-    class's hit (P's store; ``placer.flows.Route.wan_bytes``); the trace routed as the plan splits it
+    hit it priced (``problem.decode_hit``: P's store's, or what the plan's own routing leaves the decoders holding;
+    ``placer.flows.Route.wan_bytes``); the trace routed as the plan splits it
     (:func:`placer.workload.decode_hits.routed_decode_hits`) says what the far decoders hold."""
     classes = {c.name: c for c in problem.classes}
     hits = routed_decode_hits(read_trace(data["workload"]["trace"]), problem.classes, destination_shares(plan), seed)
@@ -104,7 +106,7 @@ def line_loads(data: dict, problem, plan, seed: int) -> list[tuple[str, str, flo
         if r.src == r.dst or r.rps <= 0:
             continue
         drc = problem.options.drc and r.pipeline != P_D
-        loads[(r.src, r.dst)][0] += r.rps * (1.0 - c.hit_rate if drc else 1.0) * c.input_tokens * kv
+        loads[(r.src, r.dst)][0] += r.rps * (1.0 - problem.decode_hit(c, r.dst) if drc else 1.0) * c.input_tokens * kv
         if h is not None and h.requests and drc:  # the requests sent there, at what the decoders held of them
             loads[(r.src, r.dst)][1] += r.rps * (1.0 - h.decode_hit) * h.input_tokens / h.requests * kv
         else:  # none drawn there: the class's prompts at the share the decoders there hold (no DRC: all of them)
@@ -183,6 +185,8 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
     if plan is None:
         return {"name": data["name"], "skipped": why}
     problem = resolve(parse_scenario(data))
+    if decode_rounds.wanted(problem):  # a trace plan is priced at the hits its own routing leaves (as optimize does)
+        problem = with_held_hits(problem, plan)
     config, rps = sim_config(data, requests, seed), data["workload"]["arrival_rps"]
     if steady:
         config = steady_config(config, problem, plan, rps)

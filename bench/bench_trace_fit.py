@@ -10,7 +10,7 @@ are fitted twice: as before issue 42 (hit buckets, each class its means: ``tail_
 until they keep 95 % of E[new²], each with its within-class spread). For each, the optimal
 plan's promise (:func:`placer.evaluate.analyze`), the simulator on requests drawn from the
 classes, and the simulator replaying the trace (``placer simulate --trace``, at the same
-speed; ``--replays`` replays pooled, their spread printed: ``bench/trace_replays.py``) are printed: TTFT P90,
+speed; ``--replays`` replays pooled, their spread printed: ``bench/pooled_seeds.py``) are printed: TTFT P90,
 SLA attainment and goodput. ``--prefix-cache-tokens``: the hits
 are counted under an LRU prefix cache of that size (``workload.prefix_cache_tokens``) on both
 sides — the fit's and the replay's P-side store (``SimConfig.prefix_cache_blocks``); default the
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--time-limit", type=float, default=60.0)
     parser.add_argument("--prefix-cache-tokens", type=int, default=None, help="LRU prefix cache (default: unbounded)")
     parser.add_argument("--replays", type=int, default=REPLAYS,
-                        help="trace replays pooled (seeds --seed …; bench/trace_replays.py)")
+                        help="trace replays pooled (seeds --seed …; bench/pooled_seeds.py)")
     args = parser.parse_args()
     for tails in (False, True):
         run(args.trace, args.speed, args.requests, args.seed, args.time_limit, tails, args.prefix_cache_tokens,
