@@ -21,9 +21,8 @@ from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.dinkelbach import Outcome, solve_objective
 from placer.ilp.fleet import SEPARATOR, build_fleet
 from placer.ilp.formulation import Formulation
-from placer.optimize import (
-    _needs_budget, _pinned, _priced, _relaxed, _warm_ratio, binding_rows, extract, model_size,
-)
+from placer.marginals import binding_rows, priced, relaxed, warm_ratio
+from placer.optimize import _needs_budget, _pinned, extract, model_size
 from placer.plan import Binding, Plan, SolverInfo
 from placer.plancheck import check_plan
 from placer.problem import FleetProblem, resolve_fleet
@@ -79,31 +78,31 @@ def optimize_fleet(scenario: Scenario | FleetProblem, config: SolveConfig = Solv
 
 
 def _fleet_relaxed(fleet: FleetProblem, row: str, plan: Plan) -> tuple[FleetProblem, str] | None:
-    """The fleet with one binding resource loosened by one unit (:func:`_relaxed`'s units): a shared
-    row (a line, a datacenter's chips or power) for every model, a model's own row (``name/…``,
+    """The fleet with one binding resource loosened by one unit (:func:`placer.marginals.relaxed`'s
+    units): a shared row (a line, a datacenter's chips or power) for every model, a model's own row (``name/…``,
     e.g. its SLA) for that model."""
     owner, sep, own = row.partition(SEPARATOR)
     if sep and owner in fleet.names:
-        relaxed = _relaxed(fleet.member(owner), own, split_plan(plan, fleet.names)[owner])
-        if relaxed is None:
+        loose = relaxed(fleet.member(owner), own, split_plan(plan, fleet.names)[owner])
+        if loose is None:
             return None
-        members = {**dict(fleet.members), owner: relaxed[0]}
-        return FleetProblem(fleet.name, tuple(members.items())), f"{owner}: {relaxed[1]}"
-    relaxed = _relaxed(fleet.shared, row, plan)
-    if relaxed is None:
+        members = {**dict(fleet.members), owner: loose[0]}
+        return FleetProblem(fleet.name, tuple(members.items())), f"{owner}: {loose[1]}"
+    loose = relaxed(fleet.shared, row, plan)
+    if loose is None:
         return None
-    other = relaxed[0]
+    other = loose[0]
     members = tuple((name, dataclasses.replace(p, links=other.links, datacenters=other.datacenters))
                     for name, p in fleet.members)
-    return FleetProblem(fleet.name, members), relaxed[1]
+    return FleetProblem(fleet.name, members), loose[1]
 
 
 def fleet_marginals(fleet: FleetProblem, form: Formulation, outcome: Outcome, plan: Plan,
                     config: SolveConfig) -> list[Binding]:
     """:func:`binding_with_marginals` for a fleet: each binding row with what one more unit adds to
     the fleet's BCR, by re-solving the fleet from the plan's own ratio within what is left of the budget."""
-    warm = _warm_ratio(outcome)
-    return _priced(binding_rows(form, outcome), lambda row: _fleet_relaxed(fleet, row, plan),
+    warm = warm_ratio(outcome)
+    return priced(binding_rows(form, outcome), lambda row: _fleet_relaxed(fleet, row, plan),
                    lambda other, cfg: optimize_fleet(other, cfg, warm_ratio=warm), plan, config, "fleet BCR")
 
 

@@ -334,7 +334,7 @@ def test_a_marginal_smaller_than_the_solver_gap_says_so():
     says so, and a marginal beyond it reads as before."""
     from types import SimpleNamespace
 
-    from placer.optimize import _priced
+    from placer.marginals import priced as _priced
 
     def plan(bcr, gap):
         return SimpleNamespace(metrics=SimpleNamespace(bcr_requests_per_usd=bcr), solver=SimpleNamespace(mip_gap=gap))
