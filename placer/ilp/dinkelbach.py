@@ -171,7 +171,8 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             first = _rounded_start(form, config, cheapest, upper, start, share=1.0)
         if first is not None and (seed is None or seed.lam < first.lam):
             seed = first
-        if seed is not None and seed.status == "feasible" and seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND):
+        if seed is not None and seed.status == "feasible" and not large and seed.res.backend not in (
+                START_BACKEND, ROUNDING_BACKEND):  # large: their LP alone may take 30 s (100 sites x 12 classes)
             seed = _resited(form, config, mip_gap, seed, least_cost)
     # a plan from outside the MILPs (a caller's, the LP rounded) is where HiGHS's sub-MIPs still find better ones
     searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
