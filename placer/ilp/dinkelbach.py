@@ -68,6 +68,10 @@ RESTRICTED_ROUNDS = 1
 # 12 classes it took 54 of 60 s, its bound valid only on the restricted pools, so the rounds on the whole model
 # that certify the gap never ran (a 25 % gap at the time limit); sixteen-dc's takes ~1 s of 300.
 RESTRICTED_SHARE = 0.25
+# ... and the second restricted round's (:func:`_resited`), on the sites the LP opens at the seed's ratio: on 16 sites
+# × 12 classes at 60 s, 0.25 / 0.5 / 0.75 gave BCR 279.6 / 285.0 / 285.0 and a certified gap of 7.4 / 5.3 / 9.7 % (a
+# higher ratio lowers the whole model's bound on F(λ); too little time left for the whole model's round raises it).
+RESITED_SHARE = 0.5
 MAX_ITERATIONS = 30
 # The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
 # (:mod:`placer.ilp.rounding`) when it gives a plan. Solve CPU (LP, rounding, seed and proofs; medians of
@@ -373,10 +377,10 @@ def _seed_on(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
 
 
 def _restricted_round(form: Formulation, config: SolveConfig, mip_gap: float, seed: _Dinkelbach,
-                      least_cost: float) -> _Dinkelbach:
-    """A round from ``seed`` on the model as restricted, within RESTRICTED_SHARE of what is left: its bound proves
-    nothing on the whole model."""
-    within = config.but(time_limit_s=RESTRICTED_SHARE * config.left_s())
+                      least_cost: float, share: float = RESTRICTED_SHARE) -> _Dinkelbach:
+    """A round from ``seed`` on the model as restricted, within ``share`` of what is left: its bound proves nothing
+    on the whole model."""
+    within = config.but(time_limit_s=share * config.left_s())
     return _iterate(form, within, mip_gap, seed.lam, False, least_cost, start=seed, rounds=RESTRICTED_ROUNDS,
                     restarts=False, sub_mips=True)
 
@@ -385,7 +389,7 @@ def _resited(form: Formulation, config: SolveConfig, mip_gap: float, seed: _Dink
              least_cost: float) -> _Dinkelbach:
     """A restricted round that ended on its time share unproven (:func:`_restricted_seed`) once more, on the sites
     the LP relaxation at the seed's λ opens (:func:`placer.ilp.starts._lp_sites`) and those of the seed's plan (its
-    start), within RESTRICTED_SHARE of what is left: the least-cost LP's sites weigh no goodput. On 16 sites ×
+    start), within RESITED_SHARE of what is left: the least-cost LP's sites weigh no goodput. On 16 sites ×
     12 classes at λ = 265.2 req/USD: those 9 sites hold a plan at 285.0, the least-cost 8 at most 273.8 (each
     restricted MILP proven at 60 s). The seed stands where the round finds nothing better; a plan, not a proof."""
     sites = _lp_sites(form, config, seed.lam) if not config.spent() else None
@@ -393,7 +397,7 @@ def _resited(form: Formulation, config: SolveConfig, mip_gap: float, seed: _Dink
         return seed
     sites |= {(key[1], key[2]) for key, var in form.n.items() if seed.hint[var] > 0.5}
     with _on_sites(form, sites):
-        again = _restricted_round(form, config, mip_gap, seed, least_cost)
+        again = _restricted_round(form, config, mip_gap, seed, least_cost, share=RESITED_SHARE)
     return again if again.lam > seed.lam else seed
 
 
