@@ -3,7 +3,8 @@
 in:  a Scenario (or resolved Problem), objective, solver backend, time limit
 out: a :class:`~placer.plan.Plan` whose metrics come from :mod:`placer.evaluate` at the
      plan's actual utilisations and which has passed :func:`placer.validate.validate`. A trace scenario's
-     routes are priced at what its own routing leaves the far decoders holding (:mod:`placer.decode_rounds`).
+     routes are priced at what its own routing leaves the far decoders holding (:mod:`placer.decode_rounds`); a
+     plan that misses the SLA with decoders waiting for KV is re-solved with less load on them (:mod:`placer.kv_repair`).
 
 A fleet scenario (``models:``, a :class:`~placer.problem.FleetProblem`) goes to
 :func:`~placer.optimize_fleet.optimize_fleet` / :func:`~placer.optimize_fleet.evaluate_fleet`
@@ -19,7 +20,7 @@ import math
 import time
 from collections import defaultdict
 
-from placer import decode_rounds
+from placer import decode_rounds, kv_repair
 from placer.errors import InfeasiblePlanError, InputError, PlacerError, SolveTimeoutError
 from placer.evaluate import analyze, link_uses
 from placer.ilp.backends import solve
@@ -206,6 +207,8 @@ def optimize(scenario: Scenario | Problem, config: SolveConfig = SolveConfig(), 
         (plan, form, outcome), problem, config = decode_rounds.settle(problem, solve_at, config, with_metrics)
     else:
         plan, form, outcome = solve_at(problem, config)
+    # a plan that misses the SLA with decoders waiting for KV: re-solved with less load on them (placer.kv_repair)
+    (plan, form, outcome), problem = kv_repair.repair(problem, (plan, form, outcome), solve_at, config)
     issues = validate(problem, plan)
     if issues:
         plan = plan.model_copy(update={"notes": [*plan.notes, *[f"validate: {i}" for i in issues]]})
