@@ -69,8 +69,9 @@ RESTRICTED_ROUNDS = 1
 # that certify the gap never ran (a 25 % gap at the time limit); sixteen-dc's takes ~1 s of 300.
 RESTRICTED_SHARE = 0.25
 # ... and the second restricted round's (:func:`_resited`), on the sites the LP opens at the seed's ratio: on 16 sites
-# × 12 classes at 60 s, 0.25 / 0.5 / 0.75 gave BCR 279.6 / 285.0 / 285.0 and a certified gap of 7.4 / 5.3 / 9.7 % (a
-# higher ratio lowers the whole model's bound on F(λ); too little time left for the whole model's round raises it).
+# × 12 classes at 60 s, 0.25 / 0.5 / 0.75 gave BCR 279.6 / 285.0 / 285.0 and a certified gap of 7.4 (3 runs) /
+# 5.3-9.7 (5 runs, median 6.3) / 9.7 % (a higher ratio lowers the whole model's bound on F(λ); too little time left
+# for the whole model's round raises it: at 0.5 it gets ~28 s, near what its root needs on 2 shared cores).
 RESITED_SHARE = 0.5
 MAX_ITERATIONS = 30
 # The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
