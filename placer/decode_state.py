@@ -273,12 +273,16 @@ def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0) -> tupl
     (mean ρ / (1 − ρ), ρ = λ_tok·c), a step that does not grow with n the Poisson law of M/G/∞ (mean λ_tok·a);
     any measured table its own law. ``held``: requests held whatever the step (RLD's relay holds), in the
     batch on average beside these. Overloaded where λ_tok · step(cap) / cap ≥ 1 (the full batch makes fewer
-    tokens than arrive)."""
+    tokens than arrive), or the holds fill the cap."""
     cap = max(int(cap), 1)
+    if held >= cap:  # the relays it holds fill every slot (a line too slow for them): nothing else decodes
+        return [1.0], True
     probs, term, total = [1.0], 1.0, 1.0
     for n in range(1, cap + 1):
         ratio = tokens_per_s * step_at(n + held) / n
         term *= ratio
+        if not math.isfinite(term):  # the law's mass runs past any float towards the cap: it cannot keep up
+            return [1.0], True
         probs.append(term)
         total += term
         if ratio < 0.9 and term < 1e-12 * total:

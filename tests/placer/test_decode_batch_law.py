@@ -157,3 +157,14 @@ def test_the_batch_law_is_poisson_where_the_step_does_not_grow_and_overloaded_pa
     assert sum(n * p for n, p in enumerate(probs)) == pytest.approx(3.0, rel=1e-6)
     assert probs[0] == pytest.approx(math.exp(-3.0), rel=1e-6)
     assert batch_law(300.0, lambda n: 0.01 * n, 256)[1]  # one token per 10 ms a sequence: 100 tokens/s at most
+
+
+def test_relays_held_past_the_cap_read_overloaded_not_nan():
+    """rnd-7-19-trace priced at its far decoders' hits: a line too slow for the relayed KV had RLD hold 1,540
+    requests on a decoder of cap 256 — the law's terms overflowed to NaN and the evaluation crashed."""
+    from placer.decode_state import batch_law
+
+    probs, overloaded = batch_law(750.0, lambda n: 0.01 + 0.0005 * n, 256, held=1540.0)
+    assert overloaded and probs == [1.0]
+    probs, overloaded = batch_law(1e9, lambda n: 1.0 + n, 256)
+    assert overloaded and all(math.isfinite(p) for p in probs)
