@@ -199,8 +199,11 @@ def test_a_decode_chip_measured_slower_loses_work_and_the_plan_its_bcr():
         """Requests/s the L40S decode pools carry (a slower chip may take a bigger instance for less work)."""
         return sum(a.rps for a in plan.assignments if a.chip == "L40S" and a.role != "P")
 
-    # a table equal to the roofline at its grid points plans as the roofline does
-    assert same.metrics.bcr_requests_per_usd == pytest.approx(roofline.metrics.bcr_requests_per_usd, rel=1e-3)
+    # a table equal to the roofline at its grid points plans as the roofline does: the same pools, and a BCR within
+    # 0.5 % — the goodput loses the requests whose own TPOT passes the SLA, a share that reads the step between the
+    # grid points too (log-log interpolation: the mean TPOT 20.13 vs 20.03 ms here, BCR 832.2 vs 833.4)
+    assert [(p.role, p.chip, p.tp, p.count) for p in same.pools] == [(p.role, p.chip, p.tp, p.count) for p in roofline.pools]
+    assert same.metrics.bcr_requests_per_usd == pytest.approx(roofline.metrics.bcr_requests_per_usd, rel=5e-3)
     assert l40s_decode(roofline) > 0
     assert slower.metrics.bcr_requests_per_usd < roofline.metrics.bcr_requests_per_usd
     assert l40s_decode(slower) < l40s_decode(roofline)
