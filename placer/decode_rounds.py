@@ -28,11 +28,10 @@ note says the rounds stopped for time.
 from __future__ import annotations
 
 import dataclasses
-from collections import defaultdict
 from collections.abc import Callable
 
 from placer.errors import SolveTimeoutError
-from placer.flows import Route
+from placer.evaluate import line_gbit
 from placer.ilp.config import SolveConfig
 from placer.plan import Plan
 from placer.problem import Problem
@@ -52,17 +51,6 @@ def wanted(problem: Problem) -> bool:
     it every route sends whole prompts) and a line to price, and no decode-side hits given already."""
     return (problem.trace is not None and bool(problem.options.drc) and not problem.decode_hits
             and any(link.gbit_per_s > 0 for link in problem.links.values()))
-
-
-def line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
-    """Gbit/s of KV each line carries under ``plan``'s routes, priced by ``problem`` (its decode-side hits)."""
-    classes = {c.name: c for c in problem.classes}
-    out: dict[tuple[str, str], float] = defaultdict(float)
-    for r in plan.routes:
-        if r.src != r.dst and r.rps > 0:
-            kv = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, problem.options.drc).wan_bytes()
-            out[(r.src, r.dst)] += r.rps * kv * 8 / 1e9
-    return dict(out)
 
 
 def _settled(problem: Problem, planned: dict, held: dict) -> bool:

@@ -74,13 +74,21 @@ class Analysis:
     problems: list[str] = field(default_factory=list)
 
 
-def _link_use(problem: Problem, plan: Plan, classes: dict[str, Class]) -> tuple[dict, dict]:
-    """Gbit/s on every line the routes cross, and its share of the line (inf on a missing line)."""
+def line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
+    """Gbit/s of KV on every line ``plan``'s routes cross, each request's at :meth:`Route.wan_bytes` (what the
+    destination's decoders lack: ``problem``'s decode-side hits)."""
+    classes = {c.name: c for c in problem.classes}
     link_gbit: dict[tuple[str, str], float] = defaultdict(float)
     for r in plan.routes:
         if r.src != r.dst and r.rps > 0:
             route = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, problem.options.drc)
             link_gbit[(r.src, r.dst)] += r.rps * route.wan_bytes() * 8 / 1e9
+    return dict(link_gbit)
+
+
+def _link_use(problem: Problem, plan: Plan) -> tuple[dict, dict]:
+    """Gbit/s on every line the routes cross (:func:`line_gbit`), and its share of the line (inf on a missing line)."""
+    link_gbit = line_gbit(problem, plan)
     link_util = {}
     for key, used in link_gbit.items():
         link = problem.links.get(key)
@@ -203,7 +211,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     counts = {p.key: p.count for p in plan.pools if p.count > 0}
     models = {key: instance(problem, key.chip, key.tp) for key in counts}
     notes: list[str] = [note] if (note := runtime_note(problem)) else []
-    link_gbit, link_util = _link_use(problem, plan, classes)
+    link_gbit, link_util = _link_use(problem, plan)
     # P queues: utilisation and waiting-time law (a pool without queue split is one queue)
     waits = p_queue_laws(problem, plan, counts, models)
     p_util = {key: law.rho for key, law in waits.items()}
