@@ -7,12 +7,12 @@ out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed 
      forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
      that queue differently), :class:`LengthMixTail` (a class whose prompts spread, length by length),
      :func:`ps_sojourn_var_s2` (the variance of a processor-sharing sojourn), :func:`line_batchmates`
-     (transfers that leave P together), :func:`line_excess_factors` (the line's mean excess per
-     second of size when the streams that feed it are regulated, :class:`LineStream`; wired per P instance
-     by :mod:`placer.line_law`)
+     (transfers that leave P together); re-exported from :mod:`placer.line_excess`:
+     :func:`line_excess_factors` (the line's mean excess per second of size when P instances feed it,
+     :class:`LineStream`; wired per P instance by :mod:`placer.line_law`)
 
 :mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
-imports nothing of placer but the performance model's wait law.
+imports nothing of placer but the performance model's wait law and the line's factors.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from placer.line_excess import LineStream, line_excess_factors  # noqa: F401 - re-exported: line_law's import
 from placer.queueing import WaitModel
 
 
@@ -263,57 +264,3 @@ def line_batchmates(wait: WaitModel, line_share: float) -> float:
     ``line_share`` (the share of the queue's requests whose KV crosses this line) go the same
     way. Without packing (r = 0: the MILP's unpacked queue law, or long prompts) there are none."""
     return forward_mates(wait) * min(max(line_share, 0.0), 1.0)
-
-
-@dataclass(frozen=True)
-class LineStream:
-    """One stream of KV transfers onto a line (the departures of one P queue, say): ``rate_per_s``
-    transfers a second, their size's mean ``mean_s`` and second moment ``second_s2`` in seconds at the
-    line's full rate, and the squared coefficient of variation ``arrival_cv2`` of the gaps between them
-    (1: Poisson; below 1: regulated, as the departures of a busy queue are)."""
-
-    rate_per_s: float
-    mean_s: float
-    second_s2: float
-    arrival_cv2: float = 1.0
-
-
-def line_excess_factors(streams: tuple[LineStream, ...] | list[LineStream]) -> tuple[float, ...]:
-    """Per stream, the mean excess of its transfers over their unloaded time, per second of their own
-    size: a transfer of b seconds from stream k is slowed by b·x_k on average.
-
-    With Poisson streams every x_k is the M/G/1-PS ρ/(1 − ρ) (ρ the line's utilisation). A regulated
-    stream (c_a² < 1) brings its bytes more evenly, so fewer transfers overlap: the line's load
-    fluctuates by the variance of the work arriving, per second Σ λ_k(c_a,k²·m_k² + Var S_k) (renewal
-    streams; Σ λ_k E[S_k²] when Poisson), and a regulated stream's transfer finds the Poisson count
-    scaled by that ratio R (Kingman's two-moment scaling of the waiting work):
-    x_reg = R·ρ/(1 − ρ). A Poisson stream finds the line's time-average count L (PASTA), and
-    Little's law over the line ties L to every stream's sojourn: L = Σ ρ_k(1 + x_k), so with
-    x_pois = L, L = (Σ_reg ρ_k(1 + x_k) + ρ_pois)/(1 − ρ_pois). All Poisson: R = 1 and both give
-    ρ/(1 − ρ). A stream burstier than Poisson (c_a² > 1) is taken as Poisson (its batches are
-    :func:`line_batchmates`' part).
-
-    On the simulator's line (:class:`placer.sim.links.WanLink`, tests/placer/test_line_tail.py and the
-    grid of issue 42: a gamma-renewal stream of two sizes carrying 30–70 % of the work at c_a² 0.25–1,
-    the rest Poisson small transfers, ρ 0.5–0.9) the Poisson stream's factor is within 6 % and the
-    regulated one's within 20 % (+13–18 % at c_a² 0.25 carrying 70 % of the work; −15 % and −24 % where
-    it carries 30 % at ρ 0.7 and 0.5); the Poisson law's factor was up to 3x too high. c_a² alone does
-    not fix a stream's regularity: the flagship's heavy P queue's departures (c_a² 0.46, but few gaps
-    shorter than a transfer) slow the line as a gamma stream of c_a² ≈ 0.3 does (issue 42).
-    :func:`placer.line_law.line_stream_utilizations` feeds it each P instance's departures (c² from its
-    own queue's law, :func:`placer.line_law.departure_cv2`) for the evaluation's TTFT law; the MILP keeps
-    the Poisson factor, which bounds these from above.
-    """
-    rho = sum(s.rate_per_s * s.mean_s for s in streams)
-    if rho <= 0.0:
-        return tuple(0.0 for _ in streams)
-    rho = min(rho, 1.0 - 1e-6)
-    work_var = sum(s.rate_per_s * (min(max(s.arrival_cv2, 0.0), 1.0) * s.mean_s ** 2 + max(s.second_s2 - s.mean_s ** 2, 0.0))
-                   for s in streams)
-    poisson_var = sum(s.rate_per_s * max(s.second_s2, s.mean_s ** 2) for s in streams)
-    regulated_x = (work_var / poisson_var if poisson_var > 0.0 else 1.0) * rho / (1.0 - rho)
-    regulated = [s.arrival_cv2 < 1.0 for s in streams]
-    rho_pois = sum(s.rate_per_s * s.mean_s for s, r in zip(streams, regulated) if not r)
-    held = sum(s.rate_per_s * s.mean_s * (1.0 + regulated_x) for s, r in zip(streams, regulated) if r)
-    found = (held + rho_pois) / max(1.0 - rho_pois, 1e-6)
-    return tuple(regulated_x if r else found for r in regulated)
