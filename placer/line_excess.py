@@ -61,18 +61,26 @@ class Departures:
 
     def renewal(self, t_max: float, steps: int = 600) -> tuple[np.ndarray, np.ndarray]:
         """(times, U) on [0, t_max]: U(t) the expected earlier departures within t of a departure, Σₙ
-        P(G₁ + … + Gₙ ≤ t) (the renewal equation U = F + U * dF on a grid; cached)."""
+        P(G₁ + … + Gₙ ≤ t) — the renewal equation U = F + U * dF on a grid (trapezoids) up to 30 mean gaps,
+        then its asymptote's slope 1/E[G] (cached)."""
         return _renewal(self, t_max, steps)
 
 
 @functools.lru_cache(maxsize=512)
 def _renewal(dep: Departures, t_max: float, steps: int) -> tuple[np.ndarray, np.ndarray]:
-    times = np.linspace(0.0, t_max, steps + 1)
+    mean_gap = sum(p * s for p, s in dep.service) + (1.0 - dep.busy) / dep.rate_per_s
+    t_grid = min(t_max, 30.0 * mean_gap)
+    times = np.linspace(0.0, t_grid, steps + 1)
     cdf = dep.gap_cdf(times)
     jumps = np.diff(cdf)
     u = np.zeros_like(times)
-    for i in range(1, steps + 1):
-        u[i] = cdf[i] + float(np.dot(jumps[:i], u[i - 1::-1]))
+    for i in range(1, steps + 1):  # U_i = F_i + Σ_j jump_j·(U_{i−j} + U_{i−j+1})/2, U_i on both sides
+        rest = float(np.dot(jumps[1:i], u[i - 2::-1][:i - 1] + u[i - 1:0:-1][:i - 1])) / 2 if i > 1 else 0.0
+        u[i] = (cdf[i] + jumps[0] * u[i - 1] / 2 + rest) / (1.0 - jumps[0] / 2)
+    if t_max > t_grid:  # past 30 gaps U grows at the departures' rate
+        more = np.linspace(t_grid, t_max, steps + 1)[1:]
+        times = np.concatenate((times, more))
+        u = np.concatenate((u, u[-1] + (more - t_grid) / mean_gap))
     return times, u
 
 
