@@ -83,7 +83,14 @@ def held_hits(problem, plan, seed: int = 0) -> dict[tuple[str, str], float]:
     or without the decode-side cache (its routes send whole prompts)."""
     if problem.trace is None or not problem.options.drc:
         return {}
-    hits = routed_decode_hits(read_trace(problem.trace), problem.classes, destination_shares(plan), seed)
+    return routed_hits(problem, read_trace(problem.trace), destination_shares(plan), seed)
+
+
+def routed_hits(problem, records: Iterable, shares: dict[str, dict[str, float]],
+                seed: int = 0) -> dict[tuple[str, str], float]:
+    """(class name, destination) → :attr:`DecodeHits.held` of ``records`` routed by ``shares`` (class name →
+    {destination: share}, :func:`destination_shares`'s form), for every destination that split decodes at."""
+    hits = routed_decode_hits(records, problem.classes, shares, seed)
     return {key: h.held for key, h in sorted(hits.items())}
 
 

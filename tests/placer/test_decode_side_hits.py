@@ -90,15 +90,28 @@ def test_the_rounds_resolve_until_the_line_loads_settle(trace_problem):
 
     assert decode_rounds.wanted(trace_problem)
     (plan, form, outcome), problem, _ = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=10.0),
-                                                          lambda prob, p: p)
+                                                          lambda prob, p: p, first_hits=None)
     assert len(seen) == 2 and (form, outcome) == ("form", "outcome")
     assert seen[0].decode_hit(warm, "dc-b") == pytest.approx(0.5)  # round 1: P's hit
     assert seen[1].decode_hit(warm, "dc-b") == 0.0  # round 2: what round 1's routing left dc-b holding
     gbit = 2.0 * 16384 * trace_problem.kv_bytes_per_token * 8 / 1e9
     assert plan.notes[-1].startswith("decode-side hits")
     assert "2 solves" in plan.notes[-1]
-    assert f"dc-a->dc-b {gbit / 2:.1f} Gbit/s at P's hit, {gbit:.1f} at the far decoders' -> 0.0" in plan.notes[-1]
+    assert f"dc-a->dc-b {gbit / 2:.1f} Gbit/s as first priced, {gbit:.1f} at the far decoders' -> 0.0" in plan.notes[-1]
     assert problem.decode_hit(warm, "dc-a") == pytest.approx(0.5)
+
+
+def _budget_taker(cold, warm):
+    """(the problems solved, a solve that takes the budget and returns a plan sending ``warm`` across)."""
+    crossing = _plan([(cold.name, "dc-a", "dc-a", 2.0), (warm.name, "dc-a", "dc-b", 2.0)])
+    seen = []
+
+    def solve(problem, config):
+        seen.append(problem)
+        time.sleep(max(0.0, config.left_s() - decode_rounds.MIN_RESOLVE_S + 0.2))
+        return crossing, "form", "outcome"
+
+    return seen, solve
 
 
 def test_the_rounds_share_the_command_s_one_deadline(trace_problem):
@@ -106,19 +119,29 @@ def test_the_rounds_share_the_command_s_one_deadline(trace_problem):
     re-solve; its plan stands, priced at the hits its own routing leaves (the overloaded line shows in its
     figures), and the note says the time limit stopped the rounds."""
     cold, warm = _classes(trace_problem)
-    crossing = _plan([(cold.name, "dc-a", "dc-a", 2.0), (warm.name, "dc-a", "dc-b", 2.0)])
-    seen = []
-
-    def solve(problem, config):
-        seen.append(problem)
-        time.sleep(max(0.0, config.left_s() - decode_rounds.MIN_RESOLVE_S + 0.2))  # a solve that takes the budget
-        return crossing, "form", "outcome"
-
+    seen, solve = _budget_taker(cold, warm)
     (plan, _, _), problem, config = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=2.5),
-                                                         lambda prob, p: p)
+                                                         lambda prob, p: p, first_hits=None)
     assert len(seen) == 1 and config.left_s() < decode_rounds.MIN_RESOLVE_S
     assert "1 solve (the time limit stopped the re-solves" in plan.notes[-1]
     assert problem.decode_hit(warm, "dc-b") == 0.0  # the plan's figures at what its routing leaves dc-b
+
+
+def test_the_only_solve_is_priced_where_the_lp_routes(trace_problem):
+    """rnd-7-19-trace: the MILP took the whole budget, so its one solve stood, priced at P's hit — dc1->dc2
+    counted 11.9 Gbit/s of 14 where its routing left 23.6 (simulated 28), and 69 % of its requests were late.
+    The first solve is priced at the hits the LP relaxation's own routing leaves: here it decodes both classes
+    in dc-a, so dc-b holds nothing, and a plan that sends the second turns across counts their whole prompt
+    — its line as first priced is what its routing leaves, with no re-solve to correct it."""
+    cold, warm = _classes(trace_problem)
+    seen, solve = _budget_taker(cold, warm)
+    (plan, _, _), problem, _ = decode_rounds.settle(trace_problem, solve, SolveConfig(time_limit_s=8.0),
+                                                    lambda prob, p: p)
+    assert len(seen) == 1
+    assert seen[0].decode_hit(warm, "dc-b") == 0.0  # was P's 0.5
+    assert seen[0].decode_hit(warm, "dc-a") == pytest.approx(0.5)  # dc-a decoded the first turns
+    gbit = 2.0 * 16384 * trace_problem.kv_bytes_per_token * 8 / 1e9
+    assert f"dc-a->dc-b {gbit:.1f} Gbit/s as first priced, {gbit:.1f} at the far decoders'" in plan.notes[-1]
 
 
 def test_drawn_classes_keep_p_hit(micro_problem):
