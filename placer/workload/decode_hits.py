@@ -9,7 +9,8 @@ out: :func:`routed_decode_hits` — per (class, destination) the requests, their
      is sent there or not (:attr:`DecodeHits.held`: what a plan that moved the class there would find);
      :func:`held_hits` / :func:`with_held_hits` — those shares for a trace problem's own trace and a plan, as
      :attr:`placer.problem.Problem.decode_hits` takes them (the planner prices a route's KV at them:
-     ``Problem.decode_hit``)
+     ``Problem.decode_hit``); :func:`routed_hits` — the same for any split of the classes (the LP relaxation's
+     routing, :func:`placer.decode_rounds.lp_hits`)
 
 The planner prices the KV a P-MD route sends over a line as the uncached part of the prompt,
 (1 − hit)·input (``placer.flows.Route.wan_bytes``): it takes the decoder at the far end to hold what P's
