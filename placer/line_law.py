@@ -11,7 +11,7 @@ out: :func:`departure_cv2` (the squared coefficient of variation of a P instance
 
 A P instance that prefills long prompts one at a time sends their KV at the end of each prefill: its
 transfers come more evenly than Poisson arrivals, fewer of them overlap on the line, and each is slowed
-less than the M/G/1-PS ρ/(1 − ρ) (:func:`placer.ttft_tail.line_excess_factors`, checked on the
+less than the M/G/1-PS ρ/(1 − ρ) (:func:`placer.line_excess.line_excess_at`, checked on the
 simulator's line: tests/placer/test_line_tail.py). One that packs short prompts into a forward sends a batch
 at each forward's end, the forwards as regular (tests/placer/test_packed_line_stream.py).
 """
@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from placer.flows import Route
+from placer.flows import Route, instance
 from placer.pdd import P, P_MD
 from placer.plan import Plan
 from placer.problem import Class, Problem
 from placer.queueing import WaitModel, split_cv2
-from placer.ttft_tail import LineStream, line_excess_factors
+from placer.line_excess import LineStream, departures_of, line_excess_at
 
 
 def departure_cv2(wait: WaitModel) -> float:
@@ -58,11 +58,11 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
     """(role, dc, chip, tp, queue, instance index, dst, class) → the utilisation at which an M/G/1-PS line
     on Poisson arrivals slows that P instance's transfers of that class to dst as the plan's line does.
 
-    Every P instance that sends KV over a line is one stream onto it (:class:`~placer.ttft_tail.LineStream`):
+    Every P instance that sends KV over a line is one stream onto it (:class:`~placer.line_excess.LineStream`):
     the req/s it sends there, their transfers' size moments at the line's full rate and the c² of its
     departures (:func:`departure_cv2`) thinned to that line (a random share p of a renewal stream:
     p·c² + 1 − p, :func:`placer.queueing.split_cv2`; p the stream's req/s over all the instance's; a packing
-    instance's: its forwards' batches, :func:`_stream`). :func:`~placer.ttft_tail.line_excess_factors` gives each
+    instance's: its forwards' batches, :func:`_stream`). :func:`~placer.line_excess.line_excess_at` gives each
     stream's mean excess per second of size x; the Poisson line that gives it runs at x/(1 + x), so the
     excess's mean is this line's and its spread that of a line that busy: lighter than the loaded line's
     geometric count where fewer transfers overlap. ``waits``: :func:`placer.queue_laws.p_instance_laws`' (an
@@ -75,8 +75,10 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
         qkey = (*a.key, a.queue or "")
         if a.role != P or a.rps <= 0 or dst == a.datacenter or link is None or link.bytes_per_s <= 0 or qkey not in waits:
             continue
-        route = Route(problem, classes[a.request_class], a.pipeline or P_MD, a.datacenter, dst, problem.options.drc)
+        c = classes[a.request_class]
+        route = Route(problem, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc)
         size_s = route.wan_bytes() / link.bytes_per_s
+        own_s = instance(problem, a.key.chip, a.key.tp).prefill_s(c.input_tokens, c.hit_rate)
         for i, part in enumerate(waits[qkey]):
             acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, None, [], 0.0])
             rate = a.rps * part.weight
@@ -84,7 +86,7 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
             acc[1] += rate * size_s
             acc[2] += rate * size_s * size_s
             acc[3] = part.law
-            acc[4].append(a.request_class)
+            acc[4].append((a.request_class, (size_s, own_s)))
             acc[5] = part.line_shares.get(dst, 0.0)
     out: dict[tuple, float] = {}
     for (_, dst), by_instance in streams.items():
@@ -93,8 +95,9 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
                 for acc in (by_instance[k] for k in keys)]
         if sum(s.rate_per_s * s.mean_s for s in line) >= 1.0 or not any(s.arrival_cv2 < 1.0 for s in line):
             continue
-        for k, x in zip(keys, line_excess_factors(line)):
-            for name in by_instance[k][4]:
+        at = line_excess_at(line, [[size for _, size in by_instance[k][4]] for k in keys])
+        for k, xs in zip(keys, at):
+            for (name, _), x in zip(by_instance[k][4], xs):
                 out[(*k, dst, name)] = x / (1.0 + x)
     return out
 
@@ -111,7 +114,7 @@ def forward_cv2(wait: WaitModel) -> float:
 
 
 def _stream(law: WaitModel, rps: float, mean_s: float, second_s2: float, share: float) -> LineStream:
-    """One P instance's transfers onto a line as a :class:`~placer.ttft_tail.LineStream`: ``rps`` of them,
+    """One P instance's transfers onto a line as a :class:`~placer.line_excess.LineStream`: ``rps`` of them,
     their size's moments (s at the line's full rate), ``share`` the instance's requests that cross it.
 
     An instance that prefills one prompt at a time sends them at its departures (:func:`departure_cv2`),
@@ -120,20 +123,21 @@ def _stream(law: WaitModel, rps: float, mean_s: float, second_s2: float, share: 
     cross the line; the forwards that send any (P(K ≥ 1) = s/(1 − r(1 − s))) are a random share of the
     forwards (:func:`forward_cv2`, thinned), each a transfer of K prompts' bytes: E[K | K ≥ 1] =
     (1 − r(1 − s))/(1 − r), E[K² | K ≥ 1] = (2s²r/(1 − r)² + s/(1 − r))/P(K ≥ 1). So the line sees the
-    forwards' regularity and the batches' work: :func:`~placer.ttft_tail.line_excess_factors` gives the
+    forwards' regularity and the batches' work: :func:`~placer.line_excess.line_excess_at` gives the
     excess a transfer finds, and its own batch-mates, which start with it, stay
     :func:`~placer.ttft_tail.line_batchmates`' (s·2r/(1 − r), the size-biased E[K − 1]). Taken as Poisson
     transfers (the law before), a lone packing instance feeding a line (rnd-7-37's dc-a→dc-b at 80 %) was
     slowed 19 % more on average than the simulator's line."""
     r = min(max(law.ride, 0.0), 0.95)
     if r <= 0.0 or share <= 0.0:
-        return LineStream(rps, mean_s, second_s2, _thinned_cv2(law, rps))
+        return LineStream(rps, mean_s, second_s2, _thinned_cv2(law, rps), departures_of(law))
     s = min(share, 1.0)
     any_share = s / (1.0 - r * (1.0 - s))
     k1 = s / (1.0 - r) / any_share
     k2 = (2.0 * s * s * r / (1.0 - r) ** 2 + s / (1.0 - r)) / any_share
     var = max(second_s2 - mean_s * mean_s, 0.0)
-    return LineStream(rps / k1, k1 * mean_s, k1 * var + k2 * mean_s * mean_s, split_cv2(forward_cv2(law), any_share))
+    return LineStream(rps / k1, k1 * mean_s, k1 * var + k2 * mean_s * mean_s, split_cv2(forward_cv2(law), any_share),
+                      departures_of(law))
 
 
 def _thinned_cv2(law: WaitModel, rps: float) -> float:

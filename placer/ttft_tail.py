@@ -7,12 +7,11 @@ out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed 
      forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
      that queue differently), :class:`LengthMixTail` (a class whose prompts spread, length by length),
      :func:`ps_sojourn_var_s2` (the variance of a processor-sharing sojourn), :func:`line_batchmates`
-     (transfers that leave P together); re-exported from :mod:`placer.line_excess`:
-     :func:`line_excess_factors` (the line's mean excess per second of size when P instances feed it,
-     :class:`LineStream`; wired per P instance by :mod:`placer.line_law`)
+     (transfers that leave P together); the line's excess when P instances feed it is
+     :mod:`placer.line_excess`'s (wired per P instance by :mod:`placer.line_law`)
 
 :mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
-imports nothing of placer but the performance model's wait law and the line's factors.
+imports nothing of placer but the performance model's wait law.
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from placer.line_excess import LineStream, line_excess_factors  # noqa: F401 - re-exported: line_law's import
 from placer.queueing import WaitModel
 
 

@@ -9,7 +9,8 @@ import random
 
 from placer.line_law import _stream
 from placer.queueing import WaitModel
-from placer.ttft_tail import line_batchmates, line_excess_factors
+from placer.line_excess import line_excess_factors
+from placer.ttft_tail import line_batchmates
 
 from tests.placer.test_line_tail import _fed_line  # the simulator's line
 
