@@ -39,7 +39,6 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
-from placer.ilp.plan_names import on_columns
 from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
     EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, _lp_sites, _on_sites, capacity_bound,
     _Dinkelbach, _feasible_start, _goodput, _left_s, _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
@@ -151,7 +150,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         raise ValueError(f"objective must be bcr, min-cost or max-goodput, got {config.objective!r}")
     # HiGHS restarts only for rounds from a known plan (placer.ilp.highs: they cost the cold rounds)
     restarts = warm_ratio is not None or feasible_start is not None
-    seed = _feasible_start(form, on_columns(form, feasible_start)) if feasible_start else None
+    seed = _feasible_start(form, feasible_start) if feasible_start else None
     if seed is not None:
         warm_ratio = seed.lam
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)

@@ -4,8 +4,7 @@ in:  a :class:`~placer.problem.Problem` with many sites and classes, its :class:
      the solve's started :class:`~placer.ilp.config.SolveConfig`
 out: :func:`local_plan`: the formulation of the problem without lines (every KV move by RDMA inside its
      datacenter) and a plan of it (:class:`LocalPlan`: its LP rounded, then improved by Dinkelbach on the
-     local model in what is left of its share; beside it, where time allows, the regions' joined plan of the
-     whole model, :mod:`placer.ilp.regions`, when it is better) — or None when it has none in its share of the time;
+     local model in what is left of its share) — or None when it has none in its share of the time;
      :func:`worth_it`: whether a problem is large enough for it.
 
 Why: at 100 sites × 12 classes the whole model (287 000 columns, 1.5 M non-zeros) takes 20-55 s to build on
@@ -31,7 +30,6 @@ import time
 from dataclasses import dataclass
 
 from placer.errors import PlacerError, SolveTimeoutError
-from placer.ilp import regions
 from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.data import Architecture
 from placer.ilp.dinkelbach import solve_objective
@@ -61,14 +59,9 @@ class LocalPlan:
     values: list[float]
     ratio: float  # SLA goodput per USD/h of the plan
     ceiling: float | None = None  # capacity_bound of the whole problem (same pools), None when not derived
-    #: a better plan of the whole model by name (:mod:`placer.ilp.regions`), None: the local plan is the best
-    better: dict[str, float] | None = None
 
     @property
     def by_name(self) -> dict[str, float]:
-        """The best plan found, by the whole model's variable names: the regions' plan where it is better."""
-        if self.better is not None:
-            return self.better
         return {v.name: x for v, x in zip(self.form.model.vars, self.values) if x != 0.0}
 
 
@@ -102,13 +95,7 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
     ceiling = capacity_bound(form)  # the local model's pools are the whole model's
     _report(config, "first plan", first.lam, ceiling, began)
     values, ratio = _improved(form, share, first.hint, first.lam, ceiling, config, began)
-    better = None
-    if regions.worth_it(problem, config):  # the regions solved whole; the whole model starts from the better plan
-        joined = regions.regional_plan(problem, arch, config, form, cheapest)
-        if joined is not None and joined.ratio > ratio:
-            _report(config, "regions", joined.ratio, ceiling, began)
-            better = joined.by_name
-    return LocalPlan(form, values, ratio, ceiling, better)
+    return LocalPlan(form, values, ratio, ceiling)
 
 
 def _improved(form: Formulation, share: SolveConfig, values: list[float], ratio: float, ceiling: float | None,
