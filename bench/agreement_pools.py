@@ -2,11 +2,12 @@
 (issue 42, part 1).
 
 in:  a problem, its plan, a :class:`~placer.sim.SimConfig`
-out: :func:`steady_config` (the config with a warm-up past the decode pools' fill: the longest mean stay a
-     plan's decoders hold a request, twice — a decoder starts empty and holds a class's requests for
-     output × step, so a run shorter than that measures an emptier KV than the plan promises — and a
-     measured window of at least :data:`MEASURED_STAYS` such stays: a decoder's occupancy moves on that time
-     scale, so a shorter window sees one level of it, not its law), and
+out: :func:`steady_config` (the config with a warm-up past the decode pools' fill: twice the longest time a
+     plan's decoders take to forget what they hold (:func:`forget_s`: a class's stay ÷ its pool's φ, × 4 / β² where
+     a line waits for its KV) — a decoder starts empty, so a run shorter than that measures an emptier KV and a
+     shorter line than the plan promises — and a measured window of at least :data:`MEASURED_STAYS` of their
+     longest stays: a decoder's occupancy moves on that time scale, so a shorter window sees one level of it, not
+     its law), and
      :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
      its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
      KV room and their mean wait, the share of requests finished there whose own TPOT exceeds the SLA), printed by
@@ -28,17 +29,26 @@ The sampler wraps the simulator's decode instances for the run (read only), as `
 from __future__ import annotations
 
 import dataclasses
+import math
 from contextlib import contextmanager
 
 from placer.evaluate import analyze
 from placer.flows import decode_context_tokens, decode_fixed_share
+from placer.kv_admission import held_fixed_share
+from placer.kv_wait import kv_line_relaxation, kv_room_beta
 from placer.pdd import PREFILL_ROLES
 from placer.sim import SimConfig, simulate
 from placer.sim import decode as sim_decode
 from placer.sim.events import decode as sim_finish
 
-#: Warm-up in mean stays of the longest-held class (the first fills the decoders, the second lets the
-#: longest outputs of a spread class arrive at their share).
+#: Warm-up in the decoders' longest relaxation times (:func:`forget_s`; the first fills them, the second lets the
+#: longest outputs of a spread class arrive at their share). Two stays were not enough where the step grows with
+#: the batch: rnd-7-25-mixed's B200 tp8-dep decoders (φ 0.25, β 0.88: 28 % of arrivals planned waiting for KV)
+#: read 5 % waiting on a run warmed 91 s (two 45-s stays) and the row −29.7 % on three seeds; alone, the
+#: simulator's decoder averaged over 16 seeds from empty read 12-24 % waiting over 45-180 s and 26-35 % over
+#: 4,000 s (two seeds; the law 27.8 %), and the row over 1M requests (384 s warm) read +1.1 %; warmed two stays ÷ φ
+#: (221 s), −14.6 % on 16 seeds (each 0.42-1.61 s): the line for KV forgets over 4 / β² of that; warmed two of those
+#: (1,159 s), −6.6 % on 4 seeds (each 0.45-1.12 s, ±18.7 %: three stays measured are a short window of that line).
 STAYS = 2.0
 #: The measured window in mean stays of the longest-held class, at the least: the KV a decoder holds wanders on
 #: the time scale of a stay, and its arrivals wait for room only in the stretches it runs full. rnd-7-33's plan
@@ -52,29 +62,54 @@ MEASURED_STAYS = 3.0
 MAX_REQUESTS = 1_000_000
 
 
-def longest_stay_s(problem, plan, analysis) -> float:
-    """Seconds the plan's decoders hold their longest-held class on average: output × the step its pool
-    settles at (:class:`placer.decode_state.DecodeState`; at most the TPOT SLA: an overloaded pool has no
-    steady state to wait for), over the plan's decode assignments."""
+def forget_s(stay_s: float, fixed_share: float = 1.0, beta: float = math.inf) -> float:
+    """Seconds a decoder takes to forget a deviation of what it holds, for a class held ``stay_s``: the stay ÷ φ
+    (``fixed_share``; a decoder holding more steps slower and keeps each longer, so a deviation relaxes at φ of the
+    stays' rate: :func:`placer.kv_admission.kv_occupancy_variance`), × the line's own relaxation where its KV binds
+    (``beta``: :func:`placer.kv_wait.kv_room_beta`; :func:`placer.kv_wait.kv_line_relaxation`, 4 / β²)."""
+    return stay_s / held_fixed_share(fixed_share) * kv_line_relaxation(beta)
+
+
+def _stays(problem, plan, analysis) -> list[tuple[float, float]]:
+    """(seconds a decode pool holds a class's request on average, :func:`forget_s` of it) over the plan's decode
+    assignments: output × the step the pool settles at (:class:`placer.decode_state.DecodeState`; at most the TPOT
+    SLA: an overloaded pool has no steady state to wait for)."""
     classes = {c.name: c for c in problem.classes}
-    stay = 0.0
+    out = []
     for a in plan.assignments:
         st = analysis.decode.get(a.key)
         if a.role in PREFILL_ROLES or a.rps <= 0 or st is None or a.request_class not in classes:
             continue
-        stay = max(stay, classes[a.request_class].output_tokens * min(st.step_s, problem.tpot_s))
-    return stay
+        stay = classes[a.request_class].output_tokens * min(st.step_s, problem.tpot_s)
+        beta = kv_room_beta(st.im.kv_capacity_tokens, st.kv_load(), st.fixed_share)
+        out.append((stay, forget_s(stay, st.fixed_share, beta)))
+    return out
+
+
+def longest_stay_s(problem, plan, analysis) -> float:
+    """Seconds the plan's decoders hold their longest-held class on average (:func:`_stays`)."""
+    return max((stay for stay, _ in _stays(problem, plan, analysis)), default=0.0)
+
+
+def relaxation_s(problem, plan, analysis) -> float:
+    """Seconds the slowest of the plan's decoders takes to forget what it holds and the line waiting for its KV
+    (:func:`forget_s`), the longest over the plan's decode assignments."""
+    return max((forget for _, forget in _stays(problem, plan, analysis)), default=0.0)
 
 
 def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
-    """``config`` lengthened by :data:`STAYS` × :func:`longest_stay_s` of arrivals, all of them warm-up, and its
-    measured requests to at least :data:`MEASURED_STAYS` × that stay of arrivals: they start once the decoders
-    hold what the plan promises and last long enough to see their occupancy's law (at most
-    :data:`MAX_REQUESTS` in all; a trace replays its own length: only its warm-up grows)."""
-    stay = longest_stay_s(problem, plan, analyze(problem, plan))
-    warm = STAYS * stay * rps
+    """``config`` lengthened by :data:`STAYS` × :func:`relaxation_s` of arrivals, all of them warm-up, and its
+    measured requests to at least :data:`MEASURED_STAYS` × :func:`longest_stay_s` of arrivals: they start once the
+    decoders hold what the plan promises and last long enough to see their occupancy's law (at most
+    :data:`MAX_REQUESTS` in all). A trace replays its own length: only its warm-up grows, by :data:`STAYS` ×
+    :func:`longest_stay_s` (a warm-up of its decoders' relaxation times would eat the requests it measures:
+    rnd-7-19-trace's, at its held hits, asked for 1M; its rows pool 8-32 seeds instead)."""
+    analysis = analyze(problem, plan)
+    stay = longest_stay_s(problem, plan, analysis)
+    trace = config.workload == "trace"
+    warm = STAYS * (stay if trace else relaxation_s(problem, plan, analysis)) * rps
     measured = config.requests * (1.0 - config.warmup_fraction)
-    wanted = MEASURED_STAYS * stay * rps if config.workload != "trace" else 0.0
+    wanted = MEASURED_STAYS * stay * rps if not trace else 0.0
     if warm <= config.warmup_fraction * config.requests and measured >= wanted:
         return config
     warm = max(warm, config.warmup_fraction * config.requests)

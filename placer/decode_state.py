@@ -115,6 +115,11 @@ class DecodeState:
             late += probs[n]
         return min(late, 1.0)
 
+    def kv_load(self) -> list[tuple[float, float, float]]:
+        """The KV-wait law's load: (λ_k, L_k = λ_k × output × the step a token sees or × its relay hold, f_k)."""
+        return [(rate, rate * (hold if hold is not None else c.output_tokens * self.seen_step_s),
+                 class_footprint_tokens(c)) for rate, c, hold in self.kv_items]
+
     @property
     def busy(self) -> bool:
         """Whether the plan sends this pool any decode work (tokens to the end, or relay holds)."""
@@ -342,11 +347,9 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     decoding = batch - st.held
     st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
         composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
-    # the waiting law: no KV room or a line waiting; each class holds λ × output × the step a token sees (Little: Σ = B)
+    # the waiting law: no KV room or a line waiting
     phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
-    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [
-        (rate, rate * (hold if hold is not None else c.output_tokens * st.seen_step_s), class_footprint_tokens(c))
-        for rate, c, hold in st.kv_items], phi)
+    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, st.kv_load(), phi)
     st.fixed_share = phi
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "

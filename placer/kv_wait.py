@@ -3,7 +3,9 @@
 in:  :mod:`placer.kv_admission` (the occupancy's variance, the step's fixed share; the standard library only:
      tests/test_layers.py checks it)
 out: :func:`kv_wait_law` — (share of arrivals that wait for KV room, mean seconds those wait) at a decoder
-     that admits by :func:`placer.kv_admission.admit_order` (reserve-on-admit, FIFO with EASY backfilling)
+     that admits by :func:`placer.kv_admission.admit_order` (reserve-on-admit, FIFO with EASY backfilling);
+     :func:`kv_room_beta` (its β) and :func:`kv_line_relaxation` (how slowly its line forgets: what a
+     simulation must warm up past, ``bench/agreement_pools.py``)
 
 An arrival waits when the others' reservations leave no room for its own, *or when a line is already
 waiting* (FIFO: it joins the line's tail; EASY backfilling lets only the few that fit and leave early
@@ -73,6 +75,31 @@ _BETA_MIN = 0.05
 _BETA_MAX = 7.0
 
 
+def kv_room_beta(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
+                 fixed_share: float = 1.0) -> float:
+    """β: the KV room above the mean a decoder holds for ``load`` ((arrivals/s λ_k, held L_k, footprint f_k) per
+    class), less the arrival's footprint beyond a held request's mean, over the occupancy's standard deviation (the
+    module docstring; at least :data:`_BETA_MIN`); ``math.inf`` where nothing is held or the KV never varies."""
+    rows = [(a, h, f) for a, h, f in load if a > 0 or h > 0]
+    arrivals = sum(a for a, _, _ in rows)
+    held = sum(h for _, h, _ in rows)
+    mean = sum(h * f for _, h, f in rows)
+    var = kv_occupancy_variance(rows, fixed_share)
+    if arrivals <= 0 or held <= 0 or capacity_tokens <= 0 or var <= 0 or mean <= 0:
+        return math.inf
+    sd = math.sqrt(var)
+    arrival_f = sum(a * f for a, _, f in rows) / arrivals
+    return max(capacity_tokens - mean - (arrival_f - mean / held), _BETA_MIN * sd) / sd
+
+
+def kv_line_relaxation(beta: float) -> float:
+    """How many of its occupancy's relaxation times (a stay ÷ φ) a decoder's line for KV room takes to forget its
+    level: above the capacity the line is a reflected Brownian motion of drift g / τ and variance 2V / τ per
+    second (the occupancy's, τ its relaxation time), whose relaxation time is 2σ²/μ² (Abate and Whitt) = 4 / β²
+    of τ; at least 1 (the occupancy's own, where the KV seldom binds)."""
+    return max(1.0, 4.0 / (beta * beta)) if beta > 0 else 1.0
+
+
 def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
                 fixed_share: float = 1.0) -> tuple[float, float]:
     """(share of arrivals that wait for KV room, mean seconds those wait) at a decoder of ``capacity_tokens``
@@ -89,9 +116,8 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
     arrival_f = sum(a * f for a, _, f in rows) / arrivals
     if var <= 0 or mean <= 0:
         return (1.0 if mean + arrival_f > capacity_tokens else 0.0), 0.0
-    sd = math.sqrt(var)
-    gap = max(capacity_tokens - mean - (arrival_f - mean / held), _BETA_MIN * sd)
-    beta = gap / sd
+    beta = kv_room_beta(capacity_tokens, rows, fixed_share)
+    gap = beta * math.sqrt(var)
     if beta > _BETA_MAX:
         return 0.0, 0.0
     normal = NormalDist()

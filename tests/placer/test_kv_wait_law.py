@@ -73,3 +73,20 @@ def test_the_kv_wait_lengthens_the_first_token_tail():
     slower = tail.with_kv_wait(0.15, 1.2)
     assert slower.prob_exceeds(1.0) > tail.prob_exceeds(1.0) + 0.05
     assert tail.with_kv_wait(0.0, 1.2).prob_exceeds(1.0) == tail.prob_exceeds(1.0)
+
+
+def test_the_line_for_kv_forgets_over_four_over_beta_squared_of_the_occupancy():
+    """rnd-7-25-mixed's B200 tp8-dep decoder (11.44M tokens, four classes, φ 0.25): β 0.88 above its mean KV, so
+    28 % of arrivals wait (Halfin and Whitt's 1 / (1 + βΦ(β)/φ(β))) and the line forgets over 4 / β² ≈ 5 of the
+    occupancy's relaxation times (its stays ÷ φ, ~110 s): a simulation warmed less reads a shorter line."""
+    from statistics import NormalDist
+
+    from placer.kv_wait import kv_line_relaxation, kv_room_beta
+
+    load = [(22.49, 278.3, 31616), (16.52, 456.2, 3792), (22.77, 9.6, 3040), (32.21, 90.9, 1728)]
+    beta = kv_room_beta(11.44e6, load, 0.249)
+    assert beta == pytest.approx(0.88, abs=0.02)
+    n = NormalDist()
+    assert kv_wait_law(11.44e6, load, 0.249)[0] == pytest.approx(1 / (1 + beta * n.cdf(beta) / n.pdf(beta)))
+    assert kv_line_relaxation(beta) == pytest.approx(4 / beta ** 2)
+    assert kv_line_relaxation(kv_room_beta(20e6, load, 0.249)) == 1.0  # KV that seldom binds: the occupancy's own
