@@ -103,9 +103,10 @@ def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
     decoders hold what the plan promises and last long enough to see their occupancy's law (at most
     :data:`MAX_REQUESTS` in all: past it the warm-up gives way, down to two stays — rnd-7-33-mixed's wants 980K,
     and 900K of its 1M left a third of a stay measured: −33.6 % on three seeds; 782K warm and three stays measured:
-    −25.5 % on three seeds, ±15.6 %, where 145K warm read −22.9 % on eight, ±7.8 %). A trace replays its own length: only its warm-up grows, by :data:`STAYS` ×
-    :func:`longest_stay_s` (a warm-up of its decoders' relaxation times would eat the requests it measures:
-    rnd-7-19-trace's, at its held hits, asked for 1M; its rows pool 8-32 seeds instead)."""
+    −25.5 % on three seeds, ±15.6 %, where 145K warm read −22.9 % on eight, ±7.8 %). A trace replays its own
+    length: only its warm-up grows, by :data:`STAYS` × :func:`longest_stay_s` (a warm-up of its decoders'
+    relaxation times would eat the requests it measures: rnd-7-19-trace's, at its held hits, asked for 1M; its
+    rows pool 8-32 seeds instead)."""
     analysis = analyze(problem, plan)
     stay = longest_stay_s(problem, plan, analysis)
     trace = config.workload == "trace"
