@@ -41,7 +41,7 @@ from placer.perfmodel.engines import engine_model
 from placer.queueing import WaitModel, spread_points, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
-from placer.ttft_tail import TtftTail, line_batchmates, pack_extension, ps_sojourn_var_s2
+from placer.ttft_tail import LineLoad, TtftTail, congestion_var_factor, line_batchmates, pack_extension, ps_sojourn_var_s2
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem
@@ -355,7 +355,7 @@ class Route:
             return max(first, self.wan_s(utilization))
         return first
 
-    def first_token_law(self, wait: WaitModel, utilization: float, line_share: float = 0.0,
+    def first_token_law(self, wait: WaitModel, utilization: float | LineLoad, line_share: float = 0.0,
                         line_residual_s: float | None = None, packed: bool = False) -> tuple[float, TtftTail]:
         """(deterministic TTFT, random tail) of the flow: prefill + the KV's move to the first decoder
         (:func:`ttft_det_s`), its WAN part taken unloaded, and the tail: the P queue's ``wait`` plus
@@ -376,12 +376,17 @@ class Route:
         Mean TTFT = det + E[W] + that excess. Its variance is the M/G/1-PS sojourn's at size
         (1 + m)·b (:func:`~placer.ttft_tail.ps_sojourn_var_s2`) given ``line_residual_s``, the line's
         mean residual transfer E[S²]/(2E[S]) in seconds at full rate; without it (the MILP: the
-        line's mix is what it decides) the excess is exponential.
+        line's mix is what it decides) the excess is exponential. Where the evaluation knows what feeds
+        the line (``utilization`` a :class:`~placer.ttft_tail.LineLoad`), a mate counts E[min(b, b′)] (the
+        smaller of the two, under processor sharing) and the variance is scaled by the line's regularity
+        (:func:`~placer.ttft_tail.congestion_var_factor`).
 
         With ``packed`` (the prediction; the planning rule leaves it out) a prompt shorter than a
         chunk also finishes with its packed forward: the tail adds its forward-mates' time
         (:func:`~placer.ttft_tail.pack_extension`)."""
         c, im = self.cls, self.im
+        load = utilization if isinstance(utilization, LineLoad) else LineLoad(utilization)
+        utilization = load.utilization
         pre = im.prefill_s(c.input_tokens, c.hit_rate)
         loaded = self.first_kv_s(utilization)
         short = (1.0 - c.hit_rate) * c.input_tokens < im.prefill_chunk_tokens
@@ -391,11 +396,12 @@ class Route:
             return det, TtftTail(wait, pack_mean_s=pack_mean, pack_var_s2=pack_var)
         unloaded = self.first_kv_s(0.0)
         rtt = self.problem.links[(self.src, self.dst)].rtt_s
-        mates = line_batchmates(wait, line_share) if short else 0.0
+        mates = line_batchmates(wait, line_share) * load.mate_weight if short else 0.0
         size = unloaded - rtt
         var = None
         if line_residual_s is not None:
-            var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s)
-        excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m
+            var = ps_sojourn_var_s2(size * (1.0 + mates), utilization, line_residual_s) * congestion_var_factor(
+                utilization, load.dispersion)
+        excess = (loaded - rtt) - size + size * mates  # b·ρ/(1 − ρ) + b·m·E[min(b, b′)]/b
         det = ttft_det_s(pre, unloaded) + self.executor_s(pre, utilization)
         return det, TtftTail(wait, excess, var, pack_mean, pack_var)

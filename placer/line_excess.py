@@ -133,15 +133,23 @@ def line_excess_factors(streams: tuple[LineStream, ...] | list[LineStream]) -> t
     rho = min(rho, 1.0 - 1e-6)
     if not any(s.arrival_cv2 < 1.0 and s.departures is None for s in streams):
         return _found_factors(streams, rho)
-    work_var = sum(s.rate_per_s * (min(max(s.arrival_cv2, 0.0), 1.0) * s.mean_s ** 2 + max(s.second_s2 - s.mean_s ** 2, 0.0))
-                   for s in streams)
-    poisson_var = sum(s.rate_per_s * max(s.second_s2, s.mean_s ** 2) for s in streams)
-    regulated_x = (work_var / poisson_var if poisson_var > 0.0 else 1.0) * rho / (1.0 - rho)
+    regulated_x = work_dispersion(streams) * rho / (1.0 - rho)
     regulated = [s.arrival_cv2 < 1.0 for s in streams]
     rho_pois = sum(s.rate_per_s * s.mean_s for s, r in zip(streams, regulated) if not r)
     held = sum(s.rate_per_s * s.mean_s * (1.0 + regulated_x) for s, r in zip(streams, regulated) if r)
     found = (held + rho_pois) / max(1.0 - rho_pois, 1e-6)
     return tuple(regulated_x if r else found for r in regulated)
+
+
+def work_dispersion(streams: tuple[LineStream, ...] | list[LineStream]) -> float:
+    """R: the variance of the work the streams bring the line per second, Σ λ_k(c_a,k²·m_k² + Var S_k) (renewal
+    streams), over a Poisson line's of the same sizes, Σ λ_k E[S_k²] — 1 where every stream is Poisson, below
+    where some are regulated (a stream burstier than Poisson is taken as Poisson: its batches are counted apart,
+    :func:`placer.ttft_tail.line_batchmates`)."""
+    work_var = sum(s.rate_per_s * (min(max(s.arrival_cv2, 0.0), 1.0) * s.mean_s ** 2 + max(s.second_s2 - s.mean_s ** 2, 0.0))
+                   for s in streams)
+    poisson_var = sum(s.rate_per_s * max(s.second_s2, s.mean_s ** 2) for s in streams)
+    return work_var / poisson_var if poisson_var > 0.0 else 1.0
 
 
 def _found_factors(streams, rho: float) -> tuple[float, ...]:

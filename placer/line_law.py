@@ -5,9 +5,10 @@ in:  a problem, a plan, its classes and the waits its P queues' requests meet
      (:func:`placer.queue_laws.p_instance_laws`: per queue, its instances' laws and line shares)
 out: :func:`departure_cv2` (the squared coefficient of variation of a P instance's departure gaps),
      :func:`forward_cv2` (a packing instance's: its forwards' ends, each a batch of transfers),
-     :func:`line_stream_utilizations` (per P instance, line and class, the utilisation of the
-     processor-sharing line on Poisson arrivals that slows that instance's transfers as the plan's line
-     does: what :meth:`placer.flows.Route.first_token_law` takes as ``utilization``)
+     :func:`line_stream_utilizations` (per P instance, line and class, a :class:`~placer.ttft_tail.LineLoad`:
+     the utilisation of the processor-sharing line on Poisson arrivals that slows that instance's transfers as
+     the plan's line does, its batch-mates' weight and the line's work dispersion — what
+     :meth:`placer.flows.Route.first_token_law` takes as ``utilization``)
 
 A P instance that prefills long prompts one at a time sends their KV at the end of each prefill: its
 transfers come more evenly than Poisson arrivals, fewer of them overlap on the line, and each is slowed
@@ -25,7 +26,8 @@ from placer.pdd import P, P_MD
 from placer.plan import Plan
 from placer.problem import Class, Problem
 from placer.queueing import WaitModel, split_cv2
-from placer.line_excess import LineStream, departures_of, line_excess_at
+from placer.line_excess import LineStream, departures_of, line_excess_at, work_dispersion
+from placer.ttft_tail import LineLoad
 
 
 def departure_cv2(wait: WaitModel) -> float:
@@ -54,9 +56,12 @@ def _qna_cv2(wait: WaitModel) -> float:
 
 
 def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Class],
-                             waits: dict[tuple, list]) -> dict[tuple, float]:
-    """(role, dc, chip, tp, queue, instance index, dst, class) → the utilisation at which an M/G/1-PS line
-    on Poisson arrivals slows that P instance's transfers of that class to dst as the plan's line does.
+                             waits: dict[tuple, list]) -> dict[tuple, LineLoad]:
+    """(role, dc, chip, tp, queue, instance index, dst, class) → how the plan's line slows that P instance's
+    transfers of that class to dst (:class:`~placer.ttft_tail.LineLoad`): the utilisation at which an M/G/1-PS
+    line on Poisson arrivals slows them as much on average, their batch-mates' weight (:func:`_mate_weight`) and
+    the line's work dispersion (:func:`~placer.line_excess.work_dispersion`: the excess's variance,
+    :func:`~placer.ttft_tail.congestion_var_factor`).
 
     Every P instance that sends KV over a line is one stream onto it (:class:`~placer.line_excess.LineStream`):
     the req/s it sends there, their transfers' size moments at the line's full rate and the c² of its
@@ -78,9 +83,11 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
         c = classes[a.request_class]
         route = Route(problem, c, a.pipeline or P_MD, a.datacenter, dst, problem.options.drc)
         size_s = route.wan_bytes() / link.bytes_per_s
-        own_s = instance(problem, a.key.chip, a.key.tp).prefill_s(c.input_tokens, c.hit_rate)
+        im = instance(problem, a.key.chip, a.key.tp)
+        own_s = im.prefill_s(c.input_tokens, c.hit_rate)
+        short = c.new_tokens < im.prefill_chunk_tokens
         for i, part in enumerate(waits[qkey]):
-            acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, None, [], 0.0])
+            acc = streams[(a.datacenter, dst)].setdefault((*qkey, i), [0.0, 0.0, 0.0, None, [], 0.0, []])
             rate = a.rps * part.weight
             acc[0] += rate
             acc[1] += rate * size_s
@@ -88,7 +95,9 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
             acc[3] = part.law
             acc[4].append((a.request_class, (size_s, own_s)))
             acc[5] = part.line_shares.get(dst, 0.0)
-    out: dict[tuple, float] = {}
+            if short:
+                acc[6].append((rate, size_s))
+    out: dict[tuple, LineLoad] = {}
     for (_, dst), by_instance in streams.items():
         keys = [k for k, acc in by_instance.items() if acc[0] > 0.0]
         line = [_stream(acc[3], acc[0], acc[1] / acc[0], acc[2] / acc[0], acc[5])
@@ -96,10 +105,23 @@ def line_stream_utilizations(problem: Problem, plan: Plan, classes: dict[str, Cl
         if sum(s.rate_per_s * s.mean_s for s in line) >= 1.0 or not any(s.arrival_cv2 < 1.0 for s in line):
             continue
         at = line_excess_at(line, [[size for _, size in by_instance[k][4]] for k in keys])
+        dispersion = work_dispersion(line)
         for k, xs in zip(keys, at):
-            for (name, _), x in zip(by_instance[k][4], xs):
-                out[(*k, dst, name)] = x / (1.0 + x)
+            for (name, (size_s, _)), x in zip(by_instance[k][4], xs):
+                out[(*k, dst, name)] = LineLoad(x / (1.0 + x), _mate_weight(size_s, by_instance[k][6]), dispersion)
     return out
+
+
+def _mate_weight(size_s: float, mates: list[tuple[float, float]]) -> float:
+    """E[min(b, b′)]/b for a transfer of b = ``size_s`` over its batch-mates' sizes b′: the short prompts its P
+    instance sends over the same line ((req/s, transfer s) per class), in proportion to their rates — under
+    processor sharing a mate that starts with it delays it by the smaller of the two. A forward holds a chunk's
+    tokens, so a long prompt's riders are shorter than the mix: the weight is at or above theirs (the flagship's
+    hit-90-95, 0.076 s: 0.36 here, 0.20 on the simulator's forwards)."""
+    total = sum(rate for rate, _ in mates)
+    if size_s <= 0.0 or total <= 0.0:
+        return 1.0
+    return sum(rate * min(size_s, b) for rate, b in mates) / (total * size_s)
 
 
 def forward_cv2(wait: WaitModel) -> float:

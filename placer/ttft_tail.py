@@ -7,8 +7,10 @@ out: :class:`TtftTail` (P(wait + excess > t)), :func:`pack_extension` (a packed 
      forward-mates' time), :func:`forward_mates`, :class:`SplitTail` (a flow spread over instances
      that queue differently), :class:`LengthMixTail` (a class whose prompts spread, length by length),
      :func:`ps_sojourn_var_s2` (the variance of a processor-sharing sojourn), :func:`line_batchmates`
-     (transfers that leave P together); the line's excess when P instances feed it is
-     :mod:`placer.line_excess`'s (wired per P instance by :mod:`placer.line_law`)
+     (transfers that leave P together), :class:`LineLoad` (how a line P instances feed slows one instance's
+     transfers: :mod:`placer.line_excess`'s mean, wired per P instance by :mod:`placer.line_law`, the
+     batch-mates' weight and the line's regularity) and :func:`congestion_var_factor` (the excess's variance
+     on a line fed by regulated streams)
 
 :mod:`placer.flows` re-exports these and builds them in ``Route.first_token_law``; this module
 imports nothing of placer but the performance model's wait law.
@@ -59,6 +61,49 @@ def ps_sojourn_var_s2(size_s: float, rho: float, residual_s: float) -> float:
     # 2ρ r² (a − 1 + e^{−a}) / (1 − ρ)⁴, written to stay exact for small a
     shape = a - 1.0 + math.exp(-a) if a > 1e-3 else a * a / 2 - a ** 3 / 6 + a ** 4 / 24
     return 2.0 * rho * residual_s * residual_s * shape / (1.0 - rho) ** 4
+
+
+@dataclass(frozen=True)
+class LineLoad:
+    """How the plan's line slows one P instance's transfers of one class
+    (:func:`placer.line_law.line_stream_utilizations`, what :meth:`placer.flows.Route.first_token_law` takes as
+    its ``utilization``; a bare float is a Poisson line's utilisation).
+
+    * ``utilization``: the M/G/1-PS line on Poisson arrivals that slows them as much on average (the count a
+      transfer meets, x = u/(1 − u) per second of its size);
+    * ``mate_weight``: E[min(b, b′)]/b over its batch-mates' sizes b′ (the other prompts of its packed forward
+      crossing the line): under processor sharing two transfers that start together get equal shares until the
+      smaller ends, so a mate delays it by the smaller of the two, not by its own b;
+    * ``dispersion``: R, the variance of the work the line's streams bring per second over a Poisson line's of
+      the same sizes (:func:`placer.line_excess.work_dispersion`; 1: Poisson, below: regulated streams) — what
+      :func:`congestion_var_factor` scales the excess's variance by."""
+
+    utilization: float
+    mate_weight: float = 1.0
+    dispersion: float = 1.0
+
+    def __float__(self) -> float:
+        return float(self.utilization)
+
+
+def congestion_var_factor(rho: float, dispersion: float) -> float:
+    """The factor on the M/G/1-PS excess variance (:func:`ps_sojourn_var_s2`) where the line's streams bring
+    their work ``dispersion`` (R) times as variably as Poisson arrivals.
+
+    A small transfer's excess is its size times the count N it finds. On a Poisson line N is geometric: Poisson
+    given the line's congestion, whose level is exponential, so Var N = L + L² (L = ρ/(1 − ρ); each stream's
+    count Poisson given it, two streams' counts covarying by L_i·L_j). The congestion is the line's work
+    fluctuating: with regulated streams its variance is R times as large (the work arriving per second, as
+    Kingman's scaling of the waiting work takes it), the count given it stays Poisson: Var N = L + R·L², the
+    factor (1 + R·L)/(1 + L) — 1 on a Poisson line, R for a heavily loaded one. On the simulator's line fed by
+    the flagship's P instances (tests/placer/test_line_tail.py: R 0.56, L 2.6) the count's variance is 6.06
+    where this gives 6.33 and the geometric law 9.2 (the streams' measured covariances put the congestion's
+    variance at 0.57–0.78 L²). A large transfer's variance is the work arriving in its stay's, R times
+    Poisson's: this factor is at or above it there."""
+    if rho <= 0.0 or dispersion >= 1.0:
+        return 1.0
+    count = min(rho, 1.0 - 1e-6) / (1.0 - min(rho, 1.0 - 1e-6))
+    return (1.0 + max(dispersion, 0.0) * count) / (1.0 + count)
 
 
 def _hypo_exceeds(wait: WaitModel, t: float, theta2: float) -> float:
