@@ -36,7 +36,7 @@ from placer.problem import Class, Problem
 from placer.queue_laws import (InstanceWait, a_queue_laws, agg_prefill_shares, first_token_by_length, p_instance_laws,
                                p_queue_laws)
 from placer.token_cost import token_prices
-from placer.ttft_tail import SplitTail
+from placer.ttft_tail import LineLoad, SplitTail
 
 
 @dataclass
@@ -115,7 +115,7 @@ def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) ->
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, list[InstanceWait]],
               residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str], tuple[float, float]],
-              stream_util: dict[tuple, float] | None = None) -> FlowLaw:
+              stream_util: dict[tuple, LineLoad] | None = None) -> FlowLaw:
     """The TTFT law of one P assignment (:meth:`placer.flows.Route.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
     sends it to (:func:`p_instance_laws`), the line's slowdown (on a line regulated streams feed, each
