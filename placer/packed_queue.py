@@ -15,7 +15,8 @@ room for its own n tokens *rides* it, else it opens a new one (or starts at once
 * **The work V** an arrival finds (the time the instance needs to empty without further arrivals) jumps
   by J at each arrival: the prompt's prefill alone S_k when it opens a forward, its marginal m_k (the
   forward with it less without it, on the roofline: compute-bound packs share only the fixed overhead,
-  memory-bound ones the weight read too) when it rides. Rides happen only behind a queue, so J is
+  memory-bound ones the weight read too) when it rides — beside the heads it has room behind, so a long
+  prompt, which rides only behind short memory-bound heads, saves their weight read. Rides happen only behind a queue, so J is
   smaller exactly when V is large. Rate conservation of V² (Poisson arrivals see time averages):
   E[V](1 − ρ_raw) = λE[J²]/2 − λΣ_k f_k s_k r_k E[V | ride], s_k = S_k − m_k, r_k class k's ride
   chance, ρ_raw = λE[S]; with E[V | ride] = E[R | Lq ≥ 1] + (E[V] − ρE[R])/q (the queued work all lies
@@ -117,21 +118,22 @@ def _parts(im, item) -> tuple[float, float] | None:
 
 
 def _marginals(im, S, n, short, parts, head_w, rider_w, riders) -> np.ndarray:
-    """Each item's marginal seconds in the forward it would ride: the typical last forward (heads by
-    ``head_w``, ``riders`` riders of the mix ``rider_w``) with it, less without it, on the roofline,
-    scaled by the item's measured ÷ roofline time alone (the simulator's pack rule)."""
+    """Each item's marginal seconds in the forward it would ride: the last forward it rides (heads by
+    its own row of ``head_w`` [k, h]: those it has room behind, ``riders`` riders of the mix ``rider_w``)
+    with it, less without it, on the roofline, scaled by the item's measured ÷ roofline time alone (the
+    simulator's pack rule). A long prompt rides only behind short heads: beside a memory-bound head it
+    saves the whole weight read, not the fixed overhead a compute-bound head would leave it."""
     w = im.weight_bytes
     flops = np.array([p[0] if p else 0.0 for p in parts])
     mem = np.array([p[1] if p else 0.0 for p in parts])
     sh = short.astype(float)
-    hw = head_w * sh
-    hw = hw / hw.sum() if hw.sum() > 0 else sh / max(sh.sum(), 1.0)
-    base_f = hw @ flops + riders * (rider_w @ flops)
-    base_m = hw @ mem + riders * (rider_w @ mem)
-    base_t = hw @ n + riders * (rider_w @ n)
-    base = im.forward_s(base_f, w + base_m, base_t)
+    rider_f, rider_m, rider_t = riders * (rider_w @ flops), riders * (rider_w @ mem), riders * (rider_w @ n)
     out = S.copy()
     for k in np.flatnonzero(short):
+        hw = head_w[k] * sh
+        hw = hw / hw.sum() if hw.sum() > 0 else sh / max(sh.sum(), 1.0)
+        base_f, base_m, base_t = hw @ flops + rider_f, hw @ mem + rider_m, hw @ n + rider_t
+        base = im.forward_s(base_f, w + base_m, base_t)
         alone = im.forward_s(flops[k], w + mem[k], n[k])
         scale = S[k] / alone if alone > 0 else 1.0
         out[k] = min(S[k], max(0.0, im.forward_s(base_f + flops[k], w + base_m + mem[k], base_t + n[k]) - base) * scale)
@@ -199,7 +201,11 @@ def packed_queue(items: list[tuple], instances: float, im) -> PackedState | None
         g = heads / heads.sum()
         rider_w = f * r / rbar if rbar > 0 else f
         if not legacy and any(short):
-            m = _marginals(im, S, n, short, parts, f * np.maximum(rho - r, 0.0), rider_w, a)
+            # each item against the heads it has room behind (the last iteration's), else the queued heads
+            behind = room * qh[None, :]
+            opened = np.broadcast_to(f * np.maximum(rho - r, 0.0), room.shape)
+            m = _marginals(im, S, n, short, parts, np.where(behind.sum(axis=1)[:, None] > 0, behind, opened),
+                           rider_w, a)
         save = S - m
         rho = rho_raw - lam * float(f @ (save * r))
         if rho >= 1.0:
