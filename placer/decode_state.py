@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign
 from placer.executor_costs import stream_step_s
-from placer.flows import Route, class_footprint_tokens, decode_design, eager_tokens, relay_stop_s
+from placer.flows import Route, class_kv_items, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share, held_fixed_share
 from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
@@ -116,9 +116,12 @@ class DecodeState:
         return min(late, 1.0)
 
     def kv_load(self) -> list[tuple[float, float, float]]:
-        """The KV-wait law's load: (λ_k, L_k = λ_k × output × the step a token sees or × its relay hold, f_k)."""
-        return [(rate, rate * (hold if hold is not None else c.output_tokens * self.seen_step_s),
-                 class_footprint_tokens(c)) for rate, c, hold in self.kv_items]
+        """The KV-wait law's load: (λ, L, f) per point of each class's prompt and output spreads
+        (:func:`placer.flows.class_kv_items`, the MILP's KV row's items), the class's L_k = λ_k × output × the step a
+        token sees or × its relay hold (the same for each point): the occupancy's variance Σ L·f² its second moment, not its mean squared."""
+        return [item for rate, c, hold in self.kv_items for item in (
+            class_kv_items(c, rate, rate * c.output_tokens * self.seen_step_s) if hold is None else
+            class_kv_items(c, rate, rate * hold, by_output=False))]
 
     @property
     def busy(self) -> bool:

@@ -38,7 +38,7 @@ from placer.executor_costs import first_token_added_s, stream_step_s
 from placer.kv_admission import KvHeadroom, fixed_step_share, footprint_tokens, kv_design_batch
 from placer.perfmodel import InstanceModel
 from placer.perfmodel.engines import engine_model
-from placer.queueing import WaitModel, spread_points, wan_transfer_s
+from placer.queueing import WaitModel, spread_points, spread_prompt, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
 from placer.ttft_tail import LineLoad, TtftTail, congestion_var_factor, line_batchmates, pack_extension, ps_sojourn_var_s2
@@ -141,19 +141,25 @@ def relay_room_factor(line_utilization: float, quantile: float = RELAY_ROOM_QUAN
 
 def footprint_points(c: Class) -> list[tuple[float, float, int]]:
     """A class's requests as a decoder holds them: (share of its arrivals, output tokens, reserved KV
-    tokens) per point of the two-point law of its output lengths (:func:`placer.queueing.spread_points`
-    with ``output_tokens_cv2``: the same mean and variance; one point, the mean, without a spread). A
-    request holds its reservation (:func:`placer.kv_admission.footprint_tokens`, prompt + output in
-    blocks) for a time ∝ its output, so long outputs weigh twice: in the KV held and in the time held."""
-    return [(prob, c.output_tokens * factor, footprint_tokens(c.input_tokens, c.output_tokens * factor))
-            for prob, factor in spread_points(getattr(c, "output_tokens_cv2", 0.0))]
+    tokens) per point of the two-point laws (:func:`placer.queueing.spread_points`: the same mean and
+    variance; one point, the mean, without a spread) of its prompt's new tokens (``new_tokens_cv2``,
+    behind its cached prefix: :func:`placer.queueing.spread_prompt`, the class workload's rule) and of
+    its output (``output_tokens_cv2``), drawn independently as the class workload draws them. A request
+    holds its reservation (:func:`placer.kv_admission.footprint_tokens`, prompt + output in blocks) for
+    a time ∝ its output, so long outputs weigh twice: in the KV held and in the time held; a long
+    prompt only in the KV held."""
+    prompts = [(p, c.input_tokens if factor == 1.0 else spread_prompt(c.input_tokens, c.hit_rate, factor)[0])
+               for p, factor in spread_points(getattr(c, "new_tokens_cv2", 0.0))]
+    return [(p_in * p_out, c.output_tokens * factor, footprint_tokens(n_in, c.output_tokens * factor))
+            for p_in, n_in in prompts for p_out, factor in spread_points(getattr(c, "output_tokens_cv2", 0.0))]
 
 
 def class_footprint_tokens(c: Class) -> float:
     """KV tokens a decoder holds for a request of ``c``, averaged over its time in the batch: its whole
     final context in whole blocks (the simulator's and the executor's admission rule), weighted by the
-    time each output length stays — E[O·f(O)] / E[O] over :func:`footprint_points`, which is the
-    footprint of the mean request when the class has no spread."""
+    time each output length stays — E[O·f] / E[O] over :func:`footprint_points`, which is the
+    footprint of the mean request when the class has no spread. The occupancy's variance needs the
+    second moment, not this one squared: :func:`class_kv_items` splits a class into its points."""
     points = footprint_points(c)
     if len(points) == 1:
         return points[0][2]
@@ -163,19 +169,25 @@ def class_footprint_tokens(c: Class) -> float:
 
 def class_kv_weight(headroom: KvHeadroom, c: Class) -> float:
     """What one held request of ``c`` counts for on a decode instance's KV row: the row's weight
-    (:meth:`~placer.kv_admission.KvHeadroom.weight`, quadratic in the footprint) averaged over the
-    class's time in the batch (:func:`footprint_points`)."""
+    (:meth:`~placer.kv_admission.KvHeadroom.weight`, quadratic in the footprint, so E[O·f²]/E[O] where the
+    class spreads: the second moment the occupancy's variance takes) averaged over the class's time in
+    the batch (:func:`footprint_points`)."""
     points = footprint_points(c)
     held = sum(prob * out for prob, out, _ in points)
     return sum(prob * out * headroom.weight(f) for prob, out, f in points) / held
 
 
-def _kv_items(c: Class, arrivals: float, held: float) -> list[tuple[float, float, int]]:
+def class_kv_items(c: Class, arrivals: float, held: float, by_output: bool = True) -> list[tuple[float, float, int]]:
     """(arrival weight, time weight, footprint) of each point of ``c`` for the KV laws, the class's
-    ``arrivals`` and ``held`` weights split over its :func:`footprint_points`."""
+    ``arrivals`` and ``held`` weights split over its :func:`footprint_points`: each point a Poisson
+    stream of its own, so the laws' Σ L·f² is the class's time-weighted second moment E[O·f²]/E[O]
+    (a compound Poisson's variance), an arrival brings its own footprint, and a point's stay is its own
+    output's (not ``by_output``: a hold that does not depend on it, RLD's relay). The MILP's row
+    (:func:`decode_kv_headroom`) and the evaluation's waiting law (:meth:`placer.decode_state.DecodeState.kv_load`)
+    take the same items."""
     points = footprint_points(c)
-    mean_held = sum(prob * out for prob, out, _ in points)
-    return [(arrivals * prob, held * prob * out / mean_held, f) for prob, out, f in points]
+    mean_held = sum(prob * out for prob, out, _ in points) if by_output else 1.0
+    return [(arrivals * prob, held * prob * (out if by_output else 1.0) / mean_held, f) for prob, out, f in points]
 
 
 def decode_fixed_share(im: InstanceModel, batch: float, context_tokens: float) -> float:
@@ -197,7 +209,7 @@ def decode_kv_headroom(problem: Problem, im: InstanceModel, over_dispersed: bool
     its line's transfer whatever its own step, so its row keeps the default. (The MILP's pools take the
     default until its data passes ``over_dispersed`` for MD and D pools: with it on every role the
     relay test cases have no plan.)"""
-    items = [item for c in problem.classes for item in _kv_items(c, c.share, c.share * c.output_tokens)]
+    items = [item for c in problem.classes for item in class_kv_items(c, c.share, c.share * c.output_tokens)]
     ctx, capacity = decode_context_tokens(problem.classes), im.kv_capacity_tokens
     if not over_dispersed:
         return KvHeadroom.for_mix(capacity, items)
@@ -245,7 +257,7 @@ def decode_design_for(problem: Problem, im: InstanceModel, load: Iterable[tuple[
         return 0, step(1)
     # arrivals: held / time held, the time ∝ output at one step
     by_kv = kv_design_batch(im.kv_capacity_tokens, [item for c, w in pairs
-                                                    for item in _kv_items(c, w / max(c.output_tokens, 1), w)])
+                                                    for item in class_kv_items(c, w / max(c.output_tokens, 1), w)])
     if by_kv < 1:  # not one request of these classes at the quantile: no pool worth planning
         return 0, step(1)
     batch = min(by_tpot, int(by_kv))
