@@ -117,8 +117,9 @@ class DecodeState:
 
     def kv_load(self) -> list[tuple[float, float, float]]:
         """The KV-wait law's load: (λ, L, f) per point of each class's prompt and output spreads
-        (:func:`placer.flows.class_kv_items`, the MILP's KV row's items), the class's L_k = λ_k × output × the step a
-        token sees or × its relay hold (the same for each point): the occupancy's variance Σ L·f² its second moment, not its mean squared."""
+        (:func:`placer.flows.class_kv_items`, the MILP's KV row's items), the class's L_k = λ_k × output × the
+        step a token sees or × its relay hold (the same for each point): the occupancy's variance Σ L·f² its
+        second moment, not its mean squared."""
         return [item for rate, c, hold in self.kv_items for item in (
             class_kv_items(c, rate, rate * c.output_tokens * self.seen_step_s) if hold is None else
             class_kv_items(c, rate, rate * hold, by_output=False))]

@@ -41,7 +41,8 @@ from placer.perfmodel.engines import engine_model
 from placer.queueing import WaitModel, spread_points, spread_prompt, wan_transfer_s
 from placer.shapes import TP as SHAPE_TP
 from placer.shapes import Shape, is_moe, legacy_shape, shape_model
-from placer.ttft_tail import LineLoad, TtftTail, congestion_var_factor, line_batchmates, pack_extension, ps_sojourn_var_s2
+from placer.ttft_tail import (LineLoad, TtftTail, congestion_var_factor, line_batchmates, pack_extension,
+                              ps_sojourn_var_s2)
 
 if TYPE_CHECKING:
     from placer.problem import Class, Problem

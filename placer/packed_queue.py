@@ -16,8 +16,8 @@ room for its own n tokens *rides* it, else it opens a new one (or starts at once
   by J at each arrival: the prompt's prefill alone S_k when it opens a forward, its marginal m_k (the
   forward with it less without it, on the roofline: compute-bound packs share only the fixed overhead,
   memory-bound ones the weight read too) when it rides — beside the heads it has room behind, so a long
-  prompt, which rides only behind short memory-bound heads, saves their weight read. Rides happen only behind a queue, so J is
-  smaller exactly when V is large. Rate conservation of V² (Poisson arrivals see time averages):
+  prompt, which rides only behind short memory-bound heads, saves their weight read. Rides happen only
+  behind a queue, so J is smaller exactly when V is large. Rate conservation of V² (Poisson arrivals see time averages):
   E[V](1 − ρ_raw) = λE[J²]/2 − λΣ_k f_k s_k r_k E[V | ride], s_k = S_k − m_k, r_k class k's ride
   chance, ρ_raw = λE[S]; with E[V | ride] = E[R | Lq ≥ 1] + (E[V] − ρE[R])/q (the queued work all lies
   where the queue is non-empty, q = P(Lq ≥ 1)) it is linear in E[V]. Without rides it is P–K.
