@@ -40,7 +40,8 @@ no longer admits, e.g. those `validate` now flags, to re-solve them); ``--only``
 runs a subset of the N draws (their indices). ``--pools`` prints, under each scenario, every busy decode
 pool's design batch (at the mix and at the classes it serves), the plan's settled batch and KV-wait share beside
 the simulated batch, KV fill and share of arrivals that waited (``bench/agreement_pools.py``), and their
-distribution. Each random run is warmed up past the decode pools' fill (twice the longest mean stay), so the
+distribution. Each random run is warmed up past the decode pools' fill (twice the longest time a decoder takes to
+forget what it holds, ``agreement_pools.forget_s``: a stay ÷ φ, × 4/β² where a line waits for KV; a trace two stays), so the
 measured window sees the KV the plan promises: a 30,000-request run of a long-output scenario from empty ends
 before its decoders fill (rnd-7-33's plan: P90 −25.7 % from empty, +5.4 % warmed up; rnd-7-5's plan before C6's
 step row: goodput +268 % from empty, its pools past the TPOT); and measured over at least three such stays
@@ -237,7 +238,8 @@ def main() -> None:
     parser.add_argument("--pools", action="store_true",
                         help="--random: each decode pool's design batch, planned and simulated (issue 42, part 1)")
     parser.add_argument("--steady", action=argparse.BooleanOptionalAction, default=True,
-                        help="--random: warm each run up past the decode pools' fill (twice the longest mean stay); "
+                        help="--random: warm each run up past the decode pools' fill (twice their longest relaxation: "
+                             "agreement_pools.forget_s); "
                              "--no-steady: from empty")
     parser.add_argument("--cases", default=",".join(DEFAULT))
     parser.add_argument("--requests", type=int, default=30_000)
