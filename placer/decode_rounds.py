@@ -41,8 +41,7 @@ import dataclasses
 from collections.abc import Callable
 
 from placer.errors import SolveTimeoutError
-from placer.evaluate import line_gbit
-from placer.flows import Route
+from placer.evaluate import flows_gbit, line_gbit
 from placer.ilp.backends import solve as solve_lp
 from placer.ilp.config import SolveConfig
 from placer.ilp.formulation import build, pdd_architecture
@@ -114,12 +113,8 @@ def lp_hits(problem: Problem, config: SolveConfig) -> dict[tuple[str, str], floa
 
 def _lp_line_gbit(problem: Problem, form, values: list[float]) -> dict[tuple[str, str], float]:
     """Gbit/s of KV on each line of a relaxed solution's flows, each request's at ``problem``'s hits."""
-    out: dict[tuple[str, str], float] = {}
-    for f, x in form.rates(values).items():
-        if x > 1e-9 and f.src != f.dst and (f.src, f.dst) in problem.links:
-            route = Route(problem, problem.classes[f.k], f.pipeline, f.src, f.dst, problem.options.drc)
-            out[(f.src, f.dst)] = out.get((f.src, f.dst), 0.0) + x * route.wan_bytes() * 8 / 1e9
-    return out
+    return flows_gbit(problem, ((problem.classes[f.k], f.pipeline, f.src, f.dst, x)
+                                for f, x in form.rates(values).items() if x > 1e-9 and (f.src, f.dst) in problem.links))
 
 
 def settle(problem: Problem, solve: Callable[[Problem, SolveConfig], tuple], config: SolveConfig,

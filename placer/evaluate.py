@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from placer.aggregated import agg_first_token_law, plan_designs
@@ -75,14 +76,20 @@ class Analysis:
 
 
 def line_gbit(problem: Problem, plan: Plan) -> dict[tuple[str, str], float]:
-    """Gbit/s of KV on every line ``plan``'s routes cross, each request's at :meth:`Route.wan_bytes` (what the
-    destination's decoders lack: ``problem``'s decode-side hits)."""
+    """Gbit/s of KV on every line ``plan``'s routes cross (:func:`flows_gbit`)."""
     classes = {c.name: c for c in problem.classes}
+    return flows_gbit(problem, ((classes[r.request_class], r.pipeline, r.src, r.dst, r.rps) for r in plan.routes))
+
+
+def flows_gbit(problem: Problem, flows: Iterable[tuple[Class, str, str, str, float]]) -> dict[tuple[str, str], float]:
+    """Gbit/s of KV on every line ``flows`` ((class, pipeline, src, dst, req/s) each: a plan's routes, an LP's flows)
+    cross, each request's at :meth:`Route.wan_bytes` (what the destination's decoders lack: ``problem``'s decode-side
+    hits)."""
     link_gbit: dict[tuple[str, str], float] = defaultdict(float)
-    for r in plan.routes:
-        if r.src != r.dst and r.rps > 0:
-            route = Route(problem, classes[r.request_class], r.pipeline, r.src, r.dst, problem.options.drc)
-            link_gbit[(r.src, r.dst)] += r.rps * route.wan_bytes() * 8 / 1e9
+    for c, pipeline, src, dst, rps in flows:
+        if src != dst and rps > 0:
+            kv_bytes = Route(problem, c, pipeline, src, dst, problem.options.drc).wan_bytes()
+            link_gbit[(src, dst)] += rps * kv_bytes * 8 / 1e9
     return dict(link_gbit)
 
 
