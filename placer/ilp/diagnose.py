@@ -2,9 +2,10 @@
 
 in:  a built :class:`~placer.ilp.formulation.Formulation` (or a fleet's) that has no plan
 out: :func:`diagnose`: one sentence naming what binds — no candidate pool, the hardware's most
-     carry (inventory, power, lines) against the load, or the TTFT SLA: the classes late on every pool,
-     else the class whose requests are late at the most load that meets the SLA (computed from that
-     LP's flows, not guessed from slack) and that load beside the asked one, with enough digits (and
+     carry (inventory, power, lines) against the load, or the TTFT SLA: the classes late on every pool;
+     where the LP relaxation carries the whole load within it, whole instances (the pools it uses in
+     fractions, the hardware rows it fills); else the class whose requests are late at the most load that
+     meets the SLA (computed from that LP's flows, not guessed from slack) and that load beside the asked one, with enough digits (and
      the shortfall in per cent) that the two never print alike; :func:`check_resolution` for loads too
      small for the solver's tolerance.
 """
@@ -117,6 +118,8 @@ def _sla_cause(form: Formulation, required: float, lp_limit_s: float = 30.0) -> 
     waits = ("queueing at prefill and WAN transfers make" if any(g.crosses for g in form.flows)
              else "queueing at prefill makes")
     most, values = _max_carry_values(form, with_sla=True, lp_limit_s=lp_limit_s)
+    if values is not None and most >= required * (1 - 1e-6):
+        return _whole_cause(form, required, values)
     late = _late_by_class(form, values) if values else {}
     # the class whose requests are late at the most load that meets the SLA (the LP's own flows);
     # without that LP, the class with the least slack at its fastest
@@ -132,6 +135,28 @@ def _sla_cause(form: Formulation, required: float, lp_limit_s: float = 30.0) -> 
     return (f"the TTFT P90 SLA of {sla} s cannot be met at {asked} req/s{within}: {waits} more than "
             f"{100 * (1 - SLA_QUANTILE):.0f} % of requests late; {which} needs {t:.3f} s with no queueing at its "
             f"fastest ({_where(f)}), leaving {sla - t:.3f} s for the queue")
+
+
+#: Families of rows that count the hardware itself (a whole instance takes its chips from them).
+_HARDWARE = ("inventory", "power", "budget")
+
+
+def _whole_cause(form: Formulation, required: float, values: list[float]) -> str:
+    """Why no plan exists when the LP relaxation carries the whole load within the SLA: only fractions of
+    instances do. Names the pools that LP uses in fractions and the hardware rows it fills. (rnd-7-38 of
+    the random catalog draws: every chip of 10 datacenter-chip pairs in use; the message blamed queueing
+    at prefill "at 5.98830000 req/s".)"""
+    full = [r.name for r in form.model.rows if r.family in _HARDWARE and r.sense == "<="
+            and r.activity(values) >= r.rhs - 1e-6 * max(1.0, abs(r.rhs))]
+    parts = sorted(((values[var], key) for key, var in form.n.items()
+                    if values[var] > 0.005 and abs(values[var] - round(values[var])) > 1e-6), key=lambda t: -t[0])
+    pools = ", ".join(f"{x:.2f} × {key.role} {key.datacenter} {key.chip} tp{key.tp}" for x, key in parts[:3])
+    rows = ", ".join(full[:4]) + (f" and {len(full) - 4} more" if len(full) > 4 else "")
+    return (f"no plan of whole instances carries {required:.4g} req/s within the TTFT P90 SLA of "
+            f"{form.problem.ttft_p90_s} s; fractions of instances would (the LP relaxation: "
+            + (pools or "no pool in fractions") + ")"
+            + (f", with every chip of {rows} in use" if full else "")
+            + ": add chips there, lower arrival_rps, or loosen the SLA")
 
 
 def two_rates(asked: float, most: float) -> tuple[str, str]:
