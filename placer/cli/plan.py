@@ -30,9 +30,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from placer.baselines import compare as compare_baselines, within_inventory
-from placer.breakeven import compare_with_break_even
-from placer.cli.fleetcompare import run as fleet_compare
 from placer.cli.options import EngineOpt, RuntimeOpt, with_engine, with_runtime
 from placer.cli.output import choices, err, fail, latest_from_database, out, working
 from placer.cli.render import (
@@ -257,6 +254,11 @@ def compare(
         "MD pools, GPU-B in the report).")] = None,
 ) -> None:
     """The PDD plan beside the baselines same-dc-pd, cross-dc-pd, hetero-same-dc-pd (Splitwise), prfaas and agg."""
+    # here, not at the top: only this verb solves the baselines (~50 ms of imports `placer optimize` need not pay)
+    from placer.baselines import compare as compare_baselines, within_inventory
+    from placer.breakeven import compare_with_break_even
+    from placer.cli.fleetcompare import run as fleet_compare
+
     try:
         loaded = with_engine(load_scenario(scenario), engine)
         if loaded.is_fleet:  # per model: placer.cli.fleetcompare
