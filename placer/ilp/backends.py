@@ -83,11 +83,11 @@ def _solve(model: LinearModel, backend: str, time_limit_s: float, hint: list[flo
     if backend == "ortools-scip":
         return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
     if backend in ("ortools", "ortools-highs"):
-        if any(v.integer for v in model.vars):
-            from placer.ilp import highs  # it imports this module's SolveResult
+        from placer.ilp import highs  # it imports this module's SolveResult
 
+        if any(v.integer for v in model.vars):
             return highs.solve_mip(model, time_limit_s, hint, mip_gap, abs_gap, restarts, sub_mips, cutoff)
-        return _solve_ortools(model, "HIGHS", time_limit_s, hint, mip_gap, abs_gap)
+        return highs.solve_lp(model, time_limit_s)
     if backend == "pulp":
         return _solve_pulp(model, time_limit_s, mip_gap, abs_gap)
     raise InputError(f"solver: unknown backend {backend!r}; known: {', '.join(BACKENDS)}")

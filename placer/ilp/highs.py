@@ -9,7 +9,7 @@ Dinkelbach round could not start from the previous round's plan and HiGHS had to
 incumbent again before proving the bound. MathOpt hands the hint to HiGHS as a starting
 solution (HiGHS checks it and drops it if it is infeasible), which on the bundled
 examples roughly halves the proving round. MathOpt also reports HiGHS's proven dual bound.
-LPs stay on pywraplp (:mod:`placer.ilp.backends`).
+LPs go the same way (:func:`solve_lp`); SCIP stays on pywraplp (:mod:`placer.ilp.backends`).
 """
 
 from __future__ import annotations
@@ -124,54 +124,110 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
     (variable i is id i): MathOpt's Python Model (built from the proto, exported back to one, a
     variable object per column to read the values by) cost ~0.5 s a MILP on sixteen-dc's 31 858 columns,
     ~1.5 s of its solve."""
-    # lazily, as pywraplp: `placer --help` stays fast (and MathOpt's Python layer, ~0.1 s, is never imported)
-    from ortools.math_opt import callback_pb2, model_parameters_pb2, parameters_pb2, result_pb2, solution_pb2
-    from ortools.math_opt.core.python import solver
+    from ortools.math_opt import model_parameters_pb2
     from ortools.math_opt.solvers import highs_pb2
-    from pybind11_abseil.status import StatusNotOk
 
     start = time.perf_counter()
     proto = model_proto(model)
     doubles = _cut_off(proto, cutoff) if cutoff is not None else {}
-    left_s = time_limit_s - (time.perf_counter() - start)  # the hand-over counts against the limit
-    if left_s <= 0:
-        return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
-    params = parameters_pb2.SolveParametersProto(
-        relative_gap_tolerance=mip_gap, absolute_gap_tolerance=abs_gap, enable_output=False,
-        highs=highs_pb2.HighsOptionsProto(bool_options=highs_options(restarts, sub_mips), double_options=doubles))
-    params.time_limit.FromTimedelta(datetime.timedelta(seconds=left_s))
+    params = dict(relative_gap_tolerance=mip_gap, absolute_gap_tolerance=abs_gap,
+                  highs=highs_pb2.HighsOptionsProto(bool_options=highs_options(restarts, sub_mips), double_options=doubles))
     model_params = model_parameters_pb2.ModelSolveParametersProto(solution_hints=_hints(model, hint))
     try:
-        with quiet_stdout():  # HiGHS writes some diagnostics to fd 1 even with output off: keep --json clean
-            result = solver.solve(proto, parameters_pb2.SOLVER_TYPE_HIGHS, parameters_pb2.SolverInitializerProto(),
-                                  params, model_params, None, callback_pb2.CallbackRegistrationProto(), None, None)
+        result = _core_solve(proto, time_limit_s - (time.perf_counter() - start), params, model_params)
     # the core raises StatusNotOk on a HiGHS error (MathOpt's wrapper turned it into a RuntimeError): a rejected
     # hint must never cost the solve, and any other error is a Status, as every backend's
-    except (StatusNotOk, RuntimeError):
+    except Exception as err:  # noqa: BLE001 - StatusNotOk is no RuntimeError; anything else is re-raised
+        if not _solver_error(err):
+            raise
         if hint is None:
             return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
         return solve_mip(model, time_limit_s - (time.perf_counter() - start), None, mip_gap, abs_gap, restarts,
                          sub_mips, cutoff)
     seconds = time.perf_counter() - start
-    reason = result_pb2.TerminationReasonProto.Name(result.termination.reason).removeprefix("TERMINATION_REASON_")
-    status = Status[_TERMINATIONS.get(reason, "ERROR")]
-    primal = result.solutions[0].primal_solution if result.solutions else None
-    if status.has_solution and (primal is None or primal.feasibility_status != solution_pb2.SOLUTION_STATUS_FEASIBLE):
-        status = Status.NO_SOLUTION
+    if result is None:
+        return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, seconds, "ortools-highs")
+    status, primal = _status(result)
     if cutoff is not None and hint is not None and status is Status.INFEASIBLE:  # nothing beats the cutoff
         values = [float(round(h)) if v.integer else float(h) for v, h in zip(model.vars, hint)]
         return SolveResult(Status.OPTIMAL, values, sum(c * values[i] for i, c in model.objective.items()), cutoff,
                            seconds, "ortools-highs")
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, "ortools-highs")
-    values = [0.0] * len(model.vars)  # a sparse vector: the ids it leaves out are 0
-    for i, x in zip(primal.variable_values.ids, primal.variable_values.values):
-        values[i] = x
     sign = -1.0 if cutoff is not None and model.maximize else 1.0  # _cut_off turned a maximisation around
     objective, bound = sign * primal.objective_value, sign * _dual_bound(result)
     if cutoff is not None:  # what the cutoff pruned is proven no better than it (HiGHS reports only the rest)
         bound = max(bound, cutoff) if model.maximize else min(bound, cutoff)
-    return SolveResult(status, values, objective, bound, seconds, "ortools-highs")
+    return SolveResult(status, _values(primal, len(model.vars)), objective, bound, seconds, "ortools-highs")
+
+
+def solve_lp(model: LinearModel, time_limit_s: float) -> SolveResult:
+    """Solve the LP ``model`` (no integer column) with HiGHS's interior point then crossover (a vertex), through
+    MathOpt's core as the MILPs. The LP relaxations went through pywraplp's HiGHS with the same method before
+    (:data:`placer.ilp.backends.LP_METHOD`): on the three examples' least-cost relaxations the same values to the
+    last digit, sixteen-dc's 1.39 -> 0.92 s, and pywraplp (40-110 ms to import) is no longer loaded to plan. Only
+    an optimal LP is a solution (its least cost bounds every plan's): a stop short of it is NO_SOLUTION."""
+    from ortools.math_opt import model_parameters_pb2, parameters_pb2
+
+    start = time.perf_counter()
+    proto = model_proto(model)
+    try:
+        result = _core_solve(proto, time_limit_s - (time.perf_counter() - start),
+                             dict(lp_algorithm=parameters_pb2.LP_ALGORITHM_BARRIER),
+                             model_parameters_pb2.ModelSolveParametersProto())
+    except Exception as err:  # noqa: BLE001 - as solve_mip's
+        if not _solver_error(err):
+            raise
+        return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
+    seconds = time.perf_counter() - start
+    status, primal = _status(result) if result is not None else (Status.NO_SOLUTION, None)
+    if status is Status.FEASIBLE:
+        status = Status.NO_SOLUTION
+    if not status.has_solution:
+        return SolveResult(status, [], math.nan, math.nan, seconds, "ortools-highs")
+    value = primal.objective_value
+    return SolveResult(status, _values(primal, len(model.vars)), value, value, seconds, "ortools-highs")
+
+
+def _core_solve(proto, left_s: float, params: dict, model_params):
+    """MathOpt's core solve of ``proto`` with HiGHS within ``left_s`` (None when nothing is left), output off."""
+    from ortools.math_opt import callback_pb2, parameters_pb2
+    from ortools.math_opt.core.python import solver
+
+    if left_s <= 0:
+        return None
+    proto_params = parameters_pb2.SolveParametersProto(enable_output=False, **params)
+    proto_params.time_limit.FromTimedelta(datetime.timedelta(seconds=left_s))
+    with quiet_stdout():  # HiGHS writes some diagnostics to fd 1 even with output off: keep --json clean
+        return solver.solve(proto, parameters_pb2.SOLVER_TYPE_HIGHS, parameters_pb2.SolverInitializerProto(),
+                            proto_params, model_params, None, callback_pb2.CallbackRegistrationProto(), None, None)
+
+
+def _solver_error(err: Exception) -> bool:
+    """Whether ``err`` is the solver's (MathOpt's core raises pybind11_abseil's StatusNotOk)."""
+    from pybind11_abseil.status import StatusNotOk
+
+    return isinstance(err, (StatusNotOk, RuntimeError))
+
+
+def _status(result):
+    """(Status, the first primal solution or None) of a SolveResultProto: a solution only when it is feasible."""
+    from ortools.math_opt import result_pb2, solution_pb2
+
+    reason = result_pb2.TerminationReasonProto.Name(result.termination.reason).removeprefix("TERMINATION_REASON_")
+    status = Status[_TERMINATIONS.get(reason, "ERROR")]
+    primal = result.solutions[0].primal_solution if result.solutions else None
+    if status.has_solution and (primal is None or primal.feasibility_status != solution_pb2.SOLUTION_STATUS_FEASIBLE):
+        status = Status.NO_SOLUTION
+    return status, primal
+
+
+def _values(primal, n: int) -> list[float]:
+    """A primal solution's values by column (a sparse vector: the ids it leaves out are 0)."""
+    values = [0.0] * n
+    for i, x in zip(primal.variable_values.ids, primal.variable_values.values):
+        values[i] = x
+    return values
 
 
 def _cut_off(proto, cutoff: float) -> dict[str, float]:
