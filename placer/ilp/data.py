@@ -239,21 +239,27 @@ def _flow_laws(problem: Problem, arch: Architecture, flows: list[Flow], pools: l
     sites = _grouped([q for q in pools if q.role not in PREFILL_ROLES], lambda q: (q.role, q.dc))
     peers = {site: slowest_rdma_peer(instances[q] for q in qs) for site, qs in sites.items()}
     ttft, late, hold, eager = {}, {}, {}, {}
+    # a route (class, pipeline, line, P instance) and its KV timings, the same for every P queue (tier) of a pool
+    routes: dict[tuple, tuple[Route, float, float]] = {}
     for f in checked(flows):  # a full mesh has millions of flows: the deadline holds within them
-        c = problem.classes[f.k]
+        c, p = problem.classes[f.k], f.p
         if f.pipeline == P_A:  # aggregated: no KV moves; the budget's wait (placer.aggregated)
-            det, tail = agg_first_token_law(agg[f.p], c, waits[f.p])
+            det, tail = agg_first_token_law(agg[p], c, waits[p])
             ttft[f], late[f], hold[f] = det, tail.prob_exceeds(problem.ttft_p90_s - det), det
             continue
-        pre = prefill[(f.k, f.p)]
-        route = Route(problem, c, f.pipeline, f.src, f.dst, arch.drc, instances[f.p],
-                      peers.get(streamer_site(f.pipeline, f.src, f.dst)))
-        det, tail = route.first_token_law(waits[f.p], u_link)
+        im = instances[p]
+        key = (f.k, f.pipeline, p.dc, f.dst, id(im))
+        if key not in routes:
+            route = Route(problem, c, f.pipeline, p.dc, f.dst, arch.drc, im,
+                          peers.get(streamer_site(f.pipeline, p.dc, f.dst)))
+            routes[key] = route, route.staged_kv_s(u_link), route.wan_s(u_link) if f.pipeline == P_RLD_MD else 0.0
+        route, staged, wan = routes[key]
+        det, tail = route.first_token_law(waits[p], u_link)
         ttft[f] = det + tail.wan_excess_mean_s  # mean without queueing
         late[f] = tail.prob_exceeds(problem.ttft_p90_s - det)
-        hold[f] = pre + route.staged_kv_s(u_link)
+        hold[f] = prefill[(f.k, p)] + staged
         if f.pipeline == P_RLD_MD:
-            eager[f] = route.wan_s(u_link)
+            eager[f] = wan
         elif f.pipeline == P_RLD:
             eager[f] = math.inf
     return ttft, late, hold, eager
