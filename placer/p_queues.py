@@ -161,6 +161,12 @@ def _mixture_cdf(flows: Sequence[TtftLaw], total_rps: float, t: float) -> float:
     return sum(f.rps * (1.0 - f.wait.prob_exceeds(t - f.det_s)) for f in flows) / total_rps
 
 
+def mixture_cdf(flows: Sequence[TtftLaw], t: float) -> float:
+    """The share of the flows' requests (mixed by their rates) whose TTFT is at most ``t`` (1 without traffic)."""
+    total = sum(f.rps for f in flows)
+    return _mixture_cdf(flows, total, t) if total > 0 else 1.0
+
+
 def mixture_quantile(flows: Sequence[TtftLaw], q: float) -> float:
     """The ``q`` quantile of TTFT over requests of ``flows`` mixed by their rates (0 without traffic)."""
     total = sum(f.rps for f in flows)

@@ -1,0 +1,84 @@
+"""``bench_agreement.py --random``'s route listing and run window (bench/agreement_stats.py, issue 42): the route rows
+beyond 10 % named with their classes, each judged against its standard error (noise) and against the relaxation
+time of its P queues and line (a run shorter than that reads their transient from empty, not the law's steady
+state), and drawn runs lengthened to measure past it."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bench.agreement_cases import small_pdd_dict
+from placer.optimize import SolveConfig, optimize
+from placer.problem import resolve
+from placer.sim import SimConfig
+from placer.specs import parse_scenario
+
+
+@pytest.fixture(scope="module")
+def stats(bench_path):
+    import agreement_stats
+
+    return agreement_stats
+
+
+def test_a_busy_queue_of_long_services_relaxes_slowly(stats):
+    """2λE[S²]/(1 − ρ)²: rnd-7-29-trace's L20 tp2 queue of 89-149 s prefills at ρ 0.81 takes hours to forget an
+    empty start (its trace replays span 519 s); a light queue of short prefills, a fraction of a second."""
+    long_prefills = stats.relaxation_s(0.814, 0.814 / 120.0 * 120.0 ** 2 * 1.05)
+    short_prefills = stats.relaxation_s(0.4, 0.4 / 0.05 * 0.05 ** 2 * 1.5)
+    assert long_prefills > 3600 and short_prefills < 1.0
+    assert stats.relaxation_s(1.0, 1.0) == math.inf
+    # an M/M/1 queue: 4·E[W]/(1 − ρ), E[W] = ρ/(μ(1 − ρ))
+    rho, mu = 0.8, 2.0
+    assert stats.relaxation_s(rho, rho / (1 / mu) * 2 / mu ** 2) == pytest.approx(4 * rho / (mu * (1 - rho)) / (1 - rho))
+
+
+def test_a_drawn_run_shorter_than_its_routes_relaxation_is_lengthened_a_trace_is_not(stats):
+    """rnd-7-0-mixed: 30,000 requests at 112 req/s measure 254 s, its dc3→dc2 line relaxes over 373 s — the run is
+    lengthened to warm up over one relaxation and measure two; a run already long enough, or a trace, is left."""
+    config = SimConfig(requests=30_000, seed=7, warmup_fraction=0.05)
+    longer = stats.window_config(config, 373.0, 112.0)
+    warm = longer.requests * longer.warmup_fraction
+    assert warm >= 373.0 * 112.0 * 0.999
+    assert longer.requests - warm >= stats.MEASURED_QUEUE_RELAXATIONS * 373.0 * 112.0 * 0.999
+    assert stats.window_config(config, 10.0, 112.0) == config
+    trace = SimConfig(requests=30_000, seed=7, workload="trace", trace="t.jsonl")
+    assert stats.window_config(trace, 6000.0, 3.85) == trace
+    capped = stats.window_config(config, 1e6, 112.0)
+    assert capped.requests == stats.MAX_WINDOW_REQUESTS
+    assert capped.requests * (1 - capped.warmup_fraction) == pytest.approx(stats.MAX_WINDOW_REQUESTS)
+
+
+def _route(src, dst, n, ilp, sim):
+    return {"pipeline": "P-MD", "src": src, "dst": dst, "sim_requests": n, "ilp_ttft_p90_s": ilp,
+            "sim_ttft_p90_s": sim, "ttft_p90_error": sim / ilp - 1}
+
+
+def test_the_listing_names_rows_beyond_ten_percent_and_tells_noise_and_window_from_the_rest(stats, capsys):
+    laws = {("P-MD", "a", "a"): {"flows": [("c0", "H20 tp1", 1.0)], "se_sqrt_n": 4.0, "relax_s": 5.0},
+            ("P-MD", "a", "b"): {"flows": [("c1", "L20 tp2", 0.1)], "se_sqrt_n": 1.0, "relax_s": 6000.0},
+            ("P-MD", "b", "b"): {"flows": [("c2", "B200 tp4", 2.0)], "se_sqrt_n": 1.0, "relax_s": 5.0}}
+    solved = [{"name": "rnd-1", "span_s": 500.0, "route_laws": laws,
+               "routes": [_route("a", "a", 400, 1.0, 1.3),     # 30 % at ± 20 %: noise
+                          _route("a", "b", 500, 800.0, 460.0),  # a run of 500 s, its queue relaxes over 6,000 s
+                          _route("b", "b", 10_000, 1.0, 1.5),   # 50 % at ± 1 %: neither
+                          _route("b", "b", 10_000, 1.0, 1.05),  # within 10 %: not listed
+                          _route("b", "a", 100, 1.0, 3.0)]}]    # under MIN_ROUTE_REQUESTS: not listed
+    rows = [x for _, x in stats.off_routes(solved)]
+    assert [(x["src"], x["dst"], x["noise"], x["window"]) for x in rows] == [
+        ("b", "b", False, False), ("a", "b", False, True), ("a", "a", True, False)]
+    assert rows[2]["se"] == pytest.approx(4.0 / 20.0)
+    stats.print_off_routes(solved)
+    out = capsys.readouterr().out
+    assert "beyond 25 %: 3, of which noise 1, window 1" in out and "c1@L20 tp2" in out
+
+
+def test_each_route_of_a_plan_gets_its_classes_standard_error_and_relaxation(stats):
+    problem = resolve(parse_scenario(small_pdd_dict()))
+    laws = stats.route_laws(problem, optimize(problem, SolveConfig(marginals=False)))
+    assert laws
+    for law in laws.values():
+        assert law["flows"] and all(rps > 0 for _, _, rps in law["flows"])
+        assert 0 < law["se_sqrt_n"] < math.inf and 0 <= law["relax_s"] < math.inf
