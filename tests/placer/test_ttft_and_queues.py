@@ -104,11 +104,18 @@ def test_a_ttft_no_pool_can_reach_names_the_class_the_pool_and_its_fastest_ttft(
 
 
 def test_queueing_that_binds_names_the_tightest_class_and_no_wan_without_lines():
+    """At 12 req/s on DistServe's 4 A100s even the LP relaxation meets the SLA at 10.3 req/s at most: queueing
+    binds. At 10 req/s the LP relaxation meets it with fractions of instances (0.7 of a tp4 P instance beside
+    fractions of decoders): whole instances bind, and the message says so rather than blaming queueing."""
+    with pytest.raises(InfeasiblePlanError) as err:
+        optimize(distserve(workload={"arrival_rps": 12.0}), SolveConfig(marginals=False))
+    message = str(err.value)
+    assert "queueing at prefill" in message and "tightest class, in-1536" in message
+    assert "at most 10.3 req/s can meet it" in message and "WAN" not in message
     with pytest.raises(InfeasiblePlanError) as err:
         optimize(distserve(workload={"arrival_rps": 10.0}), SolveConfig(marginals=False))
     message = str(err.value)
-    assert "queueing at prefill" in message and "tightest class, in-1536" in message
-    assert "WAN" not in message
+    assert "no plan of whole instances carries 10 req/s" in message and "P dc A100-80G-SXM tp4" in message
 
 
 def test_the_evaluation_spreads_a_line_transfer_by_the_sizes_the_plan_sends_over_that_line():
