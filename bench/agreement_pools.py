@@ -7,7 +7,7 @@ out: :func:`steady_config` (the config with a warm-up past the decode pools' fil
      a line waits for its KV) — a decoder starts empty, so a run shorter than that measures an emptier KV and a
      shorter line than the plan promises — and a measured window of at least :data:`MEASURED_STAYS` of their
      longest stays: a decoder's occupancy moves on that time scale, so a shorter window sees one level of it, not
-     its law), and
+     its law; and of one relaxation time where that is longer: :data:`MEASURED_RELAXATIONS`), and
      :func:`simulate_pools` (the simulation, plus per decode pool over the measured window: mean batch and
      its variance over the mean, KV held as a share of the capacity, the share of arrivals that waited for
      KV room and their mean wait, the share of requests finished there whose own TPOT exceeds the SLA), printed by
@@ -58,8 +58,18 @@ STAYS = 2.0
 #: Three stays still read one level of it: one of its Gaudi3 decoders alone over 150 stays made 17.2 % of arrivals wait
 #: (the plan's law 17.5 %), its windows of three stays 0-50 % (a spread of ~0.18: within 0.02 takes ~250 stays).
 MEASURED_STAYS = 3.0
-#: Runs are not lengthened past this many requests (a scenario of 10-minute stays at 1,000 req/s would need 2M).
-MAX_REQUESTS = 1_000_000
+#: …and in the decoders' relaxation times (:func:`relaxation_s`), at the least, where that is longer: a window shorter
+#: than the time the line for KV takes to forget its level sees a part of one excursion, and seeds of such windows
+#: are not independent samples of the slow mode, whatever their jackknife says. rnd-7-33's Gaudi3 decoders (94 %
+#: full, β ≈ 1.1: 1,098 s) run quiet for stretches (seed 7: lines of 0-160 requests, 1 % of requests late) and
+#: congested for others (seed 8 from 450 s to 1,950 s: lines of 100-630, 8-24 % late per 50 s); three stays
+#: (470 s) read 0.61 s or 0.85 s by seed, the whole run past the fill 1.74 s on seed 8. A seed pays two relaxations
+#: of warm-up whatever it measures, so a window of one relaxation costs the row less per independent sample than
+#: more seeds of shorter ones (``pooled_seeds``).
+MEASURED_RELAXATIONS = 1.0
+#: Runs are not lengthened past this many requests (a scenario of 10-minute stays at 1,000 req/s would need 2M;
+#: rnd-7-33-mixed's warm-up and measured relaxation, 1.52M, fit: ~85 s a run).
+MAX_REQUESTS = 2_000_000
 
 
 def forget_s(stay_s: float, fixed_share: float = 1.0, beta: float = math.inf) -> float:
@@ -99,8 +109,9 @@ def relaxation_s(problem, plan, analysis) -> float:
 
 def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
     """``config`` lengthened by :data:`STAYS` × :func:`relaxation_s` of arrivals, all of them warm-up, and its
-    measured requests to at least :data:`MEASURED_STAYS` × :func:`longest_stay_s` of arrivals: they start once the
-    decoders hold what the plan promises and last long enough to see their occupancy's law (at most
+    measured requests to at least :data:`MEASURED_STAYS` × :func:`longest_stay_s` and :data:`MEASURED_RELAXATIONS`
+    × :func:`relaxation_s` of arrivals: they start once the decoders hold what the plan promises and last long
+    enough to see their occupancy's law and one excursion of their line for KV at least (at most
     :data:`MAX_REQUESTS` in all: past it the warm-up gives way, down to two stays — rnd-7-33-mixed's wants 980K,
     and 900K of its 1M left a third of a stay measured: −33.6 % on three seeds; 782K warm and three stays measured:
     −25.5 % on three seeds, ±15.6 %, where 145K warm read −22.9 % on eight, ±7.8 %). A trace replays its own
@@ -110,9 +121,10 @@ def steady_config(config: SimConfig, problem, plan, rps: float) -> SimConfig:
     analysis = analyze(problem, plan)
     stay = longest_stay_s(problem, plan, analysis)
     trace = config.workload == "trace"
-    warm = STAYS * (stay if trace else relaxation_s(problem, plan, analysis)) * rps
+    relax = relaxation_s(problem, plan, analysis)
+    warm = STAYS * (stay if trace else relax) * rps
     measured = config.requests * (1.0 - config.warmup_fraction)
-    wanted = MEASURED_STAYS * stay * rps if not trace else 0.0
+    wanted = max(MEASURED_STAYS * stay, MEASURED_RELAXATIONS * relax) * rps if not trace else 0.0
     if warm <= config.warmup_fraction * config.requests and measured >= wanted:
         return config
     warm = max(warm, config.warmup_fraction * config.requests)

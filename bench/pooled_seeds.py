@@ -17,6 +17,19 @@ stay apart are independent, so runs of other seeds, each warmed past the decoder
 windows; their requests pooled are the quantile the plan prices, and the jackknife (leave one run out) says how
 far it may still move. Seeds are added until that error is under 3 % of the pooled P90 (or the most are run); a
 row is judged on the pooled P90, never on a chosen seed.
+
+A row that stops unsettled says so. Where a plan's decoders run near their KV (β ≈ 1: the line for KV room
+forgets over 4/β² of the occupancy's relaxation, ``agreement_pools.forget_s``) the line wanders between quiet
+stretches and congested ones over ~10³ s, and the mix's P90 sits on the share of requests it catches (rnd-7-33:
+each 50 s of a run 1-24 % of requests late; seeds' P90 0.61 … 7.75 s, twelve pooled −4.0 % ± 14.8 %): a few
+million requests leave its jackknife error far above 3 %, and the row's error is then that window's, not the
+law's. So each run measures at least one of its decoders' relaxation times (``agreement_pools.
+MEASURED_RELAXATIONS``; shorter windows are not independent samples of that mode, and a seed's warm-up costs
+two of them whatever it measures), the least seeds run whole however long that makes them (the row's request
+budget is :data:`MAX_POOLED_REQUESTS` or those seeds' runs, whichever is more: it scales with the row's
+relaxation), more seeds only within it, and a row whose pooled P90's jackknife error is still above
+:data:`UNSETTLED_STDERR` of it is printed *unsettled* beside its error (:attr:`Spread.settled`): its verdict
+against the 10 % and 25 % bands is not the plan's.
 """
 
 from __future__ import annotations
@@ -44,6 +57,9 @@ TARGET_STDERR = 0.03
 #: run is 0.37M (157-s stays at 463 req/s, five of them), and its 16 seeds took 9 of the bench's 14 minutes at
 #: 4.2 % (each seed's P90 0.62 … 1.16 s: under 3 % takes ~30), so it stops at 8 and prints where it stopped.
 MAX_POOLED_REQUESTS = 3_000_000
+#: A row whose pooled P90's jackknife error is above this share of it has not settled: half the 10 % band, so that
+#: at two standard errors it may still cross the whole band (rnd-7-33-mixed: ± 15.6 % on 3 seeds, 14.8 % on 12).
+UNSETTLED_STDERR = 0.05
 
 
 def seed_range(config) -> tuple[int, int]:
@@ -64,10 +80,18 @@ class Spread:
         k = len(self.p90s)
         return f"seed {self.seed}" if k == 1 else f"seeds {self.seed}-{self.seed + k - 1}"
 
+    @property
+    def settled(self) -> bool:
+        """Whether the pooled P90's jackknife error is within :data:`UNSETTLED_STDERR` of it (one run: no error
+        to judge by, taken as settled)."""
+        return not self.stderr_s > UNSETTLED_STDERR * self.pooled_p90_s
+
     def line(self) -> str:
         lo, hi = min(self.p90s), max(self.p90s)
         return (f"{self.seeds()}: P90 {lo:.3f} … {hi:.3f} s each, pooled {self.pooled_p90_s:.3f} s "
-                f"± {self.stderr_s:.3f} (jackknife, {self.stderr_s / self.pooled_p90_s:.1%})")
+                f"± {self.stderr_s:.3f} (jackknife, {self.stderr_s / self.pooled_p90_s:.1%})"
+                + ("" if self.settled else f"; unsettled (above {UNSETTLED_STDERR:.0%}): the row's error is "
+                   "its runs' window, not the plan's"))
 
 
 def _merged(sketches) -> QuantileSketch:
@@ -87,6 +111,13 @@ def _jackknife_se(sketches: list[QuantileSketch], q: float) -> float:
     return math.sqrt((k - 1) / k * sum((e - mean) ** 2 for e in est))
 
 
+def spread_of(seed: int, sketches: list[QuantileSketch]) -> Spread:
+    """The :class:`Spread` of runs' TTFT sketches (the first run's seed ``seed``): each one's P90, the pooled P90
+    and its jackknife standard error."""
+    return Spread(seed, tuple(s.quantile(0.9) for s in sketches), _merged(sketches).quantile(0.9),
+                  _jackknife_se(list(sketches), 0.9))
+
+
 def _counts(sim) -> SimpleNamespace:
     """What pooling needs of a finished simulation (the rest of it, its requests and pools, is let go)."""
     return SimpleNamespace(ttft=sim.ttft, measured=sim.measured, good=sim.good, rejected=sim.rejected_measured,
@@ -100,10 +131,12 @@ def pooled_runs(problem, plan, config, least: int | None = None, most: int | Non
     """Runs of ``config`` (seeds ``config.seed + i``), their measured requests pooled (see the module): ``least``,
     then one more at a time while the pooled TTFT P90's jackknife standard error is above ``target_stderr`` of it,
     ``most`` at the most (defaults: :func:`seed_range`) and while the runs' requests stay within ``max_requests``
-    (the :class:`Spread` says where it stopped)."""
+    or the least seeds' runs, whichever is more (the :class:`Spread` says where it stopped, and whether it
+    settled)."""
     lo, hi = seed_range(config)
     least = least or lo
     most = max(most or hi, least)
+    budget = max(max_requests, least * config.requests)  # the least seeds run whole (agreement_pools' run length)
     runs, p90s, made = [], [], []
 
     def build(*args):
@@ -120,7 +153,7 @@ def pooled_runs(problem, plan, config, least: int | None = None, most: int | Non
         p90s.append(result["ttft_p90_s"])
         pooled_p90 = _merged(r.ttft for r in runs).quantile(0.9)
         settled = _jackknife_se([r.ttft for r in runs], 0.9) <= target_stderr * pooled_p90
-        if len(runs) >= most or len(runs) >= least and (settled or (len(runs) + 1) * config.requests > max_requests):
+        if len(runs) >= most or len(runs) >= least and (settled or (len(runs) + 1) * config.requests > budget):
             break
     ttft = _merged(r.ttft for r in runs)
     measured, good = sum(r.measured for r in runs), sum(r.good for r in runs)
@@ -135,5 +168,5 @@ def pooled_runs(problem, plan, config, least: int | None = None, most: int | Non
                 goodput_rps=offered * good / measured if measured else 0.0, served_rps=served_rps,
                 rld_token_share=sum(r.tokens_rld for r in runs) / tokens if tokens else 0.0,
                 routes=_route_rows(pooled, served_rps), seeds=len(runs))
-    return SimResult(data), Spread(config.seed, tuple(p90s), ttft.quantile(0.9),
-                                   _jackknife_se([r.ttft for r in runs], 0.9))
+    # each run's P90 as its result rounds it (the bench prints those)
+    return SimResult(data), dataclasses.replace(spread_of(config.seed, [r.ttft for r in runs]), p90s=tuple(p90s))
