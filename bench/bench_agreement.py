@@ -45,13 +45,15 @@ forget what it holds, ``agreement_pools.forget_s``: a stay ÷ φ, × 4/β² wher
 measured window sees the KV the plan promises: a 30,000-request run of a long-output scenario from empty ends
 before its decoders fill (rnd-7-33's plan: P90 −25.7 % from empty, +5.4 % warmed up; rnd-7-5's plan before C6's
 step row: goodput +268 % from empty, its pools past the TPOT); and measured over at least three such stays
-(``agreement_pools.MEASURED_STAYS``): a decoder's KV wanders on that time scale, so a shorter window sees one
+(``agreement_pools.MEASURED_STAYS``), or one relaxation time where that is longer: a decoder's KV wanders on that time scale, so a shorter window sees one
 level of it (rnd-7-33's re-solved plan: 60 s of 157 s stays, no arrival waited for KV, P90 −48 %; over three
 stays 27 % wait, +78 %); ``--no-steady`` measures from empty. Three stays are still one window of the decoders'
 occupancy (rnd-7-33's: 0-50 % of arrivals wait for KV over one, 17.2 % over 150), so each row is judged on the
 requests of runs of seeds ``--seed``, ``+ 1`` … pooled, each warmed up apart: 3 at least, more until the pooled
 P90's jackknife error is under 3 %, 16 at most (a trace's replays: 8 … 32; ``bench/pooled_seeds.py``), the seeds
-printed on the row and their spread under it; ``--pools`` and ``--queues`` run one seed.
+printed on the row and their spread under it; a row whose pooled P90's jackknife error stays above 5 % prints
+``unsettled`` (its error is its window's, not the plan's; the summary repeats the mix over settled rows);
+``--pools`` and ``--queues`` run one seed.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``bench_agreement.py --random``'s route listing and run window (bench/agreement_stats.py, issue 42): the route rows
+"""``bench_agreement.py --random``'s route listing and run window (bench/agreement_routes.py, issue 42): the route rows
 beyond 10 % named with their classes, each judged against its standard error (noise) and against the relaxation
 time of its P queues and line (a run shorter than that reads their transient from empty, not the law's steady
 state), and drawn runs lengthened to measure past it."""
@@ -18,9 +18,9 @@ from placer.specs import parse_scenario
 
 @pytest.fixture(scope="module")
 def stats(bench_path):
-    import agreement_stats
+    import agreement_routes
 
-    return agreement_stats
+    return agreement_routes
 
 
 def test_a_busy_queue_of_long_services_relaxes_slowly(stats):
