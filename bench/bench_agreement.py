@@ -8,7 +8,8 @@
 For each case (default: the four cases of ``bench/agreement_cases.py``, which
 ``tests/placer/sim/test_relay_agreement.py`` checks too, then
 ``examples/pdd-two-dc.yaml`` and ``examples/eight-dc.yaml``) solves the optimal plan
-(``optimize``, no marginals), replays it in the simulator and prints
+(``optimize``, no marginals), replays it in the simulator (runs of seeds ``--seed``, ``+ 1`` … pooled as the
+random rows are, below; one seed with ``--breakdown`` or ``--queues``) and prints
 :func:`placer.sim.verify.agreement`: the mix's P90 TTFT, goodput and RLD token share, ILP
 beside simulator, then every route (pipeline, source → destination) with its req/s, simulated
 requests and the relative errors of its P90 TTFT and goodput (simulated / ILP − 1).
