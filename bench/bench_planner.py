@@ -176,7 +176,7 @@ def print_lp_bounds(results: dict) -> None:
     print(f"\n{'scenario':<11} {'LP cost':>9} {'plan cost':>9} {'LP/plan':>7} {'LP ratio':>9} {'plan ratio':>10}")
     for name, (problem, plan) in results.items():
         form = optimize_mod.build(problem, pdd_architecture(problem))
-        bound, least_cost, _ = dinkelbach._lp_ratio_bound(form, SolveConfig(time_limit_s=TIME_LIMIT_S).started())
+        bound, least_cost, _ = starts._lp_ratio_bound(form, SolveConfig(time_limit_s=TIME_LIMIT_S).started())
         m = plan.metrics
         print(f"{name:<11} {least_cost:>9.2f} {m.cost_usd_per_h:>9.2f} {least_cost / m.cost_usd_per_h:>7.3f} "
               f"{bound or 0.0:>9.5f} {m.goodput_rps / m.cost_usd_per_h:>10.5f}")

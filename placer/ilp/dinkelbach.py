@@ -24,7 +24,7 @@ seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's
 round that ends on its time share unproven runs once more on the sites the LP opens at its ratio (:func:`_resited`).
 ``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
-The starts (the LP bound, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`.
+The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`.
 """
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
-from placer.ilp.starts import (  # noqa: F401 - tests and bench_planner reach these here
-    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _cost, _lp_sites, _on_sites, capacity_bound,
-    _Dinkelbach, _feasible_start, _goodput, _left_s, _lp_limit_s, _lp_ratio_bound, _min_cost, _report, _rounded_start,
+from placer.ilp.starts import (
+    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _cost, _Dinkelbach,
+    _feasible_start, _first_ratio, _goodput, _left_s, _lp_limit_s, _lp_sites, _on_sites, _report, _rounded_start,
 )
 
 ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
@@ -85,6 +85,13 @@ CUTOFF_INTEGERS = 100
 # 10.5 -> 8.4 s, rnd-7-17 0.85 -> 0.73 s, rnd-7-7 0.54 -> 0.61 s; pdd-two-dc 0.50 -> 0.33 s on 9fd1b9a
 # (HiGHS's root finds no plan of its seed model and branches for one); the same ratios.
 ROUND_HINT = True
+# Whether a seed MILP on the whole model of a model under ROUND_FIRST_INTEGERS runs HiGHS's sub-MIP heuristics
+# (:data:`placer.ilp.highs.SUB_MIP_HEURISTICS`; a large model's seed keeps them: its first plan comes from them).
+# Without them, and without the decode covers (C18, taken after the seed: :func:`_iterate`), rnd-7-19-trace
+# (79 integer columns, full inventories, whole-instance P tiers; the rounding gives none) finds its first plan in
+# 6.3 s; 14.3 s with the covers, 17.8 s with the sub-MIPs (its root's RINS/RENS searched ~14 s in vain), so
+# none within 20 s on 2 loaded cores. pdd-two-dc's seed 0.76-1.14 s without them against 1.31-1.34 s, the same plan.
+SMALL_SEED_SUB_MIPS = False
 
 @dataclass
 class Outcome:
@@ -186,11 +193,10 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             seed = _resited(form, config, mip_gap, seed, least_cost)
     # a plan from outside the MILPs (a caller's, the LP rounded) is where HiGHS's sub-MIPs still find better ones
     searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
-    take_covers(form)  # (C18) for the rounds on the whole model (placer.ilp.covers)
     large_enough = sum(var.integer for var in form.model.vars) >= CUTOFF_INTEGERS
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
-                         began=start, sub_mips=not searched, seed_hint=seed_hint, prove=large_enough)
+                         began=start, sub_mips=not searched, seed_hint=seed_hint, prove=large_enough, covers=True)
     except SolveTimeoutError:
         # the seed MILP ended without a plan (it left ROUND_SHARE of the time): the LP rounded, if it gives one
         first = rounded or (_rounded_start(form, config, cheapest, upper, start, share=1.0)
@@ -198,55 +204,18 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         if first is None:
             raise
         state = _iterate(form, config, mip_gap, first.lam, False, least_cost, upper, start=first,
-                         restarts=restarts, began=start, sub_mips=True, prove=large_enough)
+                         restarts=restarts, began=start, sub_mips=True, prove=large_enough, covers=True)
     out = _most_goodput_at_ratio(form, config, mip_gap, state, start)
     # "optimal" only when the certified gap is within the target (the issue saw "optimal" at 6.9 %)
     out.status = "optimal" if out.mip_gap <= TARGET_GAP + 1e-12 else "feasible"
     return out
 
 
-def _first_ratio(form: Formulation, warm_ratio: float | None,
-                 config: SolveConfig) -> tuple[float, bool, float, list[float] | None]:
-    """λ0, whether it may lie above the optimum, a lower bound on any plan's cost (USD/h), and the
-    LP relaxation's least-cost solution (None with a warm start).
-
-    λ0 is the caller's warm start (the ratio of the plan deployed now, on the new
-    workload) or :func:`_lp_ratio_bound`, an upper bound. The first MILP at λ0 returns
-    a good feasible plan whatever side of the optimum λ0 lies on; its ratio is the first
-    λ from below, where Dinkelbach's iterations are exact. The cost bound is the LP
-    relaxation's least cost (or, with a warm start, one P and one decode instance).
-    """
-    if warm_ratio is not None and warm_ratio > 0:
-        return warm_ratio, True, _min_cost(form), None
-    bound, least_cost, cheapest = _lp_ratio_bound(form, config)
-    if bound is None:
-        raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
-    least_cost = max(least_cost, _min_cost(form))
-    return (bound, True, least_cost, cheapest) if bound > 0 else (0.0, False, least_cost, None)
-
-
-def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
-                  least_cost: float) -> tuple[float | None, float]:
-    """The LP relaxation's ratio bound and least cost for a large model solved from a caller's plan (a
-    small one needs neither: its MILPs prove the ratio in seconds); what it had when the LP gives none."""
-    ceiling = capacity_bound(form)  # valid at once; the LP's is tighter when it finishes
-    if ceiling is not None:
-        problem = form.problem
-        served = problem.options.min_served_fraction * problem.arrival_rps
-        upper, least_cost = min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
-    try:
-        bound, lp_cost, _ = _lp_ratio_bound(form, config)
-    except SolveTimeoutError:
-        return upper, least_cost
-    if not bound:
-        return upper, least_cost
-    return min(bound, upper or bound), max(least_cost, lp_cost)
-
-
 def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float, from_above: bool,
              least_cost: float, upper: float | None = None, start: _Dinkelbach | None = None,
              rounds: int = MAX_ITERATIONS, restarts: bool = True, began: float | None = None,
-             sub_mips: bool = False, seed_hint: list[float] | None = None, prove: bool = False) -> _Dinkelbach:
+             sub_mips: bool = False, seed_hint: list[float] | None = None, prove: bool = False,
+             covers: bool = False) -> _Dinkelbach:
     """Dinkelbach's iterations: maximise goodput − λ·cost, λ ← goodput/cost, until F(λ) ≈ 0.
 
     The reported gap bounds the ratio's relative error. Every MILP at any λ proves
@@ -272,15 +241,20 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     (:mod:`placer.ilp.highs`) in the rounds from a plan, off by default: those rounds mostly prove the plan,
     which the heuristics slow (pdd-two-dc's proving round ~2× faster without, the same plan) — the
     restricted rounds (:func:`_restricted_seed`), which must search, keep them, and so does the seed round, with no MILP's
-    plan before it (the seed MILP on the whole model: on a large model they find its first plan; from the LP
-    rounded, ``seed_hint``, it still searches).
+    plan before it, of a large model (ROUND_FIRST_INTEGERS: there they find its first plan); a smaller model's seed goes
+    without (:data:`SEED_SUB_MIPS`).
 
     ``prove`` (the rounds on the whole model): a round from a plan hands HiGHS the last plan's F(λ) plus its
     absolute gap as a cutoff, with restarts (:func:`placer.ilp.highs.solve_mip`): a plan no better than that
     changes no decision, so every pool that cannot beat it is fixed at 0 by its reduced cost and the restarts drop
     it with its flows — the proof is the same (F(λ) ≤ that, the ceiling from it); sixteen-dc's proving MILP
-    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without."""
+    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without.
+
+    ``covers``: the decode covers (C18, :func:`placer.ilp.covers.take_covers`) go into the model for every round from
+    a plan, where they cut the proof's root bound; a seed round before them goes without (they slow its search for a
+    first plan: rnd-7-19-trace 6.3 -> 14.3 s, :data:`SMALL_SEED_SUB_MIPS`)."""
     model = form.model
+    searches = SMALL_SEED_SUB_MIPS or sum(var.integer for var in model.vars) >= ROUND_FIRST_INTEGERS
     hint, status, last, res = seed_hint, "optimal", None, None
     done = 0
     if start is not None:
@@ -292,6 +266,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         if last is not None and config.spent():
             status = "feasible"
             break
+        if covers and last is not None:
+            take_covers(form)  # (C18) for the rounds from a plan (placer.ilp.covers); idempotent
         model.objective = dict(form.goodput)
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
@@ -307,7 +283,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         if prove and last is not None and not from_above and hint is not None:
             cutoff = _goodput(form, hint) - lam * _cost(form, hint) + abs_gap
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
-                    restarts=restarts or cutoff is not None, sub_mips=sub_mips or last is None, cutoff=cutoff)
+                    restarts=restarts or cutoff is not None, sub_mips=sub_mips or (last is None and searches), cutoff=cutoff)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
@@ -324,6 +300,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             break
         if from_above:  # the first plan: its ratio is the first λ from below
             lam, hint, from_above = good / cost, res.values, False
+            if began is not None:
+                _report(config, "first plan", lam, ceiling, began)
             continue
         f_value = good - lam * cost
         if good / cost > lam:  # a better plan: keep it even when this round ends the search

@@ -1,7 +1,7 @@
 """A plan first: the LP relaxation's least-cost solution rounded to whole instances and repaired.
 
 in:  a built :class:`~placer.ilp.formulation.Formulation` and its LP relaxation's least-cost solution
-     (:func:`placer.ilp.dinkelbach._lp_ratio_bound` computes it anyway, for the ratio bound)
+     (:func:`placer.ilp.starts._lp_ratio_bound` computes it anyway, for the ratio bound)
 out: :func:`rounded_plan`: a full solution of the MILP (integral counts, every row kept) or None
 
 Why rounding rather than a greedy by marginal BCR: the LP already prices every route, queue tier and

@@ -1,14 +1,15 @@
 """Where Dinkelbach starts: the LP relaxation's ratio bound, a caller's plan, the LP rounded to a plan.
 
 in:  a built :class:`~placer.ilp.formulation.Formulation` and the solve's :class:`~placer.ilp.config.SolveConfig`
-out: :func:`_lp_ratio_bound` (an upper bound on goodput/cost, the LP's least cost and its least-cost
-     solution), :func:`_feasible_start` (a caller's plan as a start from below), :func:`_rounded_start`
+out: :func:`_first_ratio` (λ0 and the least cost, from a caller's ratio or :func:`_lp_ratio_bound`: an upper
+     bound on goodput/cost, the LP's least cost and its least-cost solution), :func:`_bound_beside` (a large
+     model's bound beside a caller's plan), :func:`_feasible_start` (a caller's plan as a start from below), :func:`_rounded_start`
      (that LP solution rounded to a plan, :mod:`placer.ilp.rounding`), :class:`_Dinkelbach` (where the
      iterations stand) and the small helpers both this module and :mod:`placer.ilp.dinkelbach` use
      (goodput, cost, time left, progress reports).
 
-Split from :mod:`placer.ilp.dinkelbach`, which runs the iterations and re-exports these names (tests and
-``bench/bench_planner.py`` reach them there).
+Split from :mod:`placer.ilp.dinkelbach`, which runs the iterations (``_first_ratio`` and ``_bound_beside`` moved
+here from it too, to keep it under ~400 lines; tests and ``bench/bench_planner.py`` reach them here).
 """
 
 from __future__ import annotations
@@ -20,9 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from placer.errors import SolveTimeoutError
+from placer.errors import InfeasiblePlanError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import Progress, SolveConfig
+from placer.ilp.diagnose import diagnose
 from placer.ilp.formulation import Formulation
 from placer.ilp.rounding import rounded_plan
 from placer.pdd import P
@@ -214,3 +216,41 @@ def capacity_bound(form: Formulation, admits: Callable[[int, Any], bool] | None 
             return None
         per_request += c.share * (min(prefill) + min(decode))
     return 1.0 / per_request if per_request > 0 else None
+
+
+def _first_ratio(form: Formulation, warm_ratio: float | None,
+                 config: SolveConfig) -> tuple[float, bool, float, list[float] | None]:
+    """λ0, whether it may lie above the optimum, a lower bound on any plan's cost (USD/h), and the
+    LP relaxation's least-cost solution (None with a warm start).
+
+    λ0 is the caller's warm start (the ratio of the plan deployed now, on the new
+    workload) or :func:`_lp_ratio_bound`, an upper bound. The first MILP at λ0 returns
+    a good feasible plan whatever side of the optimum λ0 lies on; its ratio is the first
+    λ from below, where Dinkelbach's iterations are exact. The cost bound is the LP
+    relaxation's least cost (or, with a warm start, one P and one decode instance).
+    """
+    if warm_ratio is not None and warm_ratio > 0:
+        return warm_ratio, True, _min_cost(form), None
+    bound, least_cost, cheapest = _lp_ratio_bound(form, config)
+    if bound is None:
+        raise InfeasiblePlanError(diagnose(form, _lp_limit_s(config)))
+    least_cost = max(least_cost, _min_cost(form))
+    return (bound, True, least_cost, cheapest) if bound > 0 else (0.0, False, least_cost, None)
+
+
+def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
+                  least_cost: float) -> tuple[float | None, float]:
+    """The LP relaxation's ratio bound and least cost for a large model solved from a caller's plan (a
+    small one needs neither: its MILPs prove the ratio in seconds); what it had when the LP gives none."""
+    ceiling = capacity_bound(form)  # valid at once; the LP's is tighter when it finishes
+    if ceiling is not None:
+        problem = form.problem
+        served = problem.options.min_served_fraction * problem.arrival_rps
+        upper, least_cost = min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
+    try:
+        bound, lp_cost, _ = _lp_ratio_bound(form, config)
+    except SolveTimeoutError:
+        return upper, least_cost
+    if not bound:
+        return upper, least_cost
+    return min(bound, upper or bound), max(least_cost, lp_cost)

@@ -9,10 +9,11 @@ from placer.ilp import dinkelbach
 from placer.ilp.backends import SolveResult, Status
 from placer.ilp.config import Progress, SolveConfig
 from placer.ilp.diagnose import two_rates
-from placer.ilp.dinkelbach import TARGET_GAP, _lp_ratio_bound, solve_objective
+from placer.ilp.dinkelbach import TARGET_GAP, solve_objective
 from placer.errors import InfeasiblePlanError
 from placer.ilp.formulation import build, pdd_architecture
 from placer.ilp.rounding import rounded_plan
+from placer.ilp.starts import _lp_ratio_bound
 from placer.optimize import as_problem, optimize
 from placer.problem import resolve
 from placer.specs import load_scenario, parse_scenario

@@ -8,7 +8,7 @@ import pytest
 
 from placer.errors import InfeasiblePlanError
 from placer.ilp.backends import Status, solve
-from placer.ilp import dinkelbach
+from placer.ilp import dinkelbach, starts
 from placer.ilp.dinkelbach import TARGET_GAP, solve_objective
 from placer.ilp.formulation import build, pdd_architecture
 from placer.optimize import SolveConfig, optimize
@@ -321,8 +321,8 @@ def test_a_marginal_re_solve_starts_from_the_plan_and_keeps_the_optimum(micro_pr
                 for dc in micro_problem.datacenters)
     looser = dataclasses.replace(micro_problem, datacenters=dcs)
     lps = []
-    real_bound = dinkelbach._lp_ratio_bound
-    monkeypatch.setattr(dinkelbach, "_lp_ratio_bound", lambda *a: lps.append(1) or real_bound(*a))
+    real_bound = starts._lp_ratio_bound
+    monkeypatch.setattr(starts, "_lp_ratio_bound", lambda *a: lps.append(1) or real_bound(*a))
     warm = solve_objective(build(looser, pdd_architecture(looser)), SolveConfig(), feasible_start=start)
     assert lps == [], "the re-solve from the plan should need no LP bound"
     cold = solve_objective(build(looser, pdd_architecture(looser)), SolveConfig())

@@ -3,7 +3,7 @@ than the whole model's is improved there, the plan is one of the whole model, an
 
 from dataclasses import replace
 
-from placer.ilp import dinkelbach
+from placer.ilp import dinkelbach, starts
 from placer.ilp.config import SolveConfig
 from placer.ilp.formulation import build, pdd_architecture
 from tests.placer.ilp.test_restricted_seed_sites import two_dc_problem
@@ -13,7 +13,7 @@ def test_a_seed_on_poor_sites_is_improved_on_the_sites_the_lp_opens_at_its_ratio
     problem = two_dc_problem(h800_in_a=4)
     form = build(problem, pdd_architecture(problem))
     config = SolveConfig(time_limit_s=60).started()
-    lam, _, least_cost, cheapest = dinkelbach._first_ratio(form, None, config)
+    lam, _, least_cost, cheapest = starts._first_ratio(form, None, config)
     best = {(key.datacenter, key.chip) for key, var in form.n.items() if cheapest[var] > 1e-6}
     # the seed on one datacenter's other chips only (the LP's least-cost sites left out), as if its round ran out
     poor = {(key.datacenter, key.chip) for key in form.n if key.datacenter == "dc-b"} - best

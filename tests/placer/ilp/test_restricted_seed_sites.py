@@ -1,7 +1,7 @@
 """The restricted seed (issue 42/47): where the LP's sites hold no plan whole, the same chips elsewhere are tried; its round
 leaves the rounds on the whole model most of the time."""
 
-from placer.ilp import dinkelbach
+from placer.ilp import dinkelbach, starts
 from placer.ilp.config import SolveConfig
 from placer.ilp.formulation import build, pdd_architecture
 from placer.problem import resolve
@@ -26,7 +26,7 @@ def test_the_seed_widens_to_the_same_chip_in_other_datacenters_when_the_lps_site
     problem = two_dc_problem(h800_in_a=1)
     form = build(problem, pdd_architecture(problem))
     config = SolveConfig(time_limit_s=30).started()
-    lam, _, least_cost, cheapest = dinkelbach._first_ratio(form, None, config)
+    lam, _, least_cost, cheapest = starts._first_ratio(form, None, config)
     named = list(cheapest)  # the LP's plan with its H800 P on dc-a alone
     for key, var in form.n.items():
         if key.chip == "H800-SXM":
@@ -47,7 +47,7 @@ def test_the_restricted_round_leaves_the_rounds_on_the_whole_model_most_of_the_t
     problem = two_dc_problem(h800_in_a=4)  # the LP's sites leave most pools out
     form = build(problem, pdd_architecture(problem))
     config = SolveConfig(time_limit_s=100).started()
-    lam, _, least_cost, cheapest = dinkelbach._first_ratio(form, None, config)
+    lam, _, least_cost, cheapest = starts._first_ratio(form, None, config)
     limits, real = [], dinkelbach.solve
     monkeypatch.setattr(dinkelbach, "solve", lambda model, backend, limit, **k: limits.append(limit) or
                         real(model, backend, limit, **k))
