@@ -242,7 +242,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     which the heuristics slow (pdd-two-dc's proving round ~2× faster without, the same plan) — the
     restricted rounds (:func:`_restricted_seed`), which must search, keep them, and so does the seed round, with no MILP's
     plan before it, of a large model (ROUND_FIRST_INTEGERS: there they find its first plan); a smaller model's seed goes
-    without (:data:`SEED_SUB_MIPS`).
+    without (:data:`SMALL_SEED_SUB_MIPS`).
 
     ``prove`` (the rounds on the whole model): a round from a plan hands HiGHS the last plan's F(λ) plus its
     absolute gap as a cutoff, with restarts (:func:`placer.ilp.highs.solve_mip`): a plan no better than that
