@@ -1,4 +1,5 @@
-"""Solver backends: OR-Tools (pywraplp with SCIP, HiGHS or GLOP) and PuLP (CBC).
+"""Solver backends: OR-Tools (HiGHS through MathOpt's core, :mod:`placer.ilp.highs`; SCIP, and HiGHS for
+SCIP's LPs, through pywraplp) and PuLP (CBC).
 
 in:  a :class:`~placer.ilp.model.LinearModel`, a time limit, an optional hint
 out: :class:`SolveResult` with every solver status mapped to :class:`Status`
@@ -51,7 +52,7 @@ class SolveResult:
 
 
 BACKENDS = ("ortools", "ortools-highs", "ortools-scip", "pulp")
-#: HiGHS's method for LPs (the relaxations of Dinkelbach's ratio bound, diagnoses, brute force):
+#: HiGHS's method for LPs through pywraplp (the "ortools-scip" backend's; "ortools" sends them to :func:`placer.ilp.highs.solve_lp`):
 #: interior point then crossover (a vertex solution still) — on the 16-DC example's relaxation
 #: about 3x less CPU than dual simplex, which stalls on its many near-parallel flow columns.
 LP_METHOD = "ipm"
@@ -61,8 +62,8 @@ def solve(model: LinearModel, backend: str = "ortools", time_limit_s: float = 30
           hint: list[float] | None = None, mip_gap: float = 1e-4, abs_gap: float = 1e-6,
           restarts: bool = True, sub_mips: bool = True, cutoff: float | None = None) -> SolveResult:
     """Solve ``model`` with ``backend`` ("ortools" = HiGHS, which on these models is 5-20×
-    faster than SCIP: MILPs through MathOpt, which takes ``hint`` as a warm start
-    (:mod:`placer.ilp.highs`), LPs through pywraplp; "ortools-scip" keeps SCIP).
+    faster than SCIP: MILPs and LPs through MathOpt's core, whose MILPs take ``hint`` as a warm start
+    (:mod:`placer.ilp.highs`); "ortools-scip" keeps SCIP, through pywraplp, its LPs on pywraplp's HiGHS).
 
     ``time_limit_s`` covers handing the model to the solver as well as the search (on large
     models the hand-over alone takes seconds); a limit used up by the hand-over returns
