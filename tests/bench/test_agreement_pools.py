@@ -50,20 +50,22 @@ def test_a_steady_run_measures_several_of_the_decoders_longest_stays(pools, smal
     assert pools.steady_config(long, problem, plan, rps) == long
 
 
-def test_a_steady_run_measures_one_relaxation_where_it_outlasts_three_stays(pools, small):
+def test_a_steady_run_measures_one_relaxation_where_it_outlasts_three_stays(pools, small, monkeypatch):
     """A decoder's line for KV forgets over its relaxation time (:func:`agreement_pools.forget_s`), and a window
     shorter than that reads part of one excursion (rnd-7-33: 470 s of a 1,098-s mode read 0.61 s or 0.85 s by seed):
-    SMALL_PDD's MD decoders forget over ~22 s, longer than three of their ~7-s stays (~21 s), so the steady run
-    measures that relaxation, not the three stays it measured before."""
+    where the relaxation outlasts three of the longest stays the steady run measures the relaxation, not the three
+    stays it measured before; where it does not, three stays. (SMALL_PDD's plan, with its decoders' relaxation set on
+    either side of three stays: its own lies near that edge, ~2.8-3.1 stays by the plan the solver picks.)"""
     problem, plan = small
     rps = problem.arrival_rps
-    analysis = analyze(problem, plan)
-    stay, relax = pools.longest_stay_s(problem, plan, analysis), pools.relaxation_s(problem, plan, analysis)
-    assert relax > pools.MEASURED_STAYS * stay  # the case: the mode outlasts the stays
-    steady = pools.steady_config(SimConfig(requests=500, seed=7), problem, plan, rps)
-    measured_s = steady.requests * (1 - steady.warmup_fraction) / rps
-    assert measured_s >= 0.99 * relax > 1.03 * pools.MEASURED_STAYS * stay
-    assert steady.requests * steady.warmup_fraction / rps >= pools.STAYS * relax * 0.99  # still warmed two of them
+    stay = pools.longest_stay_s(problem, plan, analyze(problem, plan))
+    for relax in (5.0 * stay, 1.5 * stay):
+        monkeypatch.setattr(pools, "relaxation_s", lambda *_, r=relax: r)
+        steady = pools.steady_config(SimConfig(requests=500, seed=7), problem, plan, rps)
+        measured_s = steady.requests * (1 - steady.warmup_fraction) / rps
+        wanted = max(relax, pools.MEASURED_STAYS * stay)
+        assert 0.99 * wanted <= measured_s <= 1.05 * wanted
+        assert steady.requests * steady.warmup_fraction / rps >= pools.STAYS * relax * 0.99  # warmed two of them
 
 
 def test_the_pool_sampler_times_the_waits_for_kv_room(pools):
