@@ -151,13 +151,18 @@ def _line_utilization(link_util: dict[tuple[str, str], float], src: str, dst: st
 def _relay_hold_s(problem: Problem, plan: Plan, a: Assignment, c: Class, link_util: dict, im: InstanceModel) -> float:
     """Seconds RLD holds one request of the P-RLD-MD assignment ``a``: its KV's WAN transfer at the
     line's planned utilisation, then the handoff until RLD sends the final batch
-    (:func:`placer.flows.relay_stop_s`; RLD's own step only decides catch-up or one-shot)."""
+    (:func:`placer.flows.relay_stop_s`; RLD's own step only decides catch-up or one-shot) — or, where
+    RLD decodes the whole output first (one token a design step), until then: the request ends on RLD
+    and leaves it, its KV still crossing (the simulator's and the executor's rule). rnd-7-13's relays of
+    17-43-token outputs over lines planned at 85 %: RLD held them for the transfer, batch 12.4 of 13 and
+    a 10.4-s KV wait planned, where the simulator's RLD held 0.8 and none waited."""
     src, dst = a.datacenter, a.dst or a.datacenter
     wan = Route(problem, c, P_RLD_MD, src, dst, problem.options.drc).wan_s(_line_utilization(link_util, src, dst))
     link = problem.links.get((src, dst))
     rtt = link.rtt_s if link is not None else 0.0
-    return relay_stop_s(wan, rtt, decode_design(problem, im)[1], plan.handoff.mode,
-                        plan.handoff.catch_up_threshold_tokens)
+    step = decode_design(problem, im)[1]
+    stop = relay_stop_s(wan, rtt, step, plan.handoff.mode, plan.handoff.catch_up_threshold_tokens)
+    return min(stop, c.output_tokens * step) if step > 0 else stop
 
 
 def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
