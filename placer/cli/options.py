@@ -27,8 +27,6 @@ from typing import Annotated
 import typer
 
 from placer.errors import InputError
-from placer.estimate import check_engine
-from placer.executor_runtime import ExecutorRuntime
 from placer.specs import ENGINE_HELP, Scenario
 
 EngineOpt = Annotated[str | None, typer.Option(
@@ -39,6 +37,8 @@ def with_engine(scenario: Scenario, engine: str | None) -> Scenario:
     """``scenario`` with ``engine`` replacing its ``engine`` key (None: the scenario as it is)."""
     if engine is None:
         return scenario
+    from placer.estimate import check_engine  # the instance estimator, only to check a value given
+
     return scenario.model_copy(update={"engine": check_engine(engine)})
 
 
@@ -58,6 +58,8 @@ def with_runtime(problem, path: Path | None):
     if not dataclasses.is_dataclass(problem) or not hasattr(problem, "runtime"):
         raise InputError(f"--runtime {str(path)!r}: a fleet plan cannot take the executor's runtime yet; plan "
                          "without it")
+    from placer.executor_runtime import ExecutorRuntime  # only when a runtime is given
+
     try:
         rt = ExecutorRuntime.from_json(path)
     except InputError as e:

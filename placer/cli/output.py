@@ -22,7 +22,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from placer.errors import InputError
-from placer.profiles.store import latest_kept
 
 out = Console()
 err = Console(stderr=True)
@@ -79,6 +78,8 @@ def latest_from_database(chips: set[str] | None) -> dict[str, dict]:
     """``--profiles latest``: the newest stored profile per chip, from the folder ``placer profile chip``
     keeps its results in and the service's database (:func:`placer.profiles.store.latest_kept`); exit 2
     naming both and how to make one when neither holds a profile of these chips."""
+    from placer.profiles.store import latest_kept  # only for --profiles latest
+
     return latest_kept(chips, database=_database)
 
 

@@ -23,7 +23,7 @@ import dataclasses
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Group
@@ -37,20 +37,23 @@ from placer.cli.render import (
     sla_line, verification_view,
 )
 from placer.errors import InfeasiblePlanError, InputError, PlacerError
-from placer.fleet_links import split_with_links
 from placer.ilp.backends import BACKENDS
-from placer.optimize import OBJECTIVES, SolveConfig, as_fleet, as_problem, evaluate_plan
+from placer.optimize import OBJECTIVES, SolveConfig, as_problem, evaluate_plan
 from placer.optimize import optimize as solve
 from placer.plan import Plan, load_plan
 from placer.perturb import check_fraction
 from placer.profiles.records import measured_from_all
 from placer.report.headline import headline
 from placer.report.why import explain
-from placer.robust import optimize_robust
-from placer.sim.config import SimConfig
-from placer.sim.verify import CHECK_REQUESTS, PERTURB_REQUESTS, check_plan_by_simulation, verify_plan
 from placer.slacheck import miss_words
 from placer.specs import Scenario, load_scenario
+from placer.verify_defaults import CHECK_REQUESTS, PERTURB_REQUESTS
+
+if TYPE_CHECKING:
+    from placer.sim.config import SimConfig
+
+# Imported where used, not here (issue 47: `placer optimize --no-verify` pays only what it runs): the simulator
+# (placer.sim, for the verification), placer.robust (--robust) and the fleet's planner (a fleet scenario).
 
 
 Objective = choices("Objective", OBJECTIVES)
@@ -122,12 +125,19 @@ def optimize(
         if loaded.is_fleet and (verify or robust is not None):
             raise InputError(f"{'--verify' if verify else '--robust'}: a fleet plan cannot be simulated or "
                              "derated yet; plan without it")
-        problem = with_runtime(as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured),
-                               runtime)
+        problem = _problem(loaded, measured, runtime)
+        if verify is not False:  # the simulator only when it runs (its config checked before the solve)
+            from placer.sim.config import SimConfig
+
+            sim = SimConfig(requests=verify_requests or CHECK_REQUESTS, arrivals=verify_arrivals.value)
         with working("solving") as say:
             config = dataclasses.replace(config, progress=lambda p: say(p.line()))
-            plan = optimize_robust(problem, robust, config) if robust is not None else solve(problem, config)
-        sim = SimConfig(requests=verify_requests or CHECK_REQUESTS, arrivals=verify_arrivals.value)
+            if robust is not None:
+                from placer.robust import optimize_robust
+
+                plan = optimize_robust(problem, robust, config)
+            else:
+                plan = solve(problem, config)
         with working("verifying the plan in the simulator"):
             if verify:
                 plan = _verified(problem, plan, verify_rounds, config, SimConfig(
@@ -165,9 +175,21 @@ def optimize(
                                  "(add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept it)"))
 
 
+def _problem(loaded: Scenario, measured: dict | None, runtime: Path | None):
+    """The scenario as the planner takes it: a fleet (its planner imported only then) or one model's problem,
+    with ``--runtime``'s costs."""
+    if loaded.is_fleet:
+        from placer.optimize_fleet import as_fleet
+
+        return with_runtime(as_fleet(loaded, measured), runtime)
+    return with_runtime(as_problem(loaded, measured), runtime)
+
+
 def _checked(problem, plan: Plan, sim: SimConfig, perturb: float) -> Plan:
     """``plan`` with its default verification; a simulation that fails is reported, never fails the plan
     (the check is advisory: the plan was solved and validated without it)."""
+    from placer.sim.verify import check_plan_by_simulation
+
     try:
         check = check_plan_by_simulation(problem, plan, sim, perturb, perturb_requests=min(sim.requests,
                                                                                            PERTURB_REQUESTS))
@@ -218,12 +240,14 @@ def evaluate(
         if loaded.is_fleet and perturb > 0:
             raise InputError("--perturb: a fleet plan cannot be simulated yet; evaluate it without --perturb")
         measured = measured_for(loaded, profiles)
-        problem = with_runtime(as_fleet(loaded, measured) if loaded.is_fleet else as_problem(loaded, measured),
-                               runtime)
+        problem = _problem(loaded, measured, runtime)
         with working("evaluating"):
             plan = evaluate_plan(problem, load_plan(plan_file),
                                  SolveConfig(backend=solver.value, time_limit_s=time_limit))
         if perturb > 0:
+            from placer.sim.config import SimConfig
+            from placer.sim.verify import check_plan_by_simulation
+
             check = check_plan_by_simulation(problem, plan, SimConfig(requests=perturb_requests), perturb,
                                              extremes_only=False)
             plan = plan.model_copy(update={"verification": check})
@@ -307,6 +331,8 @@ def _fleet_view(fleet, plan: Plan):
     parts = [metrics_table(plan, f"fleet plan for {plan.scenario} (objective {plan.objective})"), t]
     if plan.links:
         parts.append(links_table(plan))
+    from placer.fleet_links import split_with_links
+
     for name, part in split_with_links(plan, fleet).items():
         why = explain(fleet.member(name), part)
         parts += [metrics_table(part, f"model {name}"), pools_table(part, why), routes_table(part, why)]
@@ -318,6 +344,8 @@ def _fleet_view(fleet, plan: Plan):
 
 def _verified(problem, plan: Plan, rounds: int, config: SolveConfig, sim: SimConfig) -> Plan:
     """The plan after ``--verify``; InfeasiblePlanError (exit 3) when no round meets the SLA in simulation."""
+    from placer.sim.verify import verify_plan
+
     outcome = verify_plan(problem, plan, rounds, config=sim, solve=config,
                           log=lambda msg: err.print(msg, highlight=False, markup=False, soft_wrap=True))
     if not outcome.holds:

@@ -8,6 +8,8 @@ out: rich renderables (:class:`placer.cli.fold.Fold`: tables that fold on narrow
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rich.console import Group
 from rich.text import Text
 
@@ -18,7 +20,9 @@ from placer.report.headline import headline
 from placer.report.diagram import ROLE_ORDER
 from placer.report.why import Why
 from placer.shapes import shape_of
-from placer.sim.result import SimResult
+
+if TYPE_CHECKING:  # simulate's view only; `placer optimize --no-verify` imports no simulator
+    from placer.sim.result import SimResult
 
 
 def _f(value: float, digits: int = 3) -> str:

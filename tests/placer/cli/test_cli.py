@@ -245,16 +245,25 @@ def test_the_planner_import_path_does_not_load_torch_triton_or_ray():
 def test_optimize_imports_neither_the_baselines_nor_mathopts_python_layer_nor_pywraplp(tmp_path):
     """Issue 47: `placer optimize` pays only its own imports — the baselines and the break-even are `compare`'s, and
     the MILPs and LPs go to MathOpt's solver core as protos (its Python layer, ~0.1 s to import, and pywraplp,
-    40-110 ms, are never needed)."""
+    40-110 ms, are never needed); with --no-verify no simulator, and no --robust or --engine machinery."""
     scenario = write(tmp_path, micro_dict())
     code = ("import json, runpy, sys\n"
             f"sys.argv = ['placer', 'optimize', {str(scenario)!r}, '--json', '--no-marginals', '--no-verify']\n"
             "try:\n    runpy.run_module('placer.cli', run_name='__main__')\nexcept SystemExit:\n    pass\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('placer.baselines', 'placer.breakeven', "
-            "'ortools.math_opt.python', 'ortools.linear_solver')))), file=sys.stderr)")
+            "'ortools.math_opt.python', 'ortools.linear_solver', 'placer.sim', 'placer.robust', 'placer.estimate', "
+            "'placer.optimize_fleet')))), file=sys.stderr)")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert json.loads(r.stdout)["solver"]["status"] == "optimal", r.stderr[-500:]
     assert json.loads(r.stderr.strip().splitlines()[-1]) == []
+
+
+def test_optimize_help_states_the_requests_the_verification_simulates():
+    """The defaults the help prints (read without the simulator) are the ones placer.sim.verify runs."""
+    from placer.sim import verify
+    from placer.verify_defaults import CHECK_REQUESTS, PERTURB_REQUESTS
+
+    assert (verify.CHECK_REQUESTS, verify.PERTURB_REQUESTS) == (CHECK_REQUESTS, PERTURB_REQUESTS)
 
 
 def test_optimize_loads_neither_the_service_nor_the_engine(tmp_path):
