@@ -82,7 +82,7 @@ def _solve(model: LinearModel, backend: str, time_limit_s: float, hint: list[flo
            abs_gap: float, restarts: bool, sub_mips: bool = True, cutoff: float | None = None) -> SolveResult:
     """:func:`solve` in this process."""
     if backend == "ortools-scip":
-        return _solve_ortools(model, "SCIP", time_limit_s, hint, mip_gap, abs_gap)
+        return _solve_ortools(model, time_limit_s, hint, mip_gap, abs_gap)
     if backend in ("ortools", "ortools-highs"):
         from placer.ilp import highs  # it imports this module's SolveResult
 
@@ -130,42 +130,36 @@ def quiet_stdout():
                 os.close(_quiet["saved"])
 
 
-def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, mip_gap: float,
-                   abs_gap: float) -> SolveResult:
+def _solve_ortools(model: LinearModel, time_limit_s: float, hint, mip_gap: float, abs_gap: float) -> SolveResult:
+    """The "ortools-scip" backend through pywraplp: a MILP on SCIP (``hint`` its start), an LP on HiGHS by
+    :data:`LP_METHOD` (GLOP reports ABNORMAL on some of these LPs; HiGHS solves them)."""
     from ortools.linear_solver import pywraplp
 
     start = time.perf_counter()
     has_int = any(v.integer for v in model.vars)
-    if not has_int:
-        engine = "HIGHS"  # GLOP reports ABNORMAL on some of these LPs; HiGHS solves them
+    engine = "SCIP" if has_int else "HIGHS"
+    name = f"ortools-{engine.lower()}"
     solver = pywraplp.Solver.CreateSolver(engine)
     if solver is None:
-        raise SolverError(f"ortools-{engine.lower()}", "not in this OR-Tools build", 0.0,
-                          "choose another --solver")
+        raise SolverError(name, "not in this OR-Tools build", 0.0, "choose another --solver")
     error = solver.LoadModelFromProto(_mp_model(model))
     if error:
-        raise SolverError(f"ortools-{engine.lower()}", f"the model was refused: {error}", 0.0)
+        raise SolverError(name, f"the model was refused: {error}", 0.0)
     xs, obj = solver.variables(), solver.Objective()
     solver.SuppressOutput()
-    name = f"ortools-{engine.lower()}"
     left_s = time_limit_s - (time.perf_counter() - start)  # building a large model counts against the limit
     if left_s <= 0:
         return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start, name)
     solver.SetTimeLimit(max(1, int(left_s * 1000)))
-    if hint is not None and has_int and engine == "SCIP":
-        # pywraplp's HiGHS interface in OR-Tools 9.15 crashes the process (SIGSEGV) when
-        # given a hint: HiGHS MILPs go through MathOpt instead (placer.ilp.highs).
-        solver.SetHint(xs, [float(h) for h in hint])
     params = pywraplp.MPSolverParameters()
     if has_int:
+        if hint is not None:
+            solver.SetHint(xs, [float(h) for h in hint])
         params.SetDoubleParam(pywraplp.MPSolverParameters.RELATIVE_MIP_GAP, mip_gap)
         # Dinkelbach objectives approach 0 at the optimum, where a relative gap never
         # closes: stop also on an absolute gap.
-        if engine == "SCIP":
-            solver.SetSolverSpecificParametersAsString(f"limits/absgap = {abs_gap}\n")
-        elif engine == "HIGHS":
-            solver.SetSolverSpecificParametersAsString(f"mip_abs_gap = {abs_gap}\noutput_flag = false\n")
-    elif engine == "HIGHS":
+        solver.SetSolverSpecificParametersAsString(f"limits/absgap = {abs_gap}\n")
+    else:
         solver.SetSolverSpecificParametersAsString(f"solver = {LP_METHOD}\noutput_flag = false\n")
     solve_start = time.perf_counter()
     with quiet_stdout():
@@ -174,13 +168,9 @@ def _solve_ortools(model: LinearModel, engine: str, time_limit_s: float, hint, m
     seconds = time.perf_counter() - start
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, name)
-    values = [x.solution_value() for x in xs]
     value = obj.Value()
-    bound = obj.BestBound() if has_int else value
-    if status is Status.OPTIMAL and has_int:
-        # "optimal" within the relative gap asked for; keep the proven bound.
-        pass
-    return SolveResult(status, values, value, bound, seconds, name)
+    bound = obj.BestBound() if has_int else value  # a MILP's "optimal" is within the gap asked for: its bound
+    return SolveResult(status, [x.solution_value() for x in xs], value, bound, seconds, name)
 
 
 def _mp_model(model: LinearModel):
