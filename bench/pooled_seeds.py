@@ -111,11 +111,12 @@ def _jackknife_se(sketches: list[QuantileSketch], q: float) -> float:
     return math.sqrt((k - 1) / k * sum((e - mean) ** 2 for e in est))
 
 
-def spread_of(seed: int, sketches: list[QuantileSketch]) -> Spread:
-    """The :class:`Spread` of runs' TTFT sketches (the first run's seed ``seed``): each one's P90, the pooled P90
-    and its jackknife standard error."""
-    return Spread(seed, tuple(s.quantile(0.9) for s in sketches), _merged(sketches).quantile(0.9),
-                  _jackknife_se(list(sketches), 0.9))
+def spread_of(seed: int, sketches: list[QuantileSketch], p90s: list[float] | None = None) -> Spread:
+    """The :class:`Spread` of runs' TTFT sketches (the first run's seed ``seed``): each one's P90 (``p90s`` when
+    given: each run's as its result rounds it, which the bench prints), the pooled P90 and its jackknife standard
+    error."""
+    each = tuple(p90s) if p90s is not None else tuple(s.quantile(0.9) for s in sketches)
+    return Spread(seed, each, _merged(sketches).quantile(0.9), _jackknife_se(list(sketches), 0.9))
 
 
 def _counts(sim) -> SimpleNamespace:
@@ -168,5 +169,4 @@ def pooled_runs(problem, plan, config, least: int | None = None, most: int | Non
                 goodput_rps=offered * good / measured if measured else 0.0, served_rps=served_rps,
                 rld_token_share=sum(r.tokens_rld for r in runs) / tokens if tokens else 0.0,
                 routes=_route_rows(pooled, served_rps), seeds=len(runs))
-    # each run's P90 as its result rounds it (the bench prints those)
-    return SimResult(data), dataclasses.replace(spread_of(config.seed, [r.ttft for r in runs]), p90s=tuple(p90s))
+    return SimResult(data), spread_of(config.seed, [r.ttft for r in runs], p90s)
