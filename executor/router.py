@@ -15,9 +15,9 @@ duplicate-free (`executor.live`). On pipeline A the one order is a `PrefillOrder
 with no consumers to an A instance, which prefills, decodes and streams itself.
 Heartbeats (`executor.health`) mark instances SUSPECT or DOWN; a request whose
 instance goes DOWN, whose order cannot be delivered, or that makes no progress for
-`stall_s` is retried, migrated, failed or left alone by one rule (`executor.faults`),
-each attempt under its own id (`rid`, `rid~1`, ...) so messages of an abandoned
-attempt are ignored; one with no progress for `request_timeout_s` ends with an error —
+`stall_s` is retried, migrated, failed or left alone by one rule (`executor.faults`,
+applied by `executor.router_faults`), each attempt under its own id (`rid`, `rid~1`,
+...) so messages of an abandoned attempt are ignored; one with no progress for `request_timeout_s` ends with an error —
 nothing hangs.
 """
 
@@ -34,12 +34,12 @@ from typing import Any
 from executor.admission import Overloaded
 from executor.config import ServingConfig
 from executor.dispatch import assign
-from executor.faults import FaultAction, fault_action
 from executor.health import HealthMonitor, PeerState
 from executor.live import LiveRequest
 from executor.outbox import Outbox
 from executor.registry import InstanceInfo, InstanceRegistry
 from executor.request_log import BatchingRequestLog, RequestRecord
+from executor.router_faults import ATTEMPT_ROLES, RouterFaults
 from executor.routing import NoRouteError, Pipeline, agg_draw
 from executor.stream import RequestStream, StreamEvent
 from executor.transport.base import Endpoint, PeerInfo
@@ -57,10 +57,9 @@ from executor.transport.messages import (
     sampling_to_dict,
 )
 from placer import pdd
-_ATTEMPT_ROLES = (pdd.P, pdd.RLD, pdd.MD, pdd.AGG)  # the roles an attempt holds load on
 
 
-class Router:
+class Router(RouterFaults):
     """Routes requests over registered instances and assembles their streams."""
 
     _ids = itertools.count()
@@ -223,74 +222,6 @@ class Router:
             self._outbox.put(md, MainOrder(aid, prompt, s, a.p.name, rld, self.name), aid)
         return a.pipeline
 
-    # ---- faults ----------------------------------------------------------------------------
-
-    def _send_failed(self, aid: str, dst: str, error: str) -> None:
-        with self._lock:
-            self.counters["orders_undelivered"] += 1
-            if self.health.send_failed(dst) is PeerState.DOWN:
-                self.counters["peers_down"] += 1
-                self._fault_all(dst, f"{dst} is down")
-            live = self.live.get(self.attempts.get(aid, ""))
-            if live is not None and live.attempt_id == aid:
-                self._fault(live, dst, f"could not reach {dst}: {error}")
-        self._outbox.flush()
-
-    def _on_health_change(self, name: str, state: PeerState) -> None:
-        self.counters[f"peers_{state.value}"] += 1
-        if state is PeerState.DOWN:
-            self._fault_all(name, f"{name} is down (missed {self.health.down_after} heartbeats)")
-
-    def _fault_all(self, name: str, cause: str) -> None:
-        for lv in [lv for lv in self.live.values() if name in lv.instances.values()]:
-            self._fault(lv, name, cause)
-
-    def _fault(self, live: LiveRequest, suspect: str | None, cause: str, *, graceful: bool = False) -> None:
-        """One attempt failed: act on `executor.faults`' rule. Called under the lock."""
-        if live.request_id not in self.live:
-            return
-        action = fault_action(live, suspect, graceful=graceful, max_attempts=self.config.max_attempts)
-        if action is FaultAction.FAIL:
-            self.counters["failures_after_first_token"] += 1
-            self._end(live, None, f"{cause}: RLD {suspect} failed after {live.assembler.next_index} tokens "
-                                  "reached the client; not retried", failed_at=suspect)
-        elif action is FaultAction.GIVE_UP:
-            self._end(live, None, f"{cause}; gave up after {live.attempt + 1} attempts", failed_at=suspect)
-        elif action is not FaultAction.IGNORE:
-            self._reattempt(live, suspect, cause, migrate=action is FaultAction.MIGRATE)
-
-    def _reattempt(self, live: LiveRequest, suspect: str | None, cause: str, *, migrate: bool) -> None:
-        """A new attempt avoiding `suspect`: from scratch, or (`migrate`) from the next undelivered index."""
-        old_aid, old = live.attempt_id, dict(live.instances)
-        avoid_main = live.role_of(suspect) == pdd.MD
-        for role in _ATTEMPT_ROLES:
-            self._unload(live, role)
-        if suspect is not None:
-            live.excluded.add(suspect)
-        try:
-            if migrate:
-                k = live.assembler.rewind()
-                s = {**live.sampling, "max_new_tokens": live.max_tokens - k}
-                live.offset = k
-                pipeline = self._start_attempt(live, live.prompt + live.assembler.delivered[:k], s,
-                                               prefer_relay=True)
-                live.migrations += 1
-                self.counters["migrations"] += 1
-            else:
-                live.assembler.rewind()
-                pipeline = self._start_attempt(live, live.prompt, live.sampling, prefer_relay=avoid_main)
-                live.retries += 1
-                self.counters["retries"] += 1
-        except (NoRouteError, Overloaded) as exc:
-            self._end(live, None, f"{cause}; no instance left to take it over: {exc}", failed_at=suspect,
-                      cancel=(old_aid, old))
-            return
-        if pdd.MD in old and pipeline is Pipeline.P_RLD:
-            self.counters["fallbacks"] += 1
-        live.info.setdefault("attempts", []).append({"cause": cause, "instances": old})
-        for name in set(old.values()) - {suspect}:
-            self._outbox.put(name, Cancel(old_aid, cause), None)
-
     # ---- messages from instances ---------------------------------------------------------
 
     def _on_message(self, src: str, msg: Message) -> None:
@@ -347,7 +278,7 @@ class Router:
             for name in set(insts.values()):
                 if name != failed_at:
                     self._outbox.put(name, Cancel(aid, error), None)
-        for role in _ATTEMPT_ROLES:
+        for role in ATTEMPT_ROLES:
             self._unload(live, role)
         record = live.record(finish_reason, error)
         self.records.append(record)

@@ -13,7 +13,8 @@ import placer.perfmodel
 POLICY = ["executor.routing", "executor.handoff", "executor.stream", "executor.placement", "executor.request_log",
           "executor.transport.messages", "executor.transport.shaping", "executor.transport.fake",
           "executor.admission", "executor.health", "executor.lease", "executor.elastic", "executor.config",
-          "executor.registry", "executor.dispatch", "executor.live", "executor.faults", "executor.outbox"]
+          "executor.registry", "executor.dispatch", "executor.live", "executor.faults", "executor.outbox",
+          "executor.router_faults"]
 #: what the executor may load of the planner's base layer (docs/architecture.md): PDD's rules (`pdd`) and
 #: the plan's data, never the flow physics (`flows`, the queue laws), no solver, no faces
 PLACER_BASE = {"placer", "placer.pdd", "placer.errors", "placer.plan", "placer.specs", "placer.catalog",
