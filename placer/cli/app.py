@@ -69,7 +69,7 @@ COMMANDS: dict[str, Spec] = {
     "export": Spec("placer.cli.export:export",
                    "Write what an operator runs for a plan on SGLang, vLLM, Dynamo or Kubernetes."),
     "workload": Spec("placer.cli.workload:workload_app", "Workload traces: fit request classes."),
-    "jobs": Spec("placer.service.cli:jobs",
+    "jobs": Spec("placer.service.jobs_cli:jobs",
                  "Scheduled replanning jobs: re-fit the workload, re-solve, propose or apply a change."),
     "plans": Spec("placer.service.cli:plans",
                   "Stored plans: bring a plan made by placer optimize into the service and its dashboard."),
