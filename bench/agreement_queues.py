@@ -21,6 +21,7 @@ import dataclasses
 from collections import defaultdict
 from contextlib import contextmanager
 
+from agreement_routes import INDEPENDENT_PER_RELAXATION, relaxation_s  # a sibling under bench/
 from placer.evaluate import analyze
 from placer.flows import instance
 from placer.p_queues import mixture_quantile, queue_layout
@@ -101,10 +102,28 @@ def _instance_laws(problem, plan, pool_key, count: int, laws: dict) -> dict[int,
     return out
 
 
+def p90_se(law, requests: int, instances: int, span_s: float) -> float:
+    """The relative standard error of a P90 of ``law`` read over ``requests`` simulated requests on ``instances``
+    instances in a run of ``span_s`` seconds: √(0.09)/(f(q)·q) ÷ √n, n the requests their queues make independent —
+    :data:`~agreement_routes.INDEPENDENT_PER_RELAXATION` an instance a relaxation time of the queue's work
+    (:func:`~agreement_routes.relaxation_s`), at most ``requests``. The rows of one group's classes read the same
+    queues: their errors move together."""
+    q = law.quantile_s(0.9)
+    density = (law.prob_exceeds(0.98 * q) - law.prob_exceeds(1.02 * q)) / (0.04 * q) if q > 0 else 0.0
+    if density <= 0:
+        return float("inf")
+    rate = law.rho / law.mean_s if law.mean_s > 0 else 0.0
+    relax = relaxation_s(law.rho, rate * law.second_moment_s2)
+    independent = requests if relax <= 0 else min(requests, instances * INDEPENDENT_PER_RELAXATION * span_s / relax)
+    return 0.3 / (density * q) / max(independent, 1.0) ** 0.5
+
+
 def queue_rows(problem, plan, sim, sides: dict) -> list[dict]:
     """Per P pool, group of its instances with the same queues and law, and class: ``n`` simulated requests,
-    the simulated P side past prefill (``sim_mean_s``, ``sim_p90_s``) beside the law the class's prompts
-    meet there (``law_mean_s``, ``law_p90_s``; the queue's ``rho``)."""
+    the simulated P side past prefill (``sim_mean_s``, ``sim_p90_s``, the latter's relative standard error
+    ``p90_se``: :func:`p90_se` over the run's measured span) beside the law the class's prompts meet there
+    (``law_mean_s``, ``law_p90_s``; the queue's ``rho``)."""
+    span_s = max(getattr(sim, "last_arrival_t", 0.0) - (getattr(sim, "first_measured_t", None) or 0.0), 0.0)
     counts = {p.key: p.count for p in plan.pools if p.count > 0}
     models = {key: instance(problem, key.chip, key.tp) for key in counts}
     laws = p_instance_laws(problem, plan, counts, models)
@@ -133,7 +152,8 @@ def queue_rows(problem, plan, sim, sides: dict) -> list[dict]:
                                 n=len(values), sim_mean_s=sum(values) / len(values), sim_p90_s=_p90(values),
                                 law_mean_s=own.mean_wait_s if own is not None else float("nan"),
                                 law_p90_s=own.quantile_s(0.9) if own is not None else float("nan"),
-                                rho=law.rho if law is not None else float("nan")))
+                                rho=law.rho if law is not None else float("nan"),
+                                p90_se=p90_se(own, len(values), len(members), span_s) if own is not None else float("nan")))
     return out
 
 
@@ -197,7 +217,7 @@ def print_queues(problem, plan, sim, sides: dict, ttfts: dict) -> None:
         print(f"     {r['pool']} inst {','.join(map(str, r['instances']))} [{names}] rho {r['rho']:.3f}  "
               f"{r['cls']:12s} {r['n']:6d} req  P side past prefill: mean sim {r['sim_mean_s']:.3f} law "
               f"{r['law_mean_s']:.3f} ({_err(r['sim_mean_s'], r['law_mean_s'])}), P90 sim {r['sim_p90_s']:.3f} law "
-              f"{r['law_p90_s']:.3f} ({_err(r['sim_p90_s'], r['law_p90_s'])})")
+              f"{r['law_p90_s']:.3f} ({_err(r['sim_p90_s'], r['law_p90_s'])} ± {r['p90_se']:.1%})")
     for r in class_rows(problem, plan, ttfts):
         print(f"     TTFT {r['cls']:12s} {r['n']:6d} req  P90 ILP {r['ilp_p90_s']:.3f} (without the decoders' KV wait "
               f"{r['ilp_no_kv_p90_s']:.3f}) sim {r['sim_p90_s']:.3f} ({_err(r['sim_p90_s'], r['ilp_p90_s'])}; without "

@@ -35,6 +35,14 @@ NOISE_SES = 2.0
 P90, DENSITY_STEP = 0.90, 0.02
 
 
+#: Independent P90 reads a queue gives per relaxation time: the indicator of a wait above its P90 on reflected
+#: Brownian motion (the queue's heavy-traffic work, drift −(1 − ρ), variance λE[S²] a second) has an integrated
+#: autocorrelation of 0.4 relaxation times (numerically, 2·10⁶ steps), so a run of T seconds reads T ÷ (0.8 ×
+#: relaxation) of them. Checked on simulated P queues' P90 spread over 12-16 seeds: an M/D/1 at ρ 0.7 and 0.8
+#: (1.16 and 1.38 a relaxation) and rnd-7-25's MI325X tp8-dep instance at ρ 0.76 (1.4).
+INDEPENDENT_PER_RELAXATION = 1.25
+
+
 #: A listed row is marked ``window`` where one run measures less than this many relaxation times of the
 #: slowest of its P queues and its line (:func:`relaxation_s`): the run reads a transient from empty, not the
 #: steady state the law prices.
@@ -119,6 +127,7 @@ def route_laws(problem, plan) -> dict[tuple[str, str, str], dict]:
     for f in analyze(problem, plan).flows:
         groups[(f.pipeline, f.p_pool[1], f.dst)].append(f)
     queues, lines = _queue_relaxations(problem, plan), _line_relaxations(problem, plan)
+    counts = {tuple(p.key): p.count for p in plan.pools}
     out = {}
     for key, flows in groups.items():
         total = sum(f.rps for f in flows)
@@ -132,16 +141,30 @@ def route_laws(problem, plan) -> dict[tuple[str, str, str], dict]:
         for f in flows:
             shares[(f.request_class, f"{f.p_pool[2]} tp{f.p_pool[3]}")] += f.rps
         line = lines.get((key[1], key[2]), 0.0) if key[0] in (P_MD, P_D) else 0.0  # the first token waits for it
-        relax = max([queues.get(tuple(f.p_pool), 0.0) for f in flows] + [line])
+        slowest_queue = max(queues.get(tuple(f.p_pool), 0.0) for f in flows)
+        # the P instances wander apart; where the line is slower it is the one queue that sets the spread
+        wanderers = sum(counts.get(p, 0) for p in {tuple(f.p_pool) for f in flows}) if slowest_queue >= line else 1
         out[key] = {"flows": [(c, pool, rps) for (c, pool), rps in sorted(shares.items())], "se_sqrt_n": se,
-                    "relax_s": relax}
+                    "relax_s": max(slowest_queue, line), "instances": wanderers}
     return out
+
+
+def effective_requests(requests: int, runs: int, span_s: float, relax_s: float, instances: int) -> float:
+    """How many independent requests a route's simulated P90 reads: a queue's waits are correlated over its
+    relaxation time (:func:`relaxation_s`), so each of the route's P instances gives
+    :data:`INDEPENDENT_PER_RELAXATION` a relaxation per run — ``runs`` × ``instances`` × that × ``span_s`` ÷
+    ``relax_s`` — never more than the requests themselves (all of them where nothing relaxes)."""
+    if relax_s <= 0 or not math.isfinite(span_s) or instances <= 0:
+        return float(requests)
+    if not math.isfinite(relax_s):
+        return 1.0
+    return float(min(requests, max(runs, 1) * instances * INDEPENDENT_PER_RELAXATION * span_s / relax_s))
 
 
 def off_routes(solved: list[dict], limit: float = LISTED_ERROR) -> list[tuple[dict, dict]]:
     """(scenario, route row) of each route with at least :data:`MIN_ROUTE_REQUESTS` simulated requests whose
     |TTFT P90 error| passes ``limit``, the largest first; each row gets ``"se"``, the relative standard error
-    of its simulated P90 (:func:`route_laws`' ``se_sqrt_n`` ÷ √requests), ``"noise"``, |error| under
+    of its simulated P90 (:func:`route_laws`' ``se_sqrt_n`` ÷ √ the :func:`effective_requests` it reads), ``"noise"``, |error| under
     :data:`NOISE_SES` of it, and ``"window"``, one run's measured span (the scenario's ``"span_s"``) under
     :data:`WINDOW_RELAXATIONS` of the route's ``relax_s``."""
     rows = []
@@ -151,7 +174,9 @@ def off_routes(solved: list[dict], limit: float = LISTED_ERROR) -> list[tuple[di
             if route["sim_requests"] < MIN_ROUTE_REQUESTS or not math.isfinite(e) or abs(e) <= limit:
                 continue
             law = r.get("route_laws", {}).get((route["pipeline"], route["src"], route["dst"]), {})
-            se = law.get("se_sqrt_n", math.inf) / math.sqrt(route["sim_requests"])
+            n_eff = effective_requests(route["sim_requests"], r.get("runs", 1), r.get("span_s", math.inf),
+                                       law.get("relax_s", 0.0), law.get("instances", 0))
+            se = law.get("se_sqrt_n", math.inf) / math.sqrt(max(n_eff, 1.0))
             window = r.get("span_s", math.inf) < WINDOW_RELAXATIONS * law.get("relax_s", 0.0)
             rows.append((r, route | {"se": se, "noise": abs(e) < NOISE_SES * se, "window": window,
                                      "relax_s": law.get("relax_s", 0.0), "flows": law.get("flows", [])}))
@@ -166,7 +191,8 @@ def print_off_routes(solved: list[dict], limit: float = LISTED_ERROR) -> None:
     far = [x for _, x in rows if abs(x["ttft_p90_error"]) > 0.25]
     print(f"\nroute rows beyond {limit:.0%} TTFT P90 error ({len(rows)}; beyond 25 %: {len(far)}, of which noise "
           f"{sum(x['noise'] for x in far)}, window {sum(x['window'] and not x['noise'] for x in far)}) — noise: "
-          f"|error| < {NOISE_SES:g} SE of a P90 over that many requests from the law; window: a run measures less "
+          f"|error| < {NOISE_SES:g} SE of a P90 from the law over the requests a run's queues make independent (one an "
+          f"instance a relaxation time); window: a run measures less "
           f"than {WINDOW_RELAXATIONS:g} relaxation time of the route's P queues or line")
     for r, x in rows:
         flows = sorted(x["flows"], key=lambda f: -f[2])

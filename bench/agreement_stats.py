@@ -197,6 +197,7 @@ def run_one(seed: int, index: int, requests: int, time_limit_s: float, plans_dir
     a["route_laws"] = laws
     runs = len(a["seeds"].p90s) if "seeds" in a else 1
     a["span_s"] = sum(x["sim_requests"] for x in a["routes"]) / runs / rps if rps > 0 else math.inf
+    a["runs"] = 1 if data["workload"].get("trace") else runs  # a trace's replays read one realisation
     if data["workload"].get("trace"):
         a["lines"] = line_loads(data, problem, plan, seed)
     a.update(name=data["name"], seconds=time.perf_counter() - start, rps=rps, load=load_fraction(seed, index))

@@ -82,3 +82,48 @@ def test_each_route_of_a_plan_gets_its_classes_standard_error_and_relaxation(sta
     for law in laws.values():
         assert law["flows"] and all(rps > 0 for _, _, rps in law["flows"])
         assert 0 < law["se_sqrt_n"] < math.inf and 0 <= law["relax_s"] < math.inf
+
+
+def test_a_queued_routes_p90_spreads_by_its_relaxations_not_its_requests(stats):
+    """rnd-7-25's dc4→dc4 route (−11.1 % on 7,675 requests, 136-s runs, three MI325X tp8-dep P instances whose
+    queues relax over 3.8 s) read ± 1.5 % as if its requests were independent; they are not: a queue's waits are
+    about independent only over a relaxation, so the run reads ~134 of them (± 11 %) and the row is noise.
+    A route whose queues do not relax keeps its √n."""
+    laws = {("P-MD", "dc4", "dc4"): {"flows": [("c6", "MI325X tp8-dep", 20.7)], "se_sqrt_n": 1.312,
+                                     "relax_s": 3.81, "instances": 3}}
+    solved = [{"name": "rnd-7-25-mixed", "span_s": 136.0, "runs": 1, "route_laws": laws,
+               "routes": [_route("dc4", "dc4", 7675, 0.611, 0.543)]}]
+    (_, row), = stats.off_routes(solved)
+    independent = 3 * stats.INDEPENDENT_PER_RELAXATION * 136.0 / 3.81
+    assert row["se"] == pytest.approx(1.312 / math.sqrt(independent), rel=1e-6) and row["noise"]
+    assert stats.effective_requests(7675, 3, 136.0, 3.81, 3) == pytest.approx(3 * independent)
+    assert stats.effective_requests(500, 1, 136.0, 0.0, 3) == 500
+
+
+def test_the_spread_of_a_simulated_queues_p90_by_seed_is_the_effective_requests(stats, monkeypatch):
+    """One simulated P instance (M/D/1 on 16K-token prompts at ρ 0.7) read over 1,000-request runs: its P side's
+    P90 spreads over 16 seeds as √(0.09)/(f(q)·q) ÷ √(its :func:`effective_requests`) says, within 40 % — where
+    √n of the requests puts it 3 times too narrow."""
+    from placer.flows import instance
+    from placer.queueing import WaitModel
+    from tests.placer import test_wait_tail
+
+    requests, rho = 1000, 0.7
+    monkeypatch.setattr(test_wait_tail, "REQUESTS", requests * 10 // 9)  # it leaves the first tenth out
+    im = instance(resolve(parse_scenario(small_pdd_dict())), "H100-SXM", 2)
+    s = im.prefill_s(16384, 0.0)
+    rps = rho / s
+    law = WaitModel(rho, s, s * s)
+    q = s + law.quantile_s(0.9)
+    density = (law.prob_exceeds(q * 0.98 - s) - law.prob_exceeds(q * 1.02 - s)) / (0.04 * q)
+    se_sqrt_n = math.sqrt(0.09) / (density * q)
+    p90s = []
+    for seed in range(16):
+        xs = sorted(test_wait_tail.simulated_p_side_s(im, [(1.0, 16384, 0.0)], rps, seed=seed)[0])
+        p90s.append(xs[int(0.9 * (len(xs) - 1))])
+    mean = sum(p90s) / len(p90s)
+    spread = math.sqrt(sum((x - mean) ** 2 for x in p90s) / (len(p90s) - 1)) / mean
+    relax = stats.relaxation_s(rho, rps * s * s)
+    predicted = se_sqrt_n / math.sqrt(stats.effective_requests(requests, 1, requests / rps, relax, 1))
+    assert predicted / 1.4 < spread < predicted * 1.4, (spread, predicted)
+    assert spread > 2.5 * se_sqrt_n / math.sqrt(requests)
