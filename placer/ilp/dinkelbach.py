@@ -24,7 +24,8 @@ seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's
 round that ends on its time share unproven runs once more on the sites the LP opens at its ratio (:func:`_resited`).
 ``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
-The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`.
+The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`,
+the iterations' gaps, time shares and switches :mod:`placer.ilp.round_settings`.
 """
 
 from __future__ import annotations
@@ -39,59 +40,16 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
+from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
+    ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS,
+    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
+)
 from placer.ilp.starts import (
-    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _cost, _Dinkelbach,
-    _feasible_start, _first_ratio, _goodput, _left_s, _lp_limit_s, _lp_sites, _on_sites, _report, _rounded_start,
+    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _ceiling, _cost,
+    _Dinkelbach, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites, _on_sites,
+    _report, _rounded_start,
 )
 
-ABS_GAP = 1e-4  # req/s: Dinkelbach objectives approach 0, where only an absolute gap closes
-REL_GAP = 5e-3  # precision each MILP proves F(λ) to, relative to the goodput at stake (no cost bound known)
-# The ratio's proven precision at which the iterations stop (the issue asks ≤ 1 %): a round whose plan and
-# bound already prove the ratio within it ends the search, even when F(λ) is not yet within REL_GAP — the
-# next round would only re-prove it (on sixteen-dc a whole proving MILP, ~50 s, that found nothing better).
-TARGET_GAP = 0.01
-# Relative gap of the first MILP, whose plan only seeds λ (exactness comes from the rounds after it): 0.3 lets
-# HiGHS stop at its first good plan instead of proving it — on the examples the same seed plan, 20-50 % less
-# time in that MILP (0.02 before).
-SEED_GAP = 0.3
-# Share of TARGET_GAP a proving MILP may leave open on F(λ) (the rest is margin for the plan it finds being
-# better than the last: the ceiling is then measured from a higher λ).
-PROOF_SHARE = 0.9
-# The restricted seed (:func:`_restricted_seed`) is tried when it leaves out at least this share of the pools'
-# count variables; else the seed MILP runs on the whole model.
-RESTRICT_MIN_SHARE = 0.5
-# Dinkelbach rounds on the restricted model after its seed: one step lands near the final ratio (0.05-0.2 %
-# below on sixteen-dc, 0.4 % on eight-dc); a second would only prove the restricted optimum, which the rounds
-# on the whole model prove again (~1 s on eight-dc).
-RESTRICTED_ROUNDS = 1
-# Share of the time left that the restricted round may take (the seed's plan stands if it ends first): on 16 sites ×
-# 12 classes it took 54 of 60 s, its bound valid only on the restricted pools, so the rounds on the whole model
-# that certify the gap never ran (a 25 % gap at the time limit); sixteen-dc's takes ~1 s of 300.
-RESTRICTED_SHARE = 0.25
-# ... and the second restricted round's (:func:`_resited`), on the sites the LP opens at the seed's ratio: on 16 sites
-# × 12 classes at 60 s, 0.25 / 0.5 / 0.75 gave BCR 279.6 / 285.0 / 285.0 and a certified gap of 7.4 (3 runs) /
-# 5.3-9.7 (5 runs, median 6.3) / 9.7 % (a higher ratio lowers the whole model's bound on F(λ); too little time left
-# for the whole model's round raises it: at 0.5 it gets ~28 s, near what its root needs on 2 shared cores).
-RESITED_SHARE = 0.5
-MAX_ITERATIONS = 30
-# The rounds on the whole model of models with at least this many integer columns prove with a cutoff (``prove``
-# in :func:`_iterate`): it pays where reduced-cost fixing has many pools to drop — eight-dc (203) 2.5 -> 1.4 s,
-# sixteen-dc (430) 19 -> 10 s a proving MILP on 2 loaded cores; pdd-two-dc (30) proved its plan exactly in
-# 0.25 s (certified gap 0) and with the cutoff took as long to a gap of 0.9 % (it proves only what is asked).
-CUTOFF_INTEGERS = 100
-# The seed MILP of a small model that the restricted seed leaves whole starts from the LP rounded
-# (:mod:`placer.ilp.rounding`) when it gives a plan. Solve CPU (LP, rounding, seed and proofs; medians of
-# 5 on 2 shared cores; 0e354d9 with and without this): rnd-7-19 (random catalog scenarios, seed 7)
-# 10.5 -> 8.4 s, rnd-7-17 0.85 -> 0.73 s, rnd-7-7 0.54 -> 0.61 s; pdd-two-dc 0.50 -> 0.33 s on 9fd1b9a
-# (HiGHS's root finds no plan of its seed model and branches for one); the same ratios.
-ROUND_HINT = True
-# Whether a seed MILP on the whole model of a model under ROUND_FIRST_INTEGERS runs HiGHS's sub-MIP heuristics
-# (:data:`placer.ilp.highs.SUB_MIP_HEURISTICS`; a large model's seed keeps them: its first plan comes from them).
-# Without them, and without the decode covers (C18, taken after the seed: :func:`_iterate`), rnd-7-19-trace
-# (79 integer columns, full inventories, whole-instance P tiers; the rounding gives none) finds its first plan in
-# 6.3 s; 14.3 s with the covers, 17.8 s with the sub-MIPs (its root's RINS/RENS searched ~14 s in vain), so
-# none within 20 s on 2 loaded cores. pdd-two-dc's seed 0.76-1.14 s without them against 1.31-1.34 s, the same plan.
-SMALL_SEED_SUB_MIPS = False
 
 @dataclass
 class Outcome:
@@ -222,13 +180,16 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     goodput(x) − λ·cost(x) ≤ bound(F) for every plan x, so every ratio is at most the
     ceiling λ + max(0, bound(F))/least_cost, with least_cost the LP relaxation's least cost
     — a lower bound on any feasible plan's cost, and far tighter than one P plus one decode
-    instance; ``upper`` (the LP relaxation's ratio bound) is a ceiling too. The gap is
-    (lowest ceiling − λ)/λ: at convergence bound(F)/(λ·least_cost). When the budget ends
+    instance — and λ/(1 − bound(F)/floor), with floor the least goodput any plan has (the SLA's share of the
+    least load: :func:`placer.ilp.starts._ceiling`, the lower of the two; 16 sites × 12 classes: 108 req/s against
+    λ·least_cost = 102.5); ``upper`` (the LP relaxation's ratio bound) is a ceiling too. The gap is
+    (lowest ceiling − λ)/λ: at convergence bound(F)/(λ·least_cost) or less. When the budget ends
     before F(λ) ≈ 0, the last plan stands with status "feasible" and that gap; when it
     ends before any plan, SolveTimeoutError.
 
     Each MILP after the seed stops once F(λ) is proven within PROOF_SHARE of what TARGET_GAP allows
-    (λ·least_cost·TARGET_GAP: a bound that small on F(λ) puts the ceiling within TARGET_GAP of λ;
+    (max(λ·least_cost, floor/(1 + TARGET_GAP))·TARGET_GAP: a bound that small on F(λ) puts the ceiling within
+    TARGET_GAP of λ;
     REL_GAP of the goodput at stake where no cost bound is known); proving F(λ) finer costs HiGHS most
     of a proving round and changes no decision. Not the larger of the two: where a plan costs over
     twice the LP's least cost (whole instances on a small load), REL_GAP of its goodput let a round
@@ -256,6 +217,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     model = form.model
     searches = SMALL_SEED_SUB_MIPS or sum(var.integer for var in model.vars) >= ROUND_FIRST_INTEGERS
     hint, status, last, res = seed_hint, "optimal", None, None
+    floor = _goodput_floor(form)
     done = 0
     if start is not None:
         lam, hint, last, res, from_above, done = start.lam, start.hint, start.res, start.res, False, start.iterations
@@ -272,8 +234,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         for i, c in form.cost.items():
             model.objective[i] = model.objective.get(i, 0.0) - lam * c
         abs_gap = max(ABS_GAP, REL_GAP * _goodput(form, hint)) if hint else ABS_GAP
-        if least_cost > 0 and lam > 0:
-            abs_gap = max(ABS_GAP, PROOF_SHARE * TARGET_GAP * lam * least_cost)
+        if (least_cost > 0 or floor > 0) and lam > 0:  # the bound on F(λ) that puts _ceiling within TARGET_GAP
+            abs_gap = max(ABS_GAP, PROOF_SHARE * TARGET_GAP * max(lam * least_cost, floor / (1 + TARGET_GAP)))
         gap_rel = mip_gap
         if from_above:  # this MILP only has to find a good plan to seed λ: a loose gap will do
             abs_gap, gap_rel = max(abs_gap, SEED_GAP * form.problem.arrival_rps), SEED_GAP
@@ -288,8 +250,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
         _check(res, form, config)
-        if res.bound == res.bound and least_cost > 0:  # nan-safe: a proven bound on F(λ)
-            ceiling = min(ceiling, lam + max(0.0, res.bound) / least_cost)
+        if res.bound == res.bound:  # nan-safe: a proven bound on F(λ)
+            ceiling = min(ceiling, _ceiling(lam, res.bound, least_cost, floor))
         last = res
         if res.status is Status.FEASIBLE and not from_above:  # a seed stopped early is fine: exact steps follow
             status = "feasible"
