@@ -40,6 +40,7 @@ from placer.plan import Verification
 from placer.sim.config import SimConfig
 from placer.sim.engine import simulate
 from placer.slacheck import QUANTILE, TOLERANCE
+from placer.verify_defaults import CHECK_REQUESTS  # the command line reads it without the simulator
 
 #: A round cuts a culprit's planned capacity by √(SLA / P90), kept within these bounds.
 STEP_MIN, STEP_MAX = 0.7, 0.9
@@ -51,11 +52,6 @@ QUEUE_SHARE = 0.5
 DECODE_QUEUE_REQUESTS = 1.0
 #: A line is saturated when its peak reached this share of its capacity.
 LINE_PEAK_SHARE = 0.95
-#: Requests of ``placer optimize``'s default check: the simulator replays ~35k requests/s, so this
-#: adds about 0.1–0.4 s on the examples while its P90 stays within a few % of a 40k-request run.
-CHECK_REQUESTS = 10_000
-#: Requests of each perturbed run of that check (``placer optimize``'s robustness line: both extremes).
-PERTURB_REQUESTS = 4_000
 #: Simulated and planned figures further apart than this (relative) earn a warning.
 AGREEMENT = 0.10
 
