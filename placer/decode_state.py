@@ -7,9 +7,10 @@ out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, conte
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s` (and each
      relay's eager tokens at its own context's step, :func:`_relay_eager`),
      :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
-     step averaged over the batch's contexts; its step, the KV wait law), :func:`site_tpot_late` (the share of
-     requests whose own TPOT misses the SLA: :meth:`DecodeState.tpot_late_share`),
-     :func:`_meets_tpot`, :func:`_site_kv_waits`; :func:`_relay_hold_s`, :func:`_line_utilization`
+     step averaged over the batch's contexts; its step, the KV wait law), :meth:`DecodeState.tpot_late_share`
+     (the share of requests whose own TPOT misses the SLA); :func:`_relay_hold_s`, :func:`_line_utilization`;
+     re-exported from :mod:`placer.decode_sites`: :func:`site_tpot_late`, :func:`_meets_tpot`,
+     :func:`class_kv_waits` and :func:`_site_kv_waits` (a site's pools as a class meets them)
 
 :mod:`placer.evaluate` runs these in order and re-exports them; the flow physics is
 :mod:`placer.flows`', the KV laws :mod:`placer.kv_admission`'s.
@@ -25,11 +26,15 @@ from placer.aggregated import AggDesign
 from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_kv_items, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share, held_fixed_share
+from placer.decode_sites import _meets_tpot, _site_kv_waits, class_kv_waits, site_tpot_late
 from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
 from placer.perfmodel import InstanceModel
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
+
+__all__ = ["KV_WAIT_NOTE_SHARE", "DecodeState", "batch_law", "composed_step", "class_kv_waits", "site_tpot_late",
+           "_meets_tpot", "_site_kv_waits"]  # the sites' half re-exported from placer.decode_sites
 
 #: A decode pool whose arrivals wait for KV room more often than this gets a note (its plan was
 #: made for 1 − placer.kv_admission.KV_OCCUPANCY_QUANTILE; a hand-written or older plan may not be).
@@ -155,14 +160,16 @@ def _relay_hold_s(problem: Problem, plan: Plan, a: Assignment, c: Class, link_ut
     RLD decodes the whole output first (one token a design step), until then: the request ends on RLD
     and leaves it, its KV still crossing (the simulator's and the executor's rule). rnd-7-13's relays of
     17-43-token outputs over lines planned at 85 %: RLD held them for the transfer, batch 12.4 of 13 and
-    a 10.4-s KV wait planned, where the simulator's RLD held 0.8 and none waited."""
+    a 10.4-s KV wait planned, where the simulator's RLD held 0.8 and none waited. The hold is a whole number
+    of design steps, :func:`placer.flows.eager_tokens` × the step, as the MILP's relay rows charge it
+    (:func:`placer.ilp.decode_rows._split_relay`): at most one step more than the transfer and handoff."""
     src, dst = a.datacenter, a.dst or a.datacenter
     wan = Route(problem, c, P_RLD_MD, src, dst, problem.options.drc).wan_s(_line_utilization(link_util, src, dst))
     link = problem.links.get((src, dst))
     rtt = link.rtt_s if link is not None else 0.0
     step = decode_design(problem, im)[1]
     stop = relay_stop_s(wan, rtt, step, plan.handoff.mode, plan.handoff.catch_up_threshold_tokens)
-    return min(stop, c.output_tokens * step) if step > 0 else stop
+    return eager_tokens(stop, c.output_tokens, step) * step if step > 0 else stop  # the MILP's busy (_split_relay)
 
 
 def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
@@ -170,8 +177,8 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
     """Add every decode assignment's load to its pool: tokens/s and context of the requests that
     decode to the end there; for P-RLD-MD on RLD the request-seconds it holds them (its relay holds
     last the WAN transfer and the handoff whatever RLD's step). Returns the relay holds, (req/s,
-    hold seconds, output tokens, pool, class), whose tokens :func:`_rld_tokens_per_s` counts at the step
-    RLD settles at."""
+    hold seconds, output tokens, pool, class, MD's datacenter), whose tokens :func:`_rld_tokens_per_s` counts at
+    the step RLD settles at."""
     relays = []
     stream = stream_step_s(problem.runtime)
     for st in decode.values():  # the decoders' steps with the executor's runtime (flows.decode_design_for's)
@@ -186,7 +193,7 @@ def _load_decode(problem: Problem, plan: Plan, classes: dict[str, Class], decode
         if a.role == RLD and a.pipeline != P_RLD:
             hold = _relay_hold_s(problem, plan, a, c, link_util, st.im)
             if math.isfinite(hold):
-                relays.append((a.rps, hold, c.output_tokens, a.key, c.name))
+                relays.append((a.rps, hold, c.output_tokens, a.key, c.name, a.dst or a.datacenter))
                 st.kv_items.append((a.rps / st.count, c, hold))
                 held = a.rps * hold / st.count
                 st.held += held
@@ -208,36 +215,39 @@ def _context_sq(start: float, tokens: float) -> float:
 
 
 def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-               relays: list[tuple[float, float, int, PoolKey, str]]) -> None:
+               relays: list[tuple[float, float, int, PoolKey, str, str]]) -> None:
     """MD decodes what RLD did not: a P-RLD-MD request's output less the tokens RLD streamed before the
     handoff (:func:`placer.flows.eager_tokens` at the step its own context sees on RLD, :func:`_relay_eager`;
-    RLD's pools settle first), which MD's
-    one extend-decode pass takes in, so MD's tokens/s and its batch carry output − eager, over contexts from
-    input + eager on (the simulator's MD joins the request with what is left). Before this, MD was charged
-    the whole output: the bench's pdd MD 60 tokens/s where it decoded 48 (RLD made 20 %)."""
-    eager: dict[str, list[float]] = {}  # class → [req/s, req/s × eager tokens] over its relays
+    RLD's pools settle first), which MD's one extend-decode pass takes in, so MD's tokens/s and its batch carry
+    output − eager, over contexts from input + eager on (the simulator's MD joins the request with what is
+    left). Before this, MD was charged the whole output: the bench's pdd MD 60 tokens/s where it decoded 48
+    (RLD made 20 %). A relay hands over in its destination only: MD's rows carry no pipeline (a class's direct
+    and relayed requests in one row), so the relayed share of a class's MD rows in a datacenter is the req/s
+    its RLD relays send there over them. Before, every MD row of the class took the share of all its relays:
+    rnd-7-21's MD dc3 B200 (no relay lands there) was charged 3,639 tokens/s of its 3,733 and planned at batch
+    84.5 with 15.5 % of arrivals waiting for KV; alone with its own load the simulator's decoder holds 99."""
+    eager: dict[tuple[str, str], list[float]] = {}  # (class, MD's dc) → [req/s, req/s × eager tokens]
     # each relay's own class (two classes of one output length have their own holds: before, a relay was matched
     # to every class of its output length, so pdd's bench classes new and new-long — 320 tokens each — both got
     # their mean eager tokens, 59, where RLD made 23 and 95: MD was charged the long prompts' tokens at 1,179
     # tokens of context where the simulator's MD decoded at 1,059)
-    for rps, hold, output, key, name in relays:
-        e = eager.setdefault(name, [0.0, 0.0])
+    for rps, hold, output, key, name, dst in relays:
+        e = eager.setdefault((name, dst), [0.0, 0.0])
         e[0] += rps
         e[1] += rps * _relay_eager(problem, decode[key], classes[name], hold, output)[0]
-    # MD's rows carry no pipeline (a class's direct and relayed requests in one row): the relayed share of
-    # each class's MD rows is its RLD relays' req/s over them
-    md_rps: dict[str, float] = defaultdict(float)
+    md_rps: dict[tuple[str, str], float] = defaultdict(float)
     for a in plan.assignments:
         if a.role == MD and a.pipeline in (None, P_RLD_MD) and a.rps > 0 and a.key in decode:
-            md_rps[a.request_class] += a.rps
+            md_rps[(a.request_class, a.key.datacenter)] += a.rps
     for a in plan.assignments:
+        site = (a.request_class, a.key.datacenter)
         if a.role != MD or a.pipeline not in (None, P_RLD_MD) or a.rps <= 0 or a.key not in decode \
-                or a.request_class not in eager:
+                or site not in eager:
             continue
         c, st = classes[a.request_class], decode[a.key]
-        rps, tokens = eager[a.request_class]
+        rps, tokens = eager[site]
         made = min(tokens / rps, c.output_tokens - 1.0)  # MD predicts at least the token after the handoff
-        rate = a.rps / st.count * min(1.0, rps / md_rps[a.request_class])
+        rate = a.rps / st.count * min(1.0, rps / md_rps[site])
         st.tokens_per_s -= rate * made
         st.first_tokens_per_s -= rate  # RLD streamed its t0
         st.context_weighted += rate * ((c.output_tokens - made) * (c.input_tokens + (made + c.output_tokens) / 2)
@@ -248,7 +258,7 @@ def _hand_over(problem: Problem, plan: Plan, classes: dict[str, Class], decode: 
 
 
 def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], decode: dict[PoolKey, DecodeState],
-                      relays: list[tuple[float, float, int, PoolKey, str]]) -> float:
+                      relays: list[tuple[float, float, int, PoolKey, str, str]]) -> float:
     """RLD's tokens/s: P-RLD requests decode all their output there; a relayed one a token per step
     of the batch RLD settles at (Little's law, :func:`_settle_batch`) while RLD holds it (at least
     t0, at most its output: :func:`placer.flows.eager_tokens`) — the step the request sees, the batch
@@ -256,7 +266,7 @@ def _rld_tokens_per_s(problem: Problem, plan: Plan, classes: dict[str, Class], d
     in ``first_tokens_per_s``) for the TPOT mean."""
     total = sum(a.rps * classes[a.request_class].output_tokens for a in plan.assignments
                 if a.role == RLD and a.pipeline == P_RLD and a.rps > 0 and a.key in decode)
-    for rps, hold, output, key, name in relays:
+    for rps, hold, output, key, name, _ in relays:
         st = decode[key]
         tokens, step = _relay_eager(problem, st, classes[name], hold, output)
         total += rps * tokens
@@ -380,37 +390,6 @@ def _averaged_share(st: DecodeState, window_s: float) -> float:
         u = window_s * held_fixed_share(st.fixed_share) / s if s > 0 else math.inf
         share += r * s * (1.0 - u / 3.0 if u <= 1.0 else 1.0 / u - 1.0 / (3.0 * u * u))
     return share / held if held > 0 and window_s > 0 else 1.0
-
-
-def site_tpot_late(decode: dict[PoolKey, DecodeState], site: tuple[str, str], c: Class, tpot_s: float) -> float:
-    """The share of a site's (role, datacenter) requests of class ``c`` whose own TPOT exceeds ``tpot_s``
-    (:meth:`DecodeState.tpot_late_share`), over its busy pools by the class's requests each takes."""
-    rows = [(st.count * sum(r for r, k, _ in st.kv_items if k.name == c.name), st) for key, st in decode.items()
-            if (key.role, key.datacenter) == site and st.busy]
-    total = sum(w for w, _ in rows)
-    return sum(w * st.tpot_late_share(c.output_tokens, tpot_s) for w, st in rows if w > 0) / total if total else 0.0
-
-
-def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str, dc: str) -> bool:
-    """Whether every busy ``role`` pool in ``dc`` steps within the TPOT SLA."""
-    return all(s.step_s <= problem.tpot_s * 1.0001 for k, s in decode.items()
-               if k.role == role and k.datacenter == dc and s.busy)
-
-
-def _site_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(share of arrivals that wait for KV room, mean seconds those wait) per (role, datacenter) of
-    decoders, over the site's pools by the requests each takes; an overloaded pool has no steady
-    state to wait in (its flows miss the TPOT SLA: :func:`_meets_tpot`) and is left out."""
-    sums: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
-    for k, st in decode.items():
-        if st.busy and not st.overloaded:
-            w = st.count * sum(r for r, _, _ in st.kv_items)
-            row = sums[(k.role, k.datacenter)]
-            row[0] += w
-            row[1] += w * st.kv_wait
-            row[2] += w * st.kv_wait * st.kv_wait_s
-    return {site: (waiting / arriving, waited / waiting) for site, (arriving, waiting, waited) in sums.items()
-            if waiting > 0}
 
 
 def _label(key: PoolKey) -> str:

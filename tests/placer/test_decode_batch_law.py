@@ -56,7 +56,7 @@ def test_md_decodes_what_rld_did_not_make():
         SimpleNamespace(role=MD, pipeline=None, request_class="new", rps=0.1, key=md_key),
         SimpleNamespace(role=MD, pipeline=None, request_class="turn", rps=0.5, key=md_key)])
     # RLD holds each relayed request 1 s (the KV's crawl and the handoff): 100 tokens at its 10-ms step
-    _hand_over(None, plan, {"new": new, "turn": turn}, {rld_key: rld, md_key: md}, [(0.1, 1.0, 320, rld_key, "new")])
+    _hand_over(None, plan, {"new": new, "turn": turn}, {rld_key: rld, md_key: md}, [(0.1, 1.0, 320, rld_key, "new", "dc-b")])
     assert md.tokens_per_s == pytest.approx(0.1 * 220 + 0.5 * 16)
     # the tokens MD decodes run over contexts from 400 + 100 to 400 + 320
     assert md.context_weighted == pytest.approx(0.1 * 220 * (400 + 210) + 0.5 * 16 * (500 + 8))
@@ -85,7 +85,7 @@ def test_two_relayed_classes_of_one_output_length_keep_their_own_eager_tokens():
         SimpleNamespace(role=MD, pipeline=None, request_class="new-long", rps=0.1, key=md_key)])
     # RLD holds a short one 0.2 s (20 tokens at its 10-ms step), a long one 1 s (100 tokens)
     _hand_over(None, plan, {"new": short, "new-long": long}, {rld_key: rld, md_key: md},
-               [(0.1, 0.2, 320, rld_key, "new"), (0.1, 1.0, 320, rld_key, "new-long")])
+               [(0.1, 0.2, 320, rld_key, "new", "dc-b"), (0.1, 1.0, 320, rld_key, "new-long", "dc-b")])
     assert md.tokens_per_s == pytest.approx(0.1 * 300 + 0.1 * 220)
     # the short prompt's 300 tokens from 420 to 720, the long one's 220 from 1,700 to 1,920
     assert md.context_weighted == pytest.approx(0.1 * 300 * (400 + 170) + 0.1 * 220 * (1600 + 210))

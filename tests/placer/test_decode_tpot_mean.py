@@ -85,7 +85,7 @@ def test_a_short_relayed_prompt_beside_long_ones_streams_tokens_at_its_own_conte
     _settle_batch(SimpleNamespace(tpot_s=1.0), key, rld, [])
     plan = SimpleNamespace(assignments=[])
     _rld_tokens_per_s(None, plan, {"new": short, "new-long": long}, {key: rld},
-                      [(0.05, 0.19, 320, key, "new"), (0.05, 1.9, 320, key, "new-long")])
+                      [(0.05, 0.19, 320, key, "new", "dc-b"), (0.05, 1.9, 320, key, "new-long", "dc-b")])
     pool_step = rld.seen_step_s
     short_step = rld.own_step_s(368 + 20)
     assert short_step < 0.5 * pool_step
