@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from placer.aggregated import agg_first_token_law, plan_designs
 from placer.decode_state import (  # noqa: F401 - re-exported: evaluate's decode half lives there
     KV_WAIT_NOTE_SHARE, DecodeState, _hand_over, _ignored, _label, _line_utilization, _load_decode, _meets_tpot,
-    _relay_hold_s, _rld_tokens_per_s, _settle_batch, _site_kv_waits, site_tpot_late,
+    _relay_hold_s, _rld_tokens_per_s, _settle_batch, class_kv_waits, site_tpot_late,
 )
 from placer.flows import Route, TtftTail, instance, slowest_rdma_peer
 from placer.line_law import line_stream_utilizations
@@ -121,13 +121,14 @@ def line_residuals_s(problem: Problem, plan: Plan, classes: dict[str, Class]) ->
 
 def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, decode: dict[PoolKey, DecodeState],
               link_util: dict, waits: dict[tuple, list[InstanceWait]],
-              residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str], tuple[float, float]],
+              residuals: dict[tuple[str, str], float], kv_sites: dict[tuple[str, str, str], tuple[float, float]],
               stream_util: dict[tuple, LineLoad] | None = None) -> FlowLaw:
     """The TTFT law of one P assignment (:meth:`placer.flows.Route.first_token_law`): prefill + KV to the
     decoder that streams t0 (which streams it on import), the wait of the instances its queue
     sends it to (:func:`p_instance_laws`), the line's slowdown (on a line regulated streams feed, each
     instance's own: :func:`placer.line_law.line_stream_utilizations`) and that decoder's wait for KV room
-    (:func:`placer.kv_wait.kv_wait_law`, over its site's pools by the requests each takes)."""
+    (:func:`placer.kv_wait.kv_wait_law`, over the site's pools its class is routed to, by its requests on each:
+    :func:`placer.decode_sites.class_kv_waits`)."""
     key = a.key
     dst = a.dst or a.datacenter
     site = streamer_site(a.pipeline or P_MD, a.datacenter, dst)
@@ -143,7 +144,7 @@ def _flow_law(problem: Problem, a: Assignment, c: Class, im: InstanceModel, deco
         parts.append((part.weight, tail))
     if len(parts) > 1:
         tail = SplitTail(tuple(parts))
-    share, wait_s = kv_sites.get(site, (0.0, 0.0))
+    share, wait_s = kv_sites.get((*site, c.name), (0.0, 0.0))
     if share > 0:
         tail = tail.with_kv_wait(share, wait_s)
     if a.pipeline in RELAY_PIPELINES:
@@ -243,7 +244,7 @@ def analyze(problem: Problem, plan: Plan) -> Analysis:
     residuals = line_residuals_s(problem, plan, classes)
     flows = _agg_flows(problem, plan, classes, decode, agg_laws)
     served_waits = p_instance_laws(problem, plan, counts, models)
-    kv_sites = _site_kv_waits(decode)
+    kv_sites = class_kv_waits(decode)
     stream_util = line_stream_utilizations(problem, plan, classes, served_waits)
     for a in plan.assignments:
         if a.role != P or a.rps <= 0:
