@@ -39,6 +39,7 @@ from placer.kv_wait import kv_line_relaxation, kv_room_beta
 from placer.pdd import PREFILL_ROLES
 from placer.sim import SimConfig, simulate
 from placer.sim import decode as sim_decode
+from placer.sim.sources import count_lines
 from placer.sim.events import decode as sim_finish
 
 #: Warm-up in the decoders' longest relaxation times (:func:`forget_s`; the first fills them, the second lets the
@@ -197,8 +198,13 @@ def pool_sampler(stats: dict, window: tuple[float, float]):
 
 def simulate_pools(problem, plan, config: SimConfig, rps: float):
     """(the simulation, per decode pool key (role, dc, chip, tp): the sampled figures) over the measured
-    window: from the warm-up's last arrival to the last arrival (the drain after it is left out)."""
-    end = config.requests / rps if rps > 0 else 0.0
+    window: from the warm-up's last arrival to the last arrival (the drain after it is left out; a trace replays
+    at most its own lines, as the simulator does: rnd-7-19's 2,000-line trace read over 30,000 requests' span put
+    its decoders at batch 2.3-2.5, a tenth of what they held)."""
+    requests = config.requests
+    if config.workload == "trace" and config.trace:
+        requests = min(requests, count_lines(config.trace, requests))
+    end = requests / rps if rps > 0 else 0.0
     stats: dict = {}
     with pool_sampler(stats, (config.warmup_fraction * end, end)):
         sim = simulate(problem, plan, config)

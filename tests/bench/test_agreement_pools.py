@@ -149,3 +149,26 @@ def test_a_decoder_whose_step_grows_with_its_batch_fills_over_its_stays_over_phi
     held = {name: area[name] / (seeds * 3 * stay) for name in windows}
     assert held["old"] < 0.93 * stationary
     assert held["steady"] == pytest.approx(stationary, rel=0.04)
+
+
+def test_a_trace_is_sampled_over_its_own_lines_not_the_requests_asked(pools, small, tmp_path):
+    """The simulator replays at most a trace's lines; the window the pools are sampled over must end with them.
+    Before, rnd-7-19-trace's 2,000-line trace was sampled over 30,000 requests' span (15× its own): its decoders read
+    batch 2.3-2.5 against the 22 they held."""
+    import json
+
+    problem, plan = small
+    rps = problem.arrival_rps
+    c = problem.classes[0]
+    lines = 400
+    path = tmp_path / "trace.jsonl"
+    path.write_text("".join(json.dumps({"timestamp": round(i * 1000 / rps), "input_length": c.input_tokens,
+                                        "output_length": c.output_tokens, "hash_ids": [i]}) + "\n"
+                            for i in range(lines)))
+    own = pools.simulate_pools(problem, plan, SimConfig(workload="trace", trace=str(path), requests=lines, seed=7), rps)[1]
+    asked = pools.simulate_pools(problem, plan, SimConfig(workload="trace", trace=str(path), requests=10 * lines,
+                                                          seed=7), rps)[1]
+    busy = [k for k, v in own.items() if v["batch"] > 1.0]
+    assert busy
+    for k in busy:  # the same replay: the same decoders' batch, not diluted by a tenth
+        assert asked[k]["batch"] == pytest.approx(own[k]["batch"], rel=1e-9)
