@@ -11,6 +11,8 @@ of them only; a flow's first token waits as the pools its class goes to make it 
 rnd-7-25-mixed's MD dc1: its B200 tp4 pool (c0, c1, c5, c6) has 21 % of its arrivals waiting 0.77 s for KV,
 its two B200 tp8-dep (c1, c2, c3, c4, c6) none; over the site, 8 % of every class's requests waited 0.77 s,
 so c2 and c3, which never reach the tp4 pool, were priced 17.7 % and 22.7 % over the simulator's P90.
+Within a pool each class waits its own (``DecodeState.class_kv_wait``, :mod:`placer.kv_class_wait`: at a
+decoder that backfills, small short requests pass a line of big ones).
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
 
 def _waits(decode: dict[PoolKey, DecodeState], by_class: bool) -> dict[tuple, tuple[float, float]]:
     """(share that waits for KV room, mean seconds those wait) per (role, datacenter[, class]) over the pools'
-    arrivals (of that class); an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA:
+    arrivals (of that class), each class at a pool with its own (``class_kv_wait``; the pool's where it has none); an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA:
     :func:`_meets_tpot`) and is left out."""
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for k, st in decode.items():
@@ -50,10 +52,11 @@ def _waits(decode: dict[PoolKey, DecodeState], by_class: bool) -> dict[tuple, tu
             continue
         for rate, c, _ in st.kv_items:
             w = st.count * rate
+            share, wait_s = st.class_kv_wait.get(c.name, (st.kv_wait, st.kv_wait_s))
             row = sums[(k.role, k.datacenter, c.name) if by_class else (k.role, k.datacenter)]
             row[0] += w
-            row[1] += w * st.kv_wait
-            row[2] += w * st.kv_wait * st.kv_wait_s
+            row[1] += w * share
+            row[2] += w * share * wait_s
     return {site: (waiting / arriving, waited / waiting) for site, (arriving, waiting, waited) in sums.items()
             if waiting > 0}
 

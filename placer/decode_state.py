@@ -7,8 +7,9 @@ out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, conte
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s` (and each
      relay's eager tokens at its own context's step, :func:`_relay_eager`),
      :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
-     step averaged over the batch's contexts; its step, the KV wait law), :meth:`DecodeState.tpot_late_share`
-     (the share of requests whose own TPOT misses the SLA); :func:`_relay_hold_s`, :func:`_line_utilization`;
+     step averaged over the batch's contexts; its step, the KV wait law, each class's),
+     :meth:`DecodeState.tpot_late_share` (the share of requests whose own TPOT misses the SLA);
+     :func:`_relay_hold_s`, :func:`_line_utilization`;
      re-exported from :mod:`placer.decode_sites`: :func:`site_tpot_late`, :func:`_meets_tpot`,
      :func:`class_kv_waits` and :func:`_site_kv_waits` (a site's pools as a class meets them)
 
@@ -27,6 +28,7 @@ from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_kv_items, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share, held_fixed_share
 from placer.decode_sites import _meets_tpot, _site_kv_waits, class_kv_waits, site_tpot_late
+from placer.kv_class_wait import named_kv_waits
 from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
 from placer.perfmodel import InstanceModel
@@ -56,6 +58,7 @@ class DecodeState:
     kv_items: list = field(default_factory=list)  # (req/s per instance, class, relay hold s or None)
     kv_wait: float = 0.0  # share of arrivals that wait for KV room, the line included (placer.kv_wait)
     kv_wait_s: float = 0.0  # ... and the mean seconds those wait
+    class_kv_wait: dict = field(default_factory=dict)  # class -> (kv_wait, kv_wait_s) its own (placer.kv_class_wait)
     overloaded: bool = False
     agg: AggDesign | None = None  # A pools: the design (chunk) its steps carry; steps are mixed steps
     stream_s: float = 0.0  # per sequence per step: the executor's Tokens message (executor_costs.stream_step_s)
@@ -120,14 +123,14 @@ class DecodeState:
             late += probs[n]
         return min(late, 1.0)
 
-    def kv_load(self) -> list[tuple[float, float, float]]:
+    def kv_load(self, by_class: bool = False) -> list:
         """The KV-wait law's load: (λ, L, f) per point of each class's prompt and output spreads
         (:func:`placer.flows.class_kv_items`, the MILP's KV row's items), the class's L_k = λ_k × output × the
         step a token sees or × its relay hold (the same for each point): the occupancy's variance Σ L·f² its
-        second moment, not its mean squared."""
-        return [item for rate, c, hold in self.kv_items for item in (
-            class_kv_items(c, rate, rate * c.output_tokens * self.seen_step_s) if hold is None else
-            class_kv_items(c, rate, rate * hold, by_output=False))]
+        second moment, not its mean squared. ``by_class``: (class name, its points' rows) per :attr:`kv_items`."""
+        named = [(c.name, class_kv_items(c, rate, rate * c.output_tokens * self.seen_step_s) if hold is None else
+                  class_kv_items(c, rate, rate * hold, by_output=False)) for rate, c, hold in self.kv_items]
+        return named if by_class else [item for _, items in named for item in items]
 
     @property
     def busy(self) -> bool:
@@ -369,6 +372,7 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     # the waiting law: no KV room or a line waiting
     phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
     st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, st.kv_load(), phi)
+    st.class_kv_wait = named_kv_waits(st.im.kv_capacity_tokens, st.kv_load(by_class=True), phi)  # each class's own
     st.fixed_share = phi
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "

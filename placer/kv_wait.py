@@ -4,7 +4,8 @@ in:  :mod:`placer.kv_admission` (the occupancy's variance, the step's fixed shar
      tests/test_layers.py checks it)
 out: :func:`kv_wait_law` — (share of arrivals that wait for KV room, mean seconds those wait) at a decoder
      that admits by :func:`placer.kv_admission.admit_order` (reserve-on-admit, FIFO with EASY backfilling);
-     :func:`kv_room_beta` (its β) and :func:`kv_line_relaxation` (how slowly its line forgets: what a
+     :func:`kv_room_beta` (its β; one arrival's own: :mod:`placer.kv_class_wait`, each class's wait),
+     :func:`kv_drain_rate` (the tokens/s a full decoder gives back) and :func:`kv_line_relaxation` (how slowly its line forgets: what a
      simulation must warm up past, ``bench/agreement_pools.py``)
 
 An arrival waits when the others' reservations leave no room for its own, *or when a line is already
@@ -76,10 +77,11 @@ _BETA_MAX = 7.0
 
 
 def kv_room_beta(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
-                 fixed_share: float = 1.0) -> float:
+                 fixed_share: float = 1.0, arrival_tokens: float | None = None) -> float:
     """β: the KV room above the mean a decoder holds for ``load`` ((arrivals/s λ_k, held L_k, footprint f_k) per
     class), less the arrival's footprint beyond a held request's mean, over the occupancy's standard deviation (the
-    module docstring; at least :data:`_BETA_MIN`); ``math.inf`` where nothing is held or the KV never varies."""
+    module docstring; at least :data:`_BETA_MIN`); ``math.inf`` where nothing is held or the KV never varies.
+    ``arrival_tokens``: one arrival's footprint (:mod:`placer.kv_class_wait`); the arrivals' mean if None."""
     rows = [(a, h, f) for a, h, f in load if a > 0 or h > 0]
     arrivals = sum(a for a, _, _ in rows)
     held = sum(h for _, h, _ in rows)
@@ -88,7 +90,7 @@ def kv_room_beta(capacity_tokens: float, load: Iterable[tuple[float, float, floa
     if arrivals <= 0 or held <= 0 or capacity_tokens <= 0 or var <= 0 or mean <= 0:
         return math.inf
     sd = math.sqrt(var)
-    arrival_f = sum(a * f for a, _, f in rows) / arrivals
+    arrival_f = sum(a * f for a, _, f in rows) / arrivals if arrival_tokens is None else arrival_tokens
     return max(capacity_tokens - mean - (arrival_f - mean / held), _BETA_MIN * sd) / sd
 
 
@@ -98,6 +100,19 @@ def kv_line_relaxation(beta: float) -> float:
     second (the occupancy's, τ its relaxation time), whose relaxation time is 2σ²/μ² (Abate and Whitt) = 4 / β²
     of τ; at least 1 (the occupancy's own, where the KV seldom binds)."""
     return max(1.0, 4.0 / (beta * beta)) if beta > 0 else 1.0
+
+
+def kv_drain_rate(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
+                  fixed_share: float = 1.0) -> float:
+    """Tokens/s a full decoder gives back: Σ λ_k f_k × (K/M) / (φ + (1 − φ)·K/M) (the module docstring)."""
+    rows = [(a, h, f) for a, h, f in load if a > 0 or h > 0]
+    mean = sum(h * f for _, h, f in rows)
+    leave = sum(a * f for a, _, f in rows)  # tokens/s given back on average
+    if mean <= 0:
+        return leave
+    phi = held_fixed_share(fixed_share)
+    full = max(capacity_tokens / mean, 1.0)
+    return leave * full / (phi + (1.0 - phi) * full)
 
 
 def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
@@ -122,10 +137,7 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
         return 0.0, 0.0
     normal = NormalDist()
     share = 1.0 / (1.0 + beta * normal.cdf(beta) / normal.pdf(beta))
-    leave = sum(a * f for a, _, f in rows)  # tokens/s given back on average
-    phi = held_fixed_share(fixed_share)
-    full = max(capacity_tokens / mean, 1.0)
-    rate = leave * full / (phi + (1.0 - phi) * full)
+    rate = kv_drain_rate(capacity_tokens, rows, fixed_share)
     stays = [(a, h / a) for a, h, _ in rows if a > 0]
     stay = sum(a * t for a, t in stays) / arrivals
     scv = sum(a * (t - stay) ** 2 for a, t in stays) / arrivals / (stay * stay) if stay > 0 else 0.0
