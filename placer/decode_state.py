@@ -371,8 +371,9 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
         composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
     # the waiting law: no KV room or a line waiting
     phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
-    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, st.kv_load(), phi)
-    st.class_kv_wait = named_kv_waits(st.im.kv_capacity_tokens, st.kv_load(by_class=True), phi)  # each class's own
+    named = st.kv_load(by_class=True)
+    st.kv_wait, st.kv_wait_s = kv_wait_law(st.im.kv_capacity_tokens, [row for _, rows in named for row in rows], phi)
+    st.class_kv_wait = named_kv_waits(st.im.kv_capacity_tokens, named, phi)  # each class's own
     st.fixed_share = phi
     if st.kv_wait > KV_WAIT_NOTE_SHARE:
         notes.append(f"decode pool {_label(key)}: {st.kv_wait:.0%} of its arrivals wait for KV room (each reserves "

@@ -49,20 +49,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from statistics import NormalDist
 
-from placer.kv_wait import kv_drain_rate, kv_room_beta, kv_wait_law
+from placer.kv_wait import kv_drain_rate, kv_room_beta, kv_wait_law, waiting_share
 
 #: Rounds of the fixed point (the line's mix ↔ who passes); it settles in a few.
 _ROUNDS = 30
-
-
-def _erlang_c(beta: float) -> float:
-    """Halfin and Whitt's share that waits at β (:func:`placer.kv_wait.kv_wait_law`)."""
-    if beta == math.inf:
-        return 0.0
-    n = NormalDist()
-    return 1.0 / (1.0 + beta * n.cdf(beta) / n.pdf(beta))
 
 
 def _tail_mean(values: Sequence[tuple[float, float]], x: float) -> float:
@@ -109,7 +100,7 @@ def class_kv_wait_law(capacity_tokens: float, load: Sequence[tuple[float, float,
             base.append(0.0)
             continue
         beta = kv_room_beta(capacity_tokens, rows, fixed_share, arrival_tokens=f)
-        base.append(max(share, _erlang_c(beta)))
+        base.append(max(share, waiting_share(beta)))
     departures = [(a, f) for a, _, f in live]
     passed = [1.0] * len(rows)  # from every arrival passing down: the line's mix is the classes that cannot
     waits = [wait if a > 0 else 0.0 for a, _, _ in rows]

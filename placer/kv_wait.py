@@ -5,7 +5,7 @@ in:  :mod:`placer.kv_admission` (the occupancy's variance, the step's fixed shar
 out: :func:`kv_wait_law` — (share of arrivals that wait for KV room, mean seconds those wait) at a decoder
      that admits by :func:`placer.kv_admission.admit_order` (reserve-on-admit, FIFO with EASY backfilling);
      :func:`kv_room_beta` (its β; one arrival's own: :mod:`placer.kv_class_wait`, each class's wait),
-     :func:`kv_drain_rate` (the tokens/s a full decoder gives back) and :func:`kv_line_relaxation` (how slowly its line forgets: what a
+     :func:`waiting_share` (who waits at β), :func:`kv_drain_rate` (the tokens/s a full decoder gives back) and :func:`kv_line_relaxation` (how slowly its line forgets: what a
      simulation must warm up past, ``bench/agreement_pools.py``)
 
 An arrival waits when the others' reservations leave no room for its own, *or when a line is already
@@ -102,6 +102,15 @@ def kv_line_relaxation(beta: float) -> float:
     return max(1.0, 4.0 / (beta * beta)) if beta > 0 else 1.0
 
 
+def waiting_share(beta: float) -> float:
+    """The share of arrivals that wait at β (Erlang's C in Halfin and Whitt's limit, the module docstring):
+    1 / (1 + β·Φ(β)/φ(β)); none above :data:`_BETA_MAX` (and at β = inf)."""
+    if beta > _BETA_MAX:
+        return 0.0
+    normal = NormalDist()
+    return 1.0 / (1.0 + beta * normal.cdf(beta) / normal.pdf(beta))
+
+
 def kv_drain_rate(capacity_tokens: float, load: Iterable[tuple[float, float, float]],
                   fixed_share: float = 1.0) -> float:
     """Tokens/s a full decoder gives back: Σ λ_k f_k × (K/M) / (φ + (1 − φ)·K/M) (the module docstring)."""
@@ -135,8 +144,7 @@ def kv_wait_law(capacity_tokens: float, load: Iterable[tuple[float, float, float
     gap = beta * math.sqrt(var)
     if beta > _BETA_MAX:
         return 0.0, 0.0
-    normal = NormalDist()
-    share = 1.0 / (1.0 + beta * normal.cdf(beta) / normal.pdf(beta))
+    share = waiting_share(beta)
     rate = kv_drain_rate(capacity_tokens, rows, fixed_share)
     stays = [(a, h / a) for a, h, _ in rows if a > 0]
     stay = sum(a * t for a, t in stays) / arrivals
