@@ -32,7 +32,12 @@ def test_measures_every_request_from_the_stream_and_its_usage_chunk():
     assert 0.002 < d["tpot_p50_s"] < 0.05
     assert 0.002 < d["ttft_p50_s"] <= d["ttft_p90_s"] <= d["ttft_p99_s"]
     assert d["e2e_p90_s"] >= d["ttft_p90_s"] + 6 * 0.002
-    assert d["sla_attainment"] == 1.0 and d["goodput_rps"] == d["achieved_rps"] > 0
+    # good = TTFT within 2 s and TPOT within 50 ms, counted from each request's own stream; the share is
+    # not asserted to be 1: a loaded 2-core CI host stalls the in-process server past 50 ms a token (CI
+    # saw 0.825 once), which the bench must then report, not hide
+    n_good = sum(o.ok and o.ttft_s <= 2.0 and (o.tpot_s is None or o.tpot_s <= 0.05) for o in result.outcomes)
+    assert n_good > 0 and d["sla_attainment"] == pytest.approx(n_good / 40)
+    assert d["goodput_rps"] == pytest.approx(d["achieved_rps"] * n_good / 40, rel=1e-4) and d["achieved_rps"] > 0
     body = app.state.seen["bodies"][-1]
     assert body["stream"] is True and body["max_tokens"] == 8 and body["ignore_eos"] is True
     assert body["stream_options"] == {"include_usage": True} and body["model"] == "other-llm"
