@@ -6,7 +6,8 @@ in:  a :class:`~placer.problem.Problem`, a :class:`~placer.plan.Plan` with ``ass
 out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, contexts and relay holds
      per instance), :func:`_hand_over` (MD decodes what RLD did not), :func:`_rld_tokens_per_s` (and each
      relay's eager tokens at its own context's step, :func:`_relay_eager`),
-     :func:`_settle_batch` (the batch's stationary law, :func:`batch_law`, on :func:`composed_step`: a
+     :func:`_settle_batch` (the batch's stationary law, :func:`placer.batch_law.batch_law` stopped where the KV
+     binds, on :func:`composed_step`: a
      step averaged over the batch's contexts; its step, the KV wait law, each class's),
      :meth:`DecodeState.tpot_late_share` (the share of requests whose own TPOT misses the SLA);
      :func:`_relay_hold_s`, :func:`_line_utilization`;
@@ -24,6 +25,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from placer.aggregated import AggDesign
+from placer.batch_law import batch_law, kv_batch_cap
 from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_kv_items, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share, held_fixed_share
@@ -291,33 +293,6 @@ def _relay_eager(problem: Problem, st: DecodeState, c: Class, hold: float, outpu
     return eager_tokens(hold, output, step), step
 
 
-def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0) -> tuple[list[float], bool]:
-    """The stationary law of the number of requests in a decoder's batch: ``probs[n]``, n = 0 … (at most
-    ``cap``), and whether the decoder cannot keep up even at its cap. Every request in the batch gets one token
-    per step and the step of n requests takes ``step_at(n)``: a processor-sharing queue whose rate depends on
-    its number (a symmetric queue, insensitive to the output lengths' law), so with λ_tok tokens/s to decode,
-    P(n) / P(n − 1) = λ_tok · step(n) / n. A step linear in n (c·n) gives the geometric law of M/G/1-PS
-    (mean ρ / (1 − ρ), ρ = λ_tok·c), a step that does not grow with n the Poisson law of M/G/∞ (mean λ_tok·a);
-    any measured table its own law. ``held``: requests held whatever the step (RLD's relay holds), in the
-    batch on average beside these. Overloaded where λ_tok · step(cap) / cap ≥ 1 (the full batch makes fewer
-    tokens than arrive), or the holds fill the cap."""
-    cap = max(int(cap), 1)
-    if held >= cap:  # the relays it holds fill every slot (a line too slow for them): nothing else decodes
-        return [1.0], True
-    probs, term, total = [1.0], 1.0, 1.0
-    for n in range(1, cap + 1):
-        ratio = tokens_per_s * step_at(n + held) / n
-        term *= ratio
-        if not math.isfinite(term):  # the law's mass runs past any float towards the cap: it cannot keep up
-            return [1.0], True
-        probs.append(term)
-        total += term
-        if ratio < 0.9 and term < 1e-12 * total:
-            break
-    overloaded = tokens_per_s * step_at(cap + held) / cap >= 1.0
-    return [x / total for x in probs], overloaded
-
-
 def _context_spread(st: DecodeState, mean: float) -> float:
     """The standard deviation of one decoding sequence's context over the tokens the pool decodes (the classes'
     contexts and each request's growth; RLD's relay holds not counted: their context is not tracked apart)."""
@@ -349,26 +324,22 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     step(B + 1) read the table once, at B + 1, and on the bench's CPU table (step(1) 7.1 ms, step(2) 17.4 ms,
     step(4) 20 ms) a decoder at 57.6 tokens/s came out at 17.4 ms a token where a decoder stepping through
     that table makes one every 11.7 ms (this law: 11.9; tests/placer/test_decode_batch_law.py). ``step_s`` stays
-    the step at the batch (at least 1) for the TPOT SLA and φ; the KV-wait law holds the batch law's requests."""
+    the step at the batch (at least 1) for the TPOT SLA and φ; the KV-wait law holds the batch law's requests.
+    The law stops where the KV binds (:func:`placer.batch_law.kv_batch_cap`, at the mix the pool holds): a decoder
+    holds no more than its KV and its line waits without slowing the steps (rnd-7-21's MD dc1 MI300X tp4: 107.8
+    free, 104.4 so, the simulator's decoder alone 104.6-105.2)."""
     ctx = (st.context_weighted + st.held_context) / (st.tokens_per_s + st.held) if st.held else (
         st.context_weighted / st.tokens_per_s)
     cap = int(st.im.batch_cap)
     spread = _context_spread(st, ctx)
-    probs, st.overloaded = batch_law(st.tokens_per_s, lambda n: composed_step(st.step_at, n, ctx, spread), cap,
-                                     st.held)
-    if st.overloaded:
-        batch = float(cap)
-    else:
-        batch = sum(n * p for n, p in enumerate(probs)) + st.held
-    st.batch = max(batch, 1.0)
-    st.mean_in_batch, st.context_mean = batch, ctx
-    st.batch_probs, st.context_spread = ([] if st.overloaded else probs), spread
-    st.step_s = st.step_at(st.batch, ctx)
-    # what one token takes on average (Little: the requests decoding ÷ their tokens/s); RLD's relays alone
-    # (no tokens to the end): the step with one more beside the ones it holds
-    decoding = batch - st.held
-    st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
-        composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
+    kv_cap = None
+    for _ in range(4):  # the KV's count cap from the held mix, which the relays' holds move with the step
+        probs, st.overloaded = batch_law(st.tokens_per_s, lambda n: composed_step(st.step_at, n, ctx, spread), cap,
+                                         st.held, kv_cap)
+        _take_law(st, probs, ctx, spread, cap)
+        was, kv_cap = kv_cap, None if st.overloaded else kv_batch_cap(st.im.kv_capacity_tokens, st.kv_load(), st.held)
+        if kv_cap is None or (was is not None and abs(kv_cap - was) < 0.01):
+            break
     # the waiting law: no KV room or a line waiting
     phi = fixed_step_share(st.step_s, st.step_at(st.batch + 1.0, ctx), st.batch)
     named = st.kv_load(by_class=True)
@@ -381,6 +352,20 @@ def _settle_batch(problem: Problem, key: PoolKey, st: DecodeState, notes: list[s
     if st.overloaded or st.step_s > problem.tpot_s * 1.0001:
         notes.append(f"decode pool {_label(key)}: step {st.step_s:.4f} s at batch "
                      f"{st.batch:.0f} exceeds TPOT {problem.tpot_s} s")
+
+
+def _take_law(st: DecodeState, probs: list, ctx: float, spread: float, cap: int) -> None:
+    """The batch, its step and the step a token sees from the batch law ``probs`` (:func:`_settle_batch`)."""
+    batch = float(cap) if st.overloaded else sum(n * p for n, p in enumerate(probs)) + st.held
+    st.batch = max(batch, 1.0)
+    st.mean_in_batch, st.context_mean = batch, ctx
+    st.batch_probs, st.context_spread = ([] if st.overloaded else probs), spread
+    st.step_s = st.step_at(st.batch, ctx)
+    # what one token takes on average (Little: the requests decoding ÷ their tokens/s); RLD's relays alone
+    # (no tokens to the end): the step with one more beside the ones it holds
+    decoding = batch - st.held
+    st.seen_step_s = decoding / st.tokens_per_s if st.tokens_per_s > 0 and not st.overloaded else \
+        composed_step(st.step_at, min(batch + 1.0, float(cap)), ctx, spread)
 
 
 def _averaged_share(st: DecodeState, window_s: float) -> float:
