@@ -40,9 +40,10 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
+from placer.ilp.lagrange import MILP_SHARE, applies, proof_ceiling
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
     ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS,
-    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
+    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SITES_BOUND, SMALL_SEED_SUB_MIPS, TARGET_GAP,
 )
 from placer.ilp.starts import (
     EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _ceiling, _cost,
@@ -209,7 +210,9 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     absolute gap as a cutoff, with restarts (:func:`placer.ilp.highs.solve_mip`): a plan no better than that
     changes no decision, so every pool that cannot beat it is fixed at 0 by its reduced cost and the restarts drop
     it with its flows — the proof is the same (F(λ) ≤ that, the ceiling from it); sixteen-dc's proving MILP
-    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without.
+    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without. With SITES_BOUND (off) such a
+    round's MILP gets MILP_SHARE of the time left and, where it ends there unproven, the sites' Lagrangian bound at λ the
+    rest (:func:`placer.ilp.lagrange.proof_ceiling`: each datacenter's counts whole; 16 × 12's 10.59 -> ~5 at λ*).
 
     ``covers``: the decode covers (C18, :func:`placer.ilp.covers.take_covers`) go into the model for every round from
     a plan, where they cut the proof's root bound; a seed round before them goes without (they slow its search for a
@@ -218,7 +221,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     searches = SMALL_SEED_SUB_MIPS or sum(var.integer for var in model.vars) >= ROUND_FIRST_INTEGERS
     hint, status, last, res = seed_hint, "optimal", None, None
     floor = _goodput_floor(form)
-    done = 0
+    done, bounded, sites = 0, None, SITES_BOUND and prove and applies(form)  # bounded: the λ the sites' bound ran at
     if start is not None:
         lam, hint, last, res, from_above, done = start.lam, start.hint, start.res, start.res, False, start.iterations
     ceiling = upper if upper else math.inf
@@ -244,8 +247,15 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         cutoff = None
         if prove and last is not None and not from_above and hint is not None:
             cutoff = _goodput(form, hint) - lam * _cost(form, hint) + abs_gap
+            limit *= MILP_SHARE if sites and lam != bounded else 1.0  # the rest for the sites' bound (ilp.lagrange)
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
                     restarts=restarts or cutoff is not None, sub_mips=sub_mips or (last is None and searches), cutoff=cutoff)
+        if cutoff is not None and sites and lam != bounded and res.status in (Status.FEASIBLE, Status.NO_SOLUTION):
+            mine = _ceiling(lam, res.bound, least_cost, floor) if res.bound == res.bound else math.inf
+            if (min(ceiling, mine) - lam) / lam > TARGET_GAP:  # its share ended unproven: the sites' bound
+                bounded, ceiling = lam, min(ceiling, proof_ceiling(form, config, lam, hint, least_cost, floor))
+                if began is not None:
+                    _report(config, "sites bound", lam, ceiling, began)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break
