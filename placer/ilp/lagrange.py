@@ -1,7 +1,8 @@
 r"""A Lagrangian bound on F(λ) = max goodput − λ·cost with every site's counts whole (issue 47).
 
 in:  a built :class:`~placer.ilp.formulation.Formulation` (its decode covers, C18, too), λ, a time limit
-out: :func:`site_bound` — an upper bound on F(λ) valid for every plan, or None where it has none in time
+out: :func:`site_bound` — an upper bound on F(λ) valid for every plan, or None where it has none in time;
+     :class:`Beside` — the ratio's ceiling from it, computed in a child beside a proving round's MILP
 
 Why: the LP relaxation buys decoders in fractions (0.01-0.75 of an instance) at every site that prefills, where a plan
 buys whole ones; that is an economic choice, not a capacity limit, so no cut valid for every plan sees it, and the
@@ -31,9 +32,11 @@ them is the bound: on 16 × 12 at λ* 10.59 (the LP's) -> 10.48 at μ_LP, 6.7 af
 from __future__ import annotations
 
 import math
+import multiprocessing
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from placer.ilp.backends import solve
@@ -49,10 +52,9 @@ from placer.ilp.starts import ROUND_FIRST_INTEGERS, _ceiling
 STEPS = 20
 BOX, BOX_MAX, GROW, SHRINK = 0.02, 0.5, 2.0, 0.5
 BOX_FLOOR = 1e-3
-#: The share of the time left a proving round's MILP gets before the bound takes the rest where it ends unproven
-#: (:func:`placer.ilp.dinkelbach._iterate`): the examples' proving MILPs end well within it (sixteen-dc's takes ~5 s);
-#: 16 × 12 at 60 s: 0.5 left the bound 9 s (3 steps, 11.5 % certified), 0.25 13 s (4 steps, 10.5 %).
-MILP_SHARE = 0.25
+#: The share of a proving round's MILP time after which :class:`Beside` starts the sites' bound beside it (a MILP that
+#: proves sooner never starts it: the examples' take a few seconds).
+BESIDE_DELAY = 0.25
 #: A block's MILP gaps (relative; absolute, req/s): the blocks' slack adds up in L.
 BLOCK_GAP = 1e-4
 BLOCK_ABS_GAP = 0.01
@@ -187,12 +189,12 @@ class Bound:
 
 
 def site_bound(form, objective: dict[int, float], time_limit_s: float, plan: list[float] | None = None,
-               steps: int = STEPS, relax: bool = False) -> Bound | None:
+               steps: int = STEPS, relax: bool = False, on_value: Callable[[float], None] | None = None) -> Bound | None:
     """An upper bound on max ``objective`` (goodput − λ·cost) over ``form``'s plans: the least L(μ) over the LP
     relaxation's duals and ``steps`` more multipliers, each the duals of the Dantzig-Wolfe master (every block a convex
     combination of its solutions so far, ``plan`` among them: a plan keeps every dualised row, so the master has one),
     whose value converges to the least L; None where the LP or a block gives nothing within ``time_limit_s``.
-    ``relax``: the blocks as LPs (L(μ_LP) is then the LP bound: a check)."""
+    ``relax``: the blocks as LPs (L(μ_LP) is then the LP bound: a check); ``on_value`` hears each better L."""
     start = time.perf_counter()
     model = form.model
     held = {id(r) for r in model.rows}
@@ -221,6 +223,8 @@ def site_bound(form, objective: dict[int, float], time_limit_s: float, plan: lis
         out.values.append(value)
         if value < out.value:  # a serious step: the box's centre moves there and widens
             out.value, out.steps, center, box = value, step, mus, min(BOX_MAX, GROW * box) if step else BOX
+            if on_value is not None:
+                on_value(value)
         else:
             box *= SHRINK
         master.add(solution)
@@ -328,19 +332,56 @@ def _evaluate(blocks: _Blocks, built: dict, objective: dict[int, float], mus: li
 
 
 def applies(form) -> bool:
-    """Whether a proving round of ``form`` may end in :func:`proof_ceiling`: not a fleet's model (its blocks are not
+    """Whether a proving round of ``form`` may run :class:`Beside`: not a fleet's model (its blocks are not
     mapped here) nor a large one (ROUND_FIRST_INTEGERS: 100 sites × 12 classes' LP with its duals alone ran past
     5 minutes on 2 loaded cores; the local-first plan's path holds there, :mod:`placer.ilp.local_first`)."""
     return not getattr(form, "members", None) and sum(v.integer for v in form.model.vars) < ROUND_FIRST_INTEGERS
 
 
-def proof_ceiling(form, config, lam: float, plan: list[float], least_cost: float, floor: float) -> float:
-    """The ratio's ceiling from :func:`site_bound` at ``lam`` within what is left of ``config``'s budget (the
-    proving round's MILP ended on its share unproven, :func:`placer.ilp.dinkelbach._iterate`); inf without one."""
+class Beside:
+    """:func:`site_bound` at λ in a forked child beside a proving round's MILP (HiGHS holds the GIL: a thread waits),
+    from ``delay_s`` on (a MILP that proves sooner ends it unstarted: the examples' take a few seconds), each better
+    ceiling sent as it comes; :meth:`ceiling` reads the last and ends the child. None of it where no fork may be made."""
+
+    def __init__(self, form, config, lam: float, plan: list[float], least_cost: float, floor: float,
+                 delay_s: float) -> None:
+        self.proc = None
+        if "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
+            return
+        ctx = multiprocessing.get_context("fork")
+        self.recv, send = ctx.Pipe(duplex=False)
+        args = (send, form, config, lam, plan, least_cost, floor, delay_s)
+        self.proc = ctx.Process(target=_beside, args=args, daemon=True)
+        self.proc.start()
+        send.close()
+
+    def ceiling(self, wait_s: float = 0.0) -> float:
+        """The lowest ceiling the child sent (inf without one), after at most ``wait_s`` for it to finish; the child
+        ended."""
+        out = math.inf
+        if self.proc is None:
+            return out
+        self.proc.join(wait_s)
+        try:
+            while self.recv.poll(0):
+                out = min(out, self.recv.recv())
+        except EOFError:
+            pass
+        finally:
+            if self.proc.is_alive():
+                self.proc.kill()
+            self.proc.join()
+            self.recv.close()
+        return out
+
+
+def _beside(send, form, config, lam: float, plan: list[float], least_cost: float, floor: float, delay_s: float) -> None:
+    """:class:`Beside`'s child: wait ``delay_s``, then send each better ceiling."""
+    time.sleep(delay_s)
     if config.left_s() <= 0:
-        return math.inf
+        return
     objective = dict(form.goodput)
     for i, c in form.cost.items():
         objective[i] = objective.get(i, 0.0) - lam * c
-    bound = site_bound(form, objective, config.left_s(), plan=plan)
-    return math.inf if bound is None else _ceiling(lam, bound.value, least_cost, floor)
+    site_bound(form, objective, config.left_s(), plan=plan,
+               on_value=lambda value: send.send(_ceiling(lam, value, least_cost, floor)))
