@@ -3,9 +3,9 @@
 in:  a :class:`~placer.problem.Problem` with many sites and classes, its :class:`~placer.ilp.data.Architecture`,
      the solve's started :class:`~placer.ilp.config.SolveConfig`
 out: :func:`local_plan`: the formulation of the problem without lines (every KV move by RDMA inside its
-     datacenter) and a plan of it (:class:`LocalPlan`: its LP rounded, improved by fix-and-optimise over
-     groups of datacenters (:mod:`placer.ilp.improve`), then by Dinkelbach on the local model in what is
-     left of its share) — or None when it has none in its share of the time;
+     datacenter) and a plan of it (:class:`LocalPlan`: its LP rounded, improved by Dinkelbach on the local
+     model, then by fix-and-optimise over groups of datacenters (:mod:`placer.ilp.improve`) in what is left
+     of its share) — or None when it has none in its share of the time;
      :func:`worth_it`: whether a problem is large enough for it.
 
 Why: at 100 sites × 12 classes the whole model (287 000 columns, 1.5 M non-zeros) takes 20-55 s to build on
@@ -51,9 +51,9 @@ LOCAL_MIN_S = 45.0
 LOCAL_FLOOR_SHARE = 0.8
 #: Seconds of that share left after the rounding below which neither its search nor its Dinkelbach starts.
 IMPROVE_MIN_S = 5.0
-#: Share of what is left after the rounding that the search by groups of datacenters takes (the rest: the
-#: local model's Dinkelbach from its plan, which proves small models' optima).
-SEARCH_SHARE = 0.75
+#: Share of what is left after the rounding that the local model's Dinkelbach takes; the search by groups of
+#: datacenters (:mod:`placer.ilp.improve`) takes the rest where it has not proven its plan.
+DINKELBACH_SHARE = 0.4
 
 
 @dataclass
@@ -99,19 +99,19 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
         return None
     ceiling = capacity_bound(form)  # the local model's pools are the whole model's
     _report(config, "first plan", first.lam, ceiling, began)
-    values, ratio = _searched(form, share, first.hint, first.lam, cheapest, ceiling, config, began)
-    values, ratio = _improved(form, share, values, ratio, ceiling, config, began)
+    dinkelbach = dataclasses.replace(share, deadline=time.monotonic() + DINKELBACH_SHARE * share.left_s())
+    values, ratio, proven = _improved(form, dinkelbach, first.hint, first.lam, ceiling, config, began)
+    if not proven:
+        values, ratio = _searched(form, share, values, ratio, cheapest, ceiling, config, began)
     return LocalPlan(form, values, ratio, ceiling)
 
 
 def _searched(form: Formulation, share: SolveConfig, values: list[float], ratio: float, cheapest: list[float],
               ceiling: float | None, config: SolveConfig, began: float) -> tuple[list[float], float]:
-    """The rounded plan improved by fix-and-optimise over groups of datacenters (:mod:`placer.ilp.improve`, the
-    LP's cost per request as their score) in :data:`SEARCH_SHARE` of what is left of ``share``: 100 sites × 12
-    classes from 197.1 to 238.3 req/s per USD/h in 30 s, where the local model's Dinkelbach stood at 235.3
-    after 100 s (its MILPs stall on the decoders' whole instances). Each better plan reaches
-    ``config.progress`` as a "local milp" with the capacity ceiling."""
-    seconds = SEARCH_SHARE * share.left_s()
+    """The local Dinkelbach's plan improved by fix-and-optimise over groups of datacenters
+    (:mod:`placer.ilp.improve`, the LP's cost per request as their score) in what is left of ``share``.
+    Each better plan reaches ``config.progress`` as a "local milp" with the capacity ceiling."""
+    seconds = share.left_s()
     if seconds < IMPROVE_MIN_S:
         return values, ratio
     cost, good = site_costs(form, cheapest)
@@ -124,13 +124,14 @@ def _searched(form: Formulation, share: SolveConfig, values: list[float], ratio:
 
 
 def _improved(form: Formulation, share: SolveConfig, values: list[float], ratio: float, ceiling: float | None,
-              config: SolveConfig, began: float) -> tuple[list[float], float]:
+              config: SolveConfig, began: float) -> tuple[list[float], float, bool]:
     """Dinkelbach on the local model from its rounded plan, in what is left of ``share``: the rounding
     loses much at scale (100 sites × 12 classes: 195 SLA requests per USD rounded, 236 after ~40 s of
     local MILPs, against the local LP's 287). Its better plans reach ``config.progress`` with the capacity
-    ceiling only: the local model's own bounds are not bounds of the whole problem."""
+    ceiling only: the local model's own bounds are not bounds of the whole problem. Also whether it proved its
+    plan optimal (within its TARGET_GAP) on the local model."""
     if share.left_s() < IMPROVE_MIN_S:
-        return values, ratio
+        return values, ratio, False
 
     def relay(progress) -> None:
         if progress.incumbent is not None and progress.incumbent / 3600 > ratio:
@@ -140,7 +141,7 @@ def _improved(form: Formulation, share: SolveConfig, values: list[float], ratio:
     try:
         better = solve_objective(form, dataclasses.replace(share, progress=relay), feasible_start=start)
     except PlacerError:
-        return values, ratio
+        return values, ratio, False
     if better.ratio > ratio and not form.model.violations(better.values):
-        return better.values, better.ratio
-    return values, ratio
+        return better.values, better.ratio, better.status == "optimal"
+    return values, ratio, better.status == "optimal"

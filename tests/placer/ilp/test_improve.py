@@ -67,7 +67,7 @@ def test_the_local_plan_is_searched_before_its_dinkelbach(monkeypatch):
     Dinkelbach was the rounded LP): the plan is better and every better plan it finds is reported."""
     problem = resolve(parse_scenario(scale_scenario(8, 6, seed=0)))
     monkeypatch.setattr(local_first, "LOCAL_FIRST_SITE_CLASSES", 1)
-    monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio))
+    monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio, False))
     seen = []
     config = SolveConfig(time_limit_s=40, marginals=False, progress=seen.append).started()
     plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
