@@ -24,6 +24,7 @@ from contextlib import contextmanager
 from agreement_routes import INDEPENDENT_PER_RELAXATION, relaxation_s  # a sibling under bench/
 from placer.evaluate import analyze
 from placer.flows import instance
+from placer.load_drift import DriftWait
 from placer.p_queues import mixture_quantile, queue_layout
 from placer.pdd import P
 from placer.queue_laws import new_tokens, p_instance_laws
@@ -118,6 +119,37 @@ def p90_se(law, requests: int, instances: int, span_s: float) -> float:
     return 0.3 / (density * q) / max(independent, 1.0) ** 0.5
 
 
+def _own_law(law, tokens: float):
+    """The wait a class's prompts of ``tokens`` new tokens meet under ``law``: a packed queue's own for that length,
+    and where the trace drifts the instance's load (:class:`placer.load_drift.DriftWait`) the mixture of its
+    points' (:class:`_Mixture`)."""
+    if law is None:
+        return None
+    if isinstance(law, DriftWait):
+        return _Mixture(law.base, tuple((w, _own_law(part, tokens)) for w, part in law.points))
+    return law.for_tokens(tokens) if hasattr(law, "for_tokens") else law
+
+
+class _Mixture:
+    """A wait law mixed over a drifting instance's loads: mean, P(W > t) and quantiles of the mixture; the
+    utilisation and service moments (what :func:`p90_se`'s relaxation reads) its stationary law's."""
+
+    def __init__(self, base, parts):
+        self.base, self.parts = base, parts
+        self.rho, self.mean_s, self.second_moment_s2 = base.rho, base.mean_s, base.second_moment_s2
+        self.mean_wait_s = sum(w * law.mean_wait_s for w, law in parts)
+
+    def prob_exceeds(self, t: float) -> float:
+        return sum(w * law.prob_exceeds(t) for w, law in self.parts)
+
+    def quantile_s(self, q: float) -> float:
+        lo, hi = 0.0, max(law.quantile_s(q) for _, law in self.parts)
+        for _ in range(60):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if self.prob_exceeds(mid) > 1.0 - q else (lo, mid)
+        return hi
+
+
 def queue_rows(problem, plan, sim, sides: dict) -> list[dict]:
     """Per P pool, group of its instances with the same queues and law, and class: ``n`` simulated requests,
     the simulated P side past prefill (``sim_mean_s``, ``sim_p90_s``, the latter's relative standard error
@@ -145,9 +177,7 @@ def queue_rows(problem, plan, sim, sides: dict) -> list[dict]:
             for k, values in sorted(per_class.items()):
                 if k < 0 or len(values) < MIN_REQUESTS:
                     continue
-                own = law
-                if law is not None and hasattr(law, "for_tokens"):
-                    own = law.for_tokens(new_tokens(problem.classes[k]))
+                own = _own_law(law, new_tokens(problem.classes[k]))
                 out.append(dict(pool=pool.label, queues=names, instances=members, cls=problem.classes[k].name,
                                 n=len(values), sim_mean_s=sum(values) / len(values), sim_p90_s=_p90(values),
                                 law_mean_s=own.mean_wait_s if own is not None else float("nan"),

@@ -17,6 +17,7 @@ from collections import defaultdict
 
 from placer.evaluate import analyze
 from placer.flows import Route, instance
+from placer.load_drift import relaxation_s  # noqa: F401 - re-exported: agreement_queues reads it here
 from placer.p_queues import mixture_cdf, mixture_quantile
 from placer.pdd import P_D, P_MD
 from placer.queue_laws import p_instance_laws
@@ -74,14 +75,6 @@ def window_config(config: SimConfig, relax_s: float, rps: float) -> SimConfig:
     warm = min(max(warm, want_warm), cap - measured)
     total = max(int(warm + measured), config.requests)
     return dataclasses.replace(config, requests=total, warmup_fraction=min(warm / total, 0.9))
-
-
-def relaxation_s(rho: float, rate_second_s2: float) -> float:
-    """How long a work-conserving queue takes to forget where it started: 2·λE[S²]/(1 − ρ)², the relaxation
-    time of its work's reflected Brownian motion (drift −(1 − ρ), variance λE[S²] a second; Abate and Whitt,
-    *Transient behavior of regulated Brownian motion*, 1987) — 4·E[W]/(1 − ρ) for an M/G/1 queue, and the same
-    for a processor-sharing line, whose work is a FCFS queue's. ∞ at or past saturation."""
-    return 2.0 * rate_second_s2 / (1.0 - rho) ** 2 if rho < 1.0 else math.inf
 
 
 def _queue_relaxations(problem, plan) -> dict:

@@ -5,7 +5,8 @@ in:  a :class:`~placer.problem.Problem` and a :class:`~placer.plan.Plan` with ``
      :mod:`placer.evaluate`)
 out: :func:`p_queue_laws` (each P queue alone on its ``queue_instances``: the planning rule
      `validate` checks), :func:`p_instance_laws` (the queues laid on the instances, one
-     first-come-first-served queue each: the prediction `evaluate` makes),
+     first-come-first-served queue each: the prediction `evaluate` makes; on a trace problem an instance whose
+     load the trace drifts over windows longer than its queue forgets, a :class:`~placer.load_drift.DriftWait`),
      :func:`a_queue_laws` and :func:`agg_prefill_shares` (A pools' prefill budget);
      :func:`first_token_by_length` (a flow's TTFT law length by length, where its class's prompts spread);
      :func:`tail_notes` (requests whose prefill alone outlasts the TTFT SLA, and why).
@@ -29,12 +30,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from placer.aggregated import AggDesign, agg_prefill_time_share, at_batch, served_wait_law
+from placer.load_drift import WINDOW_RELAXATIONS, DriftWait, drift_points, relaxation_s
 from placer.p_queues import instance_arrival_cv2, packed_wait_law, queue_layout
 from placer.pdd import AGG, P
 from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
 from placer.queueing import WaitModel, lognormal_bands, lognormal_points, spread_prompt
-from placer.ttft_tail import LengthMixTail, TtftTail
+from placer.ttft_tail import LengthMixTail, SplitTail, TtftTail
+from placer.workload.trace_load import classed_arrivals
 
 if TYPE_CHECKING:
     from placer.decode_state import DecodeState
@@ -89,6 +92,8 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
     send it (random splits of Poisson streams stay Poisson), and its law is
     :func:`placer.p_queues.packed_wait_law` of that mix on one instance; instances a queue owns
     alone give its own law. Without queue figures a pool is one queue over its instances.
+    A trace problem's instance whose load the trace drifts (its classes come in runs: :mod:`placer.load_drift`)
+    waits by the mixture of its law at the windows' loads (:func:`_drifted`); the MILP prices the stationary law.
     This is the prediction (`analyze`); `validate` checks the plan by the planning rule,
     :func:`p_queue_laws`."""
     classes = {c.name: c for c in problem.classes}
@@ -96,6 +101,11 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
     for a in plan.assignments:
         if a.role == P and a.rps > 0 and a.key in models:
             by_pool[a.key].append(a)
+    class_rps: dict[str, float] = defaultdict(float)
+    for rows in by_pool.values():
+        for a in rows:
+            class_rps[a.request_class] += a.rps
+    arrivals = classed_arrivals(problem, frozenset(a.request_class for a in plan.assignments if a.rps > 0))
     out: dict[tuple, list[InstanceWait]] = {}
     for key, rows in by_pool.items():
         count, im = counts[key], models[key]
@@ -114,15 +124,71 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
                 load[i].extend(class_items(a.rps * w, c, im))
                 if a.dst and a.dst != a.datacenter:
                     crossing[i][a.dst] += a.rps * w
+        routed: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # instance → class → req/s
+        for a in rows:
+            for i, w in layout[a.queue or ""]:
+                routed[i][a.request_class] += a.rps * w / served
         waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
         for i, items in load.items():
             total = sum(it[0] for it in items)
             if tuple(items) not in laws:
-                laws[tuple(items)] = packed_wait_law(items, served, im, _cv2(problem, items, served))
+                law = packed_wait_law(items, served, im, _cv2(problem, items, served))
+                laws[tuple(items)] = _drifted(problem, law, items, served, im, routed[i], arrivals, class_rps)
             waits[i] = (laws[tuple(items)], {d: r / total for d, r in crossing[i].items()})
         for q, parts in layout.items():
             out[(*key, q)] = [InstanceWait(w, *waits[i]) for i, w in parts]
     return out
+
+
+def _drifted(problem: Problem, law: WaitModel, items: list, served: float, im, routed: dict[str, float],
+             arrivals: tuple, class_rps: dict[str, float]) -> WaitModel:
+    """``law`` of one P instance, or, where the problem's trace drifts the instance's load over windows longer
+    than its queue forgets (:func:`placer.load_drift.drift_points`: the plan's share of each class at the instance,
+    ``routed`` req/s over the class's P req/s ``class_rps``, applied to the trace's requests classed as the router
+    classes them, ``arrivals``), a :class:`~placer.load_drift.DriftWait`: the law with each drift point's, the
+    instance's items at that point's load factor."""
+    if not arrivals or not 0.0 < law.rho < 1.0 or law.mean_s <= 0.0:
+        return law
+    shares = {name: rps / class_rps[name] for name, rps in routed.items() if class_rps.get(name, 0.0) > 0.0}
+    try:  # the same instance's load under the same trace, shares and arrivals: its answer kept (evaluate runs often)
+        key = (id(arrivals), tuple(items), served, im, tuple(sorted(shares.items())), problem.arrival_cv2,
+               problem.arrival_rps)
+        hash(key)
+    except TypeError:  # an instance model holding unhashable data (a measured table): computed each time
+        key = None
+    if key is not None and key in _DRIFTED:
+        return _DRIFTED[key][1]
+    prefill: dict[tuple[int, float], float] = {}
+    stream = []
+    for t, name, n_in, hit in arrivals:
+        p = shares.get(name)
+        if p:
+            s = prefill.get((n_in, hit))
+            if s is None:
+                s = prefill[(n_in, hit)] = im.prefill_s(n_in, hit)
+            stream.append((t, p, s))
+    relax = relaxation_s(law.rho, law.rho / law.mean_s * law.second_moment_s2)
+    points = drift_points(stream, relax)
+    out = law
+    if len(points) > 1:
+        laws = []
+        for weight, factor in points:
+            scaled = [(it[0] * factor, *it[1:]) for it in items]
+            laws.append((weight, packed_wait_law(scaled, served, im, _cv2(problem, scaled, served))))
+        # quasi-static only where each point's queue forgets within a window too (its relaxation grows as
+        # 1/(1 − ρ)²): a busier window's queue does not settle at that load, and this law does not say what it meets
+        if all(relaxation_s(w.rho, w.rho / w.mean_s * w.second_moment_s2) <= WINDOW_RELAXATIONS * relax
+               for _, w in laws if w.mean_s > 0):
+            out = DriftWait(law, tuple(laws))
+    if key is not None:
+        if len(_DRIFTED) >= 512:
+            _DRIFTED.clear()
+        _DRIFTED[key] = (arrivals, out)  # the arrivals held: their id stays theirs while the entry lives
+    return out
+
+
+#: :func:`_drifted`'s answers, keyed by what they are a function of.
+_DRIFTED: dict[tuple, tuple] = {}
 
 
 def class_items(rps: float, c: Class, im) -> list[tuple[float, float, float, float]]:
@@ -150,6 +216,10 @@ def first_token_by_length(route: Route, wait: WaitModel, utilization: float, lin
     length across the band) — :class:`~placer.ttft_tail.LengthMixTail`, each at its length's own P-queue wait
     (:func:`_own_wait`: a packed queue's short prompts ride queued forwards, its long ones seldom). The
     deterministic part stays the class's mean length's."""
+    if isinstance(wait, DriftWait):  # the trace drifts the instance's load: the mixture over its loads
+        det = first_token_by_length(route, wait.base, utilization, line_share, line_residual_s)[0]
+        return det, SplitTail(tuple((w, first_token_by_length(route, law, utilization, line_share, line_residual_s)[1])
+                                    for w, law in wait.points))
     det, tail = route.first_token_law(_own_wait(wait, new_tokens(route.cls)), utilization, line_share,
                                       line_residual_s, packed=True)
     cv2 = route.cls.new_tokens_cv2

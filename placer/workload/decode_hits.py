@@ -34,7 +34,7 @@ import dataclasses
 import math
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from placer.prefix import cached_tokens, leading_blocks
 from placer.workload.fit import class_distance
@@ -109,19 +109,11 @@ def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, d
     ``classes``: objects with ``name``, ``hit_rate``, ``input_tokens``, ``output_tokens``; only those in
     ``shares`` (the classes a plan serves) take requests. Records without ``hash_ids`` are skipped."""
     served = [c for c in classes if shares.get(c.name)]
-    centers = [(c.hit_rate, math.log(max(c.input_tokens, 1)), math.log(max(c.output_tokens, 1))) for c in served]
     rng = random.Random(seed)
-    p_store: set = set()
     stores: dict[str, set] = {d: set() for split in shares.values() for d in split}
     out: dict[tuple[str, str], DecodeHits] = defaultdict(DecodeHits)
-    for rec in records:
-        ids = rec.hash_ids
-        if ids is None or not served:
-            continue
-        n_in = rec.input_tokens
-        p_hit = cached_tokens(leading_blocks(ids, p_store), n_in, BLOCK_TOKENS)
-        seen = (p_hit / n_in, math.log(max(n_in, 1)), math.log(max(rec.output_tokens, 1)))
-        k = min(range(len(served)), key=lambda j: class_distance(centers[j], seen))
+    for rec, k, p_hit in classed_records(records, served, hashed_only=True):
+        ids, n_in = rec.hash_ids, rec.input_tokens
         name = served[k].name
         dst = _draw(shares[name], rng.random())
         for d, store in stores.items():
@@ -134,9 +126,30 @@ def routed_decode_hits(records: Iterable, classes: Sequence, shares: dict[str, d
                 row.input_tokens += n_in
                 row.p_hit_tokens += p_hit
                 row.decode_hit_tokens += held
-        p_store.update(ids)
         stores[dst].update(ids)
     return dict(out)
+
+
+def classed_records(records: Iterable, classes: Sequence, hashed_only: bool = False) -> Iterator[tuple]:
+    """(record, index in ``classes``, tokens P's prefix store holds of its prompt) of each trace record, classed as
+    the simulator's router classes it: the nearest class by its hit in one unbounded store (P's; a record without
+    ``hash_ids`` by its own ``hit_rate``, or skipped with ``hashed_only``), then its lengths
+    (:func:`placer.workload.fit.class_distance`); its prompt's blocks then enter the store."""
+    if not classes:
+        return
+    centers = [(c.hit_rate, math.log(max(c.input_tokens, 1)), math.log(max(c.output_tokens, 1))) for c in classes]
+    p_store: set = set()
+    for rec in records:
+        ids, n_in = rec.hash_ids, rec.input_tokens
+        if ids is None:
+            if hashed_only:
+                continue
+            p_hit = round(rec.hit_rate * n_in)
+        else:
+            p_hit = cached_tokens(leading_blocks(ids, p_store), n_in, BLOCK_TOKENS)
+            p_store.update(ids)
+        seen = (p_hit / n_in, math.log(max(n_in, 1)), math.log(max(rec.output_tokens, 1)))
+        yield rec, min(range(len(classes)), key=lambda j: class_distance(centers[j], seen)), p_hit
 
 
 def _draw(split: dict[str, float], u: float) -> str:
