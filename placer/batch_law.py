@@ -13,7 +13,8 @@ one below C and geometric of ratio λ_tok·step(C)/C beyond (the waiting request
 steps the tokens see are then those of batches no larger than C: fewer than the free law's upper tail, so by
 Little a token takes less, the stays are shorter and the KV held (λ × output × that step) is less — what
 :func:`placer.kv_wait.kv_wait_law` then prices the line from. rnd-7-21's re-solved decoders alone in the
-simulator (``placer.sim.decode.DecodeInstance`` fed their planned classes, 200,000 s, two seeds; /tmp/h24 alone.py):
+simulator (``placer.sim.decode.DecodeInstance`` fed their planned classes, 200,000 s, two seeds; a one-decoder
+harness as tests/placer/test_batch_law_kv_cap.py drives one):
 MD dc1 MI300X tp4 lived a batch of 105.2 / 104.6 where the free law says 107.8 and this 104.4; dc3 Gaudi3 tp4
 68.4 (30,000 s, two seeds) where 71.0 and 68.1; dc3 Gaudi3 tp2 28.5 where 30.7 and 29.4.
 
