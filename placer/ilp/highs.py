@@ -269,4 +269,3 @@ def _dual_bound(result) -> float:
     if result.termination.HasField("objective_bounds"):
         return result.termination.objective_bounds.dual_bound
     return result.solve_stats.best_dual_bound
-
