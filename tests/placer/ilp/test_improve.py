@@ -62,9 +62,10 @@ def test_the_rounded_plan_gets_better_and_keeps_every_row(eight_sites):
     assert form.model.violations(values) == []
 
 
-def test_the_local_plan_is_searched_before_its_dinkelbach(monkeypatch):
-    """local_first hands its rounded plan to the search first (before, the plan without the local model's
-    Dinkelbach was the rounded LP): the plan is better and every better plan it finds is reported."""
+def test_the_local_plan_is_searched_where_its_dinkelbach_did_not_prove_it(monkeypatch):
+    """local_first hands the plan its local Dinkelbach leaves unproven (here: that Dinkelbach a no-op, so the
+    rounded LP) to the search by groups of datacenters: the plan is better and every better plan it finds is
+    reported."""
     problem = resolve(parse_scenario(scale_scenario(8, 6, seed=0)))
     monkeypatch.setattr(local_first, "LOCAL_FIRST_SITE_CLASSES", 1)
     monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio, False))
