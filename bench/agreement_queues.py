@@ -21,10 +21,10 @@ import dataclasses
 from collections import defaultdict
 from contextlib import contextmanager
 
-from agreement_routes import INDEPENDENT_PER_RELAXATION, relaxation_s  # a sibling under bench/
+from agreement_routes import INDEPENDENT_PER_RELAXATION  # a sibling under bench/
 from placer.evaluate import analyze
 from placer.flows import instance
-from placer.load_drift import DriftWait
+from placer.load_drift import DriftWait, relaxation_s
 from placer.p_queues import mixture_quantile, queue_layout
 from placer.pdd import P
 from placer.queue_laws import new_tokens, p_instance_laws

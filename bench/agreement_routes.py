@@ -17,7 +17,7 @@ from collections import defaultdict
 
 from placer.evaluate import analyze
 from placer.flows import Route, instance
-from placer.load_drift import relaxation_s  # noqa: F401 - re-exported: agreement_queues reads it here
+from placer.load_drift import relaxation_s
 from placer.p_queues import mixture_cdf, mixture_quantile
 from placer.pdd import P_D, P_MD
 from placer.queue_laws import p_instance_laws

@@ -101,11 +101,10 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
     for a in plan.assignments:
         if a.role == P and a.rps > 0 and a.key in models:
             by_pool[a.key].append(a)
-    class_rps: dict[str, float] = defaultdict(float)
-    for rows in by_pool.values():
-        for a in rows:
-            class_rps[a.request_class] += a.rps
     arrivals = classed_arrivals(problem, frozenset(a.request_class for a in plan.assignments if a.rps > 0))
+    class_rps: dict[str, float] = defaultdict(float)  # what each class's P req/s the trace's drift is shared by
+    for a in (a for rows in by_pool.values() for a in rows) if arrivals else ():
+        class_rps[a.request_class] += a.rps
     out: dict[tuple, list[InstanceWait]] = {}
     for key, rows in by_pool.items():
         count, im = counts[key], models[key]
@@ -118,16 +117,14 @@ def p_instance_laws(problem: Problem, plan: Plan, counts: dict, models: dict) ->
             served = 1.0
         load: dict[int, list] = defaultdict(list)  # instance → (req/s, prefill s, new tokens, prompt tokens)
         crossing: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        routed: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # instance → class → req/s
         for a in rows:
             c = classes[a.request_class]
             for i, w in layout[a.queue or ""]:
                 load[i].extend(class_items(a.rps * w, c, im))
+                routed[i][a.request_class] += a.rps * w / served
                 if a.dst and a.dst != a.datacenter:
                     crossing[i][a.dst] += a.rps * w
-        routed: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))  # instance → class → req/s
-        for a in rows:
-            for i, w in layout[a.queue or ""]:
-                routed[i][a.request_class] += a.rps * w / served
         waits, laws = {}, {}  # instances a queue owns alone carry the same load: one law for them all
         for i, items in load.items():
             total = sum(it[0] for it in items)
