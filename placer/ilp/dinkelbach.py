@@ -40,10 +40,9 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
-from placer.ilp.lagrange import BESIDE_DELAY, Beside, applies
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
     ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS,
-    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SITES_BOUND, SMALL_SEED_SUB_MIPS, TARGET_GAP,
+    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
 )
 from placer.ilp.starts import (
     EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _ceiling, _cost,
@@ -210,9 +209,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     absolute gap as a cutoff, with restarts (:func:`placer.ilp.highs.solve_mip`): a plan no better than that
     changes no decision, so every pool that cannot beat it is fixed at 0 by its reduced cost and the restarts drop
     it with its flows — the proof is the same (F(λ) ≤ that, the ceiling from it); sixteen-dc's proving MILP
-    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without. With SITES_BOUND such a
-    round runs the sites' Lagrangian bound at λ beside its MILP, in a child from BESIDE_DELAY of its time on
-    (:class:`placer.ilp.lagrange.Beside`: each datacenter's counts whole; 16 × 12's 10.59 -> ~5 at λ*).
+    19 s -> 6.5 s on 2 loaded cores. The restricted rounds, which must search, go without.
 
     ``covers``: the decode covers (C18, :func:`placer.ilp.covers.take_covers`) go into the model for every round from
     a plan, where they cut the proof's root bound; a seed round before them goes without (they slow its search for a
@@ -221,7 +218,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     searches = SMALL_SEED_SUB_MIPS or sum(var.integer for var in model.vars) >= ROUND_FIRST_INTEGERS
     hint, status, last, res = seed_hint, "optimal", None, None
     floor = _goodput_floor(form)
-    done, bounded, sites = 0, None, SITES_BOUND and prove and applies(form)  # bounded: the λ the sites' bound ran at
+    done = 0
     if start is not None:
         lam, hint, last, res, from_above, done = start.lam, start.hint, start.res, start.res, False, start.iterations
     ceiling = upper if upper else math.inf
@@ -247,15 +244,8 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         cutoff = None
         if prove and last is not None and not from_above and hint is not None:
             cutoff = _goodput(form, hint) - lam * _cost(form, hint) + abs_gap
-        beside = Beside(form, config, lam, hint, least_cost, floor, BESIDE_DELAY * limit) \
-            if cutoff is not None and sites and lam != bounded else None  # the sites' bound (ilp.lagrange) beside it
         res = solve(model, config.backend, limit, hint=hint, mip_gap=gap_rel, abs_gap=abs_gap,
                     restarts=restarts or cutoff is not None, sub_mips=sub_mips or (last is None and searches), cutoff=cutoff)
-        if beside is not None:
-            bounded, sited = lam, beside.ceiling()
-            if sited < ceiling and res.status is not Status.OPTIMAL and began is not None:
-                _report(config, "sites bound", lam, sited, began)
-            ceiling = min(ceiling, sited)
         if last is not None and res.status is Status.NO_SOLUTION:
             status, res = "feasible", last  # out of time before this MILP found a plan: keep the last one
             break

@@ -167,17 +167,6 @@ def solve_lp(model: LinearModel, time_limit_s: float) -> SolveResult:
     (:data:`placer.ilp.backends.LP_METHOD`): on the three examples' least-cost relaxations the same values to the
     last digit, sixteen-dc's 1.39 -> 0.92 s, and pywraplp (40-110 ms to import) is no longer loaded to plan. Only
     an optimal LP is a solution (its least cost bounds every plan's): a stop short of it is NO_SOLUTION."""
-    return _solve_lp(model, time_limit_s, False)[0]
-
-
-def solve_lp_duals(model: LinearModel, time_limit_s: float) -> tuple[SolveResult, list[float]]:
-    """:func:`solve_lp` with the rows' dual values (row j's at j; MathOpt's sign: the objective's coefficients are
-    Σ_rows dual·a + the reduced costs, so a binding ≤ row of a maximisation has a dual ≥ 0); no duals (an empty
-    list) without an optimal solution. :mod:`placer.ilp.lagrange` prices the rows it dualises by them."""
-    return _solve_lp(model, time_limit_s, True)
-
-
-def _solve_lp(model: LinearModel, time_limit_s: float, duals: bool) -> tuple[SolveResult, list[float]]:
     from ortools.math_opt import model_parameters_pb2, parameters_pb2
 
     start = time.perf_counter()
@@ -189,21 +178,15 @@ def _solve_lp(model: LinearModel, time_limit_s: float, duals: bool) -> tuple[Sol
     except Exception as err:  # noqa: BLE001 - as solve_mip's
         if not _solver_error(err):
             raise
-        return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs"), []
+        return SolveResult(Status.ERROR, [], math.nan, math.nan, time.perf_counter() - start, "ortools-highs")
     seconds = time.perf_counter() - start
     status, primal = _status(result) if result is not None else (Status.NO_SOLUTION, None)
     if status is Status.FEASIBLE:
         status = Status.NO_SOLUTION
     if not status.has_solution:
-        return SolveResult(status, [], math.nan, math.nan, seconds, "ortools-highs"), []
+        return SolveResult(status, [], math.nan, math.nan, seconds, "ortools-highs")
     value = primal.objective_value
-    rows = []
-    if duals and result.solutions[0].HasField("dual_solution"):
-        rows = [0.0] * len(model.rows)
-        dual = result.solutions[0].dual_solution.dual_values
-        for j, y in zip(dual.ids, dual.values):
-            rows[j] = y
-    return SolveResult(status, _values(primal, len(model.vars)), value, value, seconds, "ortools-highs"), rows
+    return SolveResult(status, _values(primal, len(model.vars)), value, value, seconds, "ortools-highs")
 
 
 def _core_solve(proto, left_s: float, params: dict, model_params):

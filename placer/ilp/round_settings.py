@@ -59,11 +59,3 @@ ROUND_HINT = True
 # 6.3 s; 14.3 s with the covers, 17.8 s with the sub-MIPs (its root's RINS/RENS searched ~14 s in vain), so
 # none within 20 s on 2 loaded cores. pdd-two-dc's seed 0.76-1.14 s without them against 1.31-1.34 s, the same plan.
 SMALL_SEED_SUB_MIPS = False
-# Whether a proving round's MILP (``prove``, from a plan) has the sites' Lagrangian bound computed beside it, in a child
-# from ``lagrange.BESIDE_DELAY`` of its time on (:class:`placer.ilp.lagrange.Beside`). Off: the bound is valid and cuts
-# 16 sites × 12 classes' root bound at λ* from 10.59 (the LP's) to ~4.8 in 15 steps (~3.8 in 25), but the proof needs
-# 0.96, which the MILP given the time reaches and the bound does not, and the child takes the second core. 16 × 12, one
-# run each on 2 loaded cores (bench_scale's optimize call): at 60 s a certified gap of 12.07 % off, 11.1 % beside (9.08 %
-# with the MILP cut to a quarter of the time and the bound after it); at 180 s 0.90 % off (proven at 168.6 s), 8.75 %
-# beside (its searching rounds ended at 273.0, not 283.6), 3.42 % after a quarter-time MILP.
-SITES_BOUND = False
