@@ -30,6 +30,7 @@ from collections import Counter, defaultdict
 from placer.ilp.backends import solve
 from placer.ilp.formulation import Formulation
 from placer.ilp.model import LinearModel, Var
+from placer.ilp.starts import _cost, _goodput
 
 #: Datacenters freed per step.
 GROUP_SITES = 8
@@ -108,8 +109,8 @@ def _rows_of(model: LinearModel) -> dict[int, list[int]]:
 
 
 def _ratio(form: Formulation, values: list[float]) -> float:
-    cost = sum(c * values[i] for i, c in form.cost.items())
-    return sum(c * values[i] for i, c in form.goodput.items()) / cost if cost > 0 else 0.0
+    cost = _cost(form, values)
+    return _goodput(form, values) / cost if cost > 0 else 0.0
 
 
 def site_costs(form: Formulation, values: list[float]) -> tuple[dict[str, float], dict[str, float]]:
