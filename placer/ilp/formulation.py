@@ -97,7 +97,7 @@ Variables
   line's side, joined by (C17).
 * z[k,q] ≥ 0 (req/s): class-k requests decoded by decode pool q (RLD: z[k,pipe,d,q]).
 
-Constraints (each cited in the code as (C0)…(C18))
+Constraints (each cited in the code as (C0)…(C19))
 -----------
 (C1) demand      Σ_{f∈F_k} x_f = s_k · G                         ∀k
 (C2) load        f_min·arrival ≤ G ≤ arrival (bcr, max-goodput; f_min = options.
@@ -138,6 +138,9 @@ Constraints (each cited in the code as (C0)…(C18))
 (C16) A memory   Σ_{f: p(f)=a} (ttft[f]·I_k + O_k·t_a·(I_k + O_k/2))·kv · x_f ≤ κ_a · K_a · c_{a,t}
 (C17) relay balance Σ_p r[k,p] = Σ_d y[k,s→d]  for each class k and datacenter s (p at s)
 (C18) decode cover  Σ_q R_q n_q ≥ D per decode shape and its integer roundings (implied by whole n_q; placer.ilp.covers)
+(C19) local decoder the share of chip c's inventory in d busy prefilling requests decoded in d by role r
+                 ≤ Σ_{q of role r in d} n_q, and a line's busy share (C8) ≤ the MD and D instances at its end
+                 (implied by whole n_q; placer.ilp.local_decoders)
 Rows implied by another are left out: (C4) where every flow's staged KV takes a smaller share of
 the instance's memory than its prefill of the instance's time (so (C3) binds first; 685 of 704
 queues on sixteen-dc), (C7) where the design batch of the pool's heaviest request still fits its
@@ -169,6 +172,7 @@ from placer.ilp.config import check_build_deadline, checked
 from placer.ilp.covers import decode_covers
 from placer.ilp.data import Architecture, DecodeDesign, Flow, Pool, Prepared, add_whole_sets, pdd_architecture, prepare
 from placer.ilp.decode_rows import GB, add_decode
+from placer.ilp.local_decoders import local_decoders as local_decoder_rows
 from placer.ilp.model import LinearModel
 from placer.perfmodel import InstanceModel
 from placer.problem import Datacenter, Problem
@@ -198,6 +202,10 @@ class Formulation:
     prefill_s: dict[tuple[int, Pool], float] = field(default_factory=dict)  # pre[k,p]
     columns: Columns = field(default_factory=Columns)  # every flow's column(s) (placer.ilp.columns)
     covers: list = field(default_factory=list)  # (C18) rows not yet in the model (placer.ilp.covers.take_covers)
+    local: list = field(default_factory=list)  # (C19) likewise (placer.ilp.local_decoders.take_local_decoders)
+    #: the least-cost LP's solution without (C19) where its LP kept them (placer.ilp.local_decoders.in_least_cost):
+    #: what a first plan is rounded from (placer.ilp.starts._rounded_start)
+    plain_lp: list[float] | None = None
 
     def rates(self, values: list[float]) -> dict[Flow, float]:
         """req/s on each flow of a solution (:meth:`placer.ilp.columns.Columns.rates`)."""
@@ -364,12 +372,13 @@ def _add_budget(m: LinearModel, problem: Problem, cost: dict[int, float]) -> Non
 
 
 def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_relays: bool = True,
-          covers: bool = True) -> Formulation:
+          covers: bool = True, local_decoders: bool = True) -> Formulation:
     """Build the MILP for ``arch``: the data, then the variables and each family of rows in
     turn; the objective coefficients are set by the caller. ``split_relays``: relayed flows split
     at RLD where exact (:mod:`placer.ilp.columns`); False gives every flow its own column (the
     same optimum, a larger model: for comparison); ``covers``: the decode cover rows (C18,
-    :mod:`placer.ilp.covers`; False: the same optimum, a weaker relaxation)."""
+    :mod:`placer.ilp.covers`; False: the same optimum, a weaker relaxation); ``local_decoders``: (C19) likewise
+    (:mod:`placer.ilp.local_decoders`)."""
     data = prepare(problem, arch)
     m = LinearModel()
     n, tier = _add_counts(m, data)
@@ -398,12 +407,14 @@ def build(problem: Problem, arch: Architecture, objective: str = "bcr", split_re
     if arch.enforce_sla:
         _add_sla(m, data, cols, g)
     _bound_load(m, problem, g, objective)
-    # (C18) kept aside: Dinkelbach's rounds on the whole model take them (placer.ilp.covers)
+    # (C18) and (C19) kept aside: Dinkelbach's rounds on the whole model take them (placer.ilp.covers,
+    # placer.ilp.local_decoders; the latter after the link rows they read)
     aside = decode_covers(m, data, load.z, n, g, [c.share for c in problem.classes]) if covers else []
+    local = local_decoder_rows(m, problem, data, cols, n) if local_decoders else []
 
     goodput = {cols.p_side(f): 1.0 - data.late[f] for f in checked(data.flows)}
     cost = {var: instance(problem, key.chip, key.tp).price_usd_per_h for key, var in n.items()}
     if objective == "max-goodput" and problem.options.budget_usd_per_h is not None:
         _add_budget(m, problem, cost)
     return Formulation(problem, arch, m, data.pools, n, tier, data.flows, cols.x, load.z, g, goodput, cost,
-                       data.instances, data.ttft, data.notes, data.decode, data.prefill, cols, aside)
+                       data.instances, data.ttft, data.notes, data.decode, data.prefill, cols, aside, local)

@@ -87,8 +87,8 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
     share = dataclasses.replace(config, deadline=time.monotonic() + seconds, progress=None)
     local = dataclasses.replace(problem, links={}, line_capacity={})
     try:
-        with building_within(share):
-            form = build(local, arch, "bcr")
+        with building_within(share):  # no (C19): this LP is rounded, and from theirs 100 x 12 rounded to no plan
+            form = build(local, arch, "bcr", local_decoders=False)
         bound, _, cheapest = _lp_ratio_bound(form, share)
         if bound is None or not cheapest:
             return None

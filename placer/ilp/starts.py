@@ -26,6 +26,7 @@ from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import Progress, SolveConfig
 from placer.ilp.diagnose import diagnose
 from placer.ilp.formulation import Formulation
+from placer.ilp.local_decoders import in_least_cost
 from placer.ilp.rounding import rounded_plan
 from placer.pdd import P
 
@@ -115,12 +116,14 @@ def _report(config: SolveConfig, phase: str, ratio: float | None, ceiling: float
 def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float], upper: float | None,
                    began: float, share: float = ROUND_SHARE) -> _Dinkelbach | None:
     """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
-    start from below (None when rounding finds none), within ``share`` of what is left."""
+    start from below (None when rounding finds none), within ``share`` of what is left; the LP's without the local
+    decoder rows where its LP had them (``form.plain_lp``)."""
     limit = share * config.left_s()
     if limit <= 0:
         return None
     site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
-    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, limit, site_of)
+    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, form.plain_lp or cheapest, limit,
+                          site_of)
     if values is None:
         return None
     good, cost = _goodput(form, values), _cost(form, values)
@@ -155,7 +158,8 @@ def _feasible_start(form: Formulation, values_by_name: dict[str, float]) -> _Din
     return _Dinkelbach(good / cost, values, res, "optimal", math.inf, 0)
 
 
-def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | None, float, list[float] | None]:
+def _lp_ratio_bound(form: Formulation, config: SolveConfig,
+                    covers: bool = False) -> tuple[float | None, float, list[float] | None]:
     """An upper bound on goodput/cost — the most load any plan may serve (G's upper bound: goodput
     counts each served request at most once) over the LP relaxation's least cost — and that least
     cost (0 when unknown), and the least-cost LP solution; None: the relaxation is infeasible. The
@@ -163,14 +167,27 @@ def _lp_ratio_bound(form: Formulation, config: SolveConfig) -> tuple[float | Non
 
     One LP, not two: the LP relaxation's most goodput was the other half of this bound before; it
     equals G's upper bound on eight-dc and sixteen-dc (94 % of it on pdd-two-dc), and the bound
-    only places λ0 above the optimum (the first MILP seeds λ; exactness comes after it)."""
+    only places λ0 above the optimum (the first MILP seeds λ; exactness comes after it).
+
+    The local decoder rows (C19, :mod:`placer.ilp.local_decoders`: every plan keeps them) go in where they matter
+    (:func:`placer.ilp.local_decoders.in_least_cost`): then its least cost is a plan's that pays for a decoder where
+    it prefills, and so are the sites the restricted seed starts from — on 16 sites × 12 classes a first plan at
+    269.7-277.7 req/USD and 285.0 by 12 s, where without them the seed's sites gave 243.4 and the searching rounds
+    reached 285.0 at 34 s; the bound 332.1 -> 322.1. ``covers``: the decode covers (C18) too, for a bound only
+    (they move the cheapest sites away from a good seed: sixteen-dc 944 against 997 req/USD,
+    :func:`placer.ilp.covers.take_covers`) — and, on a model of ``local_decoders.ALL_ROWS_INTEGERS`` or more, the
+    local decoder rows, which are otherwise left out of its least-cost LP; 100 sites × 12 classes: 288.8 -> 279.2
+    req/USD with both."""
     m = form.model.relaxed()
+    if covers:
+        m.rows.extend(form.covers)
     m.maximize, m.objective = False, dict(form.cost)
     # a large model's LP is the first plan's source (its rounding): it may take half the budget, not 30 s
     # (100 sites × 12 classes: the LP did not finish in 30 s, so no bound and no rounding)
     large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
     limit = max(LP_LIMIT_S, 0.5 * _left_s(config)) if large else LP_LIMIT_S
-    cheapest = solve(m, "ortools", min(limit, _left_s(config)))
+    cheapest = in_least_cost(form, m, lambda: solve(m, "ortools", min(limit, _left_s(config))),
+                             lambda res: _cost(form, res.values), bound_only=covers)
     if cheapest.status is Status.INFEASIBLE:
         return None, 0.0, None
     if not cheapest.status.has_solution:
@@ -284,7 +301,7 @@ def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
         served = problem.options.min_served_fraction * problem.arrival_rps
         upper, least_cost = min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
     try:
-        bound, lp_cost, _ = _lp_ratio_bound(form, config)
+        bound, lp_cost, _ = _lp_ratio_bound(form, config, covers=True)
     except SolveTimeoutError:
         return upper, least_cost
     if not bound:
