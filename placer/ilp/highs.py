@@ -152,13 +152,29 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
         values = [float(round(h)) if v.integer else float(h) for v, h in zip(model.vars, hint)]
         return SolveResult(Status.OPTIMAL, values, sum(c * values[i] for i, c in model.objective.items()), cutoff,
                            seconds, "ortools-highs")
+    sign = -1.0 if cutoff is not None and model.maximize else 1.0  # _cut_off turned a maximisation around
+    if cutoff is not None and hint is not None and status is Status.NO_SOLUTION:
+        return _out_of_time(model, hint, cutoff, sign * _dual_bound(result), seconds)
     if not status.has_solution:
         return SolveResult(status, [], math.nan, math.nan, seconds, "ortools-highs")
-    sign = -1.0 if cutoff is not None and model.maximize else 1.0  # _cut_off turned a maximisation around
     objective, bound = sign * primal.objective_value, sign * _dual_bound(result)
     if cutoff is not None:  # what the cutoff pruned is proven no better than it (HiGHS reports only the rest)
         bound = max(bound, cutoff) if model.maximize else min(bound, cutoff)
     return SolveResult(status, _values(primal, len(model.vars)), objective, bound, seconds, "ortools-highs")
+
+
+def _out_of_time(model: LinearModel, hint: list[float], cutoff: float, dual: float, seconds: float) -> SolveResult:
+    """A round with a cutoff that a limit stopped before it found a plan beating it: HiGHS drops a hint that does not
+    beat its objective bound, so it has no plan, but its dual bound (where it has one) bounds every plan that beats the
+    cutoff, and the hint (the last plan) stands — FEASIBLE with the bound max(dual, cutoff), so the ceiling it proves
+    reaches the caller (100 sites × 12 classes and 16 × 12 under a short limit lost it: NO_SOLUTION, no bound); no
+    finite bound: NO_SOLUTION as before."""
+    if not math.isfinite(dual):
+        return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, seconds, "ortools-highs")
+    values = [float(round(h)) if v.integer else float(h) for v, h in zip(model.vars, hint)]
+    bound = max(dual, cutoff) if model.maximize else min(dual, cutoff)
+    return SolveResult(Status.FEASIBLE, values, sum(c * values[i] for i, c in model.objective.items()), bound, seconds,
+                       "ortools-highs")
 
 
 def solve_lp(model: LinearModel, time_limit_s: float) -> SolveResult:

@@ -50,3 +50,18 @@ def test_the_gap_proven_with_the_cutoff_holds_against_brute_force(seed, monkeypa
     assert any(c is not None for c in cutoffs), f"no round proved with a cutoff: {cutoffs}"
     assert outcome.mip_gap <= TARGET_GAP
     assert brute * (1 - outcome.mip_gap) * (1 - 1e-6) <= outcome.ratio <= brute * (1 + 1e-6)
+
+
+def test_a_cutoff_round_stopped_by_its_limit_keeps_the_plan_and_its_bound():
+    """HiGHS drops a hint that does not beat the cutoff, so a limit leaves it with no plan of its own: the last plan
+    stands, with HiGHS's proven bound (never below the cutoff) — not NO_SOLUTION and the bound lost; without a finite
+    bound there is nothing to keep."""
+    from placer.ilp.highs import _out_of_time
+
+    m = knapsack()
+    hint = [2.0, 1.0, 2.5]
+    kept = _out_of_time(m, hint, 11.5, 14.0, 1.0)
+    assert kept.status is Status.FEASIBLE and kept.values == [2.0, 1.0, 2.5] and m.violations(kept.values) == []
+    assert kept.objective == pytest.approx(m.objective_value(kept.values)) and kept.bound == 14.0
+    assert _out_of_time(m, hint, 11.5, 9.0, 1.0).bound == 11.5  # what the cutoff pruned is bounded by it
+    assert _out_of_time(m, hint, 11.5, float("inf"), 1.0).status is Status.NO_SOLUTION
