@@ -89,11 +89,18 @@ def test_a_fleet_keeps_the_rows_in_its_least_cost_lp_and_an_example_drops_them()
 
 
 def test_a_proving_round_takes_the_rows_its_lp_breaks():
+    """Kept by the least-cost LP, the rows go into a proving round's model where its LP at λ breaks them; a solve
+    from a plan or a ratio, which no least-cost LP judged, goes without them under 1,000 integer columns."""
+    from placer.ilp.config import SolveConfig
     from placer.ilp.local_decoders import take_local_decoders
+    from placer.ilp.starts import _lp_ratio_bound
 
     problem = _fleet()
+    unjudged = build(problem, pdd_architecture(problem))
+    assert unjudged.local and take_local_decoders(unjudged, 60) == 0 and unjudged.local == []
     form = build(problem, pdd_architecture(problem))
     take_covers(form)
+    _lp_ratio_bound(form, SolveConfig(marginals=False).started())
     before = len(form.local)
     lam = 288.0 / 3600
     m = form.model
