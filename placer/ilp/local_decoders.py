@@ -36,19 +36,22 @@ sites moved: pdd-two-dc's solve 0.36 -> 1.13 s, sixteen-dc's 7.4 -> 12.3 s):
 * a model under ``round_settings.CUTOFF_INTEGERS`` integer columns gets none: its MILPs prove exactly in well under
   a second, their root bound is not what they wait on;
 * from :data:`ALL_ROWS_INTEGERS` up (100 sites × 12 classes) every row is in every proving round, and in the
-  least-cost LP where it gives the bound of a plan in hand (``bound_only``: 288.8 -> 279.2 req/USD, one LP of 29 ->
-  38 s, none to spare for a second) — not where its solution is rounded to a first plan: from the least-cost LP
-  with them, 100 × 12's no-lines model rounded to no plan in 21 s (197.1 req/USD in 2.7 s without), and 32 × 12's
-  whole model to none (185.3 without): a first plan is rounded from the LP without them (``Formulation.plain_lp``);
+  least-cost LP only where it gives the bound of a plan in hand (``bound_only``: 288.8 -> 279.2 req/USD, one LP of
+  29 -> 38 s, none to spare for a second);
 * in between, :func:`in_least_cost`: the least-cost LP is solved as before; only where the rows it breaks are short
   of a whole decoder or more in all (:data:`SHORT_DECODERS`) is it solved again with them, and they stay only where
   they raise its least cost by TARGET_GAP (1 %) or more — else what they change is within what the proof must
   certify anyway. With them in, the least cost rises pdd-two-dc 0.31 % (under CUTOFF_INTEGERS), eight-dc 0.03 %,
   sixteen-dc 0.06 % (both short of under half a decoder: not solved again); 8 × 6 4.8 %, 16 × 12 3.1 %, 32 × 12
-  3.1 % (kept). Kept, they are in
-  that LP (the seed's sites and the bound) and the proving rounds take those their LP at λ breaks
-  (:func:`take_local_decoders`, up to :data:`SEPARATION_ROUNDS` LPs: 16 × 12 19 rows, F 8.90 -> 6.44, as with all
-  100).
+  3.1 % (kept). Kept, they are in that LP (the seed's sites and the bound), and the proving rounds take those their
+  LP at λ breaks (:func:`take_local_decoders`, up to :data:`SEPARATION_ROUNDS` LPs: 16 × 12 19 rows, F 8.90 -> 6.44,
+  as with all 100);
+* a solve from a plan or a ratio, which runs no least-cost LP to judge them, goes without them under
+  :data:`ALL_ROWS_INTEGERS` (:func:`take_local_decoders`).
+
+A first plan is rounded from the least-cost LP without them (``Formulation.plain_lp``; the no-lines model of
+:mod:`placer.ilp.local_first` is built without them): from the LP with them 100 × 12's no-lines model rounded to no
+plan in 21 s (197.1 req/USD in 2.7 s without), and 32 × 12's whole model to none (185.3 without).
 """
 
 from __future__ import annotations
