@@ -206,7 +206,6 @@ class Formulation:
     #: the least-cost LP's solution without (C19) where its LP kept them (placer.ilp.local_decoders.in_least_cost):
     #: what a first plan is rounded from (placer.ilp.starts._rounded_start)
     plain_lp: list[float] | None = None
-    judged: bool = False  # whether a least-cost LP kept or dropped (C19) (placer.ilp.local_decoders.in_least_cost)
 
     def rates(self, values: list[float]) -> dict[Flow, float]:
         """req/s on each flow of a solution (:meth:`placer.ilp.columns.Columns.rates`)."""

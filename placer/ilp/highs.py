@@ -149,9 +149,7 @@ def solve_mip(model: LinearModel, time_limit_s: float, hint: list[float] | None,
         return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, seconds, "ortools-highs")
     status, primal = _status(result)
     if cutoff is not None and hint is not None and status is Status.INFEASIBLE:  # nothing beats the cutoff
-        values = [float(round(h)) if v.integer else float(h) for v, h in zip(model.vars, hint)]
-        return SolveResult(Status.OPTIMAL, values, sum(c * values[i] for i, c in model.objective.items()), cutoff,
-                           seconds, "ortools-highs")
+        return _the_hint(model, hint, Status.OPTIMAL, cutoff, seconds)
     sign = -1.0 if cutoff is not None and model.maximize else 1.0  # _cut_off turned a maximisation around
     if cutoff is not None and hint is not None and status is Status.NO_SOLUTION:
         known = result.termination.HasField("objective_bounds")  # no field: no bound proven (never its default 0)
@@ -172,10 +170,13 @@ def _out_of_time(model: LinearModel, hint: list[float], cutoff: float, dual: flo
     reported where the round had proven 7.4 %); no finite bound: NO_SOLUTION as before."""
     if not math.isfinite(dual):
         return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, seconds, "ortools-highs")
+    return _the_hint(model, hint, Status.FEASIBLE, max(dual, cutoff) if model.maximize else min(dual, cutoff), seconds)
+
+
+def _the_hint(model: LinearModel, hint: list[float], status: Status, bound: float, seconds: float) -> SolveResult:
+    """The hint (the last plan, its counts rounded as HiGHS took them) as the result, with ``bound``."""
     values = [float(round(h)) if v.integer else float(h) for v, h in zip(model.vars, hint)]
-    bound = max(dual, cutoff) if model.maximize else min(dual, cutoff)
-    return SolveResult(Status.FEASIBLE, values, sum(c * values[i] for i, c in model.objective.items()), bound, seconds,
-                       "ortools-highs")
+    return SolveResult(status, values, model.objective_value(values), bound, seconds, "ortools-highs")
 
 
 def solve_lp(model: LinearModel, time_limit_s: float) -> SolveResult:

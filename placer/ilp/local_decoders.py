@@ -47,7 +47,7 @@ sites moved: pdd-two-dc's solve 0.36 -> 1.13 s, sixteen-dc's 7.4 -> 12.3 s):
   LP at λ breaks (:func:`take_local_decoders`, up to :data:`SEPARATION_ROUNDS` LPs: 16 × 12 19 rows, F 8.90 -> 6.44,
   as with all 100);
 * a solve from a plan or a ratio, which runs no least-cost LP to judge them, goes without them under
-  :data:`ALL_ROWS_INTEGERS` (:func:`take_local_decoders`).
+  :data:`ALL_ROWS_INTEGERS` (:func:`unjudged`).
 
 A first plan is rounded from the least-cost LP without them (``Formulation.plain_lp``; the no-lines model of
 :mod:`placer.ilp.local_first` is built without them): from the LP with them 100 × 12's no-lines model rounded to no
@@ -60,6 +60,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from placer.ilp.backends import solve
 from placer.ilp.columns import Columns
 from placer.ilp.data import Prepared
 from placer.ilp.model import LinearModel, Row
@@ -128,13 +129,7 @@ def take_local_decoders(form: Formulation, limit_s: float) -> int:
     """Put into ``form.model`` the (C19) rows of ``form.local`` its LP relaxation at the model's objective breaks (up
     to :data:`SEPARATION_ROUNDS` LPs, each within ``limit_s``), every one on a model of :data:`ALL_ROWS_INTEGERS`
     integer columns or more; returns how many. Rows not taken stay aside for a later round, unless the last LP broke
-    none of them (then they are dropped: one LP, not one a round, where they cut nothing). A solve that starts from a
-    plan or a ratio (a marginal value's re-solve, a replanning job) runs no least-cost LP (:func:`in_least_cost`) to
-    judge them, and under :data:`ALL_ROWS_INTEGERS` goes without: sixteen-dc's two marginal-value re-solves took
-    20.3 -> 26.2 s with every row their LP broke, 22.6 s judged by that LP as the least-cost one is (eight-dc's 2.6 ->
-    3.4 s)."""
-    from placer.ilp.backends import solve
-
+    none of them (then they are dropped: one LP, not one a round, where they cut nothing)."""
     m = form.model
     if not form.local:
         return 0
@@ -142,9 +137,6 @@ def take_local_decoders(form: Formulation, limit_s: float) -> int:
         taken, form.local = form.local, []
         m.rows.extend(taken)
         return len(taken)
-    if not form.judged:  # a solve from a plan or a ratio: no least-cost LP judged them (see the docstring)
-        form.local = []
-        return 0
     count = 0
     for _ in range(SEPARATION_ROUNDS):
         res = solve(m.relaxed(), "ortools", limit_s)
@@ -166,7 +158,6 @@ def in_least_cost(form: Formulation, relaxed: LinearModel, solve_lp: Callable, c
     docstring says where); ``cost(result)`` its plan's USD/h. Sets ``form.local`` to the rows kept (none: dropped).
     ``bound_only``: the LP gives a bound, not the solution a first plan is rounded from."""
     integers = sum(var.integer for var in form.model.vars)
-    form.judged = True
     if integers < CUTOFF_INTEGERS:
         form.local = []
     if not form.local:
@@ -187,3 +178,12 @@ def in_least_cost(form: Formulation, relaxed: LinearModel, solve_lp: Callable, c
         return without
     form.plain_lp = without.values  # a first plan is rounded from it (32 x 12: 185.3 req/USD; from theirs, none)
     return with_rows
+
+
+def unjudged(form: Formulation) -> None:
+    """A solve that starts from a plan or a ratio (a marginal value's re-solve, a replanning job) runs no least-cost LP
+    (:func:`in_least_cost`) to judge the rows by: under :data:`ALL_ROWS_INTEGERS` it goes without them (sixteen-dc's two
+    marginal-value re-solves took 20.3 -> 26.2 s with every row their LP broke, 22.6 s judged by that LP as the
+    least-cost one is; eight-dc's 2.6 -> 3.4 s)."""
+    if sum(var.integer for var in form.model.vars) < ALL_ROWS_INTEGERS:
+        form.local = []

@@ -26,7 +26,7 @@ from placer.ilp.backends import SolveResult, Status, solve
 from placer.ilp.config import Progress, SolveConfig
 from placer.ilp.diagnose import diagnose
 from placer.ilp.formulation import Formulation
-from placer.ilp.local_decoders import in_least_cost
+from placer.ilp.local_decoders import in_least_cost, unjudged
 from placer.ilp.rounding import rounded_plan
 from placer.pdd import P
 
@@ -283,6 +283,7 @@ def _first_ratio(form: Formulation, warm_ratio: float | None,
     relaxation's least cost (or, with a warm start, one P and one decode instance).
     """
     if warm_ratio is not None and warm_ratio > 0:
+        unjudged(form)  # no least-cost LP to judge the local decoder rows (C19) by
         return warm_ratio, True, _min_cost(form), None
     bound, least_cost, cheapest = _lp_ratio_bound(form, config)
     if bound is None:

@@ -93,11 +93,13 @@ def test_a_proving_round_takes_the_rows_its_lp_breaks():
     from a plan or a ratio, which no least-cost LP judged, goes without them under 1,000 integer columns."""
     from placer.ilp.config import SolveConfig
     from placer.ilp.local_decoders import take_local_decoders
-    from placer.ilp.starts import _lp_ratio_bound
+    from placer.ilp.starts import _first_ratio, _lp_ratio_bound
 
     problem = _fleet()
-    unjudged = build(problem, pdd_architecture(problem))
-    assert unjudged.local and take_local_decoders(unjudged, 60) == 0 and unjudged.local == []
+    warm = build(problem, pdd_architecture(problem))
+    assert warm.local
+    _first_ratio(warm, 280.0 / 3600, SolveConfig(marginals=False).started())  # a solve from a ratio
+    assert warm.local == [] and take_local_decoders(warm, 60) == 0
     form = build(problem, pdd_architecture(problem))
     take_covers(form)
     _lp_ratio_bound(form, SolveConfig(marginals=False).started())
