@@ -38,7 +38,7 @@ MAX_TIME_LIMIT_S = 86_400.0
 class Progress:
     """Where a solve stands: its best plan's ratio (or objective), the proven bound, their gap, seconds so far."""
 
-    phase: str  # "first plan", "local milp" (placer.ilp.local_first), "lp bound", "milp"
+    phase: str  # "first plan", "local milp" (placer.ilp.local_first), "lp bound", "milp", "search" (a fleet beyond proof)
     incumbent: float | None  # best plan so far (bcr: SLA requests per USD), None before any
     bound: float | None  # proven ceiling on it (same unit), None when unknown
     gap: float  # (bound - incumbent) / incumbent; inf without both

@@ -22,6 +22,8 @@ certified gap, where the first MILP used to end without a plan (exit 4). Smaller
 seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's starting plan
 (:data:`ROUND_HINT`); the others round only when the restricted seed MILP ends without a plan. A restricted
 round that ends on its time share unproven runs once more on the sites the LP opens at its ratio (:func:`_resited`).
+A plan in hand on a model beyond proof (:data:`PROOF_NONZEROS`: 100 sites × 12 classes) gets no MILP on the whole
+model; the time left goes to the search by groups of datacenters (:func:`_searched_only`).
 ``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
 The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`,
@@ -40,10 +42,11 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
+from placer.ilp.improve import improve
 from placer.ilp.local_decoders import take_local_decoders
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
-    ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS,
-    RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
+    ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE,
+    RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
 )
 from placer.ilp.starts import (
     EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _ceiling, _cost,
@@ -130,6 +133,8 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     if seed is not None and large:  # a plan in hand (e.g. the local one, placer.ilp.local_first): its gap
         upper, least_cost = _bound_beside(form, config, upper, least_cost)
     _report(config, "lp bound", seed.lam if seed else None, upper, start)
+    if seed is not None and large and _beyond_proof(form):
+        return _searched_only(form, config, seed, upper, start)
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
     # a small model the restricted seed leaves whole: its seed MILP starts from the LP rounded (see ROUND_HINT)
     rounded = None
@@ -281,6 +286,34 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             break  # the plan's ratio is proven within TARGET_GAP of the optimum
     gap = max(0.0, (ceiling - lam) / lam) if lam > 0 else math.inf
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
+
+
+def _beyond_proof(form: Formulation) -> bool:
+    """Whether the whole model's proving MILP, with the rows its rounds add, has :data:`PROOF_NONZEROS` or more."""
+    rows = form.model.rows + form.covers + form.local
+    return sum(len(row.coeffs) for row in rows) >= PROOF_NONZEROS
+
+
+def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
+                   began: float) -> Outcome:
+    """A plan in hand on a model beyond proof (:func:`_beyond_proof`): what is left of the budget goes to the search by
+    groups of datacenters on the whole model (:func:`placer.ilp.improve.improve`: its lines' flows are free columns
+    there, where the local plan had none), each better plan reported as a "search"; the gap is the LP's (``upper``).
+    No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
+    the search in 150 s, where the proving round ended at its limit with nothing)."""
+
+    def relay(ratio: float) -> None:
+        _report(config, "search", ratio, upper, began)
+
+    values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
+    gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
+    backend = seed.res.backend if ratio <= seed.lam else SEARCH_BACKENDS.get(config.backend, "ortools-highs")
+    return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,
+                   backend, seed.iterations, ratio)
+
+
+#: The solver that :func:`_searched_only`'s plans come from (its sub-MILPs), by the backend asked for.
+SEARCH_BACKENDS = {"pulp": "pulp-cbc", "ortools-scip": "ortools-scip"}
 
 
 def _restricts(form: Formulation, cheapest: list[float]) -> bool:

@@ -59,3 +59,10 @@ ROUND_HINT = True
 # 6.3 s; 14.3 s with the covers, 17.8 s with the sub-MIPs (its root's RINS/RENS searched ~14 s in vain), so
 # none within 20 s on 2 loaded cores. pdd-two-dc's seed 0.76-1.14 s without them against 1.31-1.34 s, the same plan.
 SMALL_SEED_SUB_MIPS = False
+# Non-zeros (with the rows the proving rounds add: C18, C19) from which a model solved from a plan in hand gets no
+# proving MILP on the whole model: HiGHS's MIP presolve does not check its time limit, and it took 60 s on 64 sites ×
+# 12 classes (1.02 M) and had not ended at 300 s on 100 × 12 (1.75 M: the guard ended it at the limit, no bound, no
+# plan); with presolve off its root LP took 39 s by interior point and 200 s of cuts moved its bound on F(λ) at
+# 1.02 × the plan's ratio from 37.1 to 36.6 req/s (the proof needs 0). The time left goes to the search by groups of
+# datacenters on the whole model instead (:mod:`placer.ilp.improve`, lines included), the LP's bound the certificate.
+PROOF_NONZEROS = 1_400_000

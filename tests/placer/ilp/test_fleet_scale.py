@@ -7,7 +7,7 @@ import pytest
 from bench.scale_scenarios import scale_scenario
 from placer import optimize as optimize_module
 from placer.errors import SolveTimeoutError
-from placer.ilp import backends, guard, local_first
+from placer.ilp import backends, dinkelbach, guard, local_first
 from placer.ilp.backends import SolveResult, Status
 from placer.ilp.config import SolveConfig
 from placer.ilp.dinkelbach import solve_objective
@@ -108,4 +108,36 @@ def test_the_local_plan_stands_when_the_whole_model_runs_out_of_time(six_sites, 
     plan = optimize(six_sites, SolveConfig(marginals=False))
     assert plan.solver.status == "feasible" and 0 <= plan.solver.mip_gap < float("inf")
     assert plan.metrics.bcr_requests_per_usd > 0
+    assert validate(six_sites, plan) == []
+
+
+def test_a_fleet_beyond_proof_spends_its_time_searching_not_in_a_whole_model_milp(six_sites, monkeypatch):
+    """100 sites × 12 classes spent 200 of its 300 s in a proving MILP whose presolve never ended (no bound, no
+    better plan, the limit overrun by the guard's grace); a model of PROOF_NONZEROS or more gives that time to the
+    search by groups of datacenters on the whole model, its gap the LP's bound. Here the thresholds are lowered so
+    that six sites' whole model takes that path (its model without lines, smaller, still gets its MILPs)."""
+    monkeypatch.setattr(local_first, "LOCAL_FIRST_SITE_CLASSES", 1)
+    monkeypatch.setattr(dinkelbach, "ROUND_FIRST_INTEGERS", 1)
+    form = build(six_sites, pdd_architecture(six_sites), "bcr")
+    whole = len(form.model.vars)
+    monkeypatch.setattr(dinkelbach, "PROOF_NONZEROS", sum(len(r.coeffs) for r in form.model.rows + form.covers))
+    sizes, real = [], dinkelbach.solve
+
+    def recorded(model, *args, **kwargs):
+        sizes.append(len(model.vars))
+        return real(model, *args, **kwargs)
+
+    monkeypatch.setattr(dinkelbach, "solve", recorded)
+    seen = []
+    plan = optimize(six_sites, SolveConfig(marginals=False, time_limit_s=60, progress=seen.append))
+    assert sizes and whole not in sizes  # the local model's Dinkelbach ran, no MILP on the whole model did
+    phases = [p.phase for p in seen]
+    bound_at = phases.index("lp bound")
+    assert "milp" not in phases[bound_at:]
+    local_best = max(p.incumbent for p in seen[:bound_at])
+    bound = seen[bound_at].bound
+    best = max([local_best] + [p.incumbent for p in seen[bound_at:] if p.phase == "search"])
+    assert best >= local_best and bound > best
+    assert plan.solver.status == "feasible"
+    assert plan.solver.mip_gap == pytest.approx((bound - best) / best, rel=1e-6)
     assert validate(six_sites, plan) == []
