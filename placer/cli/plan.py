@@ -153,7 +153,7 @@ def optimize(
     if plan.solver.status == "feasible":  # out of time: the best plan found, and how far from the optimum it may be
         gap = plan.solver.mip_gap
         err.print(f"best plan found within the time limit: at most {100 * gap:.2f} % below the optimum (the solver's "
-                  "proven bound); --time-limit longer to close the gap" if gap < float("inf")
+                  "proven bound); a longer --time-limit may narrow it" if gap < float("inf")
                   else "best plan found within the time limit (no proven bound); --time-limit longer may do better",
                   highlight=False, markup=False, soft_wrap=True)
     if json_out:

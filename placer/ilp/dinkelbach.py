@@ -288,17 +288,22 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
 
 
+def _proof_nonzeros(form: Formulation) -> int:
+    """The non-zeros of the whole model's proving MILP, with the rows its rounds add (C18, C19)."""
+    return sum(len(row.coeffs) for row in form.model.rows + form.covers + form.local)
+
+
 def _beyond_proof(form: Formulation) -> bool:
-    """Whether the whole model's proving MILP, with the rows its rounds add, has :data:`PROOF_NONZEROS` or more."""
-    rows = form.model.rows + form.covers + form.local
-    return sum(len(row.coeffs) for row in rows) >= PROOF_NONZEROS
+    """Whether the whole model's proving MILP has :data:`PROOF_NONZEROS` non-zeros or more."""
+    return _proof_nonzeros(form) >= PROOF_NONZEROS
 
 
 def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
                    began: float) -> Outcome:
     """A plan in hand on a model beyond proof (:func:`_beyond_proof`): what is left of the budget goes to the search by
     groups of datacenters on the whole model (:func:`placer.ilp.improve.improve`: its lines' flows are free columns
-    there, where the local plan had none), each better plan reported as a "search"; the gap is the LP's (``upper``).
+    there, where the local plan had none), each better plan reported as a "search"; the gap is the LP's (``upper``),
+    and a note on the plan says so.
     No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
     the search in 150 s, where the proving round ended at its limit with nothing)."""
 
@@ -306,6 +311,9 @@ def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, up
         _report(config, "search", ratio, upper, began)
 
     values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
+    form.notes.append(f"the whole model ({_proof_nonzeros(form) / 1e6:.2f} M non-zeros) is beyond proof in a time "
+                      "limit: its gap is the LP relaxation's bound, which a longer --time-limit does not lower (the "
+                      "time after that bound went to the search by groups of datacenters)")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
     backend = seed.res.backend if ratio <= seed.lam else SEARCH_BACKENDS.get(config.backend, "ortools-highs")
     return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,
