@@ -311,9 +311,9 @@ def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, up
         _report(config, "search", ratio, upper, began)
 
     values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
-    form.notes.append(f"the whole model ({_proof_nonzeros(form) / 1e6:.2f} M non-zeros) is beyond proof in a time "
-                      "limit: its gap is the LP relaxation's bound, which a longer --time-limit does not lower (the "
-                      "time after that bound went to the search by groups of datacenters)")
+    form.notes.append(f"the whole model ({_proof_nonzeros(form) / 1e6:.2f} M non-zeros) is too large to prove: its "
+                      "gap is measured against the LP relaxation's bound, which a longer --time-limit does not lower; "
+                      "the time after that bound went to the search by groups of datacenters")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
     backend = seed.res.backend if ratio <= seed.lam else SEARCH_BACKENDS.get(config.backend, "ortools-highs")
     return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,
