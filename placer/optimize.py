@@ -100,7 +100,7 @@ def extract(form: Formulation, outcome: Outcome, objective: str) -> Plan:
 def model_size(form: Formulation) -> dict[str, int]:
     """The MILP's size as the plan's solver object reports it (additive keys): columns, integer columns, rows."""
     m = form.model
-    return {"columns": len(m.vars), "integer_columns": sum(v.integer for v in m.vars), "rows": len(m.rows)}
+    return {"columns": len(m.vars), "integer_columns": m.integer_columns(), "rows": len(m.rows)}
 
 
 def profile_notes(problem: Problem, pools: list[PoolOut]) -> list[str]:

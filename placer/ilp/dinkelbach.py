@@ -129,12 +129,12 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
         warm_ratio = seed.lam
     lam, from_above, least_cost, cheapest = _first_ratio(form, warm_ratio, config)
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
-    large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
+    large = form.model.integer_columns() >= ROUND_FIRST_INTEGERS
     if seed is not None and large:  # a plan in hand (e.g. the local one, placer.ilp.local_first): its gap
         upper, least_cost = _bound_beside(form, config, upper, least_cost)
     _report(config, "lp bound", seed.lam if seed else None, upper, start)
-    if seed is not None and large and _beyond_proof(form):
-        return _searched_only(form, config, seed, upper, start)
+    if seed is not None and large and (nonzeros := form.model.nonzeros(form.covers + form.local)) >= PROOF_NONZEROS:
+        return _searched_only(form, config, seed, upper, start, nonzeros)  # beyond proof: no MILP on the whole model
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
     # a small model the restricted seed leaves whole: its seed MILP starts from the LP rounded (see ROUND_HINT)
     rounded = None
@@ -157,7 +157,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
             seed = _resited(form, config, mip_gap, seed, least_cost)
     # a plan from outside the MILPs (a caller's, the LP rounded) is where HiGHS's sub-MIPs still find better ones
     searched = seed is None or seed.res.backend not in (START_BACKEND, ROUNDING_BACKEND)
-    large_enough = sum(var.integer for var in form.model.vars) >= CUTOFF_INTEGERS
+    large_enough = form.model.integer_columns() >= CUTOFF_INTEGERS
     try:
         state = _iterate(form, config, mip_gap, lam, from_above, least_cost, upper, start=seed, restarts=restarts,
                          began=start, sub_mips=not searched, seed_hint=seed_hint, prove=large_enough, covers=True)
@@ -223,7 +223,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     take the local decoder rows (C19) their LP relaxation breaks (:func:`placer.ilp.local_decoders.take_local_decoders`):
     16 sites × 12 classes' proving MILP 41 -> 23-28 s."""
     model = form.model
-    searches = SMALL_SEED_SUB_MIPS or sum(var.integer for var in model.vars) >= ROUND_FIRST_INTEGERS
+    searches = SMALL_SEED_SUB_MIPS or model.integer_columns() >= ROUND_FIRST_INTEGERS
     hint, status, last, res = seed_hint, "optimal", None, None
     floor = _goodput_floor(form)
     done = 0
@@ -288,19 +288,10 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
 
 
-def _proof_nonzeros(form: Formulation) -> int:
-    """The non-zeros of the whole model's proving MILP, with the rows its rounds add (C18, C19)."""
-    return sum(len(row.coeffs) for row in form.model.rows + form.covers + form.local)
-
-
-def _beyond_proof(form: Formulation) -> bool:
-    """Whether the whole model's proving MILP has :data:`PROOF_NONZEROS` non-zeros or more."""
-    return _proof_nonzeros(form) >= PROOF_NONZEROS
-
-
 def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
-                   began: float) -> Outcome:
-    """A plan in hand on a model beyond proof (:func:`_beyond_proof`): what is left of the budget goes to the search by
+                   began: float, nonzeros: int) -> Outcome:
+    """A plan in hand on a model beyond proof (its proving MILP, with the rows its rounds add, of ``nonzeros`` at
+    least :data:`PROOF_NONZEROS`): what is left of the budget goes to the search by
     groups of datacenters on the whole model (:func:`placer.ilp.improve.improve`: its lines' flows are free columns
     there, where the local plan had none), each better plan reported as a "search"; the gap is the LP's (``upper``),
     and a note on the plan says so.
@@ -311,7 +302,7 @@ def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, up
         _report(config, "search", ratio, upper, began)
 
     values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
-    form.notes.append(f"the whole model ({_proof_nonzeros(form) / 1e6:.2f} M non-zeros) is too large to prove: its "
+    form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its "
                       "gap is measured against the LP relaxation's bound, which a longer --time-limit does not lower; "
                       "the time after that bound went to the search by groups of datacenters")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf

@@ -40,14 +40,13 @@ def _child(send, fn: Callable, model: LinearModel, time_limit_s: float, args: tu
         send.close()
 
 
-def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, *rest, nonzeros: int | None = None):
+def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, *rest):
     """``fn(model, backend, time_limit_s, *rest)``, ended at ``time_limit_s`` (+ :data:`GRACE_S`) when the
     model is large: a NO_SOLUTION :class:`~placer.ilp.backends.SolveResult` then, as the solver's own limit
     would give."""
     from placer.ilp.backends import SolveResult, Status
 
-    size = nonzeros if nonzeros is not None else sum(len(row.coeffs) for row in model.rows)
-    if (size < GUARD_NONZEROS or "fork" not in multiprocessing.get_all_start_methods()
+    if (model.nonzeros() < GUARD_NONZEROS or "fork" not in multiprocessing.get_all_start_methods()
             or multiprocessing.current_process().daemon):  # a daemonic worker may not have children
         return fn(model, backend, time_limit_s, *rest)
     start = time.perf_counter()

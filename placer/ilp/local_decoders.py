@@ -133,7 +133,7 @@ def take_local_decoders(form: Formulation, limit_s: float) -> int:
     m = form.model
     if not form.local:
         return 0
-    if sum(var.integer for var in m.vars) >= ALL_ROWS_INTEGERS:
+    if m.integer_columns() >= ALL_ROWS_INTEGERS:
         taken, form.local = form.local, []
         m.rows.extend(taken)
         return len(taken)
@@ -157,7 +157,7 @@ def in_least_cost(form: Formulation, relaxed: LinearModel, solve_lp: Callable, c
     """The least-cost LP relaxation ``relaxed`` solved by ``solve_lp()`` with (C19) where they matter (the module's
     docstring says where); ``cost(result)`` its plan's USD/h. Sets ``form.local`` to the rows kept (none: dropped).
     ``bound_only``: the LP gives a bound, not the solution a first plan is rounded from."""
-    integers = sum(var.integer for var in form.model.vars)
+    integers = form.model.integer_columns()
     if integers < CUTOFF_INTEGERS:
         form.local = []
     if not form.local:
@@ -185,5 +185,5 @@ def unjudged(form: Formulation) -> None:
     (:func:`in_least_cost`) to judge the rows by: under :data:`ALL_ROWS_INTEGERS` it goes without them (sixteen-dc's two
     marginal-value re-solves took 20.3 -> 26.2 s with every row their LP broke, 22.6 s judged by that LP as the
     least-cost one is; eight-dc's 2.6 -> 3.4 s)."""
-    if sum(var.integer for var in form.model.vars) < ALL_ROWS_INTEGERS:
+    if form.model.integer_columns() < ALL_ROWS_INTEGERS:
         form.local = []

@@ -8,6 +8,7 @@ out: a :class:`LinearModel` that any backend (OR-Tools, PuLP) can solve, so both
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 Expr = dict[int, float]  # variable index -> coefficient
@@ -86,6 +87,14 @@ class LinearModel:
             _by_name=dict(self._by_name),
         )
         return copy
+
+    def integer_columns(self) -> int:
+        """How many columns are integer (the size the solve's switches are set by)."""
+        return sum(v.integer for v in self.vars)
+
+    def nonzeros(self, extra: Iterable[Row] = ()) -> int:
+        """The coefficients of its rows, and of ``extra`` rows (e.g. rows kept aside to add later)."""
+        return sum(len(row.coeffs) for row in (*self.rows, *extra))
 
     def objective_value(self, values: list[float]) -> float:
         return sum(c * values[i] for i, c in self.objective.items())

@@ -184,7 +184,7 @@ def _lp_ratio_bound(form: Formulation, config: SolveConfig,
     m.maximize, m.objective = False, dict(form.cost)
     # a large model's LP is the first plan's source (its rounding): it may take half the budget, not 30 s
     # (100 sites × 12 classes: the LP did not finish in 30 s, so no bound and no rounding)
-    large = sum(var.integer for var in form.model.vars) >= ROUND_FIRST_INTEGERS
+    large = form.model.integer_columns() >= ROUND_FIRST_INTEGERS
     limit = max(LP_LIMIT_S, 0.5 * _left_s(config)) if large else LP_LIMIT_S
     cheapest = in_least_cost(form, m, lambda: solve(m, "ortools", min(limit, _left_s(config))),
                              lambda res: _cost(form, res.values), bound_only=covers)
