@@ -44,14 +44,15 @@ from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: 
 from placer.ilp.formulation import Formulation
 from placer.ilp.improve import improve
 from placer.ilp.local_decoders import take_local_decoders
+from placer.ilp.lp_ratio import lp_ratio_ceiling
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
-    ABS_GAP, CUTOFF_INTEGERS, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE, RESTRICT_MIN_SHARE,
-    RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
+    ABS_GAP, CUTOFF_INTEGERS, LP_RATIO_SHARE, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE,
+    RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
 )
 from placer.ilp.starts import (
-    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _ceiling, _cost,
-    _Dinkelbach, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites, _on_sites,
-    _report, _rounded_start,
+    EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _capacity_beside, _ceiling,
+    _cost, _Dinkelbach, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites,
+    _on_sites, _report, _rounded_start,
 )
 
 
@@ -131,10 +132,10 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     upper = lam if from_above and warm_ratio is None else None  # the LP relaxation's bound on the ratio
     large = form.model.integer_columns() >= ROUND_FIRST_INTEGERS
     if seed is not None and large:  # a plan in hand (e.g. the local one, placer.ilp.local_first): its gap
+        if (nonzeros := form.model.nonzeros(form.covers + form.local)) >= PROOF_NONZEROS:  # beyond proof: no MILP
+            return _searched_only(form, config, seed, *_capacity_beside(form, upper, least_cost), start, nonzeros)
         upper, least_cost = _bound_beside(form, config, upper, least_cost)
     _report(config, "lp bound", seed.lam if seed else None, upper, start)
-    if seed is not None and large and (nonzeros := form.model.nonzeros(form.covers + form.local)) >= PROOF_NONZEROS:
-        return _searched_only(form, config, seed, upper, start, nonzeros)  # beyond proof: no MILP on the whole model
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
     # a small model the restricted seed leaves whole: its seed MILP starts from the LP rounded (see ROUND_HINT)
     rounded = None
@@ -289,22 +290,31 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
 
 
 def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
-                   began: float, nonzeros: int) -> Outcome:
+                   least_cost: float, began: float, nonzeros: int) -> Outcome:
     """A plan in hand on a model beyond proof (its proving MILP, with the rows its rounds add, of ``nonzeros`` at
-    least :data:`PROOF_NONZEROS`): what is left of the budget goes to the search by
-    groups of datacenters on the whole model (:func:`placer.ilp.improve.improve`: its lines' flows are free columns
-    there, where the local plan had none), each better plan reported as a "search"; the gap is the LP's (``upper``),
-    and a note on the plan says so.
+    least :data:`PROOF_NONZEROS`): the LP relaxation's ratio bound first (:func:`placer.ilp.lp_ratio.lp_ratio_ceiling`,
+    within :data:`LP_RATIO_SHARE` of the time left; ``upper`` and ``least_cost`` the capacity ceiling's), then what
+    is left of the budget goes to the search by groups of datacenters on the whole model
+    (:func:`placer.ilp.improve.improve`: its lines' flows are free columns there, where the local plan had none), each
+    better plan reported as a "search"; the gap is against that bound, and a note on the plan says so.
     No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
     the search in 150 s, where the proving round ended at its limit with nothing)."""
+    ends = time.monotonic() + LP_RATIO_SHARE * config.left_s()
+    lp = lp_ratio_ceiling(form, seed.lam, least_cost, _goodput_floor(form),
+                          lambda: min(config.left_s(), ends - time.monotonic()),
+                          lambda ceiling: _report(config, "lp bound", seed.lam, min(upper or ceiling, ceiling), began))
+    if lp is None:
+        _report(config, "lp bound", seed.lam, upper, began)  # none in time: the capacity ceiling stands
+    else:
+        upper = min(upper or lp, lp)
 
     def relay(ratio: float) -> None:
         _report(config, "search", ratio, upper, began)
 
     values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
-    form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its "
-                      "gap is measured against the LP relaxation's bound, which a longer --time-limit does not lower; "
-                      "the time after that bound went to the search by groups of datacenters")
+    form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its gap is measured "
+                      "against the LP relaxation's best ratio, which a longer --time-limit does not lower; the time "
+                      "after that bound went to the search by groups of datacenters")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
     backend = seed.res.backend if ratio <= seed.lam else SEARCH_BACKENDS.get(config.backend, "ortools-highs")
     return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,

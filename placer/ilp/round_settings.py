@@ -67,3 +67,6 @@ SMALL_SEED_SUB_MIPS = False
 # groups of datacenters on the whole model instead (:mod:`placer.ilp.improve`, lines included), the LP's bound the
 # certificate: 100 × 12 at 300 s, 15.98 % (BCR 241.64) -> 14.94 and 15.38 % (244.88, 243.28).
 PROOF_NONZEROS = 1_400_000
+# Share of the time left that such a model's LP ratio bound (:mod:`placer.ilp.lp_ratio`: Dinkelbach on the LP
+# relaxation, with C18 and C19) may take before the search: 100 × 12's two LPs took 34 + 33 s of the ~260 s left.
+LP_RATIO_SHARE = 0.5

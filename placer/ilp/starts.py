@@ -292,15 +292,21 @@ def _first_ratio(form: Formulation, warm_ratio: float | None,
     return (bound, True, least_cost, cheapest) if bound > 0 else (0.0, False, least_cost, None)
 
 
+def _capacity_beside(form: Formulation, upper: float | None, least_cost: float) -> tuple[float | None, float]:
+    """``upper`` and ``least_cost`` narrowed by :func:`capacity_bound` (milliseconds: no LP)."""
+    ceiling = capacity_bound(form)
+    if ceiling is None:
+        return upper, least_cost
+    problem = form.problem
+    served = problem.options.min_served_fraction * problem.arrival_rps
+    return min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
+
+
 def _bound_beside(form: Formulation, config: SolveConfig, upper: float | None,
                   least_cost: float) -> tuple[float | None, float]:
     """The LP relaxation's ratio bound and least cost for a large model solved from a caller's plan (a
     small one needs neither: its MILPs prove the ratio in seconds); what it had when the LP gives none."""
-    ceiling = capacity_bound(form)  # valid at once; the LP's is tighter when it finishes
-    if ceiling is not None:
-        problem = form.problem
-        served = problem.options.min_served_fraction * problem.arrival_rps
-        upper, least_cost = min(upper or ceiling, ceiling), max(least_cost, served / ceiling)
+    upper, least_cost = _capacity_beside(form, upper, least_cost)  # valid at once; the LP's is tighter
     try:
         bound, lp_cost, _ = _lp_ratio_bound(form, config, covers=True)
     except SolveTimeoutError:
