@@ -3,8 +3,7 @@ class is routed to (split from :mod:`placer.decode_state`, which re-exports thes
 
 in:  the decode pools of a plan's analysis (:class:`placer.decode_state.DecodeState` per pool key)
 out: :func:`site_tpot_late` (a class's share of requests over the TPOT SLA at a site), :func:`_meets_tpot`,
-     :func:`class_kv_waits` (each class's KV wait at each site, over the pools it is routed to) and
-     :func:`_site_kv_waits` (the same over every class the site serves)
+     :func:`class_kv_waits` (each class's KV wait at each site, over the pools it is routed to)
 
 A site's pools wait for KV differently (one full, one with room to spare), and a plan routes each class to some
 of them only; a flow's first token waits as the pools its class goes to make it wait, not as the site's mix.
@@ -42,10 +41,12 @@ def _meets_tpot(problem: Problem, decode: dict[PoolKey, DecodeState], role: str,
                if k.role == role and k.datacenter == dc and s.busy)
 
 
-def _waits(decode: dict[PoolKey, DecodeState], by_class: bool) -> dict[tuple, tuple[float, float]]:
-    """(share that waits for KV room, mean seconds those wait) per (role, datacenter[, class]) over the pools'
-    arrivals (of that class), each class at a pool with its own (``class_kv_wait``; the pool's where it has none); an overloaded pool has no steady state to wait in (its flows miss the TPOT SLA:
-    :func:`_meets_tpot`) and is left out."""
+def class_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str, str], tuple[float, float]]:
+    """(share of a class's arrivals that wait for KV room, mean seconds those wait) per (role, datacenter,
+    class), over the pools of the site the class is routed to, by its requests on each (the module
+    docstring): a flow's first token waits with (role, datacenter, its class)'s. Each class waits at a pool as its
+    own (``class_kv_wait``; the pool's where it has none); an overloaded pool has no steady state to wait in (its
+    flows miss the TPOT SLA: :func:`_meets_tpot`) and is left out."""
     sums: dict[tuple, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
     for k, st in decode.items():
         if not st.busy or st.overloaded:
@@ -53,22 +54,9 @@ def _waits(decode: dict[PoolKey, DecodeState], by_class: bool) -> dict[tuple, tu
         for rate, c, _ in st.kv_items:
             w = st.count * rate
             share, wait_s = st.class_kv_wait.get(c.name, (st.kv_wait, st.kv_wait_s))
-            row = sums[(k.role, k.datacenter, c.name) if by_class else (k.role, k.datacenter)]
+            row = sums[k.role, k.datacenter, c.name]
             row[0] += w
             row[1] += w * share
             row[2] += w * share * wait_s
     return {site: (waiting / arriving, waited / waiting) for site, (arriving, waiting, waited) in sums.items()
             if waiting > 0}
-
-
-def class_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str, str], tuple[float, float]]:
-    """(share of a class's arrivals that wait for KV room, mean seconds those wait) per (role, datacenter,
-    class), over the pools of the site the class is routed to, by its requests on each (the module
-    docstring): a flow's first token waits with (role, datacenter, its class)'s."""
-    return _waits(decode, by_class=True)
-
-
-def _site_kv_waits(decode: dict[PoolKey, DecodeState]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(share of arrivals that wait for KV room, mean seconds those wait) per (role, datacenter) of
-    decoders, over the site's pools by the requests each takes (every class: :func:`class_kv_waits` per class)."""
-    return _waits(decode, by_class=False)

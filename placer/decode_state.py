@@ -12,7 +12,7 @@ out: :class:`DecodeState` per decode pool; :func:`_load_decode` (tokens/s, conte
      :meth:`DecodeState.tpot_late_share` (the share of requests whose own TPOT misses the SLA);
      :func:`_relay_hold_s`, :func:`_line_utilization`;
      re-exported from :mod:`placer.decode_sites`: :func:`site_tpot_late`, :func:`_meets_tpot`,
-     :func:`class_kv_waits` and :func:`_site_kv_waits` (a site's pools as a class meets them)
+     :func:`class_kv_waits` (a site's pools as a class meets them)
 
 :mod:`placer.evaluate` runs these in order and re-exports them; the flow physics is
 :mod:`placer.flows`', the KV laws :mod:`placer.kv_admission`'s.
@@ -29,7 +29,7 @@ from placer.batch_law import batch_law, kv_batch_cap
 from placer.executor_costs import stream_step_s
 from placer.flows import Route, class_kv_items, decode_design, eager_tokens, relay_stop_s
 from placer.kv_admission import fixed_step_share, held_fixed_share
-from placer.decode_sites import _meets_tpot, _site_kv_waits, class_kv_waits, site_tpot_late
+from placer.decode_sites import _meets_tpot, class_kv_waits, site_tpot_late
 from placer.kv_class_wait import named_kv_waits
 from placer.kv_wait import kv_wait_law
 from placer.pdd import MD, P, P_RLD, P_RLD_MD, RLD
@@ -38,7 +38,7 @@ from placer.plan import Assignment, Plan, PoolKey
 from placer.problem import Class, Problem
 
 __all__ = ["KV_WAIT_NOTE_SHARE", "DecodeState", "batch_law", "composed_step", "class_kv_waits", "site_tpot_late",
-           "_meets_tpot", "_site_kv_waits"]  # the sites' half re-exported from placer.decode_sites
+           "_meets_tpot"]  # the sites' half re-exported from placer.decode_sites
 
 #: A decode pool whose arrivals wait for KV room more often than this gets a note (its plan was
 #: made for 1 − placer.kv_admission.KV_OCCUPANCY_QUANTILE; a hand-written or older plan may not be).
