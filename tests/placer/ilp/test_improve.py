@@ -1,6 +1,7 @@
 """A better plan by fix-and-optimise over groups of datacenters (issue 47, placer.ilp.improve)."""
 
 import dataclasses
+import math
 
 import pytest
 
@@ -62,13 +63,15 @@ def test_the_rounded_plan_gets_better_and_keeps_every_row(eight_sites):
     assert form.model.violations(values) == []
 
 
-def test_the_local_plan_is_searched_where_its_dinkelbach_did_not_prove_it(monkeypatch):
-    """local_first hands the plan its local Dinkelbach leaves unproven (here: that Dinkelbach a no-op, so the
-    rounded LP) to the search by groups of datacenters: the plan is better and every better plan it finds is
-    reported."""
+@pytest.mark.parametrize("gap", [math.inf, 0.005])
+def test_the_local_plan_is_searched_where_its_dinkelbach_did_not_prove_it_optimal(monkeypatch, gap):
+    """local_first hands the plan its local Dinkelbach leaves unproven, or proven only within TARGET_GAP (1 %), to
+    the search by groups of datacenters (here: that Dinkelbach a no-op, so the rounded LP): the plan is better and
+    every better plan it finds is reported. Before, a plan proven within 1 % was not searched: 100 sites × 12
+    classes at 300 s kept 240.73 req/USD from its local Dinkelbach, where the search finds 242.15."""
     problem = resolve(parse_scenario(scale_scenario(8, 6, seed=0)))
     monkeypatch.setattr(local_first, "LOCAL_FIRST_SITE_CLASSES", 1)
-    monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio, False))
+    monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio, gap))
     seen = []
     config = SolveConfig(time_limit_s=40, marginals=False, progress=seen.append).started()
     plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
@@ -77,3 +80,13 @@ def test_the_local_plan_is_searched_where_its_dinkelbach_did_not_prove_it(monkey
     last = [p.incumbent for p in seen if p.phase == "local milp"][-1]
     assert last > first * 1.02
     assert last == pytest.approx(plan.ratio * 3600)
+
+
+def test_a_local_plan_proven_optimal_is_not_searched(monkeypatch):
+    """A plan its local Dinkelbach proves to the sub-MILPs' own gap has nothing left for the search to find."""
+    problem = resolve(parse_scenario(scale_scenario(4, 3, seed=0)))
+    monkeypatch.setattr(local_first, "_improved", lambda form, share, values, ratio, *rest: (values, ratio, 0.0))
+    seen = []
+    config = SolveConfig(time_limit_s=40, marginals=False, progress=seen.append).started()
+    plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
+    assert [p.phase for p in seen] == ["first plan"] and plan.ratio * 3600 == pytest.approx(seen[0].incumbent)
