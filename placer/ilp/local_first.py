@@ -3,9 +3,10 @@
 in:  a :class:`~placer.problem.Problem` with many sites and classes, its :class:`~placer.ilp.data.Architecture`,
      the solve's started :class:`~placer.ilp.config.SolveConfig`
 out: :func:`local_plan`: the formulation of the problem without lines (every KV move by RDMA inside its
-     datacenter) and a plan of it (:class:`LocalPlan`: its LP rounded, improved by Dinkelbach on the local
-     model, then by fix-and-optimise over groups of datacenters (:mod:`placer.ilp.improve`) in what is left
-     of its share) — or None when it has none in its share of the time;
+     datacenter) and a plan of it (:class:`LocalPlan`: its LP rounded — or, where that rounds to no plan, the
+     local Dinkelbach's own seed — improved by Dinkelbach on the local model, then by fix-and-optimise over
+     groups of datacenters (:mod:`placer.ilp.improve`) in what is left of its share) — or None when it has none
+     in its share of the time;
      :func:`worth_it`: whether a problem is large enough for it.
 
 Why: at 100 sites × 12 classes the whole model (287 000 columns, 1.5 M non-zeros) takes 20-55 s to build on
@@ -101,12 +102,15 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
         first = _rounded_start(form, share, cheapest, None, began, share=1.0)
     except SolveTimeoutError:
         return None
-    if first is None:
-        return None
     ceiling = capacity_bound(form)  # the local model's pools are the whole model's
-    _report(config, "first plan", first.lam, ceiling, began)
-    dinkelbach = dataclasses.replace(share, deadline=time.monotonic() + DINKELBACH_SHARE * share.left_s())
-    values, ratio, gap = _improved(form, dinkelbach, first.hint, first.lam, ceiling, config, began)
+    if first is not None:
+        _report(config, "first plan", first.lam, ceiling, began)
+        dinkelbach = dataclasses.replace(share, deadline=time.monotonic() + DINKELBACH_SHARE * share.left_s())
+        values, ratio, gap = _improved(form, dinkelbach, first.hint, first.lam, ceiling, config, began)
+    else:  # the rounding found none (10 sites × 4 classes, 64 × 12): the local Dinkelbach seeds itself, in the share
+        values, ratio, gap = _improved(form, share, None, 0.0, ceiling, config, began)
+        if values is None:
+            return None
     if gap > SEARCHED_GAP:  # proven within TARGET_GAP is not proven optimal: the search still finds more there
         values, ratio = _searched(form, share, values, ratio, cheapest, ceiling, config, began)
     return LocalPlan(form, values, ratio, ceiling)
@@ -129,21 +133,24 @@ def _searched(form: Formulation, share: SolveConfig, values: list[float], ratio:
     return improve(form, values, seconds, score, share.backend, progress=relay)
 
 
-def _improved(form: Formulation, share: SolveConfig, values: list[float], ratio: float, ceiling: float | None,
-              config: SolveConfig, began: float) -> tuple[list[float], float, float]:
+def _improved(form: Formulation, share: SolveConfig, values: list[float] | None, ratio: float,
+              ceiling: float | None, config: SolveConfig, began: float) -> tuple[list[float] | None, float, float]:
     """Dinkelbach on the local model from its rounded plan, in what is left of ``share``: the rounding
     loses much at scale (100 sites × 12 classes: 195 SLA requests per USD rounded, 236 after ~40 s of
     local MILPs, against the local LP's 287). Its better plans reach ``config.progress`` with the capacity
     ceiling only: the local model's own bounds are not bounds of the whole problem. Also the gap it certified on
-    the local model (inf where it has none)."""
-    if share.left_s() < IMPROVE_MIN_S:
+    the local model (inf where it has none). ``values`` None: no rounded plan, so Dinkelbach starts from its own
+    seed, and its first plan is the "first plan" (None, when it has none)."""
+    if values is not None and share.left_s() < IMPROVE_MIN_S:
         return values, ratio, math.inf
+    first = [values is None]
 
     def relay(progress) -> None:
         if progress.incumbent is not None and progress.incumbent / 3600 > ratio:
-            _report(config, "local milp", progress.incumbent / 3600, ceiling, began)
+            _report(config, "first plan" if first[0] else "local milp", progress.incumbent / 3600, ceiling, began)
+            first[0] = False
 
-    start = {v.name: x for v, x in zip(form.model.vars, values) if x != 0.0}
+    start = None if values is None else {v.name: x for v, x in zip(form.model.vars, values) if x != 0.0}
     try:
         better = solve_objective(form, dataclasses.replace(share, progress=relay), feasible_start=start)
     except PlacerError:

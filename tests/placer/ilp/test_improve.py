@@ -90,3 +90,17 @@ def test_a_local_plan_proven_optimal_is_not_searched(monkeypatch):
     config = SolveConfig(time_limit_s=40, marginals=False, progress=seen.append).started()
     plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
     assert [p.phase for p in seen] == ["first plan"] and plan.ratio * 3600 == pytest.approx(seen[0].incumbent)
+
+
+def test_a_local_model_that_rounds_to_no_plan_gets_one_from_its_own_dinkelbach(monkeypatch):
+    """The local LP may round to no plan (10 sites × 4 classes: the routing LP on its rounded-up counts is infeasible
+    and the dive finds none; 64 × 12 likewise), and local_plan then returned None: 64 × 12 had no plan at all within
+    300 s (exit 4). The local Dinkelbach now seeds itself (here the rounding is made to fail), its first plan
+    reported as the "first plan"."""
+    problem = resolve(parse_scenario(scale_scenario(4, 3, seed=0)))
+    monkeypatch.setattr(local_first, "_rounded_start", lambda *args, **kwargs: None)
+    seen = []
+    config = SolveConfig(time_limit_s=40, marginals=False, progress=seen.append).started()
+    plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
+    assert plan is not None and plan.form.model.violations(plan.values) == []
+    assert seen[0].phase == "first plan" and plan.ratio * 3600 >= seen[0].incumbent * (1 - 1e-9)
