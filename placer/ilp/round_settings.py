@@ -64,9 +64,12 @@ SMALL_SEED_SUB_MIPS = False
 # 12 classes (1.02 M) and had not ended at 300 s on 100 × 12 (1.75 M: the guard ended it at the limit, with no bound
 # and no better plan); with presolve off its root LP took 39 s by interior point and 200 s of cuts moved its bound on
 # F(λ) at 1.02 × the plan's ratio from 37.1 to 36.6 req/s (the proof needs 0). The time left goes to the search by
-# groups of datacenters on the whole model instead (:mod:`placer.ilp.improve`, lines included), the LP's bound the
-# certificate: 100 × 12 at 300 s, 15.98 % (BCR 241.64) -> 14.94 and 15.38 % (244.88, 243.28).
-PROOF_NONZEROS = 1_400_000
+# groups of datacenters on the whole model instead (:mod:`placer.ilp.improve`, lines included), the LP relaxation's best
+# ratio the certificate (:mod:`placer.ilp.lp_ratio`): 100 × 12 at 300 s, 15.98 % (BCR 241.64) -> 7.35 % (244.99).
+# 64 × 12 (1.02 M) and 100 × 8 (1.20 M) presolve, but at 300 s their proving rounds ended at the LP's bound with no
+# better plan — 64 × 12 10.6 % (369.9), 100 × 8 19.5 % (212.9) — where this path gives 5.6 % (387.5) and 10.3 % (215.5);
+# below 0.9 M no large model from a local plan is measured (50 × 12, 0.92 M, has 902 integer columns: not large).
+PROOF_NONZEROS = 900_000
 # Share of the time left that such a model's LP ratio bound (:mod:`placer.ilp.lp_ratio`: Dinkelbach on the LP
 # relaxation, with C18 and C19) may take before the search: 100 × 12's two LPs took 34 + 33 s of the ~260 s left.
 LP_RATIO_SHARE = 0.5
