@@ -143,12 +143,13 @@ def _improved(form: Formulation, share: SolveConfig, values: list[float] | None,
     seed, and its first plan is the "first plan" (None, when it has none)."""
     if values is not None and share.left_s() < IMPROVE_MIN_S:
         return values, ratio, math.inf
-    first = [values is None]
+    best = [None if values is None else ratio]  # the best plan reported so far (each is reported once)
 
     def relay(progress) -> None:
-        if progress.incumbent is not None and progress.incumbent / 3600 > ratio:
-            _report(config, "first plan" if first[0] else "local milp", progress.incumbent / 3600, ceiling, began)
-            first[0] = False
+        if progress.incumbent is not None and (best[0] is None or progress.incumbent / 3600 > best[0]):
+            _report(config, "first plan" if best[0] is None else "local milp", progress.incumbent / 3600, ceiling,
+                    began)
+            best[0] = progress.incumbent / 3600
 
     start = None if values is None else {v.name: x for v, x in zip(form.model.vars, values) if x != 0.0}
     try:
