@@ -154,7 +154,7 @@ def _solve_local_first(problem: Problem, arch: Architecture, config: SolveConfig
         return solve_architecture(problem, arch, config, feasible_start=local.by_name)
     except SolveTimeoutError:
         gap = (local.ceiling - local.ratio) / local.ratio if local.ceiling else math.inf
-        outcome = Outcome(local.values, "feasible", max(0.0, gap), time.perf_counter() - began, "rounding", 0,
+        outcome = Outcome(local.values, "feasible", max(0.0, gap), time.perf_counter() - began, local.backend, 0,
                           local.ratio)
         return extract(local.form, outcome, "bcr"), local.form, outcome
 

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from placer.errors import PlacerError, SolveTimeoutError
 from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.data import Architecture
-from placer.ilp.dinkelbach import solve_objective
+from placer.ilp.dinkelbach import SEARCH_BACKENDS, solve_objective
 from placer.ilp.formulation import Formulation, build
 from placer.ilp.improve import improve, site_costs
-from placer.ilp.starts import _lp_ratio_bound, _report, _rounded_start, capacity_bound
+from placer.ilp.starts import ROUNDING_BACKEND, _lp_ratio_bound, _report, _rounded_start, capacity_bound
 from placer.problem import Problem
 
 #: Problems with at least this many (sites × classes), and lines, get a local plan first: 100 × 12 = 1200
@@ -71,6 +71,7 @@ class LocalPlan:
     values: list[float]
     ratio: float  # SLA goodput per USD/h of the plan
     ceiling: float | None = None  # capacity_bound of the whole problem (same pools), None when not derived
+    backend: str = ROUNDING_BACKEND  # where the plan came from: the rounding, or the MILPs that improved or seeded it
 
     @property
     def by_name(self) -> dict[str, float]:
@@ -113,7 +114,9 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
             return None
     if gap > SEARCHED_GAP:  # proven within TARGET_GAP is not proven optimal: the search still finds more there
         values, ratio = _searched(form, share, values, ratio, cheapest, ceiling, config, began)
-    return LocalPlan(form, values, ratio, ceiling)
+    rounded = first is not None and ratio <= first.lam
+    return LocalPlan(form, values, ratio, ceiling,
+                     ROUNDING_BACKEND if rounded else SEARCH_BACKENDS.get(config.backend, "ortools-highs"))
 
 
 def _searched(form: Formulation, share: SolveConfig, values: list[float], ratio: float, cheapest: list[float],

@@ -104,3 +104,4 @@ def test_a_local_model_that_rounds_to_no_plan_gets_one_from_its_own_dinkelbach(m
     plan = local_first.local_plan(problem, pdd_architecture(problem), config, 0.0)
     assert plan is not None and plan.form.model.violations(plan.values) == []
     assert seen[0].phase == "first plan" and plan.ratio * 3600 >= seen[0].incumbent * (1 - 1e-9)
+    assert plan.backend == "ortools-highs"  # not "rounding", which found none
