@@ -51,7 +51,7 @@ from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and b
 )
 from placer.ilp.starts import (
     EPS, ROUND_FIRST_INTEGERS, ROUND_SHARE, ROUNDING_BACKEND, START_BACKEND, _bound_beside, _capacity_beside, _ceiling,
-    _cost, _Dinkelbach, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites,
+    _cost, _Dinkelbach, _f_objective, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites,
     _on_sites, _report, _rounded_start,
 )
 
@@ -239,9 +239,7 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             break
         if covers and last is not None:
             take_covers(form)  # (C18) for the rounds from a plan (placer.ilp.covers); idempotent
-        model.objective = dict(form.goodput)
-        for i, c in form.cost.items():
-            model.objective[i] = model.objective.get(i, 0.0) - lam * c
+        model.objective = _f_objective(form, lam)
         if prove and covers and last is not None and form.local:  # (C19) its LP breaks (placer.ilp.local_decoders)
             take_local_decoders(form, min(_lp_limit_s(config), _left_s(config)))
         abs_gap = max(ABS_GAP, REL_GAP * _goodput(form, hint)) if hint else ABS_GAP
@@ -317,13 +315,18 @@ def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, up
                       "against the LP relaxation's best ratio, which a longer --time-limit does not lower; the time "
                       "after that bound went to the search by groups of datacenters")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
-    backend = seed.res.backend if ratio <= seed.lam else SEARCH_BACKENDS.get(config.backend, "ortools-highs")
+    backend = seed.res.backend if ratio <= seed.lam else search_backend(config.backend)
     return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,
                    backend, seed.iterations, ratio)
 
 
-#: The solver that :func:`_searched_only`'s plans come from (its sub-MILPs), by the backend asked for.
+#: The solver that a search's plans come from (its sub-MILPs), by the backend asked for.
 SEARCH_BACKENDS = {"pulp": "pulp-cbc", "ortools-scip": "ortools-scip"}
+
+
+def search_backend(backend: str) -> str:
+    """The name a plan from :func:`placer.ilp.improve.improve`'s sub-MILPs (or a Dinkelbach's) carries, for ``backend``."""
+    return SEARCH_BACKENDS.get(backend, "ortools-highs")
 
 
 def _restricts(form: Formulation, cheapest: list[float]) -> bool:
@@ -365,9 +368,7 @@ def _seed_on(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
         return None, False
     model = form.model
     with _on_sites(form, sites) as outside:
-        model.maximize, model.objective = True, dict(form.goodput)
-        for i, c in form.cost.items():
-            model.objective[i] = model.objective.get(i, 0.0) - lam * c
+        model.maximize, model.objective = True, _f_objective(form, lam)
         hint = None if hint is None or any(hint[var] > 0 for var in outside) else hint  # none from outside them
         first = solve(model, config.backend, _left_s(config) * (1 - ROUND_SHARE), hint=hint, mip_gap=SEED_GAP,
                       abs_gap=max(ABS_GAP, SEED_GAP * form.problem.arrival_rps), restarts=False)

@@ -30,7 +30,7 @@ from collections import Counter, defaultdict
 from placer.ilp.backends import solve
 from placer.ilp.formulation import Formulation
 from placer.ilp.model import LinearModel, Var
-from placer.ilp.starts import _cost, _goodput
+from placer.ilp.starts import _cost, _f_objective, _goodput
 
 #: Datacenters freed per step.
 GROUP_SITES = 8
@@ -179,10 +179,7 @@ def improve(form: Formulation, values: list[float], seconds: float, score: dict[
                     break
                 size, idle = min(2 * size, everywhere), 0
             free = [var for var, ds in sites.items() if ds <= chosen]
-            model.maximize = True
-            model.objective = dict(form.goodput)
-            for i, c in form.cost.items():
-                model.objective[i] = model.objective.get(i, 0.0) - lam * c
+            model.maximize, model.objective = True, _f_objective(form, lam)
             rows = sorted({r for var in free for r in rows_of.get(var, ())})
             sub = sub_model(model, free, values, rows)
             hint = [values[var] for var in free]

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from placer.errors import PlacerError, SolveTimeoutError
 from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.data import Architecture
-from placer.ilp.dinkelbach import SEARCH_BACKENDS, solve_objective
+from placer.ilp.dinkelbach import search_backend, solve_objective
 from placer.ilp.formulation import Formulation, build
 from placer.ilp.improve import improve, site_costs
 from placer.ilp.starts import ROUNDING_BACKEND, _lp_ratio_bound, _report, _rounded_start, capacity_bound
@@ -116,7 +116,7 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
         values, ratio = _searched(form, share, values, ratio, cheapest, ceiling, config, began)
     rounded = first is not None and ratio <= first.lam
     return LocalPlan(form, values, ratio, ceiling,
-                     ROUNDING_BACKEND if rounded else SEARCH_BACKENDS.get(config.backend, "ortools-highs"))
+                     ROUNDING_BACKEND if rounded else search_backend(config.backend))
 
 
 def _searched(form: Formulation, share: SolveConfig, values: list[float], ratio: float, cheapest: list[float],

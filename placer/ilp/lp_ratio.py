@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from placer.ilp.backends import solve
 from placer.ilp.formulation import Formulation
-from placer.ilp.starts import _ceiling, _cost, _goodput
+from placer.ilp.starts import _ceiling, _cost, _f_objective, _goodput
 
 #: LPs at most (100 × 12 stops after two: the first's solution is already at the LP's best ratio)
 ROUNDS = 4
@@ -47,9 +47,7 @@ def lp_ratio_ceiling(form: Formulation, lam: float, least_cost: float, floor: fl
         left = left_s()
         if left <= 0:
             break
-        m.objective = dict(form.goodput)
-        for i, c in form.cost.items():
-            m.objective[i] = m.objective.get(i, 0.0) - lam * c
+        m.objective = _f_objective(form, lam)
         res = solve(m, "ortools", left)
         if not res.status.has_solution:
             break

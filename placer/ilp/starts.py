@@ -52,6 +52,14 @@ def _cost(form: Formulation, values: list[float]) -> float:
     return sum(c * values[i] for i, c in form.cost.items())
 
 
+def _f_objective(form: Formulation, lam: float) -> dict[int, float]:
+    """Dinkelbach's objective at λ by column: goodput − λ·cost (F(λ) is its maximum)."""
+    out = dict(form.goodput)
+    for i, c in form.cost.items():
+        out[i] = out.get(i, 0.0) - lam * c
+    return out
+
+
 def _goodput_floor(form: Formulation) -> float:
     """The least goodput any plan has (req/s on time; 0 where the model has no SLA row): every plan serves
     G ≥ G's lower bound, Σ_f x_f = Σ_k s_k·G (C1), and at most (1 − SLA_QUANTILE)·G of it late (C11), so its goodput
@@ -205,9 +213,7 @@ def _lp_sites(form: Formulation, config: SolveConfig, lam: float) -> set[tuple[s
     time), whose plan the least-cost sites lack (:func:`placer.ilp.dinkelbach._resited`)."""
     m = form.model.relaxed()
     m.rows.extend(form.covers)
-    m.maximize, m.objective = True, dict(form.goodput)
-    for i, c in form.cost.items():
-        m.objective[i] = m.objective.get(i, 0.0) - lam * c
+    m.maximize, m.objective = True, _f_objective(form, lam)
     res = solve(m, "ortools", min(_lp_limit_s(config), _left_s(config)))
     if not res.status.has_solution:
         return None
