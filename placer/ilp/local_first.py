@@ -108,7 +108,7 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
         _report(config, "first plan", first.lam, ceiling, began)
         dinkelbach = dataclasses.replace(share, deadline=time.monotonic() + DINKELBACH_SHARE * share.left_s())
         values, ratio, gap = _improved(form, dinkelbach, first.hint, first.lam, ceiling, config, began)
-    else:  # the rounding found none (10 sites × 4 classes, 64 × 12): the local Dinkelbach seeds itself, in the share
+    else:  # the rounding found none (rare since its dive opens sites beyond the LP's): the local Dinkelbach seeds itself
         values, ratio, gap = _improved(form, share, None, 0.0, ceiling, config, began)
         if values is None:
             return None

@@ -22,7 +22,9 @@ trim: the least-cost LP within the counts that carries the plan's goodput, round
 Measured (2 shared cores): pdd-two-dc 0.5 s, ratio 1 % below the optimum (the optimum's very pools);
 sixteen-dc 7 s after the LP, 12 % below (the restricted seed MILP gives 0.2 % below in 3-5 s, so
 :mod:`placer.ilp.dinkelbach` rounds first only on large models); 100 sites × 12 classes: ~7.5 s per
-dive round, not done within 41 s. The plan is a MILP solution (checked with
+dive round, not done within 41 s (the whole model; its model without lines, :mod:`placer.ilp.local_first`, rounds
+in 4-5 s). Without lines 100 × 8 rounds in 12 s and 64 × 12 in 4 s, since a dive that finds no plan on the LP's
+sites opens the others (before: no plan, after 35 s and 7 s). The plan is a MILP solution (checked with
 :meth:`~placer.ilp.model.LinearModel.violations`), so Dinkelbach starts from it from below and a time
 limit returns at least it, with the LP ratio bound as its certified gap.
 """
@@ -107,14 +109,18 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
     none has one. (Half the fractional counts per round, as first written, took 12 rounds of ~7 s on
     100 sites × 12 classes without finishing: each LP moved the rest onto pools it had left at zero.)
     ``site_of``: each count's (datacenter, chip); the dive then keeps to the sites the first LP used
-    (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does."""
+    (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does, until a round
+    with every fractional count rounded has no plan on them: an LP that fills its sites (10 sites × 4 classes, 64 × 12,
+    100 × 8 without lines) leaves no room there for whole instances, so the other sites are opened from that round
+    on."""
     lp = model.relaxed()
     lp.maximize, lp.objective = False, dict(cost)
+    outside: list[int] = []  # counts held at 0 while the dive keeps to the LP's sites
     if site_of is not None:  # only the chips (datacenter, chip) the LP used: a far smaller LP per round
         used = {site_of[v] for v in counts if values[v] > COUNT_EPS}
-        for var in counts:
-            if site_of[var] not in used:
-                lp.fix(var, 0.0)
+        outside = [var for var in counts if site_of[var] not in used]
+        for var in outside:
+            lp.fix(var, 0.0)
     deadline = time.monotonic() + time_limit_s
     hardware = [r for r in model.rows if r.family in HARDWARE_FAMILIES and r.sense == "<="]
     fixed: dict[int, int] = {}
@@ -145,17 +151,33 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
                  for batch in (fractional, half) if batch is fractional or len(half) < len(fractional)]
         tries += [{top: math.ceil(values[top])}, {top: math.floor(values[top])}]
         for attempt in tries:
-            for var, count in attempt.items():
-                lp.fix(var, float(count))
-            res = solve(lp, "ortools", max(0.001, deadline - time.monotonic()))
-            if res.status.has_solution:
+            res = _attempt(model, lp, attempt, deadline)
+            if res is None and outside and attempt is tries[0]:
+                # every count rounded at once has no plan on the LP's sites, which it filled (10 sites × 4 classes,
+                # 64 × 12 and 100 × 8 without lines: the dive then fixed one count a round and ran out of rounds):
+                # the other sites are opened for the rest of the dive
+                for var in outside:
+                    lp.set_bounds(var, 0.0, model.vars[var].ub)
+                outside = []
+                res = _attempt(model, lp, attempt, deadline)
+            if res is not None:
                 fixed.update(attempt)
                 values = res.values
                 break
-            for var in attempt:  # undo: free again
-                lp.set_bounds(var, 0.0, model.vars[var].ub)
         else:
             return None
+    return None
+
+
+def _attempt(model: LinearModel, lp: LinearModel, attempt: dict[int, int], deadline: float):
+    """The dive's least-cost LP with ``attempt``'s counts fixed: its result, or None (the counts freed again)."""
+    for var, count in attempt.items():
+        lp.fix(var, float(count))
+    res = solve(lp, "ortools", max(0.001, deadline - time.monotonic()))
+    if res.status.has_solution:
+        return res
+    for var in attempt:
+        lp.set_bounds(var, 0.0, model.vars[var].ub)
     return None
 
 

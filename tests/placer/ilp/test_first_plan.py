@@ -1,5 +1,6 @@
 """A plan first, then the proof (issue 47): the rounded LP plan, the time limit, honest status and size."""
 
+import dataclasses
 import math
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from placer.optimize import as_problem, optimize
 from placer.problem import resolve
 from placer.specs import load_scenario, parse_scenario
 from placer.validate import validate
+from bench.scale_scenarios import scale_scenario
 from tests.placer.conftest import micro_dict
 
 
@@ -31,14 +33,31 @@ def _form(problem):
     return build(problem, pdd_architecture(problem))
 
 
-def test_the_rounded_lp_plan_keeps_every_row_with_whole_instances(two_dc):
-    form = _form(two_dc)
+def _rounded_plan_of(form, seconds):
+    """The least-cost LP solution and its rounding, the latter checked: a plan of whole instances keeping every row."""
     _, _, cheapest = _lp_ratio_bound(form, SolveConfig().started())
-    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, 10.0,
+    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, seconds,
                           {var: (key[1], key[2]) for key, var in form.n.items()})
     assert values is not None
     assert form.model.violations(values) == []
     assert all(values[var] == int(values[var]) for var in form.n.values())
+    return cheapest, values
+
+
+def test_the_rounded_lp_plan_keeps_every_row_with_whole_instances(two_dc):
+    _rounded_plan_of(_form(two_dc), 10.0)
+
+
+def test_a_dive_whose_lp_fills_its_sites_opens_others_for_whole_instances():
+    """10 sites × 4 classes without lines: the least-cost LP fills the sites it uses (dc-001: 6.3 tp16 P beside 0.8 of a
+    tp32 MD on 128 chips), so no plan in whole instances keeps to them. Before, the dive kept to them, fixed one
+    count a round and returned no plan; now it opens the other sites and the LP rounds to a plan."""
+    problem = resolve(parse_scenario(scale_scenario(10, 4, seed=0)))
+    local = dataclasses.replace(problem, links={}, line_capacity={})
+    form = build(local, pdd_architecture(local), local_decoders=False)
+    cheapest, values = _rounded_plan_of(form, 30.0)
+    opened = {key[1] for key, var in form.n.items() if values[var] > 0}
+    assert opened - {key[1] for key, var in form.n.items() if cheapest[var] > 1e-6}  # a site the LP left empty
 
 
 def test_out_of_time_in_every_milp_returns_the_rounded_plan_with_its_gap(two_dc, monkeypatch):
