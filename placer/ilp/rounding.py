@@ -45,12 +45,13 @@ COUNT_EPS = 1e-6
 
 def rounded_plan(model: LinearModel, counts: list[int], cost: dict[int, float], goodput: dict[int, float],
                  lp_values: list[float], time_limit_s: float,
-                 site_of: dict[int, tuple] | None = None) -> list[float] | None:
+                 site_of: dict[int, tuple] | None = None, open_sites: bool = False) -> list[float] | None:
     """A solution of ``model`` (every row and bound, counts integral) near ``lp_values``, or None.
 
     ``counts``: the integer columns (pool counts n_q); ``cost``, ``goodput``: the objective's
     coefficients (the routing LP maximises goodput, the trim minimises cost); ``lp_values``: the LP
-    relaxation's solution to round. ``time_limit_s`` bounds all of its LPs together."""
+    relaxation's solution to round. ``time_limit_s`` bounds all of its LPs together. ``site_of``, ``open_sites``: the
+    dive's (:func:`_dive`)."""
     deadline = time.monotonic() + time_limit_s  # one budget for every LP below
 
     def left() -> float:
@@ -59,7 +60,7 @@ def rounded_plan(model: LinearModel, counts: list[int], cost: dict[int, float], 
     fixed = _round_up(model, counts, lp_values)
     best = None if fixed is None else _route(model, fixed, goodput, left())
     if best is None and left() > 0:  # the hardware rows broke, or the repair took back instances the load needed
-        fixed = _dive(model, counts, cost, lp_values, left(), site_of)
+        fixed = _dive(model, counts, cost, lp_values, left(), site_of, open_sites)
         best = None if fixed is None or left() <= 0 else _route(model, fixed, goodput, left())
     if best is None:
         return None
@@ -100,7 +101,7 @@ DIVE_SHARE = 0.5
 
 
 def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values: list[float],
-          time_limit_s: float, site_of: dict[int, tuple] | None = None) -> dict[int, int] | None:
+          time_limit_s: float, site_of: dict[int, tuple] | None = None, open_sites: bool = False) -> dict[int, int] | None:
     """Counts by diving: each round fixes the counts the LP has whole (not zeros) and every fractional
     one (up where the hardware rows still hold with the counts fixed before it and the others at the
     LP's values, else down), then re-solves the least-cost LP with those fixed, so the instances the
@@ -109,10 +110,12 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
     none has one. (Half the fractional counts per round, as first written, took 12 rounds of ~7 s on
     100 sites × 12 classes without finishing: each LP moved the rest onto pools it had left at zero.)
     ``site_of``: each count's (datacenter, chip); the dive then keeps to the sites the first LP used
-    (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does, until a round
-    with every fractional count rounded has no plan on them: an LP that fills its sites (10 sites × 4 classes, 64 × 12,
-    100 × 8 without lines) leaves no room there for whole instances, so the other sites are opened from that round
-    on."""
+    (every role and shape of those chips), as :func:`placer.ilp.dinkelbach._restricted_seed` does; with
+    ``open_sites``, until a round with every fractional count rounded has no plan on them: an LP that fills its sites
+    (10 sites × 4 classes, 64 × 12, 100 × 8 without lines) leaves no room there for whole instances, so the other
+    sites are opened from that round on. Without it such a dive ends without a plan, soon: where the rounding only
+    hints a seed MILP that finds a plan in seconds (small models), a longer dive took that MILP's time (rnd-7-4-trace
+    of ``bench_agreement.py --random``: no plan within 20 s)."""
     lp = model.relaxed()
     lp.maximize, lp.objective = False, dict(cost)
     outside: list[int] = []  # counts held at 0 while the dive keeps to the LP's sites
@@ -152,7 +155,7 @@ def _dive(model: LinearModel, counts: list[int], cost: dict[int, float], values:
         tries += [{top: math.ceil(values[top])}, {top: math.floor(values[top])}]
         for attempt in tries:
             res = _attempt(model, lp, attempt, deadline)
-            if res is None and outside and attempt is tries[0]:
+            if res is None and open_sites and outside and attempt is tries[0]:
                 # every count rounded at once has no plan on the LP's sites, which it filled (10 sites × 4 classes,
                 # 64 × 12 and 100 × 8 without lines: the dive then fixed one count a round and ran out of rounds):
                 # the other sites are opened for the rest of the dive

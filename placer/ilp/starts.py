@@ -125,13 +125,14 @@ def _rounded_start(form: Formulation, config: SolveConfig, cheapest: list[float]
                    began: float, share: float = ROUND_SHARE) -> _Dinkelbach | None:
     """The LP's least-cost solution rounded to a plan (:mod:`placer.ilp.rounding`) as a Dinkelbach
     start from below (None when rounding finds none), within ``share`` of what is left; the LP's without the local
-    decoder rows where its LP had them (``form.plain_lp``)."""
+    decoder rows where its LP had them (``form.plain_lp``). Its dive opens sites beyond the LP's only on a large
+    model (:data:`ROUND_FIRST_INTEGERS`), whose first plan it is."""
     limit = share * config.left_s()
     if limit <= 0:
         return None
     site_of = {var: (key[1], key[2]) for key, var in form.n.items()}
     values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, form.plain_lp or cheapest, limit,
-                          site_of)
+                          site_of, open_sites=form.model.integer_columns() >= ROUND_FIRST_INTEGERS)
     if values is None:
         return None
     good, cost = _goodput(form, values), _cost(form, values)
