@@ -44,7 +44,7 @@ from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: 
 from placer.ilp.formulation import Formulation
 from placer.ilp.improve import improve
 from placer.ilp.local_decoders import take_local_decoders
-from placer.ilp.lp_ratio import lp_ratio_ceiling
+from placer.ilp.lp_ratio import CeilingBeside
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
     ABS_GAP, CUTOFF_INTEGERS, LP_RATIO_SHARE, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE,
     RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
@@ -290,30 +290,38 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
 def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
                    least_cost: float, began: float, nonzeros: int) -> Outcome:
     """A plan in hand on a model beyond proof (its proving MILP, with the rows its rounds add, of ``nonzeros`` at
-    least :data:`PROOF_NONZEROS`): the LP relaxation's ratio bound first (:func:`placer.ilp.lp_ratio.lp_ratio_ceiling`,
-    within :data:`LP_RATIO_SHARE` of the time left; ``upper`` and ``least_cost`` the capacity ceiling's), then what
-    is left of the budget goes to the search by groups of datacenters on the whole model
+    least :data:`PROOF_NONZEROS`): the time left goes to the search by groups of datacenters on the whole model
     (:func:`placer.ilp.improve.improve`: its lines' flows are free columns there, where the local plan had none), each
-    better plan reported as a "search"; the gap is against that bound, and a note on the plan says so.
+    better plan reported as a "search", and beside it (a forked child; where none can be, first, within
+    :data:`LP_RATIO_SHARE` of the time) to the LP relaxation's ratio bound (:class:`placer.ilp.lp_ratio.CeilingBeside`),
+    each lower ceiling reported as an "lp bound" when read; ``upper`` and ``least_cost`` the capacity ceiling's. The
+    gap is against the least bound, and a note on the plan says so.
     No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
     the search in 150 s, where the proving round ended at its limit with nothing), or its rounds end at the LP's bound
     (64 × 12 at 300 s: 10.6 % and 369.9 req/USD by its proving round, 5.6 % and 387.5 this way)."""
-    ends = time.monotonic() + LP_RATIO_SHARE * config.left_s()
-    lp = lp_ratio_ceiling(form, seed.lam, least_cost, _goodput_floor(form),
-                          lambda: min(config.left_s(), ends - time.monotonic()),
-                          lambda ceiling: _report(config, "lp bound", seed.lam, min(upper or ceiling, ceiling), began))
-    if lp is None:
-        _report(config, "lp bound", seed.lam, upper, began)  # none in time: the capacity ceiling stands
-    else:
-        upper = min(upper or lp, lp)
+    best = [seed.lam]
+
+    def bound() -> float | None:
+        return min(upper, lp.best) if upper and lp.best else upper or lp.best
+
+    def lowered(ceiling: float) -> None:  # the least ceiling so far (heard before ``lp`` exists where none forks)
+        _report(config, "lp bound", best[0], min(upper, ceiling) if upper else ceiling, began)
+
+    _report(config, "lp bound", seed.lam, upper, began)  # the capacity ceiling, until the LP's best ratio lowers it
+    lp = CeilingBeside(form, seed.lam, least_cost, _goodput_floor(form), config.left_s(), lowered, LP_RATIO_SHARE)
 
     def relay(ratio: float) -> None:
-        _report(config, "search", ratio, upper, began)
+        best[0] = ratio
+        lp.read()
+        _report(config, "search", ratio, bound(), began)
 
-    values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay)
+    values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay,
+                            each_round=lp.read)
+    lp.finish(max(0.0, config.left_s()))  # a search that ended early waits for the LP's last ceiling
+    upper = bound()
     form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its gap is measured "
                       "against the LP relaxation's best ratio, which a longer --time-limit does not lower; the time "
-                      "after that bound went to the search by groups of datacenters")
+                      "went to the search by groups of datacenters, that bound worked out beside it")
     gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
     backend = seed.res.backend if ratio <= seed.lam else search_backend(config.backend)
     return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,

@@ -3,7 +3,8 @@
 in:  a solve function, the :class:`~placer.ilp.model.LinearModel` and its time limit (seconds), the rest of
      the solve's arguments
 out: :func:`within`: the function's :class:`~placer.ilp.backends.SolveResult`, or NO_SOLUTION when it has not
-     answered by the limit plus :data:`GRACE_S` (the child is killed)
+     answered by the limit plus :data:`GRACE_S` (the child is killed); :class:`Beside`: a function run in a forked
+     child beside the caller's own work, what it reports read as it comes (:func:`can_fork`: whether it can be)
 
 Why: HiGHS checks its time limit only at points of its own choosing, and neither pywraplp's HiGHS
 (``InterruptSolve`` is unsupported) nor MathOpt's (its interrupter did not stop an interior-point LP: 29.3 s
@@ -40,14 +41,18 @@ def _child(send, fn: Callable, model: LinearModel, time_limit_s: float, args: tu
         send.close()
 
 
+def can_fork() -> bool:
+    """Whether a solve can run in a forked child here (not where fork is missing, nor in a daemonic worker)."""
+    return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
+
+
 def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, *rest):
     """``fn(model, backend, time_limit_s, *rest)``, ended at ``time_limit_s`` (+ :data:`GRACE_S`) when the
     model is large: a NO_SOLUTION :class:`~placer.ilp.backends.SolveResult` then, as the solver's own limit
     would give."""
     from placer.ilp.backends import SolveResult, Status
 
-    if (model.nonzeros() < GUARD_NONZEROS or "fork" not in multiprocessing.get_all_start_methods()
-            or multiprocessing.current_process().daemon):  # a daemonic worker may not have children
+    if model.nonzeros() < GUARD_NONZEROS or not can_fork():  # a daemonic worker may not have children
         return fn(model, backend, time_limit_s, *rest)
     start = time.perf_counter()
     ctx = multiprocessing.get_context("fork")
@@ -70,3 +75,65 @@ def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, 
         return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start,
                            f"{backend} (ended at the time limit)")
     return answer
+
+
+#: what a :class:`Beside` child sends once its function has returned
+_DONE = "done"
+
+
+def _reporting_child(send, fn: Callable, args: tuple) -> None:
+    try:
+        fn(lambda value: send.send(("value", value)), *args)
+    except BaseException:  # noqa: BLE001 - what it reported before stands; the parent reads no more
+        pass
+    finally:
+        send.send((_DONE, None))
+        send.close()
+
+
+class Beside:
+    """``fn(report, *args)`` in a forked child (sharing the built model copy-on-write) while this process goes on: each
+    ``report(value)`` it makes is read by :meth:`poll` (without waiting) and :meth:`finish` (waiting at most a given
+    time, then ending the child). Its own solves run unguarded in it (a daemonic process), so their limits are
+    HiGHS's own; :meth:`finish` ends it all the same. Only where :func:`can_fork`."""
+
+    def __init__(self, fn: Callable, *args) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self._recv, send = ctx.Pipe(duplex=False)
+        self._proc = ctx.Process(target=_reporting_child, args=(send, fn, args), daemon=True)
+        self._proc.start()
+        send.close()
+        self.values: list = []
+        self.done = False
+
+    def _take(self, wait_s: float) -> bool:
+        """Read one message if one comes within ``wait_s``; False when none did or the child is done."""
+        if self.done or not self._recv.poll(max(0.0, wait_s)):
+            return False
+        try:
+            kind, value = self._recv.recv()
+        except EOFError:  # the child died without a word (killed for memory, a solver crash)
+            kind, value = _DONE, None
+        if kind == _DONE:
+            self.done = True
+            return False
+        self.values.append(value)
+        return True
+
+    def poll(self) -> list:
+        """Every value reported so far (the new ones read without waiting)."""
+        while self._take(0.0):
+            pass
+        return self.values
+
+    def finish(self, wait_s: float) -> list:
+        """Every value reported, waiting at most ``wait_s`` seconds for the child to end; then it is ended."""
+        deadline = time.monotonic() + wait_s
+        while not self.done:
+            if not self._take(deadline - time.monotonic()) and time.monotonic() >= deadline:
+                break
+        if self._proc.is_alive():
+            self._proc.kill()
+        self._proc.join()
+        self._recv.close()
+        return self.values

@@ -151,10 +151,11 @@ def group(form: Formulation, values: list[float], score: dict[str, float] | None
 
 
 def improve(form: Formulation, values: list[float], seconds: float, score: dict[str, float] | None = None,
-            backend: str = "ortools", progress=None) -> tuple[list[float], float]:
+            backend: str = "ortools", progress=None, each_round=None) -> tuple[list[float], float]:
     """``values`` (a plan of ``form``) improved by fix-and-optimise over groups of datacenters for at most
     ``seconds``; the best plan and its ratio (goodput per USD/h). ``score``: datacenter → a cost per request
-    (lower first; e.g. the LP's); ``progress(ratio)`` hears each better plan."""
+    (lower first; e.g. the LP's); ``progress(ratio)`` hears each better plan; ``each_round()`` is called before
+    each group's MILP (a bound worked out beside the search is read there)."""
     deadline = time.monotonic() + seconds
     model = form.model
     values = list(values)
@@ -171,6 +172,8 @@ def improve(form: Formulation, values: list[float], seconds: float, score: dict[
     size, idle, tried = min(GROUP_SITES, everywhere), 0, Counter()
     try:
         while deadline - time.monotonic() > 1.0 and lam > 0:
+            if each_round is not None:
+                each_round()
             chosen = frozenset(group(form, values, score, size, neighbours, tried, rng))
             idle += 1
             used = sum(c > 1e-9 for c in site_costs(form, values)[0].values())

@@ -3,7 +3,7 @@
 in:  a built :class:`~placer.ilp.formulation.Formulation` with its decode covers (C18) and local decoder rows (C19)
      still aside, a plan's ratio λ0 (goodput per USD/h), lower bounds on any plan's cost and goodput, a time budget
 out: :func:`lp_ratio_ceiling` — the highest goodput per USD/h any plan may have, as the LP relaxation proves it;
-     None when no LP ends in time
+     None when no LP ends in time; :class:`CeilingBeside` — the same worked out beside the caller's search
 
 Why: the ratio bound from the least-cost LP (:func:`placer.ilp.starts._lp_ratio_bound`) is G's upper bound over the
 least cost, which counts every served request as on time — and the least-cost LP spends (C11)'s whole 10 % of late
@@ -20,8 +20,10 @@ the least-cost bound's 279.19 (37 s). 16 × 12: 304.56 against 322.07, where the
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 
+from placer.ilp import guard
 from placer.ilp.backends import solve
 from placer.ilp.formulation import Formulation
 from placer.ilp.starts import _ceiling, _cost, _f_objective, _goodput
@@ -62,3 +64,52 @@ def lp_ratio_ceiling(form: Formulation, lam: float, least_cost: float, floor: fl
             break
         lam = ratio
     return best
+
+
+def _in_child(report: Callable[[float], None], form: Formulation, lam: float, least_cost: float, floor: float,
+              deadline: float) -> None:
+    lp_ratio_ceiling(form, lam, least_cost, floor, lambda: deadline - time.monotonic(), report)
+
+
+class CeilingBeside:
+    """:func:`lp_ratio_ceiling` beside the caller's search: in a forked child (:class:`placer.ilp.guard.Beside`) with
+    all of ``seconds``, where a child can be forked; else first, within ``share`` of them. Each lower ceiling reaches
+    ``progress`` when read (:meth:`read`, between the search's rounds; :meth:`finish` at its end); ``best`` is the
+    least so far (None: none yet).
+
+    Why beside: a search and an LP each keep one core busy, and HiGHS's interior-point LP cannot be shared out. On
+    100 sites × 12 classes the two LPs took 66 s of the search's time on 2 cores (twenty-seventh session), and on a
+    VM ~2.4× slower neither ended within LP_RATIO_SHARE, so the gap stood at the capacity ceiling's 34 %."""
+
+    def __init__(self, form: Formulation, lam: float, least_cost: float, floor: float, seconds: float,
+                 progress: Callable[[float], None], share: float) -> None:
+        self.best: float | None = None
+        self._progress, self._heard = progress, 0
+        self._child = None
+        if guard.can_fork():
+            self._child = guard.Beside(_in_child, form, lam, least_cost, floor, time.monotonic() + seconds)
+        else:
+            ends = time.monotonic() + share * seconds
+            lp_ratio_ceiling(form, lam, least_cost, floor, lambda: ends - time.monotonic(), self._hear)
+
+    def _hear(self, ceiling: float) -> None:
+        if self.best is None or ceiling < self.best:
+            self.best = ceiling
+            self._progress(ceiling)
+
+    def _take(self, values: list) -> None:
+        for ceiling in values[self._heard:]:
+            self._hear(ceiling)
+        self._heard = len(values)
+
+    def read(self) -> None:
+        """The ceilings the child has reported since the last read, without waiting."""
+        if self._child is not None:
+            self._take(self._child.poll())
+
+    def finish(self, wait_s: float) -> float | None:
+        """The least ceiling, waiting at most ``wait_s`` for the child's last LP; the child is then ended."""
+        if self._child is not None:
+            self._take(self._child.finish(wait_s))
+            self._child = None
+        return self.best

@@ -71,5 +71,6 @@ SMALL_SEED_SUB_MIPS = False
 # below 0.9 M no large model from a local plan is measured (50 × 12, 0.92 M, has 902 integer columns: not large).
 PROOF_NONZEROS = 900_000
 # Share of the time left that such a model's LP ratio bound (:mod:`placer.ilp.lp_ratio`: Dinkelbach on the LP
-# relaxation, with C18 and C19) may take before the search: 100 × 12's two LPs took 34 + 33 s of the ~260 s left.
+# relaxation, with C18 and C19) may take before the search where it cannot run beside it (no fork): 100 × 12's two LPs
+# took 34 + 33 s of the ~260 s left.
 LP_RATIO_SHARE = 0.5
