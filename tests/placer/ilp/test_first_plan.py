@@ -34,18 +34,22 @@ def _form(problem):
 
 
 def _rounded_plan_of(form, seconds, open_sites=False):
-    """The least-cost LP solution and its rounding, the latter checked: a plan of whole instances keeping every row."""
+    """The least-cost LP solution and its rounding (None: no plan)."""
     _, _, cheapest = _lp_ratio_bound(form, SolveConfig().started())
-    values = rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, seconds,
-                          {var: (key[1], key[2]) for key, var in form.n.items()}, open_sites)
-    assert values is not None
-    assert form.model.violations(values) == []
-    assert all(values[var] == int(values[var]) for var in form.n.values())
-    return cheapest, values
+    return cheapest, rounded_plan(form.model, list(form.n.values()), form.cost, form.goodput, cheapest, seconds,
+                                  {var: (key[1], key[2]) for key, var in form.n.items()}, open_sites)
+
+
+def _whole_plan(form, values) -> bool:
+    """Whether ``values`` is a plan of whole instances that keeps every row of ``form``."""
+    return (values is not None and form.model.violations(values) == []
+            and all(values[var] == int(values[var]) for var in form.n.values()))
 
 
 def test_the_rounded_lp_plan_keeps_every_row_with_whole_instances(two_dc):
-    _rounded_plan_of(_form(two_dc), 10.0)
+    form = _form(two_dc)
+    _, values = _rounded_plan_of(form, 10.0)
+    assert _whole_plan(form, values)
 
 
 def test_a_dive_whose_lp_fills_its_sites_opens_others_for_whole_instances():
@@ -57,6 +61,7 @@ def test_a_dive_whose_lp_fills_its_sites_opens_others_for_whole_instances():
     local = dataclasses.replace(problem, links={}, line_capacity={})
     form = build(local, pdd_architecture(local), local_decoders=False)
     cheapest, values = _rounded_plan_of(form, 30.0, open_sites=True)
+    assert _whole_plan(form, values)
     opened = {key[1] for key, var in form.n.items() if values[var] > 0}
     assert opened - {key[1] for key, var in form.n.items() if cheapest[var] > 1e-6}  # a site the LP left empty
 
