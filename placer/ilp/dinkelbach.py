@@ -299,26 +299,24 @@ def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, up
     No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
     the search in 150 s, where the proving round ended at its limit with nothing), or its rounds end at the LP's bound
     (64 × 12 at 300 s: 10.6 % and 369.9 req/USD by its proving round, 5.6 % and 387.5 this way)."""
-    best = [seed.lam]
+    best = seed.lam
 
-    def bound() -> float | None:
-        return min(upper, lp.best) if upper and lp.best else upper or lp.best
-
-    def lowered(ceiling: float) -> None:  # the least ceiling so far (heard before ``lp`` exists where none forks)
-        _report(config, "lp bound", best[0], min(upper, ceiling) if upper else ceiling, began)
+    def lowered(ceiling: float) -> None:  # each ceiling under the least so far (the capacity ceiling first)
+        _report(config, "lp bound", best, ceiling, began)
 
     _report(config, "lp bound", seed.lam, upper, began)  # the capacity ceiling, until the LP's best ratio lowers it
-    lp = CeilingBeside(form, seed.lam, least_cost, _goodput_floor(form), config.left_s(), lowered, LP_RATIO_SHARE)
+    lp = CeilingBeside(form, seed.lam, least_cost, _goodput_floor(form), config.left_s(), lowered, LP_RATIO_SHARE,
+                       upper)
 
     def relay(ratio: float) -> None:
-        best[0] = ratio
+        nonlocal best
+        best = ratio
         lp.read()
-        _report(config, "search", ratio, bound(), began)
+        _report(config, "search", ratio, lp.best, began)
 
     values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay,
                             each_round=lp.read)
-    lp.finish(max(0.0, config.left_s()))  # a search that ended early waits for the LP's last ceiling
-    upper = bound()
+    upper = lp.finish(max(0.0, config.left_s()))  # a search that ended early waits for the LP's last ceiling
     form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its gap is measured "
                       "against the LP relaxation's best ratio, which a longer --time-limit does not lower; the time "
                       "went to the search by groups of datacenters, that bound worked out beside it")

@@ -73,17 +73,17 @@ def _in_child(report: Callable[[float], None], form: Formulation, lam: float, le
 
 class CeilingBeside:
     """:func:`lp_ratio_ceiling` beside the caller's search: in a forked child (:class:`placer.ilp.guard.Beside`) with
-    all of ``seconds``, where a child can be forked; else first, within ``share`` of them. Each lower ceiling reaches
-    ``progress`` when read (:meth:`read`, between the search's rounds; :meth:`finish` at its end); ``best`` is the
-    least so far (None: none yet).
+    all of ``seconds``, where a child can be forked; else first, within ``share`` of them. ``best`` is the least ceiling
+    so far, from ``upper`` (a bound known already, e.g. the capacity ceiling; None: none yet); each lower one reaches
+    ``progress`` when read (:meth:`read`, between the search's rounds; :meth:`finish` at its end).
 
     Why beside: a search and an LP each keep one core busy, and HiGHS's interior-point LP cannot be shared out. On
     100 sites × 12 classes the two LPs took 66 s of the search's time on 2 cores (twenty-seventh session), and on a
     VM ~2.4× slower neither ended within LP_RATIO_SHARE, so the gap stood at the capacity ceiling's 34 %."""
 
     def __init__(self, form: Formulation, lam: float, least_cost: float, floor: float, seconds: float,
-                 progress: Callable[[float], None], share: float) -> None:
-        self.best: float | None = None
+                 progress: Callable[[float], None], share: float, upper: float | None = None) -> None:
+        self.best = upper
         self._progress, self._heard = progress, 0
         self._child = None
         if guard.can_fork():
