@@ -19,7 +19,9 @@ Rules, shared by every file placer reads:
 * At most :data:`MAX_FILE_BYTES` (whole-file readers); streamed files (traces, request logs)
   have no total cap but at most :data:`MAX_LINE_BYTES` a line.
 * YAML: safe loading, and a key given twice in one mapping is an error (YAML's own rule;
-  PyYAML would silently keep the last). JSON: the same for duplicate keys; ``NaN`` and
+  PyYAML would silently keep the last). Parsed by libyaml where PyYAML was built with it (~5×
+  faster: a 780-line scenario in 0.4 s, not 2 s, which counts against ``--time-limit``); a file
+  it rejects is parsed again by PyYAML's own parser, whose message shows the offending line. JSON: the same for duplicate keys; ``NaN`` and
   ``Infinity`` are not JSON and are rejected.
 * Numbers read by hand (:func:`number`): not a boolean, finite, within stated bounds, an
   integer where one is due.
@@ -139,7 +141,12 @@ class _StrictLoader(yaml.SafeLoader):
     """PyYAML's safe loader with duplicate mapping keys as errors."""
 
 
-def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+class _FastStrictLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """:class:`_StrictLoader` on libyaml's parser (PyYAML's own where it was built without it): the
+    same constructors, so the same data."""
+
+
+def _no_duplicates(loader: yaml.constructor.SafeConstructor, node: yaml.MappingNode, deep: bool = False) -> dict:
     loader.flatten_mapping(node)
     seen: dict[Any, Any] = {}
     for key_node, _ in node.value:
@@ -154,6 +161,17 @@ def _no_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = F
 
 
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+_FastStrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _no_duplicates)
+
+
+def _load_yaml(text: str) -> Any:
+    """``text`` parsed by the fast loader; where it fails, by PyYAML's own, whose error message quotes
+    the offending line (libyaml's names only its line and column) — and whose data stand if it reads
+    what libyaml refused."""
+    try:
+        return yaml.load(text, Loader=_FastStrictLoader)  # noqa: S506 - a SafeLoader
+    except yaml.YAMLError:
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict:
@@ -177,7 +195,7 @@ def parse_data(text: str, kind: str, where: str) -> Any:
     try:
         if kind == "json":
             return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+        return _load_yaml(text)
     except (json.JSONDecodeError, yaml.YAMLError, ValueError) as err:
         raise InputError(f"{where} is not valid {kind.upper()}: {err}") from None
     except RecursionError:

@@ -65,6 +65,9 @@ ScenarioArg = Annotated[Path, typer.Argument(help="Scenario YAML (or JSON) file.
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the contract JSON instead of tables.")]
 SolverOpt = Annotated[Solver, typer.Option(help="MILP backend: OR-Tools (HiGHS, or SCIP) or PuLP (CBC).")]
 TimeOpt = Annotated[float, typer.Option("--time-limit", help="Solver time limit, seconds.")]
+OptimizeTimeOpt = Annotated[float, typer.Option("--time-limit", help=(
+    "Seconds for reading the scenario and solving: past them the best plan found comes back with its gap "
+    "(exit 4 if none). Working out that plan's figures, and its verification in the simulator, follow."))]
 ObjectiveOpt = Annotated[Objective, typer.Option(help="What to optimise.")]
 PerturbOpt = Annotated[float, typer.Option(
     "--perturb", help="Report the plan simulated with every chip's prefill and decode speed X slower and X "
@@ -82,7 +85,7 @@ def optimize(
     scenario: ScenarioArg,
     objective: ObjectiveOpt = Objective.bcr,
     solver: SolverOpt = Solver.ortools,
-    time_limit: TimeOpt = 30.0,
+    time_limit: OptimizeTimeOpt = 30.0,
     json_out: JsonOpt = False,
     out_path: Annotated[Path | None, typer.Option("--out", help="Also write the plan JSON here (with --json: only "
                                                   "there, and one line on stderr says so).")] = None,

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from placer.flows import instance, ttft_det_s
+from placer.ilp.config import checked
 from placer.ilp.p_cuts import SPLIT_LIGHT, SPLIT_NONE, set_queues, tail_cuts
 from placer.ilp.sets import Pool, set_queue_name
 from placer.ilp.shape_pools import candidate_shapes
@@ -205,7 +206,7 @@ def _p_candidates(problem: Problem, tiers: dict) -> list[tuple[str, int, Instanc
     ``tiers`` gets each one's :func:`p_tiers`."""
     longest = max(c.input_tokens + c.output_tokens for c in problem.classes)
     out = []
-    for dc in problem.datacenters:
+    for dc in checked(problem.datacenters, every=1):
         for chip, chips in dc.inventory.items():
             for tp in candidate_shapes(problem, chips):
                 im = instance(problem, chip, tp)
@@ -220,11 +221,17 @@ def _p_candidates(problem: Problem, tiers: dict) -> list[tuple[str, int, Instanc
 def _set_columns(problem: Problem, tiers: dict, pools: list, mode: int) -> int:
     """The set-queue columns the scenario's P pools would hold in split ``mode``."""
     count = 0
-    for chip, tp, im in pools:
+    for chip, tp, im in checked(pools, every=CHECK_POOLS):
         if (chip, tp, mode) not in tiers:
             tiers[chip, tp, mode] = _pool_sets(problem, im, tiers[chip, tp, None], mode)
         count += sum(len(rhos) for rhos in tiers[chip, tp, mode][0].values())
     return count
+
+
+#: Pools between two deadline checks in the P split's loops: each pool's heavy-queue law takes a few
+#: milliseconds (~4 ms here; a 40-datacenter mesh has 400 such pools, ~1.5 s under load, which never
+#: looked at the clock).
+CHECK_POOLS = 8
 
 
 def split_mode(problem: Problem, tiers: dict, notes: list[str]) -> int:
@@ -236,7 +243,7 @@ def split_mode(problem: Problem, tiers: dict, notes: list[str]) -> int:
     :func:`chip_p_queues` fills it (filled here too)."""
     pools = _p_candidates(problem, tiers)
     count = sum(bool(tiers[chip, tp, None][1]) and heavy_on_time(problem, im, tiers[chip, tp, None][2])
-                for chip, tp, im in pools)
+                for chip, tp, im in checked(pools, every=CHECK_POOLS))
     if count > SPLIT_MAX_POOLS:
         notes.append(f"no heavy/light P split: {count} P pools would take it (> {SPLIT_MAX_POOLS}: its "
                      "whole-instance queues would slow the proof several-fold); mix and light queues only")
