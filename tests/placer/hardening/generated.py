@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import time
+from pathlib import Path
 
 
 def large_scenario(datacenters: int, classes: int, seed: int = 0) -> dict:
@@ -22,3 +24,19 @@ def large_scenario(datacenters: int, classes: int, seed: int = 0) -> dict:
             "weight_dtype": "fp8", "datacenters": dcs, "links": links,
             "workload": {"arrival_rps": 2.0 * datacenters, "classes": rows},
             "sla": {"ttft_p90_s": 4.0, "tpot_s": 0.05}, "options": {"tp_degrees": [8, 16]}}
+
+
+def evaluation_s(scenario: Path, plan_json: str) -> float:
+    """Seconds this machine takes, now, to work out a solved plan's figures again
+    (:func:`placer.optimize.with_metrics`: its queue laws, TTFT quantiles and tail notes) — the step
+    that runs after the solve by design (``--time-limit`` bounds reading the scenario and solving).
+    Timed in the test, because it grows with the plan and with the machine's speed and load: ~2 s
+    for a 10-datacenter plan here, ~5 s on a CI machine 2.5× slower."""
+    from placer.optimize import as_problem, with_metrics
+    from placer.plan import Plan
+    from placer.specs import load_scenario
+
+    problem, plan = as_problem(load_scenario(scenario)), Plan.model_validate_json(plan_json)
+    start = time.monotonic()
+    with_metrics(problem, plan)
+    return time.monotonic() - start
