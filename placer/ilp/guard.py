@@ -32,15 +32,6 @@ GUARD_NONZEROS = 400_000
 GRACE_S = 2.0
 
 
-def _child(send, fn: Callable, model: LinearModel, time_limit_s: float, args: tuple) -> None:
-    try:
-        send.send(fn(model, *args[:1], time_limit_s, *args[1:]))
-    except BaseException as err:  # noqa: BLE001 - any failure is the parent's to report as a Status
-        send.send(err)
-    finally:
-        send.close()
-
-
 def can_fork() -> bool:
     """Whether a solve can run in a forked child here (not where fork is missing, nor in a daemonic worker)."""
     return "fork" in multiprocessing.get_all_start_methods() and not multiprocessing.current_process().daemon
@@ -49,43 +40,38 @@ def can_fork() -> bool:
 def within(fn: Callable, model: LinearModel, backend: str, time_limit_s: float, *rest):
     """``fn(model, backend, time_limit_s, *rest)``, ended at ``time_limit_s`` (+ :data:`GRACE_S`) when the
     model is large: a NO_SOLUTION :class:`~placer.ilp.backends.SolveResult` then, as the solver's own limit
-    would give."""
+    would give. It runs as a :class:`Beside` child that reports its one answer; an error it raised is
+    raised here."""
     from placer.ilp.backends import SolveResult, Status
 
     if model.nonzeros() < GUARD_NONZEROS or not can_fork():  # a daemonic worker may not have children
         return fn(model, backend, time_limit_s, *rest)
     start = time.perf_counter()
-    ctx = multiprocessing.get_context("fork")
-    recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send, fn, model, time_limit_s, (backend, *rest)), daemon=True)
-    proc.start()
-    send.close()
-    try:
-        answer = recv.recv() if recv.poll(max(0.0, time_limit_s) + GRACE_S) else None
-    except EOFError:  # the child died without an answer (killed for memory, a solver crash)
-        answer = None
-    finally:
-        if proc.is_alive():
-            proc.kill()
-        proc.join()
-        recv.close()
-    if isinstance(answer, BaseException):
-        raise answer
-    if answer is None:
+    child = Beside(_answer, fn, model, backend, time_limit_s, rest)
+    answers = child.finish(max(0.0, time_limit_s) + GRACE_S)
+    if child.error is not None:
+        raise child.error
+    if not answers:  # not answered in time, or the child died without a word (killed for memory, a crash)
         return SolveResult(Status.NO_SOLUTION, [], math.nan, math.nan, time.perf_counter() - start,
                            f"{backend} (ended at the time limit)")
-    return answer
+    return answers[0]
 
 
-#: what a :class:`Beside` child sends once its function has returned
+def _answer(report: Callable, fn: Callable, model: LinearModel, backend: str, time_limit_s: float,
+            rest: tuple) -> None:
+    report(fn(model, backend, time_limit_s, *rest))
+
+
+#: what a :class:`Beside` child sends once its function has returned (or raised: :data:`_ERROR` first)
 _DONE = "done"
+_ERROR = "error"
 
 
 def _reporting_child(send, fn: Callable, args: tuple) -> None:
     try:
         fn(lambda value: send.send(("value", value)), *args)
-    except BaseException:  # noqa: BLE001 - what it reported before stands; the parent reads no more
-        pass
+    except BaseException as err:  # noqa: BLE001 - what it reported before stands; the error is the parent's to see
+        send.send((_ERROR, err))
     finally:
         send.send((_DONE, None))
         send.close()
@@ -95,7 +81,8 @@ class Beside:
     """``fn(report, *args)`` in a forked child (sharing the built model copy-on-write) while this process goes on: each
     ``report(value)`` it makes is read by :meth:`poll` (without waiting) and :meth:`finish` (waiting at most a given
     time, then ending the child). Its own solves run unguarded in it (a daemonic process), so their limits are
-    HiGHS's own; :meth:`finish` ends it all the same. Only where :func:`can_fork`."""
+    HiGHS's own; :meth:`finish` ends it all the same. An exception ``fn`` raises ends its reports and is kept in
+    ``error`` (what it reported before stands). Only where :func:`can_fork`."""
 
     def __init__(self, fn: Callable, *args) -> None:
         ctx = multiprocessing.get_context("fork")
@@ -104,6 +91,7 @@ class Beside:
         self._proc.start()
         send.close()
         self.values: list = []
+        self.error: BaseException | None = None
         self.done = False
 
     def _take(self, wait_s: float) -> bool:
@@ -117,7 +105,10 @@ class Beside:
         if kind == _DONE:
             self.done = True
             return False
-        self.values.append(value)
+        if kind == _ERROR:
+            self.error = value
+        else:
+            self.values.append(value)
         return True
 
     def poll(self) -> list:

@@ -69,6 +69,20 @@ def test_a_guarded_solve_returns_the_solvers_answer(monkeypatch):
     assert res.status is Status.OPTIMAL and res.values[x] == pytest.approx(3.0)
 
 
+def _failing_solve(model, backend, time_limit_s, *rest):
+    raise RuntimeError(f"{backend} failed on purpose")
+
+
+def test_a_guarded_solvers_error_is_raised_in_the_caller(monkeypatch):
+    """The child's exception is the caller's, as an unguarded solve's would be — not a time-out."""
+    monkeypatch.setattr(guard, "GUARD_NONZEROS", 0)
+    monkeypatch.setattr(backends, "_solve", _failing_solve)
+    m = LinearModel()
+    m.var("x", 0, 1)
+    with pytest.raises(RuntimeError, match="ortools failed on purpose"):
+        backends.solve(m, "ortools", 10.0)
+
+
 def test_the_capacity_ceiling_is_above_the_optimum(micro_problem):
     """The ceiling certifies the local plan's gap before the whole model's LP exists: it must never be
     below what the MILP proves achievable."""
