@@ -23,7 +23,7 @@ seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's
 (:data:`ROUND_HINT`); the others round only when the restricted seed MILP ends without a plan. A restricted
 round that ends on its time share unproven runs once more on the sites the LP opens at its ratio (:func:`_resited`).
 A plan in hand on a model beyond proof (:data:`PROOF_NONZEROS`: 64 sites × 12 classes, 100 × 8, 100 × 12) gets no MILP
-on the whole model: the LP relaxation's best ratio bounds it, the time left goes to the search (:func:`_searched_only`).
+on the whole model: the LP relaxation's best ratio bounds it, the time left goes to the search (:func:`placer.ilp.beyond_proof.searched_only`).
 ``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
 The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`,
@@ -34,17 +34,16 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 from placer.errors import InfeasiblePlanError, SolverError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, solve
+from placer.ilp.beyond_proof import searched_only
 from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
-from placer.ilp.improve import improve
+from placer.ilp.outcome import Outcome
 from placer.ilp.local_decoders import take_local_decoders
-from placer.ilp.lp_ratio import CeilingBeside
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
     ABS_GAP, CUTOFF_INTEGERS, LP_RATIO_SHARE, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE,
     RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,
@@ -54,17 +53,6 @@ from placer.ilp.starts import (
     _cost, _Dinkelbach, _f_objective, _feasible_start, _first_ratio, _goodput, _goodput_floor, _left_s, _lp_limit_s, _lp_sites,
     _on_sites, _report, _rounded_start,
 )
-
-
-@dataclass
-class Outcome:
-    values: list[float]
-    status: str
-    mip_gap: float
-    seconds: float
-    backend: str
-    iterations: int
-    ratio: float  # goodput per USD/h at the optimum (bcr objective), else nan
 
 
 def _check(result: SolveResult, form: Formulation, config: SolveConfig) -> None:
@@ -133,7 +121,7 @@ def solve_objective(form: Formulation, config: SolveConfig, mip_gap: float = 1e-
     large = form.model.integer_columns() >= ROUND_FIRST_INTEGERS
     if seed is not None and large:  # a plan in hand (e.g. the local one, placer.ilp.local_first): its gap
         if (nonzeros := form.model.nonzeros(form.covers + form.local)) >= PROOF_NONZEROS:  # beyond proof: no MILP
-            return _searched_only(form, config, seed, *_capacity_beside(form, upper, least_cost), start, nonzeros)
+            return searched_only(form, config, seed, *_capacity_beside(form, upper, least_cost), start, nonzeros)
         upper, least_cost = _bound_beside(form, config, upper, least_cost)
     _report(config, "lp bound", seed.lam if seed else None, upper, start)
     first = _rounded_start(form, config, cheapest, upper, start) if seed is None and cheapest and large else None
@@ -285,54 +273,6 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             break  # the plan's ratio is proven within TARGET_GAP of the optimum
     gap = max(0.0, (ceiling - lam) / lam) if lam > 0 else math.inf
     return _Dinkelbach(lam, hint, res, status, gap, iterations)
-
-
-def _searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
-                   least_cost: float, began: float, nonzeros: int) -> Outcome:
-    """A plan in hand on a model beyond proof (its proving MILP, with the rows its rounds add, of ``nonzeros`` at
-    least :data:`PROOF_NONZEROS`): the time left goes to the search by groups of datacenters on the whole model
-    (:func:`placer.ilp.improve.improve`: its lines' flows are free columns there, where the local plan had none), each
-    better plan reported as a "search", and beside it (a forked child; where none can be, first, within
-    :data:`LP_RATIO_SHARE` of the time) to the LP relaxation's ratio bound (:class:`placer.ilp.lp_ratio.CeilingBeside`),
-    each lower ceiling reported as an "lp bound" when read; ``upper`` and ``least_cost`` the capacity ceiling's. The
-    gap is against the least bound, and a note on the plan says so.
-    No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
-    the search in 150 s, where the proving round ended at its limit with nothing), or its rounds end at the LP's bound
-    (64 × 12 at 300 s: 10.6 % and 369.9 req/USD by its proving round, 5.6 % and 387.5 this way)."""
-    best = seed.lam
-
-    def lowered(ceiling: float) -> None:  # each ceiling under the least so far (the capacity ceiling first)
-        _report(config, "lp bound", best, ceiling, began)
-
-    _report(config, "lp bound", seed.lam, upper, began)  # the capacity ceiling, until the LP's best ratio lowers it
-    lp = CeilingBeside(form, seed.lam, least_cost, _goodput_floor(form), config.left_s(), lowered, LP_RATIO_SHARE,
-                       upper)
-
-    def relay(ratio: float) -> None:
-        nonlocal best
-        best = ratio
-        lp.read()
-        _report(config, "search", ratio, lp.best, began)
-
-    values, ratio = improve(form, seed.hint, config.left_s(), backend=config.backend, progress=relay,
-                            each_round=lp.read)
-    upper = lp.finish(max(0.0, config.left_s()))  # a search that ended early waits for the LP's last ceiling
-    form.notes.append(f"the whole model ({nonzeros / 1e6:.2f} M non-zeros) is too large to prove: its gap is measured "
-                      "against the LP relaxation's best ratio, which a longer --time-limit does not lower; the time "
-                      "went to the search by groups of datacenters, that bound worked out beside it")
-    gap = max(0.0, (upper - ratio) / ratio) if upper and ratio > 0 else math.inf
-    backend = seed.res.backend if ratio <= seed.lam else search_backend(config.backend)
-    return Outcome(values, "optimal" if gap <= TARGET_GAP + 1e-12 else "feasible", gap, time.perf_counter() - began,
-                   backend, seed.iterations, ratio)
-
-
-#: The solver that a search's plans come from (its sub-MILPs), by the backend asked for.
-SEARCH_BACKENDS = {"pulp": "pulp-cbc", "ortools-scip": "ortools-scip"}
-
-
-def search_backend(backend: str) -> str:
-    """The name a plan from :func:`placer.ilp.improve.improve`'s sub-MILPs (or a Dinkelbach's) carries, for ``backend``."""
-    return SEARCH_BACKENDS.get(backend, "ortools-highs")
 
 
 def _restricts(form: Formulation, cheapest: list[float]) -> bool:

@@ -8,7 +8,7 @@ out: :func:`lp_ratio_ceiling` — the highest goodput per USD/h any plan may hav
 Why: the ratio bound from the least-cost LP (:func:`placer.ilp.starts._lp_ratio_bound`) is G's upper bound over the
 least cost, which counts every served request as on time — and the least-cost LP spends (C11)'s whole 10 % of late
 requests, so that bound sits about 10 % above what the LP itself allows. Where a MILP proves the ratio its bound on
-F(λ) = max goodput − λ·cost replaces it; a fleet beyond proof (:func:`placer.ilp.dinkelbach._searched_only`) had only
+F(λ) = max goodput − λ·cost replaces it; a fleet beyond proof (:func:`placer.ilp.beyond_proof.searched_only`) had only
 it. Here the LP relaxation of F(λ), with (C18) and (C19), is solved at λ0, then at its solution's own ratio, until
 that ratio stops rising (Dinkelbach's iterations, which converge to the LP's best ratio λ_LP from below: for every
 plan x, goodput(x) − λ·cost(x) ≤ F_LP(λ)); each F_LP(λ) gives the ceiling of :func:`placer.ilp.starts._ceiling`, the
