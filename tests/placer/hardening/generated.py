@@ -1,4 +1,4 @@
-"""Large generated scenarios for the time-budget tests (not a test module)."""
+"""Large generated scenarios for the time-budget tests (not a test module; bench/bench_time_limit.py runs them too)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,14 @@ def large_scenario(datacenters: int, classes: int, seed: int = 0) -> dict:
             "weight_dtype": "fp8", "datacenters": dcs, "links": links,
             "workload": {"arrival_rps": 2.0 * datacenters, "classes": rows},
             "sla": {"ttft_p90_s": 4.0, "tpot_s": 0.05}, "options": {"tp_degrees": [8, 16]}}
+
+
+def full_mesh(datacenters: int, classes: int) -> dict:
+    """:func:`large_scenario` with a WAN line between every two datacenters instead of a ring."""
+    scenario = large_scenario(datacenters=datacenters, classes=classes)
+    scenario["links"] = [{"src": f"dc{i}", "dst": f"dc{j}", "gbit_per_s": 25, "rtt_ms": 5 + (i + j) % 40}
+                         for i in range(datacenters) for j in range(i + 1, datacenters)]
+    return scenario
 
 
 def evaluation_s(scenario: Path, plan_json: str) -> float:

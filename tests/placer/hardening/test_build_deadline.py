@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from placer.cli import app
-from tests.placer.hardening.generated import evaluation_s, large_scenario
+from tests.placer.hardening.generated import evaluation_s, full_mesh
 
 #: Past the data's cheap first steps (candidate pools, the flows themselves: ~2 s here), inside
 #: the flows' laws: without the checks there the command took ~16 s with this limit.
@@ -28,17 +28,9 @@ LIMIT_S = 4.0
 MARGIN_S = 3.0
 
 
-def _full_mesh(datacenters: int, classes: int) -> dict:
-    """:func:`large_scenario` with a WAN line between every two datacenters instead of a ring."""
-    scenario = large_scenario(datacenters=datacenters, classes=classes)
-    scenario["links"] = [{"src": f"dc{i}", "dst": f"dc{j}", "gbit_per_s": 25, "rtt_ms": 5 + (i + j) % 40}
-                         for i in range(datacenters) for j in range(i + 1, datacenters)]
-    return scenario
-
-
 def test_preparing_a_full_mesh_ends_at_the_time_limit(tmp_path):
     path, plan = tmp_path / "mesh.yaml", tmp_path / "plan.json"
-    path.write_text(yaml.safe_dump(_full_mesh(datacenters=40, classes=20)))
+    path.write_text(yaml.safe_dump(full_mesh(datacenters=40, classes=20)))
     runner = CliRunner()
     assert runner.invoke(app, ["optimize", "--help"]).exit_code == 0  # the command's imports, before the clock
     start = time.monotonic()
