@@ -5,8 +5,8 @@
 
 Cases (``tests/placer/hardening/generated.py``): ``mesh-40x20`` — 40 datacenters in a full WAN mesh, 20 classes,
 ``--time-limit 4`` (its data take longer than the limit to prepare); ``ring-10x20`` — 10 datacenters in a ring, 20
-classes, ``--time-limit 6`` (a plan at the limit, its figures after); ``ring-40x200`` — 200 classes, ``--time-limit 3``
-(the build alone outlives it). Each run is ``optimize --no-verify --json`` in a fresh process, timed in it from the
+classes, ``--time-limit 6`` (a plan at the limit, its figures after); ``ring-40x200`` — 200 classes,
+``--time-limit 3`` (the build alone outlives it). Each run is ``optimize --no-verify --json`` in a fresh process, timed in it from the
 command's call (its imports before: Python's start-up and imports are not what the limit bounds); where a plan came
 back, the process also times working out that plan's figures again (``placer.optimize.with_metrics``: the step that
 follows the limit by design). ``--load N`` keeps N busy-looping processes running beside (a loaded or slower machine:

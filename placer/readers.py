@@ -21,8 +21,8 @@ Rules, shared by every file placer reads:
 * YAML: safe loading, and a key given twice in one mapping is an error (YAML's own rule;
   PyYAML would silently keep the last). Parsed by libyaml where PyYAML was built with it (~5×
   faster: a 780-line scenario in 0.4 s, not 2 s, which counts against ``--time-limit``); a file
-  it rejects is parsed again by PyYAML's own parser, whose message shows the offending line. JSON: the same for duplicate keys; ``NaN`` and
-  ``Infinity`` are not JSON and are rejected.
+  it rejects is parsed again by PyYAML's own parser, whose message shows the offending line.
+  JSON: the same for duplicate keys; ``NaN`` and ``Infinity`` are not JSON and are rejected.
 * Numbers read by hand (:func:`number`): not a boolean, finite, within stated bounds, an
   integer where one is due.
 * A path named inside a file (:func:`confined`) stays inside the file's folder: absolute

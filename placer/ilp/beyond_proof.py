@@ -23,11 +23,11 @@ from placer.ilp.starts import _Dinkelbach, _goodput_floor, _report
 def searched_only(form: Formulation, config: SolveConfig, seed: _Dinkelbach, upper: float | None,
                   least_cost: float, began: float, nonzeros: int) -> Outcome:
     """A plan in hand on a model beyond proof (its proving MILP, with the rows its rounds add, of ``nonzeros`` at
-    least :data:`~placer.ilp.round_settings.PROOF_NONZEROS`): the time left goes to the search by groups of datacenters on the whole model
-    (:func:`placer.ilp.improve.improve`: its lines' flows are free columns there, where the local plan had none), each
-    better plan reported as a "search", and beside it (a forked child; where none can be, first, within
-    :data:`~placer.ilp.round_settings.LP_RATIO_SHARE` of the time) to the LP relaxation's ratio bound (:class:`placer.ilp.lp_ratio.CeilingBeside`),
-    each lower ceiling reported as an "lp bound" when read; ``upper`` and ``least_cost`` the capacity ceiling's. The
+    least :data:`~placer.ilp.round_settings.PROOF_NONZEROS`): the time left goes to the search by groups of
+    datacenters on the whole model (:func:`placer.ilp.improve.improve`: its lines' flows are free columns there, where
+    the local plan had none), each better plan reported as a "search", and beside it (a forked child; where none can
+    be, first, within :data:`~placer.ilp.round_settings.LP_RATIO_SHARE` of the time) to the LP relaxation's ratio
+    bound (:class:`placer.ilp.lp_ratio.CeilingBeside`), each lower ceiling reported as an "lp bound" when read; ``upper`` and ``least_cost`` the capacity ceiling's. The
     gap is against the least bound, and a note on the plan says so.
     No MILP on the whole model: its presolve alone would outlive the limit (100 sites × 12 classes: 240.73 -> 241.60 by
     the search in 150 s, where the proving round ended at its limit with nothing), or its rounds end at the LP's bound

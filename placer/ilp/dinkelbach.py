@@ -23,7 +23,8 @@ seed leaves whole (a few sites: pdd-two-dc) round the LP too, as the seed MILP's
 (:data:`ROUND_HINT`); the others round only when the restricted seed MILP ends without a plan. A restricted
 round that ends on its time share unproven runs once more on the sites the LP opens at its ratio (:func:`_resited`).
 A plan in hand on a model beyond proof (:data:`PROOF_NONZEROS`: 64 sites × 12 classes, 100 × 8, 100 × 12) gets no MILP
-on the whole model: the LP relaxation's best ratio bounds it, the time left goes to the search (:func:`placer.ilp.beyond_proof.searched_only`).
+on the whole model: the LP relaxation's best ratio bounds it, the time left goes to the search
+(:func:`placer.ilp.beyond_proof.searched_only`).
 ``Outcome.status`` is "optimal" only when the certified ratio gap is within TARGET_GAP, else "feasible"; ``config.progress`` (a
 :class:`~placer.ilp.config.Progress` callback) hears the LP bound, the first plan and every round.
 The starts (λ0 from the LP bound or a caller's ratio, a caller's plan, the rounded LP) are :mod:`placer.ilp.starts`,
@@ -42,8 +43,8 @@ from placer.ilp.config import SolveConfig
 from placer.ilp.covers import take_covers
 from placer.ilp.diagnose import _max_carry, check_resolution, diagnose  # noqa: F401 - _max_carry: bench_agreement's
 from placer.ilp.formulation import Formulation
-from placer.ilp.outcome import Outcome
 from placer.ilp.local_decoders import take_local_decoders
+from placer.ilp.outcome import Outcome
 from placer.ilp.round_settings import (  # noqa: F401 - re-exported: tests and benches set them here
     ABS_GAP, CUTOFF_INTEGERS, LP_RATIO_SHARE, MAX_ITERATIONS, PROOF_NONZEROS, PROOF_SHARE, REL_GAP, RESITED_SHARE,
     RESTRICT_MIN_SHARE, RESTRICTED_ROUNDS, RESTRICTED_SHARE, ROUND_HINT, SEED_GAP, SMALL_SEED_SUB_MIPS, TARGET_GAP,

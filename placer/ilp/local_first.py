@@ -36,9 +36,9 @@ from placer.errors import PlacerError, SolveTimeoutError
 from placer.ilp.config import SolveConfig, building_within
 from placer.ilp.data import Architecture
 from placer.ilp.dinkelbach import solve_objective
-from placer.ilp.outcome import search_backend
 from placer.ilp.formulation import Formulation, build
 from placer.ilp.improve import improve, site_costs
+from placer.ilp.outcome import search_backend
 from placer.ilp.starts import ROUNDING_BACKEND, _lp_ratio_bound, _report, _rounded_start, capacity_bound
 from placer.problem import Problem
 
