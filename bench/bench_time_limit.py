@@ -3,7 +3,7 @@
     PYTHONPATH=. .venv/bin/python bench/bench_time_limit.py [--repeats 3] [--load 0] [--base /path/to/checkout]
         [--cases mesh-40x20,ring-10x20,ring-40x200]
 
-Cases (``tests/placer/hardening/generated.py``): ``mesh-40x20`` — 40 datacenters in a full WAN mesh, 20 classes,
+Cases (:mod:`bench.limit_scenarios`): ``mesh-40x20`` — 40 datacenters in a full WAN mesh, 20 classes,
 ``--time-limit 4`` (its data take longer than the limit to prepare); ``ring-10x20`` — 10 datacenters in a ring, 20
 classes, ``--time-limit 6`` (a plan at the limit, its figures after); ``ring-40x200`` — 200 classes,
 ``--time-limit 3`` (the build alone outlives it). Each run is ``optimize --no-verify --json`` in a fresh process, timed in it from the
@@ -32,7 +32,7 @@ import yaml
 HERE = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(HERE))
 
-from tests.placer.hardening.generated import full_mesh, large_scenario  # noqa: E402
+from bench.limit_scenarios import full_mesh, large_scenario  # noqa: E402
 
 CASES = {
     "mesh-40x20": (lambda: full_mesh(40, 20), 4.0),

@@ -1,37 +1,12 @@
-"""Large generated scenarios for the time-budget tests (not a test module; bench/bench_time_limit.py runs them too)."""
+"""Large generated scenarios for the time-budget tests (not a test module): the generators are
+bench/limit_scenarios.py's (bench/bench_time_limit.py runs them too), and the time a plan's figures take."""
 
 from __future__ import annotations
 
-import random
 import time
 from pathlib import Path
 
-
-def large_scenario(datacenters: int, classes: int, seed: int = 0) -> dict:
-    """``datacenters`` datacenters in a ring of WAN lines, alternating GPU-A (Ascend-910B) and
-    H20 inventories, and ``classes`` request classes with random prompts and hit rates."""
-    rng = random.Random(seed)
-    chips = ("Ascend-910B", "H20")
-    dcs = [{"name": f"dc{i}", "inventory": {chips[i % 2]: 64, chips[(i + 1) % 2]: 32}} for i in range(datacenters)]
-    links = [{"src": f"dc{i}", "dst": f"dc{(i + 1) % datacenters}", "gbit_per_s": 25, "rtt_ms": 5 + i % 40}
-             for i in range(datacenters if datacenters > 2 else 1)]
-    share = 1.0 / classes
-    rows = [{"name": f"c{k}", "share": share, "input_tokens": rng.choice((8192, 16384, 32768, 65536)),
-             "output_tokens": rng.choice((256, 512, 1024)), "hit_rate": round(rng.uniform(0.3, 0.99), 3)}
-            for k in range(classes)]
-    rows[-1]["share"] = 1.0 - share * (classes - 1)
-    return {"name": f"generated-{datacenters}dc-{classes}k", "model": "deepseek-v3.2", "kv_dtype": "fp8",
-            "weight_dtype": "fp8", "datacenters": dcs, "links": links,
-            "workload": {"arrival_rps": 2.0 * datacenters, "classes": rows},
-            "sla": {"ttft_p90_s": 4.0, "tpot_s": 0.05}, "options": {"tp_degrees": [8, 16]}}
-
-
-def full_mesh(datacenters: int, classes: int) -> dict:
-    """:func:`large_scenario` with a WAN line between every two datacenters instead of a ring."""
-    scenario = large_scenario(datacenters=datacenters, classes=classes)
-    scenario["links"] = [{"src": f"dc{i}", "dst": f"dc{j}", "gbit_per_s": 25, "rtt_ms": 5 + (i + j) % 40}
-                         for i in range(datacenters) for j in range(i + 1, datacenters)]
-    return scenario
+from bench.limit_scenarios import full_mesh, large_scenario  # noqa: F401 - the tests take them here
 
 
 def evaluation_s(scenario: Path, plan_json: str) -> float:
