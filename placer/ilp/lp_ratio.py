@@ -84,7 +84,7 @@ class CeilingBeside:
     def __init__(self, form: Formulation, lam: float, least_cost: float, floor: float, seconds: float,
                  progress: Callable[[float], None], share: float, upper: float | None = None) -> None:
         self.best = upper
-        self._progress, self._heard = progress, 0
+        self._progress = progress
         self._child = None
         if guard.can_fork():
             self._child = guard.Beside(_in_child, form, lam, least_cost, floor, time.monotonic() + seconds)
@@ -93,14 +93,14 @@ class CeilingBeside:
             lp_ratio_ceiling(form, lam, least_cost, floor, lambda: ends - time.monotonic(), self._hear)
 
     def _hear(self, ceiling: float) -> None:
+        """A ceiling the LP reported: kept and heard when under the least so far (one heard before never is)."""
         if self.best is None or ceiling < self.best:
             self.best = ceiling
             self._progress(ceiling)
 
     def _take(self, values: list) -> None:
-        for ceiling in values[self._heard:]:
+        for ceiling in values:
             self._hear(ceiling)
-        self._heard = len(values)
 
     def read(self) -> None:
         """The ceilings the child has reported since the last read, without waiting."""
