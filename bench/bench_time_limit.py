@@ -40,12 +40,13 @@ CASES = {
     "ring-40x200": (lambda: large_scenario(datacenters=40, classes=200), 3.0),
 }
 
-#: One run in a fresh process: the command imported first, then timed; a plan's figures timed again after.
+#: One run in a fresh process: the command imported first, then timed; a plan's figures timed again after (by this
+#: checkout's :func:`bench.limit_scenarios.evaluation_s`, loaded from its file: a base checkout may not have it).
 DRIVER = r"""
-import json, sys, time
+import importlib.util, json, sys, time
 from typer.testing import CliRunner
 from placer.cli import app
-path, limit = sys.argv[1], sys.argv[2]
+path, limit, helpers = sys.argv[1], sys.argv[2], sys.argv[3]
 runner = CliRunner()
 runner.invoke(app, ["optimize", "--help"])
 start = time.monotonic()
@@ -53,19 +54,17 @@ result = runner.invoke(app, ["optimize", path, "--time-limit", limit, "--json", 
 wall = time.monotonic() - start
 figures = 0.0
 if result.exit_code == 0:
-    from placer.optimize import as_problem, with_metrics
-    from placer.plan import Plan
-    from placer.specs import load_scenario
-    problem, plan = as_problem(load_scenario(path)), Plan.model_validate_json(result.stdout)
-    began = time.monotonic()
-    with_metrics(problem, plan)
-    figures = time.monotonic() - began
+    spec = importlib.util.spec_from_file_location("limit_scenarios", helpers)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    figures = module.evaluation_s(path, result.stdout)
 print(json.dumps({"wall": wall, "exit": result.exit_code, "figures": figures}))
 """
 
 
 def run_one(checkout: Path, python: str, path: Path, limit: float) -> dict:
-    out = subprocess.run([python, "-c", DRIVER, str(path), f"{limit:g}"], cwd=checkout, capture_output=True,
+    helpers = HERE / "bench" / "limit_scenarios.py"
+    out = subprocess.run([python, "-c", DRIVER, str(path), f"{limit:g}", str(helpers)], cwd=checkout, capture_output=True,
                          text=True, env={"PYTHONPATH": str(checkout), "PATH": "/usr/bin:/bin"}, check=False)
     lines = out.stdout.strip().splitlines()
     if out.returncode != 0 or not lines:

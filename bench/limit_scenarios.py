@@ -1,9 +1,13 @@
 """Large generated scenarios whose data or solve outlive a short ``--time-limit``: the hardening tests'
-(tests/placer/hardening/) and :mod:`bench.bench_time_limit`'s cases."""
+(tests/placer/hardening/) and :mod:`bench.bench_time_limit`'s cases; and the time a solved plan's figures take.
+Standard library only at import (placer is imported where it is used): :mod:`bench.bench_time_limit` loads this file
+into a base checkout's process too."""
 
 from __future__ import annotations
 
 import random
+import time
+from pathlib import Path
 
 
 def large_scenario(datacenters: int, classes: int, seed: int = 0) -> dict:
@@ -31,3 +35,19 @@ def full_mesh(datacenters: int, classes: int) -> dict:
     scenario["links"] = [{"src": f"dc{i}", "dst": f"dc{j}", "gbit_per_s": 25, "rtt_ms": 5 + (i + j) % 40}
                          for i in range(datacenters) for j in range(i + 1, datacenters)]
     return scenario
+
+
+def evaluation_s(scenario: Path, plan_json: str) -> float:
+    """Seconds this machine takes, now, to work out a solved plan's figures again
+    (:func:`placer.optimize.with_metrics`: its queue laws, TTFT quantiles and tail notes) — the step
+    that runs after the solve by design (``--time-limit`` bounds reading the scenario and solving).
+    Timed in the tests and the bench, because it grows with the plan and with the machine's speed and load: ~2 s
+    for a 10-datacenter plan here, ~5 s on a CI machine 2.5× slower."""
+    from placer.optimize import as_problem, with_metrics
+    from placer.plan import Plan
+    from placer.specs import load_scenario
+
+    problem, plan = as_problem(load_scenario(scenario)), Plan.model_validate_json(plan_json)
+    start = time.monotonic()
+    with_metrics(problem, plan)
+    return time.monotonic() - start

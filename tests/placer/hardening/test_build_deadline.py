@@ -15,7 +15,7 @@ import yaml
 from typer.testing import CliRunner
 
 from placer.cli import app
-from tests.placer.hardening.generated import evaluation_s, full_mesh
+from bench.limit_scenarios import evaluation_s, full_mesh
 
 #: Past the data's cheap first steps (candidate pools, the flows themselves: ~2 s here), inside
 #: the flows' laws: without the checks there the command took ~16 s with this limit.

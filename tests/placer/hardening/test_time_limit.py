@@ -16,7 +16,7 @@ from placer.errors import SolverError, SolveTimeoutError
 from placer.ilp.backends import SolveResult, Status, _ortools_status
 from placer.ilp.config import SolveConfig
 from placer.ilp.dinkelbach import _check
-from tests.placer.hardening.generated import evaluation_s, large_scenario
+from bench.limit_scenarios import evaluation_s, large_scenario
 
 LIMIT_S = 6.0
 #: What may run past the limit besides the plan's figures (timed in the test: :func:`evaluation_s`),

@@ -5,10 +5,10 @@ import time
 import pytest
 
 from bench.scale_scenarios import scale_scenario
+from placer.ilp import guard, lp_ratio
 from placer.ilp.config import SolveConfig
 from placer.ilp.dinkelbach import solve_objective
 from placer.ilp.formulation import build, pdd_architecture
-from placer.ilp import guard, lp_ratio
 from placer.ilp.lp_ratio import CeilingBeside, lp_ratio_ceiling
 from placer.ilp.starts import _goodput_floor, _lp_ratio_bound
 from placer.problem import resolve

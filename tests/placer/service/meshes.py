@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.placer.hardening.generated import large_scenario
+from bench.limit_scenarios import large_scenario
 
 
 def full_mesh(datacenters: int, classes: int = 4, seed: int = 0) -> dict:
