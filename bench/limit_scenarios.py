@@ -37,17 +37,24 @@ def full_mesh(datacenters: int, classes: int) -> dict:
     return scenario
 
 
-def evaluation_s(scenario: Path, plan_json: str) -> float:
-    """Seconds this machine takes, now, to work out a solved plan's figures again
-    (:func:`placer.optimize.with_metrics`: its queue laws, TTFT quantiles and tail notes) — the step
-    that runs after the solve by design (``--time-limit`` bounds reading the scenario and solving).
-    Timed in the tests and the bench, because it grows with the plan and with the machine's speed and load: ~2 s
-    for a 10-datacenter plan here, ~5 s on a CI machine 2.5× slower."""
+def evaluation_s(scenario: Path, plan_json: str, why: bool = True) -> float:
+    """Seconds this machine takes, now, to do again what ``placer optimize`` does with a solved plan after its
+    ``--time-limit`` (which bounds reading the scenario and solving): work out the plan's figures
+    (:func:`placer.optimize.with_metrics`: its queue laws, TTFT quantiles and tail notes), check it
+    (:func:`placer.validate.validate`) and, for the table view (``why``; not with ``--json``), say why it looks
+    as it does (:func:`placer.report.why.explain`). Timed in the tests and the bench, because it grows with the
+    plan and with the machine's speed and load: ~2 s for a 10-datacenter plan here, ~5 s on a CI machine 2.5×
+    slower."""
     from placer.optimize import as_problem, with_metrics
     from placer.plan import Plan
+    from placer.report.why import explain
     from placer.specs import load_scenario
+    from placer.validate import validate
 
     problem, plan = as_problem(load_scenario(scenario)), Plan.model_validate_json(plan_json)
     start = time.monotonic()
-    with_metrics(problem, plan)
+    plan = with_metrics(problem, plan)
+    validate(problem, plan)
+    if why:
+        explain(problem, plan)
     return time.monotonic() - start

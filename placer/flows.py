@@ -69,7 +69,19 @@ def instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
     its grid, from the roofline outside. Otherwise the problem's ``engine`` answers
     (:func:`~placer.perfmodel.engines.engine_model`: that engine's measured kernels where they cover the
     chip, transferred from the nearest measured chip where they do not; ``roofline``: the roofline); a
-    measured table, the user's own measurement of the whole forward, wins over the kernels."""
+    measured table, the user's own measurement of the whole forward, wins over the kernels.
+
+    One object per (chip, tp) and problem (:attr:`~placer.problem.Problem.instance_models`): what it works
+    out and keeps (prefill times, settled P queues: :mod:`placer.packed_queue`) serves every later
+    question about the problem — a plan's figures, its check and its "why" ask the same queues again."""
+    models = problem.instance_models
+    model = models.get((chip, tp))
+    if model is None:
+        model = models[(chip, tp)] = _instance(problem, chip, tp)
+    return model
+
+
+def _instance(problem: Problem, chip: str, tp: int) -> InstanceModel:
     shape = pool_shape(problem, chip, tp)
     args = (problem.model, problem.weight_dtype, problem.kv_dtype, problem.options.prefill_chunk_tokens)
     table = problem.tables.get((chip, shape.chips))

@@ -13,7 +13,7 @@ out: :class:`Problem`, frozen dataclasses with every name resolved, the model's 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -110,6 +110,11 @@ class Problem:
         return min(cls.hit_rate, self.decode_hits.get((cls.name, dst), cls.hit_rate))
 
     @cached_property
+    def instance_models(self) -> dict[tuple, object]:
+        """(chip, tp) → the instance model :func:`placer.flows.instance` built for this problem (filled there)."""
+        return {}
+
+    @cached_property
     def kv_bytes_per_token(self) -> float:
         return self.model.kv_bytes_per_token(self.kv_dtype)
 
@@ -119,6 +124,14 @@ class Problem:
 
     def dc(self, name: str) -> Datacenter:
         return next(d for d in self.datacenters if d.name == name)
+
+
+def without_lines(problem: Problem) -> Problem:
+    """``problem`` with no WAN lines: each datacenter on its own (:mod:`placer.ilp.local_first`). Lines do not
+    change an instance, so it shares ``problem``'s instance models and what they keep."""
+    local = replace(problem, links={}, line_capacity={})
+    local.__dict__["instance_models"] = problem.instance_models  # as functools.cached_property keeps its value
+    return local
 
 
 _CHIP_FIELDS = {f.name for f in fields(Chip)}

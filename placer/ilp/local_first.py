@@ -40,7 +40,7 @@ from placer.ilp.formulation import Formulation, build
 from placer.ilp.improve import improve, site_costs
 from placer.ilp.outcome import search_backend
 from placer.ilp.starts import ROUNDING_BACKEND, _lp_ratio_bound, _report, _rounded_start, capacity_bound
-from placer.problem import Problem
+from placer.problem import Problem, without_lines
 
 #: Problems with at least this many (sites × classes), and lines, get a local plan first: 100 × 12 = 1200
 #: (the whole model: no plan within 30 s without it); 16 × 12 = 192 and the bundled sixteen-dc (16 × 8)
@@ -94,7 +94,7 @@ def local_plan(problem: Problem, arch: Architecture, config: SolveConfig, began:
     left = config.left_s()
     seconds = max(LOCAL_SHARE * left, min(LOCAL_FLOOR_SHARE * left, LOCAL_MIN_S))
     share = dataclasses.replace(config, deadline=time.monotonic() + seconds, progress=None)
-    local = dataclasses.replace(problem, links={}, line_capacity={})
+    local = without_lines(problem)
     try:
         with building_within(share):  # no (C19): this LP is rounded, and from theirs 100 x 12 rounded to no plan
             form = build(local, arch, "bcr", local_decoders=False)
