@@ -230,7 +230,10 @@ def _iterate(form: Formulation, config: SolveConfig, mip_gap: float, lam: float,
             take_covers(form)  # (C18) for the rounds from a plan (placer.ilp.covers); idempotent
         model.objective = _f_objective(form, lam)
         if prove and covers and last is not None and form.local:  # (C19) its LP breaks (placer.ilp.local_decoders)
-            take_local_decoders(form, min(_lp_limit_s(config), _left_s(config)))
+            take_local_decoders(form, _lp_limit_s(config), config.left_s)
+            if config.spent():  # its LPs took what was left (HiGHS may end one late): the last plan stands
+                status = "feasible"
+                break
         abs_gap = max(ABS_GAP, REL_GAP * _goodput(form, hint)) if hint else ABS_GAP
         if (least_cost > 0 or floor > 0) and lam > 0:  # the bound on F(λ) that puts _ceiling within TARGET_GAP
             abs_gap = max(ABS_GAP, PROOF_SHARE * TARGET_GAP * max(lam * least_cost, floor / (1 + TARGET_GAP)))

@@ -206,6 +206,9 @@ class Formulation:
     #: the least-cost LP's solution without (C19) where its LP kept them (placer.ilp.local_decoders.in_least_cost):
     #: what a first plan is rounded from (placer.ilp.starts._rounded_start)
     plain_lp: list[float] | None = None
+    #: seconds the model's last LP relaxation took (the least-cost one, then each of
+    #: :func:`placer.ilp.local_decoders.take_local_decoders`'s: the next of those starts only with that much time left)
+    separation_s: float = 0.0
 
     def rates(self, values: list[float]) -> dict[Flow, float]:
         """req/s on each flow of a solution (:meth:`placer.ilp.columns.Columns.rates`)."""

@@ -113,3 +113,22 @@ def test_a_proving_round_takes_the_rows_its_lp_breaks():
     taken = take_local_decoders(form, 60)
     assert 0 < taken < before and len(form.local) == before - taken
     assert solve(m.relaxed(), "ortools", 60).objective < 0.85 * f_before  # 8.90 -> 6.44 req/s when written
+
+
+def test_a_proving_round_starts_no_lp_it_cannot_finish_in_the_time_left():
+    """A separation LP starts only with at least the time the model's last LP took left (the least-cost one's, to
+    begin with): HiGHS ends an LP given 0.1 s a second late, and three such rounds ran 3.3 s past ``--time-limit``
+    (10 datacenters × 20 classes). Out of time, the rows stay aside and the model is as it was."""
+    from placer.ilp.config import SolveConfig
+    from placer.ilp.local_decoders import take_local_decoders
+    from placer.ilp.starts import _lp_ratio_bound
+
+    problem = _fleet()
+    form = build(problem, pdd_architecture(problem))
+    take_covers(form)
+    _lp_ratio_bound(form, SolveConfig(marginals=False).started())
+    assert form.local and form.separation_s > 0  # the least-cost LP kept the rows; its time is known
+    rows, aside = len(form.model.rows), len(form.local)
+    assert take_local_decoders(form, 60, left_s=lambda: 0.5 * form.separation_s) == 0
+    assert take_local_decoders(form, 60, left_s=lambda: 0.0) == 0
+    assert len(form.model.rows) == rows and len(form.local) == aside
