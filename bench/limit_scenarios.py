@@ -43,8 +43,8 @@ def evaluation_s(scenario: Path, plan_json: str, why: bool = True) -> float:
     (:func:`placer.optimize.with_metrics`: its queue laws, TTFT quantiles and tail notes), check it
     (:func:`placer.validate.validate`) and, for the table view (``why``; not with ``--json``), say why it looks
     as it does (:func:`placer.report.why.explain`). Timed in the tests and the bench, because it grows with the
-    plan and with the machine's speed and load: ~2 s for a 10-datacenter plan here, ~5 s on a CI machine 2.5×
-    slower."""
+    plan and with the machine's speed and load: ~1 s for a 10-datacenter plan here, 3-4 s for the 40-datacenter mesh's
+    (its 400 P pools), about 2.5× that on a CI machine 2.5× slower."""
     from placer.optimize import as_problem, with_metrics
     from placer.plan import Plan
     from placer.report.why import explain
