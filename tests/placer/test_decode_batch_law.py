@@ -159,6 +159,24 @@ def test_the_batch_law_is_poisson_where_the_step_does_not_grow_and_overloaded_pa
     assert batch_law(300.0, lambda n: 0.01 * n, 256)[1]  # one token per 10 ms a sequence: 100 tokens/s at most
 
 
+def test_a_busy_decoder_that_keeps_up_is_not_read_overloaded_where_its_laws_terms_pass_a_float():
+    """A step a + c·n holds a negative binomial number (r = a/c + 1, ρ = tokens/s × c; mean r·ρ / (1 − ρ)). At
+    22,546 tokens/s, a = 20 ms, ρ = 0.76 the law's unnormalised terms reach e^790 before they turn down, past a
+    float's e^709: that read "cannot keep up" though the full batch of 8,192 makes 30 % more tokens than arrive
+    (rnd-31-5's MD dc0 MI300X tp8-dep: the plan's figures at the engine's cap, 485 % busy, SLA missed; the ILP and
+    the simulator, 95 % within the SLA, saw 1,360)."""
+    from placer.decode_state import batch_law
+
+    tokens_per_s, a, rho = 22_546.0, 0.02, 0.76
+    c = rho / tokens_per_s
+    assert sum(math.log(tokens_per_s * (a + c * n) / n) for n in range(1, 1900)) > 709  # the float's range, passed
+    probs, overloaded = batch_law(tokens_per_s, lambda n: a + c * n, 8192)
+    r = a / c + 1
+    assert not overloaded
+    assert sum(n * p for n, p in enumerate(probs)) == pytest.approx(r * rho / (1 - rho), rel=1e-6)
+    assert sum(probs) == pytest.approx(1.0, rel=1e-9)
+
+
 def test_relays_held_past_the_cap_read_overloaded_not_nan():
     """rnd-7-19-trace priced at its far decoders' hits: a line too slow for the relayed KV had RLD hold 1,540
     requests on a decoder of cap 256 — the law's terms overflowed to NaN and the evaluation crashed."""
