@@ -76,9 +76,7 @@ def batch_law(tokens_per_s: float, step_at, cap: int, held: float = 0.0,
     for n in range(1, cap + 1):
         ratio = tokens_per_s * step_at(n + held) / n
         term *= ratio
-        if overloaded and term > _RESCALE_ABOVE:  # the law's mass runs towards the cap: it cannot keep up
-            return [1.0], True
-        if not math.isfinite(term):
+        if not math.isfinite(term) or (overloaded and term > _RESCALE_ABOVE):  # its mass runs towards the cap
             return [1.0], True
         if term > _RESCALE_ABOVE:  # a busy decoder's terms outgrow a float before they turn down: scale them
             probs = [math.ldexp(x, -_RESCALE_BITS) for x in probs]  # (exact: a power of two)
