@@ -30,6 +30,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from placer import kv_repair
 from placer.cli.options import EngineOpt, RuntimeOpt, with_engine, with_runtime
 from placer.cli.output import choices, err, fail, latest_from_database, out, working
 from placer.cli.render import (
@@ -174,8 +175,11 @@ def optimize(
             out.print(f"bring it to the dashboard: placer plans import {out_path} --scenario {scenario}",
                       highlight=False, markup=False, soft_wrap=True)
     if not _keeps_promise(plan) and not best_effort:
+        # the KV repair (placer.kv_repair) had no time to re-solve: a longer limit may meet the SLA as it is
+        longer = "a longer --time-limit, " if kv_repair.ran_out_of_time(plan) else ""
         fail(InfeasiblePlanError(f"the plan misses the SLA ({_miss_reason(plan)}); binding: {_binds(plan) or 'none'} "
-                                 "(add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept it)"))
+                                 f"({longer}add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept "
+                                 "it)"))
 
 
 def _problem(loaded: Scenario, measured: dict | None, runtime: Path | None):
