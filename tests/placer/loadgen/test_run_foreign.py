@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import threading
 
 import pytest
@@ -28,8 +29,12 @@ def test_measures_every_request_from_the_stream_and_its_usage_chunk():
     d = result.data
     assert d["requests"] == 40 and d["errors"] == 0 and d["model"] == "other-llm"
     assert all(o.output_tokens == 8 for o in result.outcomes)  # usage.completion_tokens
-    # 8 tokens 3 ms apart: TPOT near 3 ms, TTFT at least one step, e2e about 8 steps
-    assert 0.002 < d["tpot_p50_s"] < 0.05
+    # 8 tokens 3 ms apart: each request's TPOT its stream's first-to-last token over 7 gaps, no shorter than the
+    # server's 3-ms sleep; TTFT at least one step, e2e about 8 steps (no upper bound on a TPOT: a loaded CI host
+    # stalls the in-process server, which the bench must report, not hide)
+    tpots = sorted(o.tpot_s for o in result.outcomes)
+    assert tpots[0] >= 0.0029 and all(o.ttft_s + 7 * o.tpot_s <= o.e2e_s for o in result.outcomes)
+    assert d["tpot_p50_s"] == pytest.approx(statistics.median(tpots), abs=1e-6)
     assert 0.002 < d["ttft_p50_s"] <= d["ttft_p90_s"] <= d["ttft_p99_s"]
     assert d["e2e_p90_s"] >= d["ttft_p90_s"] + 6 * 0.002
     # good = TTFT within 2 s and TPOT within 50 ms, counted from each request's own stream; the share is
