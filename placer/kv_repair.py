@@ -87,7 +87,7 @@ def repair(problem: Problem, solved: tuple, solve: Callable[[Problem, SolveConfi
     tried = (f"{resolves} re-solve{'' if resolves == 1 else 's'} with their capacity cut did not meet the SLA" if resolves
              else "no re-solve with their capacity cut found a plan")
     stopped = (f"{OUT_OF_TIME}: {waits}{tried} within the time limit; a longer --time-limit may find a plan that "
-               "meets it" if config.left_s() < MIN_RESOLVE_S else f"{waits}{tried}")
+               "meets it" if resolves < ROUNDS and config.left_s() < MIN_RESOLVE_S else f"{waits}{tried}")
     return (plan.model_copy(update={"notes": [*plan.notes, NOTE + stopped]}), *solved[1:]), problem
 
 

@@ -175,7 +175,7 @@ def optimize(
             out.print(f"bring it to the dashboard: placer plans import {out_path} --scenario {scenario}",
                       highlight=False, markup=False, soft_wrap=True)
     if not _keeps_promise(plan) and not best_effort:
-        # the KV repair (placer.kv_repair) had no time to re-solve: a longer limit may meet the SLA as it is
+        # the KV repair (placer.kv_repair) ran out of time: a longer limit may meet the SLA with nothing else changed
         longer = "a longer --time-limit, " if kv_repair.ran_out_of_time(plan) else ""
         fail(InfeasiblePlanError(f"the plan misses the SLA ({_miss_reason(plan)}); binding: {_binds(plan) or 'none'} "
                                  f"({longer}add capacity or bandwidth, loosen the SLA, or pass --best-effort to accept "
