@@ -33,6 +33,7 @@ the executor's worker handles messages only between two steps.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterator
 from heapq import heappop, heappush
 from math import nextafter
 
@@ -41,6 +42,28 @@ from placer.perfmodel import DECODE_STEP_OVERHEAD_S, InstanceModel
 
 _EPS = 1e-7
 INF = float("inf")
+
+
+def _held_in_order(heap: list, owner) -> Iterator[tuple[float, int]]:
+    """(end step, KV tokens) of each request ``owner`` holds, in ascending order (ties by tokens, as sorting the
+    pairs would), read lazily off its finish heap ``heap`` of (end step, rid, request): a heap's smallest
+    unread entry is the root or a child of one already read, so k ends cost O(k log k), not the batch's sort.
+    Entries of requests that left (``dec`` no longer ``owner``) are skipped, as the heap's own pops skip them."""
+    n = len(heap)
+    frontier = [(heap[0], 0)] if n else []
+    while frontier:
+        end = frontier[0][0][0]
+        tied = []
+        while frontier and frontier[0][0][0] == end:  # every entry of this end (children end no earlier)
+            (_, _, req), i = heappop(frontier)
+            if req.dec is owner:
+                tied.append(req.kv_foot)
+            for child in (2 * i + 1, 2 * i + 2):
+                if child < n:
+                    heappush(frontier, (heap[child], child))
+        tied.sort()
+        for tokens in tied:
+            yield end, tokens
 
 
 class DecodeInstance:
@@ -226,8 +249,7 @@ class DecodeInstance:
         if len(w) < 2:
             return
         line = list(w)
-        order = admit_order(self.mem_cap, self.mem_used, self.B, self.cap,
-                            [(end, r.kv_foot) for end, _, r in self.heap if r.dec is self],
+        order = admit_order(self.mem_cap, self.mem_used, self.B, self.cap, _held_in_order(self.heap, self),
                             [(r.kv_foot, r.dec_tokens) for r in line], self.v)
         if not order:
             return
