@@ -17,10 +17,11 @@ them apart. When a plan misses the SLA and pools wait for KV on :data:`KV_WAIT_S
 those pools' capacity rows are cut (``Problem.pool_capacity``, as ``optimize --verify``'s cuts,
 :mod:`placer.cuts`) by :data:`CUT` per round, at most :data:`ROUNDS` rounds within the command's one deadline;
 the first plan that meets the SLA is kept, with a note naming the cuts, else the first plan stands (its miss
-said as before) with a note that says why the repair stopped: out of rounds, or out of the command's time — rnd-31-5
-(``bench/bench_agreement.py --random 6 --seed 31 --only 5``) meets its SLA after one re-solve of ~8 s, which a 16-s
-``--time-limit`` leaves no room for; the command then says a longer limit may find a plan, not only "add capacity"
-(the simulator agrees the first plan misses: its MD dc0 decoders 94 % full, a third of their arrivals waiting 7.3 s).
+said as before) with a note that says why the repair stopped: out of rounds, or out of the command's time —
+rnd-31-5 (bench/data/rnd-31-5.yaml; ``bench/bench_agreement.py --random 6 --seed 31 --only 5``) meets its SLA after
+one re-solve of ~8 s, which a 16-s ``--time-limit`` leaves no room for; the command then says a longer limit may
+find a plan, not only "add capacity" (the simulator agrees the first plan misses: its MD dc0 decoders 94 % full, a
+third of their arrivals waiting 7.3 s).
 """
 
 from __future__ import annotations
